@@ -1,0 +1,36 @@
+#include "core/log.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+namespace orbis::log {
+namespace {
+Level g_level = Level::info;
+int g_rank = 0;
+const auto g_start = std::chrono::steady_clock::now();
+}  // namespace
+
+void set_level(Level level) { g_level = level; }
+void set_rank(int rank) { g_rank = rank; }
+
+double elapsed_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+}
+
+bool stdout_is_terminal() { return isatty(fileno(stdout)) != 0; }
+
+void write(Level level, const std::string& message) {
+  if (level < g_level) return;
+  if (g_rank != 0 && level < Level::error) return;
+  static const char* tags[] = {"debug", "", "warning", "error"};
+  const char* tag = tags[static_cast<int>(level)];
+  std::FILE* stream = level >= Level::warning ? stderr : stdout;
+  if (*tag)
+    fmt::print(stream, "[{:9.2f}s] {}: {}\n", elapsed_seconds(), tag, message);
+  else
+    fmt::print(stream, "[{:9.2f}s] {}\n", elapsed_seconds(), message);
+  std::fflush(stream);
+}
+
+}  // namespace orbis::log

@@ -1,0 +1,208 @@
+#include "core/params_schema.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace orbis {
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+using T = ParamType;
+
+// section, key, type, default, min, max, min_exclusive, choices, unit, help
+const std::vector<ParamSpec> kSchema = {
+    // ------------------------------------------------------------------ cosmology
+    {"cosmology", "omega_m", T::real, "0.3144", 0, 2, true, nullptr, "",
+     "total matter density today (CDM + baryons; all of it is in the particles)"},
+    {"cosmology", "omega_lambda", T::real, "", 0, 3, false, nullptr, "",
+     "dark-energy density today; absent: 1 - omega_m (flat)"},
+    {"cosmology", "omega_b", T::real, "0.0494", 0, 1, false, nullptr, "",
+     "baryon density today; shapes the transfer function only"},
+    {"cosmology", "h", T::real, "0.6732", 0.2, 2, false, nullptr, "",
+     "H0 / (100 km/s/Mpc); shapes the transfer function (units are h-scaled)"},
+    {"cosmology", "n_s", T::real, "0.966", 0.5, 1.5, false, nullptr, "", "primordial spectral index"},
+    {"cosmology", "sigma8", T::real, "0.812", 0, 3, true, nullptr, "",
+     "rms linear density fluctuation in 8 Mpc/h top-hat spheres at z = 0"},
+    {"cosmology", "w0", T::real, "-1.0", -3, 0, false, nullptr, "",
+     "dark-energy equation of state p = w0 rho (constant)"},
+    // ------------------------------------------------------------------ box
+    {"box", "size_mpc_h", T::real, nullptr, 0, 1e5, true, nullptr, "Mpc/h",
+     "side of the periodic box (comoving)"},
+    {"box", "particles_per_side", T::integer, nullptr, 2, 8192, false, nullptr, "",
+     "N: the run has N^3 particles, initially on a grid"},
+    // ------------------------------------------------------------------ ic
+    {"ic", "z_init", T::real, "49.0", 0, 1e4, true, nullptr, "", "starting redshift"},
+    {"ic", "seed", T::integer, "12345", 0, 9.2e18, false, nullptr, "",
+     "random seed; the field at each grid point depends only on it and the grid position"},
+    {"ic", "lpt_order", T::integer, "2", 1, 2, false, nullptr, "",
+     "1: Zel'dovich, 2: second-order Lagrangian perturbation theory"},
+    {"ic", "power_spectrum", T::string, "\"eisenstein_hu\"", -inf, inf, false,
+     "eisenstein_hu|eisenstein_hu_nowiggle|camb_transfer|table", "",
+     "linear P(k): Eisenstein & Hu 1998 with or without baryon wiggles, a CAMB transfer "
+     "file, or a (k, P) table"},
+    {"ic", "power_file", T::string, "\"\"", -inf, inf, false, nullptr, "",
+     "file for camb_transfer (k/h, T columns; total matter used) or table (k [h/Mpc], "
+     "P [(Mpc/h)^3] at z = 0); relative to the parameter file"},
+    {"ic", "normalise_to_sigma8", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "scale P(k) so that sigma8 is honoured (a table is otherwise used as given)"},
+    {"ic", "fixed_amplitude", T::boolean, "false", -inf, inf, false, nullptr, "",
+     "set |delta_k| to sqrt(P(k)) and keep only the random phases (Angulo & Pontzen 2016)"},
+    {"ic", "paired", T::boolean, "false", -inf, inf, false, nullptr, "",
+     "flip every phase: the partner of the same seed's realisation (Angulo & Pontzen 2016)"},
+    {"ic", "self_test", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "measure the ICs' P(k) and write it next to the input linear P(k) D(z_init)^2"},
+    // ------------------------------------------------------------------ gravity
+    {"gravity", "solver", T::string, "\"pm\"", -inf, inf, false, "pm|treepm", "",
+     "pm: particle mesh only (full 1/k^2); treepm: PM long range + FMM short range"},
+    {"gravity", "pm_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
+     "PM mesh cells per side; 0: 2 x particles_per_side for pm, particles_per_side for treepm"},
+    {"gravity", "mass_assignment", T::string, "\"cic\"", -inf, inf, false, "cic|tsc", "",
+     "PM mass assignment and force interpolation window"},
+    {"gravity", "rs_over_cell", T::real, "1.2", 0.25, 8, false, nullptr, "",
+     "force-split scale r_s in PM cells (A_s; PhotoNs uses 1.2)"},
+    {"gravity", "r_cut_over_rs", T::real, "4.5", 1, 12, false, nullptr, "",
+     "short-range cut-off radius in units of r_s"},
+    {"gravity", "softening_over_spacing", T::real, "0.025", 0, 0.5, false, nullptr, "",
+     "Plummer-equivalent softening length in units of the mean inter-particle spacing"},
+    {"gravity", "theta", T::real, "0.5", 0, 1, true, nullptr, "", "FMM opening angle"},
+    {"gravity", "multipole_order", T::integer, "4", 1, 6, false, nullptr, "",
+     "order p of the multipole and local expansions"},
+    {"gravity", "max_leaf", T::integer, "32", 1, 4096, false, nullptr, "",
+     "most particles in a tree leaf"},
+    {"gravity", "taylor_order", T::integer, "3", 0, 4, false, nullptr, "",
+     "order of the Taylor series of the truncation function T(x) in P2P"},
+    {"gravity", "taylor_table_size", T::integer, "512", 16, 65536, false, nullptr, "",
+     "nodes of the T(x) table on [0, 3]"},
+    // ------------------------------------------------------------------ time
+    {"time", "z_final", T::real, "0.0", 0, 1e4, false, nullptr, "", "final redshift"},
+    {"time", "max_dln_a", T::real, "0.025", 0, 0.5, true, nullptr, "",
+     "largest step in ln a"},
+    {"time", "eta", T::real, "0.2", 0, 2, true, nullptr, "",
+     "step criterion: dt <= eta sqrt(softening / |acceleration|)"},
+    {"time", "output_redshifts", T::real_list, "[3.0, 1.0, 0.5, 0.0]", 0, 1e4, false, nullptr, "",
+     "redshifts of snapshots, power spectra and halo catalogues (steps land on them exactly)"},
+    // ------------------------------------------------------------------ output
+    {"output", "directory", T::string, "\"output\"", -inf, inf, false, nullptr, "",
+     "where every output goes; relative paths are taken from the working directory"},
+    {"output", "snapshots", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "write a snapshot at every output redshift"},
+    {"output", "accelerations", T::boolean, "false", -inf, inf, false, nullptr, "",
+     "add /PartType1/Acceleration to snapshots"},
+    // ------------------------------------------------------------------ analysis
+    {"analysis", "pk", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "measure the power spectrum at every output"},
+    {"analysis", "pk_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
+     "P(k) mesh cells per side; 0: 2 x particles_per_side"},
+    {"analysis", "pk_assignment", T::string, "\"tsc\"", -inf, inf, false, "cic|tsc", "",
+     "P(k) mass assignment window (deconvolved)"},
+    {"analysis", "pk_interlacing", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "interlace two grids shifted by half a cell to suppress aliasing"},
+    {"analysis", "pk_binning", T::string, "\"linear\"", -inf, inf, false, "linear|log", "",
+     "k bins: linear in units of the fundamental frequency, or logarithmic"},
+    {"analysis", "pk_num_bins", T::integer, "0", 0, 100000, false, nullptr, "",
+     "number of k bins; 0: one per fundamental frequency (linear) or 10 per decade (log)"},
+    {"analysis", "pk_subtract_shot_noise", T::boolean, "false", -inf, inf, false, nullptr, "",
+     "subtract the shot noise from P(k) (it is always reported in its own column)"},
+    {"analysis", "pk_fold_factor", T::integer, "1", 1, 64, false, nullptr, "",
+     "1: no folding; F > 1 adds a spectrum of positions folded F times to reach F x the "
+     "grid's Nyquist frequency"},
+    {"analysis", "fof", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "find friends-of-friends haloes at every output"},
+    {"analysis", "fof_linking_length", T::real, "0.2", 0, 1, true, nullptr, "",
+     "linking length b in units of the mean inter-particle spacing"},
+    {"analysis", "fof_min_members", T::integer, "32", 2, 1e9, false, nullptr, "",
+     "smallest group kept"},
+    // ------------------------------------------------------------------ gpu
+    {"gpu", "backend", T::string, "\"auto\"", -inf, inf, false, "auto|cpu|cuda", "",
+     "where P2P runs: auto (CUDA when a GPU is usable), cpu, or cuda (an error without one)"},
+    {"gpu", "device", T::integer, "0", 0, 64, false, nullptr, "", "CUDA device index"},
+    {"gpu", "p2p_precision", T::string, "\"float\"", -inf, inf, false, "float|double", "",
+     "arithmetic of the P2P kernel"},
+};
+
+std::string format_number(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:g}", v);
+}
+
+}  // namespace
+
+const std::vector<ParamSpec>& param_schema() { return kSchema; }
+
+const std::vector<std::string>& param_sections() {
+  static const std::vector<std::string> sections = [] {
+    std::vector<std::string> out;
+    for (const auto& spec : kSchema)
+      if (out.empty() || out.back() != spec.section) out.emplace_back(spec.section);
+    return out;
+  }();
+  return sections;
+}
+
+const ParamSpec* find_param(const std::string& section, const std::string& key) {
+  for (const auto& spec : kSchema)
+    if (section == spec.section && key == spec.key) return &spec;
+  return nullptr;
+}
+
+std::string type_name(ParamType type) {
+  switch (type) {
+    case ParamType::integer: return "integer";
+    case ParamType::real: return "number";
+    case ParamType::boolean: return "boolean";
+    case ParamType::string: return "string";
+    case ParamType::real_list: return "list of numbers";
+  }
+  return "?";
+}
+
+std::string accepted_range(const ParamSpec& spec) {
+  if (spec.choices) {
+    std::string list = spec.choices;
+    for (auto& c : list)
+      if (c == '|') c = ',';
+    std::string out;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      out += list[i];
+      if (list[i] == ',') out += ' ';
+    }
+    return "one of: " + out;
+  }
+  if (spec.type == ParamType::boolean) return "true or false";
+  if (spec.type == ParamType::string) return "any string";
+  const bool has_min = !std::isinf(spec.min), has_max = !std::isinf(spec.max);
+  std::string what = spec.type == ParamType::real_list ? "each value" : "value";
+  if (has_min && has_max)
+    return fmt::format("{} {} {} <= {}", format_number(spec.min), spec.min_exclusive ? "<" : "<=",
+                       what, format_number(spec.max));
+  if (has_min)
+    return fmt::format("{} {} {}", what, spec.min_exclusive ? ">" : ">=", format_number(spec.min));
+  if (has_max) return fmt::format("{} <= {}", what, format_number(spec.max));
+  return "any " + type_name(spec.type);
+}
+
+std::string schema_markdown() {
+  std::ostringstream out;
+  out << "# orbis parameters\n\n"
+      << "Generated from `src/core/params_schema.cpp` by `orbis params`; a unit test keeps it in\n"
+      << "step. Parameter files are TOML; a key missing from this table is an error, and so is a\n"
+      << "required key left out, a value of the wrong type or out of range.\n";
+  for (const auto& section : param_sections()) {
+    out << "\n## [" << section << "]\n\n"
+        << "| key | type | default | accepted | unit | meaning |\n"
+        << "| --- | --- | --- | --- | --- | --- |\n";
+    for (const auto& spec : kSchema) {
+      if (section != spec.section) continue;
+      std::string def = spec.default_toml == nullptr ? "**required**"
+                        : *spec.default_toml == '\0' ? "(derived)"
+                                                     : fmt::format("`{}`", spec.default_toml);
+      out << "| `" << spec.key << "` | " << type_name(spec.type) << " | " << def << " | "
+          << accepted_range(spec) << " | " << spec.unit << " | " << spec.help << " |\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace orbis

@@ -1,0 +1,36 @@
+// The one table of run parameters (STYLE.md §7): parsing, validation, --help, the reference
+// table in params/README.md and the echo in used_parameters.toml all come from it.
+#pragma once
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace orbis {
+
+enum class ParamType { integer, real, boolean, string, real_list };
+
+struct ParamSpec {
+  const char* section;
+  const char* key;
+  ParamType type;
+  // The default as a TOML literal; nullptr = required; "" = optional with no default
+  // (the code then derives the value and says how in `help`).
+  const char* default_toml;
+  double min = -std::numeric_limits<double>::infinity();   // numbers and list elements
+  double max = std::numeric_limits<double>::infinity();
+  bool min_exclusive = false;
+  const char* choices = nullptr;   // strings: "a|b|c"
+  const char* unit = "";
+  const char* help = "";
+
+  std::string name() const { return std::string(section) + "." + key; }
+};
+
+const std::vector<ParamSpec>& param_schema();
+const std::vector<std::string>& param_sections();   // in the order of the schema
+const ParamSpec* find_param(const std::string& section, const std::string& key);
+std::string type_name(ParamType type);
+std::string accepted_range(const ParamSpec& spec);  // "0 < x <= 1", "one of: pm, treepm"
+std::string schema_markdown();                      // the reference table, params/README.md
+
+}  // namespace orbis

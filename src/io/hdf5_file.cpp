@@ -1,0 +1,172 @@
+#include "io/hdf5_file.hpp"
+
+#include "core/error.hpp"
+
+namespace orbis {
+namespace {
+
+// HDF5 prints its own error stack by default; orbis reports errors itself.
+struct SilenceHdf5 {
+  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const SilenceHdf5 silence_hdf5;
+
+// Closes an HDF5 identifier at scope exit.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() { if (id_ >= 0) close_(id_); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  operator hid_t() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------------------- writer
+H5Writer::H5Writer(const std::string& final_path) : file_(final_path) {
+  id_ = H5Fcreate(file_.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id_ < 0) fail("cannot create the HDF5 file '{}' (is the folder writable?)", file_.temp_path());
+}
+
+H5Writer::~H5Writer() {
+  if (id_ >= 0) H5Fclose(id_);
+}
+
+void H5Writer::create_group(const std::string& path) {
+  Handle group(H5Gcreate2(id_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!group.ok()) fail("cannot create group '{}' in '{}'", path, file_.final_path());
+}
+
+void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, std::size_t rows,
+                         std::size_t cols) {
+  hsize_t dims[2] = {rows, cols};
+  Handle space(H5Screate_simple(cols ? 2 : 1, dims, nullptr), H5Sclose);
+  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("cannot create dataset '{}' in '{}'", path, file_.final_path());
+  if (rows > 0 && H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail("cannot write dataset '{}' in '{}' (disk full?)", path, file_.final_path());
+}
+
+void H5Writer::attribute_raw(const std::string& object, const std::string& name, hid_t type,
+                             const void* data, std::size_t n, bool scalar) {
+  hsize_t dims[1] = {n};
+  Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, nullptr), H5Sclose);
+  Handle attr(H5Acreate_by_name(id_, object.c_str(), name.c_str(), type, space, H5P_DEFAULT,
+                                H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok() || H5Awrite(attr, type, data) < 0)
+    fail("cannot write attribute '{}' of '{}' in '{}'", name, object, file_.final_path());
+}
+
+void H5Writer::attribute(const std::string& object, const std::string& name, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type, value.empty() ? 1 : value.size());   // fixed-length, as GADGET-4 writes
+  H5Tset_strpad(type, H5T_STR_NULLPAD);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate_by_name(id_, object.c_str(), name.c_str(), type, space, H5P_DEFAULT,
+                                H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  std::string padded = value.empty() ? std::string(1, '\0') : value;
+  if (!attr.ok() || H5Awrite(attr, type, padded.data()) < 0)
+    fail("cannot write attribute '{}' of '{}' in '{}'", name, object, file_.final_path());
+}
+
+void H5Writer::commit() {
+  if (H5Fclose(id_) < 0) fail("cannot close '{}' (disk full?)", file_.temp_path());
+  id_ = -1;
+  file_.commit();
+}
+
+// ------------------------------------------------------------------------------- reader
+H5Reader::H5Reader(const std::string& path) : path_(path) {
+  if (H5Fis_hdf5(path.c_str()) <= 0) fail("'{}' does not exist or is not an HDF5 file", path);
+  id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id_ < 0) fail("cannot open the HDF5 file '{}'", path);
+}
+
+H5Reader::~H5Reader() {
+  if (id_ >= 0) H5Fclose(id_);
+}
+
+bool H5Reader::has(const std::string& object) const {
+  // Check each level: H5Oexists_by_name fails rather than answering for a missing parent.
+  std::size_t pos = 0;
+  while ((pos = object.find('/', pos + 1)) != std::string::npos)
+    if (H5Lexists(id_, object.substr(0, pos).c_str(), H5P_DEFAULT) <= 0) return false;
+  return H5Lexists(id_, object.c_str(), H5P_DEFAULT) > 0;
+}
+
+bool H5Reader::has_attribute(const std::string& object, const std::string& name) const {
+  if (object != "/" && !has(object)) return false;
+  return H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::size_t> H5Reader::shape(const std::string& dataset) const {
+  Handle set(H5Dopen2(id_, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("'{}' has no dataset '{}'", path_, dataset);
+  Handle space(H5Dget_space(set), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space);
+  std::vector<hsize_t> dims(rank > 0 ? rank : 0);
+  if (rank > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return {dims.begin(), dims.end()};
+}
+
+std::size_t H5Reader::element_count(const std::string& dataset) const {
+  std::size_t n = 1;
+  for (auto d : shape(dataset)) n *= d;
+  return n;
+}
+
+void H5Reader::read_raw(const std::string& dataset, hid_t type, void* out) const {
+  Handle set(H5Dopen2(id_, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("'{}' has no dataset '{}'", path_, dataset);
+  if (element_count(dataset) == 0) return;
+  if (H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    fail("cannot read dataset '{}' of '{}' (its type does not convert to a number?)", dataset, path_);
+}
+
+std::size_t H5Reader::attribute_count(const std::string& object, const std::string& name) const {
+  Handle attr(H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) fail("'{}' has no attribute '{}' on '{}'", path_, name, object);
+  Handle space(H5Aget_space(attr), H5Sclose);
+  hssize_t n = H5Sget_simple_extent_npoints(space);
+  return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+void H5Reader::read_attribute_raw(const std::string& object, const std::string& name, hid_t type,
+                                  void* out) const {
+  Handle attr(H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok() || H5Aread(attr, type, out) < 0)
+    fail("cannot read attribute '{}' of '{}' in '{}'", name, object, path_);
+}
+
+std::string H5Reader::attribute_string(const std::string& object, const std::string& name) const {
+  Handle attr(H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) fail("'{}' has no attribute '{}' on '{}'", path_, name, object);
+  Handle type(H5Aget_type(attr), H5Tclose);
+  if (H5Tget_class(type) != H5T_STRING) fail("attribute '{}' of '{}' in '{}' is not a string", name, object, path_);
+  if (H5Tis_variable_str(type) > 0) {
+    char* text = nullptr;
+    Handle memtype(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(memtype, H5T_VARIABLE);
+    if (H5Aread(attr, memtype, &text) < 0) fail("cannot read attribute '{}' in '{}'", name, path_);
+    std::string out = text ? text : "";
+    H5free_memory(text);
+    return out;
+  }
+  std::size_t size = H5Tget_size(type);
+  std::string out(size, '\0');
+  if (H5Aread(attr, type, out.data()) < 0) fail("cannot read attribute '{}' in '{}'", name, path_);
+  out.resize(out.find('\0') == std::string::npos ? size : out.find('\0'));
+  return out;
+}
+
+void H5Reader::throw_shape(const std::string& object, const std::string& name) const {
+  fail("attribute '{}' of '{}' in '{}' is not a single value", name, object, path_);
+}
+
+}  // namespace orbis

@@ -1,0 +1,43 @@
+// Snapshots and initial conditions in the GADGET-4 HDF5 layout (DESIGN.md "Files"), so
+// outputs drop into existing tools and ICs of GADGET-4/N-GenIC, MUSIC and monofonIC read in.
+//   /Header     BoxSize, Time (= a), Redshift, NumPart_ThisFile, NumPart_Total,
+//               NumPart_Total_HighWord, MassTable, Omega0, OmegaLambda, HubbleParam,
+//               NumFilesPerSnapshot
+//   /PartType1  Coordinates (Mpc/h), Velocities (u = sqrt(a) dx/dt = v_pec / sqrt(a), km/s),
+//               ParticleIDs, optionally Acceleration
+//   /Parameters /Config   (provenance.hpp)
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/particles.hpp"
+
+namespace orbis {
+
+class Params;
+
+struct SnapshotHeader {
+  double box_mpc_h = 0;
+  double a = 0;            // scale factor (GADGET's Time)
+  double redshift = 0;
+  double omega_m = 0, omega_lambda = 0, h = 0;
+  std::uint64_t num_total = 0;
+  int num_files = 1;
+};
+
+struct Snapshot {
+  SnapshotHeader header;
+  Particles particles;     // momenta converted to p = a^2 dx/dt
+};
+
+// Writes one file. `accelerations` (comoving, dp/dt per unit a: see the attribute text) may
+// be null. Box and cosmology come from `params`.
+void write_snapshot(const std::string& path, const Particles& particles, double a,
+                    const Params& params, const std::vector<Vec3d>* accelerations = nullptr);
+
+// Reads a snapshot or IC file: PATH itself, or PATH.0.hdf5, PATH.1.hdf5, ... (also PATH
+// ending in ".0.hdf5") for multi-file sets. Only PartType1 is read; every other type must be
+// empty. Positions are wrapped into [0, BoxSize).
+Snapshot read_snapshot(const std::string& path);
+
+}  // namespace orbis
