@@ -1,0 +1,51 @@
+// The seam between the walk and the P2P backends (STYLE.md §2): one interface, a CPU
+// (OpenMP) and a CUDA implementation that compute the same sums with the same host+device
+// interaction code (p2p_kernel.hpp). Only p2p_backend.cpp knows both implementations.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "fmm/tasks.hpp"
+
+namespace orbis {
+
+struct P2PSettings {
+  double box_mpc_h = 0;         // periodic box side
+  double r_s = 0;               // force-split scale, Mpc/h
+  double r_cut = 0;             // pairs farther apart than this contribute nothing
+  double softening = 0;         // Plummer-equivalent softening length, Mpc/h
+  double g_mass = 0;            // G * particle mass, (km/s)^2 Mpc/h
+  int taylor_order = 3;         // 0..4; -1: exact erfc/exp (reference path)
+  int table_size = 512;         // nodes of the T(x) table on [0, 3]
+  bool double_precision = false;
+};
+
+struct P2PInput {
+  const std::vector<Vec3d>* positions = nullptr;   // tree order, Mpc/h, in [0, box)
+  const std::vector<Leaf>* leaves = nullptr;
+  const std::vector<InteractionTask>* tasks = nullptr;   // target/source = leaf indices
+};
+
+struct P2PStats {
+  double seconds = 0;
+  double interactions = 0;      // pairs evaluated (i, j), both in the same task list
+  std::string where;            // "cpu (2 threads)", "cuda (NVIDIA H100 ...)"
+};
+
+class P2PEvaluator {
+ public:
+  virtual ~P2PEvaluator() = default;
+  // Short-range accelerations (comoving, (km/s)^2/(Mpc/h)) of every particle of every
+  // target leaf, written (not added) once per particle in tree order: acc.size() ==
+  // positions.size(); particles in no target leaf get zero.
+  virtual P2PStats evaluate(const P2PSettings& settings, const P2PInput& input,
+                            std::vector<Vec3d>& acc) = 0;
+  virtual std::string name() const = 0;
+};
+
+// backend: "auto" | "cpu" | "cuda". An explicit "cuda" without a usable GPU is an error.
+std::unique_ptr<P2PEvaluator> make_p2p_evaluator(const std::string& backend, int device);
+
+}  // namespace orbis
