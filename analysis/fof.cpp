@@ -18,6 +18,8 @@ namespace {
 // A coarse-cell pair with at most this many particle pairs is linked by checking every
 // pair; above it, fine cell by fine cell (the crossover measured with bench_fof).
 constexpr std::size_t kDirectPairs = 1024;
+// Largest m^3 for which a thread keeps a local-key lookup table (4 bytes per entry).
+constexpr std::int64_t kMaxTable = 1 << 18;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;
@@ -51,44 +53,83 @@ class CellLinker {
           auto gap = [&](int d) { return std::max(std::abs(d) - 1, 0) * h; };
           if (gap(dx) * gap(dx) + gap(dy) * gap(dy) + gap(dz) * gap(dz) > l2_ * (1 + 1e-9)) continue;
           if (dx == 0 && dy == 0 && dz == 0) continue;
-          all_.push_back({dx, dy, dz});
-          if (dx > 0 || (dx == 0 && (dy > 0 || (dy == 0 && dz > 0)))) half_.push_back({dx, dy, dz});
+          // Cells of the neighbour at coarse offset o can only be reached by fine offsets
+          // pointing the same way as o on every axis where o is not 0; the cell with itself
+          // takes the half shell (each pair of its fine cells once).
+          for (int c = 0; c < 27; ++c) {
+            const int ox = c / 9 - 1, oy = c / 3 % 3 - 1, oz = c % 3 - 1;
+            auto along = [](int o, int d) { return o == 0 || (o > 0 ? d > 0 : d < 0); };
+            if (c == 13) {
+              if (dx > 0 || (dx == 0 && (dy > 0 || (dy == 0 && dz > 0)))) by_coarse_[c].push_back({dx, dy, dz});
+            } else if (along(ox, dx) && along(oy, dy) && along(oz, dz)) {
+              by_coarse_[c].push_back({dx, dy, dz});
+            }
+          }
         }
     reach_ = reach;
+    const std::int64_t m = grid.fine_per_coarse();
+    if (m * m * m <= kMaxTable) table_.assign(static_cast<std::size_t>(m * m * m), -1);
   }
 
-  // Coarse cell a (coordinates, unwrapped) with the neighbour at coarse offset o; o = 0 is
-  // the cell with itself.
-  void link(std::int64_t ax, std::int64_t ay, std::int64_t az, const Offset& o) {
+  // Coarse cell a with each neighbour at the coarse offsets for which keep(offset) holds;
+  // offset 0 is the cell with itself.
+  template <typename Keep>
+  void link_cell(std::int64_t ax, std::int64_t ay, std::int64_t az, const std::array<Offset, 14>& offsets,
+                 Keep keep) {
     const std::size_t ca = grid_.coarse_index(ax, ay, az);
+    const std::uint32_t a0 = grid_.cell_begin(ca), na = grid_.cell_end(ca) - a0;
+    if (na == 0) return;
+    load(pa_, a0, na, Vec3d{});
+    runs_a_ready_ = false;
+    // The neighbours' positions are scattered in memory: request them all before the first
+    // is needed, so that the cache misses overlap.
+    const auto& order = grid_.order();
+    for (const Offset& o : offsets) {
+      if (!keep(o)) continue;
+      const std::size_t cb = grid_.coarse_index(ax + o.x, ay + o.y, az + o.z);
+      for (std::uint32_t s = grid_.cell_begin(cb); s < grid_.cell_end(cb); ++s) __builtin_prefetch(&pos_[order[s]]);
+    }
+    for (const Offset& o : offsets)
+      if (keep(o)) link_pair(ax, ay, az, a0, na, o);
+  }
+
+ private:
+  // A's slots [a0, a0 + na) are loaded in pa_.
+  void link_pair(std::int64_t ax, std::int64_t ay, std::int64_t az, std::uint32_t a0, std::uint32_t na,
+                 const Offset& o) {
     const std::int64_t bx = ax + o.x, by = ay + o.y, bz = az + o.z;
     const std::size_t cb = grid_.coarse_index(bx, by, bz);
-    const std::uint32_t a0 = grid_.cell_begin(ca), na = grid_.cell_end(ca) - a0;
     const std::uint32_t b0 = grid_.cell_begin(cb), nb = grid_.cell_end(cb) - b0;
-    if (na == 0 || nb == 0) return;
+    if (nb == 0) return;
     const bool self = o.x == 0 && o.y == 0 && o.z == 0;
     // B's periodic image next to A: positions shifted so plain differences are separations.
     const std::int64_t nc = grid_.coarse_side();
     const double box = grid_.box();
-    const Vec3d shift{floor_div(bx, nc) * box, floor_div(by, nc) * box, floor_div(bz, nc) * box};
-    load(pa_, a0, na, Vec3d{});
-    if (!self) load(pb_, b0, nb, shift);
+    if (!self) {
+      const Vec3d shift{floor_div(bx, nc) * box, floor_div(by, nc) * box, floor_div(bz, nc) * box};
+      load(pb_, b0, nb, shift);
+    }
     const std::vector<Vec3d>& pb = self ? pa_ : pb_;
 
     if (static_cast<std::size_t>(na) * nb <= kDirectPairs) {
-      for (std::uint32_t i = 0; i < na; ++i)
+      for (std::uint32_t i = 0; i < na; ++i) {
+        const Vec3d xi = pa_[i];
         for (std::uint32_t j = self ? i + 1 : 0; j < nb; ++j)
-          if (norm2(pa_[i] - pb[j]) <= l2_) sets_.unite(a0 + i, b0 + j);
+          if (norm2(xi - pb[j]) <= l2_) sets_.unite(a0 + i, b0 + j);
+      }
       return;
     }
-    runs(ra_, a0, na);
+    if (!runs_a_ready_) {
+      runs(ra_, a0, na);
+      runs_a_ready_ = true;
+    }
     if (self) {
       for (const Run& r : ra_)
         for (std::uint32_t s = r.begin + 1; s < r.end; ++s) sets_.unite(a0 + r.begin, a0 + s);
-      link_runs(a0, pa_, ra_, a0, pa_, ra_, Offset{0, 0, 0}, half_, ax, ay, az);
+      link_runs(a0, pa_, ra_, a0, pa_, ra_, Offset{0, 0, 0}, ax, ay, az);
     } else {
       runs(rb_, b0, nb);
-      link_runs(a0, pa_, ra_, b0, pb_, rb_, o, all_, bx, by, bz);
+      link_runs(a0, pa_, ra_, b0, pb_, rb_, o, bx, by, bz);
     }
   }
 
@@ -119,12 +160,16 @@ class CellLinker {
   // given offsets; two cells are linked by the first pair within l.
   void link_runs(std::uint32_t a0, const std::vector<Vec3d>& pa, const std::vector<Run>& ra,
                  std::uint32_t b0, const std::vector<Vec3d>& pb, const std::vector<Run>& rb,
-                 const Offset& o, const std::vector<Offset>& offsets, std::int64_t bx,
-                 std::int64_t by, std::int64_t bz) {
+                 const Offset& o, std::int64_t bx, std::int64_t by, std::int64_t bz) {
     const std::int64_t m = grid_.fine_per_coarse();
+    const std::vector<Offset>& offsets = by_coarse_[(o.x + 1) * 9 + (o.y + 1) * 3 + (o.z + 1)];
     // A's fine coordinates unwrapped to A's image: A's coarse cell is B's minus o.
     const std::int64_t ox = (bx - o.x) * m, oy = (by - o.y) * m, oz = (bz - o.z) * m;
     const std::int64_t mx = bx * m, my = by * m, mz = bz * m;
+    // B's runs by local key: a direct table when m^3 is small, else binary search.
+    const bool use_table = !table_.empty();
+    if (use_table)
+      for (std::size_t k = 0; k < rb.size(); ++k) table_[rb[k].key] = static_cast<std::int32_t>(k);
     for (const Run& r : ra) {
       const std::int64_t lx = r.fine.x % m, ly = r.fine.y % m, lz = r.fine.z % m;
       // Only cells within reach of B's face can have partners there.
@@ -136,13 +181,22 @@ class CellLinker {
         const std::int64_t tx = ox + lx + d.x - mx, ty = oy + ly + d.y - my, tz = oz + lz + d.z - mz;
         if (tx < 0 || tx >= m || ty < 0 || ty >= m || tz < 0 || tz >= m) continue;
         const auto key = static_cast<std::uint32_t>((tx * m + ty) * m + tz);
-        auto it = std::lower_bound(rb.begin(), rb.end(), key,
-                                   [](const Run& run, std::uint32_t k) { return run.key < k; });
-        if (it == rb.end() || it->key != key) continue;
-        if (sets_.same(a0 + r.begin, b0 + it->begin)) continue;
-        link_cells(a0, pa, r, b0, pb, *it);
+        const Run* target = nullptr;
+        if (use_table) {
+          if (table_[key] < 0) continue;
+          target = &rb[static_cast<std::size_t>(table_[key])];
+        } else {
+          auto it = std::lower_bound(rb.begin(), rb.end(), key,
+                                     [](const Run& run, std::uint32_t k) { return run.key < k; });
+          if (it == rb.end() || it->key != key) continue;
+          target = &*it;
+        }
+        if (sets_.same(a0 + r.begin, b0 + target->begin)) continue;
+        link_cells(a0, pa, r, b0, pb, *target);
       }
     }
+    if (use_table)
+      for (const Run& r : rb) table_[r.key] = -1;
   }
 
   void link_cells(std::uint32_t a0, const std::vector<Vec3d>& pa, const Run& ra, std::uint32_t b0,
@@ -160,7 +214,9 @@ class CellLinker {
   DisjointSets& sets_;
   double l2_;
   int reach_ = 2;
-  std::vector<Offset> all_, half_;
+  bool runs_a_ready_ = false;
+  std::array<std::vector<Offset>, 27> by_coarse_;   // fine offsets per coarse offset
+  std::vector<std::int32_t> table_;                 // local key -> run of B, or -1
   std::vector<Vec3d> pa_, pb_;
   std::vector<Run> ra_, rb_;
 };
@@ -220,7 +276,10 @@ void link_particles(const CellGrid& grid, const std::vector<Vec3d>& pos, Disjoin
   std::vector<int> slab_of(static_cast<std::size_t>(nc));
   for (int s = 0; s < slabs; ++s)
     for (std::int64_t p = bounds[s]; p < bounds[s + 1]; ++p) slab_of[p] = s;
-  auto plane_slab = [&](std::int64_t p) { return slab_of[static_cast<std::size_t>(((p % nc) + nc) % nc)]; };
+  // Whether plane x and the next one (periodically) belong to the same slab: the half-shell
+  // offsets have o.x in {0, 1}, so only pairs with o.x = 1 from such a plane cross slabs.
+  std::vector<char> next_same(static_cast<std::size_t>(nc));
+  for (std::int64_t p = 0; p < nc; ++p) next_same[p] = slab_of[p] == slab_of[(p + 1) % nc];
 
   // Within slabs: every set a thread touches lies inside its slab, so no two threads write
   // the same union-find entries.
@@ -232,17 +291,16 @@ void link_particles(const CellGrid& grid, const std::vector<Vec3d>& pos, Disjoin
       for (std::int64_t x = bounds[s]; x < bounds[s + 1]; ++x)
         for (std::int64_t y = 0; y < nc; ++y)
           for (std::int64_t z = 0; z < nc; ++z)
-            for (const Offset& o : offsets)
-              if (plane_slab(x + o.x) == s) linker.link(x, y, z, o);
+            linker.link_cell(x, y, z, offsets, [&](const Offset& o) { return o.x == 0 || next_same[x]; });
   }
   // Across slab boundaries (only offsets with o.x = 1 from a slab's last plane cross).
   CellLinker linker(grid, pos, sets);
   for (int s = 0; s < slabs; ++s) {
     const std::int64_t x = bounds[s + 1] - 1;
+    if (next_same[x]) continue;
     for (std::int64_t y = 0; y < nc; ++y)
       for (std::int64_t z = 0; z < nc; ++z)
-        for (const Offset& o : offsets)
-          if (plane_slab(x + o.x) != s) linker.link(x, y, z, o);
+        linker.link_cell(x, y, z, offsets, [](const Offset& o) { return o.x == 1; });
   }
 }
 

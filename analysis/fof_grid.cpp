@@ -41,6 +41,7 @@ CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_
   nc_ = nc;
   m_ = std::max<std::int64_t>(m, 2);
   inv_fine_ = static_cast<double>(nc_ * m_) / box_;
+  fine_limit_ = static_cast<double>(nc_ * m_);
 
   const std::size_t ncells = static_cast<std::size_t>(nc_ * nc_ * nc_);
   start_.assign(ncells + 1, 0);
@@ -98,26 +99,6 @@ CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_
       for (std::uint32_t s = b; s < e; ++s) order_[s] = static_cast<std::uint32_t>(keys[s - b]);
     }
   }
-}
-
-CellCoord CellGrid::fine_cell(const Vec3d& x) const {
-  const std::int64_t nf = nc_ * m_;
-  auto axis = [&](double v) -> std::int64_t {
-    const double t = v * inv_fine_;
-    if (!(t >= 0)) return 0;                 // also NaN: the constructor reports it
-    if (t >= static_cast<double>(nf)) return nf - 1;
-    return static_cast<std::int64_t>(t);     // truncation = floor for t >= 0
-  };
-  return {axis(x.x), axis(x.y), axis(x.z)};
-}
-
-std::size_t CellGrid::coarse_index(std::int64_t cx, std::int64_t cy, std::int64_t cz) const {
-  auto wrap = [&](std::int64_t v) { v %= nc_; return v < 0 ? v + nc_ : v; };
-  return static_cast<std::size_t>((wrap(cx) * nc_ + wrap(cy)) * nc_ + wrap(cz));
-}
-
-std::uint32_t CellGrid::local_key(const CellCoord& f) const {
-  return static_cast<std::uint32_t>(((f.x % m_) * m_ + f.y % m_) * m_ + f.z % m_);
 }
 
 }  // namespace orbis::fof

@@ -38,11 +38,17 @@ class CellGrid {
   double fine_length() const { return box_ / static_cast<double>(nc_ * m_); } // Mpc/h
 
   // Fine-cell coordinates of a position in [0, box), each in [0, fine_side()).
-  CellCoord fine_cell(const Vec3d& x) const;
+  CellCoord fine_cell(const Vec3d& x) const {
+    return {fine_axis(x.x), fine_axis(x.y), fine_axis(x.z)};
+  }
   // Index of the coarse cell with (periodically wrapped) coordinates c.
-  std::size_t coarse_index(std::int64_t cx, std::int64_t cy, std::int64_t cz) const;
+  std::size_t coarse_index(std::int64_t cx, std::int64_t cy, std::int64_t cz) const {
+    return static_cast<std::size_t>((wrap_coarse(cx) * nc_ + wrap_coarse(cy)) * nc_ + wrap_coarse(cz));
+  }
   // Key of a fine cell inside its coarse cell, (lx m + ly) m + lz with l = fine mod m.
-  std::uint32_t local_key(const CellCoord& fine) const;
+  std::uint32_t local_key(const CellCoord& f) const {
+    return static_cast<std::uint32_t>(((f.x % m_) * m_ + f.y % m_) * m_ + f.z % m_);
+  }
 
   // Slots [cell_begin(c), cell_end(c)) of coarse cell c; order()[slot] is a particle index.
   std::uint32_t cell_begin(std::size_t c) const { return start_[c]; }
@@ -57,7 +63,20 @@ class CellGrid {
   }
 
  private:
+  std::int64_t fine_axis(double v) const {
+    const double t = v * inv_fine_;
+    if (!(t >= 0)) return 0;                       // also NaN: the constructor reports it
+    if (t >= fine_limit_) return nc_ * m_ - 1;
+    return static_cast<std::int64_t>(t);           // truncation = floor for t >= 0
+  }
+  std::int64_t wrap_coarse(std::int64_t v) const {
+    if (v >= 0 && v < nc_) return v;               // the common case: no division
+    v %= nc_;
+    return v < 0 ? v + nc_ : v;
+  }
+
   double box_, link_;
+  double fine_limit_ = 0;               // fine_side() as a double
   std::int64_t nc_ = 1, m_ = 1;
   double inv_fine_ = 0;                 // fine cells per Mpc/h
   std::vector<std::uint32_t> order_;    // slot -> particle index
