@@ -29,7 +29,7 @@ struct Scratch {
   };
   std::vector<std::pair<std::uint64_t, std::uint32_t>> by_cell;   // (fine key, particle index)
   std::vector<Cell> cells;
-  std::vector<double> r2;
+  std::vector<double> r2, all_r2;
 };
 
 std::uint64_t fine_key(const fof::CellCoord& f, std::int64_t nf) {
@@ -135,17 +135,19 @@ bool spherical_overdensity(std::vector<double>& r2, double search_radius, double
                            double rho_threshold, double& mass, double& radius) {
   std::sort(r2.begin(), r2.end());
   const double per_volume = rho_threshold * kFourThirdsPi;
-  std::size_t inside = r2.size();
-  for (std::size_t k = 0; k < r2.size(); ++k) {
-    // k + 1 particles within r_k: below the threshold when (k+1) m < rho (4/3) pi r_k^3.
-    const double r = std::sqrt(r2[k]);
-    if (static_cast<double>(k + 1) * particle_mass < per_volume * r * r * r) {
+  // Outermost k (1-based) whose enclosed density k m / ((4/3) pi r_k^3) reaches the threshold.
+  std::size_t inside = 0;
+  for (std::size_t k = r2.size(); k > 0; --k) {
+    const double r = std::sqrt(r2[k - 1]);
+    if (static_cast<double>(k) * particle_mass >= per_volume * r * r * r) {
       inside = k;
       break;
     }
   }
   mass = static_cast<double>(inside) * particle_mass;
   radius = std::cbrt(mass / per_volume);
+  // All particles inside the search sphere still above the threshold and R beyond it: the
+  // crossing may lie further out.
   return inside < r2.size() || radius <= search_radius;
 }
 
@@ -186,22 +188,29 @@ std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const 
       h.densest_pos = p.pos[densest];
       h.densest_id = p.id[densest];
 
-      // Search first out to 1.25 x the radius that would hold the FoF mass at the lower
-      // threshold (FoF masses at b = 0.2 exceed M200m, so this almost always suffices).
-      double search = 1.25 * std::cbrt(h.mass / (thresholds[1] * kFourThirdsPi));
+      // Search radius per threshold: 1.25 x the radius that would hold the FoF mass at that
+      // density (FoF masses at b = 0.2 exceed M200m, so this almost always suffices), doubled
+      // while the enclosed density at the search radius is still above the threshold. One
+      // gather at the larger (mean-density) radius serves both thresholds.
+      double search[2];
+      for (int t = 0; t < 2; ++t) search[t] = 1.25 * std::cbrt(h.mass / (thresholds[t] * kFourThirdsPi));
       double* results[2][2] = {{&h.m_crit200, &h.r_crit200}, {&h.m_mean200, &h.r_mean200}};
       bool done[2] = {false, false};
       while (!(done[0] && done[1])) {
-        const bool last = search >= 0.5 * box;
-        search = std::min(search, 0.5 * box);
-        gather(grid, p, h.densest_pos, search, s.r2);
+        const bool last = std::max(search[0], search[1]) >= 0.5 * box;
+        for (double& r : search) r = std::min(r, 0.5 * box);
+        gather(grid, p, h.densest_pos, std::max(search[0], search[1]), s.all_r2);
         for (int t = 0; t < 2; ++t) {
           if (done[t]) continue;
-          const bool found = spherical_overdensity(s.r2, search, m, thresholds[t], *results[t][0], *results[t][1]);
+          s.r2.clear();
+          const double limit = search[t] * search[t];
+          for (double v : s.all_r2)
+            if (v <= limit) s.r2.push_back(v);
+          const bool found = spherical_overdensity(s.r2, search[t], m, thresholds[t], *results[t][0], *results[t][1]);
           if (!found && last) capped = true;
           done[t] = found || last;
+          if (!done[t]) search[t] *= 2.0;
         }
-        search *= 2.0;
       }
     }
   }

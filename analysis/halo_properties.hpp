@@ -14,10 +14,13 @@
 //   m/r_crit200      spherical overdensity around densest_pos with all particles (not only
 //   m/r_mean200      members): M(<R) = 200 rho_ref (4/3) pi R^3, with comoving references
 //                    rho_crit,com(a) = rho_crit(a) a^3 = rho_crit0 E(a)^2 a^3 and
-//                    rho_mean,com = omega_m rho_crit0. R is the first crossing walking out from
-//                    the centre: with particles sorted by radius r_1 <= r_2 <= ..., k the first
-//                    index whose enclosed density k m / ((4/3) pi r_k^3) is below 200 rho_ref,
-//                    M = (k - 1) m and R = (M / (200 rho_ref (4/3) pi))^(1/3). Comoving Mpc/h.
+//                    rho_mean,com = omega_m rho_crit0. With the particles inside a search
+//                    sphere sorted by radius r_1 <= r_2 <= ..., k the largest index whose
+//                    enclosed density k m / ((4/3) pi r_k^3) reaches 200 rho_ref (the outermost
+//                    crossing, immune to the Poisson noise of the first few particles):
+//                    M = k m, R = (M / (200 rho_ref (4/3) pi))^(1/3), comoving Mpc/h. The
+//                    search sphere is 1.25 x the radius holding the FoF mass at 200 rho_ref,
+//                    doubled while the density at its edge is still above 200 rho_ref.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -48,9 +51,10 @@ struct HaloProperties {
 double rho_crit_comoving(const Cosmology& cosmo, double a);
 double rho_mean_comoving(const Cosmology& cosmo);
 
-// Spherical overdensity mass and radius from the squared distances to the centre of all
-// particles within `search_radius` (sorted on return). Returns false when the enclosed
-// density stays above `rho_threshold` out to search_radius (a larger search is needed).
+// Spherical overdensity mass and radius (outermost crossing, see above) from the squared
+// distances to the centre of all particles within `search_radius` (sorted on return).
+// Returns false when the enclosed density is still above `rho_threshold` at search_radius
+// (a larger search is needed; mass and radius are then lower bounds).
 bool spherical_overdensity(std::vector<double>& r2, double search_radius, double particle_mass,
                            double rho_threshold, double& mass, double& radius);
 
