@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_command.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
@@ -23,12 +24,28 @@ int main(int argc, char** argv) {
 
   auto* params_cmd = app.add_subcommand("params", "print the reference table of every parameter (Markdown)");
 
+  // orbis fof SNAPSHOT: friends-of-friends haloes (analysis/fof_command.hpp).
+  orbis::FofCommandOptions fof_options;
+  auto* fof_cmd = app.add_subcommand(
+      "fof", "find friends-of-friends haloes in a GADGET-layout snapshot; write a GADGET-4 fof_tab "
+             "catalogue and its mass function");
+  fof_cmd->add_option("snapshot", fof_options.snapshot, "snapshot file (PATH, PATH.hdf5 or PATH.0.hdf5)")
+      ->required();
+  fof_cmd->add_option("--linking-length,-b", fof_options.linking_length,
+                      "linking length in mean inter-particle spacings (default 0.2)");
+  fof_cmd->add_option("--min-members", fof_options.min_members, "smallest group kept (default 32)");
+  fof_cmd->add_option("--out,-o", fof_options.out, "catalogue path (default: fof_tab_NNN.hdf5 next to the snapshot)");
+  fof_cmd->add_option("--set", fof_options.overrides,
+                      "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
+                      "has no cosmology)");
+
   int status = 0;
   try {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
     }
+    if (fof_cmd->parsed()) status = orbis::run_fof_command(fof_options);
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);
   } catch (const orbis::Error& e) {
