@@ -163,6 +163,23 @@ TEST_CASE("catalogue: HDF5 round trip, GADGET-4 names and the mass-function text
   fs::remove_all(dir);
 }
 
+TEST_CASE("catalogue: an empty catalogue round-trips and has an empty mass function") {
+  const Params params = Params::parse(kToml, "test.toml", {"analysis.fof_min_members=100000"});
+  const Particles p = clustered(44);
+  const GroupCatalogue cat = halo::find_haloes(p, kBox, 1.0, params);
+  CHECK(cat.size() == 0);
+  const fs::path dir = scratch_dir("empty");
+  const std::string path = (dir / "empty.hdf5").string();
+  halo::write_halo_outputs(path, cat, params);
+  const GroupCatalogue back = read_catalogue(path);
+  CHECK(back.size() == 0);
+  CHECK(back.ids.empty());
+  CHECK(back.num_particles == p.size());
+  const std::string text = slurp(halo::mass_function_path(path));
+  CHECK(text.find("0 groups") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("catalogue: `orbis fof SNAPSHOT` equals the in-process catalogue of the same particles") {
   const Params params = Params::parse(kToml, "test.toml");
   const Particles p = clustered(42);

@@ -1,6 +1,7 @@
 // Halo properties of FoF groups: centre of mass and size of a group wrapping around the
 // periodic box, mean peculiar velocity and dispersion against direct sums, densest member.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -136,4 +137,27 @@ TEST_CASE("halo properties: the densest member sits at the density peak") {
   for (std::uint32_t k = 0; k < groups.length[0]; ++k)
     member |= s.p.id[groups.members[k]] == haloes[0].densest_id;
   CHECK(member);
+}
+
+TEST_CASE("halo properties: identical for any thread count") {
+  std::mt19937_64 rng(24);
+  const double box = 10.0;
+  const Cosmology cosmo(CosmologyParams{0.3, 0.7, -1.0});
+  Sample s = make_sample(rng, box, {9.9, 0.2, 5.0}, 0.15);
+  fof::CellGrid grid(s.p.pos, box, fof::linking_length(s.p.size(), box, 0.2));
+  const auto groups = fof::find_groups(grid, s.p, 8);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = halo::compute_properties(grid, s.p, groups, cosmo, 0.7);
+  omp_set_num_threads(3);
+  const auto three = halo::compute_properties(grid, s.p, groups, cosmo, 0.7);
+  omp_set_num_threads(saved);
+  REQUIRE(one.size() == three.size());
+  for (std::size_t g = 0; g < one.size(); ++g) {
+    CHECK(one[g].m_crit200 == three[g].m_crit200);
+    CHECK(one[g].r_mean200 == three[g].r_mean200);
+    CHECK(one[g].densest_id == three[g].densest_id);
+    CHECK(one[g].vel_disp == three[g].vel_disp);
+    CHECK(one[g].pos.x == three[g].pos.x);
+  }
 }
