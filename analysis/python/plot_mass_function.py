@@ -25,6 +25,7 @@ import numpy as np
 RHO_CRIT0 = 3.0e4 / (8.0 * np.pi * 43.0071) * 1e10  # Msun/h / (Mpc/h)^3, G as in orbis
 DELTA_C = 1.686                                    # linear collapse threshold
 T_CMB = 2.7255                                     # K
+_trapezoid = getattr(np, "trapezoid", None) or np.trapz   # numpy >= 2 renamed trapz
 
 
 # ----------------------------------------------------------------------- linear theory
@@ -90,7 +91,7 @@ class LinearTheory:
         x = self.k * r
         w = 3.0 * (np.sin(x) - x * np.cos(x)) / x ** 3
         w = np.where(x < 1e-4, 1.0 - x * x / 10.0, w)
-        return np.sqrt(np.trapz(self.k ** 3 * pk * w * w, np.log(self.k)) / (2.0 * np.pi ** 2))
+        return np.sqrt(_trapezoid(self.k ** 3 * pk * w * w, np.log(self.k)) / (2.0 * np.pi ** 2))
 
     def sigma(self, mass):
         """sigma(M, a), M in Msun/h."""

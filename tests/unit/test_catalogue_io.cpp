@@ -242,3 +242,18 @@ TEST_CASE("catalogue: a snapshot without cosmology is refused with the options t
   CHECK(cat.size() >= 4);
   fs::remove_all(dir);
 }
+
+TEST_CASE("catalogue: plot_mass_function.py reads a catalogue and its mass function") {
+  const Params params = Params::parse(kToml, "test.toml");
+  const GroupCatalogue cat = halo::find_haloes(clustered(45), kBox, 0.5, params);
+  const fs::path dir = scratch_dir("plot");
+  const std::string path = (dir / "fof_tab_001.hdf5").string();
+  halo::write_halo_outputs(path, cat, params);
+  const std::string command = std::string(ORBIS_PYTHON) + " " + ORBIS_SOURCE_DIR +
+                              "/analysis/python/plot_mass_function.py " + path + " > " +
+                              (dir / "log.txt").string() + " 2>&1";
+  INFO(slurp(dir / "log.txt"));   // evaluated when a check fails, after the script ran
+  CHECK(std::system(command.c_str()) == 0);
+  CHECK(fs::exists(dir / "fof_tab_001_massfn.png"));
+  fs::remove_all(dir);
+}
