@@ -16,7 +16,8 @@ namespace orbis::fof {
 namespace {
 
 // A coarse-cell pair with at most this many particle pairs is linked by checking every
-// pair; above it, fine cell by fine cell (the crossover measured with bench_fof).
+// pair; above it, fine cell by fine cell. bench_fof takes the same time (within 5%) for any
+// value from 128 to 4096; the fine-cell path is what keeps dense cores from costing O(n^2).
 constexpr std::size_t kDirectPairs = 1024;
 // Largest m^3 for which a thread keeps a local-key lookup table (4 bytes per entry).
 constexpr std::int64_t kMaxTable = 1 << 18;
