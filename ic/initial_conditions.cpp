@@ -206,9 +206,10 @@ void log_ic_report(const IcSettings& s, const IcReport& r) {
   log::info("ICs: D1 = {:.6e}, D2 / D1^2 = {:.6f}, f1 = {:.6f}, f2 = {:.6f}, H = {:.6g} km/s/(Mpc/h)", r.d1,
             r.d2 / (r.d1 * r.d1), r.f1, r.f2, r.hubble);
   log::info("ICs: grid delta rms {:.4g}; displacement rms {:.4g} Mpc/h ({:.3g} spacings), max {:.4g} Mpc/h "
-            "({:.3g} spacings); momentum rms {:.4g} km/s", r.delta_rms, r.displacement_rms_mpc_h,
+            "({:.3g} spacings); momentum p = a^2 dx/dt rms {:.4g} km/s (peculiar velocity p/a: {:.4g} km/s)",
+            r.delta_rms, r.displacement_rms_mpc_h,
             r.displacement_rms_mpc_h / spacing, r.displacement_max_mpc_h, r.displacement_max_mpc_h / spacing,
-            r.momentum_rms_km_s);
+            r.momentum_rms_km_s, r.momentum_rms_km_s / r.a_init);
   if (r.displacement_max_mpc_h > spacing)
     log::warn("ICs: the largest displacement is {:.3g} grid spacings: shell crossing may already have happened "
               "in the ICs; consider a higher ic.z_init", r.displacement_max_mpc_h / spacing);
