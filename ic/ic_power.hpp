@@ -25,7 +25,8 @@ struct PowerBin {
 
 // `modes` in FftMesh<double>'s complex layout for an n^3 grid, normalised as delta_k of
 // ic/gaussian_field.hpp (P = V |delta_k|^2), times `scale` (e.g. D(a)^2). The result does not
-// depend on the number of threads.
+// depend on the number of threads. Serial layout: the whole grid, x planes 0..n-1 (an MPI
+// version would sum the bins over the ranks' slabs).
 std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double box_mpc_h, double scale,
                                 const PowerFunction& p_input);
 
