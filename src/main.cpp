@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
+#include "ic/ic_command.hpp"
 #include "io/provenance.hpp"
 
 int main(int argc, char** argv) {
@@ -39,13 +40,22 @@ int main(int argc, char** argv) {
                       "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
                       "has no cosmology)");
 
+  std::string ic_file;
+  std::vector<std::string> ic_overrides;
+  auto* ic_cmd = app.add_subcommand("ic", "generate Zel'dovich/2LPT initial conditions: <output.directory>/ics.hdf5");
+  ic_cmd->add_option("FILE", ic_file, "parameter file (TOML)")->required();
+  ic_cmd->add_option("--set", ic_overrides, "override a parameter: section.key=value (repeatable)");
+
   int status = 0;
   try {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
+    } else if (ic_cmd->parsed()) {
+      status = orbis::run_ic_command(ic_file, ic_overrides);
+    } else if (fof_cmd->parsed()) {
+      status = orbis::run_fof_command(fof_options);
     }
-    if (fof_cmd->parsed()) status = orbis::run_fof_command(fof_options);
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);
   } catch (const orbis::Error& e) {
