@@ -39,7 +39,8 @@ struct Run {
   CellCoord fine;        // fine coordinates (wrapped, true grid coordinates)
 };
 
-// Links the candidate pairs of one coarse cell with one neighbour; owns the thread's buffers.
+// Links the candidate pairs of a coarse cell with itself and its neighbours; one per thread,
+// it owns the thread's buffers.
 class CellLinker {
  public:
   CellLinker(const CellGrid& grid, const std::vector<Vec3d>& pos, DisjointSets& sets)
@@ -134,7 +135,6 @@ class CellLinker {
     }
   }
 
- private:
   void load(std::vector<Vec3d>& buf, std::uint32_t first, std::uint32_t n, const Vec3d& shift) {
     buf.resize(n);
     const auto& order = grid_.order();
