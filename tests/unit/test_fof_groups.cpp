@@ -115,6 +115,35 @@ TEST_CASE("fof: tiny grids (one and two coarse cells per side) still use minimum
   }
 }
 
+TEST_CASE("fof: a larger clustered set gives identical groups for 1 to 4 threads") {
+  // 60k particles: 5 slabs of x planes, so several slab boundaries are merged serially.
+  std::mt19937_64 rng(14);
+  const double box = 50.0;
+  std::vector<Vec3d> pos;
+  testing::add_uniform(pos, 30000, box, rng);
+  std::uniform_real_distribution<double> u(0.0, box);
+  for (int h = 0; h < 60; ++h)
+    testing::add_plummer(pos, 100 + 20 * h, {u(rng), u(rng), u(rng)}, 0.05 + 0.003 * h, 1.5, box, rng);
+  const auto p = testing::make_particles(pos, 1.0, rng);
+  const double link = fof::linking_length(p.size(), box, 0.2);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  fof::CellGrid grid1(p.pos, box, link);
+  const auto one = fof::find_groups(grid1, p, 32);
+  CHECK(one.size() >= 55);
+  for (int threads : {2, 3, 4}) {
+    CAPTURE(threads);
+    omp_set_num_threads(threads);
+    fof::CellGrid grid(p.pos, box, link);
+    CHECK(grid.order() == grid1.order());
+    const auto many = fof::find_groups(grid, p, 32);
+    CHECK(many.length == one.length);
+    CHECK(many.offset == one.offset);
+    CHECK(many.members == one.members);
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST_CASE("fof: the grid rejects impossible inputs with a message") {
   std::vector<Vec3d> pos{{0.1, 0.2, 0.3}, {0.5, 0.5, 0.5}};
   CHECK_THROWS_AS(fof::CellGrid(pos, 1.0, 0.6), Error);    // link >= box/2
