@@ -102,9 +102,10 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   described(file, "/Group/GroupMass", kMass, "FoF mass: members x particle mass, 1e10 Msun/h");
   file.write("/Group/GroupMassType", type_table(c.mass).data(), n, 6);
   described(file, "/Group/GroupMassType", kMass, "FoF mass per particle type, 1e10 Msun/h");
-  file.write("/Group/GroupOffsetType", type_table(c.offset).data(), n, 6);
-  described(file, "/Group/GroupOffsetType", kNone,
-            "index of the group's first member in /IDs/ID, per particle type (type 1)");
+  file.write("/Group/GroupOffset", c.offset);
+  described(file, "/Group/GroupOffset", kNone,
+            "index of the group's first member in /IDs/ID (not an offset into the snapshot, which "
+            "is not ordered by group)");
   file.write("/Group/GroupPos", flatten(c.pos, 1.0).data(), n, 3);
   described(file, "/Group/GroupPos", kLength,
             "centre of mass (members unwrapped around the first member), comoving Mpc/h, in [0, BoxSize)");
@@ -179,11 +180,9 @@ GroupCatalogue read_catalogue(const std::string& path) {
   c.vel_pec = unflatten(r.read<double>("/Group/GroupVel"), n, std::sqrt(c.a), path + ": /Group/GroupVel");
   c.densest_pos = unflatten(r.read<double>("/Group/GroupDensestPos"), n, 1.0, path + ": /Group/GroupDensestPos");
   c.densest_id = r.read<std::uint64_t>("/Group/GroupDensestID");
-  const auto offsets = r.read<std::uint64_t>("/Group/GroupOffsetType");
-  if (offsets.size() != 6 * n || c.densest_id.size() != n)
-    fail("'{}': /Group/GroupOffsetType or GroupDensestID do not match {} groups", path, n);
-  c.offset.resize(n);
-  for (std::size_t g = 0; g < n; ++g) c.offset[g] = offsets[6 * g + 1];
+  c.offset = r.read<std::uint64_t>("/Group/GroupOffset");
+  if (c.offset.size() != n || c.densest_id.size() != n)
+    fail("'{}': /Group/GroupOffset or GroupDensestID do not match {} groups", path, n);
   c.ids = r.read<std::uint64_t>("/IDs/ID");
   if (c.ids.size() != nids) fail("'{}': /IDs/ID has {} values, Nids_ThisFile says {}", path, c.ids.size(), nids);
   for (std::size_t g = 0; g < n; ++g)

@@ -6,11 +6,12 @@
 //            LinkingLength (Mpc/h), LinkingLengthOverSpacing (b), MinGroupMembers,
 //            SOOverdensity (200)
 //   /Group   GroupLen, GroupLenType, GroupMass, GroupMassType, GroupPos, GroupVel,
-//            GroupOffsetType, Group_M_Crit200, Group_R_Crit200, Group_M_Mean200,
-//            Group_R_Mean200 (GADGET-4 names); GroupVelDisp, GroupDensestPos,
-//            GroupDensestID (orbis)
+//            Group_M_Crit200, Group_R_Crit200, Group_M_Mean200, Group_R_Mean200 (GADGET-4
+//            names); GroupOffset, GroupVelDisp, GroupDensestPos, GroupDensestID (orbis)
 //   /IDs/ID  member IDs, group after group (GADGET-4's FOF_STOREIDS layout), ascending
-//            within a group; GroupOffsetType[g][1] is the first of group g's IDs
+//            within a group; GroupOffset[g] is the index of group g's first ID. (GADGET-4's
+//            GroupOffsetType counts into a group-ordered snapshot; orbis snapshots are not
+//            group-ordered, so that name is not written, lest a tool read wrong particles.)
 //   /Parameters, /Config (provenance.hpp)
 // Units are GADGET's (comoving Mpc/h, 1e10 Msun/h, km/s) and every dataset carries its
 // unit attributes (a_scaling, h_scaling, ..., to_cgs, Description) as snapshots do.
