@@ -11,6 +11,9 @@
 //                    3x3x3 block of fine grid cells (side ~ l/sqrt(3) each) around a member's
 //                    cell; of the densest block (ties: lowest cell key), the member of its
 //                    central cell nearest to the block's centre of mass (ties: smallest ID).
+//                    Resolution: one fine cell (~0.1 mean spacings at b = 0.2); the cells are
+//                    fixed in the box, so translating the particles may pick a neighbouring
+//                    member of the same core.
 //   m/r_crit200      spherical overdensity around densest_pos with all particles (not only
 //   m/r_mean200      members): M(<R) = 200 rho_ref (4/3) pi R^3, with comoving references
 //                    rho_crit,com(a) = rho_crit(a) a^3 = rho_crit0 E(a)^2 a^3 and
