@@ -13,6 +13,7 @@
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
 #include "ic/ic_command.hpp"
+#include "integrate/simulation.hpp"
 #include "io/provenance.hpp"
 
 int main(int argc, char** argv) {
@@ -40,6 +41,13 @@ int main(int argc, char** argv) {
                       "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
                       "has no cosmology)");
 
+  std::string run_file;
+  std::vector<std::string> run_overrides;
+  auto* run_cmd = app.add_subcommand("run", "run a simulation from built-in ICs to time.z_final, with "
+                                            "snapshots, power spectra and halo catalogues at the outputs");
+  run_cmd->add_option("FILE", run_file, "parameter file (TOML)")->required();
+  run_cmd->add_option("--set", run_overrides, "override a parameter: section.key=value (repeatable)");
+
   std::string ic_file;
   std::vector<std::string> ic_overrides;
   auto* ic_cmd = app.add_subcommand("ic", "generate Zel'dovich/2LPT initial conditions: <output.directory>/ics.hdf5");
@@ -51,6 +59,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
+    } else if (run_cmd->parsed()) {
+      status = orbis::run_simulation_command(run_file, run_overrides);
     } else if (ic_cmd->parsed()) {
       status = orbis::run_ic_command(ic_file, ic_overrides);
     } else if (fof_cmd->parsed()) {

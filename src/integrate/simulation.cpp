@@ -114,7 +114,7 @@ void Simulation::write_outputs(double a, RunSummary& summary) {
   ++output_count_;
 }
 
-int command_run(const std::string& file, const std::vector<std::string>& overrides) {
+int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides) {
   Params params = Params::load(file, overrides);
   log::info("{}", banner("run " + file));
   Simulation simulation(params);   // every check before any work

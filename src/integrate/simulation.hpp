@@ -51,6 +51,6 @@ class Simulation {
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
-int command_run(const std::string& file, const std::vector<std::string>& overrides);
+int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides);
 
 }  // namespace orbis
