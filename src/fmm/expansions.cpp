@@ -9,14 +9,17 @@ FmmOperators::FmmOperators(int multipole_order, double r_s)
       r_s_(r_s) {
   const int p_local = local_set_.order();
   for (int k = 0; k < local_set_.size(); ++k) {
+    k_start_.push_back(static_cast<int>(m2l_terms_.size()));
     const auto& kk = local_set_[k];
     for (int n = 0; n < multipole_set_.size(); ++n) {
       const auto& nn = multipole_set_[n];
       if (local_set_.degree(k) + multipole_set_.degree(n) > p_local) continue;
-      const int kn = local_set_.index(kk[0] + nn[0], kk[1] + nn[1], kk[2] + nn[2]);
-      m2l_terms_.push_back({k, n, kn, (multipole_set_.degree(n) % 2) ? -1.0 : 1.0});
+      m2l_terms_.push_back({n, local_set_.index(kk[0] + nn[0], kk[1] + nn[1], kk[2] + nn[2])});
     }
   }
+  k_start_.push_back(static_cast<int>(m2l_terms_.size()));
+  for (int n = 0; n < multipole_set_.size(); ++n)
+    multipole_sign_.push_back((multipole_set_.degree(n) % 2) ? -1.0 : 1.0);
   l2l_terms_ = shift_terms(local_set_);
   for (int d = 0; d < 3; ++d) {
     plus_e_[d].resize(static_cast<std::size_t>(gradient_set_.size()));
@@ -31,7 +34,24 @@ FmmOperators::FmmOperators(int multipole_order, double r_s)
 void FmmOperators::m2l(const double* multipole, const Vec3d& R, double* local, Scratch& scratch) const {
   scratch.kernel.evaluate(R, scratch.d.data());
   const double* d = scratch.d.data();
-  for (const M2LTerm& t : m2l_terms_) local[t.k] += t.sign * multipole[t.n] * d[t.kn];
+  double* sm = scratch.signed_m.data();
+  for (std::size_t n = 0; n < multipole_sign_.size(); ++n) sm[n] = multipole_sign_[n] * multipole[n];
+  const M2LTerm* terms = m2l_terms_.data();
+  const int nl = local_set_.size();
+  for (int k = 0; k < nl; ++k) {
+    // Four partial sums: a single one is bound by the latency of the dependent additions.
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int q = k_start_[static_cast<std::size_t>(k)];
+    const int end = k_start_[static_cast<std::size_t>(k) + 1];
+    for (; q + 4 <= end; q += 4) {
+      a0 += sm[terms[q].n] * d[terms[q].kn];
+      a1 += sm[terms[q + 1].n] * d[terms[q + 1].kn];
+      a2 += sm[terms[q + 2].n] * d[terms[q + 2].kn];
+      a3 += sm[terms[q + 3].n] * d[terms[q + 3].kn];
+    }
+    for (; q < end; ++q) a0 += sm[terms[q].n] * d[terms[q].kn];
+    local[k] += (a0 + a1) + (a2 + a3);
+  }
 }
 
 void FmmOperators::l2l(const double* parent, const Vec3d& d, double* child) const {

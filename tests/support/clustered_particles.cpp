@@ -37,11 +37,11 @@ void add_plummer(std::vector<Vec3d>& out, std::size_t n, const Vec3d& c, double 
 
 }  // namespace
 
-std::vector<Vec3d> clustered_particles(int n_side, double box, std::uint64_t seed, double halo_fraction) {
+std::vector<Vec3d> clustered_particles(int n_side, double box, std::uint64_t seed, double halo_fraction,
+                                       double halo_scale) {
   Rng rng{seed};
   const double n_total = std::pow(static_cast<double>(n_side), 3);
   const int n_grid = static_cast<int>(std::lround(std::cbrt((1 - halo_fraction) * n_total)));
-  const double spacing = box / n_side;
 
   // Displacement psi(q) = sum A k_hat sin(k.q + phase), the gradient of a potential; the
   // amplitudes fall as k^-1.5 and sum_k A k = 1.4, past the first shell crossings.
@@ -82,8 +82,8 @@ std::vector<Vec3d> clustered_particles(int n_side, double box, std::uint64_t see
 
   const std::size_t n_halo = static_cast<std::size_t>(n_total) > out.size() ? static_cast<std::size_t>(n_total) - out.size() : 0;
   const std::size_t n_big = (2 * n_halo) / 3;
-  add_plummer(out, n_big, Vec3d{0.01 * box, 0.52 * box, 0.985 * box}, 1.0 * spacing, box, rng);
-  add_plummer(out, n_halo - n_big, Vec3d{0.61 * box, 0.27 * box, 0.44 * box}, 0.25 * spacing, box, rng);
+  add_plummer(out, n_big, Vec3d{0.01 * box, 0.52 * box, 0.985 * box}, halo_scale * box, box, rng);
+  add_plummer(out, n_halo - n_big, Vec3d{0.61 * box, 0.27 * box, 0.44 * box}, 0.25 * halo_scale * box, box, rng);
   return out;
 }
 

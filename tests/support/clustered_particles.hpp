@@ -11,9 +11,11 @@
 namespace orbis::test {
 
 // n_side^3 particles in [0, box): (1 - halo_fraction) of them on the displaced grid (rounded
-// to a cube), the rest in the haloes. Halo scale radii are fractions of the mean spacing.
+// to a cube), the rest in the haloes: 2/3 in a Plummer sphere of scale radius
+// halo_scale * box across the corner, 1/3 in one of a quarter of that radius. Halo sizes are
+// fractions of the box, so a larger n_side resolves the same haloes with more particles.
 std::vector<Vec3d> clustered_particles(int n_side, double box, std::uint64_t seed,
-                                       double halo_fraction = 0.33);
+                                       double halo_fraction = 0.33, double halo_scale = 1.0 / 32);
 
 // Uniform random positions in [0, box).
 std::vector<Vec3d> uniform_particles(std::size_t n, double box, std::uint64_t seed);
