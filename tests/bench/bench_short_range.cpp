@@ -4,11 +4,11 @@
 // high-accuracy setting. Settings follow the schema defaults for N_pm = N_side:
 // r_s = 1.2 L/N, r_cut = 4.5 r_s, max_leaf 32.
 //
-//   bench_short_range [--p2p=count|reference] [--threads=T] [N_side ...]   (default 64 128)
+//   bench_short_range [--p2p=cpu|count|reference] [--threads=T] [N_side ...]   (default 64 128)
 //
-// --p2p=count (default) counts the P2P pairs without evaluating them (P2P time is then not
-// a force time): the P2P backends have their own benchmarks. --p2p=reference evaluates
-// them with the exact test-only evaluator (slow: exact erfc/exp in double).
+// --p2p=cpu (default): the production CPU evaluator (float, order-3 Taylor table);
+// count: the P2P pairs are counted, not evaluated (the P2P time is then no force time);
+// reference: the exact test-only evaluator (slow: exact erfc/exp in double).
 #include <omp.h>
 
 #include <cstdio>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/timer.hpp"
+#include "fmm/p2p_cpu.hpp"
 #include "fmm/short_range.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/reference_p2p.hpp"
@@ -42,7 +43,7 @@ class CountingP2P final : public P2PEvaluator {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string mode = "count";
+  std::string mode = "cpu";
   std::vector<int> sides;
   int threads = 2;
   for (int a = 1; a < argc; ++a) {
@@ -59,9 +60,13 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   CountingP2P counting;
   test::ReferenceP2P reference;
-  P2PEvaluator& p2p = mode == "reference" ? static_cast<P2PEvaluator&>(reference) : counting;
+  CpuP2PEvaluator cpu;
+  P2PEvaluator& p2p = mode == "reference" ? static_cast<P2PEvaluator&>(reference)
+                      : mode == "count"   ? static_cast<P2PEvaluator&>(counting)
+                                          : static_cast<P2PEvaluator&>(cpu);
 
-  std::printf("# short-range solver, %d threads, P2P: %s\n", threads, p2p.name().c_str());
+  std::printf("# short-range solver, %d threads, P2P: %s%s\n", threads, p2p.name().c_str(),
+              mode == "cpu" ? (" " + CpuP2PEvaluator::simd_variant() + ", float, Taylor order 3").c_str() : "");
   std::printf("# %6s %5s %2s | %7s %7s %7s %7s %7s %7s | %8s %8s | %9s %9s\n", "N", "theta", "p", "tree",
               "mpole", "walk", "M2L", "P2P", "total", "P2P/part", "M2L/part", "M2L/s", "P2P/s");
   const double box = 100.0;

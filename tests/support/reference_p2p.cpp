@@ -44,9 +44,8 @@ P2PStats ReferenceP2P::evaluate(const P2PSettings& s, const P2PInput& input, std
           const Vec3d d = (pos[j] + shift) - pos[i];
           const double r2 = norm2(d);
           if (r2 == 0 || r2 >= r_cut2) continue;
-          const double r = std::sqrt(r2);
-          const double soft = r2 + eps2;
-          a += d * (truncation_exact(r * inv_2rs) / (soft * std::sqrt(soft)));
+          const double soft = std::sqrt(r2 + eps2);   // Plummer on the whole kernel, as p2p_kernel.hpp
+          a += d * (truncation_exact(soft * inv_2rs) / (soft * soft * soft));
         }
       }
       acc[i] = a * s.g_mass;

@@ -2,8 +2,9 @@
 // a plain loop per target leaf, tasks read in list order. It implements P2PEvaluator so the
 // short-range solver can be tested before (and independently of) the production CPU/CUDA
 // backends; those are compared against it in their own tests.
-//   g_i = g_mass sum_j (x_j + image L - x_i) T(r/2r_s) / (r^2 + eps^2)^(3/2),  0 < r < r_cut,
-// T(x) = erfc(x) + (2x/sqrt(pi)) e^(-x^2), eps the Plummer softening length.
+//   g_i = g_mass sum_j (x_j + image L - x_i) T(s/2r_s) / s^3,  s^2 = r^2 + eps^2,  0 < r < r_cut,
+// T(x) = erfc(x) + (2x/sqrt(pi)) e^(-x^2), eps the Plummer softening length (on the whole
+// truncated kernel, the form of fmm/p2p_kernel.hpp).
 #pragma once
 #include <string>
 #include <vector>
