@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
+#include "ic/ic_command.hpp"
 #include "io/provenance.hpp"
 
 int main(int argc, char** argv) {
@@ -23,11 +24,19 @@ int main(int argc, char** argv) {
 
   auto* params_cmd = app.add_subcommand("params", "print the reference table of every parameter (Markdown)");
 
+  std::string ic_file;
+  std::vector<std::string> ic_overrides;
+  auto* ic_cmd = app.add_subcommand("ic", "generate Zel'dovich/2LPT initial conditions: <output.directory>/ics.hdf5");
+  ic_cmd->add_option("FILE", ic_file, "parameter file (TOML)")->required();
+  ic_cmd->add_option("--set", ic_overrides, "override a parameter: section.key=value (repeatable)");
+
   int status = 0;
   try {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
+    } else if (ic_cmd->parsed()) {
+      status = orbis::run_ic_command(ic_file, ic_overrides);
     }
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);
