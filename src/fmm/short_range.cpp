@@ -7,6 +7,7 @@
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "fmm/truncation.hpp"
 
 namespace orbis {
 
@@ -64,8 +65,11 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   multipoles_.compute(tree_, s.multipole_order);
   stats.multipole_seconds = phase.seconds();
 
+  // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
+  // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
+  const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
   phase.restart();
-  walk_.run(tree_, WalkSettings{box, s.r_cut, s.theta}, tasks_);
+  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_);
   stats.walk_seconds = phase.seconds();
 
   // P2P writes every particle of every target leaf; the far field is added afterwards.
@@ -73,7 +77,7 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   P2PSettings ps;
   ps.box_mpc_h = box;
   ps.r_s = s.r_s;
-  ps.r_cut = s.r_cut;
+  ps.r_cut = r_cut;
   ps.softening = s.softening;
   ps.g_mass = s.g_mass;
   ps.taylor_order = s.taylor_order;

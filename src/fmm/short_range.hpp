@@ -5,6 +5,8 @@
 // It returns, for each particle, the comoving short-range acceleration
 //   g_i = G m sum_{j: |x_j - x_i| < r_cut} (x_j - x_i)/|x_j - x_i|^3 T(|x_j - x_i| / 2r_s),
 // T(x) = erfc(x) + (2x/sqrt(pi)) e^(-x^2), minimal periodic image, softened in P2P only.
+// With the tabulated P2P (taylor_order >= 0) the cut is min(r_cut, 6 r_s), where the table
+// ends (T(3) = 4e-4); with the exact P2P (taylor_order = -1) it is r_cut.
 // Far pairs inside r_cut are approximated by the multipole expansion of
 // psi = erfc(r/2r_s)/r (fmm/expansions.hpp); pairs are never counted beyond r_cut.
 //
