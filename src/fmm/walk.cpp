@@ -42,8 +42,10 @@ struct DualTreeWalk::Context {
   double box, r_cut, r_cut2, theta2;
 
   // Classifies the pair: emits its task(s) and returns 0, or writes the pairs it splits
-  // into to `split` and returns how many.
+  // into to `split` and returns how many. A pair of distinct nodes is mutual: each task is
+  // emitted for both directions (source image negated); (t, t) is a node with itself.
   int step(std::int32_t t, std::int32_t s, TaskLists& out, Pair* split) const {
+    const bool mutual = t != s;
     const TreeNode& T = nodes[static_cast<std::size_t>(t)];
     const TreeNode& S = nodes[static_cast<std::size_t>(s)];
     const Vec3d tc = T.box_centre(), sc = S.box_centre();
@@ -52,7 +54,7 @@ struct DualTreeWalk::Context {
     std::int8_t image[3];
     bool unique = true;
     for (int d = 0; d < 3; ++d) {
-      // Written so that swapping T and S negates every quantity exactly (symmetric walk).
+      // Swapping T and S negates every quantity exactly: the decision is symmetric.
       raw[d] = sc[d] - tc[d];
       const double e = -std::nearbyint(raw[d] / box);
       const double dc = std::fabs(raw[d] + e * box);
@@ -70,8 +72,7 @@ struct DualTreeWalk::Context {
       const Vec3d R = (T.centre - S.centre) - shift;
       const double reach = T.radius + S.radius;
       if (reach * reach < theta2 * norm2(R)) {
-        out.m2l.push_back(InteractionTask{static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s),
-                                          {image[0], image[1], image[2]}, 0});
+        emit(out.m2l, static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s), image, mutual);
         return 0;
       }
     }
@@ -79,7 +80,7 @@ struct DualTreeWalk::Context {
     if (T.is_leaf() && S.is_leaf()) {
       const auto tl = static_cast<std::uint32_t>(T.leaf), sl = static_cast<std::uint32_t>(S.leaf);
       if (unique) {
-        out.p2p.push_back(InteractionTask{tl, sl, {image[0], image[1], image[2]}, 0});
+        emit(out.p2p, tl, sl, image, mutual);
         return 0;
       }
       // Several images can come within r_cut (a leaf comparable to L/2 - r_cut): one task
@@ -97,9 +98,10 @@ struct DualTreeWalk::Context {
                               gap_axis[1][ey + 1] * gap_axis[1][ey + 1] +
                               gap_axis[2][ez + 1] * gap_axis[2][ez + 1];
             if (g2 > r_cut2) continue;
-            out.p2p.push_back(InteractionTask{tl, sl,
-                                              {static_cast<std::int8_t>(ex), static_cast<std::int8_t>(ey),
-                                               static_cast<std::int8_t>(ez)}, 0});
+            // For a leaf with itself the loop already visits every image and its negation.
+            const std::int8_t e[3] = {static_cast<std::int8_t>(ex), static_cast<std::int8_t>(ey),
+                                      static_cast<std::int8_t>(ez)};
+            emit(out.p2p, tl, sl, e, mutual);
           }
       return 0;
     }
@@ -117,8 +119,22 @@ struct DualTreeWalk::Context {
     const std::int32_t tk[2] = {split_t ? T.left : t, split_t ? T.right : t};
     const std::int32_t sk[2] = {split_s ? S.left : s, split_s ? S.right : s};
     for (int a = 0; a < (split_t ? 2 : 1); ++a)
-      for (int b = 0; b < (split_s ? 2 : 1); ++b) split[n++] = Pair{tk[a], sk[b]};
+      for (int b = 0; b < (split_s ? 2 : 1); ++b) {
+        // A node with itself (both split): (left, right) is mutual, so (right, left) is not
+        // visited. Distinct nodes lie in disjoint subtrees, so their children pairs do too.
+        if (!mutual && a > b) continue;
+        split[n++] = Pair{tk[a], sk[b]};
+      }
     return n;
+  }
+
+  static void emit(std::vector<InteractionTask>& list, std::uint32_t t, std::uint32_t s,
+                   const std::int8_t image[3], bool mutual) {
+    list.push_back(InteractionTask{t, s, {image[0], image[1], image[2]}, 0});
+    if (mutual)
+      list.push_back(InteractionTask{s, t,
+                                     {static_cast<std::int8_t>(-image[0]), static_cast<std::int8_t>(-image[1]),
+                                      static_cast<std::int8_t>(-image[2])}, 0});
   }
 
   void recurse(std::int32_t t, std::int32_t s, TaskLists& out) const {

@@ -14,9 +14,10 @@
 //     whose boxes come within r_cut (r_cut < L/2 puts each particle pair within r_cut in at
 //     most one of them);
 //  4. otherwise split the node of larger radius (both when equal; a leaf never).
-// The rules are symmetric, so (S, T) is visited and accepted exactly when (T, S) is, and
-// each direction emits its own task: every ordered particle pair (i, j) within r_cut is
-// covered once, and M2L in both directions conserves momentum (fmm/expansions.hpp).
+// The walk is mutual: a pair of distinct nodes is visited once and emits its task for both
+// directions (the source image negated), so every ordered particle pair (i, j) within r_cut
+// is covered once and M2L is applied both ways, which conserves momentum
+// (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
 //
 // The top of the walk runs serially to a frontier of pairs, which are walked in parallel;
 // tasks are then gathered in frontier order and grouped by target with a stable counting
