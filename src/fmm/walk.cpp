@@ -14,13 +14,13 @@ constexpr std::size_t kFrontierPairs = 2048;
 // Counting sort of the chunks' tasks by target, stable (chunk order, then emission order).
 void group_by_target(const std::vector<TaskLists>& chunks, std::size_t n_chunks,
                      std::vector<InteractionTask> TaskLists::*member, std::size_t n_targets,
-                     std::vector<std::uint32_t>& offsets, std::vector<InteractionTask>& out) {
+                     std::vector<std::size_t>& offsets, std::vector<InteractionTask>& out) {
   offsets.assign(n_targets + 1, 0);
   for (std::size_t c = 0; c < n_chunks; ++c)
     for (const auto& task : chunks[c].*member) ++offsets[task.target + 1];
   for (std::size_t i = 0; i < n_targets; ++i) offsets[i + 1] += offsets[i];
   out.resize(offsets[n_targets]);
-  std::vector<std::uint32_t> cursor(offsets.begin(), offsets.end() - 1);
+  std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
   for (std::size_t c = 0; c < n_chunks; ++c)
     for (const auto& task : chunks[c].*member) out[cursor[task.target]++] = task;
 }

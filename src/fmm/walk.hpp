@@ -44,8 +44,8 @@ class DualTreeWalk {
   void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists);
 
   // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l; m2l_offsets() per node.
-  const std::vector<std::uint32_t>& p2p_offsets() const { return p2p_offsets_; }
-  const std::vector<std::uint32_t>& m2l_offsets() const { return m2l_offsets_; }
+  const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
+  const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
 
  private:
   struct Pair {
@@ -54,7 +54,7 @@ class DualTreeWalk {
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;
-  std::vector<std::uint32_t> p2p_offsets_, m2l_offsets_;
+  std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
 };
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
