@@ -1,5 +1,6 @@
 // ORB tree and multipoles against direct computations on the particles themselves.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -161,4 +162,26 @@ TEST_CASE("Multipoles: P2M + M2M equal the direct moments of every node") {
     INFO("p = " << p);
     CHECK(worst < 1e-12);
   }
+}
+
+TEST_CASE("ORB tree: the parallel build equals the serial one") {
+  // 60000 particles: the top levels are built as OpenMP tasks (subtrees >= 16384).
+  const auto pos = test::uniform_particles(60000, 1.0, 31);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  OrbTree serial;
+  serial.build(pos, 32);
+  omp_set_num_threads(std::max(threads, 2));
+  OrbTree parallel;
+  parallel.build(pos, 32);
+  omp_set_num_threads(threads);
+  check_tree(parallel, pos, 32);
+  REQUIRE(serial.nodes().size() == parallel.nodes().size());
+  CHECK(std::memcmp(serial.order().data(), parallel.order().data(), pos.size() * sizeof(std::uint32_t)) == 0);
+  bool same = true;
+  for (std::size_t i = 0; i < serial.nodes().size(); ++i)
+    same &= std::memcmp(&serial.nodes()[i].centre, &parallel.nodes()[i].centre, sizeof(Vec3d)) == 0 &&
+            serial.nodes()[i].radius == parallel.nodes()[i].radius &&
+            serial.nodes()[i].count == parallel.nodes()[i].count;
+  CHECK(same);
 }
