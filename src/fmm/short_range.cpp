@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -72,8 +74,8 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_);
   stats.walk_seconds = phase.seconds();
 
-  // P2P writes every particle of every target leaf; the far field is added afterwards.
-  phase.restart();
+  // P2P writes every particle of every target leaf; the far field goes to its own buffer
+  // and is added afterwards (the same sum whether or not the two overlap).
   P2PSettings ps;
   ps.box_mpc_h = box;
   ps.r_s = s.r_s;
@@ -83,17 +85,44 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   ps.taylor_order = s.taylor_order;
   ps.table_size = s.taylor_table_size;
   ps.double_precision = s.p2p_double;
-  P2PInput in{&tree_.positions(), &tree_.leaves(), &tasks_.p2p};
-  acc_tree_.assign(positions.size(), Vec3d{0, 0, 0});
-  const P2PStats p2p_stats = p2p.evaluate(ps, in, acc_tree_);
-  stats.p2p_seconds = phase.seconds();
+  const P2PInput in{&tree_.positions(), &tree_.leaves(), &tasks_.p2p};
+  P2PStats p2p_stats;
+  auto run_p2p = [&] {
+    Stopwatch watch;
+    acc_tree_.assign(positions.size(), Vec3d{0, 0, 0});
+    p2p_stats = p2p.evaluate(ps, in, acc_tree_);
+    stats.p2p_seconds = watch.seconds();
+  };
+  auto run_far = [&] {
+    Stopwatch watch;
+    evaluate_far_field(far_);
+    stats.m2l_seconds = watch.seconds();
+  };
+  if (s.overlap_p2p) {
+    std::exception_ptr p2p_error;
+    std::thread worker([&] {
+      try {
+        run_p2p();
+      } catch (...) {
+        p2p_error = std::current_exception();
+      }
+    });
+    try {
+      run_far();
+    } catch (...) {
+      worker.join();
+      throw;
+    }
+    worker.join();
+    if (p2p_error) std::rethrow_exception(p2p_error);
+  } else {
+    run_p2p();
+    run_far();
+  }
   if (acc_tree_.size() != positions.size())
     fail("short-range solver: the P2P evaluator '{}' returned {} accelerations for {} particles",
          p2p.name(), acc_tree_.size(), positions.size());
-
-  phase.restart();
-  evaluate_far_field(acc_tree_);
-  stats.m2l_seconds = phase.seconds();
+  for (std::size_t t = 0; t < acc_tree_.size(); ++t) acc_tree_[t] += far_[t];
 
   acc.resize(positions.size());
   const auto& order = tree_.order();
@@ -109,7 +138,7 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   return stats;
 }
 
-void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& acc_tree) {
+void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& nodes = tree_.nodes();
   const double box = settings_.box_mpc_h;
   const int nl = ops_.local_size();
@@ -155,6 +184,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& acc_tree) {
 
   // L2P: the gradient of each leaf's expansion at its particles, times G m.
   const auto& pos = tree_.positions();
+  far.assign(pos.size(), Vec3d{0, 0, 0});
   const auto& leaf_node = tree_.leaf_node();
   const double g_mass = settings_.g_mass;
 #pragma omp parallel for schedule(dynamic, 16)
@@ -163,7 +193,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& acc_tree) {
     if (!active_[n]) continue;
     const double* local = local_.data() + n * nl;
     for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t)
-      acc_tree[t] += g_mass * ops_.l2p(local, pos[t] - nodes[n].centre);
+      far[t] = g_mass * ops_.l2p(local, pos[t] - nodes[n].centre);
   }
 }
 

@@ -190,7 +190,7 @@ TEST_CASE("short range: with the production CPU P2P (float, Taylor table) at def
   }
 }
 
-TEST_CASE("short range: Newton's third law, particle order and thread count") {
+TEST_CASE("short range: Newton's third law, particle order, thread count, overlap") {
   // A smaller clustered set with small leaves and a wide theta, so M2L carries a large
   // share of the pairs.
   const int side = 16;
@@ -233,6 +233,14 @@ TEST_CASE("short range: Newton's third law, particle order and thread count") {
   solver.compute(pos, p2p, acc_serial);
   omp_set_num_threads(threads);
   CHECK(std::memcmp(acc_serial.data(), acc.data(), acc.size() * sizeof(Vec3d)) == 0);
+
+  // P2P on its own thread, overlapping the far field: bitwise the same.
+  ShortRangeSettings overlapped = s;
+  overlapped.overlap_p2p = true;
+  ShortRangeSolver solver_overlap(overlapped);
+  std::vector<Vec3d> acc_overlap;
+  solver_overlap.compute(pos, p2p, acc_overlap);
+  CHECK(std::memcmp(acc_overlap.data(), acc.data(), acc.size() * sizeof(Vec3d)) == 0);
 }
 
 TEST_CASE("short range: settings are checked before any work") {
