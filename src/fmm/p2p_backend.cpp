@@ -1,0 +1,39 @@
+// The P2P backend factory: the one file that knows both the CPU and the CUDA evaluator
+// (STYLE.md §2). "cuda" that cannot run is an error before any work; "auto" takes the GPU
+// when one is usable and says which it chose.
+#include <memory>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "fmm/p2p.hpp"
+#include "fmm/p2p_cpu.hpp"
+#if defined(ORBIS_HAVE_CUDA)
+#include "fmm/p2p_cuda_factory.hpp"
+#endif
+
+namespace orbis {
+
+std::unique_ptr<P2PEvaluator> make_p2p_evaluator(const std::string& backend, int device) {
+  if (backend != "auto" && backend != "cpu" && backend != "cuda")
+    fail("[gpu] backend = \"{}\": expected auto, cpu or cuda", backend);
+  if (backend == "cpu") {
+    log::info("P2P backend: cpu ({})", CpuP2PEvaluator::simd_variant());
+    return std::make_unique<CpuP2PEvaluator>();
+  }
+  std::string why;
+#if defined(ORBIS_HAVE_CUDA)
+  if (cuda_device_usable(device, &why)) {
+    log::info("P2P backend: cuda (device {})", device);
+    return make_cuda_p2p_evaluator(device);
+  }
+#else
+  (void)device;
+  why = "this build has no CUDA (configure with -DORBIS_CUDA=ON)";
+#endif
+  if (backend == "cuda") fail("[gpu] backend = \"cuda\", but {}", why);
+  log::info("P2P backend: cpu ({}), since {}", CpuP2PEvaluator::simd_variant(), why);
+  return std::make_unique<CpuP2PEvaluator>();
+}
+
+}  // namespace orbis

@@ -1,0 +1,33 @@
+// P2P tasks grouped by target leaf (PhotoNs-GPU §3.2): the task list is reordered by its
+// target (a stable sort, so tasks of one target keep the walk's source order) into
+// TaskGroup, and GroupIdx says where each target's run of tasks starts and how long it is.
+// One GPU thread block / one OpenMP iteration then owns one target leaf and writes each of
+// its particles once, with no atomics.
+//
+// This host version is the reference that the Thrust grouping (src/gpu) must equal
+// element for element.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "fmm/tasks.hpp"
+
+namespace orbis {
+
+struct GroupIdx {
+  std::uint32_t i_leaf = 0;   // the target leaf
+  std::uint32_t start = 0;    // first task of this target in TaskGroup
+  std::uint32_t count = 0;    // number of tasks (>= 1)
+};
+static_assert(sizeof(GroupIdx) == 12, "GroupIdx is copied to and from the GPU as is");
+
+struct GroupedTasks {
+  std::vector<InteractionTask> tasks;   // TaskGroup: stably sorted by target
+  std::vector<GroupIdx> groups;         // one per distinct target, in increasing target order
+};
+
+// O(n + n_leaves) counting sort. Fails on a target or source >= n_leaves.
+GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
+                                   std::size_t n_leaves);
+
+}  // namespace orbis

@@ -1,0 +1,104 @@
+// The P2P pair interaction, written once for the CPU evaluator and the CUDA kernel
+// (STYLE.md §1). For a target i and a source j at d = x_j - x_i (the source already in its
+// periodic image, both relative to the target leaf's centre):
+//
+//   a_i += G m  d T(s / 2r_s) / s^3,   s^2 = |d|^2 + eps^2   (pairs with |d| < r_cut)
+//
+// Softening: Plummer, applied to the whole truncated kernel (s replaces r in T too; T is
+// flat at the origin, T = 1 - O(x^3), so this changes T by O(eps^2/r_s^2) where softening
+// matters). eps is the [gravity] softening (Plummer-equivalent length, Mpc/h); a pair at
+// r << eps feels a force that goes to zero linearly, never blows up; a pair at d = 0 (the
+// particle itself, or an exact duplicate) contributes exactly nothing, also with eps = 0.
+// Plummer was chosen over GADGET's spline because it costs one add per pair in a kernel
+// that is instruction-bound (~28 instructions per pair); its force is 1.5% low at r = 10 eps
+// where the spline is already exact. Softening lengths are ~0.02 r_s, so it matters only
+// inside haloes' cores.
+//
+// Cut: pairs at |d| >= r_cut contribute nothing. The table covers x <= 3 (r <= 6 r_s), so the
+// table path cuts at min(r_cut, 6 r_s) (T(3) = 4.3e-4); the exact path (Order = -1) at r_cut.
+//
+// G m is applied once per particle by the caller, not per pair.
+#pragma once
+#include <cmath>
+
+#include "core/hostdevice.hpp"
+#include "fmm/truncation.hpp"
+
+namespace orbis {
+
+// Per-call constants of the pair interaction in the kernel's arithmetic R.
+template <typename R>
+struct P2PPairConstants {
+  R rcut2 = 0;          // (effective cut)^2, Mpc/h^2
+  R eps2 = 0;           // softening^2
+  R u_scale = 0;        // 1 / (2 r_s h): s -> table coordinate u = x / h
+  R x_scale = 0;        // 1 / (2 r_s):   s -> x (exact path)
+  R spacing = 0;        // h, the table's node spacing in x
+  int last = 0;         // last table node
+};
+
+// Host side: constants for a given split, softening and table spacing (h = 0: no table).
+template <typename R>
+inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double softening,
+                                               int table_size, bool use_table) {
+  P2PPairConstants<R> c;
+  const double cut = use_table ? std::fmin(r_cut, 2.0 * r_s * kTruncationTableXMax) : r_cut;
+  const double h = kTruncationTableXMax / (table_size - 1);
+  c.rcut2 = static_cast<R>(cut * cut);
+  // The 1e-30 (Mpc/h)^2 floor keeps s > 0 at d = 0 with eps = 0, so the table index stays
+  // finite (that pair is then discarded); it is below rounding for any real separation.
+  c.eps2 = static_cast<R>(softening * softening + 1e-30);
+  c.u_scale = static_cast<R>(1.0 / (2.0 * r_s * h));
+  c.x_scale = static_cast<R>(1.0 / (2.0 * r_s));
+  c.spacing = static_cast<R>(h);
+  c.last = table_size - 1;
+  return c;
+}
+
+// 1/sqrt: the hardware approximation on the GPU (rsqrtf, 2 ulp; DEVICE.md's kernels use
+// it), an exactly rounded sqrt and divide on the host.
+ORBIS_HD float p2p_rsqrt(float x) {
+#if defined(__CUDA_ARCH__)
+  return rsqrtf(x);
+#else
+  return 1.0f / std::sqrt(x);
+#endif
+}
+ORBIS_HD double p2p_rsqrt(double x) {
+#if defined(__CUDA_ARCH__)
+  return rsqrt(x);
+#else
+  return 1.0 / std::sqrt(x);
+#endif
+}
+
+// The factor g with a_i += g * d (times G m later). Order 0..4: table; -1: exact erfc/exp.
+// A select, not a branch, discards pairs outside the cut or at d = 0: on the GPU the warp
+// stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
+template <int Order, typename R>
+ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const R* tab_t, const R* tab_e) {
+  const R s2 = r2 + k.eps2;   // > 0: eps2 carries a 1e-30 floor
+  const R sinv = p2p_rsqrt(s2);
+  const R s = s2 * sinv;
+  R t;
+  if constexpr (Order < 0) {
+    t = truncation_exact(s * k.x_scale);
+  } else {
+    t = truncation_taylor_u<Order>(s * k.u_scale, tab_t, tab_e, k.spacing, k.last);
+  }
+  const R g = t * sinv * sinv * sinv;
+  return ((r2 < k.rcut2) & (r2 > R(0))) ? g : R(0);   // & not &&: one select, no branch
+}
+
+// One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az).
+template <int Order, typename R>
+ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const R* tab_t,
+                       const R* tab_e, R& ax, R& ay, R& az) {
+  const R r2 = dx * dx + dy * dy + dz * dz;
+  const R g = p2p_pair_factor<Order>(r2, k, tab_t, tab_e);
+  ax += g * dx;
+  ay += g * dy;
+  az += g * dz;
+}
+
+}  // namespace orbis

@@ -1,0 +1,51 @@
+// What every P2P backend does before its kernel: check the call, and express positions
+// relative to their leaf's centre (DESIGN.md "Positions and precision"). A float relative
+// position keeps ~1e-7 of the leaf size instead of ~1e-7 of the box (1 Gpc/h: 0.1 kpc/h
+// absolute), and a source enters a target's frame through one shift per task,
+//   shift = centre_j + image * box - centre_i   (computed in double, then rounded),
+// so the separation x_j - x_i = (rel_j + shift) - rel_i carries an error of ~1e-7 of the
+// leaf pair's distance, never of the box.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "fmm/p2p.hpp"
+#include "fmm/tasks.hpp"
+
+namespace orbis {
+
+// Fails (orbis::Error) on settings or inputs the kernels cannot honour: r_s, r_cut or the
+// box not positive, r_cut >= box/2, taylor_order outside -1..4, a table of < 2 nodes,
+// missing arrays, a leaf outside the particle array or larger than max_leaf_count.
+void check_p2p_call(const P2PSettings& settings, const P2PInput& input,
+                    std::uint32_t max_leaf_count);
+
+// Structure of arrays in tree order; particles in no leaf get 0.
+template <typename R>
+struct LeafRelativePositions {
+  std::vector<R> x, y, z;
+};
+
+// Fills out (resized to positions.size()) with float/double positions relative to the
+// centre of the leaf that holds each particle. OpenMP over leaves.
+template <typename R>
+void leaf_relative_positions(const std::vector<Vec3d>& positions, const std::vector<Leaf>& leaves,
+                             LeafRelativePositions<R>& out);
+
+// The source leaf's frame shift into the target leaf's frame, Mpc/h (double).
+inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& t, double box) {
+  const Vec3d& ci = leaves[t.target].centre;
+  const Vec3d& cj = leaves[t.source].centre;
+  return {cj.x + t.image[0] * box - ci.x, cj.y + t.image[1] * box - ci.y,
+          cj.z + t.image[2] * box - ci.z};
+}
+
+// Pairs evaluated: sum over tasks of count_i * count_j.
+double p2p_interaction_count(const std::vector<Leaf>& leaves,
+                             const std::vector<InteractionTask>& tasks);
+
+// The largest leaf count (sizes per-thread buffers and GPU shared memory).
+std::uint32_t max_leaf_count(const std::vector<Leaf>& leaves);
+
+}  // namespace orbis

@@ -1,0 +1,147 @@
+// The short-range truncation function of the force split (DESIGN.md "Force split"):
+//   T(x) = erfc(x) + (2x/sqrt(pi)) exp(-x^2),  x = r / 2r_s,
+// exactly, and as the tabulated Taylor series of PhotoNs-GPU eq. 2, which replaces erfc and
+// exp (about 70 GPU instructions) by two table loads and a short polynomial.
+//
+// The table: nodes x_i = i * h, h = 3 / (size - 1), i = 0 .. size-1, covering [0, 3];
+//   E_i = -4 exp(-x_i^2) / sqrt(pi)      (so that T'(x_i) = x_i^2 E_i)
+//   T_i = erfc(x_i) - x_i E_i / 2        (= T(x_i))
+// and with eps = x - x_i for the NEAREST node (|eps| <= h/2, 4-8x more accurate than the
+// floor node at the same cost; DEVICE.md):
+//   T = T_i + x_i^2 E_i eps - x_i (x_i^2 - 1) E_i eps^2
+//         + (2/3 x_i^4 - 5/3 x_i^2 + 1/3) E_i eps^3 - x_i (1/3 x_i^4 - 3/2 x_i^2 + 1) E_i eps^4
+// truncated after the term of the requested order (0..4). The error of order n is
+// O(h^(n+1)); order 3 with 512 nodes reaches float precision.
+//
+// Beyond the table (x > 3, where T < 4.3e-4) the table path is not defined: the P2P
+// kernel cuts pairs at min(r_cut, 6 r_s) (p2p_kernel.hpp), and truncation_table_eval()
+// returns 0 there. The exact path is valid for every x >= 0.
+//
+// Everything that runs per pair is ORBIS_HD, shared by the CPU evaluator and the CUDA kernel
+// (STYLE.md §1). Tables are built in double on the host and stored in float or double.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/hostdevice.hpp"
+
+namespace orbis {
+
+inline constexpr double kTruncationTableXMax = 3.0;   // the table covers x in [0, 3]
+
+// erfc/exp overloads so that one template serves float and double on host and device
+// (unqualified erfcf/expf are the CUDA device functions under nvcc, glibc's on the host).
+ORBIS_HD float trunc_erfc(float x) { return erfcf(x); }
+ORBIS_HD double trunc_erfc(double x) { return erfc(x); }
+ORBIS_HD float trunc_exp(float x) { return expf(x); }
+ORBIS_HD double trunc_exp(double x) { return exp(x); }
+
+// Exact T(x) in the arithmetic of R (the reference path, taylor_order = -1).
+template <typename R>
+ORBIS_HD R truncation_exact(R x) {
+  const R two_over_sqrt_pi = R(1.1283791670955126);   // 2 / sqrt(pi)
+  return trunc_erfc(x) + two_over_sqrt_pi * x * trunc_exp(-x * x);
+}
+
+// What the per-pair code needs to read a table: arrays T_i and E_i (host or shared
+// memory), the node spacing h and its inverse, and the last node index.
+template <typename R>
+struct TruncationTableView {
+  const R* t = nullptr;
+  const R* e = nullptr;
+  R spacing = 0;       // h
+  R inv_spacing = 0;   // 1 / h
+  int last = 0;        // size - 1
+};
+
+// Taylor value at u = x / h (x in node units, u >= 0). Order is a compile-time constant so
+// the kernel carries no dead terms. No range check: the index is clamped to the table so a
+// stray x never reads outside it, and callers cut at x <= 3.
+template <int Order, typename R>
+ORBIS_HD R truncation_taylor_u(R u, const R* t, const R* e, R spacing, int last) {
+  static_assert(Order >= 0 && Order <= 4, "Taylor order 0..4");
+  int i = static_cast<int>(u + R(0.5));   // nearest node (u >= 0, so truncation rounds)
+  i = i < last ? i : last;
+  const R fi = static_cast<R>(i);
+  const R ti = t[i];
+  if constexpr (Order == 0) {
+    return ti;
+  } else {
+    const R ei = e[i];
+    const R eps = (u - fi) * spacing;   // x - x_i
+    const R xi = fi * spacing;
+    const R x2 = xi * xi;
+    // Horner in eps of the bracket p with T = T_i + E_i * eps * p.
+    R p;
+    if constexpr (Order == 1) {
+      p = x2;
+    } else {
+      const R c2 = xi * (R(1) - x2);                                   // -x_i (x_i^2 - 1)
+      if constexpr (Order == 2) {
+        p = c2 * eps + x2;
+      } else {
+        const R c3 = (R(2.0 / 3.0) * x2 - R(5.0 / 3.0)) * x2 + R(1.0 / 3.0);
+        if constexpr (Order == 3) {
+          p = (c3 * eps + c2) * eps + x2;
+        } else {
+          const R c4 = -xi * ((R(1.0 / 3.0) * x2 - R(1.5)) * x2 + R(1));
+          p = ((c4 * eps + c3) * eps + c2) * eps + x2;
+        }
+      }
+    }
+    return ti + ei * eps * p;
+  }
+}
+
+template <int Order, typename R>
+ORBIS_HD R truncation_taylor(R x, const TruncationTableView<R>& tab) {
+  return truncation_taylor_u<Order>(x * tab.inv_spacing, tab.t, tab.e, tab.spacing, tab.last);
+}
+
+// Run-time order (tests, host callers); 0 beyond the table range x > 3, T(0) at x < 0.
+template <typename R>
+inline R truncation_table_eval(R x, int order, const TruncationTableView<R>& tab) {
+  if (!(x <= R(kTruncationTableXMax))) return R(0);
+  if (x < R(0)) x = R(0);
+  switch (order) {
+    case 0: return truncation_taylor<0>(x, tab);
+    case 1: return truncation_taylor<1>(x, tab);
+    case 2: return truncation_taylor<2>(x, tab);
+    case 3: return truncation_taylor<3>(x, tab);
+    case 4: return truncation_taylor<4>(x, tab);
+    default: fail("truncation_table_eval: Taylor order {} is not in 0..4", order);
+  }
+}
+
+// The table, built in double and stored as R. size >= 2 ([gravity] taylor_table_size).
+template <typename R>
+class TruncationTable {
+ public:
+  explicit TruncationTable(int size) {
+    if (size < 2) fail("the T(x) table needs at least 2 nodes, got {}", size);
+    t_.resize(size);
+    e_.resize(size);
+    spacing_ = kTruncationTableXMax / (size - 1);
+    for (int i = 0; i < size; ++i) {
+      const double x = i * spacing_;
+      const double e = -4.0 * std::exp(-x * x) / std::sqrt(M_PI);
+      e_[i] = static_cast<R>(e);
+      t_[i] = static_cast<R>(std::erfc(x) - 0.5 * x * e);
+    }
+  }
+  int size() const { return static_cast<int>(t_.size()); }
+  double spacing() const { return spacing_; }
+  const std::vector<R>& t() const { return t_; }
+  const std::vector<R>& e() const { return e_; }
+  TruncationTableView<R> view() const {
+    return {t_.data(), e_.data(), static_cast<R>(spacing_), static_cast<R>(1.0 / spacing_),
+            size() - 1};
+  }
+
+ private:
+  std::vector<R> t_, e_;
+  double spacing_ = 0;
+};
+
+}  // namespace orbis

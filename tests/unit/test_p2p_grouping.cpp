@@ -1,0 +1,80 @@
+// The host grouping of P2P tasks by target leaf (the reference the Thrust grouping must
+// equal): invariants checked on random, shuffled task lists with repeats.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "fmm/p2p_grouping.hpp"
+
+using namespace orbis;
+
+namespace {
+std::vector<InteractionTask> random_tasks(std::size_t n, std::uint32_t n_leaves, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<InteractionTask> tasks(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    // targets concentrated on few leaves (clustered walks), sources anywhere; the image
+    // encodes the original position so that stability is visible.
+    tasks[k].target = static_cast<std::uint32_t>(rng() % (1 + rng() % n_leaves));
+    tasks[k].source = static_cast<std::uint32_t>(rng() % n_leaves);
+    tasks[k].image[0] = static_cast<std::int8_t>(k % 3 - 1);
+    tasks[k].image[1] = static_cast<std::int8_t>((k / 3) % 3 - 1);
+    tasks[k].image[2] = static_cast<std::int8_t>((k / 9) % 3 - 1);
+  }
+  return tasks;
+}
+bool same(const InteractionTask& a, const InteractionTask& b) {
+  return a.target == b.target && a.source == b.source && a.image[0] == b.image[0] &&
+         a.image[1] == b.image[1] && a.image[2] == b.image[2];
+}
+}  // namespace
+
+TEST_CASE("grouping invariants on random task lists") {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    const std::uint32_t n_leaves = 500;
+    const auto tasks = random_tasks(20000, n_leaves, seed);
+    const GroupedTasks g = group_tasks_by_target(tasks, n_leaves);
+    REQUIRE(g.tasks.size() == tasks.size());
+    std::size_t covered = 0;
+    for (std::size_t k = 0; k < g.groups.size(); ++k) {
+      const GroupIdx& grp = g.groups[k];
+      REQUIRE(grp.count >= 1);
+      if (k > 0) {
+        CHECK(grp.i_leaf > g.groups[k - 1].i_leaf);                          // increasing targets
+        CHECK(grp.start == g.groups[k - 1].start + g.groups[k - 1].count);   // contiguous
+      } else {
+        CHECK(grp.start == 0);
+      }
+      covered += grp.count;
+      // The group holds exactly this target's tasks, in their original order (stable).
+      std::vector<InteractionTask> expected;
+      for (const auto& t : tasks)
+        if (t.target == grp.i_leaf) expected.push_back(t);
+      REQUIRE(expected.size() == grp.count);
+      for (std::uint32_t q = 0; q < grp.count; ++q) CHECK(same(g.tasks[grp.start + q], expected[q]));
+    }
+    CHECK(covered == tasks.size());
+    // Every target that occurs has a group, and no other.
+    std::vector<char> seen(n_leaves, 0);
+    for (const auto& t : tasks) seen[t.target] = 1;
+    CHECK(static_cast<std::size_t>(std::count(seen.begin(), seen.end(), 1)) == g.groups.size());
+  }
+}
+
+TEST_CASE("grouping edge cases") {
+  CHECK(group_tasks_by_target({}, 10).groups.empty());
+  std::vector<InteractionTask> one(1);
+  one[0].target = 9;
+  one[0].source = 0;
+  const auto g = group_tasks_by_target(one, 10);
+  REQUIRE(g.groups.size() == 1);
+  CHECK(g.groups[0].i_leaf == 9);
+  CHECK(g.groups[0].count == 1);
+  CHECK_THROWS_AS(group_tasks_by_target(one, 9), Error);   // target beyond the leaves
+  one[0].target = 0;
+  one[0].source = 10;
+  CHECK_THROWS_AS(group_tasks_by_target(one, 10), Error);  // source beyond the leaves
+}
