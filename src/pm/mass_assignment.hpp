@@ -6,16 +6,16 @@
 // one-dimensional weights are the window evaluated at the node distances, and the 3D weight is
 // their product. The Fourier transform of the window along one axis is sinc^order(k cell / 2).
 //
-// Determinism: assign_to_mesh() bins particles by the x plane of their first node (a stable
-// counting sort), then each mesh plane is *gathered* by one thread from the two or three bins
-// that reach it, in bin order and particle order. Every cell therefore sums its contributions
-// in the same order for any number of threads, so the mesh is bitwise identical for 1 or 64
-// threads, with no atomics and no per-thread copies of the mesh. Each particle's x weight is
-// recomputed for each plane it touches, which costs little next to the memory traffic.
-// Only the local x slab of the mesh is written (FFTW-MPI ready); particles whose stencil
-// misses the slab are skipped.
+// Determinism: sort_for_mesh() orders particles by the x plane (then y block) of their first
+// stencil node with a stable counting sort. Assignment then scatters slabs of particle planes
+// in two colours: slabs of one colour write disjoint mesh planes, and each cell receives its
+// contributions in an order fixed by the mesh, the window and the particles alone. The mesh is
+// bitwise identical for 1 or 64 threads, with no atomics and no per-thread mesh copies.
+// The sort also makes both passes walk the mesh in memory order. Only the local x slab of the
+// mesh is written (FFTW-MPI ready).
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -54,29 +54,72 @@ inline void window_weights(Window window, double u, int& base, double w[3]) {
 // mesh: sinc^order(pi m / n) (= sinc^order(k cell / 2)).
 double window_fourier(Window window, int m, int n);
 
-// mesh(node) = sum_p value * W(x_node - x_p) over particles, for the local slab. Positions are
-// in [0, box) or anywhere (they are wrapped); shift_cells is added to every coordinate in cell
-// units (0.5 for the interlaced copy of the P(k) estimator). The padding is zeroed.
+// Particles in cell units (shift included), stably sorted by the mesh row (x index, then a
+// coarse y block) of their first stencil node; the permutation is kept so results go back to
+// the caller's order. Built once per step and used by both passes.
+struct SortedParticles {
+  struct Entry {
+    Vec3d u;             // cell coordinates
+    std::size_t index;   // the caller's index (one 32-byte record: one cache miss to scatter)
+  };
+  int n = 0;                             // mesh side
+  int y_blocks = 0;                      // rows of a plane are grouped into this many blocks
+  Window window = Window::cic;
+  std::vector<Entry> entries;            // sorted
+  std::vector<std::size_t> block_start;  // plane b: [block_start[b*y_blocks], block_start[(b+1)*y_blocks])
+  std::vector<std::uint32_t> bin;        // scratch: each particle's block, kept to reuse its memory
+  std::size_t size() const { return entries.size(); }
+};
+
+// Positions are wrapped into [0, box); shift_cells is added to every coordinate in cell units
+// (0.5 for the interlaced copy of the P(k) estimator). `out` is overwritten; passing the same
+// object every step reuses its memory.
+void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Window window,
+                   double shift_cells, SortedParticles& out);
+inline SortedParticles sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n,
+                                     Window window, double shift_cells = 0.0) {
+  SortedParticles out;
+  sort_for_mesh(pos, box_mpc_h, n, window, shift_cells, out);
+  return out;
+}
+
+// mesh(node) = sum_p value * W(x_node - x_p) over the local slab; the padding is zeroed.
+template <typename Real>
+void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double value);
+
+// out_sorted[q][component] = scale * sum_node W(x_node - x_q) mesh(node) for the particles in
+// *sorted* order (sequential writes; unsort() puts them back once all components are done):
+// the transpose of assignment, so a PM force built on it conserves momentum.
+// Serial meshes only: every stencil node must be in the local slab.
+template <typename Real>
+void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
+                           std::vector<Vec3d>& out_sorted, int component);
+
+// out[index of q] = in_sorted[q].
+void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);
+
+// Conveniences that sort first.
 template <typename Real>
 void assign_to_mesh(FftMesh<Real>& mesh, const std::vector<Vec3d>& pos, double box_mpc_h,
-                    Window window, double value, double shift_cells = 0.0);
-
-// out[p][component] = scale * sum_node W(x_node - x_p) mesh(node), the transpose of
-// assign_to_mesh() (the same window, so a PM force built with it conserves momentum).
-// Serial meshes only: every stencil node must be in the local slab.
+                    Window window, double value, double shift_cells = 0.0) {
+  assign_to_mesh(mesh, sort_for_mesh(pos, box_mpc_h, mesh.n(), window, shift_cells), value);
+}
 template <typename Real>
 void interpolate_from_mesh(const FftMesh<Real>& mesh, const std::vector<Vec3d>& pos,
                            double box_mpc_h, Window window, double scale,
-                           std::vector<Vec3d>& out, int component);
+                           std::vector<Vec3d>& out, int component) {
+  const SortedParticles sorted = sort_for_mesh(pos, box_mpc_h, mesh.n(), window);
+  std::vector<Vec3d> values(pos.size());
+  interpolate_from_mesh(mesh, sorted, scale, values, component);
+  if (out.size() != pos.size()) out.resize(pos.size());
+  for (std::size_t q = 0; q < values.size(); ++q) out[sorted.entries[q].index][component] = values[q][component];
+}
 
-extern template void assign_to_mesh<float>(FftMesh<float>&, const std::vector<Vec3d>&, double,
-                                           Window, double, double);
-extern template void assign_to_mesh<double>(FftMesh<double>&, const std::vector<Vec3d>&, double,
-                                            Window, double, double);
-extern template void interpolate_from_mesh<float>(const FftMesh<float>&, const std::vector<Vec3d>&,
-                                                  double, Window, double, std::vector<Vec3d>&, int);
-extern template void interpolate_from_mesh<double>(const FftMesh<double>&,
-                                                   const std::vector<Vec3d>&, double, Window,
+extern template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
+extern template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
+extern template void interpolate_from_mesh<float>(const FftMesh<float>&, const SortedParticles&,
+                                                  double, std::vector<Vec3d>&, int);
+extern template void interpolate_from_mesh<double>(const FftMesh<double>&, const SortedParticles&,
                                                    double, std::vector<Vec3d>&, int);
 
 }  // namespace orbis

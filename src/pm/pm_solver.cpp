@@ -1,7 +1,6 @@
 #include "pm/pm_solver.hpp"
 
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.hpp"
@@ -49,9 +48,13 @@ struct PmSolver::Impl {
   std::vector<double> k_axis;      // 2 pi m / L for signed mesh index m, h/Mpc
   std::vector<double> inv_w2_axis; // 1 / W_1d(m)^2
 
+  // Reused from step to step: the particles sorted for the mesh and g in sorted order.
+  SortedParticles sorted;
+  std::vector<Vec3d> acc_sorted;
+
   template <typename Real>
   void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
-           std::vector<Vec3d>& acc, PhaseTimes& times) const;
+           std::vector<Vec3d>& acc, PhaseTimes& times);
 };
 
 PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std::make_unique<Impl>()) {
@@ -82,21 +85,22 @@ void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass
                              std::vector<Vec3d>& acc, PhaseTimes* times) {
   PhaseTimes local;
   PhaseTimes& t = times ? *times : local;
-  acc.assign(pos.size(), Vec3d{});
+  acc.resize(pos.size());
   if (impl_->twice) impl_->run(settings_, *impl_->twice, pos, particle_mass, acc, t);
   else impl_->run(settings_, *impl_->single, pos, particle_mass, acc, t);
 }
 
 template <typename Real>
 void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
-                         double mass, std::vector<Vec3d>& acc, PhaseTimes& times) const {
+                         double mass, std::vector<Vec3d>& acc, PhaseTimes& times) {
   using Complex = typename FftMesh<Real>::Complex;
   const int n = s.grid_side, nzc = m.rho.nz_complex();
   const int x0 = m.rho.local_x0(), nx = m.rho.local_nx();
   const double cell = s.box_mpc_h / n;
   {
     ScopedPhase phase(times, "pm_assign");
-    assign_to_mesh(m.rho, pos, s.box_mpc_h, s.window, mass / (cell * cell * cell));
+    sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
+    assign_to_mesh(m.rho, sorted, mass / (cell * cell * cell));
   }
   {
     ScopedPhase phase(times, "pm_fft");
@@ -106,7 +110,8 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
     // phi(k) = G(k) rho(k); the 1/n^3 of the unnormalised inverse FFT is folded in here.
     ScopedPhase phase(times, "pm_green");
     const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n);
-    const double rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
+    const double rs = s.r_s_mpc_h > 0 ? s.r_s_mpc_h : PmSolver::kFullForceSmoothingCells * cell;
+    const double rs2 = rs * rs;
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
@@ -120,33 +125,17 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
         }
       }
   }
-  if (std::getenv("ORBIS_PM_FD")) {   // TEMPORARY experiment
-    { ScopedPhase phase(times, "pm_fft"); m.rho.backward(); }
-    for (int d = 0; d < 3; ++d) {
-      {
-        ScopedPhase phase(times, "pm_gradient");
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < n; ++i)
-          for (int j = 0; j < n; ++j)
-            for (int k = 0; k < n; ++k) {
-              auto at = [&](int o) {
-                int ii = i, jj = j, kk = k;
-                if (d == 0) ii = (i + o + n) % n; else if (d == 1) jj = (j + o + n) % n; else kk = (k + o + n) % n;
-                return static_cast<double>(m.rho.real(ii, jj, kk));
-              };
-              m.work.real(i, j, k) = static_cast<Real>(-(8.0 * (at(1) - at(-1)) - (at(2) - at(-2))) / (12.0 * cell));
-            }
-      }
-      ScopedPhase phase(times, "pm_interpolate");
-      interpolate_from_mesh(m.work, pos, s.box_mpc_h, s.window, 1.0, acc, d);
-    }
-    return;
-  }
   // g_d(k) = -i k_d phi(k). The Nyquist plane of axis d has no odd (sine) part on the mesh,
-  // so its derivative is set to zero there; that keeps g real and the operator antisymmetric.
+  // so its derivative is set to zero there; that keeps g real and the operator antisymmetric
+  // (no self-force, momentum conserved).
   //
-  // Why spectral rather than 4-point finite differences of phi: measured against Ewald with
-  // the pair test (tests/physics/test_pm_force.cpp), 32^3 mesh, CIC, PM-only: ... (see below)
+  // Spectral differentiation rather than 4-point finite differences of phi (GADGET's
+  // choice), measured with the pair test of tests/physics/test_pm_force.cpp (32^3 mesh,
+  // r_s = 1.2 cells, errors relative to the Ewald force): TSC long-range max error 0.33%
+  // spectral vs 0.73% FD, and FD's k-response falls below ik at high k, so its long-range
+  // force is 2% short at r < 1.5 cells, just where it must add to the tree's erfc force to
+  // give 1/r^2. CIC is aliasing-limited either way (3.5%). The price is two more inverse FFTs
+  // per step; the gain besides accuracy is that FFTW-MPI slabs need no ghost planes of phi.
   for (int d = 0; d < 3; ++d) {
     {
       ScopedPhase phase(times, "pm_gradient");
@@ -169,7 +158,9 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
     }
     {
       ScopedPhase phase(times, "pm_interpolate");
-      interpolate_from_mesh(m.work, pos, s.box_mpc_h, s.window, 1.0, acc, d);
+      if (d == 0) acc_sorted.resize(sorted.size());
+      interpolate_from_mesh(m.work, sorted, 1.0, acc_sorted, d);
+      if (d == 2) unsort(sorted, acc_sorted, acc);
     }
   }
 }

@@ -11,7 +11,8 @@
 // kicks p += g * int da/(a^2 H). The mean density is removed (k = 0 is zero), as in every
 // periodic code. W(k) = prod_i sinc^p(k_i cell/2) is divided out twice, once for assignment
 // and once for interpolation. With r_s > 0 the force is the long-range part that adds to the
-// short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force.
+// short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force,
+// smoothed at 0.75 cells to keep the deconvolved mesh noise out (kFullForceSmoothingCells).
 //
 // Mesh loops run over the local x slab of FftMesh, so an FFTW-MPI slab mesh can replace the
 // serial one (interpolation will then need ghost planes; see interpolate_from_mesh()).
@@ -57,6 +58,14 @@ class PmSolver {
                      std::vector<Vec3d>& acc, PhaseTimes* times = nullptr);
 
   std::size_t bytes() const;   // memory held by the meshes
+
+  // The full-force mode (r_s = 0) still filters with exp(-k^2 r^2), r = 0.75 cells. Dividing
+  // by W(k)^2 amplifies the aliased modes near the Nyquist corner up to (pi/2)^(3p) times
+  // (230 for CIC, 3400 for TSC), and unfiltered they make pair forces wrong by 100% and more
+  // even at 7 cells (measured). With this filter the orientation-averaged TSC pair force is
+  // within 0.5% of Ewald from 4 cells on (rms 0.6% at 4 cells, < 0.3% beyond); the force
+  // it removes is the sub-cell part a mesh cannot resolve anyway (T(r/2r) of DESIGN.md: 3e-3 at 4 cells, 6e-5 at 5).
+  static constexpr double kFullForceSmoothingCells = 0.75;
 
   // Names of the phases accelerations() adds to PhaseTimes, in order.
   static const std::vector<const char*>& phase_names();
