@@ -90,6 +90,11 @@ void write_power_spectrum(const std::string& base_path, const PowerSpectrum& pk,
 
 void run_pk_command(const PkCommandOptions& o) {
   Stopwatch watch;
+  // Cheap checks first, so a typo does not cost a snapshot read (the schema checks the rest).
+  parse_window(o.window);
+  if (o.binning != "linear" && o.binning != "log") fail("pk: --binning {}: expected linear or log", o.binning);
+  if (o.grid != 0 && (o.grid < 4 || o.grid % 2 != 0)) fail("pk: --grid {}: expected an even number >= 4", o.grid);
+  if (o.fold < 1) fail("pk: --fold {}: expected an integer >= 1", o.fold);
   const Snapshot snap = read_snapshot(o.snapshot);
   const auto& h = snap.header;
   const std::size_t count = snap.particles.size();

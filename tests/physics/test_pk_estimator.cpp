@@ -183,32 +183,20 @@ TEST_CASE("a uniform Poisson sample has P(k) = shot noise") {
     }
 }
 
-TEST_CASE("interlacing reduces aliasing against the exact DFT of a clustered set") {
-  // Clumps of 10 particles with a Gaussian spread of 0.3 cells: power at every k up to
-  // Nyquist and beyond, so aliasing matters. The exact spectrum is the direct sum over particles
-  // on the same modes.
-  const double box = 100.0;
-  const int n = 32;
-  std::mt19937_64 rng(5);
-  std::uniform_real_distribution<double> u(0, box);
-  std::normal_distribution<double> g(0, 0.3 * box / n);
-  std::vector<Vec3d> pos;
-  for (int c = 0; c < 800; ++c) {
-    const Vec3d centre{u(rng), u(rng), u(rng)};
-    for (int i = 0; i < 10; ++i)
-      pos.push_back({orbis::periodic_wrap_position(centre.x + g(rng), box),
-                     orbis::periodic_wrap_position(centre.y + g(rng), box),
-                     orbis::periodic_wrap_position(centre.z + g(rng), box)});
-  }
-  // Exact: P(m) = V |(1/N) sum_j e^{-i k.x_j}|^2 over the half space the estimator sums.
-  const int half = n / 2;
-  std::vector<cplx> ex(pos.size() * (n + 1)), ey(ex.size()), ez(ex.size());
+namespace {
+
+// Exact binned power of the particles on the modes F m of the box, m on the half-space index
+// set of an n^3 mesh inside its Nyquist sphere: P = V |(1/N) sum_j e^{-i k.x_j}|^2, bins by
+// rounding |m|, weighted as the estimator weights them (k and -k).
+std::vector<double> exact_binned(const std::vector<Vec3d>& pos, double box, int n, int fold) {
+  const int half = n / 2, span = 2 * half + 1;
+  std::vector<cplx> ex(pos.size() * span), ey(ex.size()), ez(ex.size());
   for (std::size_t j = 0; j < pos.size(); ++j)
     for (int m = -half; m <= half; ++m) {
-      const double q = -2 * kPi * m / box;
-      ex[j * (n + 1) + m + half] = std::polar(1.0, q * pos[j].x);
-      ey[j * (n + 1) + m + half] = std::polar(1.0, q * pos[j].y);
-      ez[j * (n + 1) + m + half] = std::polar(1.0, q * pos[j].z);
+      const double q = -2 * kPi * m * fold / box;
+      ex[j * span + m + half] = std::polar(1.0, q * pos[j].x);
+      ey[j * span + m + half] = std::polar(1.0, q * pos[j].y);
+      ez[j * span + m + half] = std::polar(1.0, q * pos[j].z);
     }
   std::vector<double> exact(half, 0.0), weight(half, 0.0);
   const double volume = box * box * box, count = static_cast<double>(pos.size());
@@ -219,7 +207,7 @@ TEST_CASE("interlacing reduces aliasing against the exact DFT of a clustered set
         if (m == 0 || m > half) continue;
         cplx sum = 0;
         for (std::size_t j = 0; j < pos.size(); ++j) {
-          const std::size_t o = j * (n + 1) + half;
+          const std::size_t o = j * span + half;
           sum += ex[o + mx] * ey[o + my] * ez[o + mz];
         }
         const double wgt = (mz == 0 || mz == half) ? 1 : 2;
@@ -227,22 +215,47 @@ TEST_CASE("interlacing reduces aliasing against the exact DFT of a clustered set
         exact[b] += wgt * volume * std::norm(sum / count);
         weight[b] += wgt;
       }
+  for (int b = 0; b < half; ++b) exact[b] /= weight[b];
+  return exact;
+}
+
+// Clumps of 10 particles with a Gaussian spread of `spread` (Mpc/h): power at every k up to
+// Nyquist and beyond, so aliasing matters.
+std::vector<Vec3d> clumps(double box, int count, double spread, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, box);
+  std::normal_distribution<double> g(0, spread);
+  std::vector<Vec3d> pos;
+  for (int c = 0; c < count; ++c) {
+    const Vec3d centre{u(rng), u(rng), u(rng)};
+    for (int i = 0; i < 10; ++i)
+      pos.push_back({orbis::periodic_wrap_position(centre.x + g(rng), box),
+                     orbis::periodic_wrap_position(centre.y + g(rng), box),
+                     orbis::periodic_wrap_position(centre.z + g(rng), box)});
+  }
+  return pos;
+}
+
+}  // namespace
+
+TEST_CASE("interlacing reduces aliasing against the exact DFT of a clustered set") {
+  const double box = 100.0;
+  const int n = 32, half = n / 2;
+  const auto pos = clumps(box, 800, 0.3 * box / n, 5);
+  const auto exact = exact_binned(pos, box, n, 1);
   for (Window w : {Window::cic, Window::tsc}) {
     double rms[2] = {0, 0}, worst[2] = {0, 0};
-    int used = 0;
     for (bool interlace : {false, true}) {
       PowerSpectrumSettings s;
       s.grid_side = n;
       s.window = w;
       s.interlacing = interlace;
       const PowerSpectrum pk = orbis::measure_power_spectrum(pos, box, s);
-      used = 0;
-      for (int b = 0; b < half; ++b) {
-        if (b + 1 > 0.75 * half) break;   // up to 3/4 of the Nyquist frequency
-        const double err = pk.bins[b].power / (exact[b] / weight[b]) - 1;
+      int used = 0;
+      for (int b = 0; b + 1 <= 0.75 * half; ++b, ++used) {   // up to 3/4 of the Nyquist frequency
+        const double err = pk.bins[b].power / exact[b] - 1;
         rms[interlace] += err * err;
         worst[interlace] = std::max(worst[interlace], std::abs(err));
-        ++used;
       }
       rms[interlace] = std::sqrt(rms[interlace] / used);
     }
@@ -251,4 +264,41 @@ TEST_CASE("interlacing reduces aliasing against the exact DFT of a clustered set
     CHECK(rms[1] * 5 < rms[0]);
     CHECK(worst[1] < 0.01);
   }
+}
+
+TEST_CASE("folding reaches F times the Nyquist frequency") {
+  // A 16^3 mesh folded 4 times against the exact DFT on the modes 4 m of the box; the
+  // unfolded rows (below half the unfolded Nyquist frequency) against the exact modes m.
+  const double box = 100.0;
+  const int n = 16, half = n / 2, fold = 4;
+  const auto pos = clumps(box, 800, 0.6, 9);
+  const auto exact_folded = exact_binned(pos, box, n, fold);
+  const auto exact = exact_binned(pos, box, n, 1);
+  PowerSpectrumSettings s;
+  s.grid_side = n;
+  s.fold_factor = fold;
+  const PowerSpectrum pk = orbis::measure_power_spectrum(pos, box, s);
+  const double k_f = 2 * kPi / box;
+  int unfolded_rows = 0, folded_rows = 0;
+  double worst = 0, k_max = 0;
+  for (const auto& b : pk.bins) {
+    const double m = b.k_mean / (k_f * b.fold);   // in units of that spectrum's fundamental
+    const int bin = static_cast<int>(std::lround(m)) - 1;
+    if (b.fold == 1) {
+      ++unfolded_rows;
+      CHECK(b.k_mean < 0.5 * half * k_f + 1e-12);
+      worst = std::max(worst, std::abs(b.power / exact[bin] - 1));
+    } else {
+      ++folded_rows;
+      CHECK(b.fold == fold);
+      if (bin + 1 <= 0.75 * half) worst = std::max(worst, std::abs(b.power / exact_folded[bin] - 1));
+      k_max = std::max(k_max, b.k_mean);
+    }
+  }
+  std::printf("folding x%d on a %d^3 mesh: %d unfolded + %d folded rows up to k = %.3f h/Mpc "
+              "(unfolded Nyquist %.3f); max |dP/P| vs exact DFT %.2e\n", fold, n, unfolded_rows,
+              folded_rows, k_max, half * k_f, worst);
+  CHECK(unfolded_rows == half / 2 - 1);   // bins centred below k_Ny / 2
+  CHECK(k_max > 0.9 * fold * half * k_f);
+  CHECK(worst < 0.01);
 }

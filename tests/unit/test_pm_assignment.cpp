@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/params.hpp"
 #include "pm/mass_assignment.hpp"
 #include "pm/pm_solver.hpp"
 
@@ -143,4 +146,26 @@ TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 thread
     }
   }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("PmSettings::from_params derives the mesh and the split scale") {
+  const std::string base = "[box]\nsize_mpc_h = 64.0\nparticles_per_side = 32\n";
+  {
+    const auto p = orbis::Params::parse(base, "pm");
+    const auto s = orbis::PmSettings::from_params(p);
+    CHECK(s.grid_side == 64);   // 2 x particles per side
+    CHECK(s.r_s_mpc_h == 0);    // full force
+    CHECK(s.box_mpc_h == 64.0);
+  }
+  {
+    const auto p = orbis::Params::parse(base + "[gravity]\nsolver = \"treepm\"\nmass_assignment = \"cic\"\n", "treepm");
+    const auto s = orbis::PmSettings::from_params(p);
+    CHECK(s.grid_side == 32);
+    CHECK(s.window == Window::cic);
+    CHECK(s.r_s_mpc_h == doctest::Approx(1.2 * 64.0 / 32));
+  }
+  {
+    const auto p = orbis::Params::parse(base + "[gravity]\npm_grid_side = 33\n", "odd");
+    CHECK_THROWS_AS(orbis::PmSettings::from_params(p), orbis::Error);
+  }
 }
