@@ -10,8 +10,9 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
-#include "analysis/power_spectrum_io.hpp"
 #include "core/params_schema.hpp"
+#include "analysis/power_spectrum_io.hpp"
+#include "ic/ic_command.hpp"
 #include "io/provenance.hpp"
 
 int main(int argc, char** argv) {
@@ -23,6 +24,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", orbis::build_summary());
 
   auto* params_cmd = app.add_subcommand("params", "print the reference table of every parameter (Markdown)");
+
+  std::string ic_file;
+  std::vector<std::string> ic_overrides;
+  auto* ic_cmd = app.add_subcommand("ic", "generate Zel'dovich/2LPT initial conditions: <output.directory>/ics.hdf5");
+  ic_cmd->add_option("FILE", ic_file, "parameter file (TOML)")->required();
+  ic_cmd->add_option("--set", ic_overrides, "override a parameter: section.key=value (repeatable)");
 
   // orbis pk SNAPSHOT: P(k) of any GADGET-layout snapshot (analysis/power_spectrum_io.hpp).
   orbis::PkCommandOptions pk;
@@ -43,8 +50,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
-    }
-    if (pk_cmd->parsed()) {
+    } else if (ic_cmd->parsed()) {
+      status = orbis::run_ic_command(ic_file, ic_overrides);
+    } else if (pk_cmd->parsed()) {
       pk.interlacing = !pk_no_interlacing;
       orbis::run_pk_command(pk);
     }
