@@ -156,7 +156,7 @@ PowerSpectrumSettings PowerSpectrumSettings::from_params(const Params& params) {
 
 PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
                                      const PowerSpectrumSettings& settings,
-                                     const LinearPower& linear) {
+                                     const LinearPowerFn& linear) {
   const int n = settings.grid_side;
   if (n < 4 || n % 2 != 0) fail("P(k): mesh side {} must be even and at least 4", n);
   if (!(box_mpc_h > 0)) fail("P(k): box size {} Mpc/h must be positive", box_mpc_h);

@@ -58,11 +58,12 @@ struct PowerSpectrum {
   std::vector<PowerSpectrumBin> bins;   // increasing k; empty bins left out
 };
 
-// P_lin(k) D(z)^2 at k in h/Mpc, in (Mpc/h)^3 (cosmology/linear_power supplies it).
-using LinearPower = std::function<double(double)>;
+// P_lin(k) D(z)^2 at k in h/Mpc, in (Mpc/h)^3, e.g.
+//   [&](double k) { return power(k) * d * d; }   (LinearPower power, D = cosmology.growth(a))
+using LinearPowerFn = std::function<double(double)>;
 
 PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
                                      const PowerSpectrumSettings& settings,
-                                     const LinearPower& linear = {});
+                                     const LinearPowerFn& linear = {});
 
 }  // namespace orbis
