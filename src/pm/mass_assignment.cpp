@@ -110,7 +110,50 @@ void gather(const FftMesh<Real>& mesh, const SortedParticles& sorted, double sca
   }
 }
 
+// All three components at once from three meshes: one stencil per particle instead of three.
+template <int P, typename Real>
+void gather3(const FftMesh<Real>* const meshes[3], const SortedParticles& sorted, double scale,
+             std::vector<Vec3d>& out_sorted) {
+  const int n = meshes[0]->n();
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(sorted.size());
+  const Real* data[3] = {meshes[0]->real_data(), meshes[1]->real_data(), meshes[2]->real_data()};
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t q = 0; q < count; ++q) {
+    const Stencil<P> s(sorted.entries[q].u, n);
+    double sum[3] = {0, 0, 0};
+    for (int o = 0; o < P; ++o) {
+      double sx[3] = {0, 0, 0};
+      for (int a = 0; a < P; ++a) {
+        const std::size_t row = meshes[0]->real_index(s.i[o], s.j[a], 0);
+        double sy[3] = {0, 0, 0};
+        for (int c = 0; c < P; ++c)
+          for (int d = 0; d < 3; ++d) sy[d] += s.wz[c] * data[d][row + s.k[c]];
+        for (int d = 0; d < 3; ++d) sx[d] += s.wy[a] * sy[d];
+      }
+      for (int d = 0; d < 3; ++d) sum[d] += s.wx[o] * sx[d];
+    }
+    out_sorted[q] = Vec3d{scale * sum[0], scale * sum[1], scale * sum[2]};
+  }
+}
+
 }  // namespace
+
+template <typename Real>
+void interpolate_vector_from_meshes(const FftMesh<Real>& x, const FftMesh<Real>& y, const FftMesh<Real>& z,
+                                    const SortedParticles& sorted, double scale, std::vector<Vec3d>& out_sorted) {
+  const int n = x.n();
+  if (sorted.n != n || y.n() != n || z.n() != n)
+    fail("interpolate_vector_from_meshes: meshes and particles sorted for different mesh sizes");
+  if (x.local_nx() != n) fail("interpolate_vector_from_meshes needs whole meshes (serial slab)");
+  out_sorted.resize(sorted.size());
+  const FftMesh<Real>* meshes[3] = {&x, &y, &z};
+  if (sorted.window == Window::cic) gather3<2>(meshes, sorted, scale, out_sorted);
+  else gather3<3>(meshes, sorted, scale, out_sorted);
+}
+template void interpolate_vector_from_meshes<float>(const FftMesh<float>&, const FftMesh<float>&, const FftMesh<float>&,
+                                                    const SortedParticles&, double, std::vector<Vec3d>&);
+template void interpolate_vector_from_meshes<double>(const FftMesh<double>&, const FftMesh<double>&, const FftMesh<double>&,
+                                                     const SortedParticles&, double, std::vector<Vec3d>&);
 
 Window parse_window(const std::string& name) {
   if (name == "cic") return Window::cic;
@@ -155,8 +198,8 @@ void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Windo
     const std::size_t lo = count * t / nt, hi = count * (t + 1) / nt;
     std::size_t* my_counts = &counts[static_cast<std::size_t>(t) * bins];
     for (std::size_t p = lo; p < hi; ++p) {
-      const int bx = static_cast<int>(std::floor(wrap_coordinate(pos[p].x, box_mpc_h) * cells_per_length + offset)) + first;
-      const int by = static_cast<int>(std::floor(wrap_coordinate(pos[p].y, box_mpc_h) * cells_per_length + offset)) + first;
+      const int bx = floor_to_int(wrap_coordinate(pos[p].x, box_mpc_h) * cells_per_length + offset) + first;
+      const int by = floor_to_int(wrap_coordinate(pos[p].y, box_mpc_h) * cells_per_length + offset) + first;
       const std::uint32_t b = static_cast<std::uint32_t>(wrap_index(bx, n) * yb + wrap_index(by, n) * yb / n);
       out.bin[p] = b;
       ++my_counts[b];

@@ -32,18 +32,24 @@ inline int window_order(Window window) { return static_cast<int>(window); }
 
 // The nodes and weights of one axis for a coordinate u in cell units (any real value; the
 // caller wraps base periodically). Weights sum to 1.
+// floor() as an integer without a libm call (baseline x86-64 has no rounding instruction,
+// and this sits in the innermost loops); |x| must fit an int.
+inline int floor_to_int(double x) {
+  const int i = static_cast<int>(x);   // truncates toward zero
+  return i > x ? i - 1 : i;
+}
+
 inline void window_weights(Window window, double u, int& base, double w[3]) {
   if (window == Window::cic) {
-    const double f = std::floor(u);
-    const double d = u - f;
-    base = static_cast<int>(f);
+    base = floor_to_int(u);
+    const double d = u - base;
     w[0] = 1.0 - d;
     w[1] = d;
     w[2] = 0.0;
   } else {
-    const double centre = std::floor(u + 0.5);
+    const int centre = floor_to_int(u + 0.5);
     const double d = u - centre;   // in [-0.5, 0.5)
-    base = static_cast<int>(centre) - 1;
+    base = centre - 1;
     w[0] = 0.5 * (0.5 - d) * (0.5 - d);
     w[1] = 0.75 - d * d;
     w[2] = 0.5 * (0.5 + d) * (0.5 + d);
@@ -94,6 +100,11 @@ void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double v
 template <typename Real>
 void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
                            std::vector<Vec3d>& out_sorted, int component);
+
+// The same for a vector field held as three meshes, all components in one pass.
+template <typename Real>
+void interpolate_vector_from_meshes(const FftMesh<Real>& x, const FftMesh<Real>& y, const FftMesh<Real>& z,
+                                    const SortedParticles& sorted, double scale, std::vector<Vec3d>& out_sorted);
 
 // out[index of q] = in_sorted[q].
 void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);

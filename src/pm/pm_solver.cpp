@@ -37,9 +37,11 @@ const std::vector<const char*>& PmSolver::phase_names() {
 
 template <typename Real>
 struct PmSolver::Meshes {
-  explicit Meshes(int n) : rho(n), work(n) {}
-  FftMesh<Real> rho;    // density, then phi(k)
-  FftMesh<Real> work;   // one component of g at a time
+  explicit Meshes(int n) : rho(n), gx(n), gy(n) {}
+  // rho: density, then phi(k), then g_z. Three meshes rather than two (one component of g at a
+  // time) because interpolating all components in one pass is 1.5 (TSC) to 2 (CIC) times
+  // faster: one stencil per particle instead of three.
+  FftMesh<Real> rho, gx, gy;
 };
 
 struct PmSolver::Impl {
@@ -77,8 +79,8 @@ PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std:
 PmSolver::~PmSolver() = default;
 
 std::size_t PmSolver::bytes() const {
-  if (impl_->twice) return impl_->twice->rho.bytes() + impl_->twice->work.bytes();
-  return impl_->single->rho.bytes() + impl_->single->work.bytes();
+  if (impl_->twice) return 3 * impl_->twice->rho.bytes();
+  return 3 * impl_->single->rho.bytes();
 }
 
 void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass,
@@ -136,32 +138,37 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
   // force is 2% short at r < 1.5 cells, just where it must add to the tree's erfc force to
   // give 1/r^2. CIC is aliasing-limited either way (3.5%). The price is two more inverse FFTs
   // per step; the gain besides accuracy is that FFTW-MPI slabs need no ghost planes of phi.
-  for (int d = 0; d < 3; ++d) {
-    {
-      ScopedPhase phase(times, "pm_gradient");
+  {
+    ScopedPhase phase(times, "pm_gradient");
+    const int nyquist = n / 2;
 #pragma omp parallel for schedule(static)
-      for (int i = x0; i < x0 + nx; ++i)
-        for (int j = 0; j < n; ++j) {
-          const Complex* src = &m.rho.mode(i, j, 0);
-          Complex* dst = &m.work.mode(i, j, 0);
-          for (int k = 0; k < nzc; ++k) {
-            const int idx = d == 0 ? i : (d == 1 ? j : k);
-            const double kd = idx == n / 2 ? 0.0 : k_axis[idx];
-            // -i kd (a + i b) = kd b - i kd a
-            dst[k] = Complex(static_cast<Real>(kd * src[k].imag()), static_cast<Real>(-kd * src[k].real()));
-          }
+    for (int i = x0; i < x0 + nx; ++i)
+      for (int j = 0; j < n; ++j) {
+        Complex* phi = &m.rho.mode(i, j, 0);   // becomes g_z
+        Complex* gx = &m.gx.mode(i, j, 0);
+        Complex* gy = &m.gy.mode(i, j, 0);
+        const double kx = i == nyquist ? 0.0 : k_axis[i];
+        const double ky = j == nyquist ? 0.0 : k_axis[j];
+        for (int k = 0; k < nzc; ++k) {
+          const double kz = k == nyquist ? 0.0 : k_axis[k];
+          const double re = phi[k].real(), im = phi[k].imag();
+          // -i kd (re + i im) = kd im - i kd re
+          gx[k] = Complex(static_cast<Real>(kx * im), static_cast<Real>(-kx * re));
+          gy[k] = Complex(static_cast<Real>(ky * im), static_cast<Real>(-ky * re));
+          phi[k] = Complex(static_cast<Real>(kz * im), static_cast<Real>(-kz * re));
         }
-    }
-    {
-      ScopedPhase phase(times, "pm_fft");
-      m.work.backward();
-    }
-    {
-      ScopedPhase phase(times, "pm_interpolate");
-      if (d == 0) acc_sorted.resize(sorted.size());
-      interpolate_from_mesh(m.work, sorted, 1.0, acc_sorted, d);
-      if (d == 2) unsort(sorted, acc_sorted, acc);
-    }
+      }
+  }
+  {
+    ScopedPhase phase(times, "pm_fft");
+    m.gx.backward();
+    m.gy.backward();
+    m.rho.backward();
+  }
+  {
+    ScopedPhase phase(times, "pm_interpolate");
+    interpolate_vector_from_meshes(m.gx, m.gy, m.rho, sorted, 1.0, acc_sorted);
+    unsort(sorted, acc_sorted, acc);
   }
 }
 

@@ -14,8 +14,10 @@
 // short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force,
 // smoothed at 0.75 cells to keep the deconvolved mesh noise out (kFullForceSmoothingCells).
 //
-// Mesh loops run over the local x slab of FftMesh, so an FFTW-MPI slab mesh can replace the
-// serial one (interpolation will then need ghost planes; see interpolate_from_mesh()).
+// Memory: three meshes (density/phi/g_z, g_x, g_y) of 4 (float) or 8 (double) bytes per cell,
+// plus 56 bytes per particle (the particles sorted for the mesh and g in that order), all kept
+// from step to step. Mesh loops run over the local x slab of FftMesh, so an FFTW-MPI slab mesh
+// can replace the serial one (interpolation will then need ghost planes).
 #pragma once
 #include <cstddef>
 #include <memory>

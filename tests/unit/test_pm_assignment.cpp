@@ -115,6 +115,32 @@ TEST_CASE("interpolation reproduces linear fields and is the transpose of assign
   }
 }
 
+TEST_CASE("the vector interpolation equals three scalar ones") {
+  const int n = 16;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  FftMesh<double> mx(n), my(n), mz(n);
+  for (auto* m : {&mx, &my, &mz})
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int k = 0; k < n; ++k) m->real(i, j, k) = u(rng);
+  const auto pos = random_positions(300, 10);
+  for (Window w : {Window::cic, Window::tsc}) {
+    const auto sorted = orbis::sort_for_mesh(pos, kBox, n, w);
+    std::vector<Vec3d> scalar(pos.size()), vector;
+    orbis::interpolate_from_mesh(mx, sorted, 2.0, scalar, 0);
+    orbis::interpolate_from_mesh(my, sorted, 2.0, scalar, 1);
+    orbis::interpolate_from_mesh(mz, sorted, 2.0, scalar, 2);
+    orbis::interpolate_vector_from_meshes(mx, my, mz, sorted, 2.0, vector);
+    std::vector<Vec3d> back;
+    orbis::unsort(sorted, vector, back);
+    for (std::size_t q = 0; q < pos.size(); ++q)
+      for (int d = 0; d < 3; ++d) CHECK(vector[q][d] == scalar[q][d]);
+    // unsort puts particle sorted.entries[q].index back in its place
+    for (std::size_t q = 0; q < pos.size(); ++q) CHECK(back[sorted.entries[q].index].x == vector[q].x);
+  }
+}
+
 TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 threads") {
   const int saved = omp_get_max_threads();
   // Clustered: half the particles in a small clump, so some planes hold most of them.
