@@ -30,8 +30,6 @@ Window parse_window(const std::string& name);   // "cic" or "tsc"; anything else
 const char* window_name(Window window);
 inline int window_order(Window window) { return static_cast<int>(window); }
 
-// The nodes and weights of one axis for a coordinate u in cell units (any real value; the
-// caller wraps base periodically). Weights sum to 1.
 // floor() as an integer without a libm call (baseline x86-64 has no rounding instruction,
 // and this sits in the innermost loops); |x| must fit an int.
 inline int floor_to_int(double x) {
@@ -39,6 +37,8 @@ inline int floor_to_int(double x) {
   return i > x ? i - 1 : i;
 }
 
+// The nodes and weights of one axis for a coordinate u in cell units (any real value; the
+// caller wraps base periodically). Weights sum to 1.
 inline void window_weights(Window window, double u, int& base, double w[3]) {
   if (window == Window::cic) {
     base = floor_to_int(u);
@@ -132,5 +132,11 @@ extern template void interpolate_from_mesh<float>(const FftMesh<float>&, const S
                                                   double, std::vector<Vec3d>&, int);
 extern template void interpolate_from_mesh<double>(const FftMesh<double>&, const SortedParticles&,
                                                    double, std::vector<Vec3d>&, int);
+extern template void interpolate_vector_from_meshes<float>(const FftMesh<float>&, const FftMesh<float>&,
+                                                           const FftMesh<float>&, const SortedParticles&,
+                                                           double, std::vector<Vec3d>&);
+extern template void interpolate_vector_from_meshes<double>(const FftMesh<double>&, const FftMesh<double>&,
+                                                            const FftMesh<double>&, const SortedParticles&,
+                                                            double, std::vector<Vec3d>&);
 
 }  // namespace orbis

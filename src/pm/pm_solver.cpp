@@ -3,8 +3,9 @@
 #include <cmath>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
@@ -81,6 +82,15 @@ PmSolver::~PmSolver() = default;
 std::size_t PmSolver::bytes() const {
   if (impl_->twice) return 3 * impl_->twice->rho.bytes();
   return 3 * impl_->single->rho.bytes();
+}
+
+std::string PmSolver::describe() const {
+  const auto& s = settings_;
+  const std::string force = s.r_s_mpc_h > 0
+      ? fmt::format("long range, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h)
+      : fmt::format("full force, smoothed at {} cells", kFullForceSmoothingCells);
+  return fmt::format("PM {}^3 {} mesh, {}, {}, {:.0f} MiB", s.grid_side, s.double_mesh ? "double" : "float",
+                     window_name(s.window), force, bytes() / 1048576.0);
 }
 
 void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass,

@@ -21,6 +21,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/vec3.hpp"
@@ -60,6 +61,8 @@ class PmSolver {
                      std::vector<Vec3d>& acc, PhaseTimes* times = nullptr);
 
   std::size_t bytes() const;   // memory held by the meshes
+  // "PM 256^3 float mesh, tsc, long range, r_s = 0.47 Mpc/h (1.2 cells), 192 MiB"
+  std::string describe() const;
 
   // The full-force mode (r_s = 0) still filters with exp(-k^2 r^2), r = 0.75 cells. Dividing
   // by W(k)^2 amplifies the aliased modes near the Nyquist corner up to (pi/2)^(3p) times

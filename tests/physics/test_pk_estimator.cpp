@@ -302,3 +302,40 @@ TEST_CASE("folding reaches F times the Nyquist frequency") {
   CHECK(k_max > 0.9 * fold * half * k_f);
   CHECK(worst < 0.01);
 }
+
+TEST_CASE("log bins, coarse linear bins and shot-noise subtraction regroup the same modes") {
+  const double box = 50.0;
+  const auto pos = clumps(box, 300, 1.0, 21);
+  PowerSpectrumSettings s;
+  s.grid_side = 24;
+  const PowerSpectrum fine = orbis::measure_power_spectrum(pos, box, s);
+  auto totals = [](const PowerSpectrum& pk) {
+    double modes = 0, power = 0;
+    for (const auto& b : pk.bins) modes += b.modes, power += b.power * b.modes;
+    return std::pair<double, double>{modes, power};
+  };
+  const auto reference = totals(fine);
+  PowerSpectrumSettings log_bins = s;
+  log_bins.log_bins = true;
+  PowerSpectrumSettings coarse = s;
+  coarse.num_bins = 4;
+  for (const auto& other : {log_bins, coarse}) {
+    const PowerSpectrum pk = orbis::measure_power_spectrum(pos, box, other);
+    const auto t = totals(pk);
+    CHECK(t.first == reference.first);
+    CHECK(t.second == doctest::Approx(reference.second).epsilon(1e-12));
+    for (std::size_t b = 1; b < pk.bins.size(); ++b) CHECK(pk.bins[b].k_mean > pk.bins[b - 1].k_mean);
+  }
+  CHECK(orbis::measure_power_spectrum(pos, box, coarse).bins.size() == 4);
+  // Log bins: 10 per decade from k_F to k_Nyquist (12 k_F): ceil(10.8) = 11, the empty ones dropped.
+  CHECK(orbis::measure_power_spectrum(pos, box, log_bins).bins.size() <= 11);
+
+  PowerSpectrumSettings subtracted = s;
+  subtracted.subtract_shot_noise = true;
+  const PowerSpectrum sub = orbis::measure_power_spectrum(pos, box, subtracted, [](double k) { return 2.0 * k; });
+  for (std::size_t b = 0; b < sub.bins.size(); ++b) {
+    CHECK(sub.bins[b].power == doctest::Approx(fine.bins[b].power - fine.bins[b].shot_noise).epsilon(1e-12));
+    CHECK(sub.bins[b].linear == 2.0 * sub.bins[b].k_mean);
+    CHECK(std::isnan(fine.bins[b].linear));
+  }
+}
