@@ -1,6 +1,5 @@
 #include "ic/initial_conditions.hpp"
 
-#include <omp.h>
 
 #include <cmath>
 #include <memory>
@@ -23,20 +22,7 @@ using Complex = std::complex<double>;
 // FFTW plans made for more threads may use other algorithms, whose results differ in the
 // last bits (measured: a 100^3 transform planned for 8 threads differs from 1 thread, 64^3
 // and 128^3 do not). The IC mesh is therefore planned single-threaded, which makes the FFTs
-// the same for any thread count; FftMesh plans with omp_get_max_threads(), so the count is
-// lowered around the construction only. Element-wise work stays multithreaded.
-std::unique_ptr<FftMesh<double>> make_reproducible_mesh(int n) {
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  try {
-    auto mesh = std::make_unique<FftMesh<double>>(n);
-    omp_set_num_threads(saved);
-    return mesh;
-  } catch (...) {
-    omp_set_num_threads(saved);
-    throw;
-  }
-}
+// the same for any thread count. Element-wise work stays multithreaded.
 
 // <delta^2> at D1 = 1 by Parseval: delta(x) = sum_k delta_k e^{ikx} over the full k space.
 double field_variance(const std::vector<Complex>& delta_k, int n) {
@@ -142,8 +128,7 @@ Particles make_initial_conditions(const IcSettings& settings, const Cosmology& c
     ic::make_grid_particles(n, box, particles);
     particles.mass = cosmology.params().omega_m * units::rho_crit0 * box * box * box / (double(n) * n * n);
   }
-  const std::unique_ptr<FftMesh<double>> mesh_owner = make_reproducible_mesh(n);
-  FftMesh<double>& mesh = *mesh_owner;
+  FftMesh<double> mesh(n, /*plan_threads=*/1);   // bitwise-identical ICs for any thread count
   std::vector<Complex> delta_k;
   {
     ScopedPhase phase(r.times, "field");

@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_command.hpp"
+#include "analysis/power_spectrum_io.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
-#include "analysis/power_spectrum_io.hpp"
 #include "ic/ic_command.hpp"
 #include "io/provenance.hpp"
 
@@ -24,6 +25,21 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", orbis::build_summary());
 
   auto* params_cmd = app.add_subcommand("params", "print the reference table of every parameter (Markdown)");
+
+  // orbis fof SNAPSHOT: friends-of-friends haloes (analysis/fof_command.hpp).
+  orbis::FofCommandOptions fof_options;
+  auto* fof_cmd = app.add_subcommand(
+      "fof", "find friends-of-friends haloes in a GADGET-layout snapshot; write a GADGET-4 fof_tab "
+             "catalogue and its mass function");
+  fof_cmd->add_option("snapshot", fof_options.snapshot, "snapshot file (PATH, PATH.hdf5 or PATH.0.hdf5)")
+      ->required();
+  fof_cmd->add_option("--linking-length,-b", fof_options.linking_length,
+                      "linking length in mean inter-particle spacings (default 0.2)");
+  fof_cmd->add_option("--min-members", fof_options.min_members, "smallest group kept (default 32)");
+  fof_cmd->add_option("--out,-o", fof_options.out, "catalogue path (default: fof_tab_NNN.hdf5 next to the snapshot)");
+  fof_cmd->add_option("--set", fof_options.overrides,
+                      "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
+                      "has no cosmology)");
 
   std::string ic_file;
   std::vector<std::string> ic_overrides;
@@ -52,6 +68,8 @@ int main(int argc, char** argv) {
       fmt::print("{}", orbis::schema_markdown());
     } else if (ic_cmd->parsed()) {
       status = orbis::run_ic_command(ic_file, ic_overrides);
+    } else if (fof_cmd->parsed()) {
+      status = orbis::run_fof_command(fof_options);
     } else if (pk_cmd->parsed()) {
       pk.interlacing = !pk_no_interlacing;
       orbis::run_pk_command(pk);

@@ -3,6 +3,7 @@
 // any background: x = q + D(a) psi(q), p = a^2 H(a) f(a) D(a) psi(q), psi = -sin(kq)/(k D_c).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/params.hpp"
