@@ -96,7 +96,7 @@ def plot(spectra, out, subtract):
     fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(7, 7),
                                       gridspec_kw={"height_ratios": [3, 1.3], "hspace": 0.05})
     colours = plt.cm.viridis(np.linspace(0, 0.9, max(len(spectra), 1)))
-    any_linear = False
+    any_linear, ratio_max = False, 2.0
     for s, colour in zip(spectra, colours):
         power = s["P"] - (s["shot"] if subtract and not s["subtracted"] else 0.0)
         label = f"z = {s['z']:.2f}"
@@ -106,7 +106,10 @@ def plot(spectra, out, subtract):
         if np.any(np.isfinite(linear)):
             any_linear = True
             top.loglog(s["k"], linear, "--", color=colour, lw=0.9)
-            bottom.semilogx(s["k"], power / linear, "-", color=colour)
+            ratio = power / linear
+            bottom.semilogx(s["k"], ratio, "-", color=colour)
+            if np.any(np.isfinite(ratio)):
+                ratio_max = max(ratio_max, min(30.0, 1.2 * float(np.nanmax(ratio))))
     top.set_ylabel(r"$P(k)$ [$(h^{-1}\,\mathrm{Mpc})^3$]")
     top.legend(title="solid: measured, dashed: linear, dotted: shot noise", fontsize=8,
                title_fontsize=8)
@@ -117,7 +120,9 @@ def plot(spectra, out, subtract):
         bottom.text(0.5, 0.5, "no linear-theory column in these files", ha="center",
                     va="center", transform=bottom.transAxes)
     else:
-        bottom.set_ylim(0.5, 2.0)
+        # Nonlinear growth lifts the ratio far above 1 at high k: a log axis keeps 1 readable.
+        bottom.set_yscale("log")
+        bottom.set_ylim(0.5, ratio_max)
     fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
