@@ -176,9 +176,10 @@ void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Windo
     fail("mass assignment: a {}^3 mesh is too small for the {} window", n, window_name(window));
   out.n = n;
   out.window = window;
-  // Rows of a plane are grouped into blocks so the sort's per-thread tables stay small on big
-  // meshes while particles still arrive at the mesh row by row.
-  const int yb = out.y_blocks = std::min(n, 64);
+  // Rows of a plane are grouped into blocks so the sort's per-thread tables (n * y_blocks
+  // entries) stay at most 2^16 long on big meshes, while particles still reach the mesh nearly
+  // row by row. The blocking depends on n alone, so the sorted order is thread-independent.
+  const int yb = out.y_blocks = std::max(1, std::min({n, 64, 65536 / n}));
   const int bins = n * yb;
   const std::size_t count = pos.size();
   const double cells_per_length = n / box_mpc_h;
