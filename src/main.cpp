@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/fof_command.hpp"
+#include "analysis/power_spectrum_io.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
@@ -54,6 +55,20 @@ int main(int argc, char** argv) {
   ic_cmd->add_option("FILE", ic_file, "parameter file (TOML)")->required();
   ic_cmd->add_option("--set", ic_overrides, "override a parameter: section.key=value (repeatable)");
 
+  // orbis pk SNAPSHOT: P(k) of any GADGET-layout snapshot (analysis/power_spectrum_io.hpp).
+  orbis::PkCommandOptions pk;
+  bool pk_no_interlacing = false;
+  auto* pk_cmd = app.add_subcommand("pk", "measure the power spectrum of a snapshot (text + HDF5)");
+  pk_cmd->add_option("snapshot", pk.snapshot, "GADGET-layout HDF5 snapshot or IC file")->required();
+  pk_cmd->add_option("--grid", pk.grid, "mesh cells per side (0: 2 x particles per side, at most 512)");
+  pk_cmd->add_option("--window", pk.window, "mass assignment: cic or tsc")->capture_default_str();
+  pk_cmd->add_flag("--no-interlacing", pk_no_interlacing, "measure without the interlaced mesh");
+  pk_cmd->add_option("--fold", pk.fold, "fold factor F: also reach F x the Nyquist frequency")->capture_default_str();
+  pk_cmd->add_option("--binning", pk.binning, "linear (in k_F) or log")->capture_default_str();
+  pk_cmd->add_option("--bins", pk.num_bins, "number of bins (0: one per k_F, or 10 per decade)");
+  pk_cmd->add_flag("--subtract-shot-noise", pk.subtract_shot_noise, "subtract the shot noise from P(k)");
+  pk_cmd->add_option("--out", pk.out, "output base path: writes OUT.txt and OUT.hdf5 (default SNAPSHOT_pk)");
+
   int status = 0;
   try {
     app.parse(argc, argv);
@@ -65,6 +80,9 @@ int main(int argc, char** argv) {
       status = orbis::run_ic_command(ic_file, ic_overrides);
     } else if (fof_cmd->parsed()) {
       status = orbis::run_fof_command(fof_options);
+    } else if (pk_cmd->parsed()) {
+      pk.interlacing = !pk_no_interlacing;
+      orbis::run_pk_command(pk);
     }
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);

@@ -58,8 +58,11 @@ const std::vector<ParamSpec> kSchema = {
      "pm: particle mesh only (full 1/k^2); treepm: PM long range + FMM short range"},
     {"gravity", "pm_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
      "PM mesh cells per side; 0: 2 x particles_per_side for pm, particles_per_side for treepm"},
-    {"gravity", "mass_assignment", T::string, "\"cic\"", -inf, inf, false, "cic|tsc", "",
-     "PM mass assignment and force interpolation window"},
+    {"gravity", "mass_assignment", T::string, "\"tsc\"", -inf, inf, false, "cic|tsc", "",
+     "PM mass assignment and force interpolation window (TSC: long-range force within 0.3% of "
+     "Ewald at r_s = 1.2 cells; CIC is aliasing-limited at ~1.5% rms, 3.5% max)"},
+    {"gravity", "pm_mesh_precision", T::string, "\"float\"", -inf, inf, false, "float|double", "",
+     "arithmetic of the PM mesh and its FFTs (float: half the memory, force errors ~1e-6)"},
     {"gravity", "rs_over_cell", T::real, "1.2", 0.25, 8, false, nullptr, "",
      "force-split scale r_s in PM cells (A_s; PhotoNs uses 1.2)"},
     {"gravity", "r_cut_over_rs", T::real, "4.5", 1, 12, false, nullptr, "",
