@@ -161,11 +161,11 @@ def read_mass_function(catalogue):
     return path, data
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("catalogues", nargs="+", help="fof_tab_NNN.hdf5 files")
     parser.add_argument("--out", help="image file (default: next to the first catalogue, NAME_massfn.png)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import matplotlib
     matplotlib.use("Agg")

@@ -69,8 +69,10 @@ def collect(inputs):
     files = []
     for item in inputs:
         if os.path.isdir(item):
-            files += sorted(glob.glob(os.path.join(item, "**", "*.hdf5"), recursive=True))
-            files += sorted(glob.glob(os.path.join(item, "**", "*.txt"), recursive=True))
+            # A run's spectra (powerspec_NNN) and those of `orbis pk` (NAME_pk); nothing else.
+            for pattern in ("powerspec_*", "*_pk"):
+                for ext in (".hdf5", ".txt"):
+                    files += sorted(glob.glob(os.path.join(item, "**", pattern + ext), recursive=True))
         else:
             files.append(item)
     spectra, seen = [], set()

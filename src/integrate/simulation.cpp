@@ -13,6 +13,7 @@
 #include "integrate/outputs.hpp"
 #include "integrate/step_log.hpp"
 #include "io/atomic_file.hpp"
+#include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
 #include "cosmology/linear_power.hpp"
 
@@ -37,10 +38,17 @@ Simulation::~Simulation() = default;
 
 RunSummary Simulation::run() {
   const LinearPower power = LinearPower::from_params(params_);
-  Stopwatch watch;
-  Particles particles = make_initial_conditions(params_, cosmology_, power);
-  log::info("initial conditions: {}^3 particles at z = {} in {:.2f} s", params_.get_int("box.particles_per_side"),
-            params_.get_real("ic.z_init"), watch.seconds());
+  const IcSettings settings = IcSettings::from_params(params_);
+  log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
+  IcReport report;
+  Particles particles = make_initial_conditions(settings, cosmology_, power, &report);
+  log_ic_report(settings, report);
+  if (settings.self_test) {
+    make_directories(out_dir_);
+    const std::string path = join_path(out_dir_, "ic_power.txt");
+    write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
+    log::info("IC self-test: wrote {}", path);
+  }
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
