@@ -1,7 +1,24 @@
+// Influence function. Long range (r_s > 0): -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2), unchanged.
+// Full force (r_s = 0): the Hockney & Eastwood (1988, eq. 8-22) optimal influence function for
+// the window, the spectral gradient and a Gaussian-smoothed point-mass reference
+// (optimal_influence() below), tabulated once per mesh per (|m_x|, |m_y|, |m_z|) in the mesh
+// precision. It replaces 1/W^2 (x exp(-k^2 (0.75 cell)^2) before): where aliasing is weak it
+// equals the deconvolution, and near the Nyquist corner it weighs the alias images instead of
+// amplifying them (Gamma <= 140 at the 32^3 TSC corner against 3400 for 1/W^2). Measured
+// (tests/physics/test_pm_force.cpp, 32^3): with the pure point-mass reference the isolated pair
+// force is 10-40% off at 4-8 cells (the response drops from 0.27 to 0 at the zone boundary and
+// rings), so a reference smoothing is needed; with sigma = 0.6 cells the TSC pair rms is 0.46%
+// at 4 cells and 0.1-0.3% beyond (0.43% / 0.13-0.27% with the old filter) and the low-k force
+// deficit falls from (0.75 k cell)^2 to (0.6 k cell)^2. Flatter references (2e^-x - e^-2x,
+// e^-x (1+x), exp(-x^2/(1+x)), x = k^2 sigma^2, or exp(-(k/k_s)^2q)) make the low-k force exact
+// to ~1e-4 but ring at 4-5 cells (TSC rms 1.2-5%), see the report on branch pmopt.
 #include "pm/pm_solver.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -43,7 +60,72 @@ struct PmSolver::Meshes {
   // time) because interpolating all components in one pass is 1.5 (TSC) to 2 (CIC) times
   // faster: one stencil per particle instead of three.
   FftMesh<Real> rho, gx, gy;
+  // PM-only: the optimal influence function as Gamma(k) = G_opt(k) k^2 / (-4 pi G), i.e. the
+  // factor that replaces 1/W(k)^2, per (|m_x|, |m_y|, |m_z|) (it has the symmetry of the cube),
+  // (n/2+1)^3 values in the mesh precision. Empty with r_s > 0.
+  std::vector<Real> gamma;
 };
+
+namespace {
+
+// The PM-only optimal influence function (Hockney & Eastwood 1988, eq. 8-22) for the window
+// W = sinc^p, the spectral gradient D(k) = i k' (k' = k with the Nyquist component of each
+// axis set to zero, as in the gradient loop) and the reference force
+// R(k) = -i k 4 pi G / k^2 S(k), S = exp(-k^2 sigma^2), sigma = kReferenceSmoothingCells:
+//   G_opt(k) = D*(k) . sum_n W^2(k_n) R(k_n) / (|D(k)|^2 [sum_n W^2(k_n)]^2),  k_n = k + 2 pi n / cell
+//            = -4 pi G sum_n W^2(k_n) S(k_n) (k'.k_n) / k_n^2 / (|k'|^2 [sum_n W^2(k_n)]^2).
+// Returned as Gamma = G_opt k^2 / (-4 pi G) for m in [0, n/2]^3, index (mx * h + my) * h + mz,
+// h = n/2 + 1. The numerator sums the alias images |k_n| <= (images + 1/2) k_grid per axis
+// (a set symmetric about 0, also on the Nyquist plane); the denominator factorises per axis and
+// is summed in closed form: sum_j sinc^4(x + pi j) = 1 - 2/3 sin^2 x (CIC),
+// sum_j sinc^6(x + pi j) = 1 - sin^2 x + 2/15 sin^4 x (TSC).
+std::vector<double> optimal_influence(Window window, int n, int images) {
+  const int h = n / 2 + 1, p = window_order(window);
+  struct Image { double j, w2; };   // alias wavenumber (mesh units) and W_1d^2 there
+  std::vector<std::vector<Image>> axis(h);
+  std::vector<double> alias_sum(h);
+  for (int m = 0; m < h; ++m) {
+    for (int a = -images - 1; a <= images + 1; ++a) {
+      const int j = m + a * n;
+      if (2 * std::abs(j) > (2 * images + 1) * n) continue;
+      const double t = units::pi * j / n;
+      const double w = j == 0 ? 1.0 : std::pow(std::sin(t) / t, p);
+      axis[m].push_back({static_cast<double>(j), w * w});
+    }
+    const double s2 = std::pow(std::sin(units::pi * m / n), 2);
+    alias_sum[m] = window == Window::cic ? 1 - 2.0 / 3.0 * s2 : 1 - s2 + 2.0 / 15.0 * s2 * s2;
+  }
+  // Reference smoothing exp(-k^2 sigma^2), sigma in cells (see PmSolver::kReferenceSmoothingCells).
+  const double sig2 = std::pow(2 * units::pi * PmSolver::kReferenceSmoothingCells / n, 2);
+  auto smoothing = [&](double jj) { return std::exp(-jj * sig2); };
+  std::vector<double> gamma(static_cast<std::size_t>(h) * h * h, 0.0);
+#pragma omp parallel for schedule(dynamic)
+  for (int mx = 0; mx < h; ++mx)
+    for (int my = 0; my < h; ++my)
+      for (int mz = 0; mz < h; ++mz) {
+        const double kx = mx == n / 2 ? 0.0 : mx, ky = my == n / 2 ? 0.0 : my, kz = mz == n / 2 ? 0.0 : mz;
+        const double kd2 = kx * kx + ky * ky + kz * kz;
+        if (kd2 == 0) continue;   // k = 0 or the corner: no gradient there
+        double num = 0;
+        for (const Image& ix : axis[mx])
+          for (const Image& iy : axis[my]) {
+            const double wxy = ix.w2 * iy.w2;
+            if (wxy == 0) continue;
+            for (const Image& iz : axis[mz]) {
+              const double w2 = wxy * iz.w2;
+              if (w2 == 0) continue;
+              const double jj = ix.j * ix.j + iy.j * iy.j + iz.j * iz.j;
+              num += w2 * (kx * ix.j + ky * iy.j + kz * iz.j) / jj * smoothing(jj);
+            }
+          }
+        const double den = alias_sum[mx] * alias_sum[my] * alias_sum[mz];
+        const double k2 = static_cast<double>(mx) * mx + static_cast<double>(my) * my + static_cast<double>(mz) * mz;
+        gamma[(static_cast<std::size_t>(mx) * h + my) * h + mz] = k2 * num / (kd2 * den * den);
+      }
+  return gamma;
+}
+
+}  // namespace
 
 struct PmSolver::Impl {
   std::unique_ptr<Meshes<float>> single;
@@ -67,6 +149,11 @@ PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std:
   if (settings.r_s_mpc_h < 0) fail("PM solver: r_s = {} Mpc/h must be >= 0", settings.r_s_mpc_h);
   if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n);
   else impl_->single = std::make_unique<Meshes<float>>(n);
+  if (settings.r_s_mpc_h == 0) {
+    const std::vector<double> gamma = optimal_influence(settings.window, n, kInfluenceAliasImages);
+    if (impl_->twice) impl_->twice->gamma = gamma;
+    else impl_->single->gamma.assign(gamma.begin(), gamma.end());
+  }
   impl_->k_axis.resize(n);
   impl_->inv_w2_axis.resize(n);
   for (int i = 0; i < n; ++i) {
@@ -80,15 +167,15 @@ PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std:
 PmSolver::~PmSolver() = default;
 
 std::size_t PmSolver::bytes() const {
-  if (impl_->twice) return 3 * impl_->twice->rho.bytes();
-  return 3 * impl_->single->rho.bytes();
+  if (impl_->twice) return 3 * impl_->twice->rho.bytes() + impl_->twice->gamma.size() * sizeof(double);
+  return 3 * impl_->single->rho.bytes() + impl_->single->gamma.size() * sizeof(float);
 }
 
 std::string PmSolver::describe() const {
   const auto& s = settings_;
   const std::string force = s.r_s_mpc_h > 0
       ? fmt::format("long range, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h)
-      : fmt::format("full force, smoothed at {} cells", kFullForceSmoothingCells);
+      : std::string("full force, optimal influence function");
   return fmt::format("PM {}^3 {} mesh, {}, {}, {:.0f} MiB", s.grid_side, s.double_mesh ? "double" : "float",
                      window_name(s.window), force, bytes() / 1048576.0);
 }
@@ -122,20 +209,36 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
     // phi(k) = G(k) rho(k); the 1/n^3 of the unnormalised inverse FFT is folded in here.
     ScopedPhase phase(times, "pm_green");
     const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n);
-    const double rs = s.r_s_mpc_h > 0 ? s.r_s_mpc_h : PmSolver::kFullForceSmoothingCells * cell;
-    const double rs2 = rs * rs;
+    if (s.r_s_mpc_h > 0) {   // long range: exp(-k^2 r_s^2) / W(k)^2
+      const double rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
 #pragma omp parallel for schedule(static)
-    for (int i = x0; i < x0 + nx; ++i)
-      for (int j = 0; j < n; ++j) {
-        Complex* row = &m.rho.mode(i, j, 0);
-        const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
-        const double wxy = inv_w2_axis[i] * inv_w2_axis[j];
-        for (int k = 0; k < nzc; ++k) {
-          const double k2 = kxy2 + k_axis[k] * k_axis[k];
-          const double g = k2 > 0 ? norm / k2 * std::exp(-k2 * rs2) * wxy * inv_w2_axis[k] : 0.0;
-          row[k] *= static_cast<Real>(g);
+      for (int i = x0; i < x0 + nx; ++i)
+        for (int j = 0; j < n; ++j) {
+          Complex* row = &m.rho.mode(i, j, 0);
+          const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
+          const double wxy = inv_w2_axis[i] * inv_w2_axis[j];
+          for (int k = 0; k < nzc; ++k) {
+            const double k2 = kxy2 + k_axis[k] * k_axis[k];
+            const double g = k2 > 0 ? norm / k2 * std::exp(-k2 * rs2) * wxy * inv_w2_axis[k] : 0.0;
+            row[k] *= static_cast<Real>(g);
+          }
         }
-      }
+    } else {                 // full force: the optimal influence function, Gamma(k) / k^2
+      const int h = n / 2 + 1;
+      const Real* gamma = m.gamma.data();
+#pragma omp parallel for schedule(static)
+      for (int i = x0; i < x0 + nx; ++i)
+        for (int j = 0; j < n; ++j) {
+          Complex* row = &m.rho.mode(i, j, 0);
+          const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
+          const Real* gamma_row = gamma + (static_cast<std::size_t>(std::min(i, n - i)) * h + std::min(j, n - j)) * h;
+          for (int k = 0; k < nzc; ++k) {
+            const double k2 = kxy2 + k_axis[k] * k_axis[k];
+            const double g = k2 > 0 ? norm / k2 * static_cast<double>(gamma_row[k]) : 0.0;
+            row[k] *= static_cast<Real>(g);
+          }
+        }
+    }
   }
   // g_d(k) = -i k_d phi(k). The Nyquist plane of axis d has no odd (sine) part on the mesh,
   // so its derivative is set to zero there; that keeps g real and the operator antisymmetric

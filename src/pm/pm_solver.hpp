@@ -11,10 +11,12 @@
 // kicks p += g * int da/(a^2 H). The mean density is removed (k = 0 is zero), as in every
 // periodic code. W(k) = prod_i sinc^p(k_i cell/2) is divided out twice, once for assignment
 // and once for interpolation. With r_s > 0 the force is the long-range part that adds to the
-// short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force,
-// smoothed at 0.75 cells to keep the deconvolved mesh noise out (kFullForceSmoothingCells).
+// short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force with
+// the Hockney & Eastwood optimal influence function in place of 1/W(k)^2 (pm_solver.cpp), for
+// a reference force smoothed at kReferenceSmoothingCells.
 //
 // Memory: three meshes (density/phi/g_z, g_x, g_y) of 4 (float) or 8 (double) bytes per cell,
+// in PM-only mode the influence table ((n/2+1)^3 values, ~1/8 of one mesh),
 // plus 56 bytes per particle (the particles sorted for the mesh and g in that order), all kept
 // from step to step. Mesh loops run over the local x slab of FftMesh, so an FFTW-MPI slab mesh
 // can replace the serial one (interpolation will then need ghost planes).
@@ -64,13 +66,15 @@ class PmSolver {
   // "PM 256^3 float mesh, tsc, long range, r_s = 0.47 Mpc/h (1.2 cells), 192 MiB"
   std::string describe() const;
 
-  // The full-force mode (r_s = 0) still filters with exp(-k^2 r^2), r = 0.75 cells. Dividing
-  // by W(k)^2 amplifies the aliased modes near the Nyquist corner up to (pi/2)^(3p) times
-  // (230 for CIC, 3400 for TSC), and unfiltered they make pair forces wrong by 100% and more
-  // even at 7 cells (measured). With this filter the orientation-averaged TSC pair force is
-  // within 0.5% of Ewald from 4 cells on (rms 0.6% at 4 cells, < 0.3% beyond); the force
-  // it removes is the sub-cell part a mesh cannot resolve anyway (T(r/2r) of DESIGN.md: 3e-3 at 4 cells, 6e-5 at 5).
-  static constexpr double kFullForceSmoothingCells = 0.75;
+  // Alias images per axis summed in the numerator of the full-force optimal influence function
+  // (|k_n| <= (2 + 1/2) k_grid); see pm_solver.cpp.
+  static constexpr int kInfluenceAliasImages = 2;
+  // Full-force mode: the reference force of the optimal influence function is the point-mass
+  // force smoothed by exp(-k^2 sigma^2), sigma = 0.6 cells. Without it the optimal response
+  // still drops steeply at the zone boundary and pair forces ring by 10-40% at 4-8 cells
+  // (measured). It costs (0.6 k cell)^2 of the force at low k (1.4% at the fundamental of a
+  // 32^3 mesh); flatter references remove that but ring at 4-5 cells (pm_solver.cpp).
+  static constexpr double kReferenceSmoothingCells = 0.6;
 
   // Names of the phases accelerations() adds to PhaseTimes, in order.
   static const std::vector<const char*>& phase_names();
