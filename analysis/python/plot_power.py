@@ -41,7 +41,8 @@ def read_hdf5(path):
 def read_text(path):
     with open(path) as f:
         header = f.readline()
-    if not header.startswith("# k_mean"):
+    # Only orbis power-spectrum tables (not e.g. the IC self-test's ic_power.txt).
+    if not header.startswith("# k_mean [h/Mpc]  P [(Mpc/h)^3]"):
         return None
     meta = {}
     for item in header.split(";", 1)[1].split(","):
@@ -69,10 +70,8 @@ def collect(inputs):
     files = []
     for item in inputs:
         if os.path.isdir(item):
-            # A run's spectra (powerspec_NNN) and those of `orbis pk` (NAME_pk); nothing else.
-            for pattern in ("powerspec_*", "*_pk"):
-                for ext in (".hdf5", ".txt"):
-                    files += sorted(glob.glob(os.path.join(item, "**", pattern + ext), recursive=True))
+            files += sorted(glob.glob(os.path.join(item, "**", "*.hdf5"), recursive=True))
+            files += sorted(glob.glob(os.path.join(item, "**", "*.txt"), recursive=True))
         else:
             files.append(item)
     spectra, seen = [], set()

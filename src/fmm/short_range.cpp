@@ -18,7 +18,7 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   s.box_mpc_h = params.get_real("box.size_mpc_h");
   const auto n_side = params.get_int("box.particles_per_side");
   const auto pm_side = params.get_int("gravity.pm_grid_side");
-  const double n_pm = static_cast<double>(pm_side > 0 ? pm_side : n_side);
+  const double n_pm = static_cast<double>(pm_side > 0 ? pm_side : 2 * n_side);   // as PmSettings
   s.r_s = params.get_real("gravity.rs_over_cell") * s.box_mpc_h / n_pm;
   s.r_cut = params.get_real("gravity.r_cut_over_rs") * s.r_s;
   s.theta = params.get_real("gravity.theta");

@@ -45,7 +45,7 @@ struct ShortRangeSettings {
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
-// particles_per_side when 0, as for treepm), r_cut = r_cut_over_rs * r_s, softening =
+// 2 x particles_per_side when 0, as PmSettings), r_cut = r_cut_over_rs * r_s, softening =
 // softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h).
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 

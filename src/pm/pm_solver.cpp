@@ -36,7 +36,7 @@ PmSettings PmSettings::from_params(const Params& params) {
   const int particles_per_side = static_cast<int>(params.get_int("box.particles_per_side"));
   const int grid = static_cast<int>(params.get_int("gravity.pm_grid_side"));
   const bool treepm = solver == "treepm";
-  s.grid_side = grid != 0 ? grid : (treepm ? particles_per_side : 2 * particles_per_side);
+  s.grid_side = grid != 0 ? grid : 2 * particles_per_side;
   if (s.grid_side % 2 != 0 || s.grid_side < 4)
     fail("{}: the PM mesh must have an even number of cells per side, at least 4; got {}{}",
          params.describe("gravity.pm_grid_side"), s.grid_side,

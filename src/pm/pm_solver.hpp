@@ -42,7 +42,7 @@ struct PmSettings {
   bool double_mesh = false;   // mesh and FFTs in double (float: half the memory, ~1e-6 error)
 
   // gravity.solver "pm": full force on a mesh of pm_grid_side (0: 2 x particles_per_side);
-  // "treepm": r_s = rs_over_cell * box / N_PM on a mesh of pm_grid_side (0: particles_per_side).
+  // "treepm": r_s = rs_over_cell * box / N_PM on a mesh of pm_grid_side (0: 2 x particles_per_side).
   // gravity.mass_assignment picks the window, gravity.pm_mesh_precision the arithmetic.
   static PmSettings from_params(const Params& params);
 };

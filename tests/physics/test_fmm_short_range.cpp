@@ -262,14 +262,14 @@ TEST_CASE("short range: settings from the parameter file") {
   const std::string base = "[box]\nsize_mpc_h = 200.0\nparticles_per_side = 64\n";
   const Params params = Params::parse(base + "[gravity]\nsolver = \"treepm\"\n", "test.toml");
   const ShortRangeSettings s = short_range_settings(params, 2.0);
-  CHECK(s.r_s == doctest::Approx(1.2 * 200.0 / 64).epsilon(1e-14));   // N_pm = N_side
-  CHECK(s.r_cut == doctest::Approx(4.5 * s.r_s).epsilon(1e-14));
+  CHECK(s.r_s == doctest::Approx(2.4 * 200.0 / 128).epsilon(1e-14));   // N_pm = 2 N_side
+  CHECK(s.r_cut == doctest::Approx(5.5 * s.r_s).epsilon(1e-14));
   CHECK(s.softening == doctest::Approx(0.025 * 200.0 / 64).epsilon(1e-14));
   CHECK(s.g_mass == doctest::Approx(43.0071 * 2.0).epsilon(1e-14));
   CHECK(s.theta == 0.5);
   CHECK(s.multipole_order == 4);
   const Params mesh = Params::parse(base + "[gravity]\npm_grid_side = 128\n", "test.toml");
-  CHECK(short_range_settings(mesh, 1.0).r_s == doctest::Approx(1.2 * 200.0 / 128).epsilon(1e-14));
+  CHECK(short_range_settings(mesh, 1.0).r_s == doctest::Approx(2.4 * 200.0 / 128).epsilon(1e-14));
   // r_cut >= L/2: an error naming the key, before any work.
   const Params coarse = Params::parse(
       "[box]\nsize_mpc_h = 10.0\nparticles_per_side = 4\n[gravity]\nrs_over_cell = 2.0\n", "test.toml");

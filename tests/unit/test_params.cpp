@@ -32,7 +32,7 @@ TEST_CASE("a minimal file gets every default") {
   CHECK(p.get_real("box.size_mpc_h") == 100.0);
   CHECK(p.get_int("box.particles_per_side") == 32);
   CHECK(p.get_real("cosmology.omega_m") == doctest::Approx(0.3144));
-  CHECK(p.get_string("gravity.solver") == "pm");
+  CHECK(p.get_string("gravity.solver") == "treepm");
   CHECK_FALSE(p.has("cosmology.omega_lambda"));   // optional, derived
   CHECK(p.where("cosmology.omega_m") == "test.toml (default)");
   CHECK(p.where("box.size_mpc_h") == "test.toml:2");

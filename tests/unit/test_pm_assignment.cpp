@@ -178,7 +178,7 @@ TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 thread
 TEST_CASE("PmSettings::from_params derives the mesh and the split scale") {
   const std::string base = "[box]\nsize_mpc_h = 64.0\nparticles_per_side = 32\n";
   {
-    const auto p = orbis::Params::parse(base, "pm");
+    const auto p = orbis::Params::parse(base + "[gravity]\nsolver = \"pm\"\n", "pm");
     const auto s = orbis::PmSettings::from_params(p);
     CHECK(s.grid_side == 64);   // 2 x particles per side
     CHECK(s.r_s_mpc_h == 0);    // full force
@@ -187,9 +187,9 @@ TEST_CASE("PmSettings::from_params derives the mesh and the split scale") {
   {
     const auto p = orbis::Params::parse(base + "[gravity]\nsolver = \"treepm\"\nmass_assignment = \"cic\"\n", "treepm");
     const auto s = orbis::PmSettings::from_params(p);
-    CHECK(s.grid_side == 32);
+    CHECK(s.grid_side == 64);   // 2 x particles per side for treepm too
     CHECK(s.window == Window::cic);
-    CHECK(s.r_s_mpc_h == doctest::Approx(1.2 * 64.0 / 32));
+    CHECK(s.r_s_mpc_h == doctest::Approx(2.4 * 64.0 / 64));
   }
   {
     const auto p = orbis::Params::parse(base + "[gravity]\npm_grid_side = 33\n", "odd");

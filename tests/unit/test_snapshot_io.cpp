@@ -61,7 +61,7 @@ TEST_CASE("our snapshots round-trip exactly") {
   H5Reader r(path);
   CHECK(r.attribute<double>("/Parameters", "cosmology.omega_m") == 0.3);
   CHECK(r.attribute<std::int64_t>("/Parameters", "box.particles_per_side") == 4);
-  CHECK(r.attribute_string("/Parameters", "gravity.solver") == "pm");
+  CHECK(r.attribute_string("/Parameters", "gravity.solver") == "treepm");
   CHECK(r.attribute_string("/PartType1/Velocities", "Description").find("sqrt(a)") != std::string::npos);
   CHECK(r.attribute_array<std::uint32_t>("/Header", "NumPart_Total_HighWord")[1] == 0);
   // The atomic writer leaves nothing but the final file behind.
