@@ -7,11 +7,14 @@
 // amplifying them (Gamma <= 140 at the 32^3 TSC corner against 3400 for 1/W^2). Measured
 // (tests/physics/test_pm_force.cpp, 32^3): with the pure point-mass reference the isolated pair
 // force is 10-40% off at 4-8 cells (the response drops from 0.27 to 0 at the zone boundary and
-// rings), so a reference smoothing is needed; with sigma = 0.6 cells the TSC pair rms is 0.46%
-// at 4 cells and 0.1-0.3% beyond (0.43% / 0.13-0.27% with the old filter) and the low-k force
-// deficit falls from (0.75 k cell)^2 to (0.6 k cell)^2. Flatter references (2e^-x - e^-2x,
-// e^-x (1+x), exp(-x^2/(1+x)), x = k^2 sigma^2, or exp(-(k/k_s)^2q)) make the low-k force exact
-// to ~1e-4 but ring at 4-5 cells (TSC rms 1.2-5%), see the report on branch pmopt.
+// rings), so a reference smoothing is needed. A Gaussian (sigma = 0.6 cells) gives the best
+// isolated pair (TSC rms 0.46% at 4 cells) but costs (0.6 k cell)^2 of the force at low k,
+// which slows linear growth measurably (2% in P at k cell = 0.15 from z = 49 to 1,
+// tests/physics/test_linear_growth.cpp; 2.5% in the Zel'dovich pancake). The flat reference
+// S = 2e^-x - e^-2x, x = (k sigma)^2, sigma = 0.55 cells, loses only x^2 (1e-4 at the fundamental
+// of a 32^3 mesh): the pancake and the growth test pass, the orientation-averaged pair force stays
+// within 1% from 4 cells on, and the price is the anisotropy at 4-5 cells (TSC rms 1.8%, 1.2%).
+// For PM-only runs, whose use is the large scales, that is the right trade.
 #include "pm/pm_solver.hpp"
 
 #include <algorithm>
@@ -95,9 +98,11 @@ std::vector<double> optimal_influence(Window window, int n, int images) {
     const double s2 = std::pow(std::sin(units::pi * m / n), 2);
     alias_sum[m] = window == Window::cic ? 1 - 2.0 / 3.0 * s2 : 1 - s2 + 2.0 / 15.0 * s2 * s2;
   }
-  // Reference smoothing exp(-k^2 sigma^2), sigma in cells (see PmSolver::kReferenceSmoothingCells).
+  // Reference smoothing S = 2e^-x - e^-2x = 1 - x^2 + ..., x = k^2 sigma^2, sigma in cells
+  // (see PmSolver::kReferenceSmoothingCells): flat to O(k^4) so that large-scale growth is
+  // not slowed, and zero-bound at the Nyquist corner.
   const double sig2 = std::pow(2 * units::pi * PmSolver::kReferenceSmoothingCells / n, 2);
-  auto smoothing = [&](double jj) { return std::exp(-jj * sig2); };
+  auto smoothing = [&](double jj) { return 2 * std::exp(-jj * sig2) - std::exp(-2 * jj * sig2); };
   std::vector<double> gamma(static_cast<std::size_t>(h) * h * h, 0.0);
 #pragma omp parallel for schedule(dynamic)
   for (int mx = 0; mx < h; ++mx)

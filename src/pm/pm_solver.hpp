@@ -70,11 +70,11 @@ class PmSolver {
   // (|k_n| <= (2 + 1/2) k_grid); see pm_solver.cpp.
   static constexpr int kInfluenceAliasImages = 2;
   // Full-force mode: the reference force of the optimal influence function is the point-mass
-  // force smoothed by exp(-k^2 sigma^2), sigma = 0.6 cells. Without it the optimal response
-  // still drops steeply at the zone boundary and pair forces ring by 10-40% at 4-8 cells
-  // (measured). It costs (0.6 k cell)^2 of the force at low k (1.4% at the fundamental of a
-  // 32^3 mesh); flatter references remove that but ring at 4-5 cells (pm_solver.cpp).
-  static constexpr double kReferenceSmoothingCells = 0.6;
+  // force times S = 2e^-x - e^-2x, x = (k sigma)^2, sigma = 0.55 cells. Without a smoothing the
+  // optimal response drops steeply at the zone boundary and pair forces ring by 10-40% at 4-8
+  // cells (measured); this one is flat to O(k^4), so large-scale growth is exact
+  // (pm_solver.cpp has the measured trade-off).
+  static constexpr double kReferenceSmoothingCells = 0.55;
 
   // Names of the phases accelerations() adds to PhaseTimes, in order.
   static const std::vector<const char*>& phase_names();

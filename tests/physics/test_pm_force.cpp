@@ -100,9 +100,14 @@ TEST_CASE("PM-only pair force matches Ewald beyond a few mesh cells") {
     for (double r : {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}) {
       const PairErrors e = pair_errors(pm, r, 24, rng, [](const Vec3d&, const Vec3d& ewald) { return ewald; });
       std::printf("  %5.2f   %10.5f   %8.2e  %8.2e\n", r, e.mean_radial_ratio, e.rms, e.max);
-      if (r >= 4.0) {   // CIC's anisotropy (aliasing) is ~2% rms at 4 cells, TSC's 0.6%
+      // The orientation-averaged force is within 1% from 4 cells on. The scatter over
+      // orientations (aliasing anisotropy) is the price of a reference flat to O(k^4), which
+      // keeps large-scale growth exact (pm_solver.cpp): TSC ~1.8% rms at 4 cells, 1.2% at 5,
+      // under 1% beyond; CIC about twice that.
+      if (r >= 4.0) {
         CHECK(std::abs(e.mean_radial_ratio - 1) < 0.01);
-        CHECK(e.rms < (window == Window::tsc ? 0.01 : 0.03));
+        const double rms_bound = (window == Window::tsc ? 1.0 : 2.0) * (r < 5.5 ? 0.025 : 0.01);
+        CHECK(e.rms < rms_bound);
       }
     }
   }
