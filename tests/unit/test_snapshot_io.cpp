@@ -69,6 +69,31 @@ TEST_CASE("our snapshots round-trip exactly") {
     CHECK(entry.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
+TEST_CASE("accelerations are written on request, with their units and comoving factors") {
+  Params params = small_params();
+  Particles p;
+  p.resize(8);
+  p.mass = 1.0;
+  std::vector<Vec3d> acc(8);
+  for (std::size_t i = 0; i < 8; ++i) {
+    p.pos[i] = {1.0 * i, 2.0, 3.0};
+    p.id[i] = i + 1;
+    acc[i] = {0.5 * i, -1.0 * i, 1e3};
+  }
+  const auto plain = scratch("noacc.hdf5").string(), with = scratch("acc.hdf5").string();
+  write_snapshot(plain, p, 0.5, params);
+  write_snapshot(with, p, 0.5, params, &acc);
+  CHECK_FALSE(H5Reader(plain).has("/PartType1/Acceleration"));
+  H5Reader r(with);
+  REQUIRE(r.has("/PartType1/Acceleration"));
+  const auto stored = r.read<double>("/PartType1/Acceleration");
+  REQUIRE(stored.size() == 24);
+  for (std::size_t i = 0; i < 8; ++i)
+    for (int d = 0; d < 3; ++d) CHECK(stored[3 * i + d] == acc[i][d]);
+  CHECK(r.attribute<double>("/PartType1/Acceleration", "a_scaling") == -2.0);
+  CHECK(r.attribute_string("/PartType1/Acceleration", "Description").find("dp/dt = g / a") != std::string::npos);
+}
+
 TEST_CASE("an uncommitted write leaves no file under the final name") {
   const auto path = scratch("never.hdf5").string();
   {
