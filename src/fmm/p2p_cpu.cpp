@@ -50,7 +50,8 @@ template <int Order, typename R>
 ORBIS_ALWAYS_INLINE void leaf_pair_body(const LeafPairArgs<R>& a) {
   const P2PPairConstants<R> k = a.k;   // local copy: provably not aliased by the outputs
   const R* __restrict xi = a.xi; const R* __restrict yi = a.yi; const R* __restrict zi = a.zi;
-  const R* __restrict t = a.t; const R* __restrict e = a.e;
+  // Built once, outside the simd loop (inside, GCC makes it a per-lane array in memory).
+  const SplitTableReader<R> table{a.t, a.e};
   R* __restrict ax = a.ax; R* __restrict ay = a.ay; R* __restrict az = a.az;
   const int ni = a.ni;
   for (int j = 0; j < a.nj; ++j) {
@@ -58,7 +59,7 @@ ORBIS_ALWAYS_INLINE void leaf_pair_body(const LeafPairArgs<R>& a) {
 #pragma omp simd
     for (int i = 0; i < ni; ++i) {
       R fx = ax[i], fy = ay[i], fz = az[i];
-      p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, t, e, fx, fy, fz);
+      p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, table, fx, fy, fz);
       ax[i] = fx; ay[i] = fy; az[i] = fz;
     }
   }

@@ -75,8 +75,8 @@ ORBIS_HD double p2p_rsqrt(double x) {
 // The factor g with a_i += g * d (times G m later). Order 0..4: table; -1: exact erfc/exp.
 // A select, not a branch, discards pairs outside the cut or at d = 0: on the GPU the warp
 // stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
-template <int Order, typename R>
-ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const R* tab_t, const R* tab_e) {
+template <int Order, typename R, typename Reader>
+ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& table) {
   const R s2 = r2 + k.eps2;   // > 0: eps2 carries a 1e-30 floor
   const R sinv = p2p_rsqrt(s2);
   const R s = s2 * sinv;
@@ -84,18 +84,19 @@ ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const R* tab_t, c
   if constexpr (Order < 0) {
     t = truncation_exact(s * k.x_scale);
   } else {
-    t = truncation_taylor_u<Order>(s * k.u_scale, tab_t, tab_e, k.spacing, k.last);
+    t = truncation_taylor_u<Order>(s * k.u_scale, table, k.spacing, k.last);
   }
   const R g = t * sinv * sinv * sinv;
   return ((r2 < k.rcut2) & (r2 > R(0))) ? g : R(0);   // & not &&: one select, no branch
 }
 
-// One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az).
-template <int Order, typename R>
-ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const R* tab_t,
-                       const R* tab_e, R& ax, R& ay, R& az) {
+// One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az). table
+// reads node i as table(i, T_i, E_i) (SplitTableReader on the host).
+template <int Order, typename R, typename Reader>
+ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Reader& table,
+                       R& ax, R& ay, R& az) {
   const R r2 = dx * dx + dy * dy + dz * dz;
-  const R g = p2p_pair_factor<Order>(r2, k, tab_t, tab_e);
+  const R g = p2p_pair_factor<Order>(r2, k, table);
   ax += g * dx;
   ay += g * dy;
   az += g * dz;

@@ -55,20 +55,32 @@ struct TruncationTableView {
   int last = 0;        // size - 1
 };
 
+// Reads node i of a table kept as two arrays (host tables; the CUDA kernel has its own
+// reader for an interleaved {T_i, E_i} copy in shared memory: one 8-byte load per pair).
+template <typename R>
+struct SplitTableReader {
+  const R* t;
+  const R* e;
+  ORBIS_HD void operator()(int i, R& ti, R& ei) const {
+    ti = t[i];
+    ei = e[i];
+  }
+};
+
 // Taylor value at u = x / h (x in node units, u >= 0). Order is a compile-time constant so
 // the kernel carries no dead terms. No range check: the index is clamped to the table so a
-// stray x never reads outside it, and callers cut at x <= 3.
-template <int Order, typename R>
-ORBIS_HD R truncation_taylor_u(R u, const R* t, const R* e, R spacing, int last) {
+// stray x never reads outside it, and callers cut at x <= 3. read(i, T_i, E_i) loads a node.
+template <int Order, typename R, typename Reader>
+ORBIS_HD R truncation_taylor_u(R u, const Reader& read, R spacing, int last) {
   static_assert(Order >= 0 && Order <= 4, "Taylor order 0..4");
   int i = static_cast<int>(u + R(0.5));   // nearest node (u >= 0, so truncation rounds)
   i = i < last ? i : last;
   const R fi = static_cast<R>(i);
-  const R ti = t[i];
+  R ti, ei;
+  read(i, ti, ei);
   if constexpr (Order == 0) {
     return ti;
   } else {
-    const R ei = e[i];
     const R eps = (u - fi) * spacing;   // x - x_i
     const R xi = fi * spacing;
     const R x2 = xi * xi;
@@ -96,7 +108,8 @@ ORBIS_HD R truncation_taylor_u(R u, const R* t, const R* e, R spacing, int last)
 
 template <int Order, typename R>
 ORBIS_HD R truncation_taylor(R x, const TruncationTableView<R>& tab) {
-  return truncation_taylor_u<Order>(x * tab.inv_spacing, tab.t, tab.e, tab.spacing, tab.last);
+  return truncation_taylor_u<Order>(x * tab.inv_spacing, SplitTableReader<R>{tab.t, tab.e},
+                                    tab.spacing, tab.last);
 }
 
 // Run-time order (tests, host callers); 0 beyond the table range x > 3, T(0) at x < 0.

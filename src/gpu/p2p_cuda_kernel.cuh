@@ -1,0 +1,260 @@
+// The P2P kernel (PhotoNs-GPU Algorithms 1 and 2, with the DEVICE.md lessons).
+//
+// Work unit: one target-leaf group (GroupIdx) per thread block at a time; persistent blocks
+// take groups from an integer counter (which block takes a group does not change its sums:
+// results stay bitwise reproducible).
+//
+// Keeping 4 warps busy on leaves of ~32 particles: thread t of the block serves target
+// particle i = t % n and "phase" p = t / n (n = particles in the leaf, P = 128 / n phases);
+// phase p takes every P-th source particle of each tile. A 24-particle leaf thus keeps 120
+// of 128 threads busy instead of 24. The P partial sums of a particle are added in phase
+// order at the end (deterministic second stage, no atomics); each particle is written once.
+//
+// Sources: the group's tasks are consumed in tiles of up to 8 source leaves / 256 particles.
+// Warp 0 reads the next tile's task entries (shuffle prefix sum over the 8 leaf counts),
+// every thread then loads its (at most 2) source particles into registers, shifted into the
+// target leaf's frame (shift = c_j + image*L - c_i, computed in double, rounded once), and
+// those loads are in flight while the block computes the current tile from shared memory
+// (register-staged double buffering; one __syncthreads per tile).
+//
+// Table: {T_i, E_i} interleaved in shared memory (one 8-byte load per pair), nearest node.
+// Accumulation: float partial sums per tile in registers, added into double per tile (the
+// CPU evaluator does the same per task), so float results keep ~1e-7 with 10^4 neighbours.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "fmm/p2p_grouping.hpp"
+#include "fmm/p2p_kernel.hpp"
+#include "fmm/tasks.hpp"
+
+namespace orbis::gpu {
+
+constexpr int kBlock = 128;      // threads per block (4 warps per target group)
+constexpr int kTileTasks = 8;    // source leaves per tile, at most (<= 32: one warp builds it)
+constexpr int kTileCap = 256;    // source particles per tile, at most; also the largest leaf
+constexpr int kSlots = kTileCap / kBlock;
+static_assert(kTileCap % kBlock == 0 && kTileTasks <= 32, "tile geometry");
+
+// Leaf as the host stores it (tasks.hpp), read field by field on the device.
+struct DeviceLeaf {
+  std::uint32_t first, count;
+  double cx, cy, cz;
+};
+static_assert(sizeof(DeviceLeaf) == sizeof(Leaf), "DeviceLeaf mirrors orbis::Leaf");
+
+template <typename R> struct Vec4Of;
+template <> struct Vec4Of<float> { using type = float4; };
+template <> struct Vec4Of<double> { using type = double4_32a; };
+template <typename R> struct Vec2Of;
+template <> struct Vec2Of<float> { using type = float2; };
+template <> struct Vec2Of<double> { using type = double2; };
+
+template <typename R>
+struct InterleavedTableReader {
+  const typename Vec2Of<R>::type* te;
+  __device__ __forceinline__ void operator()(int i, R& ti, R& ei) const {
+    const auto v = te[i];
+    ti = v.x;
+    ei = v.y;
+  }
+};
+
+template <typename R>
+struct P2PKernelArgs {
+  const GroupIdx* groups;
+  const std::uint32_t* n_groups;         // on the device: written by the grouping, no host sync
+  const InteractionTask* tasks;          // TaskGroup, sorted by target
+  const DeviceLeaf* leaves;
+  const R* x;                            // leaf-relative positions, tree order, Mpc/h
+  const R* y;
+  const R* z;
+  const typename Vec2Of<R>::type* table; // {T_i, E_i}
+  int table_size;
+  P2PPairConstants<R> k;
+  double box;
+  double g_mass;
+  double* acc;                           // 3 doubles per particle (Vec3d layout), pre-zeroed
+  std::uint32_t* next_group;             // work counter, zeroed before the launch
+  unsigned long long* counters;          // nullptr, or {lane slots issued, pairs evaluated}
+};
+
+template <typename R>
+struct TileMeta {
+  std::uint32_t first[kTileTasks];
+  std::uint32_t off[kTileTasks + 1];     // prefix of the leaf counts; off[n_tasks] = total
+  R shift[kTileTasks][3];
+  int n_tasks;                           // 0: the group's task list is exhausted
+};
+
+// Warp 0 only (cursor is warp-uniform): the next tile of the group's task list.
+template <typename R>
+__device__ __forceinline__ void build_tile(const P2PKernelArgs<R>& a, const DeviceLeaf& li,
+                                           std::uint32_t& cursor, std::uint32_t end,
+                                           TileMeta<R>& m) {
+  const int lane = threadIdx.x & 31;
+  std::uint32_t cnt = 0, first = 0;
+  R sh0 = 0, sh1 = 0, sh2 = 0;
+  const bool have = lane < kTileTasks && cursor + lane < end;
+  if (have) {
+    const InteractionTask t = a.tasks[cursor + lane];
+    const DeviceLeaf lj = a.leaves[t.source];
+    cnt = lj.count;
+    first = lj.first;
+    sh0 = static_cast<R>(lj.cx + t.image[0] * a.box - li.cx);
+    sh1 = static_cast<R>(lj.cy + t.image[1] * a.box - li.cy);
+    sh2 = static_cast<R>(lj.cz + t.image[2] * a.box - li.cz);
+  }
+  std::uint32_t inc = cnt;   // inclusive prefix over lanes 0..kTileTasks-1
+#pragma unroll
+  for (int d = 1; d < kTileTasks; d <<= 1) {
+    const std::uint32_t v = __shfl_up_sync(0xffffffffu, inc, d);
+    if (lane >= d) inc += v;
+  }
+  const bool take = have && inc <= static_cast<std::uint32_t>(kTileCap);   // a prefix of lanes
+  const int n = __popc(__ballot_sync(0xffffffffu, take));
+  if (take) {
+    m.first[lane] = first;
+    m.off[lane] = inc - cnt;
+    m.shift[lane][0] = sh0;
+    m.shift[lane][1] = sh1;
+    m.shift[lane][2] = sh2;
+    if (lane == n - 1) m.off[n] = inc;
+  }
+  if (lane == 0) {
+    m.n_tasks = n;
+    if (n == 0) m.off[0] = 0;
+  }
+  cursor += n;
+}
+
+// Every thread: its slots of the tile described by m, shifted into the target frame.
+template <typename R>
+__device__ __forceinline__ void load_slots(const P2PKernelArgs<R>& a, const TileMeta<R>& m,
+                                           int total, int n_tasks,
+                                           typename Vec4Of<R>::type (&reg)[kSlots]) {
+#pragma unroll
+  for (int q = 0; q < kSlots; ++q) {
+    const int s = threadIdx.x + q * kBlock;
+    if (s < total) {
+      int k = 0;
+#pragma unroll
+      for (int c = 1; c < kTileTasks; ++c) k += (c < n_tasks && s >= static_cast<int>(m.off[c]));
+      const std::uint32_t idx = m.first[k] + (s - m.off[k]);
+      reg[q].x = a.x[idx] + m.shift[k][0];
+      reg[q].y = a.y[idx] + m.shift[k][1];
+      reg[q].z = a.z[idx] + m.shift[k][2];
+    }
+  }
+}
+
+template <int Order, typename R>
+__global__ void __launch_bounds__(kBlock) p2p_groups_kernel(const P2PKernelArgs<R> a) {
+  using R4 = typename Vec4Of<R>::type;
+  using R2 = typename Vec2Of<R>::type;
+  extern __shared__ __align__(16) unsigned char dynamic_smem[];   // the table
+  __shared__ R4 buf[2][kTileCap];
+  __shared__ TileMeta<R> meta[2];
+  __shared__ double red[3][kBlock];
+  __shared__ std::uint32_t group_slot;
+
+  R2* tab = reinterpret_cast<R2*>(dynamic_smem);
+  for (int i = threadIdx.x; i < a.table_size; i += kBlock) tab[i] = a.table[i];
+  const InterleavedTableReader<R> reader{tab};
+  const int t = threadIdx.x;
+  const bool warp0 = t < 32;
+  const std::uint32_t n_groups = *a.n_groups;
+  unsigned long long issued = 0, useful = 0;
+
+  for (;;) {
+    if (t == 0) group_slot = atomicAdd(a.next_group, 1u);
+    __syncthreads();   // also orders the table copy and the previous group's last reads
+    const std::uint32_t g = group_slot;
+    __syncthreads();   // everyone has g before thread 0 may overwrite group_slot
+    if (g >= n_groups) break;
+    const GroupIdx grp = a.groups[g];
+    const DeviceLeaf li = a.leaves[grp.i_leaf];
+    for (std::uint32_t i0 = 0; i0 < li.count; i0 += kBlock) {
+      const int n = min(kBlock, static_cast<int>(li.count - i0));
+      const int P = kBlock / n;
+      const int my_i = t % n, phase = t / n;
+      const bool active = phase < P;
+      R xi = 0, yi = 0, zi = 0;
+      if (active) {
+        const std::uint32_t idx = li.first + i0 + my_i;
+        xi = a.x[idx];
+        yi = a.y[idx];
+        zi = a.z[idx];
+      }
+      double sx = 0, sy = 0, sz = 0;
+      std::uint32_t cursor = grp.start;
+      const std::uint32_t end = grp.start + grp.count;
+      if (warp0) build_tile(a, li, cursor, end, meta[0]);
+      __syncthreads();
+      int cur = 0;
+      int n_tasks = meta[0].n_tasks;
+      int total = meta[0].off[n_tasks];
+      R4 reg[kSlots];
+      load_slots(a, meta[0], total, n_tasks, reg);
+      while (n_tasks > 0) {
+#pragma unroll
+        for (int q = 0; q < kSlots; ++q) {
+          const int s = t + q * kBlock;
+          if (s < total) buf[cur][s] = reg[q];
+        }
+        if (warp0) build_tile(a, li, cursor, end, meta[cur ^ 1]);
+        __syncthreads();
+        const int cur_total = total;
+        n_tasks = meta[cur ^ 1].n_tasks;
+        total = meta[cur ^ 1].off[n_tasks];
+        if (n_tasks > 0) load_slots(a, meta[cur ^ 1], total, n_tasks, reg);   // next tile
+        if (active) {
+          R ax = 0, ay = 0, az = 0;
+          const R4* b = buf[cur];
+#pragma unroll 4
+          for (int j = phase; j < cur_total; j += P) {
+            const R4 q = b[j];
+            p2p_pair<Order>(q.x - xi, q.y - yi, q.z - zi, a.k, reader, ax, ay, az);
+          }
+          sx += ax;
+          sy += ay;
+          sz += az;
+        }
+        if (a.counters) {   // active-thread fraction: a warp costs its slowest lane
+          const int mine = (active && phase < cur_total) ? (cur_total - phase + P - 1) / P : 0;
+          const unsigned most = __reduce_max_sync(0xffffffffu, static_cast<unsigned>(mine));
+          const unsigned sum = __reduce_add_sync(0xffffffffu, static_cast<unsigned>(mine));
+          if ((t & 31) == 0) { issued += 32ull * most; useful += sum; }
+        }
+        cur ^= 1;
+      }
+      // Deterministic second stage: the P phase sums of each particle, in phase order.
+      if (active) {
+        red[0][t] = sx;
+        red[1][t] = sy;
+        red[2][t] = sz;
+      }
+      __syncthreads();
+      if (t < n) {
+        double x = 0, y = 0, z = 0;
+        for (int p = 0; p < P; ++p) {
+          x += red[0][p * n + t];
+          y += red[1][p * n + t];
+          z += red[2][p * n + t];
+        }
+        const std::size_t idx = li.first + i0 + t;
+        a.acc[3 * idx + 0] = a.g_mass * x;
+        a.acc[3 * idx + 1] = a.g_mass * y;
+        a.acc[3 * idx + 2] = a.g_mass * z;
+      }
+      __syncthreads();   // red, buf and meta are reused by the next chunk or group
+    }
+  }
+  if (a.counters && (t & 31) == 0) {
+    atomicAdd(&a.counters[0], issued);   // integer atomics: exact, order-independent
+    atomicAdd(&a.counters[1], useful);
+  }
+}
+
+}  // namespace orbis::gpu
