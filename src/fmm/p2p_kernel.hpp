@@ -45,9 +45,9 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
   const double cut = use_table ? std::fmin(r_cut, 2.0 * r_s * kTruncationTableXMax) : r_cut;
   const double h = kTruncationTableXMax / (table_size - 1);
   c.rcut2 = static_cast<R>(cut * cut);
-  // The 1e-30 (Mpc/h)^2 floor keeps s > 0 at d = 0 with eps = 0, so the table index stays
-  // finite (that pair is then discarded); it is below rounding for any real separation.
-  c.eps2 = static_cast<R>(softening * softening + 1e-30);
+  // The 1e-20 (Mpc/h)^2 floor keeps s >= 1e-10 at d = 0 with eps = 0, so 1/s^3 stays finite
+  // in float and that pair adds exactly 0; for any real separation it is below rounding.
+  c.eps2 = static_cast<R>(softening * softening + 1e-20);
   c.u_scale = static_cast<R>(1.0 / (2.0 * r_s * h));
   c.x_scale = static_cast<R>(1.0 / (2.0 * r_s));
   c.spacing = static_cast<R>(h);
@@ -59,7 +59,10 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
 // it), an exactly rounded sqrt and divide on the host.
 ORBIS_HD float p2p_rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
-  return rsqrtf(x);
+  // rsqrtf() wraps MUFU.RSQ in 4 instructions of denormal handling; x >= 1e-20 here.
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
 #else
   return 1.0f / std::sqrt(x);
 #endif
@@ -77,17 +80,19 @@ ORBIS_HD double p2p_rsqrt(double x) {
 // stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
 template <int Order, typename R, typename Reader>
 ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& table) {
-  const R s2 = r2 + k.eps2;   // > 0: eps2 carries a 1e-30 floor
+  const R s2 = r2 + k.eps2;   // >= 1e-20: eps2 carries that floor
   const R sinv = p2p_rsqrt(s2);
   const R s = s2 * sinv;
   R t;
   if constexpr (Order < 0) {
     t = truncation_exact(s * k.x_scale);
+  } else if constexpr (Reader::kCoefficients) {
+    t = truncation_taylor_coef<Order>(s * k.u_scale, table, k.last);
   } else {
     t = truncation_taylor_u<Order>(s * k.u_scale, table, k.spacing, k.last);
   }
-  const R g = t * sinv * sinv * sinv;
-  return ((r2 < k.rcut2) & (r2 > R(0))) ? g : R(0);   // & not &&: one select, no branch
+  const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
+  return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly
 }
 
 // One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az). table

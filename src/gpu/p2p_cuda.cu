@@ -24,17 +24,23 @@ using gpu::PinnedArray;
 
 namespace {
 
-template <typename R>
+template <typename R, bool Coef>
 const void* kernel_for(int order) {
   switch (order) {
-    case -1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<-1, R>);
-    case 0: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<0, R>);
-    case 1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<1, R>);
-    case 2: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<2, R>);
-    case 3: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<3, R>);
-    case 4: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<4, R>);
+    case -1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<-1, R, Coef>);
+    case 0: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<0, R, Coef>);
+    case 1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<1, R, Coef>);
+    case 2: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<2, R, Coef>);
+    case 3: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<3, R, Coef>);
+    case 4: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<4, R, Coef>);
     default: fail("P2P: taylor_order = {} is not in -1..4", order);
   }
+}
+template <typename R>
+const void* kernel_for(int order, bool coef) {
+  // The exact path reads no table: one instantiation serves both forms.
+  if (order < 0) return kernel_for<R, false>(order);
+  return coef ? kernel_for<R, true>(order) : kernel_for<R, false>(order);
 }
 
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
@@ -55,9 +61,14 @@ struct CudaP2PEvaluator::Impl {
   DeviceArray<InteractionTask> tasks;
   DeviceArray<gpu::DeviceLeaf> leaves;
   DeviceArray<double> acc;           // 3n
-  DeviceArray<float2> table_f;
+  DeviceArray<float2> table_f;       // {T_i, E_i}
   DeviceArray<double2> table_d;
+  DeviceArray<float4> coef_f;        // {c0..c3}
+  DeviceArray<double4_32a> coef_d;
+  DeviceArray<float> coef4_f;        // c4
+  DeviceArray<double> coef4_d;
   int table_f_size = 0, table_d_size = 0;
+  bool coef_form = true;
   DeviceArray<std::uint32_t> next_group;
   DeviceArray<unsigned long long> counters;
   PinnedArray<unsigned char> host_pos;
@@ -79,21 +90,34 @@ struct CudaP2PEvaluator::Impl {
 template <typename R>
 void CudaP2PEvaluator::Impl::ensure_table(int size) {
   using R2 = typename gpu::Vec2Of<R>::type;
+  using R4 = typename gpu::Vec4Of<R>::type;
   int& current = std::is_same_v<R, float> ? table_f_size : table_d_size;
   if (current == size) return;
-  const TruncationTable<R> table(size);
+  const TruncationTable<R> table(size);   // built in double, rounded to R once
   std::vector<R2> te(size);
-  for (int i = 0; i < size; ++i) te[i] = R2{table.t()[i], table.e()[i]};
-  R2* dst;
-  if constexpr (std::is_same_v<R, float>) { table_f.ensure(size); dst = table_f.data(); }
-  else { table_d.ensure(size); dst = table_d.data(); }
-  ORBIS_CUDA_CHECK(cudaMemcpy(dst, te.data(), size * sizeof(R2), cudaMemcpyHostToDevice));
+  std::vector<R4> c(size);
+  for (int i = 0; i < size; ++i) {
+    te[i] = R2{table.t()[i], table.e()[i]};
+    c[i] = R4{table.coef(0)[i], table.coef(1)[i], table.coef(2)[i], table.coef(3)[i]};
+  }
+  R2* dte;
+  R4* dc;
+  R* dc4;
+  if constexpr (std::is_same_v<R, float>) {
+    table_f.ensure(size); coef_f.ensure(size); coef4_f.ensure(size);
+    dte = table_f.data(); dc = coef_f.data(); dc4 = coef4_f.data();
+  } else {
+    table_d.ensure(size); coef_d.ensure(size); coef4_d.ensure(size);
+    dte = table_d.data(); dc = coef_d.data(); dc4 = coef4_d.data();
+  }
+  ORBIS_CUDA_CHECK(cudaMemcpy(dte, te.data(), size * sizeof(R2), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(dc, c.data(), size * sizeof(R4), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(dc4, table.coef(4).data(), size * sizeof(R), cudaMemcpyHostToDevice));
   current = size;
 }
 
 template <typename R>
 void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
-  using R2 = typename gpu::Vec2Of<R>::type;
   const std::vector<Vec3d>& pos = *in.positions;
   const std::vector<Leaf>& host_leaves = *in.leaves;
   const std::vector<InteractionTask>& host_tasks = *in.tasks;
@@ -103,8 +127,10 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
          INT_MAX);
 
   // Shared memory for the table; beyond the default 48 KB it must be opted into.
-  const std::size_t table_bytes = s.table_size * sizeof(R2);
-  const void* kernel = kernel_for<R>(s.taylor_order);
+  const bool coef = coef_form && s.taylor_order >= 0;
+  const std::size_t table_bytes =
+      s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef) : 0;
+  const void* kernel = kernel_for<R>(s.taylor_order, coef);
   cudaFuncAttributes attr{};
   ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
   if (attr.sharedSizeBytes + table_bytes > smem_optin)
@@ -170,8 +196,12 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
     a.x = dpos.data();
     a.y = dpos.data() + n;
     a.z = dpos.data() + 2 * n;
-    if constexpr (std::is_same_v<R, float>) a.table = table_f.data(); else a.table = table_d.data();
-    a.table_size = s.table_size;
+    if constexpr (std::is_same_v<R, float>) {
+      a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
+    } else {
+      a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
+    }
+    a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
     a.k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.table_size, s.taylor_order >= 0);
     a.box = s.box_mpc_h;
     a.g_mass = s.g_mass;
@@ -271,6 +301,7 @@ P2PStats CudaP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput&
 std::string CudaP2PEvaluator::device_name() const { return impl_->name; }
 const CudaP2PTimings& CudaP2PEvaluator::timings() const { return impl_->timings; }
 void CudaP2PEvaluator::set_count_occupancy(bool on) { impl_->count = on; }
+void CudaP2PEvaluator::set_coefficient_table(bool on) { impl_->coef_form = on; }
 CudaP2POccupancy CudaP2PEvaluator::occupancy() const { return impl_->occupancy; }
 
 GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask>& host_tasks,
@@ -322,7 +353,7 @@ bool cuda_device_usable(int device, std::string* why) {
   }
   // The kernel must have machine code for this device (the build targets CMAKE_CUDA_ARCHITECTURES).
   cudaFuncAttributes attr{};
-  const cudaError_t k = cudaFuncGetAttributes(&attr, &gpu::p2p_groups_kernel<3, float>);
+  const cudaError_t k = cudaFuncGetAttributes(&attr, &gpu::p2p_groups_kernel<3, float, true>);
   if (k != cudaSuccess) {
     cudaGetLastError();
     cudaDeviceProp prop{};

@@ -43,6 +43,9 @@ class CudaP2PEvaluator : public P2PEvaluator {
   std::string device_name() const;
   const CudaP2PTimings& timings() const;
   void set_count_occupancy(bool on);       // off by default (costs a little per tile)
+  // Table form in the kernel: per-node coefficients (default, fewer instructions per pair)
+  // or eq. 2's {T_i, E_i} with the factors derived per pair (same series; benchmarks).
+  void set_coefficient_table(bool on);
   CudaP2POccupancy occupancy() const;      // of the last evaluation, when counting
 
   // The device grouping alone (tests: it must equal group_tasks_by_target element by element).

@@ -17,7 +17,9 @@
 // those loads are in flight while the block computes the current tile from shared memory
 // (register-staged double buffering; one __syncthreads per tile).
 //
-// Table: {T_i, E_i} interleaved in shared memory (one 8-byte load per pair), nearest node.
+// Table in shared memory, nearest node, in one of two forms of the same series: per-node
+// coefficients c0..c3 (one 16-byte load, 3 FMAs for order 3; the default, fewer
+// instructions) or eq. 2's {T_i, E_i} with the factors derived from x_i per pair.
 // Accumulation: float partial sums per tile in registers, added into double per tile (the
 // CPU evaluator does the same per task), so float results keep ~1e-7 with 10^4 neighbours.
 #pragma once
@@ -51,8 +53,10 @@ template <typename R> struct Vec2Of;
 template <> struct Vec2Of<float> { using type = float2; };
 template <> struct Vec2Of<double> { using type = double2; };
 
+// eq. 2 as written: {T_i, E_i} interleaved (one 8-byte load), factors derived from x_i.
 template <typename R>
 struct InterleavedTableReader {
+  static constexpr bool kCoefficients = false;
   const typename Vec2Of<R>::type* te;
   __device__ __forceinline__ void operator()(int i, R& ti, R& ei) const {
     const auto v = te[i];
@@ -60,6 +64,37 @@ struct InterleavedTableReader {
     ei = v.y;
   }
 };
+
+// The coefficient form (truncation_taylor_coef): {c0, c1, c2, c3} in one 16-byte load
+// (8 bytes for orders 0-1), c4 from a second array for order 4.
+template <typename R>
+struct SharedCoefReader {
+  static constexpr bool kCoefficients = true;
+  const typename Vec4Of<R>::type* c0123;
+  const R* c4;
+  template <int Order>
+  __device__ __forceinline__ void load(int i, R* out) const {
+    if constexpr (Order <= 1) {
+      const auto v = reinterpret_cast<const typename Vec2Of<R>::type*>(c0123)[2 * i];
+      out[0] = v.x;
+      if constexpr (Order == 1) out[1] = v.y;
+    } else {
+      const auto v = c0123[i];
+      out[0] = v.x;
+      out[1] = v.y;
+      out[2] = v.z;
+      if constexpr (Order >= 3) out[3] = v.w;
+      if constexpr (Order == 4) out[4] = c4[i];
+    }
+  }
+};
+
+// Dynamic shared memory for the table: coefficient form, R4 + R per node; eq. 2 form, R2.
+template <typename R>
+constexpr std::size_t table_smem_bytes(int size, bool coef) {
+  return coef ? size * (sizeof(typename Vec4Of<R>::type) + sizeof(R))
+              : size * sizeof(typename Vec2Of<R>::type);
+}
 
 template <typename R>
 struct P2PKernelArgs {
@@ -70,7 +105,9 @@ struct P2PKernelArgs {
   const R* x;                            // leaf-relative positions, tree order, Mpc/h
   const R* y;
   const R* z;
-  const typename Vec2Of<R>::type* table; // {T_i, E_i}
+  const typename Vec2Of<R>::type* table; // {T_i, E_i} (eq. 2 form)
+  const typename Vec4Of<R>::type* coef;  // {c0, c1, c2, c3} (coefficient form)
+  const R* coef4;                        // c4
   int table_size;
   P2PPairConstants<R> k;
   double box;
@@ -149,19 +186,39 @@ __device__ __forceinline__ void load_slots(const P2PKernelArgs<R>& a, const Tile
   }
 }
 
-template <int Order, typename R>
+// Reader and table copy for the two table forms.
+template <typename R, bool Coef> struct KernelTable;
+template <typename R> struct KernelTable<R, false> {
+  using Reader = InterleavedTableReader<R>;
+  static __device__ Reader stage(const P2PKernelArgs<R>& a, unsigned char* smem) {
+    auto* te = reinterpret_cast<typename Vec2Of<R>::type*>(smem);
+    for (int i = threadIdx.x; i < a.table_size; i += kBlock) te[i] = a.table[i];
+    return Reader{te};
+  }
+};
+template <typename R> struct KernelTable<R, true> {
+  using Reader = SharedCoefReader<R>;
+  static __device__ Reader stage(const P2PKernelArgs<R>& a, unsigned char* smem) {
+    auto* c = reinterpret_cast<typename Vec4Of<R>::type*>(smem);
+    R* c4 = reinterpret_cast<R*>(c + a.table_size);
+    for (int i = threadIdx.x; i < a.table_size; i += kBlock) {
+      c[i] = a.coef[i];
+      c4[i] = a.coef4[i];
+    }
+    return Reader{c, c4};
+  }
+};
+
+template <int Order, typename R, bool Coef>
 __global__ void __launch_bounds__(kBlock) p2p_groups_kernel(const P2PKernelArgs<R> a) {
   using R4 = typename Vec4Of<R>::type;
-  using R2 = typename Vec2Of<R>::type;
-  extern __shared__ __align__(16) unsigned char dynamic_smem[];   // the table
+  extern __shared__ __align__(32) unsigned char dynamic_smem[];   // the table
   __shared__ R4 buf[2][kTileCap];
   __shared__ TileMeta<R> meta[2];
   __shared__ double red[3][kBlock];
   __shared__ std::uint32_t group_slot;
 
-  R2* tab = reinterpret_cast<R2*>(dynamic_smem);
-  for (int i = threadIdx.x; i < a.table_size; i += kBlock) tab[i] = a.table[i];
-  const InterleavedTableReader<R> reader{tab};
+  const auto reader = KernelTable<R, Coef>::stage(a, dynamic_smem);
   const int t = threadIdx.x;
   const bool warp0 = t < 32;
   const std::uint32_t n_groups = *a.n_groups;

@@ -141,6 +141,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
     run_gpu(gpu, set, st, in, reps, rows, {3, 0, 1, 2, 4, -1}, true);
+    gpu.set_coefficient_table(false);   // eq. 2's {T, E} table, factors derived per pair
+    const std::size_t before = rows.size();
+    run_gpu(gpu, set, st, in, reps, rows, {3}, true);
+    for (std::size_t r = before; r < rows.size(); ++r) rows[r].what += " {T,E} table";
+    gpu.set_coefficient_table(true);
 
     // Active-thread fraction (counted run, float order 3).
     gpu.set_count_occupancy(true);

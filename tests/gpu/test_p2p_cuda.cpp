@@ -137,6 +137,18 @@ TEST_CASE("CUDA float kernel vs CPU double on a clustered set") {
       CHECK(r.median < 1e-4);
     }
   }
+  // eq. 2's {T_i, E_i} form of the same table (the coefficient form is the default).
+  gpu.set_coefficient_table(false);
+  for (int order : {2, 3, 4}) {
+    P2PSettings st = c.st;
+    st.taylor_order = order;
+    gpu.evaluate(st, in, acc);
+    const test::RelStats r = rel_stats(acc, c.ref, &c.near_cut);
+    MESSAGE("float order " << order << ", {T,E} table: median " << r.median << " max " << r.max);
+    CHECK(r.median < 1e-6);
+    CHECK(r.max < 1e-4);
+  }
+  gpu.set_coefficient_table(true);
   // Independent of the CPU evaluator: a sample against the plain all-pairs double loop.
   std::vector<std::size_t> sample;
   for (std::size_t i = 0; i < c.scene.pos.size(); i += 97) sample.push_back(i);
