@@ -34,7 +34,9 @@ struct P2PPairConstants {
   R u_scale = 0;        // 1 / (2 r_s h): s -> table coordinate u = x / h
   R x_scale = 0;        // 1 / (2 r_s):   s -> x (exact path)
   R spacing = 0;        // h, the table's node spacing in x
-  int last = 0;         // last table node
+  R u_max = 0;          // table coordinate u = x/h is clamped to min(last node, x_cut/h):
+                        // pairs beyond the cut then all read one node (a shared-memory
+                        // broadcast on the GPU instead of bank conflicts) and are discarded
 };
 
 // Host side: constants for a given split, softening and table spacing (h = 0: no table).
@@ -51,7 +53,7 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
   c.u_scale = static_cast<R>(1.0 / (2.0 * r_s * h));
   c.x_scale = static_cast<R>(1.0 / (2.0 * r_s));
   c.spacing = static_cast<R>(h);
-  c.last = table_size - 1;
+  c.u_max = static_cast<R>(std::fmin(table_size - 1.0, cut / (2.0 * r_s * h)));
   return c;
 }
 
@@ -87,9 +89,9 @@ ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& tab
   if constexpr (Order < 0) {
     t = truncation_exact(s * k.x_scale);
   } else if constexpr (Reader::kCoefficients) {
-    t = truncation_taylor_coef<Order>(s * k.u_scale, table, k.last);
+    t = truncation_taylor_coef<Order>(s * k.u_scale, table, k.u_max);
   } else {
-    t = truncation_taylor_u<Order>(s * k.u_scale, table, k.spacing, k.last);
+    t = truncation_taylor_u<Order>(s * k.u_scale, table, k.spacing, k.u_max);
   }
   const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
   return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly

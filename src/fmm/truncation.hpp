@@ -57,34 +57,59 @@ struct TruncationTableView {
   int last = 0;        // size - 1
 };
 
-// Nearest node of u >= 0, clamped to [0, last]: fi = i as R. Rounds by adding 1.5 * 2^mantissa
-// (the sum's low bits are round-to-nearest(u)): two adds and no float<->int conversion, which
-// run at a quarter of the FMA rate on the GPU.
-ORBIS_HD int nearest_node(float u, int last, float& fi) {
-  u = u < static_cast<float>(last) ? u : static_cast<float>(last);
-  const float magic = 12582912.0f;   // 1.5 * 2^23
+// Nearest node by adding 1.5 * 2^mantissa: the sum's low bits hold round-to-nearest(u), so
+// the node costs two adds and no float<->int conversion (those run at a quarter of the FMA
+// rate on the GPU). rounded_bits() returns the sum's bits (the GPU table reader turns them
+// into a shared-memory address in one multiply-add), node_from_bits() the node index.
+ORBIS_HD std::int32_t rounded_bits(float u, float& fi) {
+  const float magic = 12582912.0f;   // 1.5 * 2^23: exact for 0 <= u < 2^22
   const float t = u + magic;
   fi = t - magic;
 #if defined(__CUDA_ARCH__)
-  return __float_as_int(t) - 0x4B400000;
+  return __float_as_int(t);
 #else
   std::int32_t bits;
   std::memcpy(&bits, &t, sizeof bits);
-  return bits - 0x4B400000;
+  return bits;
 #endif
 }
-ORBIS_HD int nearest_node(double u, int last, double& fi) {
-  u = u < static_cast<double>(last) ? u : static_cast<double>(last);
+ORBIS_HD std::int64_t rounded_bits(double u, double& fi) {
   const double magic = 6755399441055744.0;   // 1.5 * 2^52
   const double t = u + magic;
   fi = t - magic;
 #if defined(__CUDA_ARCH__)
-  return static_cast<int>(__double_as_longlong(t) - 0x4338000000000000LL);
+  return __double_as_longlong(t);
 #else
   std::int64_t bits;
   std::memcpy(&bits, &t, sizeof bits);
-  return static_cast<int>(bits - 0x4338000000000000LL);
+  return bits;
 #endif
+}
+inline constexpr std::int32_t kRoundedBitsZeroF = 0x4B400000;
+inline constexpr std::int64_t kRoundedBitsZeroD = 0x4338000000000000LL;
+ORBIS_HD int node_from_bits(std::int32_t bits) { return bits - kRoundedBitsZeroF; }
+ORBIS_HD int node_from_bits(std::int64_t bits) { return static_cast<int>(bits - kRoundedBitsZeroD); }
+
+// min(u, u_max): one FMNMX on the GPU, a select the CPU loop vectorises on the host.
+ORBIS_HD float clamp_top(float u, float u_max) {
+#if defined(__CUDA_ARCH__)
+  return fminf(u, u_max);
+#else
+  return u < u_max ? u : u_max;
+#endif
+}
+ORBIS_HD double clamp_top(double u, double u_max) {
+#if defined(__CUDA_ARCH__)
+  return fmin(u, u_max);
+#else
+  return u < u_max ? u : u_max;
+#endif
+}
+
+// Nearest node of u >= 0 after clamping u to u_max (<= the last node): fi = that node as R.
+template <typename R>
+ORBIS_HD int nearest_node(R u, R u_max, R& fi) {
+  return node_from_bits(rounded_bits(clamp_top(u, u_max), fi));
 }
 
 // Reads node i of a table kept as two arrays (host tables; the CUDA kernel has its own
@@ -101,13 +126,14 @@ struct SplitTableReader {
 };
 
 // Taylor value at u = x / h (x in node units, u >= 0). Order is a compile-time constant so
-// the kernel carries no dead terms. No range check: the index is clamped to the table so a
-// stray x never reads outside it, and callers cut at x <= 3. read(i, T_i, E_i) loads a node.
+// the kernel carries no dead terms. No range check: u is clamped to u_max (at most the last
+// node) so a stray x never reads outside the table, and callers cut at x <= 3.
+// read(i, T_i, E_i) loads a node.
 template <int Order, typename R, typename Reader>
-ORBIS_HD R truncation_taylor_u(R u, const Reader& read, R spacing, int last) {
+ORBIS_HD R truncation_taylor_u(R u, const Reader& read, R spacing, R u_max) {
   static_assert(Order >= 0 && Order <= 4, "Taylor order 0..4");
   R fi;
-  const int i = nearest_node(u, last, fi);
+  const int i = nearest_node(u, u_max, fi);
   R ti, ei;
   read(i, ti, ei);
   if constexpr (Order == 0) {
@@ -143,14 +169,15 @@ ORBIS_HD R truncation_taylor_u(R u, const Reader& read, R spacing, int last) {
 //   c_3 = (2/3 x_i^4 - 5/3 x_i^2 + 1/3) E_i h^3, c_4 = -x_i (1/3 x_i^4 - 3/2 x_i^2 + 1) E_i h^4,
 //   T = c_0 + e (c_1 + e (c_2 + e (c_3 + e c_4))),  e = u - i = (x - x_i) / h, |e| <= 1/2.
 // Same values as eq. 2 up to rounding, about 10 fewer operations per pair than deriving
-// the factors from x_i: the CUDA kernel's form. read(i, c) fills c[0..Order].
+// the factors from x_i: the CUDA kernel's form. read.load<Order>(bits, c) fills c[0..Order]
+// for the node whose rounded_bits() are bits.
 template <int Order, typename R, typename Reader>
-ORBIS_HD R truncation_taylor_coef(R u, const Reader& read, int last) {
+ORBIS_HD R truncation_taylor_coef(R u, const Reader& read, R u_max) {
   static_assert(Order >= 0 && Order <= 4, "Taylor order 0..4");
   R fi;
-  const int i = nearest_node(u, last, fi);
+  const auto bits = rounded_bits(clamp_top(u, u_max), fi);
   R c[Order + 1];
-  read.template load<Order>(i, c);
+  read.template load<Order>(bits, c);
   if constexpr (Order == 0) {
     return c[0];
   } else {
@@ -166,8 +193,9 @@ template <typename R>
 struct CoefTableReader {
   static constexpr bool kCoefficients = true;
   const R* c[5];
-  template <int Order>
-  ORBIS_HD void load(int i, R* out) const {
+  template <int Order, typename Bits>
+  ORBIS_HD void load(Bits bits, R* out) const {
+    const int i = node_from_bits(bits);
     for (int m = 0; m <= Order; ++m) out[m] = c[m][i];
   }
 };
@@ -175,7 +203,7 @@ struct CoefTableReader {
 template <int Order, typename R>
 ORBIS_HD R truncation_taylor(R x, const TruncationTableView<R>& tab) {
   return truncation_taylor_u<Order>(x * tab.inv_spacing, SplitTableReader<R>{tab.t, tab.e},
-                                    tab.spacing, tab.last);
+                                    tab.spacing, static_cast<R>(tab.last));
 }
 
 // Run-time order (tests, host callers); 0 beyond the table range x > 3, T(0) at x < 0.

@@ -129,7 +129,7 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   // Shared memory for the table; beyond the default 48 KB it must be opted into.
   const bool coef = coef_form && s.taylor_order >= 0;
   const std::size_t table_bytes =
-      s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef) : 0;
+      s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, s.taylor_order) : 0;
   const void* kernel = kernel_for<R>(s.taylor_order, coef);
   cudaFuncAttributes attr{};
   ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));

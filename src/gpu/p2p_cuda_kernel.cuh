@@ -34,6 +34,9 @@
 namespace orbis::gpu {
 
 constexpr int kBlock = 128;      // threads per block (4 warps per target group)
+#ifndef ORBIS_P2P_MIN_BLOCKS
+#define ORBIS_P2P_MIN_BLOCKS 8    // resident blocks per SM the register budget must allow
+#endif
 constexpr int kTileTasks = 8;    // source leaves per tile, at most (<= 32: one warp builds it)
 constexpr int kTileCap = 256;    // source particles per tile, at most; also the largest leaf
 constexpr int kSlots = kTileCap / kBlock;
@@ -66,14 +69,16 @@ struct InterleavedTableReader {
 };
 
 // The coefficient form (truncation_taylor_coef): {c0, c1, c2, c3} in one 16-byte load
-// (8 bytes for orders 0-1), c4 from a second array for order 4.
+// (8 bytes for orders 0-1), c4 from a second array for order 4. Double: plain indexing.
 template <typename R>
 struct SharedCoefReader {
   static constexpr bool kCoefficients = true;
   const typename Vec4Of<R>::type* c0123;
   const R* c4;
+  __device__ SharedCoefReader(const typename Vec4Of<R>::type* c, const R* c_4) : c0123(c), c4(c_4) {}
   template <int Order>
-  __device__ __forceinline__ void load(int i, R* out) const {
+  __device__ __forceinline__ void load(std::int64_t bits, R* out) const {
+    const int i = node_from_bits(bits);
     if constexpr (Order <= 1) {
       const auto v = reinterpret_cast<const typename Vec2Of<R>::type*>(c0123)[2 * i];
       out[0] = v.x;
@@ -89,10 +94,47 @@ struct SharedCoefReader {
   }
 };
 
-// Dynamic shared memory for the table: coefficient form, R4 + R per node; eq. 2 form, R2.
+// Float: the rounded bits become a shared-memory address in one multiply-add (the bias of
+// the rounding constant is folded into the base once), and the load is ld.shared directly.
+template <>
+struct SharedCoefReader<float> {
+  static constexpr bool kCoefficients = true;
+  unsigned base16;   // shared address of {c0..c3}[0] - kRoundedBitsZeroF * 16 (mod 2^32)
+  unsigned base4;    // shared address of c4[0] - kRoundedBitsZeroF * 4
+  __device__ SharedCoefReader(const float4* c0123, const float* c4)
+      : base16(static_cast<unsigned>(__cvta_generic_to_shared(c0123)) -
+               static_cast<unsigned>(kRoundedBitsZeroF) * 16u),
+        base4(static_cast<unsigned>(__cvta_generic_to_shared(c4)) -
+              static_cast<unsigned>(kRoundedBitsZeroF) * 4u) {}
+  template <int Order>
+  __device__ __forceinline__ void load(std::int32_t bits, float* out) const {
+    const unsigned addr = static_cast<unsigned>(bits) * 16u + base16;
+    if constexpr (Order <= 1) {
+      float a, b;
+      asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr));
+      out[0] = a;
+      if constexpr (Order == 1) out[1] = b;
+    } else {
+      float a, b, c, d;
+      asm("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(addr));
+      out[0] = a;
+      out[1] = b;
+      out[2] = c;
+      if constexpr (Order >= 3) out[3] = d;
+      if constexpr (Order == 4) {
+        float e;
+        asm("ld.shared.f32 %0, [%1];" : "=f"(e) : "r"(static_cast<unsigned>(bits) * 4u + base4));
+        out[4] = e;
+      }
+    }
+  }
+};
+
+// Dynamic shared memory for the table: coefficient form, R4 per node (+ R for c4 at order
+// 4); eq. 2 form, R2 per node.
 template <typename R>
-constexpr std::size_t table_smem_bytes(int size, bool coef) {
-  return coef ? size * (sizeof(typename Vec4Of<R>::type) + sizeof(R))
+constexpr std::size_t table_smem_bytes(int size, bool coef, int order) {
+  return coef ? size * (sizeof(typename Vec4Of<R>::type) + (order == 4 ? sizeof(R) : 0))
               : size * sizeof(typename Vec2Of<R>::type);
 }
 
@@ -190,6 +232,7 @@ __device__ __forceinline__ void load_slots(const P2PKernelArgs<R>& a, const Tile
 template <typename R, bool Coef> struct KernelTable;
 template <typename R> struct KernelTable<R, false> {
   using Reader = InterleavedTableReader<R>;
+  template <int Order>
   static __device__ Reader stage(const P2PKernelArgs<R>& a, unsigned char* smem) {
     auto* te = reinterpret_cast<typename Vec2Of<R>::type*>(smem);
     for (int i = threadIdx.x; i < a.table_size; i += kBlock) te[i] = a.table[i];
@@ -198,27 +241,32 @@ template <typename R> struct KernelTable<R, false> {
 };
 template <typename R> struct KernelTable<R, true> {
   using Reader = SharedCoefReader<R>;
+  template <int Order>
   static __device__ Reader stage(const P2PKernelArgs<R>& a, unsigned char* smem) {
     auto* c = reinterpret_cast<typename Vec4Of<R>::type*>(smem);
     R* c4 = reinterpret_cast<R*>(c + a.table_size);
     for (int i = threadIdx.x; i < a.table_size; i += kBlock) {
       c[i] = a.coef[i];
-      c4[i] = a.coef4[i];
+      if constexpr (Order == 4) c4[i] = a.coef4[i];
     }
-    return Reader{c, c4};
+    return Reader(c, c4);
   }
 };
 
 template <int Order, typename R, bool Coef>
-__global__ void __launch_bounds__(kBlock) p2p_groups_kernel(const P2PKernelArgs<R> a) {
+__global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
+    p2p_groups_kernel(const P2PKernelArgs<R> a) {
   using R4 = typename Vec4Of<R>::type;
   extern __shared__ __align__(32) unsigned char dynamic_smem[];   // the table
   __shared__ R4 buf[2][kTileCap];
   __shared__ TileMeta<R> meta[2];
-  __shared__ double red[3][kBlock];
   __shared__ std::uint32_t group_slot;
+  // The phase sums are reduced through buf once the tiles are done (saves 3 KB per block:
+  // shared memory, not registers, caps the resident blocks here).
+  static_assert(sizeof(buf) >= 3 * kBlock * sizeof(double), "reduction fits in buf");
+  double* red = reinterpret_cast<double*>(&buf[0][0]);
 
-  const auto reader = KernelTable<R, Coef>::stage(a, dynamic_smem);
+  const auto reader = KernelTable<R, Coef>::template stage<Order>(a, dynamic_smem);
   const int t = threadIdx.x;
   const bool warp0 = t < 32;
   const std::uint32_t n_groups = *a.n_groups;
@@ -287,18 +335,19 @@ __global__ void __launch_bounds__(kBlock) p2p_groups_kernel(const P2PKernelArgs<
         cur ^= 1;
       }
       // Deterministic second stage: the P phase sums of each particle, in phase order.
+      __syncthreads();   // every thread is done reading buf
       if (active) {
-        red[0][t] = sx;
-        red[1][t] = sy;
-        red[2][t] = sz;
+        red[t] = sx;
+        red[kBlock + t] = sy;
+        red[2 * kBlock + t] = sz;
       }
       __syncthreads();
       if (t < n) {
         double x = 0, y = 0, z = 0;
         for (int p = 0; p < P; ++p) {
-          x += red[0][p * n + t];
-          y += red[1][p * n + t];
-          z += red[2][p * n + t];
+          x += red[p * n + t];
+          y += red[kBlock + p * n + t];
+          z += red[2 * kBlock + p * n + t];
         }
         const std::size_t idx = li.first + i0 + t;
         a.acc[3 * idx + 0] = a.g_mass * x;

@@ -134,11 +134,11 @@ TEST_CASE("coefficient form equals eq. 2's form (the CUDA kernel's table)") {
         const double u = x * view.inv_spacing;   // as truncation_table_eval does (same node at ties)
         double c = 0;
         switch (order) {
-          case 0: c = truncation_taylor_coef<0>(u, coef, size - 1); break;
-          case 1: c = truncation_taylor_coef<1>(u, coef, size - 1); break;
-          case 2: c = truncation_taylor_coef<2>(u, coef, size - 1); break;
-          case 3: c = truncation_taylor_coef<3>(u, coef, size - 1); break;
-          default: c = truncation_taylor_coef<4>(u, coef, size - 1); break;
+          case 0: c = truncation_taylor_coef<0>(u, coef, size - 1.0); break;
+          case 1: c = truncation_taylor_coef<1>(u, coef, size - 1.0); break;
+          case 2: c = truncation_taylor_coef<2>(u, coef, size - 1.0); break;
+          case 3: c = truncation_taylor_coef<3>(u, coef, size - 1.0); break;
+          default: c = truncation_taylor_coef<4>(u, coef, size - 1.0); break;
         }
         worst = std::max(worst, std::fabs(c - truncation_table_eval(x, order, view)));
       }
