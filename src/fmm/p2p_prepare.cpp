@@ -36,7 +36,7 @@ void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_
 
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& pos, const std::vector<Leaf>& leaves,
-                             R* x, R* y, R* z) {
+                             double scale, R* x, R* y, R* z) {
   const std::int64_t n = static_cast<std::int64_t>(pos.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t p = 0; p < n; ++p) x[p] = y[p] = z[p] = R(0);
@@ -45,30 +45,30 @@ void leaf_relative_positions(const std::vector<Vec3d>& pos, const std::vector<Le
   for (std::int64_t l = 0; l < nl; ++l) {
     const Leaf& leaf = leaves[l];
     for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p) {
-      x[p] = static_cast<R>(pos[p].x - leaf.centre.x);
-      y[p] = static_cast<R>(pos[p].y - leaf.centre.y);
-      z[p] = static_cast<R>(pos[p].z - leaf.centre.z);
+      x[p] = static_cast<R>((pos[p].x - leaf.centre.x) * scale);
+      y[p] = static_cast<R>((pos[p].y - leaf.centre.y) * scale);
+      z[p] = static_cast<R>((pos[p].z - leaf.centre.z) * scale);
     }
   }
 }
 
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& pos, const std::vector<Leaf>& leaves,
-                             LeafRelativePositions<R>& out) {
+                             double scale, LeafRelativePositions<R>& out) {
   out.x.resize(pos.size());
   out.y.resize(pos.size());
   out.z.resize(pos.size());
-  leaf_relative_positions(pos, leaves, out.x.data(), out.y.data(), out.z.data());
+  leaf_relative_positions(pos, leaves, scale, out.x.data(), out.y.data(), out.z.data());
 }
 
 template void leaf_relative_positions<float>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                             LeafRelativePositions<float>&);
+                                             double, LeafRelativePositions<float>&);
 template void leaf_relative_positions<double>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                              LeafRelativePositions<double>&);
+                                              double, LeafRelativePositions<double>&);
 template void leaf_relative_positions<float>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                             float*, float*, float*);
+                                             double, float*, float*, float*);
 template void leaf_relative_positions<double>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                              double*, double*, double*);
+                                              double, double*, double*, double*);
 
 void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& acc) {
   static_assert(sizeof(Vec3d) == 3 * sizeof(double), "Vec3d is three doubles");

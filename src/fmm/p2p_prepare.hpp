@@ -28,14 +28,15 @@ struct LeafRelativePositions {
 };
 
 // Fills out (resized to positions.size()) with float/double positions relative to the
-// centre of the leaf that holds each particle. OpenMP over leaves.
+// centre of the leaf that holds each particle, times scale (P2PPairConstants::length_scale;
+// applied in double before the one rounding). OpenMP over leaves.
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& positions, const std::vector<Leaf>& leaves,
-                             LeafRelativePositions<R>& out);
+                             double scale, LeafRelativePositions<R>& out);
 // The same into caller-owned arrays of positions.size() (e.g. pinned upload buffers).
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& positions, const std::vector<Leaf>& leaves,
-                             R* x, R* y, R* z);
+                             double scale, R* x, R* y, R* z);
 
 // The source leaf's frame shift into the target leaf's frame, Mpc/h (double).
 inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& t, double box) {

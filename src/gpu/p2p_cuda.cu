@@ -164,10 +164,12 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   ensure_table<R>(s.table_size);
 
   // Leaf-relative positions straight into pinned memory (so the upload is asynchronous).
+  const P2PPairConstants<R> k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass,
+                                                       s.table_size, s.taylor_order >= 0);
   Stopwatch prep;
   host_pos.ensure(std::max<std::size_t>(3 * n * sizeof(R), 1));
   R* hx = reinterpret_cast<R*>(host_pos.data());
-  leaf_relative_positions(pos, host_leaves, hx, hx + n, hx + 2 * n);
+  leaf_relative_positions(pos, host_leaves, k.length_scale, hx, hx + n, hx + 2 * n);
   host_acc.ensure(std::max<std::size_t>(3 * n, 1));
   timings.host_prepare = prep.seconds();
 
@@ -202,9 +204,8 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
       a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
     }
     a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
-    a.k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.table_size, s.taylor_order >= 0);
+    a.k = k;
     a.box = s.box_mpc_h;
-    a.g_mass = s.g_mass;
     a.acc = acc.data();
     a.next_group = next_group.data();
     a.counters = count ? counters.data() : nullptr;

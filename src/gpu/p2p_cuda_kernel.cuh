@@ -102,18 +102,10 @@ struct SharedCoefReader<float> {
   static constexpr bool kCoefficients = true;
   unsigned base16;   // shared address of {c0..c3}[0] - kRoundedBitsZeroF * 16 (mod 2^32)
   unsigned base4;    // shared address of c4[0] - kRoundedBitsZeroF * 4
-  __device__ SharedCoefReader(const float4* c0123, const float* c4)
-      : base16(opaque(static_cast<unsigned>(__cvta_generic_to_shared(c0123)) -
-                      static_cast<unsigned>(kRoundedBitsZeroF) * 16u)),
-        base4(opaque(static_cast<unsigned>(__cvta_generic_to_shared(c4)) -
-                     static_cast<unsigned>(kRoundedBitsZeroF) * 4u)) {}
-  // Hides the bias from the compiler, which would otherwise split it off again and add it
-  // per pair (an extra VIADD in the inner loop).
-  static __device__ unsigned opaque(unsigned v) {
-    unsigned r;
-    asm("mov.u32 %0, %1;" : "=r"(r) : "r"(v));
-    return r;
-  }
+  // The biased bases come from shared memory (see stage()): a value ptxas cannot see
+  // through, so it cannot split the bias off again and add it per pair (it does so for a
+  // value it computed itself, even behind an asm mov).
+  __device__ SharedCoefReader(unsigned biased16, unsigned biased4) : base16(biased16), base4(biased4) {}
   template <int Order>
   __device__ __forceinline__ void load(std::int32_t bits, float* out) const {
     const unsigned addr = static_cast<unsigned>(bits) * 16u + base16;
@@ -161,7 +153,6 @@ struct P2PKernelArgs {
   int table_size;
   P2PPairConstants<R> k;
   double box;
-  double g_mass;
   double* acc;                           // 3 doubles per particle (Vec3d layout), pre-zeroed
   std::uint32_t* next_group;             // work counter, zeroed before the launch
   unsigned long long* counters;          // nullptr, or {lane slots issued, pairs evaluated}
@@ -189,9 +180,10 @@ __device__ __forceinline__ void build_tile(const P2PKernelArgs<R>& a, const Devi
     const DeviceLeaf lj = a.leaves[t.source];
     cnt = lj.count;
     first = lj.first;
-    sh0 = static_cast<R>(lj.cx + t.image[0] * a.box - li.cx);
-    sh1 = static_cast<R>(lj.cy + t.image[1] * a.box - li.cy);
-    sh2 = static_cast<R>(lj.cz + t.image[2] * a.box - li.cz);
+    const double scale = a.k.length_scale;   // into table units, like the positions
+    sh0 = static_cast<R>((lj.cx + t.image[0] * a.box - li.cx) * scale);
+    sh1 = static_cast<R>((lj.cy + t.image[1] * a.box - li.cy) * scale);
+    sh2 = static_cast<R>((lj.cz + t.image[2] * a.box - li.cz) * scale);
   }
   std::uint32_t inc = cnt;   // inclusive prefix over lanes 0..kTileTasks-1
 #pragma unroll
@@ -257,7 +249,19 @@ template <typename R> struct KernelTable<R, true> {
       c[i] = a.coef[i];
       if constexpr (Order == 4) c4[i] = a.coef4[i];
     }
-    return Reader(c, c4);
+    if constexpr (std::is_same_v<R, float>) {
+      __shared__ unsigned bases[2];
+      if (threadIdx.x == 0) {
+        bases[0] = static_cast<unsigned>(__cvta_generic_to_shared(c)) -
+                   static_cast<unsigned>(kRoundedBitsZeroF) * 16u;
+        bases[1] = static_cast<unsigned>(__cvta_generic_to_shared(c4)) -
+                   static_cast<unsigned>(kRoundedBitsZeroF) * 4u;
+      }
+      __syncthreads();
+      return Reader(*static_cast<volatile unsigned*>(&bases[0]), *static_cast<volatile unsigned*>(&bases[1]));
+    } else {
+      return Reader(c, c4);
+    }
   }
 };
 
@@ -362,9 +366,9 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
           z += red[2 * kBlock + p * n + t];
         }
         const std::size_t idx = li.first + i0 + t;
-        a.acc[3 * idx + 0] = a.g_mass * x;
-        a.acc[3 * idx + 1] = a.g_mass * y;
-        a.acc[3 * idx + 2] = a.g_mass * z;
+        a.acc[3 * idx + 0] = a.k.acc_scale * x;
+        a.acc[3 * idx + 1] = a.k.acc_scale * y;
+        a.acc[3 * idx + 2] = a.k.acc_scale * z;
       }
       __syncthreads();   // red, buf and meta are reused by the next chunk or group
     }
