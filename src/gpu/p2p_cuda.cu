@@ -21,6 +21,8 @@ namespace orbis {
 
 using gpu::DeviceArray;
 using gpu::PinnedArray;
+static_assert(CudaP2PEvaluator::kMaxLeafCount <= static_cast<unsigned>(gpu::kTileCap),
+              "a source leaf must fit in one tile");
 
 namespace {
 

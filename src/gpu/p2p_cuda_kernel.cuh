@@ -38,10 +38,13 @@ constexpr int kBlock = 128;      // threads per block (4 warps per target group)
 #define ORBIS_P2P_MIN_BLOCKS 10   // resident blocks per SM the register budget must allow
                                   // (48 registers; 8: 7.07e11, 10: 7.23e11, 12: 7.19e11 on H100)
 #endif
-constexpr int kTileTasks = 8;    // source leaves per tile, at most (<= 32: one warp builds it)
-constexpr int kTileCap = 256;    // source particles per tile, at most; also the largest leaf
+#ifndef ORBIS_P2P_TILE_CAP
+#define ORBIS_P2P_TILE_CAP 256
+#endif
+constexpr int kTileCap = ORBIS_P2P_TILE_CAP;   // source particles per tile, at most (<= 512)
+constexpr int kTileTasks = kTileCap / 32;      // source leaves per tile, at most (<= 32)
 constexpr int kSlots = kTileCap / kBlock;
-static_assert(kTileCap % kBlock == 0 && kTileTasks <= 32, "tile geometry");
+static_assert(kTileCap % kBlock == 0 && kTileCap <= 512 && kTileTasks <= 32, "tile geometry");
 
 // Leaf as the host stores it (tasks.hpp), read field by field on the device.
 struct DeviceLeaf {
@@ -295,6 +298,7 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
     for (std::uint32_t i0 = 0; i0 < li.count; i0 += kBlock) {
       const int n = min(kBlock, static_cast<int>(li.count - i0));
       const int P = kBlock / n;
+      const float inv_p = 1.0f / static_cast<float>(P);
       const int my_i = t % n, phase = t / n;
       const bool active = phase < P;
       R xi = 0, yi = 0, zi = 0;
@@ -327,7 +331,9 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
         total = meta[cur ^ 1].off[n_tasks];
         if (n_tasks > 0) load_slots(a, meta[cur ^ 1], total, n_tasks, reg);   // next tile
         // Phase p takes a contiguous run of the tile (unit stride, so the loop unrolls).
-        const int chunk = (cur_total + P - 1) / P;
+        // ceil(cur_total / P) by a float reciprocal: exact for cur_total <= 512, P <= 128
+        // (checked exhaustively), and ~16 instructions cheaper than an integer division.
+        const int chunk = static_cast<int>(static_cast<float>(cur_total + P - 1) * inv_p + 1e-4f);
         const int j0 = min(phase * chunk, cur_total);
         const int j1 = min(j0 + chunk, cur_total);
         if (active) {
