@@ -7,10 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_command.hpp"
+#include "analysis/power_spectrum_io.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
+#include "ic/ic_command.hpp"
+#include "integrate/simulation.hpp"
 #include "io/provenance.hpp"
 
 int main(int argc, char** argv) {
@@ -23,11 +27,62 @@ int main(int argc, char** argv) {
 
   auto* params_cmd = app.add_subcommand("params", "print the reference table of every parameter (Markdown)");
 
+  // orbis fof SNAPSHOT: friends-of-friends haloes (analysis/fof_command.hpp).
+  orbis::FofCommandOptions fof_options;
+  auto* fof_cmd = app.add_subcommand(
+      "fof", "find friends-of-friends haloes in a GADGET-layout snapshot; write a GADGET-4 fof_tab "
+             "catalogue and its mass function");
+  fof_cmd->add_option("snapshot", fof_options.snapshot, "snapshot file (PATH, PATH.hdf5 or PATH.0.hdf5)")
+      ->required();
+  fof_cmd->add_option("--linking-length,-b", fof_options.linking_length,
+                      "linking length in mean inter-particle spacings (default 0.2)");
+  fof_cmd->add_option("--min-members", fof_options.min_members, "smallest group kept (default 32)");
+  fof_cmd->add_option("--out,-o", fof_options.out, "catalogue path (default: fof_tab_NNN.hdf5 next to the snapshot)");
+  fof_cmd->add_option("--set", fof_options.overrides,
+                      "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
+                      "has no cosmology)");
+
+  std::string run_file;
+  std::vector<std::string> run_overrides;
+  auto* run_cmd = app.add_subcommand("run", "run a simulation from built-in ICs to time.z_final, with "
+                                            "snapshots, power spectra and halo catalogues at the outputs");
+  run_cmd->add_option("FILE", run_file, "parameter file (TOML)")->required();
+  run_cmd->add_option("--set", run_overrides, "override a parameter: section.key=value (repeatable)");
+
+  std::string ic_file;
+  std::vector<std::string> ic_overrides;
+  auto* ic_cmd = app.add_subcommand("ic", "generate Zel'dovich/2LPT initial conditions: <output.directory>/ics.hdf5");
+  ic_cmd->add_option("FILE", ic_file, "parameter file (TOML)")->required();
+  ic_cmd->add_option("--set", ic_overrides, "override a parameter: section.key=value (repeatable)");
+
+  // orbis pk SNAPSHOT: P(k) of any GADGET-layout snapshot (analysis/power_spectrum_io.hpp).
+  orbis::PkCommandOptions pk;
+  bool pk_no_interlacing = false;
+  auto* pk_cmd = app.add_subcommand("pk", "measure the power spectrum of a snapshot (text + HDF5)");
+  pk_cmd->add_option("snapshot", pk.snapshot, "GADGET-layout HDF5 snapshot or IC file")->required();
+  pk_cmd->add_option("--grid", pk.grid, "mesh cells per side (0: 2 x particles per side, at most 512)");
+  pk_cmd->add_option("--window", pk.window, "mass assignment: cic or tsc")->capture_default_str();
+  pk_cmd->add_flag("--no-interlacing", pk_no_interlacing, "measure without the interlaced mesh");
+  pk_cmd->add_option("--fold", pk.fold, "fold factor F: also reach F x the Nyquist frequency")->capture_default_str();
+  pk_cmd->add_option("--binning", pk.binning, "linear (in k_F) or log")->capture_default_str();
+  pk_cmd->add_option("--bins", pk.num_bins, "number of bins (0: one per k_F, or 10 per decade)");
+  pk_cmd->add_flag("--subtract-shot-noise", pk.subtract_shot_noise, "subtract the shot noise from P(k)");
+  pk_cmd->add_option("--out", pk.out, "output base path: writes OUT.txt and OUT.hdf5 (default SNAPSHOT_pk)");
+
   int status = 0;
   try {
     app.parse(argc, argv);
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
+    } else if (run_cmd->parsed()) {
+      status = orbis::run_simulation_command(run_file, run_overrides);
+    } else if (ic_cmd->parsed()) {
+      status = orbis::run_ic_command(ic_file, ic_overrides);
+    } else if (fof_cmd->parsed()) {
+      status = orbis::run_fof_command(fof_options);
+    } else if (pk_cmd->parsed()) {
+      pk.interlacing = !pk_no_interlacing;
+      orbis::run_pk_command(pk);
     }
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);

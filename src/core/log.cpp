@@ -26,6 +26,7 @@ void write(Level level, const std::string& message) {
   static const char* tags[] = {"debug", "", "warning", "error"};
   const char* tag = tags[static_cast<int>(level)];
   std::FILE* stream = level >= Level::warning ? stderr : stdout;
+  if (stream == stdout && stdout_is_terminal()) fmt::print(stream, "\r\033[K");   // over a progress bar
   if (*tag)
     fmt::print(stream, "[{:9.2f}s] {}: {}\n", elapsed_seconds(), tag, message);
   else

@@ -59,8 +59,9 @@ std::string where_in(const std::string& source, const toml::source_region& regio
 // Converts a TOML node to the spec's type or explains what was expected.
 ParamValue convert(const ParamSpec& spec, const toml::node& node, const std::string& where) {
   auto wrong = [&](const char* found) -> ParamValue {
-    fail("{}: [{}] {} must be a {} ({}), found {}", where, spec.section, spec.key,
-         type_name(spec.type), accepted_range(spec), found);
+    const std::string type = type_name(spec.type);
+    fail("{}: [{}] {} must be {} {} ({}), found {}", where, spec.section, spec.key,
+         type[0] == 'i' ? "an" : "a", type, accepted_range(spec), found);
   };
   auto found_type = [&]() -> const char* {
     switch (node.type()) {
@@ -226,7 +227,7 @@ Params Params::parse(const std::string& toml_text, const std::string& source,
       parsed = toml::parse("v = " + text);
     } catch (const toml::parse_error&) {
       if (spec->type != ParamType::string)
-        fail("--set '{}': '{}' is not a {} ({})", assignment, text, type_name(spec->type), accepted_range(*spec));
+        fail("--set '{}': '{}' is not a valid {} ({})", assignment, text, type_name(spec->type), accepted_range(*spec));
       parsed = toml::table{{"v", text}};   // a bare word for a string key
     }
     std::string where = "--set " + assignment;

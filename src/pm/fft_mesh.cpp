@@ -53,14 +53,14 @@ struct FftMesh<Real>::Plans {
 };
 
 template <typename Real>
-FftMesh<Real>::FftMesh(int n) : n_(n), local_nx_(n), plans_(std::make_unique<Plans>()) {
+FftMesh<Real>::FftMesh(int n, int plan_threads) : n_(n), local_nx_(n), plans_(std::make_unique<Plans>()) {
   if (n < 2 || n % 2 != 0) fail("FFT mesh size {} must be even and at least 2", n);
   const std::size_t count = static_cast<std::size_t>(n) * n * nz_padded();
   data_ = Fftw<Real>::malloc(count);
   if (!data_) fail("cannot allocate an FFT mesh of {}^3 ({:.1f} MiB)", n, count * sizeof(Real) / 1048576.0);
   std::lock_guard<std::mutex> lock(g_planner_mutex);
   Fftw<Real>::init_threads();
-  Fftw<Real>::plan_with_nthreads(omp_get_max_threads());
+  Fftw<Real>::plan_with_nthreads(plan_threads > 0 ? plan_threads : omp_get_max_threads());
   plans_->forward = Fftw<Real>::r2c(n, data_);
   plans_->backward = Fftw<Real>::c2r(n, data_);
   if (!plans_->forward || !plans_->backward) fail("FFTW could not plan a {}^3 transform", n);

@@ -1,0 +1,143 @@
+#include "analysis/halo_catalogue.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/timer.hpp"
+#include "cosmology/cosmology.hpp"
+#include "io/atomic_file.hpp"
+
+namespace orbis::halo {
+namespace {
+
+constexpr double kBinWidthDex = 0.2;
+constexpr double kMassUnitMsunH = 1e10;   // catalogue masses are in 1e10 Msun/h
+
+}  // namespace
+
+GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& groups,
+                              const std::vector<HaloProperties>& haloes, double box_mpc_h, double a,
+                              const fof::FofConfig& config, const Params& params) {
+  if (haloes.size() != groups.size())
+    fail("halo_catalogue.cpp: {} property records for {} groups", haloes.size(), groups.size());
+  GroupCatalogue c;
+  c.box_mpc_h = box_mpc_h;
+  c.a = a;
+  c.omega_m = params.get_real("cosmology.omega_m");
+  c.omega_lambda = params.has("cosmology.omega_lambda") ? params.get_real("cosmology.omega_lambda")
+                                                        : 1.0 - c.omega_m;
+  c.h = params.get_real("cosmology.h");
+  c.particle_mass = particles.mass;
+  c.num_particles = particles.size();
+  c.linking_length_mpc_h = groups.link_mpc_h;
+  c.linking_length_over_spacing = config.linking_length_over_spacing;
+  c.min_members = config.min_members;
+  const std::size_t n = groups.size();
+  c.len = groups.length;
+  c.offset = groups.offset;
+  c.mass.resize(n);
+  c.pos.resize(n);
+  c.vel_pec.resize(n);
+  c.vel_disp.resize(n);
+  c.densest_pos.resize(n);
+  c.densest_id.resize(n);
+  c.m_crit200.resize(n);
+  c.r_crit200.resize(n);
+  c.m_mean200.resize(n);
+  c.r_mean200.resize(n);
+  for (std::size_t g = 0; g < n; ++g) {
+    const HaloProperties& h = haloes[g];
+    c.mass[g] = h.mass;
+    c.pos[g] = h.pos;
+    c.vel_pec[g] = h.vel_pec;
+    c.vel_disp[g] = h.vel_disp;
+    c.densest_pos[g] = h.densest_pos;
+    c.densest_id[g] = h.densest_id;
+    c.m_crit200[g] = h.m_crit200;
+    c.r_crit200[g] = h.r_crit200;
+    c.m_mean200[g] = h.m_mean200;
+    c.r_mean200[g] = h.r_mean200;
+  }
+  c.ids.resize(groups.members.size());
+  for (std::size_t k = 0; k < c.ids.size(); ++k) c.ids[k] = particles.id[groups.members[k]];
+  return c;
+}
+
+GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params) {
+  Stopwatch watch;
+  const fof::FofConfig config = fof::config_from_params(params);
+  const double link = fof::linking_length(particles.size(), box_mpc_h, config.linking_length_over_spacing);
+  const fof::CellGrid grid(particles.pos, box_mpc_h, link);
+  const fof::FofGroups groups = fof::find_groups(grid, particles, config.min_members);
+  const double t_fof = watch.seconds();
+  const Cosmology cosmo = Cosmology::from_params(params);
+  const auto haloes = compute_properties(grid, particles, groups, cosmo, a);
+  log::info("haloes: FoF {:.2f} s, properties {:.2f} s", t_fof, watch.seconds() - t_fof);
+  return make_catalogue(particles, groups, haloes, box_mpc_h, a, config, params);
+}
+
+std::string catalogue_file_name(int output_number) { return fmt::format("fof_tab_{:03d}.hdf5", output_number); }
+
+std::string mass_function_path(const std::string& catalogue_path) {
+  const std::string ext = ".hdf5";
+  std::string stem = catalogue_path;
+  if (stem.size() > ext.size() && stem.compare(stem.size() - ext.size(), ext.size(), ext) == 0)
+    stem.resize(stem.size() - ext.size());
+  return stem + "_massfn.txt";
+}
+
+std::string mass_function_text(const GroupCatalogue& c) {
+  const double volume = c.box_mpc_h * c.box_mpc_h * c.box_mpc_h;   // (Mpc/h)^3
+  const double m_min = static_cast<double>(std::max<std::uint64_t>(c.min_members, 1)) * c.particle_mass * kMassUnitMsunH;
+  const double lo = std::log10(m_min);
+  auto bin_of = [&](double mass) {
+    return static_cast<long>(std::floor((std::log10(mass * kMassUnitMsunH) - lo) / kBinWidthDex));
+  };
+  long bins = 0;
+  for (std::size_t g = 0; g < c.size(); ++g) {
+    bins = std::max(bins, bin_of(c.mass[g]) + 1);
+    if (c.m_mean200[g] > 0) bins = std::max(bins, bin_of(c.m_mean200[g]) + 1);
+  }
+  std::vector<long> n_fof(bins, 0), n_200m(bins, 0);
+  for (std::size_t g = 0; g < c.size(); ++g) {
+    const long b = bin_of(c.mass[g]);
+    if (b >= 0) ++n_fof[b];
+    if (c.m_mean200[g] > 0) {
+      const long b2 = bin_of(c.m_mean200[g]);
+      if (b2 >= 0) ++n_200m[b2];
+    }
+  }
+  std::string out = fmt::format(
+      "# orbis halo mass function: a = {:.6g}, z = {:.6g}, box = {:.6g} Mpc/h, {} groups of >= {} "
+      "particles (m_p = {:.6e} Msun/h), b = {:.4g}\n"
+      "# omega_m = {:.6g}, omega_lambda = {:.6g}, h = {:.6g}\n"
+      "# FoF: GroupMass; 200m: Group_M_Mean200 (incomplete in the lowest bins, where haloes near the "
+      "FoF limit have smaller M200m). dn/dlog10M in (h/Mpc)^3, errors Poisson sqrt(N)/(V dlog10M)\n"
+      "# log10M_lo log10M_hi log10M_mid [Msun/h]  N_fof  dndlog10M_fof  err_fof  N_200m  "
+      "dndlog10M_200m  err_200m\n",
+      c.a, c.redshift(), c.box_mpc_h, c.size(), c.min_members, c.particle_mass * kMassUnitMsunH,
+      c.linking_length_over_spacing, c.omega_m, c.omega_lambda, c.h);
+  const double per = 1.0 / (volume * kBinWidthDex);
+  for (long b = 0; b < bins; ++b) {
+    const double l0 = lo + b * kBinWidthDex;
+    out += fmt::format("{:.4f} {:.4f} {:.4f} {} {:.6e} {:.6e} {} {:.6e} {:.6e}\n", l0, l0 + kBinWidthDex,
+                       l0 + 0.5 * kBinWidthDex, n_fof[b], n_fof[b] * per, std::sqrt(n_fof[b]) * per,
+                       n_200m[b], n_200m[b] * per, std::sqrt(n_200m[b]) * per);
+  }
+  return out;
+}
+
+void write_halo_outputs(const std::string& catalogue_path, const GroupCatalogue& catalogue,
+                        const Params& params) {
+  write_catalogue(catalogue_path, catalogue, params);
+  write_text_atomically(mass_function_path(catalogue_path), mass_function_text(catalogue));
+  log::info("haloes: wrote {} groups to '{}' and the mass function to '{}'", catalogue.size(),
+            catalogue_path, mass_function_path(catalogue_path));
+}
+
+}  // namespace orbis::halo

@@ -1,0 +1,41 @@
+// The halo-finding step of an output, as the run loop and `orbis fof` call it: FoF groups,
+// their properties, the GADGET-4-layout catalogue (io/catalogue.hpp) and the mass function.
+//
+// Mass function (text, next to the catalogue: NAME.hdf5 -> NAME_massfn.txt): bins of 0.2 dex
+// in M [Msun/h] starting at log10(min_members x particle mass), for the FoF mass (GroupMass)
+// and for M200m (Group_M_Mean200); dn/dlog10M = N / (V dlog10M) in (h/Mpc)^3 with V = box^3
+// and Poisson errors sqrt(N) / (V dlog10M). analysis/python/plot_mass_function.py plots it
+// against the Reed et al. (2007, FoF) and Tinker et al. (2008, 200m) fits.
+#pragma once
+#include <string>
+
+#include "analysis/halo_properties.hpp"
+#include "io/catalogue.hpp"
+
+namespace orbis {
+class Params;
+}
+
+namespace orbis::halo {
+
+// Catalogue of the given groups; the header's cosmology comes from `params`.
+GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& groups,
+                              const std::vector<HaloProperties>& haloes, double box_mpc_h, double a,
+                              const fof::FofConfig& config, const Params& params);
+
+// Grid, FoF ([analysis] fof_linking_length, fof_min_members), properties and catalogue for
+// particles in a periodic box at scale factor a; cosmology from [cosmology].
+GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params);
+
+// "fof_tab_003.hdf5" for output number 3 (GADGET-4's naming).
+std::string catalogue_file_name(int output_number);
+std::string mass_function_path(const std::string& catalogue_path);
+
+// The mass-function table (see above) as text with '#' header lines.
+std::string mass_function_text(const GroupCatalogue& catalogue);
+
+// Writes the catalogue (HDF5) and its mass function (text), both atomically.
+void write_halo_outputs(const std::string& catalogue_path, const GroupCatalogue& catalogue,
+                        const Params& params);
+
+}  // namespace orbis::halo

@@ -1,0 +1,222 @@
+#include "analysis/halo_properties.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/units.hpp"
+#include "cosmology/cosmology.hpp"
+
+namespace orbis::halo {
+namespace {
+
+constexpr double kFourThirdsPi = 4.0 / 3.0 * units::pi;
+
+Vec3d wrap_delta(const Vec3d& d, double box) {
+  return {periodic_wrap_delta(d.x, box), periodic_wrap_delta(d.y, box), periodic_wrap_delta(d.z, box)};
+}
+Vec3d wrap_position(const Vec3d& x, double box) {
+  return {periodic_wrap_position(x.x, box), periodic_wrap_position(x.y, box), periodic_wrap_position(x.z, box)};
+}
+
+// Per-thread scratch space for one group at a time.
+struct Scratch {
+  struct Cell {
+    std::uint64_t key;
+    std::uint32_t begin, end;   // into `by_cell`
+    fof::CellCoord fine;
+  };
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> by_cell;   // (fine key, particle index)
+  std::vector<Cell> cells;
+  std::vector<double> r2, all_r2;
+};
+
+std::uint64_t fine_key(const fof::CellCoord& f, std::int64_t nf) {
+  return static_cast<std::uint64_t>((f.x * nf + f.y) * nf + f.z);
+}
+
+// The densest member (see the header): block counts over the group's occupied fine cells.
+std::uint32_t densest_member(const fof::CellGrid& grid, const Particles& p, const std::uint32_t* members,
+                             std::uint32_t len, Scratch& s) {
+  const std::int64_t nf = grid.fine_side();
+  s.by_cell.resize(len);
+  for (std::uint32_t k = 0; k < len; ++k)
+    s.by_cell[k] = {fine_key(grid.fine_cell(p.pos[members[k]]), nf), members[k]};
+  std::sort(s.by_cell.begin(), s.by_cell.end());
+  s.cells.clear();
+  for (std::uint32_t k = 0; k < len; ++k) {
+    if (!s.cells.empty() && s.cells.back().key == s.by_cell[k].first) {
+      s.cells.back().end = k + 1;
+    } else {
+      s.cells.push_back({s.by_cell[k].first, k, k + 1, grid.fine_cell(p.pos[s.by_cell[k].second])});
+    }
+  }
+  auto find_cell = [&](const fof::CellCoord& c, int dx, int dy, int dz) -> const Scratch::Cell* {
+    auto wrap = [&](std::int64_t v) { v %= nf; return v < 0 ? v + nf : v; };
+    const std::uint64_t key = fine_key({wrap(c.x + dx), wrap(c.y + dy), wrap(c.z + dz)}, nf);
+    auto it = std::lower_bound(s.cells.begin(), s.cells.end(), key,
+                               [](const Scratch::Cell& cell, std::uint64_t k) { return cell.key < k; });
+    return it != s.cells.end() && it->key == key ? &*it : nullptr;
+  };
+  // With fewer than 3 fine cells per side the 27 offsets alias; count each cell once.
+  const bool alias = nf < 3;
+  std::size_t best = 0;
+  std::uint32_t best_count = 0;
+  for (std::size_t c = 0; c < s.cells.size(); ++c) {
+    std::uint32_t count = 0;
+    for (int dx = -1; dx <= 1; ++dx)
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dz = -1; dz <= 1; ++dz) {
+          if (alias && (dx || dy || dz)) continue;
+          if (const auto* n = find_cell(s.cells[c].fine, dx, dy, dz)) count += n->end - n->begin;
+        }
+    if (count > best_count) best_count = count, best = c;   // ties keep the lowest key
+  }
+  // Centre of mass of the densest block, relative to the first member of its central cell.
+  const Scratch::Cell& centre_cell = s.cells[best];
+  const double box = grid.box();
+  const Vec3d ref = p.pos[s.by_cell[centre_cell.begin].second];
+  Vec3d sum{};
+  std::uint32_t count = 0;
+  for (int dx = -1; dx <= 1; ++dx)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dz = -1; dz <= 1; ++dz) {
+        if (alias && (dx || dy || dz)) continue;
+        if (const auto* n = find_cell(centre_cell.fine, dx, dy, dz))
+          for (std::uint32_t k = n->begin; k < n->end; ++k, ++count)
+            sum += wrap_delta(p.pos[s.by_cell[k].second] - ref, box);
+      }
+  const Vec3d block_centre = sum * (1.0 / count);
+  std::uint32_t chosen = s.by_cell[centre_cell.begin].second;
+  double chosen_d2 = norm2(block_centre);
+  for (std::uint32_t k = centre_cell.begin + 1; k < centre_cell.end; ++k) {
+    const std::uint32_t i = s.by_cell[k].second;
+    const double d2 = norm2(wrap_delta(p.pos[i] - ref, box) - block_centre);
+    if (d2 < chosen_d2 || (d2 == chosen_d2 && p.id[i] < p.id[chosen])) chosen = i, chosen_d2 = d2;
+  }
+  return chosen;
+}
+
+// Squared minimum-image distances from `centre` of every particle within `radius`.
+void gather(const fof::CellGrid& grid, const Particles& p, const Vec3d& centre, double radius,
+            std::vector<double>& r2) {
+  r2.clear();
+  const std::int64_t nc = grid.coarse_side();
+  const double lc = grid.coarse_length(), box = grid.box(), rad2 = radius * radius;
+  std::int64_t lo[3], hi[3];
+  for (int d = 0; d < 3; ++d) {
+    lo[d] = static_cast<std::int64_t>(std::floor((centre[d] - radius) / lc));
+    hi[d] = static_cast<std::int64_t>(std::floor((centre[d] + radius) / lc));
+    if (hi[d] - lo[d] + 1 >= nc) lo[d] = 0, hi[d] = nc - 1;   // the whole axis, each cell once
+  }
+  const auto& order = grid.order();
+  for (std::int64_t x = lo[0]; x <= hi[0]; ++x)
+    for (std::int64_t y = lo[1]; y <= hi[1]; ++y)
+      for (std::int64_t z = lo[2]; z <= hi[2]; ++z) {
+        const std::size_t c = grid.coarse_index(x, y, z);
+        for (std::uint32_t s = grid.cell_begin(c); s < grid.cell_end(c); ++s) {
+          const double d2 = norm2(wrap_delta(p.pos[order[s]] - centre, box));
+          if (d2 <= rad2) r2.push_back(d2);
+        }
+      }
+}
+
+}  // namespace
+
+double rho_crit_comoving(const Cosmology& cosmo, double a) {
+  const double e = cosmo.E(a);
+  return units::rho_crit0 * e * e * a * a * a;
+}
+
+double rho_mean_comoving(const Cosmology& cosmo) { return cosmo.params().omega_m * units::rho_crit0; }
+
+bool spherical_overdensity(std::vector<double>& r2, double search_radius, double particle_mass,
+                           double rho_threshold, double& mass, double& radius) {
+  std::sort(r2.begin(), r2.end());
+  const double per_volume = rho_threshold * kFourThirdsPi;
+  // Outermost k (1-based) whose enclosed density k m / ((4/3) pi r_k^3) reaches the threshold.
+  std::size_t inside = 0;
+  for (std::size_t k = r2.size(); k > 0; --k) {
+    const double r = std::sqrt(r2[k - 1]);
+    if (static_cast<double>(k) * particle_mass >= per_volume * r * r * r) {
+      inside = k;
+      break;
+    }
+  }
+  mass = static_cast<double>(inside) * particle_mass;
+  radius = std::cbrt(mass / per_volume);
+  // All particles inside the search sphere still above the threshold and R beyond it: the
+  // crossing may lie further out.
+  return inside < r2.size() || radius <= search_radius;
+}
+
+std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& p,
+                                               const fof::FofGroups& groups, const Cosmology& cosmo,
+                                               double a) {
+  if (!(a > 0)) fail("halo_properties.cpp: scale factor a = {} must be positive", a);
+  if (grid.size() != p.size())
+    fail("halo_properties.cpp: the grid indexes {} particles, the set has {}", grid.size(), p.size());
+  const double box = grid.box(), m = p.mass;
+  const double thresholds[2] = {kOverdensity * rho_crit_comoving(cosmo, a),
+                                kOverdensity * rho_mean_comoving(cosmo)};
+  std::vector<HaloProperties> out(groups.size());
+  bool capped = false;
+#pragma omp parallel reduction(|| : capped)
+  {
+    Scratch s;
+#pragma omp for schedule(dynamic, 8)
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      HaloProperties& h = out[g];
+      const std::uint32_t* members = groups.members.data() + groups.offset[g];
+      h.len = groups.length[g];
+      h.mass = h.len * m;
+      const Vec3d ref = p.pos[members[0]];
+      Vec3d dx{}, v{};
+      for (std::uint32_t k = 0; k < h.len; ++k) {
+        dx += wrap_delta(p.pos[members[k]] - ref, box);
+        v += p.mom[members[k]];
+      }
+      const double inv_n = 1.0 / h.len;
+      h.pos = wrap_position(ref + dx * inv_n, box);
+      h.vel_pec = v * (inv_n / a);
+      double sum2 = 0;
+      for (std::uint32_t k = 0; k < h.len; ++k) sum2 += norm2(p.mom[members[k]] * (1.0 / a) - h.vel_pec);
+      h.vel_disp = std::sqrt(sum2 * inv_n / 3.0);
+
+      const std::uint32_t densest = densest_member(grid, p, members, h.len, s);
+      h.densest_pos = p.pos[densest];
+      h.densest_id = p.id[densest];
+
+      // Search radius per threshold: 1.25 x the radius that would hold the FoF mass at that
+      // density (FoF masses at b = 0.2 exceed M200m, so this almost always suffices), doubled
+      // while the enclosed density at the search radius is still above the threshold. One
+      // gather at the larger (mean-density) radius serves both thresholds.
+      double search[2];
+      for (int t = 0; t < 2; ++t) search[t] = 1.25 * std::cbrt(h.mass / (thresholds[t] * kFourThirdsPi));
+      double* results[2][2] = {{&h.m_crit200, &h.r_crit200}, {&h.m_mean200, &h.r_mean200}};
+      bool done[2] = {false, false};
+      while (!(done[0] && done[1])) {
+        const bool last = std::max(search[0], search[1]) >= 0.5 * box;
+        for (double& r : search) r = std::min(r, 0.5 * box);
+        gather(grid, p, h.densest_pos, std::max(search[0], search[1]), s.all_r2);
+        for (int t = 0; t < 2; ++t) {
+          if (done[t]) continue;
+          s.r2.clear();
+          const double limit = search[t] * search[t];
+          for (double v : s.all_r2)
+            if (v <= limit) s.r2.push_back(v);
+          const bool found = spherical_overdensity(s.r2, search[t], m, thresholds[t], *results[t][0], *results[t][1]);
+          if (!found && last) capped = true;
+          done[t] = found || last;
+          if (!done[t]) search[t] *= 2.0;
+        }
+      }
+    }
+  }
+  if (capped)
+    log::warn("halo properties: an overdensity radius reached half the box; its M200 is a lower bound");
+  return out;
+}
+
+}  // namespace orbis::halo

@@ -1,0 +1,69 @@
+// Properties of friends-of-friends groups (one HaloProperties per group, same order):
+//
+//   len, mass        members, and members x particle mass (1e10 Msun/h)
+//   pos              centre of mass, comoving Mpc/h in [0, box): members unwrapped across the
+//                    periodic boundary relative to the first member (smallest ID)
+//   vel_pec          mean peculiar velocity v = p / a, km/s (Particles hold p = a^2 dx/dt)
+//   vel_disp         1D peculiar velocity dispersion sqrt(sum |v - mean|^2 / (3 len)), km/s
+//   densest_*        the densest member: the densest particle is used rather than the most
+//                    bound one because it needs no potential (O(n^2) or a tree per group) and
+//                    marks the same density peak in relaxed haloes. Density = members in the
+//                    3x3x3 block of fine grid cells (side ~ l/sqrt(3) each) around a member's
+//                    cell; of the densest block (ties: lowest cell key), the member of its
+//                    central cell nearest to the block's centre of mass (ties: smallest ID).
+//                    Resolution: one fine cell (~0.1 mean spacings at b = 0.2); the cells are
+//                    fixed in the box, so translating the particles may pick a neighbouring
+//                    member of the same core.
+//   m/r_crit200      spherical overdensity around densest_pos with all particles (not only
+//   m/r_mean200      members): M(<R) = 200 rho_ref (4/3) pi R^3, with comoving references
+//                    rho_crit,com(a) = rho_crit(a) a^3 = rho_crit0 E(a)^2 a^3 and
+//                    rho_mean,com = omega_m rho_crit0. With the particles inside a search
+//                    sphere sorted by radius r_1 <= r_2 <= ..., k the largest index whose
+//                    enclosed density k m / ((4/3) pi r_k^3) reaches 200 rho_ref (the outermost
+//                    crossing, immune to the Poisson noise of the first few particles):
+//                    M = k m, R = (M / (200 rho_ref (4/3) pi))^(1/3), comoving Mpc/h. The
+//                    search sphere is 1.25 x the radius holding the FoF mass at 200 rho_ref,
+//                    doubled while the density at its edge is still above 200 rho_ref.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "analysis/fof.hpp"
+
+namespace orbis {
+class Cosmology;
+}
+
+namespace orbis::halo {
+
+inline constexpr double kOverdensity = 200.0;
+
+struct HaloProperties {
+  std::uint32_t len = 0;
+  double mass = 0;                  // 1e10 Msun/h
+  Vec3d pos;                        // comoving Mpc/h
+  Vec3d vel_pec;                    // km/s
+  double vel_disp = 0;              // km/s
+  Vec3d densest_pos;                // comoving Mpc/h
+  std::uint64_t densest_id = 0;
+  double m_crit200 = 0, r_crit200 = 0;   // 1e10 Msun/h, comoving Mpc/h
+  double m_mean200 = 0, r_mean200 = 0;
+};
+
+// Comoving reference densities, (1e10 Msun/h) / (Mpc/h)^3.
+double rho_crit_comoving(const Cosmology& cosmo, double a);
+double rho_mean_comoving(const Cosmology& cosmo);
+
+// Spherical overdensity mass and radius (outermost crossing, see above) from the squared
+// distances to the centre of all particles within `search_radius` (sorted on return).
+// Returns false when the enclosed density is still above `rho_threshold` at search_radius
+// (a larger search is needed; mass and radius are then lower bounds).
+bool spherical_overdensity(std::vector<double>& r2, double search_radius, double particle_mass,
+                           double rho_threshold, double& mass, double& radius);
+
+// Uses OpenMP threads over groups; results do not depend on the thread count.
+std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& particles,
+                                               const fof::FofGroups& groups, const Cosmology& cosmo,
+                                               double a);
+
+}  // namespace orbis::halo

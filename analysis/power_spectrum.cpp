@@ -1,0 +1,203 @@
+#include "analysis/power_spectrum.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <memory>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "core/units.hpp"
+#include "pm/fft_mesh.hpp"
+
+namespace orbis {
+namespace {
+
+// Bins on |m|, the mode's length in units of the mesh's fundamental frequency, for modes
+// with 1 <= |m| <= n/2 (inside the Nyquist sphere).
+struct Binning {
+  bool log = false;
+  int count = 0;
+  double width = 1;   // linear: edges at 0.5 + i * width
+  double log_top = 1; // log: edges at (n/2)^(i / count)
+
+  Binning(const PowerSpectrumSettings& s, int n) : log(s.log_bins) {
+    const double half = n / 2;
+    if (log) {
+      count = s.num_bins > 0 ? s.num_bins : static_cast<int>(std::ceil(10.0 * std::log10(half)));
+      count = std::max(count, 1);
+      log_top = std::log(half);
+    } else {
+      count = s.num_bins > 0 ? s.num_bins : n / 2;
+      width = half / count;
+    }
+  }
+  int index(double m) const {
+    if (log) return std::min(static_cast<int>(count * std::log(m) / log_top), count - 1);
+    return static_cast<int>((m - 0.5) / width);
+  }
+  double centre(int b) const {
+    if (log) return std::exp((b + 0.5) * log_top / count);
+    return 0.5 + (b + 0.5) * width;
+  }
+};
+
+// Per mesh index along one axis: the window W_1(m) and the alias sums of the shot noise,
+// A(m) = sum_l W_1^2(m + l n), B(m) = sum_l (-1)^l W_1^2(m + l n) (Jing 2005). The terms fall
+// as l^-2p, so |l| <= 400 leaves < 1e-8.
+struct AxisTables {
+  std::vector<double> w, a, b;
+  AxisTables(Window window, int n) : w(n), a(n), b(n) {
+    const int p = window_order(window);
+    for (int i = 0; i < n; ++i) {
+      const int m = FftMesh<double>::signed_index(i, n);
+      w[i] = window_fourier(window, m, n);
+      double sa = 0, sb = 0;
+      for (int l = -400; l <= 400; ++l) {
+        const double t = units::pi * (m + static_cast<double>(l) * n) / n;
+        const double w2 = t == 0 ? 1.0 : std::pow(std::sin(t) / t, 2 * p);
+        sa += w2;
+        sb += (l % 2 == 0 ? 1.0 : -1.0) * w2;
+      }
+      a[i] = sa;
+      b[i] = sb;
+    }
+  }
+};
+
+struct BinSums {
+  std::vector<double> k, power, shot;
+  std::vector<std::int64_t> modes;
+  explicit BinSums(int count) : k(count, 0), power(count, 0), shot(count, 0), modes(count, 0) {}
+  void add(const BinSums& o) {
+    for (std::size_t b = 0; b < k.size(); ++b) {
+      k[b] += o.k[b];
+      power[b] += o.power[b];
+      shot[b] += o.shot[b];
+      modes[b] += o.modes[b];
+    }
+  }
+};
+
+// One spectrum of positions in [0, box): binned sums over the modes of the mesh.
+BinSums binned_spectrum(const std::vector<Vec3d>& pos, double box, const PowerSpectrumSettings& s,
+                        const Binning& binning) {
+  const int n = s.grid_side, nzc = n / 2 + 1;
+  const double count = static_cast<double>(pos.size());
+  const double volume = box * box * box;
+  FftMesh<double> mesh(n);
+  assign_to_mesh(mesh, pos, box, s.window, 1.0);
+  mesh.forward();
+  std::unique_ptr<FftMesh<double>> shifted;
+  if (s.interlacing) {
+    shifted = std::make_unique<FftMesh<double>>(n);
+    assign_to_mesh(*shifted, pos, box, s.window, 1.0, 0.5);
+    shifted->forward();
+  }
+  const AxisTables axis(s.window, n);
+  const int x0 = mesh.local_x0(), nx = mesh.local_nx();
+
+  // Sums per x plane, added in plane order afterwards: the result does not depend on threads.
+  std::vector<BinSums> planes(nx, BinSums(binning.count));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = x0; i < x0 + nx; ++i) {
+    BinSums& sums = planes[i - x0];
+    const int mx = FftMesh<double>::signed_index(i, n);
+    for (int j = 0; j < n; ++j) {
+      const int my = FftMesh<double>::signed_index(j, n);
+      for (int k = 0; k < nzc; ++k) {
+        const int mz = k;
+        const double m = std::sqrt(static_cast<double>(mx * mx + my * my + mz * mz));
+        if (m == 0 || m > n / 2) continue;
+        const int b = binning.index(m);
+        if (b < 0 || b >= binning.count) continue;
+        std::complex<double> f = mesh.mode(i, j, k);
+        const double alias_all = axis.a[i] * axis.a[j] * axis.a[k];
+        double alias = alias_all;
+        if (shifted) {
+          // x -> x + cell/2 multiplied the modes by e^{-i k.s}; undo it and average.
+          const double theta = units::pi * (mx + my + mz) / n;
+          f = 0.5 * (f + shifted->mode(i, j, k) * std::complex<double>(std::cos(theta), std::sin(theta)));
+          alias = 0.5 * (alias_all + axis.b[i] * axis.b[j] * axis.b[k]);
+        }
+        const double window = axis.w[i] * axis.w[j] * axis.w[k];
+        const double power = volume * std::norm(f / (count * window));
+        const double weight = (k == 0 || k == n / 2) ? 1.0 : 2.0;   // +k and -k
+        sums.k[b] += weight * m;
+        sums.power[b] += weight * power;
+        sums.shot[b] += weight * volume / count * alias / (window * window);
+        sums.modes[b] += static_cast<std::int64_t>(weight);
+      }
+    }
+  }
+  BinSums total(binning.count);
+  for (const auto& p : planes) total.add(p);
+  return total;
+}
+
+}  // namespace
+
+PowerSpectrumSettings PowerSpectrumSettings::from_params(const Params& params) {
+  PowerSpectrumSettings s;
+  const int grid = static_cast<int>(params.get_int("analysis.pk_grid_side"));
+  s.grid_side = grid != 0 ? grid : 2 * static_cast<int>(params.get_int("box.particles_per_side"));
+  if (s.grid_side % 2 != 0 || s.grid_side < 4)
+    fail("{}: the P(k) mesh must have an even number of cells per side, at least 4; got {}",
+         params.describe("analysis.pk_grid_side"), s.grid_side);
+  s.window = parse_window(params.get_string("analysis.pk_assignment"));
+  s.interlacing = params.get_bool("analysis.pk_interlacing");
+  s.fold_factor = static_cast<int>(params.get_int("analysis.pk_fold_factor"));
+  s.log_bins = params.get_string("analysis.pk_binning") == "log";
+  s.num_bins = static_cast<int>(params.get_int("analysis.pk_num_bins"));
+  s.subtract_shot_noise = params.get_bool("analysis.pk_subtract_shot_noise");
+  return s;
+}
+
+PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
+                                     const PowerSpectrumSettings& settings,
+                                     const LinearPowerFn& linear) {
+  const int n = settings.grid_side;
+  if (n < 4 || n % 2 != 0) fail("P(k): mesh side {} must be even and at least 4", n);
+  if (!(box_mpc_h > 0)) fail("P(k): box size {} Mpc/h must be positive", box_mpc_h);
+  if (settings.fold_factor < 1) fail("P(k): fold factor {} must be at least 1", settings.fold_factor);
+  if (pos.empty()) fail("P(k): no particles");
+  PowerSpectrum out;
+  out.settings = settings;
+  out.box_mpc_h = box_mpc_h;
+  out.num_particles = pos.size();
+  const Binning binning(settings, n);
+  const double k_fundamental = 2.0 * units::pi / box_mpc_h;
+  const double k_switch = 0.5 * (n / 2) * k_fundamental;   // half the unfolded Nyquist frequency
+
+  auto append = [&](const BinSums& sums, int fold, bool below_switch) {
+    for (int b = 0; b < binning.count; ++b) {
+      if (sums.modes[b] == 0) continue;
+      const double centre = binning.centre(b) * fold * k_fundamental;
+      if (settings.fold_factor > 1 && (centre < k_switch) != below_switch) continue;
+      PowerSpectrumBin bin;
+      const double modes = static_cast<double>(sums.modes[b]);
+      bin.k_mean = sums.k[b] / modes * fold * k_fundamental;
+      bin.modes = sums.modes[b];
+      bin.shot_noise = sums.shot[b] / modes;
+      bin.power = sums.power[b] / modes - (settings.subtract_shot_noise ? bin.shot_noise : 0.0);
+      bin.linear = linear ? linear(bin.k_mean) : std::numeric_limits<double>::quiet_NaN();
+      bin.fold = fold;
+      out.bins.push_back(bin);
+    }
+  };
+  append(binned_spectrum(pos, box_mpc_h, settings, binning), 1, true);
+  if (settings.fold_factor > 1) {
+    // Positions modulo L/F, stretched back to [0, L): mesh mode m is the box's mode F m.
+    const int f = settings.fold_factor;
+    const double sub = box_mpc_h / f;
+    std::vector<Vec3d> folded(pos.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(pos.size()); ++p)
+      for (int d = 0; d < 3; ++d) folded[p][d] = periodic_wrap_position(pos[p][d], sub) * f;
+    append(binned_spectrum(folded, box_mpc_h, settings, binning), f, false);
+  }
+  return out;
+}
+
+}  // namespace orbis

@@ -1,0 +1,44 @@
+#include "ic/ic_command.hpp"
+
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/timer.hpp"
+#include "cosmology/cosmology.hpp"
+#include "cosmology/linear_power.hpp"
+#include "ic/initial_conditions.hpp"
+#include "io/atomic_file.hpp"
+#include "io/snapshot.hpp"
+
+namespace orbis {
+
+int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides) {
+  Stopwatch total;
+  // Everything is read and checked before any work or output.
+  const Params params = Params::load(parameter_file, overrides);
+  log::info("orbis ic: parameters from {} (every value in force):", params.source());
+  for (const auto& [name, value] : params.flat()) log::info("  {} = {}   [{}]", name, value, params.where(name));
+  const Cosmology cosmology = Cosmology::from_params(params);
+  const LinearPower power = LinearPower::from_params(params);
+  const IcSettings settings = IcSettings::from_params(params);
+  log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
+
+  const std::string directory = params.get_string("output.directory");
+  make_directories(directory);
+  write_text_atomically(join_path(directory, "used_parameters.toml"), params.to_toml());
+
+  IcReport report;
+  const Particles particles = make_initial_conditions(settings, cosmology, power, &report);
+  {
+    ScopedPhase phase(report.times, "write");
+    write_snapshot(join_path(directory, "ics.hdf5"), particles, report.a_init, params);
+    if (settings.self_test)
+      write_text_atomically(join_path(directory, "ic_power.txt"),
+                            ic::power_table_text(report.delta_power, report.displacement_power));
+  }
+  log_ic_report(settings, report);
+  log::info("orbis ic: wrote {}{} in {:.2f} s", join_path(directory, "ics.hdf5"),
+            settings.self_test ? " and " + join_path(directory, "ic_power.txt") : std::string(), total.seconds());
+  return 0;
+}
+
+}  // namespace orbis

@@ -1,0 +1,62 @@
+#include "fmm/kernel_derivatives.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace orbis {
+
+void truncated_radial_derivatives(double r, double r_s, int order, double* g) {
+  constexpr double kInvSqrtPi = 0.56418958354775628695;
+  const double a = 0.5 / r_s;
+  const double inv_r2 = 1.0 / (r * r);
+  const double gauss = std::exp(-a * a * r * r) * kInvSqrtPi / a;   // e^(-a^2 r^2)/(a sqrt(pi))
+  double b = std::erfc(a * r) / r;
+  double two_a2_pow = 1.0;   // (2a^2)^m
+  g[0] = b;
+  double sign = 1.0;
+  for (int m = 1; m <= order; ++m) {
+    two_a2_pow *= 2.0 * a * a;
+    b = ((2 * m - 1) * b + two_a2_pow * gauss) * inv_r2;
+    sign = -sign;
+    g[m] = sign * b;
+  }
+}
+
+KernelDerivatives::KernelDerivatives(int order, double r_s) : set_(order), r_s_(r_s) {
+  if (!(r_s > 0)) fail("kernel derivatives: r_s = {} must be > 0", r_s);
+  const int nc = set_.size();
+  g_.resize(static_cast<std::size_t>(order) + 1);
+  levels_.resize(static_cast<std::size_t>(order + 2) * nc);   // + 1: the unused level above the top
+  steps_.resize(static_cast<std::size_t>(nc));
+  for (int i = 1; i < nc; ++i) {
+    auto n = set_[i];
+    const int axis = n[0] > 0 ? 0 : (n[1] > 0 ? 1 : 2);
+    auto m1 = n, m2 = n;
+    m1[axis] -= 1;
+    m2[axis] -= 2;
+    steps_[static_cast<std::size_t>(i)] = {axis, set_.index(m1[0], m1[1], m1[2]),
+                                           set_.index(m2[0], m2[1], m2[2]), static_cast<double>(n[axis] - 1)};
+  }
+}
+
+void KernelDerivatives::evaluate(const Vec3d& R, double* out) {
+  const int p = set_.order();
+  const int nc = set_.size();
+  truncated_radial_derivatives(norm(R), r_s_, p, g_.data());
+  // levels_[m * nc + i] = R^(m)_n for |n| <= p - m; m runs downward so R^(m+1) is ready.
+  for (int m = p; m >= 0; --m) {
+    double* cur = (m == 0) ? out : levels_.data() + static_cast<std::size_t>(m) * nc;
+    const double* up = levels_.data() + static_cast<std::size_t>(m + 1) * nc;
+    cur[0] = g_[static_cast<std::size_t>(m)];
+    const int n_here = MultiIndexSet::count(p - m);
+    for (int i = 1; i < n_here; ++i) {
+      const Step& s = steps_[static_cast<std::size_t>(i)];
+      double v = R[s.axis] * up[s.minus1];
+      if (s.minus2 >= 0) v += s.factor * up[s.minus2];
+      cur[i] = v;
+    }
+  }
+}
+
+}  // namespace orbis

@@ -1,0 +1,49 @@
+// Cartesian derivative tensors of the truncated (short-range) kernel
+//   psi(r) = erfc(r / 2r_s) / r,
+// the D_n(R) = d^n psi / dR^n (|n| <= order) that M2L contracts with the multipoles.
+//
+// Radial part: g_m(r) = ((1/r) d/dr)^m psi(r), the f_(m) prefactors of Wang (2021, PhotoNs):
+//   (-1)^m r_s^(2m+1) g_m = (2m-1)!!/2^(2m+1) erfc(x)/x^(2m+1)
+//                         + sum_{q=1}^m 2^(-q-m) (2m-1)!!/(2m-2q+1)!! e^(-x^2)/(sqrt(pi) x^(2q)),
+// x = r/2r_s. We evaluate it by the equivalent upward recurrence (Smith 1998, Ewald sums)
+//   B_0 = erfc(a r)/r,  B_m = [(2m-1) B_(m-1) + (2a^2)^m/(a sqrt(pi)) e^(-a^2 r^2)] / r^2,
+// g_m = (-1)^m B_m, a = 1/(2 r_s): every term is positive, so it is stable for all r > 0.
+//
+// Tensor part: with R^(m)_tuv = d_x^t d_y^u d_z^v g_m(|R|) and d_x g_m = x g_(m+1), the
+// McMurchie-Davidson recurrence R^(m)_(t+1)uv = x R^(m+1)_tuv + t R^(m+1)_(t-1)uv builds
+// every D_n = R^(0)_n for any radial kernel in O(order^4) operations. The kernel is not
+// harmonic, so these tensors are not traceless (see tree/multipoles.hpp).
+#pragma once
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "tree/multi_index.hpp"
+
+namespace orbis {
+
+// g[m] = ((1/r) d/dr)^m [erfc(r/2r_s)/r] for m = 0..order; r > 0, r_s > 0 (Mpc/h).
+void truncated_radial_derivatives(double r, double r_s, int order, double* g);
+
+class KernelDerivatives {
+ public:
+  KernelDerivatives(int order, double r_s);
+  int order() const { return set_.order(); }
+  double r_s() const { return r_s_; }
+  const MultiIndexSet& set() const { return set_; }
+  // out[i] = D_n(R) for n = set()[i]; R != 0. Not thread-safe (own scratch): one per thread.
+  void evaluate(const Vec3d& R, double* out);
+
+ private:
+  MultiIndexSet set_;
+  double r_s_;
+  std::vector<double> g_, levels_;
+  // For each index i > 0: the axis the recurrence steps along and the indices of n - e and
+  // n - 2e (-1 when absent), and the factor (n_axis - 1).
+  struct Step {
+    int axis, minus1, minus2;
+    double factor;
+  };
+  std::vector<Step> steps_;
+};
+
+}  // namespace orbis

@@ -1,0 +1,200 @@
+#include "fmm/short_range.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "core/timer.hpp"
+#include "core/units.hpp"
+#include "fmm/truncation.hpp"
+
+namespace orbis {
+
+ShortRangeSettings short_range_settings(const Params& params, double particle_mass) {
+  ShortRangeSettings s;
+  s.box_mpc_h = params.get_real("box.size_mpc_h");
+  const auto n_side = params.get_int("box.particles_per_side");
+  const auto pm_side = params.get_int("gravity.pm_grid_side");
+  const double n_pm = static_cast<double>(pm_side > 0 ? pm_side : 2 * n_side);   // as PmSettings
+  s.r_s = params.get_real("gravity.rs_over_cell") * s.box_mpc_h / n_pm;
+  s.r_cut = params.get_real("gravity.r_cut_over_rs") * s.r_s;
+  s.theta = params.get_real("gravity.theta");
+  s.multipole_order = static_cast<int>(params.get_int("gravity.multipole_order"));
+  s.max_leaf = static_cast<int>(params.get_int("gravity.max_leaf"));
+  s.softening = params.get_real("gravity.softening_over_spacing") * s.box_mpc_h / static_cast<double>(n_side);
+  s.g_mass = units::G * particle_mass;
+  s.taylor_order = static_cast<int>(params.get_int("gravity.taylor_order"));
+  s.taylor_table_size = static_cast<int>(params.get_int("gravity.taylor_table_size"));
+  s.p2p_double = params.get_string("gpu.p2p_precision") == "double";
+  if (!(s.r_cut < 0.5 * s.box_mpc_h))
+    fail("{}: r_cut = r_cut_over_rs * r_s = {} Mpc/h must be < BoxSize/2 = {} Mpc/h",
+         params.describe("gravity.r_cut_over_rs"), s.r_cut, 0.5 * s.box_mpc_h);
+  return s;
+}
+
+namespace {
+ShortRangeSettings checked(const ShortRangeSettings& s) {
+  check_walk_settings(WalkSettings{s.box_mpc_h, s.r_cut, s.theta});
+  if (!(s.r_s > 0)) fail("short-range solver: r_s = {} Mpc/h must be > 0", s.r_s);
+  if (s.multipole_order < 1 || s.multipole_order > 6)
+    fail("short-range solver: multipole_order = {} outside [1, 6]", s.multipole_order);
+  if (s.max_leaf < 1) fail("short-range solver: max_leaf = {} must be >= 1", s.max_leaf);
+  if (!(s.softening >= 0)) fail("short-range solver: softening = {} must be >= 0", s.softening);
+  return s;
+}
+}  // namespace
+
+ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
+    : settings_(checked(settings)), ops_(settings.multipole_order, settings.r_s) {}
+
+ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
+                                          std::vector<Vec3d>& acc) {
+  const ShortRangeSettings& s = settings_;
+  const double box = s.box_mpc_h;
+  for (const Vec3d& x : positions)
+    if (!(x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box))
+      fail("short-range solver: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, box);
+
+  ShortRangeStats stats;
+  Stopwatch total, phase;
+  tree_.build(positions, s.max_leaf);
+  stats.tree_seconds = phase.seconds();
+
+  phase.restart();
+  multipoles_.compute(tree_, s.multipole_order);
+  stats.multipole_seconds = phase.seconds();
+
+  // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
+  // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
+  const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
+  phase.restart();
+  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_);
+  stats.walk_seconds = phase.seconds();
+
+  // P2P writes every particle of every target leaf; the far field goes to its own buffer
+  // and is added afterwards (the same sum whether or not the two overlap).
+  P2PSettings ps;
+  ps.box_mpc_h = box;
+  ps.r_s = s.r_s;
+  ps.r_cut = r_cut;
+  ps.softening = s.softening;
+  ps.g_mass = s.g_mass;
+  ps.taylor_order = s.taylor_order;
+  ps.table_size = s.taylor_table_size;
+  ps.double_precision = s.p2p_double;
+  const P2PInput in{&tree_.positions(), &tree_.leaves(), &tasks_.p2p};
+  P2PStats p2p_stats;
+  auto run_p2p = [&] {
+    Stopwatch watch;
+    acc_tree_.assign(positions.size(), Vec3d{0, 0, 0});
+    p2p_stats = p2p.evaluate(ps, in, acc_tree_);
+    stats.p2p_seconds = watch.seconds();
+  };
+  auto run_far = [&] {
+    Stopwatch watch;
+    evaluate_far_field(far_);
+    stats.m2l_seconds = watch.seconds();
+  };
+  if (s.overlap_p2p) {
+    std::exception_ptr p2p_error;
+    std::thread worker([&] {
+      try {
+        run_p2p();
+      } catch (...) {
+        p2p_error = std::current_exception();
+      }
+    });
+    try {
+      run_far();
+    } catch (...) {
+      worker.join();
+      throw;
+    }
+    worker.join();
+    if (p2p_error) std::rethrow_exception(p2p_error);
+  } else {
+    run_p2p();
+    run_far();
+  }
+  if (acc_tree_.size() != positions.size())
+    fail("short-range solver: the P2P evaluator '{}' returned {} accelerations for {} particles",
+         p2p.name(), acc_tree_.size(), positions.size());
+  for (std::size_t t = 0; t < acc_tree_.size(); ++t) acc_tree_[t] += far_[t];
+
+  acc.resize(positions.size());
+  const auto& order = tree_.order();
+  for (std::size_t t = 0; t < order.size(); ++t) acc[order[t]] = acc_tree_[t];
+
+  stats.total_seconds = total.seconds();
+  stats.p2p_interactions = p2p_stats.interactions;
+  stats.m2l_interactions = static_cast<double>(tasks_.m2l.size());
+  stats.nodes = tree_.nodes().size();
+  stats.leaves = tree_.leaves().size();
+  stats.p2p_tasks = tasks_.p2p.size();
+  stats.p2p_where = p2p_stats.where;
+  return stats;
+}
+
+void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
+  const auto& nodes = tree_.nodes();
+  const double box = settings_.box_mpc_h;
+  const int nl = ops_.local_size();
+  const std::size_t n_nodes = nodes.size();
+  local_.assign(n_nodes * static_cast<std::size_t>(nl), 0.0);
+  active_.assign(n_nodes, 0);
+  const auto& offsets = walk_.m2l_offsets();
+  const auto& m2l = tasks_.m2l;
+
+  // M2L: one thread per target node sums its sources in list order (no atomics).
+#pragma omp parallel
+  {
+    FmmOperators::Scratch scratch(ops_);
+#pragma omp for schedule(dynamic, 64)
+    for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
+      const auto begin = offsets[static_cast<std::size_t>(t)], end = offsets[static_cast<std::size_t>(t) + 1];
+      if (begin == end) continue;
+      active_[static_cast<std::size_t>(t)] = 1;
+      double* local = local_.data() + static_cast<std::size_t>(t) * nl;
+      const Vec3d& zt = nodes[static_cast<std::size_t>(t)].centre;
+      for (auto q = begin; q < end; ++q) {
+        const InteractionTask& task = m2l[q];
+        const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
+        const Vec3d R = (zt - nodes[task.source].centre) - shift;   // as in the walk
+        ops_.m2l(multipoles_.of(static_cast<int>(task.source)), R, local, scratch);
+      }
+    }
+  }
+
+  // L2L, top level first: a child inherits its parent's expansion about its own centre.
+  const auto& levels = tree_.levels();
+  for (std::size_t lev = 1; lev < levels.size(); ++lev) {
+    const auto& list = levels[lev];
+#pragma omp parallel for schedule(static)
+    for (long q = 0; q < static_cast<long>(list.size()); ++q) {
+      const auto c = static_cast<std::size_t>(list[static_cast<std::size_t>(q)]);
+      const auto parent = static_cast<std::size_t>(nodes[c].parent);
+      if (!active_[parent]) continue;
+      ops_.l2l(local_.data() + parent * nl, nodes[c].centre - nodes[parent].centre, local_.data() + c * nl);
+      active_[c] = 1;
+    }
+  }
+
+  // L2P: the gradient of each leaf's expansion at its particles, times G m.
+  const auto& pos = tree_.positions();
+  far.assign(pos.size(), Vec3d{0, 0, 0});
+  const auto& leaf_node = tree_.leaf_node();
+  const double g_mass = settings_.g_mass;
+#pragma omp parallel for schedule(dynamic, 16)
+  for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
+    const auto n = static_cast<std::size_t>(leaf_node[static_cast<std::size_t>(l)]);
+    if (!active_[n]) continue;
+    const double* local = local_.data() + n * nl;
+    for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t)
+      far[t] = g_mass * ops_.l2p(local, pos[t] - nodes[n].centre);
+  }
+}
+
+}  // namespace orbis

@@ -1,0 +1,95 @@
+// The short-range part of the PM-FMM force split on the CPU: ORB tree + multipoles, the
+// dual-tree walk, M2L/L2L/L2P with the truncated kernel (OpenMP), P2P through a
+// P2PEvaluator supplied by the caller (CPU or CUDA backend).
+//
+// It returns, for each particle, the comoving short-range acceleration
+//   g_i = G m sum_{j: |x_j - x_i| < r_cut} (x_j - x_i)/|x_j - x_i|^3 T(|x_j - x_i| / 2r_s),
+// T(x) = erfc(x) + (2x/sqrt(pi)) e^(-x^2), minimal periodic image, softened in P2P only.
+// With the tabulated P2P (taylor_order >= 0) the cut is min(r_cut, 6 r_s), where the table
+// ends (T(3) = 4e-4); with the exact P2P (taylor_order = -1) it is r_cut.
+// Far pairs inside r_cut are approximated by the multipole expansion of
+// psi = erfc(r/2r_s)/r (fmm/expansions.hpp); pairs are never counted beyond r_cut.
+//
+// The solver owns its buffers and reuses them from one call to the next.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "fmm/expansions.hpp"
+#include "fmm/p2p.hpp"
+#include "fmm/walk.hpp"
+#include "tree/multipoles.hpp"
+#include "tree/orb_tree.hpp"
+
+namespace orbis {
+
+class Params;
+
+struct ShortRangeSettings {
+  double box_mpc_h = 0;        // periodic box side, Mpc/h
+  double r_s = 0;              // force-split scale, Mpc/h
+  double r_cut = 0;            // short-range cut-off, Mpc/h; must be < box/2
+  double theta = 0.5;          // opening angle of the walk
+  int multipole_order = 4;     // p: multipoles to p, local expansions to p + 1
+  int max_leaf = 32;           // most particles per tree leaf
+  double softening = 0;        // Plummer-equivalent softening length, Mpc/h (P2P only)
+  double g_mass = 0;           // G * particle mass, (km/s)^2 Mpc/h
+  int taylor_order = 3;        // P2P T(x) table order (-1: exact erfc)
+  int taylor_table_size = 512;
+  bool p2p_double = false;     // P2P arithmetic in double
+  // Run the P2P evaluator on its own host thread while M2L/L2L/L2P run on the OpenMP
+  // threads (for the CUDA backend, whose host thread mostly waits on the GPU). Off for the
+  // CPU backend, which would compete for the same cores. Results are bitwise the same.
+  bool overlap_p2p = false;
+};
+
+// The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
+// 2 x particles_per_side when 0, as PmSettings), r_cut = r_cut_over_rs * r_s, softening =
+// softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h).
+ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
+
+struct ShortRangeStats {
+  double tree_seconds = 0;        // ORB build
+  double multipole_seconds = 0;   // P2M + M2M
+  double walk_seconds = 0;        // dual-tree walk + grouping of the task lists
+  double m2l_seconds = 0;         // M2L + L2L + L2P
+  double p2p_seconds = 0;         // the evaluator's call, as measured here (overlapping
+                                  // m2l_seconds when overlap_p2p is set)
+  double total_seconds = 0;
+  double p2p_interactions = 0;    // particle pairs evaluated in P2P (both directions)
+  double m2l_interactions = 0;    // M2L tasks (node pairs, one direction each)
+  std::size_t nodes = 0, leaves = 0, p2p_tasks = 0;
+  std::string p2p_where;
+};
+
+class ShortRangeSolver {
+ public:
+  // Checks the settings (r_cut < box/2, orders, theta) before any work.
+  explicit ShortRangeSolver(const ShortRangeSettings& settings);
+
+  // acc[i]: short-range acceleration of particle i ((km/s)^2/(Mpc/h) with g_mass in
+  // (km/s)^2 Mpc/h), in the caller's order. positions in [0, box), Mpc/h.
+  ShortRangeStats compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, std::vector<Vec3d>& acc);
+
+  const ShortRangeSettings& settings() const { return settings_; }
+  // The state of the last compute() (for tests and diagnostics).
+  const OrbTree& tree() const { return tree_; }
+  const Multipoles& multipoles() const { return multipoles_; }
+  const TaskLists& tasks() const { return tasks_; }
+
+ private:
+  void evaluate_far_field(std::vector<Vec3d>& far);
+
+  ShortRangeSettings settings_;
+  OrbTree tree_;
+  Multipoles multipoles_;
+  DualTreeWalk walk_;
+  TaskLists tasks_;
+  FmmOperators ops_;
+  std::vector<double> local_;          // local expansions, node-major
+  std::vector<unsigned char> active_;  // node has a non-zero local expansion
+  std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order
+};
+
+}  // namespace orbis

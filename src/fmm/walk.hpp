@@ -1,0 +1,63 @@
+// The dual-tree walk of the short-range FMM: node pairs in their minimal periodic image ->
+// M2L tasks (target node, source node) and P2P tasks (target leaf, source leaf).
+//
+// For a (target T, source S) pair, per axis the source's bounding box is shifted by the
+// image that brings its centre nearest the target's (the walk chooses the image; kernels
+// never wrap). Then, in order:
+//  1. drop: the boxes' closest distance exceeds r_cut (then it does in every image);
+//  2. M2L: the image is unique (no other image can hold a pair within r_cut), the boxes'
+//     farthest distance is <= r_cut (every member pair is inside the cut, so the expansion
+//     approximates exactly the truncated sum; pairs straddling r_cut are opened down to
+//     P2P, which applies the cut per particle pair), and r_T + r_S < theta |z_T - z_S|
+//     (radii about the centres of mass);
+//  3. P2P when both are leaves: one task in the unique image, or else one task per image
+//     whose boxes come within r_cut (r_cut < L/2 puts each particle pair within r_cut in at
+//     most one of them);
+//  4. otherwise split the node of larger radius (both when equal; a leaf never).
+// The walk is mutual: a pair of distinct nodes is visited once and emits its task for both
+// directions (the source image negated), so every ordered particle pair (i, j) within r_cut
+// is covered once and M2L is applied both ways, which conserves momentum
+// (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
+//
+// The top of the walk runs serially to a frontier of pairs, which are walked in parallel;
+// tasks are then gathered in frontier order and grouped by target with a stable counting
+// sort, so the lists are identical for any thread count.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "fmm/tasks.hpp"
+#include "tree/orb_tree.hpp"
+
+namespace orbis {
+
+struct WalkSettings {
+  double box_mpc_h = 0;
+  double r_cut = 0;    // Mpc/h, < box/2
+  double theta = 0.5;  // opening angle
+};
+
+class DualTreeWalk {
+ public:
+  // Fills `lists` (overwritten): p2p grouped by target leaf, m2l by target node, each group
+  // in increasing target order. Throws if r_cut >= box/2.
+  void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists);
+
+  // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l; m2l_offsets() per node.
+  const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
+  const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
+
+ private:
+  struct Pair {
+    std::int32_t target, source;
+  };
+  struct Context;
+  std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
+  std::vector<Pair> frontier_, next_;
+  std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
+};
+
+// Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
+void check_walk_settings(const WalkSettings& settings);
+
+}  // namespace orbis

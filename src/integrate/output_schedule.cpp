@@ -1,0 +1,47 @@
+#include "integrate/output_schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+
+namespace orbis {
+namespace {
+constexpr double kSameA = 1e-12;   // relative: two scale factors this close are one output
+bool same(double a, double b) { return std::abs(a - b) <= kSameA * std::max(a, b); }
+}  // namespace
+
+OutputSchedule OutputSchedule::from_params(const Params& params) {
+  OutputSchedule s;
+  const double z_init = params.get_real("ic.z_init");
+  const double z_final = params.get_real("time.z_final");
+  if (!(z_final < z_init))
+    fail("{} = {} must be below {} = {}", params.describe("time.z_final"), z_final,
+         params.describe("ic.z_init"), z_init);
+  s.a_begin = 1.0 / (1.0 + z_init);
+  s.a_end = 1.0 / (1.0 + z_final);
+  for (double z : params.get_real_list("time.output_redshifts")) {
+    if (z > z_init || z < z_final)
+      fail("{}: output redshift {} lies outside the run, which goes from z = {} to z = {}",
+           params.describe("time.output_redshifts"), z, z_init, z_final);
+    s.a_outputs.push_back(1.0 / (1.0 + z));
+  }
+  s.a_outputs.push_back(s.a_end);
+  std::sort(s.a_outputs.begin(), s.a_outputs.end());
+  s.a_outputs.erase(std::unique(s.a_outputs.begin(), s.a_outputs.end(), same), s.a_outputs.end());
+  // An output at z_init itself is the IC: keep it, the run writes it before the first step.
+  return s;
+}
+
+double OutputSchedule::next_after(double a) const {
+  for (double out : a_outputs)
+    if (out > a && !same(out, a)) return out;
+  return a_end;
+}
+
+bool OutputSchedule::is_output(double a) const {
+  return std::any_of(a_outputs.begin(), a_outputs.end(), [&](double out) { return same(out, a); });
+}
+
+}  // namespace orbis

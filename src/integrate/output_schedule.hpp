@@ -1,0 +1,21 @@
+// The scale factors at which outputs are written: the requested output redshifts plus the
+// final redshift (a run always saves its end state), sorted, checked against the run's span
+// before any work. Steps are shortened so that they land on these exactly.
+#pragma once
+#include <vector>
+
+namespace orbis {
+
+class Params;
+
+struct OutputSchedule {
+  double a_begin = 0, a_end = 0;
+  std::vector<double> a_outputs;   // increasing, the last one is a_end
+
+  static OutputSchedule from_params(const Params& params);
+  // The first output strictly after a (with a relative tolerance), or a_end.
+  double next_after(double a) const;
+  bool is_output(double a) const;
+};
+
+}  // namespace orbis

@@ -1,0 +1,47 @@
+#include "integrate/step_log.hpp"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+namespace orbis {
+namespace {
+std::string duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  const int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+}  // namespace
+
+std::string step_line(const StepReport& r) {
+  std::string phases;
+  if (r.force) {
+    for (const auto& [phase, seconds] : r.force->times.all())
+      phases += fmt::format(" {} {:.3f}", phase, seconds);
+  }
+  phases += fmt::format(" io {:.3f}", r.io_seconds);
+  std::string interactions;
+  if (r.force && r.force->p2p_interactions > 0)
+    interactions = fmt::format(" | p2p {:.3g} m2l {:.3g} on {}", r.force->p2p_interactions,
+                               r.force->m2l_interactions, r.force->p2p_where);
+  const double eta = r.progress > 0 ? r.elapsed * (1 - r.progress) / r.progress : -1;
+  return fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | {:.3f} s:{}{} | {:.3g} part/s | ETA {}",
+                     r.step, r.a, 1 / r.a - 1, r.da, r.seconds, phases, interactions,
+                     r.seconds > 0 ? r.particles / r.seconds : 0.0, duration(eta));
+}
+
+void print_progress_bar(double progress, double eta_seconds) {
+  if (!log::stdout_is_terminal()) return;
+  const int width = 40;
+  const int filled = static_cast<int>(progress * width + 0.5);
+  fmt::print("\r[{}{}] {:5.1f}%  ETA {}   ", std::string(filled, '#'), std::string(width - filled, '.'),
+             100 * progress, duration(eta_seconds));
+  if (progress >= 1) fmt::print("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace orbis

@@ -1,0 +1,142 @@
+// Mass assignment to a periodic mesh and interpolation back to particles with the CIC or
+// TSC window (Hockney & Eastwood 1988), shared by the PM solver and the P(k) estimator.
+//
+// Mesh node i sits at x = i * cell (cell = box / n). A coordinate in cell units u = x / cell
+// touches `order` consecutive nodes base, base+1, ... (order 2: CIC, 3: TSC); the
+// one-dimensional weights are the window evaluated at the node distances, and the 3D weight is
+// their product. The Fourier transform of the window along one axis is sinc^order(k cell / 2).
+//
+// Determinism: sort_for_mesh() orders particles by the x plane (then y block) of their first
+// stencil node with a stable counting sort. Assignment then scatters slabs of particle planes
+// in two colours: slabs of one colour write disjoint mesh planes, and each cell receives its
+// contributions in an order fixed by the mesh, the window and the particles alone. The mesh is
+// bitwise identical for 1 or 64 threads, with no atomics and no per-thread mesh copies.
+// The sort also makes both passes walk the mesh in memory order. Only the local x slab of the
+// mesh is written (FFTW-MPI ready).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "pm/fft_mesh.hpp"
+
+namespace orbis {
+
+enum class Window { cic = 2, tsc = 3 };
+
+Window parse_window(const std::string& name);   // "cic" or "tsc"; anything else is an Error
+const char* window_name(Window window);
+inline int window_order(Window window) { return static_cast<int>(window); }
+
+// floor() as an integer without a libm call (baseline x86-64 has no rounding instruction,
+// and this sits in the innermost loops); |x| must fit an int.
+inline int floor_to_int(double x) {
+  const int i = static_cast<int>(x);   // truncates toward zero
+  return i > x ? i - 1 : i;
+}
+
+// The nodes and weights of one axis for a coordinate u in cell units (any real value; the
+// caller wraps base periodically). Weights sum to 1.
+inline void window_weights(Window window, double u, int& base, double w[3]) {
+  if (window == Window::cic) {
+    base = floor_to_int(u);
+    const double d = u - base;
+    w[0] = 1.0 - d;
+    w[1] = d;
+    w[2] = 0.0;
+  } else {
+    const int centre = floor_to_int(u + 0.5);
+    const double d = u - centre;   // in [-0.5, 0.5)
+    base = centre - 1;
+    w[0] = 0.5 * (0.5 - d) * (0.5 - d);
+    w[1] = 0.75 - d * d;
+    w[2] = 0.5 * (0.5 + d) * (0.5 + d);
+  }
+}
+
+// Fourier transform of the window along one axis at mesh wavenumber index m of an n-point
+// mesh: sinc^order(pi m / n) (= sinc^order(k cell / 2)).
+double window_fourier(Window window, int m, int n);
+
+// Particles in cell units (shift included), stably sorted by the mesh row (x index, then a
+// coarse y block) of their first stencil node; the permutation is kept so results go back to
+// the caller's order. Built once per step and used by both passes.
+struct SortedParticles {
+  struct Entry {
+    Vec3d u;             // cell coordinates
+    std::size_t index;   // the caller's index (one 32-byte record: one cache miss to scatter)
+  };
+  int n = 0;                             // mesh side
+  int y_blocks = 0;                      // rows of a plane are grouped into this many blocks
+  Window window = Window::cic;
+  std::vector<Entry> entries;            // sorted
+  std::vector<std::size_t> block_start;  // plane b: [block_start[b*y_blocks], block_start[(b+1)*y_blocks])
+  std::vector<std::uint32_t> bin;        // scratch: each particle's block, kept to reuse its memory
+  std::size_t size() const { return entries.size(); }
+};
+
+// Positions are wrapped into [0, box); shift_cells is added to every coordinate in cell units
+// (0.5 for the interlaced copy of the P(k) estimator). `out` is overwritten; passing the same
+// object every step reuses its memory.
+void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Window window,
+                   double shift_cells, SortedParticles& out);
+inline SortedParticles sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n,
+                                     Window window, double shift_cells = 0.0) {
+  SortedParticles out;
+  sort_for_mesh(pos, box_mpc_h, n, window, shift_cells, out);
+  return out;
+}
+
+// mesh(node) = sum_p value * W(x_node - x_p) over the local slab; the padding is zeroed.
+template <typename Real>
+void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double value);
+
+// out_sorted[q][component] = scale * sum_node W(x_node - x_q) mesh(node) for the particles in
+// *sorted* order (sequential writes; unsort() puts them back once all components are done):
+// the transpose of assignment, so a PM force built on it conserves momentum.
+// Serial meshes only: every stencil node must be in the local slab.
+template <typename Real>
+void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
+                           std::vector<Vec3d>& out_sorted, int component);
+
+// The same for a vector field held as three meshes, all components in one pass.
+template <typename Real>
+void interpolate_vector_from_meshes(const FftMesh<Real>& x, const FftMesh<Real>& y, const FftMesh<Real>& z,
+                                    const SortedParticles& sorted, double scale, std::vector<Vec3d>& out_sorted);
+
+// out[index of q] = in_sorted[q].
+void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);
+
+// Conveniences that sort first.
+template <typename Real>
+void assign_to_mesh(FftMesh<Real>& mesh, const std::vector<Vec3d>& pos, double box_mpc_h,
+                    Window window, double value, double shift_cells = 0.0) {
+  assign_to_mesh(mesh, sort_for_mesh(pos, box_mpc_h, mesh.n(), window, shift_cells), value);
+}
+template <typename Real>
+void interpolate_from_mesh(const FftMesh<Real>& mesh, const std::vector<Vec3d>& pos,
+                           double box_mpc_h, Window window, double scale,
+                           std::vector<Vec3d>& out, int component) {
+  const SortedParticles sorted = sort_for_mesh(pos, box_mpc_h, mesh.n(), window);
+  std::vector<Vec3d> values(pos.size());
+  interpolate_from_mesh(mesh, sorted, scale, values, component);
+  if (out.size() != pos.size()) out.resize(pos.size());
+  for (std::size_t q = 0; q < values.size(); ++q) out[sorted.entries[q].index][component] = values[q][component];
+}
+
+extern template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
+extern template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
+extern template void interpolate_from_mesh<float>(const FftMesh<float>&, const SortedParticles&,
+                                                  double, std::vector<Vec3d>&, int);
+extern template void interpolate_from_mesh<double>(const FftMesh<double>&, const SortedParticles&,
+                                                   double, std::vector<Vec3d>&, int);
+extern template void interpolate_vector_from_meshes<float>(const FftMesh<float>&, const FftMesh<float>&,
+                                                           const FftMesh<float>&, const SortedParticles&,
+                                                           double, std::vector<Vec3d>&);
+extern template void interpolate_vector_from_meshes<double>(const FftMesh<double>&, const FftMesh<double>&,
+                                                            const FftMesh<double>&, const SortedParticles&,
+                                                            double, std::vector<Vec3d>&);
+
+}  // namespace orbis

@@ -1,0 +1,63 @@
+#include "tree/multipoles.hpp"
+
+#include <algorithm>
+
+namespace orbis {
+
+void Multipoles::compute(const OrbTree& tree, int order) {
+  if (!set_ || set_->order() != order) {
+    set_.emplace(order);
+    shift_ = shift_terms(*set_);
+  }
+  const MultiIndexSet& set = *set_;
+  const int nc = set.size();
+  const auto& nodes = tree.nodes();
+  const auto& pos = tree.positions();
+  m_.assign(nodes.size() * static_cast<std::size_t>(nc), 0.0);
+
+  // P2M: each leaf sums its own particles in tree order (deterministic for any thread count).
+  const long n_leaves = static_cast<long>(tree.leaves().size());
+#pragma omp parallel
+  {
+    std::vector<double> mono(static_cast<std::size_t>(nc));
+#pragma omp for schedule(static)
+    for (long l = 0; l < n_leaves; ++l) {
+      const int node_index = tree.leaf_node()[static_cast<std::size_t>(l)];
+      const TreeNode& node = nodes[static_cast<std::size_t>(node_index)];
+      double* m = m_.data() + static_cast<std::size_t>(node_index) * nc;
+      for (std::uint32_t t = node.first; t < node.first + node.count; ++t) {
+        const Vec3d s = pos[t] - node.centre;
+        scaled_monomials(set, s.x, s.y, s.z, mono.data());
+        for (int i = 0; i < nc; ++i) m[i] += mono[static_cast<std::size_t>(i)];
+      }
+    }
+  }
+
+  // M2M, deepest level first: a parent sums its two children shifted to its centre,
+  // M_n(parent) = sum_{k <= n} M_k(child) d^(n-k)/(n-k)!, d = z_child - z_parent (exact).
+  const auto& levels = tree.levels();
+  for (std::size_t lev = levels.size(); lev-- > 0;) {
+    const auto& list = levels[lev];
+    const long n_here = static_cast<long>(list.size());
+#pragma omp parallel
+    {
+      std::vector<double> mono(static_cast<std::size_t>(nc));
+#pragma omp for schedule(static)
+      for (long q = 0; q < n_here; ++q) {
+        const int index = list[static_cast<std::size_t>(q)];
+        const TreeNode& node = nodes[static_cast<std::size_t>(index)];
+        if (node.is_leaf()) continue;
+        double* m = m_.data() + static_cast<std::size_t>(index) * nc;
+        for (int child : {node.left, node.right}) {
+          const TreeNode& c = nodes[static_cast<std::size_t>(child)];
+          const Vec3d d = c.centre - node.centre;
+          scaled_monomials(set, d.x, d.y, d.z, mono.data());
+          const double* mc = m_.data() + static_cast<std::size_t>(child) * nc;
+          for (const ShiftTerm& t : shift_) m[t.n] += mc[t.k] * mono[static_cast<std::size_t>(t.diff)];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace orbis

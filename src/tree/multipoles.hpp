@@ -1,0 +1,36 @@
+// Multipole moments of the ORB tree nodes (P2M at the leaves, M2M upward).
+//
+// Convention: full (not traceless) Cartesian moments about the node's centre of mass z,
+//   M_n = sum_j m_j (x_j - z)^n / n!,   |n| <= p,
+// with masses in units of the particle mass (so M_0 = count). Traceless (detraced) moments
+// would save storage, but they rely on the kernel being harmonic (Laplace's equation
+// removes the traces of its derivative tensors); the short-range kernel erfc(r/2r_s)/r is
+// not harmonic, so its derivative tensors have traces and the full moments are required
+// for an expansion that converges to the truncated sum. The dipole M_(1) vanishes about the
+// centre of mass up to round-off; it is kept, so the expansion centre could change freely.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "tree/multi_index.hpp"
+#include "tree/orb_tree.hpp"
+
+namespace orbis {
+
+class Multipoles {
+ public:
+  // P2M for every leaf, then M2M level by level up to the root. order p in 0..kMaxOrder.
+  void compute(const OrbTree& tree, int order);
+
+  int order() const { return set_ ? set_->order() : -1; }
+  const MultiIndexSet& set() const { return *set_; }
+  int stride() const { return set_->size(); }
+  const double* of(int node) const { return m_.data() + static_cast<std::size_t>(node) * stride(); }
+
+ private:
+  std::vector<double> m_;
+  std::vector<ShiftTerm> shift_;
+  std::optional<MultiIndexSet> set_;   // rebuilt only when the order changes
+};
+
+}  // namespace orbis

@@ -1,0 +1,82 @@
+// The ORB tree of the short-range FMM: recursive bisection of the longest axis of a node's
+// tight bounding box at the median particle, until a node holds <= max_leaf particles.
+// Particles are reordered (order()) so that every node is one contiguous range.
+//
+// The shape depends only on N and max_leaf (a node of n particles has children of n/2 and
+// n - n/2), so node and leaf indices are known before the particles are partitioned and the
+// top levels are built in parallel with the same result as a serial build. Partitioning
+// compares whole positions (split axis first, then the others), and leaves are sorted the
+// same way, so the tree order is a function of the set of positions alone: a permuted input
+// gives bitwise the same tree and the same forces per particle.
+//
+// Nodes are stored in depth-first preorder: node 0 is the root, a parent precedes its
+// children, leaves appear in particle order. The tree knows no periodicity: positions are
+// taken as given in [0, L) and nodes never wrap; the walk chooses periodic images.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "fmm/tasks.hpp"
+
+namespace orbis {
+
+struct TreeNode {
+  std::uint32_t first = 0;   // particles [first, first + count) in tree order
+  std::uint32_t count = 0;
+  std::int32_t left = -1;    // children (-1 for a leaf); left holds the lower half on `axis`
+  std::int32_t right = -1;
+  std::int32_t parent = -1;
+  std::int32_t leaf = -1;    // index into OrbTree::leaves() for a leaf, else -1
+  std::int32_t depth = 0;    // root: 0
+  Vec3d lo, hi;              // tight bounding box of the members, Mpc/h
+  Vec3d centre;              // expansion centre: the centre of mass, Mpc/h
+  double radius = 0;         // max |x_j - centre| over members, Mpc/h
+  double mass = 0;           // count * particle mass (mass units of the caller)
+
+  bool is_leaf() const { return left < 0; }
+  Vec3d box_centre() const { return 0.5 * (lo + hi); }
+  Vec3d half_width() const { return 0.5 * (hi - lo); }
+};
+
+class OrbTree {
+ public:
+  // Builds the tree over `positions` (Mpc/h, any order). Reuses the buffers of a previous
+  // build. max_leaf >= 1.
+  void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0);
+
+  const std::vector<TreeNode>& nodes() const { return nodes_; }
+  const std::vector<Leaf>& leaves() const { return leaves_; }
+  // leaf_node()[l]: the node index of leaf l.
+  const std::vector<std::int32_t>& leaf_node() const { return leaf_node_; }
+  // order()[t]: the caller's index of the particle at tree position t.
+  const std::vector<std::uint32_t>& order() const { return order_; }
+  // Positions in tree order.
+  const std::vector<Vec3d>& positions() const { return pos_; }
+  // levels()[d]: the nodes of depth d, in increasing index order (for level-parallel passes).
+  const std::vector<std::vector<std::int32_t>>& levels() const { return levels_; }
+  int max_leaf() const { return max_leaf_; }
+  std::size_t size() const { return pos_.size(); }
+
+ private:
+  struct Item {
+    Vec3d x;
+    std::uint32_t index;
+  };
+  std::int64_t subtree_nodes(std::int64_t n) const;
+  std::int64_t subtree_leaves(std::int64_t n) const;
+  void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
+                  std::int32_t depth, std::int32_t leaf_base);
+
+  int max_leaf_ = 32;
+  double particle_mass_ = 1.0;
+  std::vector<Item> items_;
+  std::vector<TreeNode> nodes_;
+  std::vector<Leaf> leaves_;
+  std::vector<std::int32_t> leaf_node_;
+  std::vector<std::uint32_t> order_;
+  std::vector<Vec3d> pos_;
+  std::vector<std::vector<std::int32_t>> levels_;
+};
+
+}  // namespace orbis

@@ -1,0 +1,65 @@
+#include "support/ewald.hpp"
+
+#include <cmath>
+
+namespace orbis::test {
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+constexpr int kHMax = 15;
+}  // namespace
+
+EwaldSum::EwaldSum(const std::vector<Vec3d>& positions, const std::vector<double>& masses, double box)
+    : pos_(positions), mass_(masses), box_(box), alpha_(2 * 4.6 / box) {
+  const double k_unit = 2 * kPi / box;
+  for (int hx = 0; hx <= kHMax; ++hx)
+    for (int hy = -kHMax; hy <= kHMax; ++hy)
+      for (int hz = -kHMax; hz <= kHMax; ++hz) {
+        // Half space: hx > 0, or hx == 0 and (hy > 0, or hy == 0 and hz > 0).
+        if (hx == 0 && (hy < 0 || (hy == 0 && hz <= 0))) continue;
+        if (hx * hx + hy * hy + hz * hz > kHMax * kHMax) continue;
+        Vec3d k{hx * k_unit, hy * k_unit, hz * k_unit};
+        const double k2 = norm2(k);
+        kvec_.push_back(k);
+        kfactor_.push_back(2.0 * 4.0 * kPi / (box * box * box) * std::exp(-k2 / (4 * alpha_ * alpha_)) / k2);
+      }
+  structure_.assign(kvec_.size(), {0.0, 0.0});
+  const long nk = static_cast<long>(kvec_.size());
+#pragma omp parallel for schedule(static)
+  for (long q = 0; q < nk; ++q) {
+    std::complex<double> s{0, 0};
+    for (std::size_t j = 0; j < pos_.size(); ++j) {
+      const double phase = dot(kvec_[q], pos_[j]);
+      s += mass_[j] * std::complex<double>(std::cos(phase), std::sin(phase));
+    }
+    structure_[q] = s;
+  }
+}
+
+Vec3d EwaldSum::acceleration(const Vec3d& x) const {
+  Vec3d acc;
+  // Real space, minimal image: the erfc-screened Newtonian pull toward each source.
+  for (std::size_t j = 0; j < pos_.size(); ++j) {
+    Vec3d d{periodic_wrap_delta(pos_[j].x - x.x, box_), periodic_wrap_delta(pos_[j].y - x.y, box_),
+            periodic_wrap_delta(pos_[j].z - x.z, box_)};
+    const double r2 = norm2(d);
+    if (r2 == 0) continue;
+    const double r = std::sqrt(r2);
+    const double screen = std::erfc(alpha_ * r) + 2 * alpha_ * r / std::sqrt(kPi) * std::exp(-alpha_ * alpha_ * r2);
+    acc += d * (mass_[j] * screen / (r2 * r));
+  }
+  // k space: a(x) = sum_k (4 pi / L^3) e^{-k^2/4a^2} / k^2 * k * Im[e^{-i k.x} S(k)], summed
+  // over both half spaces (hence the factor 2 in kfactor_).
+  for (std::size_t q = 0; q < kvec_.size(); ++q) {
+    const double phase = dot(kvec_[q], x);
+    const double im = (std::complex<double>(std::cos(phase), -std::sin(phase)) * structure_[q]).imag();
+    acc += kvec_[q] * (kfactor_[q] * im);
+  }
+  return acc;
+}
+
+Vec3d ewald_acceleration(const Vec3d& dx, double box) {
+  EwaldSum sum({dx}, {1.0}, box);
+  return sum.acceleration(Vec3d{0, 0, 0});
+}
+
+}  // namespace orbis::test

@@ -1,0 +1,158 @@
+// Counting test of the dual-tree walk (STYLE.md §4): with a dummy "kernel" that only
+// counts, every ordered particle pair (i, j) within r_cut (minimal image) must be covered
+// exactly once, by a P2P task (i in the target leaf, j in the source leaf, within r_cut in
+// the task's image) or by an M2L task between a target ancestor-or-self of i and a source
+// ancestor-or-self of j in the minimal image; pairs beyond r_cut are never covered twice.
+// References: brute-force minimal-image distances of all N^2 pairs.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "fmm/walk.hpp"
+#include "support/clustered_particles.hpp"
+#include "tree/orb_tree.hpp"
+
+using namespace orbis;
+
+namespace {
+
+struct Coverage {
+  long within_once = 0, within_missing = 0, within_multiple = 0, within_wrong_image = 0;
+  long beyond_multiple = 0, m2l_beyond_cut = 0, self_m2l = 0;
+  long m2l_pairs = 0, p2p_pairs = 0;
+};
+
+Coverage count(const OrbTree& tree, const TaskLists& lists, double box, double r_cut) {
+  const auto& pos = tree.positions();
+  const std::size_t n = pos.size();
+  std::vector<unsigned char> hits(n * n, 0);
+  std::vector<unsigned char> bad_image(n * n, 0);
+  Coverage c;
+  auto sep = [&](std::uint32_t i, std::uint32_t j, const std::int8_t image[3]) {
+    Vec3d d = pos[j] - pos[i];
+    for (int k = 0; k < 3; ++k) d[k] += image[k] * box;
+    return d;
+  };
+  auto minimal = [&](std::uint32_t i, std::uint32_t j) {
+    Vec3d d = pos[j] - pos[i];
+    for (int k = 0; k < 3; ++k) d[k] = periodic_wrap_delta(d[k], box);
+    return d;
+  };
+  for (const auto& task : lists.p2p) {
+    const Leaf& t = tree.leaves()[task.target];
+    const Leaf& s = tree.leaves()[task.source];
+    for (std::uint32_t i = t.first; i < t.first + t.count; ++i)
+      for (std::uint32_t j = s.first; j < s.first + s.count; ++j) {
+        if (i == j) continue;
+        ++c.p2p_pairs;
+        if (norm(sep(i, j, task.image)) < r_cut) ++hits[i * n + j];
+      }
+  }
+  for (const auto& task : lists.m2l) {
+    const TreeNode& t = tree.nodes()[task.target];
+    const TreeNode& s = tree.nodes()[task.source];
+    for (std::uint32_t i = t.first; i < t.first + t.count; ++i)
+      for (std::uint32_t j = s.first; j < s.first + s.count; ++j) {
+        if (i == j) {
+          ++c.self_m2l;
+          continue;
+        }
+        ++c.m2l_pairs;
+        ++hits[i * n + j];
+        const Vec3d d = sep(i, j, task.image);
+        if (norm(d - minimal(i, j)) > 1e-9 * box) bad_image[i * n + j] = 1;
+        // Design property of this walk: M2L only for node pairs entirely inside r_cut.
+        if (norm(d) > r_cut * (1 + 1e-12)) ++c.m2l_beyond_cut;
+      }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const bool within = norm(minimal(static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j))) < r_cut;
+      const unsigned h = hits[i * n + j];
+      if (within) {
+        if (h == 1) ++c.within_once;
+        if (h == 0) ++c.within_missing;
+        if (h > 1) ++c.within_multiple;
+        if (bad_image[i * n + j]) ++c.within_wrong_image;
+      } else if (h > 1) {
+        ++c.beyond_multiple;
+      }
+    }
+  return c;
+}
+
+void check_grouped(const std::vector<InteractionTask>& tasks) {
+  bool sorted = true;
+  for (std::size_t q = 1; q < tasks.size(); ++q) sorted &= tasks[q - 1].target <= tasks[q].target;
+  CHECK(sorted);
+}
+
+void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, double theta, int max_leaf,
+              bool expect_m2l) {
+  OrbTree tree;
+  tree.build(positions, max_leaf);
+  DualTreeWalk walk;
+  TaskLists lists;
+  walk.run(tree, WalkSettings{box, r_cut, theta}, lists);
+  check_grouped(lists.p2p);
+  check_grouped(lists.m2l);
+  const Coverage c = count(tree, lists, box, r_cut);
+  MESSAGE("N = " << positions.size() << ", r_cut/L = " << r_cut / box << ", theta = " << theta
+                 << ": pairs within r_cut " << c.within_once + c.within_missing + c.within_multiple
+                 << ", P2P tasks " << lists.p2p.size() << " (" << c.p2p_pairs << " pairs), M2L tasks "
+                 << lists.m2l.size() << " (" << c.m2l_pairs << " pairs)");
+  CHECK(c.within_once > 0);
+  CHECK(c.within_missing == 0);
+  CHECK(c.within_multiple == 0);
+  CHECK(c.within_wrong_image == 0);
+  CHECK(c.beyond_multiple == 0);
+  CHECK(c.m2l_beyond_cut == 0);
+  CHECK(c.self_m2l == 0);
+  if (expect_m2l) CHECK(c.m2l_pairs > 0);
+
+  // The same lists for any thread count.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  TaskLists serial;
+  DualTreeWalk walk1;
+  walk1.run(tree, WalkSettings{box, r_cut, theta}, serial);
+  omp_set_num_threads(threads);
+  REQUIRE(serial.p2p.size() == lists.p2p.size());
+  REQUIRE(serial.m2l.size() == lists.m2l.size());
+  CHECK(std::memcmp(serial.p2p.data(), lists.p2p.data(), lists.p2p.size() * sizeof(InteractionTask)) == 0);
+  CHECK(std::memcmp(serial.m2l.data(), lists.m2l.data(), lists.m2l.size() * sizeof(InteractionTask)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("walk: every pair within r_cut covered exactly once (clustered, periodic)") {
+  const double box = 10.0;
+  // 16^3 clustered set with haloes across the box corner; small leaves so M2L is common.
+  const auto pos = test::clustered_particles(16, box, 99);
+  run_case(pos, box, 0.2 * box, 0.6, 4, true);
+  run_case(pos, box, 0.12 * box, 0.5, 2, true);
+}
+
+TEST_CASE("walk: big leaves where several images reach within r_cut") {
+  const double box = 1.0;
+  // Leaves spanning most of the box: the pair's image is not unique and P2P tasks are
+  // emitted per image; the cut in each task must still count each pair once.
+  const auto pos = test::uniform_particles(400, box, 8);
+  run_case(pos, box, 0.45 * box, 0.5, 100, false);
+  run_case(pos, box, 0.3 * box, 0.7, 400, false);
+}
+
+TEST_CASE("walk: r_cut must be below BoxSize/2") {
+  const auto pos = test::uniform_particles(100, 1.0, 9);
+  OrbTree tree;
+  tree.build(pos, 8);
+  DualTreeWalk walk;
+  TaskLists lists;
+  CHECK_THROWS_AS(walk.run(tree, WalkSettings{1.0, 0.5, 0.5}, lists), Error);
+  CHECK_THROWS_AS(walk.run(tree, WalkSettings{1.0, 0.7, 0.5}, lists), Error);
+}
