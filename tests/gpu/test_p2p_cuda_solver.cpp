@@ -2,6 +2,12 @@
 // forces as with the CPU P2P, on the test suite's clustered set (sheets, filaments and a
 // Plummer halo across the box corner). The far field is computed identically in every
 // run, so differences come from P2P alone. Returns 77 without a usable GPU.
+//
+// Metrics: per-particle |a - a_ref| / |a_ref| (median), and |a - a_ref| / rms|a_ref| (max).
+// On this displaced-grid set a few particles have a net force 10^4 below the typical one
+// (their neighbours' pulls cancel), so their own relative error is float rounding times
+// that cancellation (~1e-3, the CPU float evaluator shows the same): a per-particle max
+// would measure the set's conditioning, not the kernel.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -34,6 +40,15 @@ test::RelStats rel_stats(const std::vector<Vec3d>& a, const std::vector<Vec3d>& 
     if (den > 0) rel.push_back(std::sqrt(norm2(a[i] - ref[i])) / den);
   }
   return test::relative_stats(rel);
+}
+
+// max_i |a_i - ref_i| / rms_j |ref_j|
+double max_over_rms(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) {
+  double rms = 0, worst = 0;
+  for (const Vec3d& r : ref) rms += norm2(r);
+  rms = std::sqrt(rms / static_cast<double>(ref.size()));
+  for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::sqrt(norm2(a[i] - ref[i])));
+  return worst / rms;
 }
 }  // namespace
 
@@ -70,10 +85,19 @@ TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
   ShortRangeSolver solver(s);
   const ShortRangeStats st = solver.compute(pos, gpu, acc);
   const test::RelStats f = rel_stats(acc, ref);
+  const double f_rms = max_over_rms(acc, ref);
   MESSAGE("solver, CUDA float order 3 vs CPU double exact: median " << f.median << " p99 " << f.p99
-          << " max " << f.max << "; " << st.p2p_interactions << " P2P pairs on " << st.p2p_where);
+          << " max " << f.max << ", max/rms " << f_rms << "; " << st.p2p_interactions
+          << " P2P pairs on " << st.p2p_where);
   CHECK(f.median < 1e-6);
-  CHECK(f.max < 1e-4);
+  CHECK(f_rms < 1e-5);
+  // Against the CPU evaluator in the same arithmetic (float, order 3): only summation order
+  // and the GPU's rsqrt approximation differ.
+  std::vector<Vec3d> cpu_float;
+  ShortRangeSolver(s).compute(pos, cpu, cpu_float);
+  const double same = max_over_rms(acc, cpu_float);
+  MESSAGE("solver, CUDA float vs CPU float (order 3): max/rms " << same);
+  CHECK(same < 1e-6);
 
   // Without the overlap thread: bitwise the same.
   s.overlap_p2p = false;
