@@ -43,6 +43,22 @@ class P2PEvaluator {
   virtual P2PStats evaluate(const P2PSettings& settings, const P2PInput& input,
                             std::vector<Vec3d>& acc) = 0;
   virtual std::string name() const = 0;
+
+  // The same evaluation split in two, so the run loop can overlap P2P with M2L/PM on the
+  // CPU: start() queues the work and returns (the CUDA backend once the GPU has it; this
+  // default only records the request), finish() completes it and writes acc exactly as
+  // evaluate() does. The input arrays must stay alive and unchanged until finish().
+  virtual void start(const P2PSettings& settings, const P2PInput& input) {
+    pending_settings_ = settings;
+    pending_input_ = input;
+  }
+  virtual P2PStats finish(std::vector<Vec3d>& acc) {
+    return evaluate(pending_settings_, pending_input_, acc);
+  }
+
+ private:
+  P2PSettings pending_settings_;
+  P2PInput pending_input_;
 };
 
 // backend: "auto" | "cpu" | "cuda". An explicit "cuda" without a usable GPU is an error.

@@ -50,7 +50,8 @@ template <int Order, typename R>
 ORBIS_ALWAYS_INLINE void leaf_pair_body(const LeafPairArgs<R>& a) {
   const P2PPairConstants<R> k = a.k;   // local copy: provably not aliased by the outputs
   const R* __restrict xi = a.xi; const R* __restrict yi = a.yi; const R* __restrict zi = a.zi;
-  const R* __restrict t = a.t; const R* __restrict e = a.e;
+  // Built once, outside the simd loop (inside, GCC makes it a per-lane array in memory).
+  const SplitTableReader<R> table{a.t, a.e};
   R* __restrict ax = a.ax; R* __restrict ay = a.ay; R* __restrict az = a.az;
   const int ni = a.ni;
   for (int j = 0; j < a.nj; ++j) {
@@ -58,7 +59,7 @@ ORBIS_ALWAYS_INLINE void leaf_pair_body(const LeafPairArgs<R>& a) {
 #pragma omp simd
     for (int i = 0; i < ni; ++i) {
       R fx = ax[i], fy = ay[i], fz = az[i];
-      p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, t, e, fx, fy, fz);
+      p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, table, fx, fy, fz);
       ax[i] = fx; ay[i] = fy; az[i] = fz;
     }
   }
@@ -114,9 +115,10 @@ LeafPairFn<R> select_leaf_pair(int order) {
 
 template <typename R>
 void evaluate_groups(const GroupedTasks& grouped, const std::vector<Leaf>& leaves,
-                     const LeafRelativePositions<R>& rel, double box, double g_mass,
+                     const LeafRelativePositions<R>& rel, double box,
                      const P2PPairConstants<R>& k, const R* t, const R* e, LeafPairFn<R> fn,
                      std::uint32_t max_count, std::vector<Vec3d>& acc) {
+  const double scale = k.length_scale, g_mass = k.acc_scale;
   const std::int64_t n_groups = static_cast<std::int64_t>(grouped.groups.size());
 #pragma omp parallel
   {
@@ -139,7 +141,7 @@ void evaluate_groups(const GroupedTasks& grouped, const std::vector<Leaf>& leave
         const InteractionTask& tk = grouped.tasks[task];
         const Leaf& lj = leaves[tk.source];
         const int nj = static_cast<int>(lj.count);
-        const Vec3d shift = task_shift(leaves, tk, box);
+        const Vec3d shift = task_shift(leaves, tk, box) * scale;
         const R sx = static_cast<R>(shift.x), sy = static_cast<R>(shift.y),
                 sz = static_cast<R>(shift.z);
         for (int j = 0; j < nj; ++j) {
@@ -180,14 +182,13 @@ void CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
   std::unique_ptr<TruncationTable<R>>* table;
   if constexpr (std::is_same_v<R, float>) { rel = &rel_f_; table = &table_f_; }
   else { rel = &rel_d_; table = &table_d_; }
-  leaf_relative_positions(*in.positions, leaves, *rel);
-  if (!*table || (*table)->size() != s.table_size)
-    *table = std::make_unique<TruncationTable<R>>(s.table_size);
-
   const bool use_table = s.taylor_order >= 0;
   const P2PPairConstants<R> k =
-      make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.table_size, use_table);
-  evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, s.g_mass, k, (*table)->t().data(),
+      make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, use_table);
+  leaf_relative_positions(*in.positions, leaves, k.length_scale, *rel);
+  if (!*table || (*table)->size() != s.table_size)
+    *table = std::make_unique<TruncationTable<R>>(s.table_size);
+  evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, k, (*table)->t().data(),
                      (*table)->e().data(), select_leaf_pair<R>(s.taylor_order), max_count, acc);
 }
 

@@ -17,7 +17,8 @@
 // Cut: pairs at |d| >= r_cut contribute nothing. The table covers x <= 3 (r <= 6 r_s), so the
 // table path cuts at min(r_cut, 6 r_s) (T(3) = 4.3e-4); the exact path (Order = -1) at r_cut.
 //
-// G m is applied once per particle by the caller, not per pair.
+// G m (and the length scale, see P2PPairConstants) are applied once per particle by the
+// caller, not per pair.
 #pragma once
 #include <cmath>
 
@@ -26,32 +27,40 @@
 
 namespace orbis {
 
-// Per-call constants of the pair interaction in the kernel's arithmetic R.
+// Per-call constants of the pair interaction in the kernel's arithmetic R. Lengths are in
+// "table units": the evaluators multiply every position (and shift) by length_scale =
+// 1 / (2 r_s h) (table path; 1 / (2 r_s) on the exact path), so the softened distance s IS
+// the table coordinate u = x / h (or x) and no multiply per pair is spent on it; the sum is
+// multiplied back by acc_scale = G m length_scale^2 once per particle.
 template <typename R>
 struct P2PPairConstants {
-  R rcut2 = 0;          // (effective cut)^2, Mpc/h^2
-  R eps2 = 0;           // softening^2
-  R u_scale = 0;        // 1 / (2 r_s h): s -> table coordinate u = x / h
-  R x_scale = 0;        // 1 / (2 r_s):   s -> x (exact path)
-  R spacing = 0;        // h, the table's node spacing in x
-  int last = 0;         // last table node
+  R rcut2 = 0;          // (effective cut)^2, table units
+  R eps2 = 0;           // softening^2, table units
+  R spacing = 0;        // h, the table's node spacing in x ({T,E} form)
+  R u_max = 0;          // u is clamped to min(last node, x_cut/h): pairs beyond the cut then
+                        // all read one node (a shared-memory broadcast on the GPU instead of
+                        // bank conflicts) and are discarded
+  double length_scale = 0;   // Mpc/h -> table units
+  double acc_scale = 0;      // G m length_scale^2: sum -> (km/s)^2/(Mpc/h)
 };
 
-// Host side: constants for a given split, softening and table spacing (h = 0: no table).
+// Host side: constants for a given split, softening, G m and table (use_table = false: the
+// exact erfc path, x = s).
 template <typename R>
 inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double softening,
-                                               int table_size, bool use_table) {
+                                               double g_mass, int table_size, bool use_table) {
   P2PPairConstants<R> c;
   const double cut = use_table ? std::fmin(r_cut, 2.0 * r_s * kTruncationTableXMax) : r_cut;
   const double h = kTruncationTableXMax / (table_size - 1);
-  c.rcut2 = static_cast<R>(cut * cut);
-  // The 1e-30 (Mpc/h)^2 floor keeps s > 0 at d = 0 with eps = 0, so the table index stays
-  // finite (that pair is then discarded); it is below rounding for any real separation.
-  c.eps2 = static_cast<R>(softening * softening + 1e-30);
-  c.u_scale = static_cast<R>(1.0 / (2.0 * r_s * h));
-  c.x_scale = static_cast<R>(1.0 / (2.0 * r_s));
+  const double scale = use_table ? 1.0 / (2.0 * r_s * h) : 1.0 / (2.0 * r_s);
+  c.length_scale = scale;
+  c.acc_scale = g_mass * scale * scale;
+  c.rcut2 = static_cast<R>(cut * cut * scale * scale);
+  // The 1e-20 floor keeps s >= 1e-10 at d = 0 with eps = 0, so 1/s^3 stays finite in float
+  // and that pair adds exactly 0; for any real separation it is below rounding.
+  c.eps2 = static_cast<R>(softening * softening * scale * scale + 1e-20);
   c.spacing = static_cast<R>(h);
-  c.last = table_size - 1;
+  c.u_max = static_cast<R>(std::fmin(table_size - 1.0, cut * scale));
   return c;
 }
 
@@ -59,7 +68,10 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
 // it), an exactly rounded sqrt and divide on the host.
 ORBIS_HD float p2p_rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
-  return rsqrtf(x);
+  // rsqrtf() wraps MUFU.RSQ in 4 instructions of denormal handling; x >= 1e-20 here.
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
 #else
   return 1.0f / std::sqrt(x);
 #endif
@@ -75,27 +87,30 @@ ORBIS_HD double p2p_rsqrt(double x) {
 // The factor g with a_i += g * d (times G m later). Order 0..4: table; -1: exact erfc/exp.
 // A select, not a branch, discards pairs outside the cut or at d = 0: on the GPU the warp
 // stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
-template <int Order, typename R>
-ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const R* tab_t, const R* tab_e) {
-  const R s2 = r2 + k.eps2;   // > 0: eps2 carries a 1e-30 floor
+template <int Order, typename R, typename Reader>
+ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& table) {
+  const R s2 = r2 + k.eps2;   // >= 1e-20: eps2 carries that floor
   const R sinv = p2p_rsqrt(s2);
   const R s = s2 * sinv;
   R t;
   if constexpr (Order < 0) {
-    t = truncation_exact(s * k.x_scale);
+    t = truncation_exact(s);   // s = x in table units of the exact path
+  } else if constexpr (Reader::kCoefficients) {
+    t = truncation_taylor_coef<Order>(s, table, k.u_max);   // s = u = x / h
   } else {
-    t = truncation_taylor_u<Order>(s * k.u_scale, tab_t, tab_e, k.spacing, k.last);
+    t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
   }
-  const R g = t * sinv * sinv * sinv;
-  return ((r2 < k.rcut2) & (r2 > R(0))) ? g : R(0);   // & not &&: one select, no branch
+  const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
+  return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly
 }
 
-// One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az).
-template <int Order, typename R>
-ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const R* tab_t,
-                       const R* tab_e, R& ax, R& ay, R& az) {
+// One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az). table
+// reads node i as table(i, T_i, E_i) (SplitTableReader on the host).
+template <int Order, typename R, typename Reader>
+ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Reader& table,
+                       R& ax, R& ay, R& az) {
   const R r2 = dx * dx + dy * dy + dz * dz;
-  const R g = p2p_pair_factor<Order>(r2, k, tab_t, tab_e);
+  const R g = p2p_pair_factor<Order>(r2, k, table);
   ax += g * dx;
   ay += g * dy;
   az += g * dz;

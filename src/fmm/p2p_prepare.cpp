@@ -1,6 +1,7 @@
 #include "fmm/p2p_prepare.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "fmm/truncation.hpp"
@@ -35,26 +36,50 @@ void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_
 
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& pos, const std::vector<Leaf>& leaves,
-                             LeafRelativePositions<R>& out) {
-  const std::size_t n = pos.size();
-  out.x.assign(n, R(0));
-  out.y.assign(n, R(0));
-  out.z.assign(n, R(0));
+                             double scale, R* x, R* y, R* z) {
+  const std::int64_t n = static_cast<std::int64_t>(pos.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t p = 0; p < n; ++p) x[p] = y[p] = z[p] = R(0);
   const std::int64_t nl = static_cast<std::int64_t>(leaves.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t l = 0; l < nl; ++l) {
     const Leaf& leaf = leaves[l];
     for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p) {
-      out.x[p] = static_cast<R>(pos[p].x - leaf.centre.x);
-      out.y[p] = static_cast<R>(pos[p].y - leaf.centre.y);
-      out.z[p] = static_cast<R>(pos[p].z - leaf.centre.z);
+      x[p] = static_cast<R>((pos[p].x - leaf.centre.x) * scale);
+      y[p] = static_cast<R>((pos[p].y - leaf.centre.y) * scale);
+      z[p] = static_cast<R>((pos[p].z - leaf.centre.z) * scale);
     }
   }
 }
+
+template <typename R>
+void leaf_relative_positions(const std::vector<Vec3d>& pos, const std::vector<Leaf>& leaves,
+                             double scale, LeafRelativePositions<R>& out) {
+  out.x.resize(pos.size());
+  out.y.resize(pos.size());
+  out.z.resize(pos.size());
+  leaf_relative_positions(pos, leaves, scale, out.x.data(), out.y.data(), out.z.data());
+}
+
 template void leaf_relative_positions<float>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                             LeafRelativePositions<float>&);
+                                             double, LeafRelativePositions<float>&);
 template void leaf_relative_positions<double>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
-                                              LeafRelativePositions<double>&);
+                                              double, LeafRelativePositions<double>&);
+template void leaf_relative_positions<float>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
+                                             double, float*, float*, float*);
+template void leaf_relative_positions<double>(const std::vector<Vec3d>&, const std::vector<Leaf>&,
+                                              double, double*, double*, double*);
+
+void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& acc) {
+  static_assert(sizeof(Vec3d) == 3 * sizeof(double), "Vec3d is three doubles");
+  acc.resize(n);
+  const std::int64_t chunks = 64;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::size_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+    if (hi > lo) std::memcpy(static_cast<void*>(&acc[lo]), xyz + 3 * lo, (hi - lo) * sizeof(Vec3d));
+  }
+}
 
 double p2p_interaction_count(const std::vector<Leaf>& leaves,
                              const std::vector<InteractionTask>& tasks) {

@@ -28,10 +28,15 @@ struct LeafRelativePositions {
 };
 
 // Fills out (resized to positions.size()) with float/double positions relative to the
-// centre of the leaf that holds each particle. OpenMP over leaves.
+// centre of the leaf that holds each particle, times scale (P2PPairConstants::length_scale;
+// applied in double before the one rounding). OpenMP over leaves.
 template <typename R>
 void leaf_relative_positions(const std::vector<Vec3d>& positions, const std::vector<Leaf>& leaves,
-                             LeafRelativePositions<R>& out);
+                             double scale, LeafRelativePositions<R>& out);
+// The same into caller-owned arrays of positions.size() (e.g. pinned upload buffers).
+template <typename R>
+void leaf_relative_positions(const std::vector<Vec3d>& positions, const std::vector<Leaf>& leaves,
+                             double scale, R* x, R* y, R* z);
 
 // The source leaf's frame shift into the target leaf's frame, Mpc/h (double).
 inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& t, double box) {
@@ -40,6 +45,10 @@ inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& 
   return {cj.x + t.image[0] * box - ci.x, cj.y + t.image[1] * box - ci.y,
           cj.z + t.image[2] * box - ci.z};
 }
+
+// acc = n accelerations stored as x, y, z doubles one particle after the other (a device
+// download); OpenMP copy, here because nvcc-compiled files do not get OpenMP.
+void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& acc);
 
 // Pairs evaluated: sum over tasks of count_i * count_j.
 double p2p_interaction_count(const std::vector<Leaf>& leaves,

@@ -1,17 +1,374 @@
-// CUDA P2P backend (placeholder until the kernel lands): reports "not usable" so that
-// backend = auto falls back to the CPU and backend = cuda fails before any work.
+// The CUDA P2P evaluator: host preparation, uploads, device grouping, the kernel and the
+// download, all queued on one stream so that start() returns while the GPU works.
+#include "gpu/p2p_cuda.hpp"
+
+#include <climits>
+#include <cstring>
+
+#include <fmt/format.h>
+
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
+#include "fmm/p2p_prepare.hpp"
+#include "fmm/truncation.hpp"
+#include "gpu/cuda_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "gpu/p2p_cuda_grouping.cuh"
+#include "gpu/p2p_cuda_kernel.cuh"
 
 namespace orbis {
 
+using gpu::DeviceArray;
+using gpu::PinnedArray;
+static_assert(CudaP2PEvaluator::kMaxLeafCount <= static_cast<unsigned>(gpu::kTileCap),
+              "a source leaf must fit in one tile");
+
+namespace {
+
+template <typename R, bool Coef>
+const void* kernel_for(int order) {
+  switch (order) {
+    case -1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<-1, R, Coef>);
+    case 0: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<0, R, Coef>);
+    case 1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<1, R, Coef>);
+    case 2: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<2, R, Coef>);
+    case 3: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<3, R, Coef>);
+    case 4: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<4, R, Coef>);
+    default: fail("P2P: taylor_order = {} is not in -1..4", order);
+  }
+}
+template <typename R>
+const void* kernel_for(int order, bool coef) {
+  // The exact path reads no table: one instantiation serves both forms.
+  if (order < 0) return kernel_for<R, false>(order);
+  return coef ? kernel_for<R, true>(order) : kernel_for<R, false>(order);
+}
+
+double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+}  // namespace
+
+struct CudaP2PEvaluator::Impl {
+  int device = 0;
+  std::string name;
+  int sm_count = 0;
+  std::size_t smem_optin = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev[5] = {};
+
+  gpu::DeviceGrouping grouping;
+  DeviceArray<float> pos_f;          // x | y | z, n each
+  DeviceArray<double> pos_d;
+  DeviceArray<InteractionTask> tasks;
+  DeviceArray<gpu::DeviceLeaf> leaves;
+  DeviceArray<double> acc;           // 3n
+  DeviceArray<float2> table_f;       // {T_i, E_i}
+  DeviceArray<double2> table_d;
+  DeviceArray<float4> coef_f;        // {c0..c3}
+  DeviceArray<double4_32a> coef_d;
+  DeviceArray<float> coef4_f;        // c4
+  DeviceArray<double> coef4_d;
+  int table_f_size = 0, table_d_size = 0;
+  bool coef_form = true;
+  DeviceArray<std::uint32_t> next_group;
+  DeviceArray<unsigned long long> counters;
+  PinnedArray<unsigned char> host_pos;
+  PinnedArray<double> host_acc;
+
+  bool pending = false;
+  bool count = false;
+  std::size_t n_particles = 0;
+  double interactions = 0;
+  bool double_precision = false;
+  Stopwatch wall;
+  CudaP2PTimings timings;
+  CudaP2POccupancy occupancy;
+
+  template <typename R> void queue(const P2PSettings& s, const P2PInput& in);
+  template <typename R> void ensure_table(int size);
+};
+
+template <typename R>
+void CudaP2PEvaluator::Impl::ensure_table(int size) {
+  using R2 = typename gpu::Vec2Of<R>::type;
+  using R4 = typename gpu::Vec4Of<R>::type;
+  int& current = std::is_same_v<R, float> ? table_f_size : table_d_size;
+  if (current == size) return;
+  const TruncationTable<R> table(size);   // built in double, rounded to R once
+  std::vector<R2> te(size);
+  std::vector<R4> c(size);
+  for (int i = 0; i < size; ++i) {
+    te[i] = R2{table.t()[i], table.e()[i]};
+    c[i] = R4{table.coef(0)[i], table.coef(1)[i], table.coef(2)[i], table.coef(3)[i]};
+  }
+  R2* dte;
+  R4* dc;
+  R* dc4;
+  if constexpr (std::is_same_v<R, float>) {
+    table_f.ensure(size); coef_f.ensure(size); coef4_f.ensure(size);
+    dte = table_f.data(); dc = coef_f.data(); dc4 = coef4_f.data();
+  } else {
+    table_d.ensure(size); coef_d.ensure(size); coef4_d.ensure(size);
+    dte = table_d.data(); dc = coef_d.data(); dc4 = coef4_d.data();
+  }
+  ORBIS_CUDA_CHECK(cudaMemcpy(dte, te.data(), size * sizeof(R2), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(dc, c.data(), size * sizeof(R4), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(dc4, table.coef(4).data(), size * sizeof(R), cudaMemcpyHostToDevice));
+  current = size;
+}
+
+template <typename R>
+void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
+  const std::vector<Vec3d>& pos = *in.positions;
+  const std::vector<Leaf>& host_leaves = *in.leaves;
+  const std::vector<InteractionTask>& host_tasks = *in.tasks;
+  const std::size_t n = pos.size(), nl = host_leaves.size(), nt = host_tasks.size();
+  if (nt > static_cast<std::size_t>(INT_MAX))
+    fail("P2P: {} tasks in one call exceed the GPU grouping's limit of {}; split the call", nt,
+         INT_MAX);
+
+  // Shared memory for the table; beyond the default 48 KB it must be opted into.
+  const bool coef = coef_form && s.taylor_order >= 0;
+  const std::size_t table_bytes =
+      s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, s.taylor_order) : 0;
+  const void* kernel = kernel_for<R>(s.taylor_order, coef);
+  cudaFuncAttributes attr{};
+  ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  if (attr.sharedSizeBytes + table_bytes > smem_optin)
+    fail("P2P: a T(x) table of {} nodes ({} KB) does not fit in the GPU's shared memory next to "
+         "the kernel's {} KB (at most {} KB); lower [gravity] taylor_table_size",
+         s.table_size, table_bytes / 1024, attr.sharedSizeBytes / 1024, smem_optin / 1024);
+  if (table_bytes > 48 * 1024)
+    ORBIS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(table_bytes)));
+
+  // Memory check before any allocation: a clear message instead of a failed cudaMalloc.
+  DeviceArray<R>& dpos = *[&] {
+    if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
+  }();
+  const std::size_t need = dpos.growth_bytes(3 * n) + acc.growth_bytes(3 * n) +
+                           tasks.growth_bytes(nt) + leaves.growth_bytes(nl) +
+                           grouping.growth_bytes(nt, nl) + (std::size_t{16} << 20);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (need > free_bytes)
+    fail("P2P on GPU {} ({}) needs {:.2f} GiB more device memory for {} particles and {} tasks, "
+         "but {:.2f} GiB of {:.2f} GiB are free: run on more MPI ranks (fewer particles each), "
+         "raise [gravity] max_leaf (fewer, larger tasks) or use [gpu] p2p_precision = \"float\"",
+         device, name, gib(need), n, nt, gib(free_bytes), gib(total_bytes));
+  dpos.ensure(std::max<std::size_t>(3 * n, 1));
+  acc.ensure(std::max<std::size_t>(3 * n, 1));
+  tasks.ensure(std::max<std::size_t>(nt, 1));
+  leaves.ensure(std::max<std::size_t>(nl, 1));
+  next_group.ensure(1);
+  counters.ensure(2);
+  ensure_table<R>(s.table_size);
+
+  // Leaf-relative positions straight into pinned memory (so the upload is asynchronous).
+  const P2PPairConstants<R> k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass,
+                                                       s.table_size, s.taylor_order >= 0);
+  Stopwatch prep;
+  host_pos.ensure(std::max<std::size_t>(3 * n * sizeof(R), 1));
+  R* hx = reinterpret_cast<R*>(host_pos.data());
+  leaf_relative_positions(pos, host_leaves, k.length_scale, hx, hx + n, hx + 2 * n);
+  host_acc.ensure(std::max<std::size_t>(3 * n, 1));
+  timings.host_prepare = prep.seconds();
+
+  ORBIS_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+  if (n > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(dpos.data(), hx, 3 * n * sizeof(R), cudaMemcpyHostToDevice, stream));
+  if (nt > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(tasks.data(), host_tasks.data(), nt * sizeof(InteractionTask),
+                                     cudaMemcpyHostToDevice, stream));
+  if (nl > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(leaves.data(), host_leaves.data(), nl * sizeof(Leaf),
+                                     cudaMemcpyHostToDevice, stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, 3 * n * sizeof(double), stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 2 * sizeof(unsigned long long), stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(ev[1], stream));
+  grouping.run(stream, tasks.data(), nt, nl);
+  ORBIS_CUDA_CHECK(cudaEventRecord(ev[2], stream));
+
+  if (nt > 0) {
+    gpu::P2PKernelArgs<R> a;
+    a.groups = grouping.groups();
+    a.n_groups = grouping.n_groups();
+    a.tasks = grouping.sorted();
+    a.leaves = leaves.data();
+    a.x = dpos.data();
+    a.y = dpos.data() + n;
+    a.z = dpos.data() + 2 * n;
+    if constexpr (std::is_same_v<R, float>) {
+      a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
+    } else {
+      a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
+    }
+    a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
+    a.k = k;
+    a.box = s.box_mpc_h;
+    a.acc = acc.data();
+    a.next_group = next_group.data();
+    a.counters = count ? counters.data() : nullptr;
+    // Persistent blocks: as many as fit at once, never more than there can be groups.
+    int per_sm = 0;
+    ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gpu::kBlock,
+                                                                   table_bytes));
+    if (per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
+    const std::size_t grid = std::min<std::size_t>(std::min(nl, nt),
+                                                   static_cast<std::size_t>(per_sm) * sm_count);
+    void* args[] = {&a};
+    ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(gpu::kBlock),
+                                      args, table_bytes, stream));
+  }
+  ORBIS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
+  if (n > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_acc.data(), acc.data(), 3 * n * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(ev[4], stream));
+}
+
+CudaP2PEvaluator::CudaP2PEvaluator(int device) : impl_(std::make_unique<Impl>()) {
+  std::string why;
+  if (!cuda_device_usable(device, &why)) fail("[gpu] backend = \"cuda\", but {}", why);
+  impl_->device = device;
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  ORBIS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  impl_->name = prop.name;
+  impl_->sm_count = prop.multiProcessorCount;
+  impl_->smem_optin = prop.sharedMemPerBlockOptin;
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  for (auto& e : impl_->ev) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+CudaP2PEvaluator::~CudaP2PEvaluator() {
+  if (!impl_) return;
+  cudaSetDevice(impl_->device);
+  if (impl_->stream) cudaStreamSynchronize(impl_->stream);   // no throw from a destructor
+  for (auto& e : impl_->ev)
+    if (e) cudaEventDestroy(e);
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+void CudaP2PEvaluator::start(const P2PSettings& settings, const P2PInput& input) {
+  Impl& m = *impl_;
+  if (m.pending) fail("CudaP2PEvaluator::start() called twice without finish()");
+  m.wall.restart();
+  check_p2p_call(settings, input, kMaxLeafCount);
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  m.n_particles = input.positions->size();
+  m.interactions = p2p_interaction_count(*input.leaves, *input.tasks);
+  m.double_precision = settings.double_precision;
+  if (settings.double_precision) m.queue<double>(settings, input);
+  else m.queue<float>(settings, input);
+  m.pending = true;
+}
+
+P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
+  Impl& m = *impl_;
+  if (!m.pending) fail("CudaP2PEvaluator::finish() without start()");
+  m.pending = false;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  const std::size_t n = m.n_particles;
+  copy_accelerations(m.host_acc.data(), n, acc);
+  float ms[4] = {};
+  for (int k = 0; k < 4; ++k) ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms[k], m.ev[k], m.ev[k + 1]));
+  m.timings.upload = ms[0] * 1e-3;
+  m.timings.grouping = ms[1] * 1e-3;
+  m.timings.kernel = ms[2] * 1e-3;
+  m.timings.download = ms[3] * 1e-3;
+  m.occupancy = {};
+  if (m.count) {
+    unsigned long long c[2] = {};
+    ORBIS_CUDA_CHECK(cudaMemcpy(c, m.counters.data(), sizeof(c), cudaMemcpyDeviceToHost));
+    m.occupancy.lane_slots = static_cast<double>(c[0]);
+    m.occupancy.pairs = static_cast<double>(c[1]);
+  }
+  P2PStats stats;
+  stats.seconds = m.wall.seconds();
+  stats.interactions = m.interactions;
+  stats.where = fmt::format("cuda ({}, {})", m.name, m.double_precision ? "double" : "float");
+  return stats;
+}
+
+P2PStats CudaP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& input,
+                                    std::vector<Vec3d>& acc) {
+  start(settings, input);
+  return finish(acc);
+}
+
+std::string CudaP2PEvaluator::device_name() const { return impl_->name; }
+const CudaP2PTimings& CudaP2PEvaluator::timings() const { return impl_->timings; }
+void CudaP2PEvaluator::set_count_occupancy(bool on) { impl_->count = on; }
+void CudaP2PEvaluator::set_coefficient_table(bool on) { impl_->coef_form = on; }
+CudaP2POccupancy CudaP2PEvaluator::occupancy() const { return impl_->occupancy; }
+
+GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask>& host_tasks,
+                                               std::size_t n_leaves) {
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t nt = host_tasks.size();
+  m.tasks.ensure(std::max<std::size_t>(nt, 1));
+  if (nt > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.tasks.data(), host_tasks.data(), nt * sizeof(InteractionTask),
+                                     cudaMemcpyHostToDevice, m.stream));
+  m.grouping.run(m.stream, m.tasks.data(), nt, n_leaves);
+  std::uint32_t n_groups = 0;
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(&n_groups, m.grouping.n_groups(), sizeof(n_groups),
+                                   cudaMemcpyDeviceToHost, m.stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  GroupedTasks out;
+  out.tasks.resize(nt);
+  out.groups.resize(n_groups);
+  if (nt > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpy(out.tasks.data(), m.grouping.sorted(), nt * sizeof(InteractionTask),
+                                cudaMemcpyDeviceToHost));
+  if (n_groups > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpy(out.groups.data(), m.grouping.groups(), n_groups * sizeof(GroupIdx),
+                                cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// ------------------------------------------------------------------ factory hooks
+
 bool cuda_device_usable(int device, std::string* why) {
-  if (why) *why = "the CUDA P2P kernel is not implemented yet (device " + std::to_string(device) + ")";
-  return false;
+  auto say = [why](std::string s) {
+    if (why) *why = std::move(s);
+    return false;
+  };
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    cudaGetLastError();   // clear the sticky-free error state
+    return say(e == cudaSuccess ? std::string("no CUDA device is present")
+                                : fmt::format("no usable CUDA device ({})", cudaGetErrorString(e)));
+  }
+  if (device < 0 || device >= count)
+    return say(fmt::format("[gpu] device = {} does not exist ({} CUDA device{})", device, count,
+                           count == 1 ? "" : "s"));
+  if (cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return say(fmt::format("CUDA device {} cannot be selected", device));
+  }
+  // The kernel must have machine code for this device (the build targets CMAKE_CUDA_ARCHITECTURES).
+  cudaFuncAttributes attr{};
+  const cudaError_t k = cudaFuncGetAttributes(&attr, &gpu::p2p_groups_kernel<3, float, true>);
+  if (k != cudaSuccess) {
+    cudaGetLastError();
+    cudaDeviceProp prop{};
+    cudaGetDeviceProperties(&prop, device);
+    return say(fmt::format("this build has no P2P kernel for {} (compute capability {}.{}): {}",
+                           prop.name, prop.major, prop.minor, cudaGetErrorString(k)));
+  }
+  return true;
 }
 
 std::unique_ptr<P2PEvaluator> make_cuda_p2p_evaluator(int device) {
-  fail("[gpu] backend = \"cuda\", but the CUDA P2P kernel is not implemented yet (device {})", device);
+  return std::make_unique<CudaP2PEvaluator>(device);
 }
 
 }  // namespace orbis

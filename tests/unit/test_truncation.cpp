@@ -121,3 +121,30 @@ TEST_CASE("nearest node, range and order checks") {
   CHECK(truncation_table_eval(3.0, 3, view) == doctest::Approx(truncation_exact(3.0)).epsilon(1e-12));
   CHECK_THROWS_AS(truncation_table_eval(1.0, 5, view), Error);
 }
+
+TEST_CASE("coefficient form equals eq. 2's form (the CUDA kernel's table)") {
+  for (int size : {16, 64, 512}) {
+    const TruncationTable<double> table(size);
+    const auto view = table.view();
+    const auto coef = table.coef_reader();
+    for (int order = 0; order <= 4; ++order) {
+      double worst = 0;
+      for (int k = 0; k <= 20000; ++k) {
+        const double x = 3.0 * k / 20000;
+        const double u = x * view.inv_spacing;   // as truncation_table_eval does (same node at ties)
+        double c = 0;
+        switch (order) {
+          case 0: c = truncation_taylor_coef<0>(u, coef, size - 1.0); break;
+          case 1: c = truncation_taylor_coef<1>(u, coef, size - 1.0); break;
+          case 2: c = truncation_taylor_coef<2>(u, coef, size - 1.0); break;
+          case 3: c = truncation_taylor_coef<3>(u, coef, size - 1.0); break;
+          default: c = truncation_taylor_coef<4>(u, coef, size - 1.0); break;
+        }
+        worst = std::max(worst, std::fabs(c - truncation_table_eval(x, order, view)));
+      }
+      CAPTURE(size);
+      CAPTURE(order);
+      CHECK(worst < 1e-14);
+    }
+  }
+}

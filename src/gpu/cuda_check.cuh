@@ -1,0 +1,15 @@
+// Every CUDA runtime call is checked; a failure becomes an orbis::Error naming the call, the
+// file and line, and CUDA's message (METHOD.md: exit code 0 proves nothing).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+
+#define ORBIS_CUDA_CHECK(call)                                                              \
+  do {                                                                                      \
+    const cudaError_t orbis_cuda_status_ = (call);                                          \
+    if (orbis_cuda_status_ != cudaSuccess)                                                  \
+      ::orbis::fail("CUDA error at {}:{}: {} returned {} ({})", __FILE__, __LINE__, #call,  \
+                    cudaGetErrorName(orbis_cuda_status_),                                   \
+                    cudaGetErrorString(orbis_cuda_status_));                                \
+  } while (0)

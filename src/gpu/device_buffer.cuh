@@ -1,0 +1,61 @@
+// Grow-only device and pinned host arrays: the run loop calls P2P every step with similar
+// sizes, so buffers are allocated once (with 1/8 headroom) and reused; contents are not
+// kept when an array grows. Pinned host memory makes the uploads and downloads truly
+// asynchronous, so the CPU can work while they run.
+#pragma once
+#include <cstddef>
+
+#include "gpu/cuda_check.cuh"
+
+namespace orbis::gpu {
+
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { if (p_) cudaFree(p_); }
+  T* data() const { return p_; }
+  std::size_t capacity() const { return cap_; }
+  // Bytes an ensure(n) would newly allocate (for the memory check before any allocation).
+  std::size_t growth_bytes(std::size_t n) const { return n <= cap_ ? 0 : grown(n) * sizeof(T); }
+  void ensure(std::size_t n) {
+    if (n <= cap_) return;
+    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
+    p_ = nullptr;
+    cap_ = 0;
+    ORBIS_CUDA_CHECK(cudaMalloc(&p_, grown(n) * sizeof(T)));
+    cap_ = grown(n);
+  }
+
+ private:
+  static std::size_t grown(std::size_t n) { return n + n / 8 + 1; }
+  T* p_ = nullptr;
+  std::size_t cap_ = 0;
+};
+
+template <typename T>
+class PinnedArray {
+ public:
+  PinnedArray() = default;
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  ~PinnedArray() { if (p_) cudaFreeHost(p_); }
+  T* data() const { return p_; }
+  void ensure(std::size_t n) {
+    if (n <= cap_) return;
+    if (p_) ORBIS_CUDA_CHECK(cudaFreeHost(p_));
+    p_ = nullptr;
+    cap_ = 0;
+    const std::size_t want = n + n / 8 + 1;
+    ORBIS_CUDA_CHECK(cudaMallocHost(&p_, want * sizeof(T)));
+    cap_ = want;
+  }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t cap_ = 0;
+};
+
+}  // namespace orbis::gpu

@@ -1,0 +1,61 @@
+// The CUDA P2P evaluator as C++ sees it (no CUDA types here, so tests and benchmarks in
+// plain C++ can use it). The engine reaches it only through the factory (p2p_backend.cpp).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fmm/p2p.hpp"
+#include "fmm/p2p_grouping.hpp"
+
+namespace orbis {
+
+// Where the time of the last evaluation went (seconds; device times from CUDA events).
+struct CudaP2PTimings {
+  double host_prepare = 0;   // leaf-relative positions into pinned memory (CPU, OpenMP)
+  double upload = 0;         // host -> device copies
+  double grouping = 0;       // sort by target + GroupIdx on the device
+  double kernel = 0;         // the P2P kernel
+  double download = 0;       // accelerations back
+};
+
+// Counted only when enabled: a warp costs 32 lane slots per step of its slowest lane.
+struct CudaP2POccupancy {
+  double lane_slots = 0;     // lane-iterations issued
+  double pairs = 0;          // lane-iterations that evaluated a pair
+  double active_fraction() const { return lane_slots > 0 ? pairs / lane_slots : 0; }
+};
+
+class CudaP2PEvaluator : public P2PEvaluator {
+ public:
+  explicit CudaP2PEvaluator(int device);
+  ~CudaP2PEvaluator() override;
+
+  P2PStats evaluate(const P2PSettings& settings, const P2PInput& input,
+                    std::vector<Vec3d>& acc) override;
+  // Asynchronous pair: start() prepares the positions on the CPU, queues uploads, grouping,
+  // kernel and download on the evaluator's stream and returns; finish() waits and writes acc.
+  void start(const P2PSettings& settings, const P2PInput& input) override;
+  P2PStats finish(std::vector<Vec3d>& acc) override;
+  std::string name() const override { return "cuda"; }
+
+  std::string device_name() const;
+  const CudaP2PTimings& timings() const;
+  void set_count_occupancy(bool on);       // off by default (costs a little per tile)
+  // Table form in the kernel: per-node coefficients (default, fewer instructions per pair)
+  // or eq. 2's {T_i, E_i} with the factors derived per pair (same series; benchmarks).
+  void set_coefficient_table(bool on);
+  CudaP2POccupancy occupancy() const;      // of the last evaluation, when counting
+
+  // The device grouping alone (tests: it must equal group_tasks_by_target element by element).
+  GroupedTasks group_on_device(const std::vector<InteractionTask>& tasks, std::size_t n_leaves);
+
+  static constexpr unsigned kMaxLeafCount = 256;   // = kTileCap in the kernel
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace orbis

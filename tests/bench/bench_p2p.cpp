@@ -1,0 +1,227 @@
+// P2P benchmark (not run by CTest): interactions per second of the CUDA kernel on clustered
+// particles with realistic leaves (ORB bisection, max_leaf 32, tasks for every leaf pair
+// within r_cut; r_s = 1.2 L/N_PM, N_PM = N_side, r_cut = 4.5 r_s), float and double, Taylor
+// orders 0..4 and exact; the same kernel on an all-pairs task list (every leaf pair of a
+// uniform set) as the structure's upper limit; the active-thread fraction; and the CPU
+// evaluator on all cores for the GPU/CPU ratio.
+//   bench_p2p [--sides 128,256] [--reps 5] [--no-cpu] [--allpairs-n 131072]
+// Interactions = sum over tasks of n_i * n_j (pairs evaluated, cut or not); the rate uses the
+// kernel time from CUDA events (median of reps); "full" adds the host preparation, uploads,
+// grouping and download.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if !defined(ORBIS_HAVE_CUDA)
+int main() {
+  std::printf("SKIPPED: bench_p2p measures the CUDA P2P; this build has no CUDA\n");
+  return 77;
+}
+#else
+#include "core/timer.hpp"
+#include "fmm/p2p_cpu.hpp"
+#include "fmm/p2p_cuda_factory.hpp"
+#include "gpu/p2p_cuda.hpp"
+#include "unit/test_p2p_fixture.hpp"
+
+using namespace orbis;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Row {
+  std::string set, what;
+  double pairs = 0, kernel_s = 0, full_s = 0;
+  std::string note;
+};
+
+void print_rows(const std::vector<Row>& rows) {
+  std::printf("\n| set | run | pairs | kernel s | interactions/s (kernel) | full s | note |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %s | %.3e | %.4f | %.3e | %.4f | %s |\n", r.set.c_str(), r.what.c_str(),
+                r.pairs, r.kernel_s, r.kernel_s > 0 ? r.pairs / r.kernel_s : 0, r.full_s,
+                r.note.c_str());
+  std::fflush(stdout);
+}
+
+std::string order_name(int order) { return order < 0 ? "exact" : "order " + std::to_string(order); }
+
+void run_gpu(CudaP2PEvaluator& gpu, const std::string& set, const P2PSettings& base,
+             const P2PInput& in, int reps, std::vector<Row>& rows, const std::vector<int>& orders,
+             bool both_precisions) {
+  std::vector<Vec3d> acc;
+  for (int dp = 0; dp < (both_precisions ? 2 : 1); ++dp)
+    for (int order : orders) {
+      P2PSettings st = base;
+      st.taylor_order = order;
+      st.double_precision = both_precisions ? dp == 1 : base.double_precision;
+      gpu.evaluate(st, in, acc);   // warm-up (module load, buffers)
+      std::vector<double> k, f;
+      P2PStats ps;
+      for (int r = 0; r < reps; ++r) {
+        ps = gpu.evaluate(st, in, acc);
+        k.push_back(gpu.timings().kernel);
+        f.push_back(ps.seconds);
+      }
+      Row row{set, std::string("gpu ") + (st.double_precision ? "double " : "float ") + order_name(order),
+              ps.interactions, median(k), median(f), ""};
+      if (order == 3 && !st.double_precision) {
+        const auto& t = gpu.timings();
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "prep %.3f up %.3f group %.3f down %.3f s", t.host_prepare,
+                      t.upload, t.grouping, t.download);
+        row.note = buf;
+      }
+      rows.push_back(row);
+      std::printf("%s %s: %.3e pairs/s\n", set.c_str(), row.what.c_str(),
+                  row.kernel_s > 0 ? row.pairs / row.kernel_s : 0);
+      std::fflush(stdout);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> sides = {128, 256};
+  int reps = 5;
+  bool cpu_too = true;
+  bool quick = false;
+  std::size_t allpairs_n = 131072;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sides" && i + 1 < argc) {
+      sides.clear();
+      std::string s = argv[++i];
+      for (std::size_t p = 0; p < s.size();) {
+        const std::size_t q = s.find(',', p);
+        sides.push_back(std::atoi(s.substr(p, q - p).c_str()));
+        p = q == std::string::npos ? s.size() : q + 1;
+      }
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else if (a == "--quick") {   // float order 3 only (both table forms), no CPU, no all-pairs
+      quick = true;
+      cpu_too = false;
+    } else if (a == "--no-cpu") {
+      cpu_too = false;
+    } else if (a == "--allpairs-n" && i + 1 < argc) {
+      allpairs_n = std::strtoull(argv[++i], nullptr, 10);
+    }
+  }
+  std::string why;
+  if (!cuda_device_usable(0, &why)) {
+    std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
+    return 77;
+  }
+  CudaP2PEvaluator gpu(0);
+  std::printf("device: %s; CPU: %d threads, %s\n", gpu.device_name().c_str(), omp_get_max_threads(),
+              CpuP2PEvaluator::simd_variant().c_str());
+  std::vector<Row> rows;
+
+  for (int side : sides) {
+    const std::size_t n = static_cast<std::size_t>(side) * side * side;
+    const double box = side;   // mean spacing 1 Mpc/h
+    P2PSettings st;
+    st.box_mpc_h = box;
+    st.r_s = 1.2 * box / side;
+    st.r_cut = 4.5 * st.r_s;
+    st.softening = 0.025;
+    st.g_mass = 43.0071;
+    Stopwatch build;
+    // Half the particles in blobs of ~4000 (sigma 0.5..3 spacings), half uniform.
+    auto pos = test::clustered_positions(n, box, 1234 + side, static_cast<int>(n / 4000), 0.5, 0.5, 3.0);
+    test::P2PScene scene = test::make_scene(std::move(pos), box, 32, st.r_cut);
+    const std::string set = "clustered " + std::to_string(side) + "^3";
+    double pairs = 0;
+    for (const auto& t : scene.tasks)
+      pairs += double(scene.leaves[t.target].count) * scene.leaves[t.source].count;
+    std::printf("%s: %zu particles, %zu leaves (mean %.1f), %zu tasks, %.0f pairs/particle, scene %.1f s\n",
+                set.c_str(), n, scene.leaves.size(), double(n) / scene.leaves.size(),
+                scene.tasks.size(), pairs / n, build.seconds());
+    std::fflush(stdout);
+    P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+    if (quick) run_gpu(gpu, set, st, in, reps, rows, {3}, false);
+    else run_gpu(gpu, set, st, in, reps, rows, {3, 0, 1, 2, 4, -1}, true);
+    gpu.set_coefficient_table(false);   // eq. 2's {T, E} table, factors derived per pair
+    const std::size_t before = rows.size();
+    run_gpu(gpu, set, st, in, reps, rows, {3}, !quick);
+    for (std::size_t r = before; r < rows.size(); ++r) rows[r].what += " {T,E} table";
+    gpu.set_coefficient_table(true);
+
+    // Active-thread fraction (counted run, float order 3).
+    gpu.set_count_occupancy(true);
+    std::vector<Vec3d> acc;
+    st.taylor_order = 3;
+    st.double_precision = false;
+    gpu.evaluate(st, in, acc);
+    const CudaP2POccupancy occ = gpu.occupancy();
+    gpu.set_count_occupancy(false);
+    std::printf("%s: active-thread fraction %.3f (%.3e pair slots of %.3e issued)\n", set.c_str(),
+                occ.active_fraction(), occ.pairs, occ.lane_slots);
+    rows.push_back({set, "active-thread fraction", occ.pairs, 0, 0,
+                    std::to_string(occ.active_fraction())});
+
+    if (cpu_too) {
+      CpuP2PEvaluator cpu;
+      std::vector<Vec3d> cacc;
+      cpu.evaluate(st, in, cacc);   // warm-up
+      const P2PStats ps = cpu.evaluate(st, in, cacc);
+      rows.push_back({set, "cpu float order 3", ps.interactions, ps.seconds, ps.seconds, ps.where});
+      std::printf("%s cpu: %.3e pairs/s (%s)\n", set.c_str(), ps.interactions / ps.seconds, ps.where.c_str());
+      // Agreement of the two backends on this set (float order 3 both).
+      gpu.evaluate(st, in, acc);
+      std::vector<double> rel;
+      for (std::size_t i = 0; i < n; ++i) {
+        const double den = std::sqrt(norm2(cacc[i]));
+        if (den > 0) rel.push_back(std::sqrt(norm2(acc[i] - cacc[i])) / den);
+      }
+      const auto rs = test::relative_stats(rel);
+      std::printf("%s gpu vs cpu (float, order 3): median %.2e p99 %.2e max %.2e\n", set.c_str(),
+                  rs.median, rs.p99, rs.max);
+    }
+  }
+
+  if (!quick) {
+    // All pairs: every leaf pair of a uniform set, the same kernel with full tiles.
+    const double box = 64;
+    P2PSettings st;
+    st.box_mpc_h = box;
+    st.r_s = 2;
+    st.r_cut = 9;
+    st.softening = 0.01;
+    st.g_mass = 1;
+    test::P2PScene scene;
+    scene.box = box;
+    scene.pos = test::clustered_positions(allpairs_n, box, 99, 0, 0);
+    test::build_leaves(scene, 32);
+    const std::uint32_t nl = static_cast<std::uint32_t>(scene.leaves.size());
+    scene.tasks.reserve(std::size_t{nl} * nl);
+    for (std::uint32_t i = 0; i < nl; ++i)
+      for (std::uint32_t j = 0; j < nl; ++j) {
+        InteractionTask t;
+        t.target = i;
+        t.source = j;
+        scene.tasks.push_back(t);
+      }
+    const std::string set = "all-pairs " + std::to_string(allpairs_n);
+    std::printf("%s: %u leaves, %zu tasks\n", set.c_str(), nl, scene.tasks.size());
+    P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+    run_gpu(gpu, set, st, in, reps, rows, {3, 0, 4, -1}, false);
+    P2PSettings dst = st;
+    dst.double_precision = true;
+    run_gpu(gpu, set, dst, in, std::max(1, reps / 2), rows, {3}, false);
+  }
+  print_rows(rows);
+  return 0;
+}
+#endif  // ORBIS_HAVE_CUDA
