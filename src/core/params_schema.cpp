@@ -85,8 +85,9 @@ const std::vector<ParamSpec> kSchema = {
     {"time", "z_final", T::real, "0.0", 0, 1e4, false, nullptr, "", "final redshift"},
     {"time", "max_dln_a", T::real, "0.025", 0, 0.5, true, nullptr, "",
      "largest step in ln a"},
-    {"time", "eta", T::real, "0.2", 0, 2, true, nullptr, "",
-     "step criterion: dt <= eta sqrt(softening / |acceleration|)"},
+    {"time", "eta", T::real, "0.2", 0, 10, false, nullptr, "",
+     "step criterion dt <= eta sqrt(softening / |g|) for the most accelerated particle (one global "
+     "step); 0: off, Delta ln a alone sets the step"},
     {"time", "output_redshifts", T::real_list, "[3.0, 1.0, 0.5, 0.0]", 0, 1e4, false, nullptr, "",
      "redshifts of snapshots, power spectra and halo catalogues (steps land on them exactly)"},
     // ------------------------------------------------------------------ output

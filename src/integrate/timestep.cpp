@@ -9,7 +9,7 @@ namespace orbis {
 
 double allowed_dln_a(const StepLimits& limits, const Cosmology& cosmology, double a, double max_acc) {
   double dln = limits.max_dln_a;
-  if (limits.softening > 0 && max_acc > 0) {
+  if (limits.eta > 0 && limits.softening > 0 && max_acc > 0) {
     const double dt = limits.eta * std::sqrt(limits.softening * a * a * a / max_acc);
     dln = std::min(dln, cosmology.hubble(a) * dt);   // d ln a = H dt
   }

@@ -10,7 +10,7 @@ class Cosmology;
 
 struct StepLimits {
   double max_dln_a = 0.025;
-  double eta = 0.2;
+  double eta = 0.2;        // 0: no force criterion
   double softening = 0;   // comoving Mpc/h; 0: no force criterion
 };
 
