@@ -15,7 +15,7 @@
 #include "core/params_schema.hpp"
 #include "ic/ic_command.hpp"
 #include "integrate/simulation.hpp"
-#include "io/provenance.hpp"
+#include "core/banner.hpp"
 
 int main(int argc, char** argv) {
   orbis::parallel::init(&argc, &argv);

@@ -7,20 +7,23 @@
 
 namespace orbis {
 
-std::string banner(const std::string& command) {
+std::string build_summary() {
 #ifdef ORBIS_HAVE_CUDA
-  const char* cuda = "CUDA backend built";
+  const char* cuda = "on";
 #else
-  const char* cuda = "no CUDA backend";
+  const char* cuda = "off";
 #endif
 #ifdef ORBIS_HAVE_MPI
-  const char* mpi = "MPI";
+  const char* mpi = "on";
 #else
-  const char* mpi = "no MPI";
+  const char* mpi = "off";
 #endif
-  return fmt::format("orbis {} ({}) {} | {} build, {}, {}, positions double | {}",
-                     build::version, build::git_hash, command, build::build_type, cuda, mpi,
-                     parallel::describe());
+  return fmt::format("orbis {} ({}), {} build with {}; CUDA {}, MPI {}, positions in double",
+                     build::version, build::git_hash, build::build_type, build::compiler, cuda, mpi);
+}
+
+std::string banner(const std::string& command) {
+  return fmt::format("{} | {} | {}", build_summary(), command, parallel::describe());
 }
 
 }  // namespace orbis

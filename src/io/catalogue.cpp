@@ -3,41 +3,12 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/provenance.hpp"
 
 namespace orbis {
 namespace {
-
-constexpr double kMpcInCm = 3.085678e24;
-constexpr double kMassInG = 1.989e43;   // 1e10 Msun
-constexpr double kKmInCm = 1e5;
-
-// GADGET-4's unit metadata (as the snapshot writer's): value_cgs = stored * a^a_scaling *
-// h^h_scaling * to_cgs.
-struct Unit {
-  double a_scaling, h_scaling, length, mass, velocity, to_cgs;
-};
-constexpr Unit kLength{1, -1, 1, 0, 0, kMpcInCm};
-constexpr Unit kMass{0, -1, 0, 1, 0, kMassInG};
-constexpr Unit kNone{0, 0, 0, 0, 0, 1};
-
-void described(H5Writer& file, const std::string& dataset, const Unit& u, const std::string& text) {
-  file.attribute(dataset, "a_scaling", u.a_scaling);
-  file.attribute(dataset, "h_scaling", u.h_scaling);
-  file.attribute(dataset, "length_scaling", u.length);
-  file.attribute(dataset, "mass_scaling", u.mass);
-  file.attribute(dataset, "velocity_scaling", u.velocity);
-  file.attribute(dataset, "to_cgs", u.to_cgs);
-  file.attribute(dataset, "Description", text);
-}
-
-std::vector<double> flatten(const std::vector<Vec3d>& v, double scale) {
-  std::vector<double> out(3 * v.size());
-  for (std::size_t i = 0; i < v.size(); ++i)
-    for (int d = 0; d < 3; ++d) out[3 * i + d] = v[i][d] * scale;
-  return out;
-}
 
 std::vector<Vec3d> unflatten(const std::vector<double>& flat, std::size_t n, double scale,
                              const std::string& what) {
@@ -87,7 +58,7 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   file.attribute("/Header", "MinGroupMembers", static_cast<std::int64_t>(c.min_members));
   file.attribute("/Header", "SOOverdensity", 200.0);
   file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
-  file.attribute("/Header", "UnitMass_in_g", kMassInG);
+  file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
   file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
   file.attribute("/Header", "Description",
                  "friends-of-friends groups (orbis): groups by descending GroupLen, ties by smallest "
@@ -95,49 +66,49 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
 
   file.create_group("/Group");
   file.write("/Group/GroupLen", c.len);
-  described(file, "/Group/GroupLen", kNone, "number of member particles");
+  describe_dataset(file, "/Group/GroupLen", kUnitNone, "number of member particles");
   file.write("/Group/GroupLenType", type_table(c.len).data(), n, 6);
-  described(file, "/Group/GroupLenType", kNone, "members per particle type (all are type 1)");
+  describe_dataset(file, "/Group/GroupLenType", kUnitNone, "members per particle type (all are type 1)");
   file.write("/Group/GroupMass", c.mass);
-  described(file, "/Group/GroupMass", kMass, "FoF mass: members x particle mass, 1e10 Msun/h");
+  describe_dataset(file, "/Group/GroupMass", kUnitMass, "FoF mass: members x particle mass, 1e10 Msun/h");
   file.write("/Group/GroupMassType", type_table(c.mass).data(), n, 6);
-  described(file, "/Group/GroupMassType", kMass, "FoF mass per particle type, 1e10 Msun/h");
+  describe_dataset(file, "/Group/GroupMassType", kUnitMass, "FoF mass per particle type, 1e10 Msun/h");
   file.write("/Group/GroupOffset", c.offset);
-  described(file, "/Group/GroupOffset", kNone,
+  describe_dataset(file, "/Group/GroupOffset", kUnitNone,
             "index of the group's first member in /IDs/ID (not an offset into the snapshot, which "
             "is not ordered by group)");
   file.write("/Group/GroupPos", flatten(c.pos, 1.0).data(), n, 3);
-  described(file, "/Group/GroupPos", kLength,
+  describe_dataset(file, "/Group/GroupPos", kUnitLength,
             "centre of mass (members unwrapped around the first member), comoving Mpc/h, in [0, BoxSize)");
   file.write("/Group/GroupVel", flatten(c.vel_pec, 1.0 / std::sqrt(c.a)).data(), n, 3);
-  described(file, "/Group/GroupVel", Unit{0.5, 0, 0, 0, 1, kKmInCm},
+  describe_dataset(file, "/Group/GroupVel", kUnitVelocityU,
             "mean member velocity in the snapshot convention u = v_pec / sqrt(a) (GADGET), km/s; "
             "peculiar velocity = sqrt(a) GroupVel");
   file.write("/Group/GroupVelDisp", c.vel_disp);
-  described(file, "/Group/GroupVelDisp", Unit{0, 0, 0, 0, 1, kKmInCm},
+  describe_dataset(file, "/Group/GroupVelDisp", GadgetUnit{0, 0, 0, 0, 1, kKmInCm},
             "1D peculiar velocity dispersion sqrt(sum |v - <v>|^2 / (3 GroupLen)), km/s");
   file.write("/Group/GroupDensestPos", flatten(c.densest_pos, 1.0).data(), n, 3);
-  described(file, "/Group/GroupDensestPos", kLength,
+  describe_dataset(file, "/Group/GroupDensestPos", kUnitLength,
             "position of the densest member (members in a 3x3x3 block of cells of side <= "
             "LinkingLength/sqrt(3)), comoving Mpc/h; the centre of the spherical overdensities");
   file.write("/Group/GroupDensestID", c.densest_id);
-  described(file, "/Group/GroupDensestID", kNone, "particle ID of the densest member");
+  describe_dataset(file, "/Group/GroupDensestID", kUnitNone, "particle ID of the densest member");
   const std::string so =
       " within the sphere around GroupDensestPos whose mean density (all particles) is 200 x ";
   file.write("/Group/Group_M_Crit200", c.m_crit200);
-  described(file, "/Group/Group_M_Crit200", kMass,
+  describe_dataset(file, "/Group/Group_M_Crit200", kUnitMass,
             "mass, 1e10 Msun/h," + so + "rho_crit(a) (outermost crossing)");
   file.write("/Group/Group_R_Crit200", c.r_crit200);
-  described(file, "/Group/Group_R_Crit200", kLength, "comoving radius, Mpc/h," + so + "rho_crit(a)");
+  describe_dataset(file, "/Group/Group_R_Crit200", kUnitLength, "comoving radius, Mpc/h," + so + "rho_crit(a)");
   file.write("/Group/Group_M_Mean200", c.m_mean200);
-  described(file, "/Group/Group_M_Mean200", kMass,
+  describe_dataset(file, "/Group/Group_M_Mean200", kUnitMass,
             "mass, 1e10 Msun/h," + so + "the mean matter density (outermost crossing)");
   file.write("/Group/Group_R_Mean200", c.r_mean200);
-  described(file, "/Group/Group_R_Mean200", kLength, "comoving radius, Mpc/h," + so + "the mean matter density");
+  describe_dataset(file, "/Group/Group_R_Mean200", kUnitLength, "comoving radius, Mpc/h," + so + "the mean matter density");
 
   file.create_group("/IDs");
   file.write("/IDs/ID", c.ids);
-  described(file, "/IDs/ID", kNone, "member particle IDs, group after group, ascending within a group");
+  describe_dataset(file, "/IDs/ID", kUnitNone, "member particle IDs, group after group, ascending within a group");
 
   write_provenance(file, params);
   file.commit();

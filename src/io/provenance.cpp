@@ -4,26 +4,12 @@
 
 #include <variant>
 
+#include "core/banner.hpp"
 #include "core/params.hpp"
 #include "io/hdf5_file.hpp"
 #include "orbis/build_info.hpp"
 
 namespace orbis {
-
-std::string build_summary() {
-#ifdef ORBIS_HAVE_CUDA
-  const char* cuda = "on";
-#else
-  const char* cuda = "off";
-#endif
-#ifdef ORBIS_HAVE_MPI
-  const char* mpi = "on";
-#else
-  const char* mpi = "off";
-#endif
-  return fmt::format("orbis {} ({}), {} build with {}; CUDA {}, MPI {}, positions in double",
-                     build::version, build::git_hash, build::build_type, build::compiler, cuda, mpi);
-}
 
 void write_provenance(H5Writer& file, const Params& params) {
   file.create_group("/Config");

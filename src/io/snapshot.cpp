@@ -6,33 +6,12 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/provenance.hpp"
 
 namespace orbis {
 namespace {
-
-constexpr double kMpcInCm = 3.085678e24;
-
-// GADGET-4's unit metadata on each dataset: value_cgs = stored * a^a_scaling * h^h_scaling * to_cgs.
-void unit_attributes(H5Writer& file, const std::string& dataset, double a_scaling, double h_scaling,
-                     double length, double mass, double velocity, double to_cgs,
-                     const std::string& description) {
-  file.attribute(dataset, "a_scaling", a_scaling);
-  file.attribute(dataset, "h_scaling", h_scaling);
-  file.attribute(dataset, "length_scaling", length);
-  file.attribute(dataset, "mass_scaling", mass);
-  file.attribute(dataset, "velocity_scaling", velocity);
-  file.attribute(dataset, "to_cgs", to_cgs);
-  file.attribute(dataset, "Description", description);
-}
-
-std::vector<double> flatten(const std::vector<Vec3d>& v, double scale) {
-  std::vector<double> out(3 * v.size());
-  for (std::size_t i = 0; i < v.size(); ++i)
-    for (int d = 0; d < 3; ++d) out[3 * i + d] = v[i][d] * scale;
-  return out;
-}
 
 // The files of a snapshot: PATH itself, or the numbered files of a multi-file set.
 std::vector<std::string> snapshot_files(const std::string& path) {
@@ -106,22 +85,21 @@ void write_snapshot(const std::string& path, const Particles& particles, double 
   file.attribute("/Header", "NumFilesPerSnapshot", std::int32_t{1});
   file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
   file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
-  file.attribute("/Header", "UnitMass_in_g", 1.989e43);
-  file.attribute("/Header", "UnitVelocity_in_cm_per_s", 1e5);
+  file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
+  file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
 
   file.create_group("/PartType1");
   file.write("/PartType1/Coordinates", flatten(particles.pos, 1.0).data(), n, 3);
-  unit_attributes(file, "/PartType1/Coordinates", 1, -1, 1, 0, 0, kMpcInCm,
-                  "comoving position, Mpc/h");
+  describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
   // GADGET convention: u = sqrt(a) dx/dt = p / a^(3/2); v_pec = sqrt(a) u.
   file.write("/PartType1/Velocities", flatten(particles.mom, std::pow(a, -1.5)).data(), n, 3);
-  unit_attributes(file, "/PartType1/Velocities", 0.5, 0, 0, 0, 1, 1e5,
-                  "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
+  describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
+                   "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
   file.write("/PartType1/ParticleIDs", particles.id);
   if (accelerations) {
     file.write("/PartType1/Acceleration", flatten(*accelerations, 1.0).data(), n, 3);
-    unit_attributes(file, "/PartType1/Acceleration", -2, 1, -1, 0, 2, 1e10 / kMpcInCm,
-                    "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
+    describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
+                     "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
                     "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
                     "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
   }
