@@ -33,6 +33,11 @@ const std::vector<ParamSpec> kSchema = {
     {"box", "particles_per_side", T::integer, nullptr, 2, 8192, false, nullptr, "",
      "N: the run has N^3 particles, initially on a grid"},
     // ------------------------------------------------------------------ ic
+    {"ic", "file", T::string, "\"\"", -inf, inf, false, nullptr, "",
+     "start from this IC or snapshot file (GADGET-4/N-GenIC, MUSIC, monofonIC or orbis HDF5; "
+     "PATH, PATH.hdf5 or PATH.0.hdf5; relative to the parameter file) instead of built-in ICs; "
+     "its box must equal [box] size_mpc_h and it must hold particles_per_side^3 particles; "
+     "the run starts at its redshift, and z_init is then not used"},
     {"ic", "z_init", T::real, "49.0", 0, 1e4, true, nullptr, "", "starting redshift"},
     {"ic", "seed", T::integer, "12345", 0, 9.2e18, false, nullptr, "",
      "random seed; the field at each grid point depends only on it and the grid position"},

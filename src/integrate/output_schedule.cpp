@@ -12,13 +12,12 @@ constexpr double kSameA = 1e-12;   // relative: two scale factors this close are
 bool same(double a, double b) { return std::abs(a - b) <= kSameA * std::max(a, b); }
 }  // namespace
 
-OutputSchedule OutputSchedule::from_params(const Params& params) {
+OutputSchedule OutputSchedule::from_params(const Params& params, double z_init, const std::string& z_init_source) {
   OutputSchedule s;
-  const double z_init = params.get_real("ic.z_init");
   const double z_final = params.get_real("time.z_final");
   if (!(z_final < z_init))
-    fail("{} = {} must be below {} = {}", params.describe("time.z_final"), z_final,
-         params.describe("ic.z_init"), z_init);
+    fail("{} = {} must be below the starting redshift {} ({})", params.describe("time.z_final"), z_final,
+         z_init, z_init_source);
   s.a_begin = 1.0 / (1.0 + z_init);
   s.a_end = 1.0 / (1.0 + z_final);
   for (double z : params.get_real_list("time.output_redshifts")) {

@@ -12,17 +12,53 @@
 #include "integrate/kdk.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/step_log.hpp"
+#include "core/units.hpp"
 #include "io/atomic_file.hpp"
+#include "io/snapshot.hpp"
 #include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
 #include "cosmology/linear_power.hpp"
 
 namespace orbis {
 
+namespace {
+
+// [ic] file: the particles of an IC or snapshot file, checked against the parameters.
+Particles read_ic_file(const Params& params, double& a_start) {
+  std::string path = params.get_string("ic.file");
+  if (!path.empty() && path[0] != '/') path = join_path(params.directory(), path);
+  const Snapshot snap = read_snapshot(path);
+  const double box = params.get_real("box.size_mpc_h");
+  const auto n = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
+  if (std::abs(snap.header.box_mpc_h - box) > 1e-9 * box)
+    fail("{}: '{}' has BoxSize {} Mpc/h, but {} = {}", params.describe("ic.file"), path,
+         snap.header.box_mpc_h, params.describe("box.size_mpc_h"), box);
+  if (snap.particles.size() != n * n * n)
+    fail("{}: '{}' holds {} particles, but {} = {} means {}", params.describe("ic.file"), path,
+         snap.particles.size(), params.describe("box.particles_per_side"), n, n * n * n);
+  const double omega_m = params.get_real("cosmology.omega_m");
+  if (snap.header.omega_m > 0 && std::abs(snap.header.omega_m - omega_m) > 1e-4)
+    fail("{}: '{}' was made with Omega0 = {}, but {} = {}", params.describe("ic.file"), path,
+         snap.header.omega_m, params.describe("cosmology.omega_m"), omega_m);
+  const double expected_mass = omega_m * units::rho_crit0 * box * box * box / static_cast<double>(n * n * n);
+  if (std::abs(snap.particles.mass / expected_mass - 1) > 1e-3)
+    log::warn("'{}': particle mass {} differs from omega_m rho_crit L^3 / N = {} by {:.2g} (its code's G "
+              "or units differ); the run uses the file's masses", path, snap.particles.mass, expected_mass,
+              snap.particles.mass / expected_mass - 1);
+  log::info("initial conditions from '{}': {} particles at z = {}", path, snap.particles.size(), snap.header.redshift);
+  a_start = snap.header.a;
+  return snap.particles;
+}
+
+}  // namespace
+
 Simulation::Simulation(const Params& params)
     : params_(params),
       cosmology_(Cosmology::from_params(params)),
-      schedule_(OutputSchedule::from_params(params)) {
+      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_)),
+      schedule_(OutputSchedule::from_params(
+          params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
+          file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   gravity_ = make_gravity_solver(params);
@@ -37,6 +73,7 @@ Simulation::Simulation(const Params& params)
 Simulation::~Simulation() = default;
 
 RunSummary Simulation::run() {
+  if (file_a_ > 0) return run_from(std::move(file_ics_), file_a_);
   const LinearPower power = LinearPower::from_params(params_);
   const IcSettings settings = IcSettings::from_params(params_);
   log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());

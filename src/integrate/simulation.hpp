@@ -27,7 +27,7 @@ class Simulation {
   explicit Simulation(const Params& params);
   ~Simulation();
 
-  // Generates the ICs (built-in) and runs to z_final.
+  // Generates the ICs (built-in, or [ic] file) and runs to z_final.
   RunSummary run();
   // Runs from the given state at scale factor a (tests, restarts).
   RunSummary run_from(Particles particles, double a);
@@ -41,6 +41,8 @@ class Simulation {
 
   Params params_;
   Cosmology cosmology_;
+  double file_a_ = 0;        // scale factor of [ic] file (0: built-in ICs); before file_ics_,
+  Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
   std::unique_ptr<GravitySolver> gravity_;

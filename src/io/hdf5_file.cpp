@@ -56,10 +56,12 @@ void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, 
 void H5Writer::attribute_raw(const std::string& object, const std::string& name, hid_t type,
                              const void* data, std::size_t n, bool scalar) {
   hsize_t dims[1] = {n};
-  Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, dims, nullptr), H5Sclose);
+  // An empty list (e.g. output_redshifts = []) gets a null dataspace: HDF5 has no 0-length array.
+  Handle space(scalar ? H5Screate(H5S_SCALAR) : n == 0 ? H5Screate(H5S_NULL) : H5Screate_simple(1, dims, nullptr),
+               H5Sclose);
   Handle attr(H5Acreate_by_name(id_, object.c_str(), name.c_str(), type, space, H5P_DEFAULT,
                                 H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok() || H5Awrite(attr, type, data) < 0)
+  if (!attr.ok() || (n > 0 && H5Awrite(attr, type, data) < 0))
     fail("cannot write attribute '{}' of '{}' in '{}'", name, object, file_.final_path());
 }
 
@@ -140,8 +142,10 @@ std::size_t H5Reader::attribute_count(const std::string& object, const std::stri
 void H5Reader::read_attribute_raw(const std::string& object, const std::string& name, hid_t type,
                                   void* out) const {
   Handle attr(H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok() || H5Aread(attr, type, out) < 0)
-    fail("cannot read attribute '{}' of '{}' in '{}'", name, object, path_);
+  if (!attr.ok()) fail("cannot read attribute '{}' of '{}' in '{}'", name, object, path_);
+  Handle space(H5Aget_space(attr), H5Sclose);
+  if (H5Sget_simple_extent_type(space) == H5S_NULL) return;   // an empty list
+  if (H5Aread(attr, type, out) < 0) fail("cannot read attribute '{}' of '{}' in '{}'", name, object, path_);
 }
 
 std::string H5Reader::attribute_string(const std::string& object, const std::string& name) const {

@@ -64,6 +64,7 @@ TEST_CASE("our snapshots round-trip exactly") {
   CHECK(r.attribute_string("/Parameters", "gravity.solver") == "treepm");
   CHECK(r.attribute_string("/PartType1/Velocities", "Description").find("sqrt(a)") != std::string::npos);
   CHECK(r.attribute_array<std::uint32_t>("/Header", "NumPart_Total_HighWord")[1] == 0);
+  CHECK(r.attribute_array<double>("/Parameters", "time.output_redshifts").size() == 4);
   // The atomic writer leaves nothing but the final file behind.
   for (const auto& entry : fs::directory_iterator(fs::path(path).parent_path()))
     CHECK(entry.path().filename().string().find(".tmp.") == std::string::npos);
@@ -80,11 +81,13 @@ TEST_CASE("accelerations are written on request, with their units and comoving f
     p.id[i] = i + 1;
     acc[i] = {0.5 * i, -1.0 * i, 1e3};
   }
+  params.set("time.output_redshifts", std::vector<double>{});   // an empty list is stored too
   const auto plain = scratch("noacc.hdf5").string(), with = scratch("acc.hdf5").string();
   write_snapshot(plain, p, 0.5, params);
   write_snapshot(with, p, 0.5, params, &acc);
   CHECK_FALSE(H5Reader(plain).has("/PartType1/Acceleration"));
   H5Reader r(with);
+  CHECK(r.attribute_array<double>("/Parameters", "time.output_redshifts").empty());
   REQUIRE(r.has("/PartType1/Acceleration"));
   const auto stored = r.read<double>("/PartType1/Acceleration");
   REQUIRE(stored.size() == 24);
