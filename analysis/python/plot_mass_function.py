@@ -157,7 +157,9 @@ def read_mass_function(catalogue):
     path = stem + "_massfn.txt"
     if not os.path.exists(path):
         sys.exit(f"plot_mass_function: '{path}' not found; orbis writes it next to each catalogue")
-    data = np.loadtxt(path, comments="#", ndmin=2)
+    with open(path) as f:
+        rows = [line for line in f if line.strip() and not line.startswith("#")]
+    data = np.loadtxt(rows, ndmin=2) if rows else np.empty((0, 1))   # no haloes: no rows
     return path, data
 
 
