@@ -51,14 +51,23 @@ double header_or_parameter(const H5Reader& r, const char* name, double fallback)
   return fallback;
 }
 
-// Length unit of a foreign file relative to Mpc/h (GADGET-4 /Parameters, monofonIC /Units).
-double length_unit_in_mpc_h(const H5Reader& r) {
-  for (auto [object, name] : {std::pair{"/Parameters", "UnitLength_in_cm"},
-                              std::pair{"/Header", "UnitLength_in_cm"},
-                              std::pair{"/Units", "Unit length in cm (U_L)"}})
-    if (r.has_attribute(object, name)) return r.attribute<double>(object, name) / kMpcInCm;
+// A foreign file's unit in ours (Mpc/h, 1e10 Msun/h, km/s): its value in cgs, as GADGET-4
+// (/Parameters or /Header: UnitLength_in_cm, ...) or monofonIC (/Units) record it, divided by
+// ours; 1 when the file does not say.
+double unit_in_ours(const H5Reader& r, const char* gadget_name, const char* monofonic_name, double ours_cgs) {
+  for (auto [object, name] : {std::pair{"/Parameters", gadget_name}, std::pair{"/Header", gadget_name},
+                              std::pair{"/Units", monofonic_name}})
+    if (r.has_attribute(object, name)) return r.attribute<double>(object, name) / ours_cgs;
   return 1.0;
 }
+
+struct FileUnits {
+  double length = 1, mass = 1, velocity = 1;
+  explicit FileUnits(const H5Reader& r)
+      : length(unit_in_ours(r, "UnitLength_in_cm", "Unit length in cm (U_L)", kMpcInCm)),
+        mass(unit_in_ours(r, "UnitMass_in_g", "Unit mass in g (U_M)", kMassUnitInG)),
+        velocity(unit_in_ours(r, "UnitVelocity_in_cm_per_s", "Unit velocity in cm/s (U_V)", kKmInCm)) {}
+};
 
 }  // namespace
 
@@ -112,13 +121,12 @@ Snapshot read_snapshot(const std::string& path) {
   const auto files = snapshot_files(path);
   snap.header.num_files = static_cast<int>(files.size());
   Particles& p = snap.particles;
-  double length_unit = 1.0;
+  FileUnits units{H5Reader(files.front())};
   bool mass_set = false;
   for (std::size_t f = 0; f < files.size(); ++f) {
     H5Reader r(files[f]);
     if (f == 0) {
-      length_unit = length_unit_in_mpc_h(r);
-      snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * length_unit;
+      snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * units.length;
       snap.header.a = r.attribute<double>("/Header", "Time");
       snap.header.redshift = r.has_attribute("/Header", "Redshift") ? r.attribute<double>("/Header", "Redshift")
                                                                   : 1.0 / snap.header.a - 1.0;
@@ -159,17 +167,18 @@ Snapshot read_snapshot(const std::string& path) {
           fail("'{}': particles of PartType1 have different masses; orbis needs equal masses", files[f]);
       mass = masses[0];
     }
+    mass *= units.mass;
     if (mass_set && std::abs(mass - p.mass) > 1e-6 * p.mass)
       fail("'{}': particle mass {} differs from the first file's {}", files[f], mass, p.mass);
     p.mass = mass;
     mass_set = true;
     const double box = snap.header.box_mpc_h;
-    const double momentum_factor = std::pow(snap.header.a, 1.5);   // p = a^(3/2) u
+    const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
     const std::size_t offset = p.size();
     p.resize(offset + n);
     for (std::size_t i = 0; i < n; ++i) {
       for (int d = 0; d < 3; ++d) {
-        p.pos[offset + i][d] = periodic_wrap_position(pos[3 * i + d] * length_unit, box);
+        p.pos[offset + i][d] = periodic_wrap_position(pos[3 * i + d] * units.length, box);
         p.mom[offset + i][d] = vel[3 * i + d] * momentum_factor;
       }
       p.id[offset + i] = ids[i];
