@@ -19,30 +19,14 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "fmm/p2p_grouping.hpp"
 #include "gpu/p2p_cuda.hpp"
+#include "support/gpu_skip.hpp"
 #include "unit/test_p2p_fixture.hpp"
 
 using namespace orbis;
 
 namespace {
 
-void require_gpu_or_skip() {
-  std::string why;
-  if (!cuda_device_usable(0, &why)) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
-    std::fflush(stdout);
-    std::exit(77);
-  }
-}
 
-P2PSettings settings_for(double box, int n_pm, std::size_t n_particles) {
-  P2PSettings s;
-  s.box_mpc_h = box;
-  s.r_s = 1.2 * box / n_pm;
-  s.r_cut = 4.5 * s.r_s;
-  s.softening = 0.025 * box / std::cbrt(static_cast<double>(n_particles));
-  s.g_mass = 43.0071 * 0.5;
-  return s;
-}
 
 // Per-particle relative differences over the particles of target leaves; near_cut (if
 // given, indexed like acc) excludes particles from the statistics.
@@ -76,7 +60,7 @@ struct Clustered {
 Clustered clustered_case(std::size_t n, double box, int n_pm, std::uint32_t max_leaf,
                          std::uint64_t seed) {
   Clustered c;
-  c.st = settings_for(box, n_pm, n);
+  c.st = test::settings_for(box, n_pm, n);
   c.scene = test::make_scene(test::clustered_positions(n, box, seed, 24, 0.6, 0.2, 2.0), box,
                              max_leaf, c.st.r_cut);
   c.near_cut = near_cut_flags(c.scene, c.st);
@@ -91,7 +75,7 @@ Clustered clustered_case(std::size_t n, double box, int n_pm, std::uint32_t max_
 }  // namespace
 
 TEST_CASE("device grouping equals the host grouping") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   CudaP2PEvaluator gpu(0);
   std::mt19937_64 rng(17);
   for (std::size_t n_tasks : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{300000}}) {
@@ -115,7 +99,7 @@ TEST_CASE("device grouping equals the host grouping") {
 }
 
 TEST_CASE("CUDA float kernel vs CPU double on a clustered set") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   const Clustered c = clustered_case(120000, 80, 48, 32, 1);
   CudaP2PEvaluator gpu(0);
   P2PInput in{&c.scene.pos, &c.scene.leaves, &c.scene.tasks};
@@ -170,7 +154,7 @@ TEST_CASE("CUDA float kernel vs CPU double on a clustered set") {
 }
 
 TEST_CASE("CUDA double kernel vs CPU double to 1e-12") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   const Clustered c = clustered_case(60000, 60, 40, 32, 2);
   CudaP2PEvaluator gpu(0);
   CpuP2PEvaluator cpu;
@@ -192,12 +176,12 @@ TEST_CASE("CUDA double kernel vs CPU double to 1e-12") {
 }
 
 TEST_CASE("CUDA P2P in a 1 Gpc/h box, with leaves of up to 200 particles") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   // 30000 particles in a 4 Mpc/h region across the box corner; leaves up to 200 particles
   // exercise the kernel's i-chunking (128 + 72) and tiles of a single large source leaf.
   const double box = 1000;
   const std::size_t n = 30000;
-  P2PSettings st = settings_for(box, 4096, n);
+  P2PSettings st = test::settings_for(box, 4096, n);
   st.softening = 0.002;
   auto pos = test::clustered_positions(n, box, 7, 6, 0.5, 0.1, 0.5, {998, 998, 998}, 4);
   for (std::uint32_t max_leaf : {32u, 200u}) {
@@ -219,10 +203,10 @@ TEST_CASE("CUDA P2P in a 1 Gpc/h box, with leaves of up to 200 particles") {
 }
 
 TEST_CASE("CUDA P2P: reproducible, async pair, partial task lists, empty leaves") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   const double box = 50;
   const std::size_t n = 40000;
-  P2PSettings st = settings_for(box, 32, n);
+  P2PSettings st = test::settings_for(box, 32, n);
   test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 5), box, 32, st.r_cut);
   // Empty leaves, as targets and as sources, and a random half of the tasks, shuffled.
   const std::uint32_t n_real = static_cast<std::uint32_t>(scene.leaves.size());
@@ -277,12 +261,12 @@ TEST_CASE("CUDA P2P: reproducible, async pair, partial task lists, empty leaves"
 }
 
 TEST_CASE("CUDA backend factory and limits") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   CHECK(make_p2p_evaluator("cuda", 0)->name() == "cuda");
   CHECK(make_p2p_evaluator("auto", 0)->name() == "cuda");
   CHECK_THROWS_AS(make_p2p_evaluator("cuda", 63), Error);   // no such device
   const double box = 20;
-  P2PSettings st = settings_for(box, 16, 1000);
+  P2PSettings st = test::settings_for(box, 16, 1000);
   test::P2PScene scene = test::make_scene(test::clustered_positions(1000, box, 3), box, 600, st.r_cut);
   CudaP2PEvaluator gpu(0);
   std::vector<Vec3d> acc;

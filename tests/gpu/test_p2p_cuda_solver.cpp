@@ -18,20 +18,13 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "fmm/short_range.hpp"
 #include "gpu/p2p_cuda.hpp"
+#include "support/gpu_skip.hpp"
 #include "support/clustered_particles.hpp"
 #include "unit/test_p2p_fixture.hpp"
 
 using namespace orbis;
 
 namespace {
-void require_gpu_or_skip() {
-  std::string why;
-  if (!cuda_device_usable(0, &why)) {
-    std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
-    std::fflush(stdout);
-    std::exit(77);
-  }
-}
 
 test::RelStats rel_stats(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) {
   std::vector<double> rel;
@@ -53,7 +46,7 @@ double max_over_rms(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) 
 }  // namespace
 
 TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
-  require_gpu_or_skip();
+  test::require_gpu_or_skip();
   const double box = 100;
   const int n_side = 48;
   const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 7);

@@ -20,17 +20,6 @@ using namespace orbis;
 
 namespace {
 
-P2PSettings settings_for(double box, int n_pm, std::size_t n_particles) {
-  P2PSettings s;
-  s.box_mpc_h = box;
-  s.r_s = 1.2 * box / n_pm;
-  s.r_cut = 4.5 * s.r_s;
-  s.softening = 0.025 * box / std::cbrt(static_cast<double>(n_particles));
-  s.g_mass = 43.0071 * 0.5;
-  s.taylor_order = 3;
-  s.table_size = 512;
-  return s;
-}
 
 struct Compared {
   test::RelStats stats;
@@ -62,7 +51,7 @@ std::vector<std::size_t> all_indices(std::size_t n) {
 TEST_CASE("CPU P2P vs a double all-pairs sum on a clustered set") {
   const double box = 64;
   const std::size_t n = 12000;
-  P2PSettings st = settings_for(box, 32, n);
+  P2PSettings st = test::settings_for(box, 32, n);
   test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 42), box, 32, st.r_cut);
   const auto targets = all_indices(n);
   const test::DirectResult ref = test::direct_reference(scene.pos, targets, st);
@@ -123,7 +112,7 @@ TEST_CASE("CPU P2P in a 1 Gpc/h box: leaf-relative float positions stay accurate
   // errors, 4% of the mean spacing here.
   const double box = 1000;
   const std::size_t n = 12000;
-  P2PSettings st = settings_for(box, 4096, n);
+  P2PSettings st = test::settings_for(box, 4096, n);
   st.softening = 0.002;
   auto pos = test::clustered_positions(n, box, 7, 6, 0.5, 0.1, 0.5, {998, 998, 998}, 4);
   test::P2PScene scene = test::make_scene(std::move(pos), box, 32, st.r_cut);
@@ -151,7 +140,7 @@ TEST_CASE("CPU P2P in a 1 Gpc/h box: leaf-relative float positions stay accurate
 TEST_CASE("CPU P2P on a random subset of tasks vs a per-task double loop") {
   const double box = 40;
   const std::size_t n = 6000;
-  P2PSettings st = settings_for(box, 16, n);
+  P2PSettings st = test::settings_for(box, 16, n);
   test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 3), box, 24, st.r_cut);
   std::mt19937_64 rng(5);
   std::vector<InteractionTask> subset;
@@ -203,7 +192,7 @@ TEST_CASE("CPU P2P on a random subset of tasks vs a per-task double loop") {
 TEST_CASE("CPU P2P is bitwise reproducible, across runs and thread counts") {
   const double box = 50;
   const std::size_t n = 8000;
-  P2PSettings st = settings_for(box, 24, n);
+  P2PSettings st = test::settings_for(box, 24, n);
   test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 11), box, 32, st.r_cut);
   P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
   CpuP2PEvaluator cpu;
@@ -225,7 +214,7 @@ TEST_CASE("CPU P2P input checks and the backend factory") {
   std::vector<Leaf> leaves(1);
   leaves[0].count = 4;
   std::vector<InteractionTask> tasks(1);
-  P2PSettings st = settings_for(100, 64, 4);
+  P2PSettings st = test::settings_for(100, 64, 4);
   P2PInput in{&pos, &leaves, &tasks};
   std::vector<Vec3d> acc;
   CpuP2PEvaluator cpu;

@@ -225,4 +225,18 @@ inline RelStats relative_stats(std::vector<double> rel) {
   return r;
 }
 
+// P2P settings of a test scene: r_s = 1.2 L / n_pm, r_cut = 4.5 r_s, softening 1/40 of the
+// mean spacing, order-3 table of 512 nodes, G m for m = 0.5.
+inline P2PSettings settings_for(double box, int n_pm, std::size_t n_particles) {
+  P2PSettings s;
+  s.box_mpc_h = box;
+  s.r_s = 1.2 * box / n_pm;
+  s.r_cut = 4.5 * s.r_s;
+  s.softening = 0.025 * box / std::cbrt(static_cast<double>(n_particles));
+  s.g_mass = 43.0071 * 0.5;
+  s.taylor_order = 3;
+  s.table_size = 512;
+  return s;
+}
+
 }  // namespace orbis::test
