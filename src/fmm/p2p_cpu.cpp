@@ -20,6 +20,7 @@
 
 #include "core/timer.hpp"
 #include "fmm/p2p_grouping.hpp"
+#include "fmm/p2p_cpu_tiled.hpp"
 #include "fmm/p2p_kernel.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -80,7 +81,7 @@ template <int Order, typename R>
 }
 #endif
 
-int simd_level() {
+int cpu_level() {
 #if ORBIS_P2P_MULTIVERSION
   if (__builtin_cpu_supports("x86-64-v4")) return 4;
   if (__builtin_cpu_supports("x86-64-v3")) return 3;
@@ -89,26 +90,28 @@ int simd_level() {
 }
 
 template <int Order, typename R>
-LeafPairFn<R> select_leaf_pair() {
+LeafPairFn<R> select_leaf_pair(int level) {
 #if ORBIS_P2P_MULTIVERSION
-  switch (simd_level()) {
+  switch (level) {
     case 4: return leaf_pair_v4<Order, R>;
     case 3: return leaf_pair_v3<Order, R>;
     default: break;
   }
+#else
+  (void)level;
 #endif
   return leaf_pair_base<Order, R>;
 }
 
 template <typename R>
-LeafPairFn<R> select_leaf_pair(int order) {
+LeafPairFn<R> select_leaf_pair(int order, int level) {
   switch (order) {
-    case -1: return select_leaf_pair<-1, R>();
-    case 0: return select_leaf_pair<0, R>();
-    case 1: return select_leaf_pair<1, R>();
-    case 2: return select_leaf_pair<2, R>();
-    case 3: return select_leaf_pair<3, R>();
-    case 4: return select_leaf_pair<4, R>();
+    case -1: return select_leaf_pair<-1, R>(level);
+    case 0: return select_leaf_pair<0, R>(level);
+    case 1: return select_leaf_pair<1, R>(level);
+    case 2: return select_leaf_pair<2, R>(level);
+    case 3: return select_leaf_pair<3, R>(level);
+    case 4: return select_leaf_pair<4, R>(level);
     default: fail("P2P: taylor_order = {} is not in -1..4", order);
   }
 }
@@ -162,14 +165,38 @@ void evaluate_groups(const GroupedTasks& grouped, const std::vector<Leaf>& leave
   }
 }
 
-}  // namespace
-
-std::string CpuP2PEvaluator::simd_variant() {
-  switch (simd_level()) {
+std::string level_name(int level) {
+  switch (level) {
     case 4: return "x86-64-v4 (AVX-512)";
     case 3: return "x86-64-v3 (AVX2+FMA)";
     default: return "baseline";
   }
+}
+
+}  // namespace
+
+CpuP2PEvaluator::CpuP2PEvaluator(CpuP2POptions options) : options_(options) {
+  const int best = cpu_level();
+  if (options.simd_level < 0) {
+    level_ = best;
+  } else {
+    if (options.simd_level != 0 && options.simd_level != 3 && options.simd_level != 4)
+      fail("CPU P2P: SIMD level {} is not one of 0, 3, 4", options.simd_level);
+    if (options.simd_level > best)
+      fail("CPU P2P: SIMD level {} requested, this CPU (or build) runs at most {}",
+           options.simd_level, level_name(best));
+    level_ = options.simd_level;
+  }
+}
+
+int CpuP2PEvaluator::cpu_simd_level() { return cpu_level(); }
+
+std::string CpuP2PEvaluator::simd_variant() { return level_name(cpu_level()); }
+
+std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision) const {
+  const bool tiled = options_.tiled_kernel && !double_precision &&
+                     p2p_tiled::available(level_, taylor_order);
+  return level_name(level_) + (tiled ? ", tiled" : ", generic");
 }
 
 template <typename R>
@@ -186,10 +213,30 @@ void CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
   const P2PPairConstants<R> k =
       make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, use_table);
   leaf_relative_positions(*in.positions, leaves, k.length_scale, *rel);
-  if (!*table || (*table)->size() != s.table_size)
+  if (!*table || (*table)->size() != s.table_size) {
     *table = std::make_unique<TruncationTable<R>>(s.table_size);
+    if constexpr (std::is_same_v<R, float>) coef_layout_.build(**table);
+  }
+  if constexpr (std::is_same_v<R, float>) {
+    if (options_.tiled_kernel && p2p_tiled::available(level_, s.taylor_order)) {
+      p2p_tiled::Job job;
+      job.grouped = &grouped;
+      job.leaves = &leaves;
+      job.x = rel->x.data();
+      job.y = rel->y.data();
+      job.z = rel->z.data();
+      job.box = s.box_mpc_h;
+      job.k = k;
+      job.table = &coef_layout_;
+      job.max_count = max_count;
+      job.acc = &acc;
+      p2p_tiled::run(level_, s.taylor_order, job);
+      return;
+    }
+  }
   evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, k, (*table)->t().data(),
-                     (*table)->e().data(), select_leaf_pair<R>(s.taylor_order), max_count, acc);
+                     (*table)->e().data(), select_leaf_pair<R>(s.taylor_order, level_),
+                     max_count, acc);
 }
 
 P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& input,
@@ -202,7 +249,8 @@ P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& 
   P2PStats stats;
   stats.seconds = watch.seconds();
   stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks);
-  stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(), simd_variant(),
+  stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(),
+                            variant(settings.taylor_order, settings.double_precision),
                             settings.double_precision ? "double" : "float");
   return stats;
 }

@@ -1,42 +1,160 @@
-// P2P benchmark (not run by CTest): interactions per second of the CUDA kernel on clustered
+// P2P benchmark (not run by CTest).
+//
+// CUDA part (builds with CUDA): interactions per second of the CUDA kernel on clustered
 // particles with realistic leaves (ORB bisection, max_leaf 32, tasks for every leaf pair
 // within r_cut; r_s = 1.2 L/N_PM, N_PM = N_side, r_cut = 4.5 r_s), float and double, Taylor
 // orders 0..4 and exact; the same kernel on an all-pairs task list (every leaf pair of a
 // uniform set) as the structure's upper limit; the active-thread fraction; and the CPU
 // evaluator on all cores for the GPU/CPU ratio.
 //   bench_p2p [--sides 128,256] [--reps 5] [--no-cpu] [--allpairs-n 131072]
-// Interactions = sum over tasks of n_i * n_j (pairs evaluated, cut or not); the rate uses the
-// kernel time from CUDA events (median of reps); "full" adds the host preparation, uploads,
-// grouping and download.
+//
+// CPU part (--cpu, and the default in a build without CUDA): the CPU evaluator on the same
+// scenes, per thread count, SIMD level (those this CPU runs) and kernel (tiled, and the
+// generic loop it replaced), float; best and median of reps; the tiled results' relative
+// difference to the generic loop's at the same level.
+//   bench_p2p --cpu [--sides 64] [--reps 3] [--threads 1,2] [--orders 3] [--levels 4,3,0]
+//
+// Interactions = sum over tasks of n_i * n_j (pairs evaluated, cut or not); the GPU rate
+// uses the kernel time from CUDA events (median of reps); "full" adds the host preparation,
+// uploads, grouping and download.
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#if !defined(ORBIS_HAVE_CUDA)
-int main() {
-  std::printf("SKIPPED: bench_p2p measures the CUDA P2P; this build has no CUDA\n");
-  return 77;
-}
-#else
 #include "core/timer.hpp"
 #include "fmm/p2p_cpu.hpp"
+#include "unit/test_p2p_fixture.hpp"
+#if defined(ORBIS_HAVE_CUDA)
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/p2p_cuda.hpp"
-#include "unit/test_p2p_fixture.hpp"
+#endif
 
 using namespace orbis;
 
 namespace {
 
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  for (std::size_t p = 0; p < s.size();) {
+    const std::size_t q = s.find(',', p);
+    v.push_back(std::atoi(s.substr(p, q - p).c_str()));
+    p = q == std::string::npos ? s.size() : q + 1;
+  }
+  return v;
+}
+
+// The benchmark scene of both parts: half the particles in blobs of ~4000 (sigma 0.5..3
+// spacings), half uniform; box = side Mpc/h (mean spacing 1), max_leaf 32.
+test::P2PScene bench_scene(int side, P2PSettings& st) {
+  const std::size_t n = static_cast<std::size_t>(side) * side * side;
+  const double box = side;
+  st = P2PSettings{};
+  st.box_mpc_h = box;
+  st.r_s = 1.2 * box / side;
+  st.r_cut = 4.5 * st.r_s;
+  st.softening = 0.025;
+  st.g_mass = 43.0071;
+  auto pos = test::clustered_positions(n, box, 1234 + side, static_cast<int>(n / 4000), 0.5, 0.5, 3.0);
+  return test::make_scene(std::move(pos), box, 32, st.r_cut);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
+
+std::string level_label(int level) {
+  return level == 4 ? "v4 (AVX-512)" : level == 3 ? "v3 (AVX2)" : "baseline";
+}
+
+int run_cpu(const std::vector<int>& sides, int reps, const std::vector<int>& threads,
+            const std::vector<int>& orders, std::vector<int> levels) {
+  const int best = CpuP2PEvaluator::cpu_simd_level();
+  levels.erase(std::remove_if(levels.begin(), levels.end(), [&](int l) { return l > best; }),
+               levels.end());
+  std::printf("CPU: %s; OpenMP max threads %d\n", CpuP2PEvaluator::simd_variant().c_str(),
+              omp_get_max_threads());
+  std::printf("\n| set | threads | level | order | kernel | pairs | best s | median s | "
+              "interactions/s | per core | vs generic: median / max rel. diff |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::fflush(stdout);
+  for (int side : sides) {
+    P2PSettings base;
+    const test::P2PScene scene = bench_scene(side, base);
+    const P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+    const std::string set = "clustered " + std::to_string(side) + "^3";
+    for (int order : orders)
+      for (int nt : threads) {
+        omp_set_num_threads(nt);
+        for (int level : levels) {
+          std::vector<Vec3d> generic;
+          for (int tiled = 0; tiled < 2; ++tiled) {
+            CpuP2POptions opt;
+            opt.simd_level = level;
+            opt.tiled_kernel = tiled == 1;
+            CpuP2PEvaluator cpu(opt);
+            P2PSettings st = base;
+            st.taylor_order = order;
+            if (tiled && cpu.variant(order, false).find("tiled") == std::string::npos) continue;
+            std::vector<Vec3d> acc;
+            P2PStats ps = cpu.evaluate(st, in, acc);   // warm-up (first touch, table)
+            std::vector<double> t;
+            for (int r = 0; r < reps; ++r) {
+              ps = cpu.evaluate(st, in, acc);
+              t.push_back(ps.seconds);
+            }
+            std::string diff = "-";
+            if (!tiled) {
+              generic = acc;
+            } else {
+              std::vector<double> rel;
+              for (std::size_t i = 0; i < acc.size(); ++i) {
+                const double den = std::sqrt(norm2(generic[i]));
+                if (den > 0) rel.push_back(std::sqrt(norm2(acc[i] - generic[i])) / den);
+              }
+              const auto rs = test::relative_stats(rel);
+              char buf[64];
+              std::snprintf(buf, sizeof buf, "%.1e / %.1e", rs.median, rs.max);
+              diff = buf;
+            }
+            const double tb = *std::min_element(t.begin(), t.end());
+            std::printf("| %s | %d | %s | %d | %s | %.3e | %.3f | %.3f | %.3e | %.3e | %s |\n",
+                        set.c_str(), nt, level_label(level).c_str(), order,
+                        tiled ? "tiled" : "generic", ps.interactions, tb, median(t),
+                        ps.interactions / tb, ps.interactions / tb / nt, diff.c_str());
+            std::fflush(stdout);
+          }
+        }
+      }
+  }
+  return 0;
+}
+
+}  // namespace
+
+#if !defined(ORBIS_HAVE_CUDA)
+int main(int argc, char** argv) {
+  std::vector<int> sides = {64}, threads = {1, 2}, orders = {3}, levels = {4, 3, 0};
+  int reps = 3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--sides" && i + 1 < argc) sides = parse_list(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (a == "--threads" && i + 1 < argc) threads = parse_list(argv[++i]);
+    else if (a == "--orders" && i + 1 < argc) orders = parse_list(argv[++i]);
+    else if (a == "--levels" && i + 1 < argc) levels = parse_list(argv[++i]);
+  }
+  std::printf("(no CUDA in this build: CPU part only)\n");
+  return run_cpu(sides, reps, threads, orders, levels);
+}
+#else
+namespace {
 
 struct Row {
   std::string set, what;
@@ -96,17 +214,21 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool cpu_too = true;
   bool quick = false;
+  bool cpu_only = false;
+  std::vector<int> threads = {1, 2}, orders = {3}, levels = {4, 3, 0};
   std::size_t allpairs_n = 131072;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sides" && i + 1 < argc) {
-      sides.clear();
-      std::string s = argv[++i];
-      for (std::size_t p = 0; p < s.size();) {
-        const std::size_t q = s.find(',', p);
-        sides.push_back(std::atoi(s.substr(p, q - p).c_str()));
-        p = q == std::string::npos ? s.size() : q + 1;
-      }
+      sides = parse_list(argv[++i]);
+    } else if (a == "--cpu") {
+      cpu_only = true;
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = parse_list(argv[++i]);
+    } else if (a == "--orders" && i + 1 < argc) {
+      orders = parse_list(argv[++i]);
+    } else if (a == "--levels" && i + 1 < argc) {
+      levels = parse_list(argv[++i]);
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::atoi(argv[++i]);
     } else if (a == "--quick") {   // float order 3 only (both table forms), no CPU, no all-pairs
@@ -118,6 +240,7 @@ int main(int argc, char** argv) {
       allpairs_n = std::strtoull(argv[++i], nullptr, 10);
     }
   }
+  if (cpu_only) return run_cpu(sides, reps, threads, orders, levels);
   std::string why;
   if (!cuda_device_usable(0, &why)) {
     std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
@@ -130,17 +253,9 @@ int main(int argc, char** argv) {
 
   for (int side : sides) {
     const std::size_t n = static_cast<std::size_t>(side) * side * side;
-    const double box = side;   // mean spacing 1 Mpc/h
     P2PSettings st;
-    st.box_mpc_h = box;
-    st.r_s = 1.2 * box / side;
-    st.r_cut = 4.5 * st.r_s;
-    st.softening = 0.025;
-    st.g_mass = 43.0071;
     Stopwatch build;
-    // Half the particles in blobs of ~4000 (sigma 0.5..3 spacings), half uniform.
-    auto pos = test::clustered_positions(n, box, 1234 + side, static_cast<int>(n / 4000), 0.5, 0.5, 3.0);
-    test::P2PScene scene = test::make_scene(std::move(pos), box, 32, st.r_cut);
+    test::P2PScene scene = bench_scene(side, st);
     const std::string set = "clustered " + std::to_string(side) + "^3";
     double pairs = 0;
     for (const auto& t : scene.tasks)

@@ -1,0 +1,57 @@
+// The tiled CPU P2P kernels (float, Taylor table): what the CPU evaluator runs where one
+// exists for the SIMD level and order (p2p_cpu.cpp falls back to its generic loop for the
+// exact path, double precision and other CPUs).
+//
+// Work per target-leaf group, as the generic loop and the GPU do it, but turned around:
+// the group's source particles are concatenated, already shifted into the target leaf's
+// frame, into one SoA tile of up to kTiledSources particles, and each target particle is
+// broadcast against the whole tile with the sources in the SIMD lanes. The inner loop then
+// runs ~60 full vectors instead of one 26-particle leaf in 16-lane vectors plus a remainder,
+// partial sums stay in registers for the whole tile, and the tile (12 KB) stays in L1 while
+// every target of the leaf runs over it. Float lane sums go into double once per tile and
+// target (the generic loop does so per task, the GPU per tile): deterministic, since tiles
+// are cut from the group's task list, never by the threads.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/vec3.hpp"
+#include "fmm/p2p_grouping.hpp"
+#include "fmm/p2p_kernel.hpp"
+#include "fmm/tasks.hpp"
+#include "fmm/truncation.hpp"
+
+namespace orbis::p2p_tiled {
+
+inline constexpr int kTiledSources = 1024;   // sources per tile (at least the largest leaf)
+
+// The coefficient table (truncation.hpp, c_m of node i) in the layout the kernels gather
+// from: {c0, c1} and {c2, c3} of a node side by side, so that one 64-bit gather element
+// brings two coefficients (half the gathered elements of one 32-bit gather per c_m);
+// c0, c2 and c4 alone for the orders that need one of a pair.
+struct CoefLayout {
+  int size = 0;
+  std::vector<float> c01, c23;   // 2 floats per node
+  std::vector<float> c0, c2, c4;
+  void build(const TruncationTable<float>& table);
+};
+
+struct Job {
+  const GroupedTasks* grouped = nullptr;
+  const std::vector<Leaf>* leaves = nullptr;
+  const float* x = nullptr;   // leaf-relative positions in table units (tree order)
+  const float* y = nullptr;
+  const float* z = nullptr;
+  double box = 0;             // Mpc/h
+  P2PPairConstants<float> k;
+  const CoefLayout* table = nullptr;
+  std::uint32_t max_count = 0;    // largest leaf
+  std::vector<Vec3d>* acc = nullptr;   // written once per particle of every target leaf
+};
+
+// Whether a tiled kernel exists for this SIMD level (as CpuP2POptions) and Taylor order.
+bool available(int simd_level, int taylor_order);
+// Runs the whole job (OpenMP over groups); the caller checked available().
+void run(int simd_level, int taylor_order, const Job& job);
+
+}  // namespace orbis::p2p_tiled
