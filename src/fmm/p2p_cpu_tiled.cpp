@@ -1,5 +1,5 @@
-// Tiled CPU P2P kernels: layout, dispatch and the OpenMP driver (the kernels themselves are
-// in p2p_cpu_tiled_avx512.cpp).
+// Tiled CPU P2P kernels: table layout and dispatch (the kernels: p2p_cpu_tiled_kernel.inl,
+// instantiated per instruction set in p2p_cpu_tiled_<isa>.cpp).
 #include "fmm/p2p_cpu_tiled.hpp"
 
 #include "fmm/p2p_cpu_tiled_impl.hpp"
@@ -8,17 +8,15 @@ namespace orbis::p2p_tiled {
 
 void CoefLayout::build(const TruncationTable<float>& table) {
   size = table.size();
+  t = table.t();
   c01.resize(2 * std::size_t(size));
-  c23.resize(2 * std::size_t(size));
+  te.resize(2 * std::size_t(size));
   for (int i = 0; i < size; ++i) {
     c01[2 * i] = table.coef(0)[i];
     c01[2 * i + 1] = table.coef(1)[i];
-    c23[2 * i] = table.coef(2)[i];
-    c23[2 * i + 1] = table.coef(3)[i];
+    te[2 * i] = table.t()[i];
+    te[2 * i + 1] = static_cast<float>(double(table.e()[i]) * table.spacing());
   }
-  c0 = table.coef(0);
-  c2 = table.coef(2);
-  c4 = table.coef(4);
 }
 
 bool available(int simd_level, int taylor_order) {

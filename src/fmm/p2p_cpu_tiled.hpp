@@ -8,7 +8,9 @@
 // broadcast against the whole tile with the sources in the SIMD lanes. The inner loop then
 // runs ~60 full vectors instead of one 26-particle leaf in 16-lane vectors plus a remainder,
 // partial sums stay in registers for the whole tile, and the tile (12 KB) stays in L1 while
-// every target of the leaf runs over it. Float lane sums go into double once per tile and
+// every target of the leaf runs over it. Sources that no target of the leaf can reach
+// within the cut are left out of the tile, and a vector of sources that one target cannot
+// reach is skipped (both exactly: such pairs add 0). Float lane sums go into double once per tile and
 // target (the generic loop does so per task, the GPU per tile): deterministic, since tiles
 // are cut from the group's task list, never by the threads.
 #pragma once
@@ -25,14 +27,14 @@ namespace orbis::p2p_tiled {
 
 inline constexpr int kTiledSources = 1024;   // sources per tile (at least the largest leaf)
 
-// The coefficient table (truncation.hpp, c_m of node i) in the layout the kernels gather
-// from: {c0, c1} and {c2, c3} of a node side by side, so that one 64-bit gather element
-// brings two coefficients (half the gathered elements of one 32-bit gather per c_m);
-// c0, c2 and c4 alone for the orders that need one of a pair.
+// The Taylor table (truncation.hpp) in the layout the kernels gather from: node i's two
+// values side by side, so that one 64-bit gather element brings both (half the elements
+// of two 32-bit gathers). Built once per table.
 struct CoefLayout {
   int size = 0;
-  std::vector<float> c01, c23;   // 2 floats per node
-  std::vector<float> c0, c2, c4;
+  std::vector<float> t;     // T_i (order 0)
+  std::vector<float> c01;   // {c0, c1} of the coefficient form (order 1)
+  std::vector<float> te;    // {T_i, E_i h} (eq. 2 in node units, orders 2-4)
   void build(const TruncationTable<float>& table);
 };
 

@@ -1,0 +1,259 @@
+// The tiled P2P driver and pair code, written once over a SIMD traits struct S (one per
+// instruction set). Included by the per-ISA files (p2p_cpu_tiled_avx512.cpp, ..._avx2.cpp)
+// between `#pragma GCC push_options` / `#pragma GCC target(...)` and pop_options, inside an
+// ISA-specific anonymous namespace, after defining S. S provides:
+//   W, F (W floats), M (a lane mask); set1 zero load(aligned) add sub mul min
+//   fmadd(a,b,c) = a*b+c, fnmadd(a,b,c) = c-a*b; lt(a,b) -> M, any(M), keep(M, F) (0 where
+//   not M); rsqrt(s2) (~1 ulp); gather1(r, base) / gather2(r, base, a, b): node(s) addressed
+//   by the bits of r = u + 1.5*2^23 (bases pre-biased, see bias()); append(...) (the tile
+//   fill, below); flush(double*, F) (lanes into W doubles); reduce(const double*) (a fixed-
+//   order sum of W doubles).
+//
+// The series per pair (same nearest node and same terms as truncation.hpp):
+//   order 0: T = T_i                       (one 32-bit gather)
+//   order 1: T = c0 + c1 e                 (one 64-bit gather of {c0, c1})
+//   orders 2-4: PhotoNs-GPU eq. 2 in node units, e = u - i, x_i = i h:
+//     T = T_i + (E_i h) e [x_i^2 + A e + B e^2 + C e^3],   A = h x_i (1 - x_i^2),
+//     B = h^2 (2/3 x_i^4 - 5/3 x_i^2 + 1/3),  C = -h^3 x_i (1/3 x_i^4 - 3/2 x_i^2 + 1)
+//   from one 64-bit gather of {T_i, E_i h}. The per-node coefficient form needs two (order 3)
+//   or three (order 4) gathers; gathers, not arithmetic, bound this loop (the A, B, C
+//   polynomials cost 8-13 FMA-port operations per 16 pairs, a 64-bit gather of 8 lanes
+//   about as much: measured 6% faster at order 3, more at 2 and 4, which need a 32-bit
+//   gather of 16 lanes for c2 or c4 in the coefficient form).
+
+struct Consts {
+  F rcut2, eps2, umax, magic, half, three_halves, one;
+  F h, h2;            // h, h^2 (A = i h^2 (1 - x^2))
+  F b2, b1, b0;       // h^2 {2/3, -5/3, 1/3}
+  F d2, d1, d0;       // -h^4 {1/3, -3/2, 1}  (C = i ((d2 x^2 + d1) x^2 + d0))
+  explicit Consts(const P2PPairConstants<float>& k) {
+    const double h = k.spacing, hh = h * h;
+    rcut2 = S::set1(k.rcut2);
+    eps2 = S::set1(k.eps2);
+    umax = S::set1(k.u_max);
+    magic = S::set1(12582912.0f);   // 1.5 * 2^23, as rounded_bits() in truncation.hpp
+    half = S::set1(0.5f);
+    three_halves = S::set1(1.5f);
+    one = S::set1(1.0f);
+    this->h = S::set1(k.spacing);
+    h2 = S::set1(static_cast<float>(hh));
+    b2 = S::set1(static_cast<float>(2.0 / 3.0 * hh));
+    b1 = S::set1(static_cast<float>(-5.0 / 3.0 * hh));
+    b0 = S::set1(static_cast<float>(1.0 / 3.0 * hh));
+    d2 = S::set1(static_cast<float>(-hh * hh / 3.0));
+    d1 = S::set1(static_cast<float>(1.5 * hh * hh));
+    d0 = S::set1(static_cast<float>(-hh * hh));
+  }
+};
+
+// Gather bases biased by the rounding constant's bits: r = u + 1.5*2^23 read as an int32 is
+// kRoundedBitsZeroF + node, so it is the gather index as it is (64-bit address arithmetic,
+// index sign-extended) and no subtract is spent per pair.
+inline const void* bias(const float* base, std::size_t elem_bytes) {
+  return reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(base) -
+                                       std::uintptr_t(kRoundedBitsZeroF) * elem_bytes);
+}
+
+struct Bases {
+  const void* t;     // T_i, 4-byte elements
+  const void* c01;   // {c0, c1}, 8-byte elements
+  const void* te;    // {T_i, E_i h}, 8-byte elements
+  explicit Bases(const CoefLayout& l)
+      : t(bias(l.t.data(), 4)), c01(bias(l.c01.data(), 8)), te(bias(l.te.data(), 8)) {}
+};
+
+// T at u = s (table units), u clamped to the last node the cut can reach.
+template <int Order>
+[[gnu::always_inline]] inline F taylor(F s, const Consts& c, const Bases& b) {
+  const F u = S::min(s, c.umax);
+  const F r = S::add(u, c.magic);   // round to nearest: the node in the low mantissa bits
+  if constexpr (Order == 0) {
+    return S::gather1(r, b.t);
+  } else {
+    const F fi = S::sub(r, c.magic);
+    const F e = S::sub(u, fi);      // |e| <= 1/2
+    F t0, t1;
+    if constexpr (Order == 1) {
+      S::gather2(r, b.c01, t0, t1);
+      return S::fmadd(t1, e, t0);
+    } else {
+      S::gather2(r, b.te, t0, t1);  // T_i, E_i h
+      const F x = S::mul(fi, c.h);
+      const F x2 = S::mul(x, x);
+      const F a = S::mul(S::mul(fi, c.h2), S::fnmadd(x, x, c.one));
+      F p;
+      if constexpr (Order == 2) {
+        p = a;
+      } else {
+        const F bb = S::fmadd(S::fmadd(c.b2, x2, c.b1), x2, c.b0);
+        if constexpr (Order == 3) {
+          p = S::fmadd(bb, e, a);
+        } else {
+          const F cc = S::mul(fi, S::fmadd(S::fmadd(c.d2, x2, c.d1), x2, c.d0));
+          p = S::fmadd(S::fmadd(cc, e, bb), e, a);
+        }
+      }
+      p = S::fmadd(p, e, x2);
+      return S::fmadd(S::mul(t1, e), p, t0);
+    }
+  }
+}
+
+// W sources against one target: a += g d, g = T(s) / s^3 inside the cut, exactly 0 outside.
+// A vector with no source inside the cut skips the rest (it would add exactly +0).
+template <int Order>
+[[gnu::always_inline]] inline void pair(F sx, F sy, F sz, F xi, F yi, F zi, const Consts& c,
+                                        const Bases& b, F& ax, F& ay, F& az) {
+  const F dx = S::sub(sx, xi);
+  const F dy = S::sub(sy, yi);
+  const F dz = S::sub(sz, zi);
+  const F r2 = S::fmadd(dz, dz, S::fmadd(dy, dy, S::mul(dx, dx)));
+  const M inside = S::lt(r2, c.rcut2);
+  if (!S::any(inside)) return;
+  const F s2 = S::add(r2, c.eps2);
+  const F sinv = S::rsqrt(s2, c);
+  const F t = taylor<Order>(S::mul(s2, sinv), c, b);
+  const F g = S::keep(inside, S::mul(S::mul(t, sinv), S::mul(sinv, sinv)));
+  ax = S::fmadd(g, dx, ax);
+  ay = S::fmadd(g, dy, ay);
+  az = S::fmadd(g, dz, az);
+}
+
+template <typename T>
+struct Aligned {   // 64-byte aligned scratch, not zeroed (std::vector would, per thread per call)
+  T* p = nullptr;
+  explicit Aligned(std::size_t n)
+      : p(static_cast<T*>(::operator new[](n * sizeof(T), std::align_val_t(64)))) {}
+  ~Aligned() { ::operator delete[](p, std::align_val_t(64)); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+};
+
+struct Scratch {
+  int cap;                     // sources per tile
+  Aligned<float> sx, sy, sz;   // cap + 2 W: stores of whole vectors run past the last source
+  Aligned<double> sums;        // 3 W double lanes per target particle
+  Scratch(int cap_, std::uint32_t max_count)
+      : cap(cap_), sx(cap_ + 2 * S::W), sy(cap_ + 2 * S::W), sz(cap_ + 2 * S::W),
+        sums(3 * S::W * std::size_t(max_count) + S::W) {}
+};
+
+// Far from every target: tile padding that the cut drops (r^2 ~ 1e30 stays finite in float).
+constexpr float kFar = 1e15f;
+
+// Every target of one leaf against the tile sx/sy/sz[0, m); two targets at a time share the
+// source loads. Float lane sums go into the double lanes once per tile.
+template <int Order>
+[[gnu::always_inline]] inline void tile(const float* xi, const float* yi, const float* zi, int ni,
+                                        const Scratch& sc, int m, const Consts& c,
+                                        const Bases& b, double* sums) {
+  const int nv = (m + S::W - 1) / S::W;
+  const float* sx = sc.sx.p;
+  const float* sy = sc.sy.p;
+  const float* sz = sc.sz.p;
+  int i = 0;
+  for (; i + 1 < ni; i += 2) {
+    const F xa = S::set1(xi[i]), ya = S::set1(yi[i]), za = S::set1(zi[i]);
+    const F xb = S::set1(xi[i + 1]), yb = S::set1(yi[i + 1]), zb = S::set1(zi[i + 1]);
+    F axa = S::zero(), aya = axa, aza = axa, axb = axa, ayb = axa, azb = axa;
+    for (int v = 0; v < nv; ++v) {
+      const F px = S::load(sx + S::W * v), py = S::load(sy + S::W * v), pz = S::load(sz + S::W * v);
+      pair<Order>(px, py, pz, xa, ya, za, c, b, axa, aya, aza);
+      pair<Order>(px, py, pz, xb, yb, zb, c, b, axb, ayb, azb);
+    }
+    double* d = sums + 3 * S::W * std::size_t(i);
+    S::flush(d, axa);
+    S::flush(d + S::W, aya);
+    S::flush(d + 2 * S::W, aza);
+    S::flush(d + 3 * S::W, axb);
+    S::flush(d + 4 * S::W, ayb);
+    S::flush(d + 5 * S::W, azb);
+  }
+  if (i < ni) {
+    const F xa = S::set1(xi[i]), ya = S::set1(yi[i]), za = S::set1(zi[i]);
+    F axa = S::zero(), aya = axa, aza = axa;
+    for (int v = 0; v < nv; ++v)
+      pair<Order>(S::load(sx + S::W * v), S::load(sy + S::W * v), S::load(sz + S::W * v), xa, ya,
+                  za, c, b, axa, aya, aza);
+    double* d = sums + 3 * S::W * std::size_t(i);
+    S::flush(d, axa);
+    S::flush(d + S::W, aya);
+    S::flush(d + 2 * S::W, aza);
+  }
+}
+
+// One target-leaf group: its tasks' source leaves are appended to the tile (shifted into the
+// target frame, as task_shift() and the other evaluators do: double shift, rounded once)
+// until the next leaf would not fit; then every target runs over the tile.
+//
+// Sources farther than r_cut + R from the target leaf's centre, R the distance of its
+// farthest particle, are beyond the cut for every target (|x_j - x_i| >= |x_j| - |x_i|), so
+// append() leaves them out: they would add exactly 0. The reach carries a relative margin of
+// 1e-5, far above float rounding of the distances, so no pair inside the cut is ever lost.
+template <int Order>
+void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp, Scratch& sc) {
+  const std::vector<Leaf>& leaves = *job.leaves;
+  const Leaf& li = leaves[grp.i_leaf];
+  const int ni = static_cast<int>(li.count);
+  const float* xi = job.x + li.first;
+  const float* yi = job.y + li.first;
+  const float* zi = job.z + li.first;
+  double r_max2 = 0;
+  for (int i = 0; i < ni; ++i)
+    r_max2 = std::max(r_max2, double(xi[i]) * xi[i] + double(yi[i]) * yi[i] + double(zi[i]) * zi[i]);
+  const double reach = (std::sqrt(double(job.k.rcut2)) + std::sqrt(r_max2)) * (1 + 1e-5) + 1e-3;
+  const float reach2 = static_cast<float>(reach * reach);
+  const double scale = job.k.length_scale;
+  double* sums = sc.sums.p;
+  std::memset(sums, 0, 3 * S::W * sizeof(double) * std::size_t(ni));
+
+  std::uint32_t cursor = grp.start;
+  const std::uint32_t end = grp.start + grp.count;
+  while (cursor < end) {
+    int m = 0;
+    while (cursor < end) {
+      const InteractionTask& tk = job.grouped->tasks[cursor];
+      const Leaf& lj = leaves[tk.source];
+      if (m > 0 && m + static_cast<int>(lj.count) > sc.cap) break;
+      const Vec3d shift = task_shift(leaves, tk, job.box) * scale;
+      m = S::append(sc.sx.p, sc.sy.p, sc.sz.p, m, job.x + lj.first, job.y + lj.first,
+                    job.z + lj.first, static_cast<int>(lj.count), static_cast<float>(shift.x),
+                    static_cast<float>(shift.y), static_cast<float>(shift.z), reach2);
+      ++cursor;
+    }
+    if (m == 0) continue;
+    for (int q = m; q < m + S::W; ++q) sc.sx.p[q] = sc.sy.p[q] = sc.sz.p[q] = kFar;
+    tile<Order>(xi, yi, zi, ni, sc, m, c, b, sums);
+  }
+  const double gm = job.k.acc_scale;
+  Vec3d* out = job.acc->data() + li.first;
+  for (int i = 0; i < ni; ++i) {
+    const double* d = sums + 3 * S::W * std::size_t(i);
+    out[i] = Vec3d{gm * S::reduce(d), gm * S::reduce(d + S::W), gm * S::reduce(d + 2 * S::W)};
+  }
+}
+
+template <int Order>
+void run_order(const Job& job) {
+  const Bases b(*job.table);
+  const Consts c(job.k);
+  const int cap = std::max<int>(kTiledSources, (static_cast<int>(job.max_count) + S::W - 1) / S::W * S::W);
+  const std::int64_t n_groups = static_cast<std::int64_t>(job.grouped->groups.size());
+#pragma omp parallel
+  {
+    Scratch sc(cap, job.max_count);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t g = 0; g < n_groups; ++g) group<Order>(job, b, c, job.grouped->groups[g], sc);
+  }
+}
+
+void run_any_order(int taylor_order, const Job& job) {
+  switch (taylor_order) {
+    case 0: return run_order<0>(job);
+    case 1: return run_order<1>(job);
+    case 2: return run_order<2>(job);
+    case 3: return run_order<3>(job);
+    case 4: return run_order<4>(job);
+    default: fail("tiled P2P: taylor_order = {} is not in 0..4", taylor_order);
+  }
+}
