@@ -59,15 +59,18 @@ struct S {
     return mul(y, fnmadd(mul(s2, c.half), mul(y, y), c.three_halves));
   }
 
-  static F gather1(F r, const void* base) {
-    return _mm512_i32gather_ps(_mm512_castps_si512(r), base, 4);
+  static F gather1(M m, F r, const void* base) {
+    return _mm512_mask_i32gather_ps(zero(), m, _mm512_castps_si512(r), base, 4);
   }
   // {a, b} pairs of 16 nodes: two 64-bit gathers of 8 lanes (half the elements that two
   // 32-bit gathers of 16 would load), then even and odd floats split by two permutes.
-  static void gather2(F r, const void* base, F& a, F& b) {
+  static void gather2(M m, F r, const void* base, F& a, F& b) {
     const __m512i bits = _mm512_castps_si512(r);
-    const __m512 lo = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(bits), base, 8));
-    const __m512 hi = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(bits, 1), base, 8));
+    const __m512d z = _mm512_setzero_pd();
+    const __m512 lo = _mm512_castpd_ps(
+        _mm512_mask_i32gather_pd(z, __mmask8(m), _mm512_castsi512_si256(bits), base, 8));
+    const __m512 hi = _mm512_castpd_ps(
+        _mm512_mask_i32gather_pd(z, __mmask8(m >> 8), _mm512_extracti64x4_epi64(bits, 1), base, 8));
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     a = _mm512_permutex2var_ps(lo, even, hi);
