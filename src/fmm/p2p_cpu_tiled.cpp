@@ -20,12 +20,13 @@ void CoefLayout::build(const TruncationTable<float>& table) {
 }
 
 bool available(int simd_level, int taylor_order) {
-  return taylor_order >= 0 && taylor_order <= 4 && simd_level == 4 && have_avx512_kernels();
+  if (taylor_order < 0 || taylor_order > 4) return false;
+  return (simd_level == 4 && have_avx512_kernels()) || (simd_level == 3 && have_avx2_kernels());
 }
 
 void run(int simd_level, int taylor_order, const Job& job) {
-  (void)simd_level;
-  run_avx512(taylor_order, job);
+  if (simd_level == 4) run_avx512(taylor_order, job);
+  else run_avx2(taylor_order, job);
 }
 
 }  // namespace orbis::p2p_tiled

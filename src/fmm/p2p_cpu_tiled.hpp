@@ -4,7 +4,8 @@
 //
 // Work per target-leaf group, as the generic loop and the GPU do it, but turned around:
 // the group's source particles are concatenated, already shifted into the target leaf's
-// frame, into one SoA tile of up to kTiledSources particles, and each target particle is
+// frame, into one SoA tile of up to kTiledLaneTerms x (SIMD width) particles (1024 with
+// AVX-512, 12 KB), and each target particle is
 // broadcast against the whole tile with the sources in the SIMD lanes. The inner loop then
 // runs ~60 full vectors instead of one 26-particle leaf in 16-lane vectors plus a remainder,
 // partial sums stay in registers for the whole tile, and the tile (12 KB) stays in L1 while
@@ -25,7 +26,10 @@
 
 namespace orbis::p2p_tiled {
 
-inline constexpr int kTiledSources = 1024;   // sources per tile (at least the largest leaf)
+// Sources per SIMD lane and tile: each float lane sum takes at most this many terms before it
+// goes into double (the tile is enlarged to hold the largest leaf if need be).
+inline constexpr int kTiledLaneTerms = 64;
+inline constexpr int kTiledMaxSources = 16 * kTiledLaneTerms;   // the widest ISA's tile
 
 // The Taylor table (truncation.hpp) in the layout the kernels gather from: node i's two
 // values side by side, so that one 64-bit gather element brings both (half the elements

@@ -59,12 +59,12 @@ struct S {
     return mul(y, fnmadd(mul(s2, c.half), mul(y, y), c.three_halves));
   }
 
-  static F gather1(M m, F r, const void* base) {
+  static F gather1(M m, F r, const void* base, int) {
     return _mm512_mask_i32gather_ps(zero(), m, _mm512_castps_si512(r), base, 4);
   }
   // {a, b} pairs of 16 nodes: two 64-bit gathers of 8 lanes (half the elements that two
   // 32-bit gathers of 16 would load), then even and odd floats split by two permutes.
-  static void gather2(M m, F r, const void* base, F& a, F& b) {
+  static void gather2(M m, F r, const void* base, int, F& a, F& b) {
     const __m512i bits = _mm512_castps_si512(r);
     const __m512d z = _mm512_setzero_pd();
     const __m512 lo = _mm512_castpd_ps(

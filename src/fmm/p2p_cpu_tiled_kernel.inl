@@ -4,10 +4,10 @@
 // ISA-specific anonymous namespace, after defining S. S provides:
 //   W, F (W floats), M (a lane mask); set1 zero load(aligned) add sub mul min
 //   fmadd(a,b,c) = a*b+c, fnmadd(a,b,c) = c-a*b; lt(a,b) -> M, any(M), keep(M, F) (0 where
-//   not M); rsqrt(s2) (~1 ulp); gather1(r, base) / gather2(r, base, a, b): node(s) addressed
-//   by the bits of r = u + 1.5*2^23 (bases pre-biased, see bias()); append(...) (the tile
-//   fill, below); flush(double*, F) (lanes into W doubles); reduce(const double*) (a fixed-
-//   order sum of W doubles).
+//   not M); rsqrt(s2, consts) (~1 ulp); gather1(m, r, base, last) / gather2(m, r, base,
+//   last, a, b): the node(s) addressed by the bits of r = u + 1.5*2^23 (bases pre-biased,
+//   see bias()) for the lanes in m; append(...) (the tile fill, group()); flush(double*, F)
+//   (lanes into double lanes); reduce(const double*) (a fixed-order sum of those).
 //
 // The series per pair (same nearest node and same terms as truncation.hpp):
 //   order 0: T = T_i                       (one 32-bit gather)
@@ -55,27 +55,29 @@ struct Bases {
   const void* t;     // T_i, 4-byte elements
   const void* c01;   // {c0, c1}, 8-byte elements
   const void* te;    // {T_i, E_i h}, 8-byte elements
+  int last;          // last node
   explicit Bases(const CoefLayout& l)
-      : t(bias(l.t.data(), 4)), c01(bias(l.c01.data(), 8)), te(bias(l.te.data(), 8)) {}
+      : t(bias(l.t.data(), 4)), c01(bias(l.c01.data(), 8)), te(bias(l.te.data(), 8)),
+        last(l.size - 1) {}
 };
 
 // T at u = s (table units) for the lanes in `inside` (u < u_cut there, within the table);
-// the other lanes load nothing (masked gathers: no clamp of u needed) and return garbage
-// that the caller discards.
+// the other lanes may carry any u: the gathers load nothing for them (AVX-512 masks) or the
+// last node (AVX2 clamps the index), and the caller discards what they return.
 template <int Order>
 [[gnu::always_inline]] inline F taylor(F u, M inside, const Consts& c, const Bases& b) {
   const F r = S::add(u, c.magic);   // round to nearest: the node in the low mantissa bits
   if constexpr (Order == 0) {
-    return S::gather1(inside, r, b.t);
+    return S::gather1(inside, r, b.t, b.last);
   } else {
     const F fi = S::sub(r, c.magic);
     const F e = S::sub(u, fi);      // |e| <= 1/2
     F t0, t1;
     if constexpr (Order == 1) {
-      S::gather2(inside, r, b.c01, t0, t1);
+      S::gather2(inside, r, b.c01, b.last, t0, t1);
       return S::fmadd(t1, e, t0);   // c0 + c1 e
     } else {
-      S::gather2(inside, r, b.te, t0, t1);   // T_i, E_i h
+      S::gather2(inside, r, b.te, b.last, t0, t1);   // T_i, E_i h
       const F ih2 = S::mul(fi, c.h2);        // i h^2
       const F x2 = S::mul(ih2, fi);          // x_i^2 = i^2 h^2
       const F a = S::fnmadd(ih2, x2, ih2);   // A
@@ -223,7 +225,8 @@ template <int Order>
 void run_order(const Job& job) {
   const Bases b(*job.table);
   const Consts c(job.k);
-  const int cap = std::max<int>(kTiledSources, (static_cast<int>(job.max_count) + S::W - 1) / S::W * S::W);
+  const int cap = std::max<int>(kTiledLaneTerms * S::W,
+                                (static_cast<int>(job.max_count) + S::W - 1) / S::W * S::W);
   const std::int64_t n_groups = static_cast<std::int64_t>(job.grouped->groups.size());
 #pragma omp parallel
   {

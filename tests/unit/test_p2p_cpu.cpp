@@ -209,6 +209,105 @@ TEST_CASE("CPU P2P is bitwise reproducible, across runs and thread counts") {
   CHECK(std::memcmp(a.data(), c.data(), n * sizeof(Vec3d)) == 0);
 }
 
+namespace {
+// The SIMD levels this CPU runs (the dispatcher picks the best; tests force the others).
+std::vector<int> runnable_levels() {
+  std::vector<int> levels;
+  for (int level : {0, 3, 4})
+    if (level <= CpuP2PEvaluator::cpu_simd_level()) levels.push_back(level);
+  return levels;
+}
+}  // namespace
+
+TEST_CASE("CPU P2P at every SIMD level this CPU runs, tiled and generic kernels") {
+  const double box = 64;
+  const std::size_t n = 12000;
+  P2PSettings st = test::settings_for(box, 32, n);
+  test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 42), box, 32, st.r_cut);
+  const auto targets = all_indices(n);
+  const test::DirectResult ref = test::direct_reference(scene.pos, targets, st);
+  P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+  for (int level : runnable_levels()) {
+    std::vector<Vec3d> generic, tiled;
+    for (int order : {0, 1, 2, 3, 4}) {
+      st.taylor_order = order;
+      CpuP2POptions go;
+      go.simd_level = level;
+      go.tiled_kernel = false;
+      CpuP2PEvaluator g(go);
+      CpuP2PEvaluator t(CpuP2POptions{level, true});
+      const P2PStats gs = g.evaluate(st, in, generic);
+      const P2PStats ts = t.evaluate(st, in, tiled);
+      CHECK(gs.where.find("generic") != std::string::npos);
+      const Compared cg = compare(generic, ref, targets);
+      const Compared ct = compare(tiled, ref, targets);
+      MESSAGE("level " << level << " order " << order << ": generic median " << cg.stats.median
+              << " max " << cg.stats.max << " (" << gs.seconds << " s); " << ts.where << " median "
+              << ct.stats.median << " max " << ct.stats.max << " (" << ts.seconds << " s)");
+      if (order >= 2) {   // the table's truncation error is below float rounding
+        CHECK(ct.stats.median < 1e-6);
+        CHECK(ct.stats.max < 1e-4);
+      } else {            // the same truncation error as the generic loop's
+        CHECK(ct.stats.median < 1.2 * cg.stats.median);
+      }
+      // Where a tiled kernel exists (x86-64-v3 and v4 builds with GCC) it is used.
+      if (level >= 3 && t.variant(order, false).find("tiled") != std::string::npos)
+        CHECK(ts.where.find("tiled") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("Tiled CPU P2P: bitwise reproducible per SIMD level, across runs and thread counts") {
+  const double box = 50;
+  const std::size_t n = 8000;
+  P2PSettings st = test::settings_for(box, 24, n);
+  test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 11), box, 32, st.r_cut);
+  P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+  const int threads = omp_get_max_threads();
+  for (int level : runnable_levels()) {
+    CpuP2PEvaluator cpu(CpuP2POptions{level, true});
+    std::vector<Vec3d> a, b, c;
+    cpu.evaluate(st, in, a);
+    cpu.evaluate(st, in, b);
+    omp_set_num_threads(1);
+    CpuP2PEvaluator(CpuP2POptions{level, true}).evaluate(st, in, c);
+    omp_set_num_threads(threads);
+    CHECK(std::memcmp(a.data(), b.data(), n * sizeof(Vec3d)) == 0);
+    CHECK(std::memcmp(a.data(), c.data(), n * sizeof(Vec3d)) == 0);
+  }
+}
+
+TEST_CASE("Tiled CPU P2P: leaves larger than a tile, a target leaf's sources over several tiles") {
+  // max_leaf 1500 > any tile: a tile then holds one whole source leaf. All particles in a
+  // 20 Mpc/h region inside the box, so that even such leaves are compact (the fixture's
+  // bisection cuts wide nodes at the box middle, which would leave leaves straddling the
+  // periodic boundary otherwise).
+  const double box = 100;
+  const std::size_t n = 6000;
+  P2PSettings st = test::settings_for(box, 50, n);
+  test::P2PScene scene = test::make_scene(
+      test::clustered_positions(n, box, 5, 3, 0.5, 1.0, 2.0, {40, 40, 40}, 20), box, 1500, st.r_cut);
+  REQUIRE(max_leaf_count(scene.leaves) > static_cast<std::uint32_t>(p2p_tiled::kTiledMaxSources));
+  const auto targets = all_indices(n);
+  const test::DirectResult ref = test::direct_reference(scene.pos, targets, st);
+  P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
+  for (int level : runnable_levels()) {
+    CpuP2PEvaluator cpu(CpuP2POptions{level, true});
+    std::vector<Vec3d> acc;
+    const P2PStats ps = cpu.evaluate(st, in, acc);
+    const Compared c = compare(acc, ref, targets);
+    MESSAGE("leaves of up to " << max_leaf_count(scene.leaves) << ": " << ps.where << " median "
+            << c.stats.median << " max " << c.stats.max);
+    CHECK(c.stats.median < 1e-6);
+    CHECK(c.stats.max < 1e-4);
+  }
+}
+
+TEST_CASE("CPU P2P: a SIMD level this CPU (or build) cannot run is an error") {
+  CHECK_THROWS_AS(CpuP2PEvaluator(CpuP2POptions{2, true}), Error);
+  if (CpuP2PEvaluator::cpu_simd_level() < 4) CHECK_THROWS_AS(CpuP2PEvaluator(CpuP2POptions{4, true}), Error);
+}
+
 TEST_CASE("CPU P2P input checks and the backend factory") {
   std::vector<Vec3d> pos(4);
   std::vector<Leaf> leaves(1);
