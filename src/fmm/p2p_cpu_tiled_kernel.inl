@@ -2,7 +2,7 @@
 // instruction set). Included by the per-ISA files (p2p_cpu_tiled_avx512.cpp, ..._avx2.cpp)
 // between `#pragma GCC push_options` / `#pragma GCC target(...)` and pop_options, inside an
 // ISA-specific anonymous namespace, after defining S. S provides:
-//   W, F (W floats), M (a lane mask); set1 zero load(aligned) add sub mul min
+//   W, F (W floats), M (a lane mask); set1 zero load(aligned) add sub mul
 //   fmadd(a,b,c) = a*b+c, fnmadd(a,b,c) = c-a*b; lt(a,b) -> M, any(M), keep(M, F) (0 where
 //   not M); rsqrt(s2, consts) (~1 ulp); gather1(m, r, base, last) / gather2(m, r, base,
 //   last, a, b): the node(s) addressed by the bits of r = u + 1.5*2^23 (bases pre-biased,
@@ -15,11 +15,11 @@
 //   orders 2-4: PhotoNs-GPU eq. 2 in node units, e = u - i, x_i = i h:
 //     T = T_i + (E_i h) e [x_i^2 + A e + B e^2 + C e^3],   A = h x_i (1 - x_i^2),
 //     B = h^2 (2/3 x_i^4 - 5/3 x_i^2 + 1/3),  C = -h^3 x_i (1/3 x_i^4 - 3/2 x_i^2 + 1)
-//   from one 64-bit gather of {T_i, E_i h}. The per-node coefficient form needs two (order 3)
-//   or three (order 4) gathers; gathers, not arithmetic, bound this loop (the A, B, C
-//   polynomials cost 8-13 FMA-port operations per 16 pairs, a 64-bit gather of 8 lanes
-//   about as much: measured 6% faster at order 3, more at 2 and 4, which need a 32-bit
-//   gather of 16 lanes for c2 or c4 in the coefficient form).
+//   from one 64-bit gather pair of {T_i, E_i h}. The per-node coefficient form (c0..c3)
+//   needs a second gather pair at order 3 and a 32-bit gather of all lanes more at orders
+//   2 and 4. The loop is bound by its FMA-port operations, which the gathers' own uops,
+//   mask moves and the permutes that split pairs share: the 5-8 operations of A, B, C cost
+//   less than a second gather pair (measured 6% faster at order 3).
 
 struct Consts {
   F cut2, eps2, magic, half, three_halves;   // cut2 = r_cut^2 + eps^2
@@ -133,16 +133,12 @@ struct Aligned {   // 64-byte aligned scratch, not zeroed (std::vector would, pe
 struct Scratch {
   int cap;                     // sources per tile
   Aligned<float> sx, sy, sz;   // cap + 2 W: stores of whole vectors run past the last source
-  Aligned<double> sums;        // 3 W double lanes per target particle
+  Aligned<double> sums;        // per target particle x, y, z sums, W doubles each (AVX-512
+                               // uses 8 of its 16)
   Scratch(int cap_, std::uint32_t max_count)
       : cap(cap_), sx(cap_ + 2 * S::W), sy(cap_ + 2 * S::W), sz(cap_ + 2 * S::W),
         sums(3 * S::W * std::size_t(max_count) + S::W) {}
 };
-
-// Tile padding, far beyond the cut of every target (leaf-relative positions are a few
-// hundred table units at most) but not so far that 1/s^3 would underflow to a denormal
-// (a microcode assist costs ~100 cycles on Intel).
-constexpr float kFar = 1e5f;
 
 // Every target of one leaf against the tile sx/sy/sz[0, m). Float lane sums go into the
 // double lanes once per tile. (Two targets per pass, sharing the source loads, measured the
@@ -191,6 +187,7 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
     r_max2 = std::max(r_max2, double(xi[i]) * xi[i] + double(yi[i]) * yi[i] + double(zi[i]) * zi[i]);
   const double reach = (std::sqrt(double(job.k.rcut2)) + std::sqrt(r_max2)) * (1 + 1e-5) + 1e-3;
   const float reach2 = static_cast<float>(reach * reach);
+  const float pad = static_cast<float>(reach);
   const double scale = job.k.length_scale;
   double* sums = sc.sums.p;
   std::memset(sums, 0, 3 * S::W * sizeof(double) * std::size_t(ni));
@@ -210,7 +207,10 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
       ++cursor;
     }
     if (m == 0) continue;
-    for (int q = m; q < m + S::W; ++q) sc.sx.p[q] = sc.sy.p[q] = sc.sz.p[q] = kFar;
+    // Padding of the last vector at (reach, reach, reach): at least sqrt(3) reach - R >
+    // r_cut from every target, so the cut drops it; and near enough that 1/s^3 cannot
+    // underflow to a denormal (a microcode assist costs ~100 cycles on Intel).
+    for (int q = m; q < m + S::W; ++q) sc.sx.p[q] = sc.sy.p[q] = sc.sz.p[q] = pad;
     tile<Order>(xi, yi, zi, ni, sc, m, c, b, sums);
   }
   const double gm = job.k.acc_scale;
