@@ -22,13 +22,13 @@
 //   less than a second gather pair (measured 6% faster at order 3).
 
 struct Consts {
-  F cut2, eps2, magic, half, three_halves;   // cut2 = r_cut^2 + eps^2
+  F rcut2, eps2, magic, half, three_halves;
   F h2;               // h^2 (A = i h^2 (1 - x^2))
   F b2, b1, b0;       // h^2 {2/3, -5/3, 1/3}
   F d2, d1, d0;       // -h^4 {1/3, -3/2, 1}  (C = i ((d2 x^2 + d1) x^2 + d0))
   explicit Consts(const P2PPairConstants<float>& k) {
     const double h = k.spacing, hh = h * h;
-    cut2 = S::set1(k.rcut2 + k.eps2);
+    rcut2 = S::set1(k.rcut2);
     eps2 = S::set1(k.eps2);
     magic = S::set1(12582912.0f);   // 1.5 * 2^23, as rounded_bits() in truncation.hpp
     half = S::set1(0.5f);
@@ -100,18 +100,20 @@ template <int Order>
 }
 
 // W sources against one target: a += g d, g = T(s) / s^3 inside the cut, exactly 0 outside.
-// The cut is tested on s^2 = r^2 + eps^2 against r_cut^2 + eps^2 (saves an add; the two
-// differ only by rounding, for pairs within ~1e-7 of the cut). A vector with no source
-// inside the cut skips the rest (it would add exactly +0).
+// r^2 is rounded as nvcc contracts p2p_pair() (two FMAs after a multiply), so the CPU and GPU
+// agree on which side of the cut every pair lies (a pair at the cut adds T(x_cut) = 0.018
+// of its Newtonian force: a flip would be visible against the other backend). A vector with
+// no source inside the cut skips the rest (it would add exactly +0).
 template <int Order>
 [[gnu::always_inline]] inline void pair(F sx, F sy, F sz, F xi, F yi, F zi, const Consts& c,
                                         const Bases& b, F& ax, F& ay, F& az) {
   const F dx = S::sub(sx, xi);
   const F dy = S::sub(sy, yi);
   const F dz = S::sub(sz, zi);
-  const F s2 = S::fmadd(dz, dz, S::fmadd(dy, dy, S::fmadd(dx, dx, c.eps2)));
-  const M inside = S::lt(s2, c.cut2);
+  const F r2 = S::fmadd(dz, dz, S::fmadd(dy, dy, S::mul(dx, dx)));
+  const M inside = S::lt(r2, c.rcut2);
   if (!S::any(inside)) return;
+  const F s2 = S::add(r2, c.eps2);
   const F sinv = S::rsqrt(s2, c);
   const F t = taylor<Order>(S::mul(s2, sinv), inside, c, b);
   const F g = S::keep(inside, S::mul(S::mul(t, sinv), S::mul(sinv, sinv)));
