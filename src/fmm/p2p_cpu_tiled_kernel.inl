@@ -22,7 +22,7 @@
 //   less than a second gather pair (measured 6% faster at order 3).
 
 struct Consts {
-  F rcut2, eps2, magic, half, three_halves;
+  F rcut2, eps2, magic, half;
   F h2;               // h^2 (A = i h^2 (1 - x^2))
   F b2, b1, b0;       // h^2 {2/3, -5/3, 1/3}
   F d2, d1, d0;       // -h^4 {1/3, -3/2, 1}  (C = i ((d2 x^2 + d1) x^2 + d0))
@@ -32,7 +32,6 @@ struct Consts {
     eps2 = S::set1(k.eps2);
     magic = S::set1(12582912.0f);   // 1.5 * 2^23, as rounded_bits() in truncation.hpp
     half = S::set1(0.5f);
-    three_halves = S::set1(1.5f);
     h2 = S::set1(static_cast<float>(hh));
     b2 = S::set1(static_cast<float>(2.0 / 3.0 * hh));
     b1 = S::set1(static_cast<float>(-5.0 / 3.0 * hh));
