@@ -1,15 +1,21 @@
-// CPU P2P: OpenMP over target-leaf groups (dynamic schedule: leaves differ in work by
+// CPU P2P. Float with the Taylor table (orders 0-4) on x86-64-v3/v4 CPUs runs the tiled
+// kernels (p2p_cpu_tiled.hpp: the group's sources in the SIMD lanes, ~5x faster); the
+// exact path, double precision, the baseline level and other compilers run the generic
+// loop below, which is also the reference the tiled kernels are tested against.
+//
+// Generic loop: OpenMP over target-leaf groups (dynamic schedule: leaves differ in work by
 // orders of magnitude in clustered regions); inside a group, the target leaf's particles
 // sit in small SoA arrays and each source particle is broadcast against all of them, so
 // the inner loop runs over targets with no reduction and vectorises without fast-math
 // (gathers for the T/E table). Per task the float sums go into double accumulators (cheap:
 // once per target per task), which keeps float results at ~1e-7 even for 10^4 neighbours.
 //
-// The inner loop is compiled three times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2+FMA) and
-// the baseline, and the CPU picks one at run time, so one binary is fast on the build
-// machine and still runs everywhere. This file is built with -fno-math-errno and
-// -fno-trapping-math (src/CMakeLists.txt): without them GCC keeps sqrt's errno branch and
-// will not if-convert the cut select, and vectorises nothing (checked with -fopt-info-vec).
+// The generic loop is compiled three times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2+FMA)
+// and the baseline, and the CPU picks one at run time (CpuP2POptions can force a lower
+// level), so one binary is fast on the build machine and still runs everywhere. This file
+// is built with -fno-math-errno and -fno-trapping-math (src/CMakeLists.txt): without them
+// GCC keeps sqrt's errno branch and will not if-convert the cut select, and vectorises
+// nothing (checked with -fopt-info-vec).
 #include "fmm/p2p_cpu.hpp"
 
 #include <omp.h>

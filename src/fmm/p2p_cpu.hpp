@@ -2,7 +2,8 @@
 // fallback where no GPU is usable. It computes the same sums as the GPU (same pair code,
 // p2p_kernel.hpp; positions relative to the target leaf's centre), grouped by target leaf
 // so that each particle is written once by one thread: results are bitwise identical for
-// any thread count on the same machine (the SIMD variant is chosen by the CPU, see .cpp).
+// any thread count for a given SIMD level and kernel (chosen by the CPU, or forced with
+// CpuP2POptions; see .cpp).
 #pragma once
 #include <memory>
 #include <string>

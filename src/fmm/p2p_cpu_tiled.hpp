@@ -1,19 +1,19 @@
-// The tiled CPU P2P kernels (float, Taylor table): what the CPU evaluator runs where one
-// exists for the SIMD level and order (p2p_cpu.cpp falls back to its generic loop for the
-// exact path, double precision and other CPUs).
+// The tiled CPU P2P kernels (float, Taylor table, orders 0-4; x86-64-v4 and v3 with GCC):
+// what the CPU evaluator runs where one exists (p2p_cpu.cpp falls back to its generic loop
+// for the exact path, double precision, the baseline level and other compilers).
 //
 // Work per target-leaf group, as the generic loop and the GPU do it, but turned around:
 // the group's source particles are concatenated, already shifted into the target leaf's
-// frame, into one SoA tile of up to kTiledLaneTerms x (SIMD width) particles (1024 with
-// AVX-512, 12 KB), and each target particle is
-// broadcast against the whole tile with the sources in the SIMD lanes. The inner loop then
-// runs ~60 full vectors instead of one 26-particle leaf in 16-lane vectors plus a remainder,
-// partial sums stay in registers for the whole tile, and the tile (12 KB) stays in L1 while
-// every target of the leaf runs over it. Sources that no target of the leaf can reach
-// within the cut are left out of the tile, and a vector of sources that one target cannot
-// reach is skipped (both exactly: such pairs add 0). Float lane sums go into double once per tile and
-// target (the generic loop does so per task, the GPU per tile): deterministic, since tiles
-// are cut from the group's task list, never by the threads.
+// frame, into one SoA tile of kTiledLaneTerms x (SIMD width) particles (1024 and 12 KB with
+// AVX-512), and each target particle is broadcast against the whole tile with the sources
+// in the SIMD lanes. The inner loop then runs ~60 full vectors instead of one 26-particle
+// leaf in 16-lane vectors plus a remainder, the partial sums stay in registers for the
+// whole tile, and the tile stays in L1 while every target of the leaf runs over it.
+// Sources that no target of the leaf can reach within the cut are left out of the tile
+// (a third of them in clustered sets), and a vector of sources that one target cannot
+// reach is skipped (another fifth): both exactly, such pairs add 0. Float lane sums go into
+// double once per tile and target (the generic loop does so per task, the GPU per tile):
+// deterministic, since tiles are cut from the group's task list, never by the threads.
 #pragma once
 #include <cstdint>
 #include <vector>
