@@ -249,13 +249,14 @@ int main(int argc, char** argv) {
   int reps = 5;
   bool cpu_too = true;
   bool quick = false;
-  bool cpu_only = false;
+  bool cpu_only = false, sides_given = false;
   std::vector<int> threads = {1, 2}, orders = {3}, levels = {4, 3, 0};
   std::size_t allpairs_n = 131072;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--sides" && i + 1 < argc) {
       sides = parse_list(argv[++i]);
+      sides_given = true;
     } else if (a == "--cpu") {
       cpu_only = true;
     } else if (a == "--threads" && i + 1 < argc) {
@@ -275,7 +276,7 @@ int main(int argc, char** argv) {
       allpairs_n = std::strtoull(argv[++i], nullptr, 10);
     }
   }
-  if (cpu_only) return run_cpu(sides, reps, threads, orders, levels);
+  if (cpu_only) return run_cpu(sides_given ? sides : std::vector<int>{64}, reps, threads, orders, levels);
   std::string why;
   if (!cuda_device_usable(0, &why)) {
     std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
