@@ -48,7 +48,9 @@ ShortRangeSettings checked(const ShortRangeSettings& s) {
 }  // namespace
 
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
-    : settings_(checked(settings)), ops_(settings.multipole_order, settings.r_s) {}
+    : settings_(checked(settings)),
+      ops_(settings.multipole_order, settings.r_s),
+      m2l_batch_(settings.multipole_order, settings.r_s) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {
@@ -148,23 +150,27 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& offsets = walk_.m2l_offsets();
   const auto& m2l = tasks_.m2l;
 
-  // M2L: one thread per target node sums its sources in list order (no atomics).
+  // M2L: one thread per target node sums its sources in list order, eight at a time
+  // (fmm/m2l_batch.hpp); no atomics, the same sums for any thread count.
 #pragma omp parallel
   {
-    FmmOperators::Scratch scratch(ops_);
+    std::vector<const double*> sources;
+    std::vector<Vec3d> R;
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
       const auto begin = offsets[static_cast<std::size_t>(t)], end = offsets[static_cast<std::size_t>(t) + 1];
       if (begin == end) continue;
       active_[static_cast<std::size_t>(t)] = 1;
-      double* local = local_.data() + static_cast<std::size_t>(t) * nl;
       const Vec3d& zt = nodes[static_cast<std::size_t>(t)].centre;
+      sources.resize(end - begin);
+      R.resize(end - begin);
       for (auto q = begin; q < end; ++q) {
         const InteractionTask& task = m2l[q];
         const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
-        const Vec3d R = (zt - nodes[task.source].centre) - shift;   // as in the walk
-        ops_.m2l(multipoles_.of(static_cast<int>(task.source)), R, local, scratch);
+        sources[q - begin] = multipoles_.of(static_cast<int>(task.source));
+        R[q - begin] = (zt - nodes[task.source].centre) - shift;   // as in the walk
       }
+      m2l_batch_.apply(sources.data(), R.data(), end - begin, local_.data() + static_cast<std::size_t>(t) * nl);
     }
   }
 

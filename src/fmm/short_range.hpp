@@ -17,6 +17,7 @@
 
 #include "core/vec3.hpp"
 #include "fmm/expansions.hpp"
+#include "fmm/m2l_batch.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/walk.hpp"
 #include "tree/multipoles.hpp"
@@ -87,6 +88,7 @@ class ShortRangeSolver {
   DualTreeWalk walk_;
   TaskLists tasks_;
   FmmOperators ops_;
+  M2LBatch m2l_batch_;
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
   std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order
