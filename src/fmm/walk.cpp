@@ -1,8 +1,10 @@
 #include "fmm/walk.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
+#include "fmm/p2p_grouping.hpp"
 
 namespace orbis {
 namespace {
@@ -10,20 +12,6 @@ namespace {
 // Pairs in the serial top of the walk before the parallel part starts. Fixed (not tied to
 // the thread count) so the task lists never depend on the number of threads.
 constexpr std::size_t kFrontierPairs = 2048;
-
-// Counting sort of the chunks' tasks by target, stable (chunk order, then emission order).
-void group_by_target(const std::vector<TaskLists>& chunks, std::size_t n_chunks,
-                     std::vector<InteractionTask> TaskLists::*member, std::size_t n_targets,
-                     std::vector<std::size_t>& offsets, std::vector<InteractionTask>& out) {
-  offsets.assign(n_targets + 1, 0);
-  for (std::size_t c = 0; c < n_chunks; ++c)
-    for (const auto& task : chunks[c].*member) ++offsets[task.target + 1];
-  for (std::size_t i = 0; i < n_targets; ++i) offsets[i + 1] += offsets[i];
-  out.resize(offsets[n_targets]);
-  std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
-  for (std::size_t c = 0; c < n_chunks; ++c)
-    for (const auto& task : chunks[c].*member) out[cursor[task.target]++] = task;
-}
 
 }  // namespace
 
@@ -39,7 +27,7 @@ void check_walk_settings(const WalkSettings& s) {
 
 struct DualTreeWalk::Context {
   const std::vector<TreeNode>& nodes;
-  double box, r_cut, r_cut2, theta2;
+  double box, half_box, r_cut, r_cut2, theta2;
 
   // Classifies the pair: emits its task(s) and returns 0, or writes the pairs it splits
   // into to `split` and returns how many. A pair of distinct nodes is mutual: each task is
@@ -56,7 +44,9 @@ struct DualTreeWalk::Context {
     for (int d = 0; d < 3; ++d) {
       // Swapping T and S negates every quantity exactly: the decision is symmetric.
       raw[d] = sc[d] - tc[d];
-      const double e = -std::nearbyint(raw[d] / box);
+      // Centres lie in [0, L): |raw| < L, so the nearest image is -1, 0 or +1 (a tie at
+      // exactly L/2 keeps 0, as nearbyint's round-half-even would).
+      const double e = raw[d] > half_box ? -1.0 : (raw[d] < -half_box ? 1.0 : 0.0);
       const double dc = std::fabs(raw[d] + e * box);
       half[d] = th[d] + sh[d];
       if (dc > half[d]) gap2 += (dc - half[d]) * (dc - half[d]);
@@ -144,10 +134,11 @@ struct DualTreeWalk::Context {
   }
 };
 
-void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists) {
+void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
+                       bool concatenate_p2p) {
   check_walk_settings(settings);
-  const Context ctx{tree.nodes(), settings.box_mpc_h, settings.r_cut, settings.r_cut * settings.r_cut,
-                    settings.theta * settings.theta};
+  const Context ctx{tree.nodes(), settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
+                    settings.r_cut * settings.r_cut, settings.theta * settings.theta};
 
   if (chunks_.empty()) chunks_.resize(1);
   TaskLists& top = chunks_[0];
@@ -175,8 +166,32 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
     ctx.recurse(frontier_[static_cast<std::size_t>(i)].target, frontier_[static_cast<std::size_t>(i)].source, out);
   }
 
-  group_by_target(chunks_, n_chunks, &TaskLists::p2p, tree.leaves().size(), p2p_offsets_, lists.p2p);
-  group_by_target(chunks_, n_chunks, &TaskLists::m2l, tree.nodes().size(), m2l_offsets_, lists.m2l);
+  // M2L grouped by target node (the far field sums per target); P2P in walk order, as
+  // spans of the chunks, and concatenated only when asked for (the backends group P2P
+  // themselves, the CUDA one on the device).
+  std::vector<TaskSpan> m2l_spans(n_chunks);
+  p2p_spans_.resize(n_chunks);
+  p2p_count_ = 0;
+  for (std::size_t c = 0; c < n_chunks; ++c) {
+    m2l_spans[c] = TaskSpan{chunks_[c].m2l.data(), chunks_[c].m2l.size()};
+    p2p_spans_[c] = TaskSpan{chunks_[c].p2p.data(), chunks_[c].p2p.size()};
+    p2p_count_ += chunks_[c].p2p.size();
+  }
+  group_spans_by_target(m2l_spans, tree.nodes().size(), 0, m2l_offsets_, lists.m2l, scratch_);
+  if (concatenate_p2p) {
+    lists.p2p.resize(p2p_count_);
+    std::vector<std::size_t> at(n_chunks + 1, 0);
+    for (std::size_t c = 0; c < n_chunks; ++c) at[c + 1] = at[c] + p2p_spans_[c].size;
+#pragma omp parallel for schedule(dynamic, 16)
+    for (long c = 0; c < static_cast<long>(n_chunks); ++c) {
+      const TaskSpan& span = p2p_spans_[static_cast<std::size_t>(c)];
+      if (span.size > 0)
+        std::memcpy(static_cast<void*>(lists.p2p.data() + at[static_cast<std::size_t>(c)]), span.data,
+                    span.size * sizeof(InteractionTask));
+    }
+  } else {
+    lists.p2p.clear();
+  }
 }
 
 }  // namespace orbis

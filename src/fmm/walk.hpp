@@ -19,13 +19,15 @@
 // is covered once and M2L is applied both ways, which conserves momentum
 // (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
 //
-// The top of the walk runs serially to a frontier of pairs, which are walked in parallel;
-// tasks are then gathered in frontier order and grouped by target with a stable counting
-// sort, so the lists are identical for any thread count.
+// The top of the walk runs serially to a frontier of pairs, which are walked in parallel,
+// each into its own buffer ("chunk"). The P2P list is the chunks in frontier order (walk
+// order); the M2L list is grouped by target with a stable parallel counting sort
+// (fmm/p2p_grouping.hpp). Both are identical for any thread count.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "fmm/p2p_grouping.hpp"
 #include "fmm/tasks.hpp"
 #include "tree/orb_tree.hpp"
 
@@ -39,13 +41,19 @@ struct WalkSettings {
 
 class DualTreeWalk {
  public:
-  // Fills `lists` (overwritten): p2p grouped by target leaf, m2l by target node, each group
-  // in increasing target order. Throws if r_cut >= box/2.
-  void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists);
+  // Fills `lists` (overwritten): m2l grouped by target node in increasing target order;
+  // p2p in walk order (not grouped: the P2P backends group by target leaf), or left empty
+  // when concatenate_p2p is false and the caller reads p2p_spans() instead (saves a copy
+  // of what is often the largest array of the step). Throws if r_cut >= box/2.
+  void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
+           bool concatenate_p2p = true);
 
-  // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l; m2l_offsets() per node.
-  const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
+  // m2l_offsets()[t] .. [t + 1]: the M2L tasks of target node t in lists.m2l.
   const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
+  // The P2P list of the last run as consecutive spans (their concatenation is lists.p2p);
+  // valid until the next run.
+  const std::vector<TaskSpan>& p2p_spans() const { return p2p_spans_; }
+  std::size_t p2p_count() const { return p2p_count_; }
 
  private:
   struct Pair {
@@ -54,7 +62,10 @@ class DualTreeWalk {
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;
-  std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
+  std::vector<std::size_t> m2l_offsets_;
+  std::vector<TaskSpan> p2p_spans_;
+  std::size_t p2p_count_ = 0;
+  std::vector<InteractionTask> scratch_;
 };
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.

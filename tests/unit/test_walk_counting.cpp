@@ -99,8 +99,22 @@ void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, dou
   DualTreeWalk walk;
   TaskLists lists;
   walk.run(tree, WalkSettings{box, r_cut, theta}, lists);
-  check_grouped(lists.p2p);
-  check_grouped(lists.m2l);
+  check_grouped(lists.m2l);   // P2P stays in walk order: the backends group it
+  REQUIRE(walk.m2l_offsets().size() == tree.nodes().size() + 1);
+  for (std::size_t t = 0; t < tree.nodes().size(); ++t)
+    for (std::size_t q = walk.m2l_offsets()[t]; q < walk.m2l_offsets()[t + 1]; ++q)
+      CHECK(lists.m2l[q].target == t);
+  // The spans are the P2P list in pieces.
+  std::size_t at = 0;
+  bool spans_match = true;
+  for (const TaskSpan& span : walk.p2p_spans()) {
+    spans_match &= at + span.size <= lists.p2p.size() &&
+                   (span.size == 0 || std::memcmp(span.data, lists.p2p.data() + at, span.size * sizeof(InteractionTask)) == 0);
+    at += span.size;
+  }
+  CHECK(spans_match);
+  CHECK(at == lists.p2p.size());
+  CHECK(walk.p2p_count() == lists.p2p.size());
   const Coverage c = count(tree, lists, box, r_cut);
   MESSAGE("N = " << positions.size() << ", r_cut/L = " << r_cut / box << ", theta = " << theta
                  << ": pairs within r_cut " << c.within_once + c.within_missing + c.within_multiple
