@@ -114,11 +114,36 @@ GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
                                    std::size_t n_leaves) {
   if (tasks.size() >= (std::size_t{1} << 32))
     fail("P2P grouping: {} tasks exceed the 32-bit task index", tasks.size());
-  GroupedTasks out;
-  std::vector<std::size_t> offsets;
-  std::vector<InteractionTask> scratch;
   if (n_leaves == 0 && !tasks.empty())
     fail("P2P grouping: task ({}, {}) refers to a leaf beyond the 0 leaves", tasks[0].target, tasks[0].source);
+  GroupedTasks out;
+  const auto n = static_cast<std::int64_t>(tasks.size());
+  // Already grouped (the walk's list): a parallel check and copy instead of the sort.
+  bool sorted = true, in_range = true;
+#pragma omp parallel for schedule(static) reduction(&& : sorted, in_range)
+  for (std::int64_t q = 0; q < n; ++q) {
+    const InteractionTask& t = tasks[static_cast<std::size_t>(q)];
+    sorted = sorted && (q == 0 || tasks[static_cast<std::size_t>(q) - 1].target <= t.target);
+    in_range = in_range && t.target < n_leaves && t.source < n_leaves;
+  }
+  if (sorted && in_range) {
+    out.tasks.resize(tasks.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t q = 0; q < n; ++q) out.tasks[static_cast<std::size_t>(q)] = tasks[static_cast<std::size_t>(q)];
+    std::vector<std::size_t> start(n_leaves + 1);
+    auto less = [](const InteractionTask& t, std::size_t l) { return t.target < l; };
+#pragma omp parallel for schedule(static)
+    for (std::int64_t l = 0; l <= static_cast<std::int64_t>(n_leaves); ++l)
+      start[static_cast<std::size_t>(l)] = static_cast<std::size_t>(
+          std::lower_bound(tasks.begin(), tasks.end(), static_cast<std::size_t>(l), less) - tasks.begin());
+    for (std::size_t l = 0; l < n_leaves; ++l)
+      if (start[l + 1] > start[l])
+        out.groups.push_back({static_cast<std::uint32_t>(l), static_cast<std::uint32_t>(start[l]),
+                              static_cast<std::uint32_t>(start[l + 1] - start[l])});
+    return out;
+  }
+  std::vector<std::size_t> offsets;
+  std::vector<InteractionTask> scratch;
   group_spans_by_target({TaskSpan{tasks.data(), tasks.size()}}, n_leaves, std::max<std::size_t>(n_leaves, 1),
                         offsets, out.tasks, scratch);
   for (std::size_t l = 0; l < n_leaves; ++l)

@@ -31,12 +31,6 @@ struct GroupedTasks {
 GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
                                    std::size_t n_leaves);
 
-// Consecutive tasks of a longer list (the walk's per-subtree buffers, or pieces of one array).
-struct TaskSpan {
-  const InteractionTask* data = nullptr;
-  std::size_t size = 0;
-};
-
 // The stable counting sort by target of the concatenation of `spans`: out[offsets[t] ..
 // offsets[t + 1]) holds the tasks of target t in input order (offsets has n_targets + 1
 // entries). OpenMP in three passes (count per piece and bucket of targets, scatter into

@@ -1,7 +1,6 @@
 #include "fmm/walk.hpp"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.hpp"
 #include "fmm/p2p_grouping.hpp"
@@ -135,7 +134,7 @@ struct DualTreeWalk::Context {
 };
 
 void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-                       bool concatenate_p2p) {
+                       bool group_p2p) {
   check_walk_settings(settings);
   const Context ctx{tree.nodes(), settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
                     settings.r_cut * settings.r_cut, settings.theta * settings.theta};
@@ -166,9 +165,9 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
     ctx.recurse(frontier_[static_cast<std::size_t>(i)].target, frontier_[static_cast<std::size_t>(i)].source, out);
   }
 
-  // M2L grouped by target node (the far field sums per target); P2P in walk order, as
-  // spans of the chunks, and concatenated only when asked for (the backends group P2P
-  // themselves, the CUDA one on the device).
+  // M2L grouped by target node (the far field sums per target). P2P as spans of the
+  // chunks in walk order (a backend that groups on its own reads them in place), and,
+  // when asked for, grouped by target leaf into lists.p2p (the P2PInput::tasks contract).
   std::vector<TaskSpan> m2l_spans(n_chunks);
   p2p_spans_.resize(n_chunks);
   p2p_count_ = 0;
@@ -178,19 +177,11 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
     p2p_count_ += chunks_[c].p2p.size();
   }
   group_spans_by_target(m2l_spans, tree.nodes().size(), 0, m2l_offsets_, lists.m2l, scratch_);
-  if (concatenate_p2p) {
-    lists.p2p.resize(p2p_count_);
-    std::vector<std::size_t> at(n_chunks + 1, 0);
-    for (std::size_t c = 0; c < n_chunks; ++c) at[c + 1] = at[c] + p2p_spans_[c].size;
-#pragma omp parallel for schedule(dynamic, 16)
-    for (long c = 0; c < static_cast<long>(n_chunks); ++c) {
-      const TaskSpan& span = p2p_spans_[static_cast<std::size_t>(c)];
-      if (span.size > 0)
-        std::memcpy(static_cast<void*>(lists.p2p.data() + at[static_cast<std::size_t>(c)]), span.data,
-                    span.size * sizeof(InteractionTask));
-    }
+  if (group_p2p) {
+    group_spans_by_target(p2p_spans_, tree.leaves().size(), 0, p2p_offsets_, lists.p2p, scratch_);
   } else {
     lists.p2p.clear();
+    p2p_offsets_.clear();
   }
 }
 

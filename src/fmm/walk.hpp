@@ -20,9 +20,10 @@
 // (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
 //
 // The top of the walk runs serially to a frontier of pairs, which are walked in parallel,
-// each into its own buffer ("chunk"). The P2P list is the chunks in frontier order (walk
-// order); the M2L list is grouped by target with a stable parallel counting sort
-// (fmm/p2p_grouping.hpp). Both are identical for any thread count.
+// each into its own buffer ("chunk"). The lists are grouped by target with a stable
+// parallel counting sort of the chunks in frontier order (fmm/p2p_grouping.hpp); the P2P
+// chunks are also available as they are (walk order). All are identical for any thread
+// count.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -41,17 +42,19 @@ struct WalkSettings {
 
 class DualTreeWalk {
  public:
-  // Fills `lists` (overwritten): m2l grouped by target node in increasing target order;
-  // p2p in walk order (not grouped: the P2P backends group by target leaf), or left empty
-  // when concatenate_p2p is false and the caller reads p2p_spans() instead (saves a copy
-  // of what is often the largest array of the step). Throws if r_cut >= box/2.
+  // Fills `lists` (overwritten): p2p grouped by target leaf, m2l by target node, each group
+  // in increasing target order; p2p is left empty when group_p2p is false and the caller
+  // reads p2p_spans() instead (the CUDA backend groups on the device: this saves a pass
+  // over what is often the largest array of the step). Throws if r_cut >= box/2.
   void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-           bool concatenate_p2p = true);
+           bool group_p2p = true);
 
-  // m2l_offsets()[t] .. [t + 1]: the M2L tasks of target node t in lists.m2l.
+  // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
+  // m2l_offsets() per node.
+  const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
   const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
-  // The P2P list of the last run as consecutive spans (their concatenation is lists.p2p);
-  // valid until the next run.
+  // The P2P tasks of the last run as consecutive spans in walk order (lists.p2p holds the
+  // same tasks grouped by target, stably); valid until the next run.
   const std::vector<TaskSpan>& p2p_spans() const { return p2p_spans_; }
   std::size_t p2p_count() const { return p2p_count_; }
 
@@ -62,7 +65,7 @@ class DualTreeWalk {
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;
-  std::vector<std::size_t> m2l_offsets_;
+  std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
   std::vector<TaskSpan> p2p_spans_;
   std::size_t p2p_count_ = 0;
   std::vector<InteractionTask> scratch_;

@@ -9,21 +9,6 @@
 namespace orbis::gpu {
 namespace {
 
-__global__ void keys_and_indices(const InteractionTask* tasks, std::uint32_t n,
-                                 std::uint32_t* keys, std::uint32_t* idx) {
-  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) {
-    keys[k] = tasks[k].target;
-    idx[k] = k;
-  }
-}
-
-__global__ void gather_tasks(const InteractionTask* in, const std::uint32_t* idx, std::uint32_t n,
-                             InteractionTask* out) {
-  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) out[k] = in[idx[k]];
-}
-
 __global__ void pack_groups(const std::uint32_t* unique, const std::uint32_t* starts,
                             const std::uint32_t* counts, const std::uint32_t* n_groups,
                             GroupIdx* groups) {
@@ -39,57 +24,70 @@ int key_bits(std::size_t n_leaves) {
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
+// Groups (distinct targets) are at most min(tasks, leaves).
+std::size_t max_groups(std::size_t n_tasks, std::size_t n_leaves) {
+  return std::max<std::size_t>(std::min(n_tasks, n_leaves), 1);
+}
+
 }  // namespace
 
 std::size_t DeviceGrouping::temp_bytes(std::size_t n_tasks, std::size_t n_leaves) {
   const int n = static_cast<int>(n_tasks);
+  const int ng = static_cast<int>(max_groups(n_tasks, n_leaves));
   std::size_t sort = 0, rle = 0, scan = 0;
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys_in_.data(), keys_out_.data(),
-                                                   idx_in_.data(), idx_out_.data(), n, 0,
-                                                   key_bits(n_leaves)));
+  cub::DoubleBuffer<std::uint32_t> keys(nullptr, nullptr), values(nullptr, nullptr);
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys, values, n, 0, key_bits(n_leaves)));
   ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, keys_out_.data(), unique_.data(),
                                                       counts_.data(), n_groups_.data(), n));
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), n));
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), ng));
   return std::max({sort, rle, scan, std::size_t{1}});
 }
 
 std::size_t DeviceGrouping::growth_bytes(std::size_t n_tasks, std::size_t n_leaves) {
-  return sorted_.growth_bytes(n_tasks) + 7 * keys_in_.growth_bytes(n_tasks) +
-         groups_.growth_bytes(n_tasks) + temp_.growth_bytes(temp_bytes(n_tasks, n_leaves)) + 64;
+  const std::size_t ng = max_groups(n_tasks, n_leaves);
+  return keys_out_.growth_bytes(n_tasks) + values_out_.growth_bytes(n_tasks) +
+         unique_.growth_bytes(ng) + counts_.growth_bytes(ng) + starts_.growth_bytes(ng) +
+         groups_.growth_bytes(ng) + temp_.growth_bytes(temp_bytes(n_tasks, n_leaves)) + 64;
 }
 
-void DeviceGrouping::run(cudaStream_t stream, const InteractionTask* tasks_in, std::size_t n_tasks,
-                         std::size_t n_leaves) {
-  const std::size_t cap = std::max<std::size_t>(n_tasks, 1);
-  sorted_.ensure(cap);
-  for (auto* a : {&keys_in_, &keys_out_, &idx_in_, &idx_out_, &unique_, &counts_, &starts_})
-    a->ensure(cap);
+std::size_t DeviceGrouping::held_bytes() const {
+  return (keys_out_.capacity() + values_out_.capacity() + unique_.capacity() + counts_.capacity() +
+          starts_.capacity()) * sizeof(std::uint32_t) + groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
+}
+
+void DeviceGrouping::run(cudaStream_t stream, std::uint32_t* targets, std::uint32_t* packed,
+                         std::size_t n_tasks, std::size_t n_leaves) {
+  const std::size_t ng = max_groups(n_tasks, n_leaves);
+  keys_out_.ensure(std::max<std::size_t>(n_tasks, 1));
+  values_out_.ensure(std::max<std::size_t>(n_tasks, 1));
+  for (auto* a : {&unique_, &counts_, &starts_}) a->ensure(ng);
   n_groups_.ensure(1);
-  groups_.ensure(cap);
+  groups_.ensure(ng);
   std::size_t temp = temp_bytes(n_tasks, n_leaves);
   temp_.ensure(temp);
-  temp = temp_.capacity();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(n_groups_.data(), 0, sizeof(std::uint32_t), stream));
+  sorted_targets_ = targets;
+  sorted_sources_ = packed;
   if (n_tasks == 0) return;
-  const std::uint32_t n = static_cast<std::uint32_t>(n_tasks);
-  keys_and_indices<<<blocks_for(n), 256, 0, stream>>>(tasks_in, n, keys_in_.data(), idx_in_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys_in_.data(),
-                                                   keys_out_.data(), idx_in_.data(), idx_out_.data(),
-                                                   static_cast<int>(n), 0, key_bits(n_leaves), stream));
-  gather_tasks<<<blocks_for(n), 256, 0, stream>>>(tasks_in, idx_out_.data(), n, sorted_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  // Counts past the last run stay zero, so the scan over all n entries is valid for the runs.
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, n * sizeof(std::uint32_t), stream));
+  const int n = static_cast<int>(n_tasks);
   temp = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), temp, keys_out_.data(),
+  // Double-buffer sort: no second copy of keys and values inside CUB's temporary storage.
+  cub::DoubleBuffer<std::uint32_t> keys(targets, keys_out_.data()), values(packed, values_out_.data());
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys, values, n, 0,
+                                                   key_bits(n_leaves), stream));
+  sorted_targets_ = keys.Current();
+  sorted_sources_ = values.Current();
+  // Counts past the last run stay zero, so the scan over all ng entries is valid for the runs.
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, ng * sizeof(std::uint32_t), stream));
+  temp = temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), temp, sorted_targets_,
                                                       unique_.data(), counts_.data(),
-                                                      n_groups_.data(), static_cast<int>(n), stream));
+                                                      n_groups_.data(), n, stream));
   temp = temp_.capacity();
   ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_.data(), starts_.data(),
-                                                 static_cast<int>(n), stream));
-  pack_groups<<<blocks_for(n), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
-                                                 n_groups_.data(), groups_.data());
+                                                 static_cast<int>(ng), stream));
+  pack_groups<<<blocks_for(ng), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
+                                                  n_groups_.data(), groups_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

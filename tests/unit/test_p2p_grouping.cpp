@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -110,6 +111,12 @@ TEST_CASE("parallel grouping of spans equals a serial stable sort, for any threa
       for (std::size_t q = offsets[t]; q < offsets[t + 1]; ++q) offsets_ok &= out[q].target == t;
     CHECK(offsets_ok);
   }
+  // An already grouped list (the walk's) takes a copy path: the same result.
+  const GroupedTasks g1 = group_tasks_by_target(all, n_targets), g2 = group_tasks_by_target(ref, n_targets);
+  REQUIRE(g1.tasks.size() == g2.tasks.size());
+  REQUIRE(g1.groups.size() == g2.groups.size());
+  CHECK(std::memcmp(g1.tasks.data(), g2.tasks.data(), g1.tasks.size() * sizeof(InteractionTask)) == 0);
+  CHECK(std::memcmp(g1.groups.data(), g2.groups.data(), g1.groups.size() * sizeof(GroupIdx)) == 0);
   std::vector<std::size_t> offsets;
   std::vector<InteractionTask> out, scratch;
   CHECK_THROWS_AS(group_spans_by_target(spans, n_targets / 2, 0, offsets, out, scratch), Error);
