@@ -70,7 +70,7 @@ void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_
   check_p2p_settings(s, in, max_count);
   const std::size_t nl = in.leaves->size();
   const std::vector<TaskSpan> spans = task_spans_of(in);
-  const std::vector<Piece> pieces = pieces_of(spans, 0, task_count(spans));
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
   bool bad = false;
 #pragma omp parallel for schedule(dynamic, 8) reduction(|| : bad)
   for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
@@ -92,76 +92,82 @@ std::vector<TaskSpan> task_spans_of(const P2PInput& in) {
   return {};
 }
 
-std::size_t task_count(const std::vector<TaskSpan>& spans) {
+std::size_t span_entries(const std::vector<TaskSpan>& spans) {
   std::size_t n = 0;
   for (const TaskSpan& s : spans) n += s.size;
   return n;
 }
 
-std::uint64_t pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
-                             const std::vector<Leaf>& leaves, std::uint32_t* targets,
-                             std::uint32_t* packed) {
+PackedCount pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
+                           const std::vector<Leaf>& leaves, std::uint32_t* targets, std::uint32_t* packed) {
   const std::size_t nl = leaves.size();
   if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
   const std::vector<Piece> pieces = pieces_of(spans, begin, end);
-  std::uint64_t pairs = 0;
+  std::uint64_t pairs = 0, tasks = 0;
   bool bad = false;
-#pragma omp parallel for schedule(dynamic, 8) reduction(+ : pairs) reduction(|| : bad)
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : pairs, tasks) reduction(|| : bad)
   for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
     const Piece& pc = pieces[static_cast<std::size_t>(p)];
     const InteractionTask* t = spans[pc.span].data + pc.offset;
     std::uint32_t* tg = targets + (pc.global - begin);
     std::uint32_t* pk = packed + (pc.global - begin);
-    std::uint64_t sum = 0;
+    std::uint64_t sum = 0, mutual = 0;
     bool ok = true;
     for (std::size_t q = 0; q < pc.size; ++q) {
       const InteractionTask& task = t[q];
       const bool good = task_ok(task, nl);
+      const std::uint32_t m = (task.flags & kMutualTask) ? 1 : 0;
       ok &= good;
-      tg[q] = task.target;
+      tg[q] = task.target | (m ? kMutualBit : 0);
       pk[q] = pack_source(task.source, task.image);
-      if (good) sum += std::uint64_t{leaves[task.target].count} * leaves[task.source].count;
+      if (good) sum += (1 + m) * (std::uint64_t{leaves[task.target].count} * leaves[task.source].count);
+      mutual += m;
     }
     pairs += sum;
+    tasks += pc.size + mutual;
     bad = bad || !ok;
   }
   if (bad)
     for (const Piece& pc : pieces)
       for (std::size_t q = 0; q < pc.size; ++q)
         if (!task_ok(spans[pc.span].data[pc.offset + q], nl)) bad_task(spans[pc.span].data[pc.offset + q], nl);
-  return pairs;
+  return {pairs, tasks};
 }
 
 std::vector<std::uint64_t> tasks_per_target(const std::vector<TaskSpan>& spans, std::size_t n_leaves) {
-  const std::vector<Piece> pieces = pieces_of(spans, 0, task_count(spans));
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
   std::vector<std::atomic<std::uint64_t>> count(n_leaves);
   for (auto& c : count) c.store(0, std::memory_order_relaxed);
 #pragma omp parallel for schedule(dynamic, 8)
   for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
     const Piece& pc = pieces[static_cast<std::size_t>(p)];
     const InteractionTask* t = spans[pc.span].data + pc.offset;
-    for (std::size_t q = 0; q < pc.size; ++q)
+    for (std::size_t q = 0; q < pc.size; ++q) {
       if (t[q].target < n_leaves) count[t[q].target].fetch_add(1, std::memory_order_relaxed);
+      if ((t[q].flags & kMutualTask) && t[q].source < n_leaves)
+        count[t[q].source].fetch_add(1, std::memory_order_relaxed);
+    }
   }
   std::vector<std::uint64_t> out(n_leaves);
   for (std::size_t l = 0; l < n_leaves; ++l) out[l] = count[l].load(std::memory_order_relaxed);
   return out;
 }
 
-std::uint64_t pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
-                                     const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
-                                     std::uint32_t* packed, std::vector<std::size_t>& offsets) {
+PackedCount pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
+                                   const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
+                                   std::uint32_t* packed, std::vector<std::size_t>& offsets) {
   const std::size_t nl = leaves.size();
   if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
   if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() < nl)
     fail("internal: P2P chunk bounds must run from 0 to the number of leaves");
   const std::size_t n_chunks = bounds.size() - 1;
-  const std::vector<Piece> pieces = pieces_of(spans, 0, task_count(spans));
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
   const auto np = static_cast<std::int64_t>(pieces.size());
   auto chunk_of = [&](std::uint32_t target) {
     return static_cast<std::size_t>(std::upper_bound(bounds.begin(), bounds.end(), target) - bounds.begin()) - 1;
   };
-  // Pass 1: tasks per (piece, chunk); bad tasks are reported before anything is written.
+  // Pass 1: tasks per (piece, chunk), a mutual entry as its two tasks; bad tasks are
+  // reported before anything is written.
   std::vector<std::size_t> cursor(pieces.size() * n_chunks, 0);
   bool bad = false;
 #pragma omp parallel for schedule(dynamic, 8) reduction(|| : bad)
@@ -175,6 +181,7 @@ std::uint64_t pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const s
         continue;
       }
       ++c[chunk_of(t[q].target)];
+      if (t[q].flags & kMutualTask) ++c[chunk_of(t[q].source)];
     }
   }
   if (bad)
@@ -201,14 +208,24 @@ std::uint64_t pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const s
     std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_chunks;
     std::uint64_t sum = 0;
     for (std::size_t q = 0; q < pc.size; ++q) {
-      const std::size_t at = c[chunk_of(t[q].target)]++;
-      targets[at] = t[q].target;
-      packed[at] = pack_source(t[q].source, t[q].image);
-      sum += std::uint64_t{leaves[t[q].target].count} * leaves[t[q].source].count;
+      const InteractionTask& task = t[q];
+      const std::uint64_t pair = std::uint64_t{leaves[task.target].count} * leaves[task.source].count;
+      std::size_t at = c[chunk_of(task.target)]++;
+      targets[at] = task.target;
+      packed[at] = pack_source(task.source, task.image);
+      sum += pair;
+      if (task.flags & kMutualTask) {   // the reverse task, right after in expanded order
+        const std::int8_t back[3] = {static_cast<std::int8_t>(-task.image[0]), static_cast<std::int8_t>(-task.image[1]),
+                                     static_cast<std::int8_t>(-task.image[2])};
+        at = c[chunk_of(task.source)]++;
+        targets[at] = task.source;
+        packed[at] = pack_source(task.target, back);
+        sum += pair;
+      }
     }
     pairs += sum;
   }
-  return pairs;
+  return {pairs, run};
 }
 
 template <typename R>

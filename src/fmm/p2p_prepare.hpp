@@ -28,21 +28,28 @@ void check_p2p_settings(const P2PSettings& settings, const P2PInput& input,
 
 // The task list of a call as spans: input.task_spans, or one span over *input.tasks.
 std::vector<TaskSpan> task_spans_of(const P2PInput& input);
-std::size_t task_count(const std::vector<TaskSpan>& spans);
+// Entries of the spans (a kMutualTask entry is one entry and two tasks).
+std::size_t span_entries(const std::vector<TaskSpan>& spans);
 
-// The GPU upload format: tasks [begin, end) of the concatenation of `spans` as
-// targets[q - begin] and packed sources packed[q - begin] (pack_source, tasks.hpp). OpenMP.
-// Fails on a target or source >= leaves.size(), leaves beyond 2^26, or an image outside
-// -1..1. Returns the pairs of these tasks, sum of count_target * count_source (exact).
-std::uint64_t pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
-                             const std::vector<Leaf>& leaves, std::uint32_t* targets,
-                             std::uint32_t* packed);
-// The same for all tasks, reordered by chunk of targets: chunk c holds the tasks whose
-// target lies in [bounds[c], bounds[c + 1]), in input order, at [offsets[c], offsets[c + 1]).
-std::uint64_t pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
-                                     const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
-                                     std::uint32_t* packed, std::vector<std::size_t>& offsets);
-// Tasks per target leaf (targets >= n_leaves are not counted; pack_p2p_tasks* fail on them).
+struct PackedCount {
+  std::uint64_t pairs = 0;     // particle pairs, sum of count_target * count_source per task
+  std::uint64_t tasks = 0;     // tasks, a mutual entry counted twice
+};
+
+// The GPU upload format: entries [begin, end) of the concatenation of `spans` as
+// targets[q - begin] (kMutualBit set for a mutual entry, which the device expands) and
+// packed sources packed[q - begin] (pack_source, tasks.hpp). OpenMP. Fails on a target or
+// source >= leaves.size(), leaves beyond 2^26, or an image outside -1..1.
+PackedCount pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
+                           const std::vector<Leaf>& leaves, std::uint32_t* targets, std::uint32_t* packed);
+// All tasks, expanded (no kMutualBit) and reordered by chunk of targets: chunk c holds the
+// tasks whose target lies in [bounds[c], bounds[c + 1]), in expanded input order, at
+// [offsets[c], offsets[c + 1]).
+PackedCount pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
+                                   const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
+                                   std::uint32_t* packed, std::vector<std::size_t>& offsets);
+// Tasks per target leaf, expanded (targets >= n_leaves are not counted; pack_p2p_tasks*
+// fail on them).
 std::vector<std::uint64_t> tasks_per_target(const std::vector<TaskSpan>& spans, std::size_t n_leaves);
 
 // Structure of arrays in tree order; particles in no leaf get 0.

@@ -81,11 +81,12 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
   // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
   const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
-  // A backend that groups on its own and reads the walk's buffers in place (the CUDA one)
-  // spares the host grouping of the P2P list.
+  // A backend that expands and groups on its own and reads the walk's buffers in place
+  // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
   const bool spans = p2p.accepts_task_spans();
   phase.restart();
-  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_, !spans);
+  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_,
+            spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped);
   stats_.walk_seconds = phase.seconds();
 
   P2PSettings ps;
@@ -119,8 +120,17 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   // The walk needs no multipoles (only boxes, centres and radii), so they are computed
   // here, while the GPU works on P2P. P2P writes every particle of every target leaf; the
   // far field goes to its own buffer and is added afterwards (the same sum either way).
+  // Only the M2L sources' moments are needed (and their subtrees', for M2M): in a smooth
+  // field, where r_cut keeps every pair within a few leaves, there are none at all.
   Stopwatch phase;
-  multipoles_.compute(tree_, settings_.multipole_order);
+  const auto& m2l = tasks_.m2l;
+  needed_.assign(tree_.nodes().size(), 0);
+  const auto n_m2l = static_cast<std::int64_t>(m2l.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t q = 0; q < n_m2l; ++q)   // the same byte from several threads: atomic
+    __atomic_store_n(&needed_[m2l[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
+                     __ATOMIC_RELAXED);
+  multipoles_.compute(tree_, settings_.multipole_order, &needed_);
   stats_.multipole_seconds = phase.seconds();
   phase.restart();
   evaluate_far_field(far_);

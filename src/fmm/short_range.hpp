@@ -88,6 +88,7 @@ class ShortRangeSolver {
   const OrbTree& tree() const { return tree_; }
   const Multipoles& multipoles() const { return multipoles_; }
   const TaskLists& tasks() const { return tasks_; }
+  const DualTreeWalk& walk() const { return walk_; }
 
  private:
   void evaluate_far_field(std::vector<Vec3d>& far);
@@ -101,6 +102,7 @@ class ShortRangeSolver {
   M2LBatch m2l_batch_;
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
+  std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)
   std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order
   // Between begin() and end().
   P2PEvaluator* p2p_ = nullptr;

@@ -42,21 +42,30 @@ struct WalkSettings {
 
 class DualTreeWalk {
  public:
-  // Fills `lists` (overwritten): p2p grouped by target leaf, m2l by target node, each group
-  // in increasing target order; p2p is left empty when group_p2p is false and the caller
-  // reads p2p_spans() instead (the CUDA backend groups on the device: this saves a pass
-  // over what is often the largest array of the step). Throws if r_cut >= box/2.
+  // kGrouped: lists.p2p grouped by target leaf, p2p_spans() the same tasks in walk order.
+  // kHalfSpans: lists.p2p left empty and each mutual P2P pair one task flagged
+  // kMutualTask in p2p_spans(), for a backend that expands and groups on its own (the
+  // CUDA one, on the device): half the P2P tasks to write, read and upload, and no host
+  // pass over the largest array of the step.
+  enum class P2POutput { kGrouped, kHalfSpans };
+
+  // Fills `lists` (overwritten): p2p (see P2POutput) and m2l grouped by target, each group
+  // in increasing target order. Throws if r_cut >= box/2.
   void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-           bool group_p2p = true);
+           P2POutput output = P2POutput::kGrouped);
 
   // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
   // m2l_offsets() per node.
   const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
   const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
   // The P2P tasks of the last run as consecutive spans in walk order (lists.p2p holds the
-  // same tasks grouped by target, stably); valid until the next run.
+  // same tasks, expanded, grouped by target, stably); valid until the next run.
   const std::vector<TaskSpan>& p2p_spans() const { return p2p_spans_; }
+  // P2P tasks, a mutual one counted twice.
   std::size_t p2p_count() const { return p2p_count_; }
+  // The last run's time in the pair traversal and in grouping the lists (seconds).
+  double traverse_seconds() const { return traverse_seconds_; }
+  double group_seconds() const { return group_seconds_; }
 
  private:
   struct Pair {
@@ -67,7 +76,9 @@ class DualTreeWalk {
   std::vector<Pair> frontier_, next_;
   std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
   std::vector<TaskSpan> p2p_spans_;
+  std::vector<std::size_t> p2p_tasks_;   // per chunk, expanded
   std::size_t p2p_count_ = 0;
+  double traverse_seconds_ = 0, group_seconds_ = 0;
   std::vector<InteractionTask> scratch_;
 };
 

@@ -173,7 +173,10 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   const std::vector<Vec3d>& pos = *in.positions;
   const std::vector<Leaf>& host_leaves = *in.leaves;
   const std::vector<TaskSpan> spans = task_spans_of(in);
-  const std::size_t n = pos.size(), nl = host_leaves.size(), nt = task_count(spans);
+  const std::size_t n = pos.size(), nl = host_leaves.size(), entries = span_entries(spans);
+  // Tasks after expansion: the walk's spans hold mutual pairs as one entry (at most twice
+  // as many tasks), a plain list never does. Exact once packed.
+  const std::size_t nt_plan = in.task_spans ? 2 * entries : entries;
 
   // Shared memory for the table; beyond the default 48 KB it must be opted into.
   const bool coef = coef_form && s.taylor_order >= 0;
@@ -191,7 +194,8 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
                                           static_cast<int>(table_bytes)));
 
   // Device memory plan, before any allocation. Particle arrays must fit whole; the tasks of
-  // one chunk take 8 bytes each as uploaded and 8 more for the sort's second buffer.
+  // one chunk take 8 bytes each as uploaded, 8 more as expanded (the sort's other buffer)
+  // and up to 4 for the expansion's scan.
   DeviceArray<R>& dpos = *[&] {
     if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
   }();
@@ -211,17 +215,16 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
          "{:.2f} GiB of {:.2f} GiB are free: run on more MPI ranks (fewer particles each) or use "
          "[gpu] p2p_precision = \"float\"",
          device, name, gib(fixed + kMargin), n, nl, gib(free_bytes + held), gib(total_bytes));
-  const std::size_t per_task = 2 * 8 + 2;   // uploaded + the sort's second buffer, +1/8 headroom
+  const std::size_t per_task = 24;   // 20 bytes, +1/8 array headroom
   std::size_t cap = (usable - fixed) / per_task;
   if (max_chunk_tasks > 0) cap = std::min(cap, max_chunk_tasks);
   cap = std::max<std::size_t>(cap, 1);
 
   std::vector<std::uint32_t> bounds{0, static_cast<std::uint32_t>(nl)};
-  std::vector<std::size_t> chunk_offsets{0, nt};
+  std::vector<std::size_t> chunk_offsets{0, entries};   // entries per chunk (= tasks when chunked)
   Stopwatch prep;
-  if (nt > cap) bounds = chunk_bounds(tasks_per_target(spans, nl), cap);
+  if (nt_plan > cap) bounds = chunk_bounds(tasks_per_target(spans, nl), cap);
   n_chunks = bounds.size() - 1;
-  std::size_t chunk_max = 0;   // tasks of the largest chunk (known exactly after packing)
 
   dpos.ensure(std::max<std::size_t>(3 * n, 1));
   acc.ensure(std::max<std::size_t>(3 * n, 1));
@@ -229,8 +232,8 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   next_group.ensure(1);
   counters.ensure(2);
   ensure_table<R>(s.table_size);
-  host_targets.ensure(std::max<std::size_t>(nt, 1));
-  host_sources.ensure(std::max<std::size_t>(nt, 1));
+  host_targets.ensure(std::max<std::size_t>(nt_plan, 1));
+  host_sources.ensure(std::max<std::size_t>(nt_plan, 1));
 
   // Leaf-relative positions straight into pinned memory (so the upload is asynchronous).
   const P2PPairConstants<R> k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass,
@@ -249,27 +252,34 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, std::max<std::size_t>(3 * n, 1) * sizeof(double), stream));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 2 * sizeof(unsigned long long), stream));
 
-  std::uint64_t pairs = 0;
+  PackedCount packed;
+  std::vector<std::size_t> chunk_tasks;   // tasks (expanded) per chunk
   if (n_chunks == 1) {
-    chunk_max = nt;
-    task_targets.ensure(std::max<std::size_t>(nt, 1));
-    task_sources.ensure(std::max<std::size_t>(nt, 1));
-    for (std::size_t a = 0; a < nt; a += kSliceTasks) {
-      const std::size_t b = std::min(nt, a + kSliceTasks);
-      pairs += pack_p2p_tasks(spans, a, b, host_leaves, host_targets.data() + a, host_sources.data() + a);
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(task_targets.data() + a, host_targets.data() + a,
-                                       (b - a) * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(task_sources.data() + a, host_sources.data() + a,
-                                       (b - a) * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+    // Slices of entries packed on the host while the previous slice is in flight.
+    std::uint32_t* up_t = grouping.upload_targets(nt_plan);
+    std::uint32_t* up_s = grouping.upload_sources(nt_plan);
+    task_targets.ensure(std::max<std::size_t>(nt_plan, 1));
+    task_sources.ensure(std::max<std::size_t>(nt_plan, 1));
+    for (std::size_t a = 0; a < entries; a += kSliceTasks) {
+      const std::size_t b = std::min(entries, a + kSliceTasks);
+      const PackedCount part = pack_p2p_tasks(spans, a, b, host_leaves, host_targets.data() + a, host_sources.data() + a);
+      packed.pairs += part.pairs;
+      packed.tasks += part.tasks;
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(up_t + a, host_targets.data() + a, (b - a) * sizeof(std::uint32_t),
+                                       cudaMemcpyHostToDevice, stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(up_s + a, host_sources.data() + a, (b - a) * sizeof(std::uint32_t),
+                                       cudaMemcpyHostToDevice, stream));
     }
+    chunk_tasks.push_back(packed.tasks);
   } else {
-    pairs = pack_p2p_tasks_chunked(spans, host_leaves, bounds, host_targets.data(), host_sources.data(),
-                                   chunk_offsets);
-    for (std::size_t c = 0; c < n_chunks; ++c) chunk_max = std::max(chunk_max, chunk_offsets[c + 1] - chunk_offsets[c]);
-    task_targets.ensure(std::max<std::size_t>(chunk_max, 1));
-    task_sources.ensure(std::max<std::size_t>(chunk_max, 1));
+    packed = pack_p2p_tasks_chunked(spans, host_leaves, bounds, host_targets.data(), host_sources.data(),
+                                    chunk_offsets);
+    for (std::size_t c = 0; c < n_chunks; ++c) chunk_tasks.push_back(chunk_offsets[c + 1] - chunk_offsets[c]);
   }
-  interactions = static_cast<double>(pairs);
+  const std::size_t chunk_max = *std::max_element(chunk_tasks.begin(), chunk_tasks.end());
+  task_targets.ensure(std::max<std::size_t>(chunk_max, 1));
+  task_sources.ensure(std::max<std::size_t>(chunk_max, 1));
+  interactions = static_cast<double>(packed.pairs);
   timings.host_prepare = prep.seconds();
 
   // Per chunk: [upload,] group, kernel; events 1 + 3c .. 3 + 3c mark their ends.
@@ -277,16 +287,18 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gpu::kBlock, table_bytes));
   if (per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
   for (std::size_t c = 0; c < n_chunks; ++c) {
-    const std::size_t t0 = chunk_offsets[c], ct = chunk_offsets[c + 1] - t0;
+    const std::size_t ct = chunk_tasks[c];
+    const std::size_t ce = n_chunks == 1 ? entries : ct;   // entries uploaded for this chunk
     if (n_chunks > 1 && ct > 0) {
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(task_targets.data(), host_targets.data() + t0, ct * sizeof(std::uint32_t),
-                                       cudaMemcpyHostToDevice, stream));
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(task_sources.data(), host_sources.data() + t0, ct * sizeof(std::uint32_t),
-                                       cudaMemcpyHostToDevice, stream));
+      const std::size_t t0 = chunk_offsets[c];
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_targets(chunk_max), host_targets.data() + t0,
+                                       ct * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_sources(chunk_max), host_sources.data() + t0,
+                                       ct * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
     }
     ORBIS_CUDA_CHECK(cudaEventRecord(event(1 + 3 * c), stream));
     ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
-    grouping.run(stream, task_targets.data(), task_sources.data(), ct, nl);
+    grouping.run(stream, ce, ct, task_targets.data(), task_sources.data(), nl);
     ORBIS_CUDA_CHECK(cudaEventRecord(event(2 + 3 * c), stream));
     if (ct > 0) {
       gpu::P2PKernelArgs<R> a;
@@ -424,12 +436,12 @@ GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask
   m.task_targets.ensure(std::max<std::size_t>(nt, 1));
   m.task_sources.ensure(std::max<std::size_t>(nt, 1));
   if (nt > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.task_targets.data(), targets.data(), nt * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_targets(nt), targets.data(), nt * sizeof(std::uint32_t),
                                      cudaMemcpyHostToDevice, m.stream));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.task_sources.data(), packed.data(), nt * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_sources(nt), packed.data(), nt * sizeof(std::uint32_t),
                                      cudaMemcpyHostToDevice, m.stream));
   }
-  m.grouping.run(m.stream, m.task_targets.data(), m.task_sources.data(), nt, n_leaves);
+  m.grouping.run(m.stream, nt, nt, m.task_targets.data(), m.task_sources.data(), n_leaves);
   std::uint32_t n_groups = 0;
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(&n_groups, m.grouping.n_groups(), sizeof(n_groups),
                                    cudaMemcpyDeviceToHost, m.stream));

@@ -16,6 +16,31 @@ __global__ void pack_groups(const std::uint32_t* unique, const std::uint32_t* st
   if (g < *n_groups) groups[g] = GroupIdx{unique[g], starts[g], counts[g]};
 }
 
+// 1 or 2 tasks per uploaded entry.
+__global__ void entry_sizes(const std::uint32_t* targets, std::uint32_t n, std::uint32_t* sizes) {
+  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) sizes[k] = 1u + (targets[k] >> 31);
+}
+
+// Entry k to position at[k]; a mutual entry's reverse task (source and target swapped,
+// image negated) to at[k] + 1.
+__global__ void expand_entries(const std::uint32_t* in_t, const std::uint32_t* in_s, const std::uint32_t* at,
+                               std::uint32_t n, std::uint32_t* out_t, std::uint32_t* out_s) {
+  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const std::uint32_t t = in_t[k], w = in_s[k], p = at[k];
+  const std::uint32_t target = t & ~kMutualBit;
+  out_t[p] = target;
+  out_s[p] = w;
+  if (t & kMutualBit) {
+    const std::int8_t back[3] = {static_cast<std::int8_t>(-packed_image(w, 0)),
+                                 static_cast<std::int8_t>(-packed_image(w, 1)),
+                                 static_cast<std::int8_t>(-packed_image(w, 2))};
+    out_t[p + 1] = packed_leaf(w);
+    out_s[p + 1] = pack_source(target, back);
+  }
+}
+
 int key_bits(std::size_t n_leaves) {
   int bits = 1;
   while (bits < 32 && (std::uint64_t{1} << bits) < n_leaves) ++bits;
@@ -31,48 +56,74 @@ std::size_t max_groups(std::size_t n_tasks, std::size_t n_leaves) {
 
 }  // namespace
 
-std::size_t DeviceGrouping::temp_bytes(std::size_t n_tasks, std::size_t n_leaves) {
+std::size_t DeviceGrouping::temp_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
   const int n = static_cast<int>(n_tasks);
   const int ng = static_cast<int>(max_groups(n_tasks, n_leaves));
-  std::size_t sort = 0, rle = 0, scan = 0;
+  std::size_t sort = 0, rle = 0, scan = 0, expand = 0;
   cub::DoubleBuffer<std::uint32_t> keys(nullptr, nullptr), values(nullptr, nullptr);
   ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys, values, n, 0, key_bits(n_leaves)));
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, keys_out_.data(), unique_.data(),
+  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, up_targets_.data(), unique_.data(),
                                                       counts_.data(), n_groups_.data(), n));
   ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), ng));
-  return std::max({sort, rle, scan, std::size_t{1}});
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, expand, counts_in_.data(), positions_.data(),
+                                                 static_cast<int>(std::max<std::size_t>(n_entries, 1))));
+  return std::max({sort, rle, scan, expand, std::size_t{1}});
 }
 
-std::size_t DeviceGrouping::growth_bytes(std::size_t n_tasks, std::size_t n_leaves) {
+std::size_t DeviceGrouping::growth_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
   const std::size_t ng = max_groups(n_tasks, n_leaves);
-  return keys_out_.growth_bytes(n_tasks) + values_out_.growth_bytes(n_tasks) +
-         unique_.growth_bytes(ng) + counts_.growth_bytes(ng) + starts_.growth_bytes(ng) +
-         groups_.growth_bytes(ng) + temp_.growth_bytes(temp_bytes(n_tasks, n_leaves)) + 64;
+  return up_targets_.growth_bytes(n_tasks) + up_sources_.growth_bytes(n_tasks) +
+         counts_in_.growth_bytes(n_entries) + positions_.growth_bytes(n_entries) + unique_.growth_bytes(ng) +
+         counts_.growth_bytes(ng) + starts_.growth_bytes(ng) + groups_.growth_bytes(ng) +
+         temp_.growth_bytes(temp_bytes(n_entries, n_tasks, n_leaves)) + 64;
 }
 
 std::size_t DeviceGrouping::held_bytes() const {
-  return (keys_out_.capacity() + values_out_.capacity() + unique_.capacity() + counts_.capacity() +
-          starts_.capacity()) * sizeof(std::uint32_t) + groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
+  return (up_targets_.capacity() + up_sources_.capacity() + counts_in_.capacity() + positions_.capacity() +
+          unique_.capacity() + counts_.capacity() + starts_.capacity()) * sizeof(std::uint32_t) +
+         groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
 }
 
-void DeviceGrouping::run(cudaStream_t stream, std::uint32_t* targets, std::uint32_t* packed,
-                         std::size_t n_tasks, std::size_t n_leaves) {
+std::uint32_t* DeviceGrouping::upload_targets(std::size_t n_tasks) {
+  up_targets_.ensure(std::max<std::size_t>(n_tasks, 1));
+  return up_targets_.data();
+}
+std::uint32_t* DeviceGrouping::upload_sources(std::size_t n_tasks) {
+  up_sources_.ensure(std::max<std::size_t>(n_tasks, 1));
+  return up_sources_.data();
+}
+
+void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::uint32_t* targets,
+                         std::uint32_t* sources, std::size_t n_leaves) {
   const std::size_t ng = max_groups(n_tasks, n_leaves);
-  keys_out_.ensure(std::max<std::size_t>(n_tasks, 1));
-  values_out_.ensure(std::max<std::size_t>(n_tasks, 1));
+  upload_targets(n_tasks);
+  upload_sources(n_tasks);
+  counts_in_.ensure(std::max<std::size_t>(n_entries, 1));
+  positions_.ensure(std::max<std::size_t>(n_entries, 1));
   for (auto* a : {&unique_, &counts_, &starts_}) a->ensure(ng);
   n_groups_.ensure(1);
   groups_.ensure(ng);
-  std::size_t temp = temp_bytes(n_tasks, n_leaves);
-  temp_.ensure(temp);
+  temp_.ensure(temp_bytes(n_entries, n_tasks, n_leaves));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(n_groups_.data(), 0, sizeof(std::uint32_t), stream));
   sorted_targets_ = targets;
-  sorted_sources_ = packed;
+  sorted_sources_ = sources;
   if (n_tasks == 0) return;
+
+  // Expansion: positions by an exclusive scan of the entry sizes, then one scatter.
+  const auto ne = static_cast<std::uint32_t>(n_entries);
+  entry_sizes<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), ne, counts_in_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  std::size_t temp = temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_in_.data(), positions_.data(),
+                                                 static_cast<int>(ne), stream));
+  expand_entries<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), up_sources_.data(), positions_.data(), ne,
+                                                     targets, sources);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+
   const int n = static_cast<int>(n_tasks);
   temp = temp_.capacity();
-  // Double-buffer sort: no second copy of keys and values inside CUB's temporary storage.
-  cub::DoubleBuffer<std::uint32_t> keys(targets, keys_out_.data()), values(packed, values_out_.data());
+  // Double-buffer sort: the upload arrays are free again and serve as the second buffers.
+  cub::DoubleBuffer<std::uint32_t> keys(targets, up_targets_.data()), values(sources, up_sources_.data());
   ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys, values, n, 0,
                                                    key_bits(n_leaves), stream));
   sorted_targets_ = keys.Current();

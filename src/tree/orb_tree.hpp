@@ -62,6 +62,12 @@ class OrbTree {
   // levels()[d]: the nodes of depth d, in increasing index order (for level-parallel passes).
   const std::vector<std::vector<std::int32_t>>& levels() const { return levels_; }
   int max_leaf() const { return max_leaf_; }
+  // Where the last build's time went (seconds): copy in, top levels (split by all threads
+  // per node or one node per thread), subtrees, the top levels' centres and radii, copy out.
+  struct BuildTimes {
+    double fill = 0, top = 0, subtrees = 0, finish = 0, output = 0;
+  };
+  const BuildTimes& build_times() const { return times_; }
   std::size_t size() const { return pos_.size(); }
 
  private:
@@ -91,6 +97,7 @@ class OrbTree {
   std::vector<std::uint32_t> order_;
   std::vector<Vec3d> pos_;
   std::vector<std::vector<std::int32_t>> levels_;
+  BuildTimes times_;
 };
 
 }  // namespace orbis

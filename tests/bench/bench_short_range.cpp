@@ -57,6 +57,8 @@ struct Row {
   // CUDA only: host preparation in start(), device upload/grouping/kernel/download, the
   // wait in finish().
   double prep = 0, upload = 0, group = 0, kernel = 0, download = 0, wait = 0;
+  // Inside the tree build and the walk.
+  double t_fill = 0, t_top = 0, t_sub = 0, t_finish = 0, t_out = 0, w_traverse = 0, w_group = 0;
   std::string where;
 };
 
@@ -83,6 +85,14 @@ Row run(const std::vector<Vec3d>& pos, const ShortRangeSettings& s, P2PEvaluator
     row.m2l_tasks = st.m2l_interactions;
     row.p2p_tasks = static_cast<double>(st.p2p_tasks);
     row.where = st.p2p_where;
+    const OrbTree::BuildTimes& bt = solver.tree().build_times();
+    row.t_fill = bt.fill;
+    row.t_top = bt.top;
+    row.t_sub = bt.subtrees;
+    row.t_finish = bt.finish;
+    row.t_out = bt.output;
+    row.w_traverse = solver.walk().traverse_seconds();
+    row.w_group = solver.walk().group_seconds();
 #if defined(ORBIS_HAVE_CUDA)
     if (auto* gpu = dynamic_cast<CudaP2PEvaluator*>(&p2p)) {
       const CudaP2PTimings& t = gpu->timings();
@@ -103,7 +113,8 @@ Row run(const std::vector<Vec3d>& pos, const ShortRangeSettings& s, P2PEvaluator
     m.*f = median(v);
   };
   for (double Row::*f : {&Row::tree, &Row::mpole, &Row::walk, &Row::m2l, &Row::p2p, &Row::total, &Row::prep,
-                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait})
+                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait, &Row::t_fill,
+                         &Row::t_top, &Row::t_sub, &Row::t_finish, &Row::t_out, &Row::w_traverse, &Row::w_group})
     med(f);
   return m;
 }
@@ -117,6 +128,9 @@ void print_row(int side, int threads, int order, const std::string& mode, const 
   std::printf("  %4d^3 %5d %3d %-5s | %7.4f %7.4f %7.4f %7.4f %7.4f %8.4f | %8.0f %7.2f %9.3g | %s\n", side,
               threads, order, mode.c_str(), r.tree, r.mpole, r.walk, r.m2l, r.p2p, r.total, r.pairs / n,
               r.m2l_tasks / n, r.p2p_tasks, r.where.c_str());
+  std::printf("  %40s tree: fill %.4f, top levels %.4f, subtrees %.4f, top finish %.4f, out %.4f; walk: "
+              "pairs %.4f, grouping %.4f\n",
+              "", r.t_fill, r.t_top, r.t_sub, r.t_finish, r.t_out, r.w_traverse, r.w_group);
   if (mode == "cuda")
     std::printf("  %40s device: prep %.4f (host), upload %.4f, group %.4f, kernel %.4f (%.3g pairs/s), "
                 "download %.4f; wait in finish %.4f\n",

@@ -164,6 +164,29 @@ TEST_CASE("Multipoles: P2M + M2M equal the direct moments of every node") {
   }
 }
 
+TEST_CASE("Multipoles: only the needed nodes and their subtrees, bitwise as when all are computed") {
+  auto pos = test::clustered_particles(16, 10.0, 5);
+  OrbTree tree;
+  tree.build(pos, 8);
+  Multipoles all, some;
+  all.compute(tree, 4);
+  std::vector<unsigned char> needed(tree.nodes().size(), 0);
+  for (std::size_t i = 3; i < needed.size(); i += 97) needed[i] = 1;
+  some.compute(tree, 4, &needed);
+  std::size_t checked = 0;
+  bool same = true;
+  for (std::size_t i = 0; i < needed.size(); ++i) {
+    bool wanted = false;   // needed, or below a needed node
+    for (int a = static_cast<int>(i); a >= 0; a = tree.nodes()[static_cast<std::size_t>(a)].parent)
+      wanted = wanted || needed[static_cast<std::size_t>(a)];
+    if (!wanted) continue;
+    ++checked;
+    same &= std::memcmp(all.of(static_cast<int>(i)), some.of(static_cast<int>(i)), sizeof(double) * all.stride()) == 0;
+  }
+  CHECK(checked > needed.size() / 20);
+  CHECK(same);
+}
+
 TEST_CASE("ORB tree: the parallel build equals the serial one") {
   // Uniform, clustered, and degenerate (many identical positions, a plane of equal x) sets;
   // parallel_min from 1 (every node above a leaf split by all threads: sampled median,

@@ -118,6 +118,35 @@ void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, dou
   REQUIRE(from_spans.size() == lists.p2p.size());
   CHECK(std::memcmp(from_spans.data(), lists.p2p.data(), from_spans.size() * sizeof(InteractionTask)) == 0);
   CHECK(walk.p2p_count() == lists.p2p.size());
+  // Half mode: each mutual pair one flagged task; expanded (task, then its reverse) it is
+  // the walk-order list of the full mode, task for task.
+  std::vector<InteractionTask> walk_order;
+  for (const TaskSpan& span : walk.p2p_spans()) walk_order.insert(walk_order.end(), span.data, span.data + span.size);
+  DualTreeWalk half_walk;
+  TaskLists half_lists;
+  half_walk.run(tree, WalkSettings{box, r_cut, theta}, half_lists, DualTreeWalk::P2POutput::kHalfSpans);
+  CHECK(half_lists.p2p.empty());
+  CHECK(half_lists.m2l.size() == lists.m2l.size());
+  std::vector<InteractionTask> expanded;
+  std::size_t flagged = 0;
+  for (const TaskSpan& span : half_walk.p2p_spans())
+    for (std::size_t q = 0; q < span.size; ++q) {
+      InteractionTask t = span.data[q];
+      const bool mutual = t.flags & kMutualTask;
+      t.flags = 0;
+      expanded.push_back(t);
+      if (mutual) {
+        ++flagged;
+        expanded.push_back(InteractionTask{t.source, t.target,
+                                           {static_cast<std::int8_t>(-t.image[0]), static_cast<std::int8_t>(-t.image[1]),
+                                            static_cast<std::int8_t>(-t.image[2])}, 0});
+      }
+    }
+  if (tree.leaves().size() > 1) CHECK(flagged > 0);
+  CHECK(half_walk.p2p_count() == expanded.size());
+  REQUIRE(expanded.size() == walk_order.size());
+  CHECK(std::memcmp(expanded.data(), walk_order.data(), expanded.size() * sizeof(InteractionTask)) == 0);
+  CHECK(walk.p2p_count() == lists.p2p.size());
   const Coverage c = count(tree, lists, box, r_cut);
   MESSAGE("N = " << positions.size() << ", r_cut/L = " << r_cut / box << ", theta = " << theta
                  << ": pairs within r_cut " << c.within_once + c.within_missing + c.within_multiple
