@@ -2,7 +2,7 @@
 # The issue #5 short-range bar on the GPU machine, in one call (../shared/DEVICE.md): build
 # (reusing /tmp/b when the machine is still warm), GPU tests, then bench_short_range. Source
 # unpack-debs.sh first (DEVICE.md) so CMake finds the carried libraries.
-#   usage, from the source root there: tests/bench/device_short_range.sh [build|tests|bench ...]
+#   usage, from the source root there: [BENCH=...] tests/bench/device_short_range.sh [build|tests|bench ...]
 #   stages default to "build tests bench"; results go to $OUT (or ./device_out).
 set -o pipefail
 out=${OUT:-device_out}
@@ -21,16 +21,17 @@ for stage in $stages; do
     tests)
       ctest --test-dir $b -L gpu --output-on-failure >"$out/gpu_tests.log" 2>&1
       rc=$?
-      grep -E "tests passed|Passed|Failed|MESSAGE|ERROR" "$out/gpu_tests.log" | cut -c1-220 | tail -40
+      grep -E "tests passed|Passed|Failed" "$out/gpu_tests.log"
+      $b/tests/gpu_test_p2p_cuda_solver 2>&1 | grep -E "MESSAGE|ERROR" | cut -c1-240 | tee -a "$out/gpu_tests.log"
       [ $rc -eq 0 ] || exit 1 ;;
     bench)
+      # BENCH: one bench_short_range argument list per line (default: the bar at 128^3).
       nproc; nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
-      {
-        $bench --p2p=compare --scene=sheets --threads=16 --reps=3 128
-        $bench --p2p=cuda --scene=clustered --threads=16 --reps=3 128
-        $bench --p2p=count --scene=clustered --threads=1,4,16 --reps=1 128
-        $bench --p2p=compare --scene=clustered --threads=16 --reps=1 128
-      } 2>&1 | tee "$out/bench.txt" ;;
+      lines=${BENCH:-"--p2p=compare --scene=sheets --threads=16 --reps=3 128
+--p2p=compare --scene=clustered --threads=16 --reps=1 128"}
+      while IFS= read -r args; do
+        [ -n "$args" ] && $bench $args
+      done <<<"$lines" 2>&1 | tee "$out/bench.txt" ;;
     *)
       echo "unknown stage $stage"; exit 2 ;;
   esac
