@@ -33,7 +33,7 @@ void check_walk_settings(const WalkSettings& s) {
 }
 
 struct DualTreeWalk::Context {
-  const std::vector<TreeNode>& nodes;
+  const std::vector<WalkNode>& nodes;
   double box, half_box, r_cut, r_cut2, theta2;
   bool half_p2p;
 
@@ -42,10 +42,12 @@ struct DualTreeWalk::Context {
   // emitted for both directions (source image negated); (t, t) is a node with itself.
   int step(std::int32_t t, std::int32_t s, TaskLists& out, Pair* split) const {
     const bool mutual = t != s;
-    const TreeNode& T = nodes[static_cast<std::size_t>(t)];
-    const TreeNode& S = nodes[static_cast<std::size_t>(s)];
-    const Vec3d tc = T.box_centre(), sc = S.box_centre();
-    const Vec3d th = T.half_width(), sh = S.half_width();
+    const WalkNode& T = nodes[static_cast<std::size_t>(t)];
+    const WalkNode& S = nodes[static_cast<std::size_t>(s)];
+    const Vec3d& tc = T.box_centre;
+    const Vec3d& sc = S.box_centre;
+    const Vec3d& th = T.half_width;
+    const Vec3d& sh = S.half_width;
     double raw[3], half[3], gap2 = 0, far2 = 0;
     std::int8_t image[3];
     bool unique = true;
@@ -156,7 +158,17 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
                        P2POutput output) {
   check_walk_settings(settings);
   const bool half = output == P2POutput::kHalfSpans;
-  const Context ctx{tree.nodes(),   settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
+  // What the pair test reads, 96 bytes a node instead of TreeNode's 120 (and the box
+  // centre and half width computed once, not per pair).
+  const auto& tn = tree.nodes();
+  walk_nodes_.resize(tn.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(tn.size()); ++i) {
+    const TreeNode& node = tn[static_cast<std::size_t>(i)];
+    walk_nodes_[static_cast<std::size_t>(i)] =
+        WalkNode{node.box_centre(), node.half_width(), node.centre, node.radius, node.left, node.right, node.leaf};
+  }
+  const Context ctx{walk_nodes_, settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
                     settings.r_cut * settings.r_cut, settings.theta * settings.theta, half};
 
   Stopwatch watch;

@@ -71,6 +71,13 @@ class DualTreeWalk {
   struct Pair {
     std::int32_t target, source;
   };
+  struct WalkNode {
+    Vec3d box_centre, half_width, centre;
+    double radius;
+    std::int32_t left, right, leaf;
+    bool is_leaf() const { return left < 0; }
+  };
+  std::vector<WalkNode> walk_nodes_;
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <omp.h>
 
@@ -185,8 +186,24 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
 
   items_.resize(n);
   scratch_.resize(n);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < ni; ++i) items_[i] = {positions[i], static_cast<std::uint32_t>(i)};
+  // Copy in, and the root's box in the same pass.
+  Vec3d root_lo = positions[0], root_hi = positions[0];
+#pragma omp parallel
+  {
+    Vec3d l = positions[0], h = positions[0];
+#pragma omp for schedule(static) nowait
+    for (std::int64_t i = 0; i < ni; ++i) {
+      const Vec3d& x = positions[static_cast<std::size_t>(i)];
+      items_[static_cast<std::size_t>(i)] = {x, static_cast<std::uint32_t>(i)};
+      l.x = std::min(l.x, x.x); l.y = std::min(l.y, x.y); l.z = std::min(l.z, x.z);
+      h.x = std::max(h.x, x.x); h.y = std::max(h.y, x.y); h.z = std::max(h.z, x.z);
+    }
+#pragma omp critical
+    {
+      root_lo.x = std::min(root_lo.x, l.x); root_lo.y = std::min(root_lo.y, l.y); root_lo.z = std::min(root_lo.z, l.z);
+      root_hi.x = std::max(root_hi.x, h.x); root_hi.y = std::max(root_hi.y, h.y); root_hi.z = std::max(root_hi.z, h.z);
+    }
+  }
   const std::int64_t n_nodes = subtree_nodes(static_cast<std::int64_t>(n));
   const std::int64_t n_leaves = subtree_leaves(static_cast<std::int64_t>(n));
   nodes_.assign(static_cast<std::size_t>(n_nodes), TreeNode{});
@@ -196,32 +213,60 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
   times_.fill = watch.seconds();
   watch.restart();
   // Top levels: while a level has fewer nodes than threads, each node is split by every
-  // thread together; once it has as many, its nodes are split in parallel, one per thread;
-  // below parallel_min particles, whole subtrees are built serially, one per thread. The
-  // node layout is fixed by N alone and the splits by the total order, so this changes who
-  // computes what, never the result (1 thread: plain serial recursion).
+  // thread together, from one buffer into the other (items_ <-> scratch_: two passes over
+  // the items per level, which also give the children's boxes); once a level has as many
+  // nodes as threads, its nodes are split in place, one per thread; below parallel_min
+  // particles, whole subtrees are built serially, one per thread. The node layout is fixed
+  // by N alone and the splits by the total order, so this changes who computes what,
+  // never the result (1 thread: plain serial recursion).
   const auto threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
   const std::uint32_t split_min =
       std::max<std::uint32_t>(parallel_min, static_cast<std::uint32_t>(max_leaf_) + 1);
-  std::vector<Pending> level{Pending{0, -1, 0, static_cast<std::uint32_t>(n), 0, 0}}, next, splits, subtrees;
+  Pending root{0, -1, 0, static_cast<std::uint32_t>(n), 0, 0};
+  root.lo = root_lo;
+  root.hi = root_hi;
+  root.has_box = true;
+  std::vector<Pending> level{root}, next, splits, subtrees;
   std::vector<std::pair<std::vector<std::int32_t>, bool>> top;   // per level: nodes, data-parallel
+  int cur = 0;   // the buffer holding the current level's items: 0 items_, 1 scratch_
   while (!level.empty()) {
     splits.clear();
-    for (const Pending& p : level) (p.count < split_min ? subtrees : splits).push_back(p);
+    for (Pending p : level) {
+      if (p.count < split_min) {
+        p.buffer = cur;
+        subtrees.push_back(p);
+      } else {
+        splits.push_back(p);
+      }
+    }
     if (splits.empty()) break;
     const bool data_parallel = threads > 1 && splits.size() < threads;
     next.assign(2 * splits.size(), Pending{});
     if (data_parallel) {
-      for (std::size_t q = 0; q < splits.size(); ++q) split_node(splits[q], &next[2 * q], true);
+      Item* src = cur == 0 ? items_.data() : scratch_.data();
+      Item* dst = cur == 0 ? scratch_.data() : items_.data();
+      for (std::size_t q = 0; q < splits.size(); ++q) split_parallel(splits[q], src, dst, &next[2 * q]);
+      cur = 1 - cur;
     } else {
+      Item* base = cur == 0 ? items_.data() : scratch_.data();
 #pragma omp parallel for schedule(dynamic, 1)
       for (std::int64_t q = 0; q < static_cast<std::int64_t>(splits.size()); ++q)
-        split_node(splits[static_cast<std::size_t>(q)], &next[2 * static_cast<std::size_t>(q)], false);
+        split_node(splits[static_cast<std::size_t>(q)], base, &next[2 * static_cast<std::size_t>(q)]);
     }
     top.emplace_back(std::vector<std::int32_t>(), data_parallel);
     for (const Pending& p : splits) top.back().first.push_back(p.index);
     level.swap(next);
   }
+  // Subtrees left behind in the other buffer (a level whose nodes did not all split) join
+  // the rest; then items_ is the buffer that holds everything.
+  for (const Pending& p : subtrees)
+    if (p.buffer != cur) {
+      const Item* from = (p.buffer == 0 ? items_.data() : scratch_.data()) + p.first;
+      Item* to = (cur == 0 ? items_.data() : scratch_.data()) + p.first;
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(p.count); ++i) to[i] = from[i];
+    }
+  if (cur == 1) items_.swap(scratch_);
   times_.top = watch.seconds();
   watch.restart();
   const auto n_sub = static_cast<std::int64_t>(subtrees.size());
@@ -260,22 +305,158 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
   times_.output = watch.seconds();
 }
 
-// A node of the top levels: box, median split (by all threads when `parallel`), children.
-void OrbTree::split_node(const Pending& p, Pending* children, bool parallel) {
+// A node of a top level split by one thread, in place in `base`: box, nth_element, children.
+void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
   TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
   node.first = p.first;
   node.count = p.count;
   node.parent = p.parent;
   node.depth = p.depth;
-  Item* begin = items_.data() + p.first;
-  bounding_box(begin, p.count, parallel, node.lo, node.hi);
+  Item* begin = base + p.first;
+  if (p.has_box) {
+    node.lo = p.lo;
+    node.hi = p.hi;
+  } else {
+    bounding_box(begin, p.count, false, node.lo, node.hi);
+  }
   const std::uint32_t n_left = p.count / 2;
-  median_split(begin, p.count, n_left, longest_axis(node.lo, node.hi), scratch_.data() + p.first, parallel);
+  const int axis = longest_axis(node.lo, node.hi);
+  with_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + p.count, less); });
+  set_children(p, n_left, children);
+}
+
+void OrbTree::set_children(const Pending& p, std::uint32_t n_left, Pending* children) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
   node.left = p.index + 1;
   node.right = p.index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left));
   children[0] = Pending{node.left, p.index, p.first, n_left, p.depth + 1, p.leaf_base};
   children[1] = Pending{node.right, p.index, p.first + n_left, p.count - n_left, p.depth + 1,
                         p.leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left))};
+}
+
+// A node split by all threads from src into dst (same positions in both). A sorted sample
+// brackets the median between two sample items (as median_split); pass 1 classifies every
+// item (below, between, above them) into codes_; pass 2 moves each item to its class's
+// place in dst and keeps each class's box. The middle class is then split in place
+// (median_split, src as its scratch), and the children's boxes are the class boxes joined
+// with the boxes of the middle's two parts: exact, with no pass over the children.
+void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, Pending* children) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
+  node.first = p.first;
+  node.count = p.count;
+  node.parent = p.parent;
+  node.depth = p.depth;
+  Item* src = src_base + p.first;
+  Item* dst = dst_base + p.first;
+  const std::size_t n = p.count, k = n / 2;
+  if (p.has_box) {
+    node.lo = p.lo;
+    node.hi = p.hi;
+  } else {
+    bounding_box(src, n, true, node.lo, node.hi);
+  }
+  const int axis = longest_axis(node.lo, node.hi);
+  struct Box {
+    Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+    void add(const Vec3d& x) {
+      lo.x = std::min(lo.x, x.x); lo.y = std::min(lo.y, x.y); lo.z = std::min(lo.z, x.z);
+      hi.x = std::max(hi.x, x.x); hi.y = std::max(hi.y, x.y); hi.z = std::max(hi.z, x.z);
+    }
+    void add(const Box& b) {   // an empty b (lo > hi) changes nothing
+      lo.x = std::min(lo.x, b.lo.x); lo.y = std::min(lo.y, b.lo.y); lo.z = std::min(lo.z, b.lo.z);
+      hi.x = std::max(hi.x, b.hi.x); hi.y = std::max(hi.y, b.hi.y); hi.z = std::max(hi.z, b.hi.z);
+    }
+  };
+  auto box_of = [&](const Item* b, std::size_t m) {
+    Box out;
+    if (m > 0) bounding_box(b, m, true, out.lo, out.hi);
+    return out;
+  };
+  auto plain = [&](auto order) {   // small node, or the sample missed: copy and select
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) dst[i] = src[i];
+    std::nth_element(dst, dst + k, dst + n, order);
+  };
+  Box left, right;
+  with_axis(axis, [&](auto order) {
+    using Less = decltype(order);
+    if (n < kSampledMin) {
+      plain(order);
+      left = box_of(dst, k);
+      right = box_of(dst + k, n - k);
+      return;
+    }
+    const std::size_t m = std::min(kMaxSample, n / 64);
+    std::size_t band = 4;
+    while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
+    std::vector<Item> sample(m);
+    for (std::size_t i = 0; i < m; ++i) sample[i] = src[i * n / m];
+    std::sort(sample.begin(), sample.end(), order);
+    const std::size_t at = k * m / n;
+    const int use_lo = at >= band, use_hi = at + band < m;
+    const Item pl = sample[use_lo ? at - band : 0], ph = sample[use_hi ? at + band : m - 1];
+
+    codes_.resize(std::max(codes_.size(), n));
+    unsigned char* code = codes_.data();
+    const auto n_blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
+    std::vector<std::size_t> cursor(static_cast<std::size_t>(n_blocks) * 3, 0);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t c[3] = {0, 0, 0};
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
+        const int q = 1 - (use_lo & Less::less(src[i], pl)) + (use_hi & Less::less(ph, src[i]));
+        code[i] = static_cast<unsigned char>(q);
+        ++c[q];
+      }
+      for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
+    }
+    std::size_t total[3] = {0, 0, 0};
+    for (std::int64_t b = 0; b < n_blocks; ++b)
+      for (int q = 0; q < 3; ++q) total[q] += cursor[static_cast<std::size_t>(b) * 3 + q];
+    if (!(total[0] <= k && k < total[0] + total[1])) {
+      plain(order);
+      left = box_of(dst, k);
+      right = box_of(dst + k, n - k);
+      return;
+    }
+    std::size_t run = 0;   // class-major exclusive prefix
+    for (int q = 0; q < 3; ++q)
+      for (std::int64_t b = 0; b < n_blocks; ++b) {
+        const std::size_t c = cursor[static_cast<std::size_t>(b) * 3 + q];
+        cursor[static_cast<std::size_t>(b) * 3 + q] = run;
+        run += c;
+      }
+    std::vector<Box> class_box(static_cast<std::size_t>(n_blocks) * 3);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * 3;
+      Box* bx = class_box.data() + static_cast<std::size_t>(b) * 3;
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
+        const int q = code[i];
+        dst[c[q]++] = src[i];
+        bx[q].add(src[i].x);
+      }
+    }
+    Box below, above;
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      below.add(class_box[static_cast<std::size_t>(b) * 3]);
+      above.add(class_box[static_cast<std::size_t>(b) * 3 + 2]);
+    }
+    // The middle class, in place in dst, with the same range of src as its scratch.
+    median_split(dst + total[0], total[1], k - total[0], axis, src + total[0], true);
+    left = box_of(dst + total[0], k - total[0]);
+    right = box_of(dst + k, total[0] + total[1] - k);
+    if (total[0] > 0) left.add(below);
+    if (total[2] > 0) right.add(above);
+  });
+  set_children(p, static_cast<std::uint32_t>(k), children);
+  children[0].lo = left.lo;
+  children[0].hi = left.hi;
+  children[1].lo = right.lo;
+  children[1].hi = right.hi;
+  children[0].has_box = children[1].has_box = true;
 }
 
 // Centre of mass from the children and the exact radius (a max over the members, by all

@@ -76,11 +76,19 @@ class OrbTree {
     std::uint32_t index;
   };
   struct Pending {
+    Pending() = default;
+    Pending(std::int32_t i, std::int32_t par, std::uint32_t f, std::uint32_t c, std::int32_t d, std::int32_t lb)
+        : index(i), parent(par), first(f), count(c), depth(d), leaf_base(lb) {}
     std::int32_t index = 0, parent = -1;
     std::uint32_t first = 0, count = 0;
     std::int32_t depth = 0, leaf_base = 0;
+    Vec3d lo, hi;            // the node's box, when has_box (its parent's split found it)
+    bool has_box = false;
+    int buffer = 0;          // subtrees: 0 items_, 1 scratch_ holds its items
   };
-  void split_node(const Pending& p, Pending* children, bool parallel);
+  void split_node(const Pending& p, Item* base, Pending* children);
+  void split_parallel(const Pending& p, Item* src, Item* dst, Pending* children);
+  void set_children(const Pending& p, std::uint32_t n_left, Pending* children);
   void finish_node(std::int32_t index, bool parallel);
   std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n) const;
   std::int64_t subtree_nodes(std::int64_t n) const;
@@ -91,6 +99,7 @@ class OrbTree {
   int max_leaf_ = 32;
   double particle_mass_ = 1.0;
   std::vector<Item> items_, scratch_;
+  std::vector<unsigned char> codes_;   // split_parallel's per-item classes
   std::vector<TreeNode> nodes_;
   std::vector<Leaf> leaves_;
   std::vector<std::int32_t> leaf_node_;

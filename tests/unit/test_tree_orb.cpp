@@ -194,19 +194,23 @@ TEST_CASE("ORB tree: the parallel build equals the serial one") {
   auto degenerate = test::uniform_particles(20000, 1.0, 3);
   for (std::size_t i = 0; i < 4000; ++i) degenerate[i] = Vec3d{0.5, 0.5, 0.5};
   for (std::size_t i = 4000; i < 8000; ++i) degenerate[i].x = 0.25;
+  // 30003 particles: with parallel_min 7501, one node of depth 2 (7500 particles) stops
+  // while its three siblings (7501) are split from one buffer into the other.
   const std::vector<std::vector<Vec3d>> sets{test::uniform_particles(60000, 1.0, 31),
+                                             test::uniform_particles(30003, 1.0, 32),
                                              test::clustered_particles(30, 1.0, 9), degenerate};
   const int threads = omp_get_max_threads();
   for (const auto& pos : sets) {
     omp_set_num_threads(1);
     OrbTree serial;
     serial.build(pos, 32, 1.0, UINT32_MAX);
-    for (std::uint32_t parallel_min : {1u, 100u, 5000u, OrbTree::kParallelMin}) {
-      omp_set_num_threads(std::max(threads, 3));
+    for (std::uint32_t parallel_min : {1u, 100u, 5000u, 7501u, OrbTree::kParallelMin})
+    for (int build_threads : {3, 5}) {   // 2 or 3 levels split by all threads (buffers swap)
+      omp_set_num_threads(build_threads);
       OrbTree parallel;
       parallel.build(pos, 32, 1.0, parallel_min);
       omp_set_num_threads(threads);
-      INFO("N = " << pos.size() << ", parallel_min = " << parallel_min);
+      INFO("N = " << pos.size() << ", parallel_min = " << parallel_min << ", threads = " << build_threads);
       check_tree(parallel, pos, 32);
       REQUIRE(serial.nodes().size() == parallel.nodes().size());
       // Identical positions may trade places (the total order ties them): compare positions
