@@ -186,15 +186,20 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
 
   items_.resize(n);
   scratch_.resize(n);
-  // Copy in, and the root's box in the same pass.
+  // Copy in, and the root's box in the same pass. With as many particles as last time the
+  // items start in the last tree order: in a run they moved little since, so every split
+  // finds its node nearly partitioned already (predictable branches, little data moved).
+  // The tree is the same either way: it depends on the set of positions alone.
+  const bool reuse = order_.size() == n;
   Vec3d root_lo = positions[0], root_hi = positions[0];
 #pragma omp parallel
   {
     Vec3d l = positions[0], h = positions[0];
 #pragma omp for schedule(static) nowait
     for (std::int64_t i = 0; i < ni; ++i) {
-      const Vec3d& x = positions[static_cast<std::size_t>(i)];
-      items_[static_cast<std::size_t>(i)] = {x, static_cast<std::uint32_t>(i)};
+      const std::uint32_t from = reuse ? order_[static_cast<std::size_t>(i)] : static_cast<std::uint32_t>(i);
+      const Vec3d& x = positions[from];
+      items_[static_cast<std::size_t>(i)] = {x, from};
       l.x = std::min(l.x, x.x); l.y = std::min(l.y, x.y); l.z = std::min(l.z, x.z);
       h.x = std::max(h.x, x.x); h.y = std::max(h.y, x.y); h.z = std::max(h.z, x.z);
     }

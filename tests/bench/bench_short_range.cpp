@@ -5,7 +5,8 @@
 // order-3 Taylor table. Every phase is the median of --reps timed steps after a warm-up.
 //
 //   bench_short_range [--p2p=cpu|cuda|compare|count|reference] [--threads=T[,T...]]
-//                     [--scene=clustered|sheets] [--reps=R] [--max-leaf=L] [--accurate] [N ...]
+//                     [--scene=clustered|sheets] [--reps=R] [--max-leaf=L] [--drift=D]
+//                     [--accurate] [N ...]
 //
 // --p2p=compare (the issue #5 bar): the CPU backend on the first thread count, then the
 // CUDA backend, and the ratio of their short-range step times. cuda: P2P starts before the
@@ -14,13 +15,16 @@
 // count: pairs counted, not evaluated (the CPU phases alone). Scenes: "clustered" = grid
 // displaced into sheets and filaments plus two Plummer haloes holding 33% of the particles
 // (~20-35k pair evaluations per particle); "sheets" = the displaced grid alone (a milder,
-// earlier-time-like set). --accurate: theta 0.4, order 6.
+// earlier-time-like set). --drift: before each timed step every particle moves by D mean
+// spacings (rms per axis, default 0.05), as between the steps of a run. --accurate: theta
+// 0.4, order 6.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,12 +71,23 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-Row run(const std::vector<Vec3d>& pos, const ShortRangeSettings& s, P2PEvaluator& p2p, int reps) {
+// Moves every particle by drift x N(0, 1) per axis (wrapped into the box), like a step's
+// drift: the solver's buffers and the tree's last order are then reused as in a run, on
+// positions that changed. The same sequence for every backend (fixed seed).
+void drift_positions(std::vector<Vec3d>& pos, double drift, double box, std::mt19937_64& rng) {
+  std::normal_distribution<double> gauss(0, 1);
+  for (Vec3d& x : pos)
+    for (int d = 0; d < 3; ++d) x[d] = periodic_wrap_position(x[d] + drift * gauss(rng), box);
+}
+
+Row run(std::vector<Vec3d> pos, const ShortRangeSettings& s, P2PEvaluator& p2p, int reps, double drift) {
   ShortRangeSolver solver(s);
   std::vector<Vec3d> acc;
+  std::mt19937_64 rng(7);
   solver.compute(pos, p2p, acc);   // warm-up: first touch of every buffer, device allocations
   std::vector<Row> rows;
   for (int r = 0; r < reps; ++r) {
+    if (drift > 0) drift_positions(pos, drift, s.box_mpc_h, rng);
     const ShortRangeStats st = solver.compute(pos, p2p, acc);
     Row row;
     row.tree = st.tree_seconds;
@@ -145,6 +160,7 @@ int main(int argc, char** argv) {
   std::string mode = "cpu", scene = "clustered";
   std::vector<int> sides, thread_list;
   int reps = 3, max_leaf = 32;
+  double drift_spacings = 0.05;
   bool accurate = false;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
@@ -159,6 +175,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::stoi(arg.substr(7)));
     } else if (arg.rfind("--max-leaf=", 0) == 0) {
       max_leaf = std::stoi(arg.substr(11));
+    } else if (arg.rfind("--drift=", 0) == 0) {
+      drift_spacings = std::stod(arg.substr(8));
     } else if (arg == "--accurate") {
       accurate = true;
     } else if (!arg.empty() && arg[0] != '-') {
@@ -196,14 +214,16 @@ int main(int argc, char** argv) {
   const double box = 100.0;
   const int order = accurate ? 6 : 4;
   std::printf("# short-range step, scene %s, theta %.2f, p %d, max_leaf %d, r_cut 5.5 r_s, r_s 1.2 L/N, "
-              "float P2P order 3; CPU P2P %s, M2L %s; median of %d after a warm-up\n",
+              "float P2P order 3; CPU P2P %s, M2L %s; median of %d steps after a warm-up, particles "
+              "drifting %.3g spacings (rms per axis) before each\n",
               scene.c_str(), accurate ? 0.4 : 0.5, order, max_leaf, CpuP2PEvaluator::simd_variant().c_str(),
-              M2LBatch::simd_variant().c_str(), reps);
+              M2LBatch::simd_variant().c_str(), reps, drift_spacings);
   print_header();
   for (int side : sides) {
     const auto pos = scene == "clustered" ? test::clustered_particles(side, box, 42)
                                           : test::clustered_particles(side, box, 42, 0.0);
     const double n = static_cast<double>(pos.size());
+    const double drift = drift_spacings * box / side;
     ShortRangeSettings s;
     s.box_mpc_h = box;
     s.r_s = 1.2 * box / side;
@@ -215,9 +235,9 @@ int main(int argc, char** argv) {
     s.g_mass = 1;
     if (mode == "compare") {
       omp_set_num_threads(thread_list[0]);
-      const Row c = run(pos, s, cpu, reps);
+      const Row c = run(pos, s, cpu, reps, drift);
       print_row(side, thread_list[0], order, "cpu", c, n);
-      const Row g = run(pos, s, *cuda, reps);
+      const Row g = run(pos, s, *cuda, reps, drift);
       print_row(side, thread_list[0], order, "cuda", g, n);
       std::printf("  %4d^3 short-range step: CPU backend %.4f s / CUDA backend %.4f s = %.1fx "
                   "(P2P alone %.4f / %.4f = %.0fx)\n",
@@ -230,7 +250,7 @@ int main(int argc, char** argv) {
                           : mode == "count"   ? static_cast<P2PEvaluator&>(counting)
                           : mode == "cuda"    ? *cuda
                                               : static_cast<P2PEvaluator&>(cpu);
-      print_row(side, threads, order, mode, run(pos, s, p2p, reps), n);
+      print_row(side, threads, order, mode, run(pos, s, p2p, reps, drift), n);
     }
   }
   return 0;
