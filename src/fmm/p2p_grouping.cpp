@@ -16,6 +16,14 @@ namespace {
 constexpr std::size_t kPiece = std::size_t{1} << 16;
 constexpr std::size_t kMaxBuckets = 1024;
 
+// Room for the list to grow a little from one step to the next without reallocating (a
+// reallocation copies and first-touches the whole list, serially).
+template <typename T>
+void resize_with_headroom(std::vector<T>& v, std::size_t n) {
+  if (v.capacity() < n) v.reserve(n + n / 8);
+  v.resize(n);
+}
+
 }  // namespace
 
 void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_targets,
@@ -29,7 +37,7 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
     total += s.size;
   }
   offsets.assign(n_targets + 1, 0);
-  out.resize(total);
+  resize_with_headroom(out, total);
   if (total == 0) return;
   if (n_targets == 0) fail("task grouping: {} tasks but no targets", total);
 
@@ -84,7 +92,7 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
     }
   }
 
-  scratch.resize(total);
+  resize_with_headroom(scratch, total);
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::int64_t p = 0; p < n_pieces; ++p) {
     std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_buckets;
