@@ -26,6 +26,10 @@ struct P2PInput {
   const std::vector<Vec3d>* positions = nullptr;   // tree order, Mpc/h, in [0, box)
   const std::vector<Leaf>* leaves = nullptr;
   const std::vector<InteractionTask>* tasks = nullptr;   // target/source = leaf indices
+  // Instead of `tasks`, for evaluators whose accepts_task_spans() is true: the task list as
+  // consecutive pieces (the walk's buffers, so it need not be grouped or concatenated
+  // first), in any order; a task flagged kMutualTask (tasks.hpp) stands for two.
+  const std::vector<TaskSpan>* task_spans = nullptr;
 };
 
 struct P2PStats {
@@ -43,6 +47,9 @@ class P2PEvaluator {
   virtual P2PStats evaluate(const P2PSettings& settings, const P2PInput& input,
                             std::vector<Vec3d>& acc) = 0;
   virtual std::string name() const = 0;
+  // True when evaluate/start read P2PInput::task_spans (then tasks may be null), mutual
+  // tasks included.
+  virtual bool accepts_task_spans() const { return false; }
 
   // The same evaluation split in two, so the run loop can overlap P2P with M2L/PM on the
   // CPU: start() queues the work and returns (the CUDA backend once the GPU has it; this

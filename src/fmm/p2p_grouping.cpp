@@ -1,30 +1,163 @@
-// Counting sort by target: stable by construction and linear in the number of tasks.
+// Stable counting sort by target, in parallel. Three passes over pieces of at most kPiece
+// tasks and buckets of W consecutive targets (both fixed by the input sizes, never by the
+// thread count): count per (piece, bucket); exclusive prefix in bucket-major order, so
+// bucket b's tasks land in [start_b, end_b) in piece order; scatter; then each bucket is
+// sorted by target inside its own range (a small counting sort that stays in cache).
 #include "fmm/p2p_grouping.hpp"
+
+#include <algorithm>
+#include <atomic>
 
 #include "core/error.hpp"
 
 namespace orbis {
+namespace {
+
+constexpr std::size_t kPiece = std::size_t{1} << 16;
+constexpr std::size_t kMaxBuckets = 1024;
+
+// Room for the list to grow a little from one step to the next without reallocating (a
+// reallocation copies and first-touches the whole list, serially).
+template <typename T>
+void resize_with_headroom(std::vector<T>& v, std::size_t n) {
+  if (v.capacity() < n) v.reserve(n + n / 8);
+  v.resize(n);
+}
+
+}  // namespace
+
+void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_targets,
+                           std::size_t source_limit, std::vector<std::size_t>& offsets,
+                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch) {
+  std::vector<TaskSpan> pieces;
+  std::size_t total = 0;
+  for (const TaskSpan& s : spans) {
+    for (std::size_t a = 0; a < s.size; a += kPiece)
+      pieces.push_back({s.data + a, std::min(kPiece, s.size - a)});
+    total += s.size;
+  }
+  offsets.assign(n_targets + 1, 0);
+  resize_with_headroom(out, total);
+  if (total == 0) return;
+  if (n_targets == 0) fail("task grouping: {} tasks but no targets", total);
+
+  std::size_t width = 1;   // targets per bucket, a power of two
+  while ((n_targets + width - 1) / width > kMaxBuckets) width *= 2;
+  const std::size_t n_buckets = (n_targets + width - 1) / width;
+  const auto n_pieces = static_cast<std::int64_t>(pieces.size());
+  std::vector<std::uint32_t> counts(pieces.size() * n_buckets, 0);   // [piece][bucket]
+  std::atomic<bool> bad{false};
+
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t p = 0; p < n_pieces; ++p) {
+    std::uint32_t* c = counts.data() + static_cast<std::size_t>(p) * n_buckets;
+    const TaskSpan piece = pieces[static_cast<std::size_t>(p)];
+    bool ok = true;
+    for (std::size_t q = 0; q < piece.size; ++q) {
+      const InteractionTask& t = piece.data[q];
+      ok &= t.target < n_targets && (source_limit == 0 || t.source < source_limit);
+      ++c[std::min<std::size_t>(t.target, n_targets - 1) / width];
+    }
+    if (!ok) bad = true;
+  }
+  if (bad) {
+    for (const TaskSpan& piece : pieces)
+      for (std::size_t q = 0; q < piece.size; ++q) {
+        const InteractionTask& t = piece.data[q];
+        if (t.target >= n_targets || (source_limit > 0 && t.source >= source_limit))
+          fail("task grouping: task ({}, {}) refers to a leaf/node beyond the {} targets{}", t.target,
+               t.source, n_targets,
+               source_limit > 0 ? fmt::format(" or {} sources", source_limit) : std::string());
+      }
+  }
+
+  // Bucket starts: per-bucket totals (columns), then a prefix over buckets; each column
+  // then becomes the pieces' write cursors, in piece order.
+  std::vector<std::size_t> bucket_start(n_buckets + 1, 0);
+  const auto nb = static_cast<std::int64_t>(n_buckets);
+  std::vector<std::size_t> cursor(pieces.size() * n_buckets);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < nb; ++b) {
+    std::size_t sum = 0;
+    for (std::size_t p = 0; p < pieces.size(); ++p) sum += counts[p * n_buckets + static_cast<std::size_t>(b)];
+    bucket_start[static_cast<std::size_t>(b) + 1] = sum;
+  }
+  for (std::size_t b = 0; b < n_buckets; ++b) bucket_start[b + 1] += bucket_start[b];
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < nb; ++b) {
+    std::size_t at = bucket_start[static_cast<std::size_t>(b)];
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      cursor[p * n_buckets + static_cast<std::size_t>(b)] = at;
+      at += counts[p * n_buckets + static_cast<std::size_t>(b)];
+    }
+  }
+
+  resize_with_headroom(scratch, total);
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t p = 0; p < n_pieces; ++p) {
+    std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_buckets;
+    const TaskSpan piece = pieces[static_cast<std::size_t>(p)];
+    for (std::size_t q = 0; q < piece.size; ++q) scratch[c[piece.data[q].target / width]++] = piece.data[q];
+  }
+
+#pragma omp parallel
+  {
+    std::vector<std::size_t> local(width + 1);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t b = 0; b < nb; ++b) {
+      const std::size_t lo = bucket_start[static_cast<std::size_t>(b)], hi = bucket_start[static_cast<std::size_t>(b) + 1];
+      const std::size_t t0 = static_cast<std::size_t>(b) * width;
+      const std::size_t nt = std::min(width, n_targets - t0);
+      std::fill(local.begin(), local.begin() + static_cast<std::ptrdiff_t>(nt) + 1, 0);
+      for (std::size_t q = lo; q < hi; ++q) ++local[scratch[q].target - t0 + 1];
+      for (std::size_t i = 0; i < nt; ++i) local[i + 1] += local[i];
+      for (std::size_t i = 0; i < nt; ++i) offsets[t0 + i] = lo + local[i];
+      for (std::size_t q = lo; q < hi; ++q) out[lo + local[scratch[q].target - t0]++] = scratch[q];
+    }
+  }
+  offsets[n_targets] = total;
+}
 
 GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
                                    std::size_t n_leaves) {
   if (tasks.size() >= (std::size_t{1} << 32))
     fail("P2P grouping: {} tasks exceed the 32-bit task index", tasks.size());
-  std::vector<std::uint32_t> start(n_leaves + 1, 0);   // counts, then exclusive prefix sums
-  for (const InteractionTask& t : tasks) {
-    if (t.target >= n_leaves || t.source >= n_leaves)
-      fail("P2P grouping: task ({}, {}) refers to a leaf beyond the {} leaves", t.target,
-           t.source, n_leaves);
-    ++start[t.target + 1];
-  }
+  if (n_leaves == 0 && !tasks.empty())
+    fail("P2P grouping: task ({}, {}) refers to a leaf beyond the 0 leaves", tasks[0].target, tasks[0].source);
   GroupedTasks out;
-  for (std::size_t l = 0; l < n_leaves; ++l) {
-    const std::uint32_t count = start[l + 1];
-    start[l + 1] = start[l] + count;
-    if (count > 0) out.groups.push_back({static_cast<std::uint32_t>(l), start[l], count});
+  const auto n = static_cast<std::int64_t>(tasks.size());
+  // Already grouped (the walk's list): a parallel check and copy instead of the sort.
+  bool sorted = true, in_range = true;
+#pragma omp parallel for schedule(static) reduction(&& : sorted, in_range)
+  for (std::int64_t q = 0; q < n; ++q) {
+    const InteractionTask& t = tasks[static_cast<std::size_t>(q)];
+    sorted = sorted && (q == 0 || tasks[static_cast<std::size_t>(q) - 1].target <= t.target);
+    in_range = in_range && t.target < n_leaves && t.source < n_leaves;
   }
-  out.tasks.resize(tasks.size());
-  std::vector<std::uint32_t> next(start.begin(), start.end() - 1);
-  for (const InteractionTask& t : tasks) out.tasks[next[t.target]++] = t;   // stable
+  if (sorted && in_range) {
+    out.tasks.resize(tasks.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t q = 0; q < n; ++q) out.tasks[static_cast<std::size_t>(q)] = tasks[static_cast<std::size_t>(q)];
+    std::vector<std::size_t> start(n_leaves + 1);
+    auto less = [](const InteractionTask& t, std::size_t l) { return t.target < l; };
+#pragma omp parallel for schedule(static)
+    for (std::int64_t l = 0; l <= static_cast<std::int64_t>(n_leaves); ++l)
+      start[static_cast<std::size_t>(l)] = static_cast<std::size_t>(
+          std::lower_bound(tasks.begin(), tasks.end(), static_cast<std::size_t>(l), less) - tasks.begin());
+    for (std::size_t l = 0; l < n_leaves; ++l)
+      if (start[l + 1] > start[l])
+        out.groups.push_back({static_cast<std::uint32_t>(l), static_cast<std::uint32_t>(start[l]),
+                              static_cast<std::uint32_t>(start[l + 1] - start[l])});
+    return out;
+  }
+  std::vector<std::size_t> offsets;
+  std::vector<InteractionTask> scratch;
+  group_spans_by_target({TaskSpan{tasks.data(), tasks.size()}}, n_leaves, std::max<std::size_t>(n_leaves, 1),
+                        offsets, out.tasks, scratch);
+  for (std::size_t l = 0; l < n_leaves; ++l)
+    if (offsets[l + 1] > offsets[l])
+      out.groups.push_back({static_cast<std::uint32_t>(l), static_cast<std::uint32_t>(offsets[l]),
+                            static_cast<std::uint32_t>(offsets[l + 1] - offsets[l])});
   return out;
 }
 

@@ -26,8 +26,19 @@ struct GroupedTasks {
   std::vector<GroupIdx> groups;         // one per distinct target, in increasing target order
 };
 
-// O(n + n_leaves) counting sort. Fails on a target or source >= n_leaves.
+// O(n + n_leaves) counting sort (parallel, group_spans_by_target). Fails on a target or
+// source >= n_leaves.
 GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
                                    std::size_t n_leaves);
+
+// The stable counting sort by target of the concatenation of `spans`: out[offsets[t] ..
+// offsets[t + 1]) holds the tasks of target t in input order (offsets has n_targets + 1
+// entries). OpenMP in three passes (count per piece and bucket of targets, scatter into
+// buckets, sort each bucket), every position fixed by the input alone: the same result as
+// the serial sort for any thread count. scratch is a reused buffer of the same size as out.
+// Fails on a target >= n_targets, or a source >= source_limit when source_limit > 0.
+void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_targets,
+                           std::size_t source_limit, std::vector<std::size_t>& offsets,
+                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch);
 
 }  // namespace orbis

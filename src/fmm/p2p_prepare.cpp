@@ -1,6 +1,7 @@
 #include "fmm/p2p_prepare.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -8,8 +9,43 @@
 
 namespace orbis {
 
-void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_count) {
-  if (!in.positions || !in.leaves || !in.tasks)
+namespace {
+
+// Pieces of at most kPiece tasks: the unit of the parallel passes over task lists (fixed
+// by the input, so sums and positions never depend on the thread count).
+constexpr std::size_t kPiece = std::size_t{1} << 16;
+
+struct Piece {
+  std::size_t span, offset, size, global;   // span index, offset in it, tasks, index in the whole list
+};
+
+// Pieces covering tasks [begin, end) of the concatenation of spans.
+std::vector<Piece> pieces_of(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end) {
+  std::vector<Piece> out;
+  std::size_t at = 0;
+  for (std::size_t c = 0; c < spans.size() && at < end; ++c) {
+    const std::size_t lo = std::max(begin, at), hi = std::min(end, at + spans[c].size);
+    for (std::size_t a = lo; a < hi; a += kPiece) out.push_back({c, a - at, std::min(kPiece, hi - a), a});
+    at += spans[c].size;
+  }
+  return out;
+}
+
+[[noreturn]] void bad_task(const InteractionTask& t, std::size_t n_leaves) {
+  fail("P2P: task ({}, {}, image {} {} {}) refers to a leaf beyond the {} leaves or an image "
+       "outside -1..1", t.target, t.source, int(t.image[0]), int(t.image[1]), int(t.image[2]), n_leaves);
+}
+
+bool task_ok(const InteractionTask& t, std::size_t n_leaves) {
+  bool ok = t.target < n_leaves && t.source < n_leaves;
+  for (int d = 0; d < 3; ++d) ok &= t.image[d] >= -1 && t.image[d] <= 1;
+  return ok;
+}
+
+}  // namespace
+
+void check_p2p_settings(const P2PSettings& s, const P2PInput& in, std::uint32_t max_count) {
+  if (!in.positions || !in.leaves || (!in.tasks && !in.task_spans))
     fail("P2P: positions, leaves and tasks must all be given");
   if (!(s.box_mpc_h > 0)) fail("P2P: box size {} Mpc/h must be positive", s.box_mpc_h);
   if (!(s.r_s > 0)) fail("P2P: r_s = {} Mpc/h must be positive", s.r_s);
@@ -28,10 +64,168 @@ void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_
       fail("P2P: a leaf holds {} particles, more than this backend's {} ([gravity] max_leaf)",
            l.count, max_count);
   }
+}
+
+void check_p2p_call(const P2PSettings& s, const P2PInput& in, std::uint32_t max_count) {
+  check_p2p_settings(s, in, max_count);
   const std::size_t nl = in.leaves->size();
-  for (const InteractionTask& t : *in.tasks)
-    if (t.target >= nl || t.source >= nl)
-      fail("P2P: task ({}, {}) refers to a leaf beyond the {} leaves", t.target, t.source, nl);
+  const std::vector<TaskSpan> spans = task_spans_of(in);
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
+  bool bad = false;
+#pragma omp parallel for schedule(dynamic, 8) reduction(|| : bad)
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
+    const Piece& pc = pieces[static_cast<std::size_t>(p)];
+    const InteractionTask* t = spans[pc.span].data + pc.offset;
+    for (std::size_t q = 0; q < pc.size; ++q) bad = bad || !(t[q].target < nl && t[q].source < nl);
+  }
+  if (bad)
+    for (const TaskSpan& span : spans)
+      for (std::size_t q = 0; q < span.size; ++q)
+        if (span.data[q].target >= nl || span.data[q].source >= nl)
+          fail("P2P: task ({}, {}) refers to a leaf beyond the {} leaves", span.data[q].target,
+               span.data[q].source, nl);
+}
+
+std::vector<TaskSpan> task_spans_of(const P2PInput& in) {
+  if (in.task_spans) return *in.task_spans;
+  if (in.tasks) return {TaskSpan{in.tasks->data(), in.tasks->size()}};
+  return {};
+}
+
+std::size_t span_entries(const std::vector<TaskSpan>& spans) {
+  std::size_t n = 0;
+  for (const TaskSpan& s : spans) n += s.size;
+  return n;
+}
+
+PackedCount pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
+                           const std::vector<Leaf>& leaves, std::uint32_t* targets, std::uint32_t* packed) {
+  const std::size_t nl = leaves.size();
+  if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
+  const std::vector<Piece> pieces = pieces_of(spans, begin, end);
+  std::uint64_t pairs = 0, tasks = 0;
+  bool bad = false;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : pairs, tasks) reduction(|| : bad)
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
+    const Piece& pc = pieces[static_cast<std::size_t>(p)];
+    const InteractionTask* t = spans[pc.span].data + pc.offset;
+    std::uint32_t* tg = targets + (pc.global - begin);
+    std::uint32_t* pk = packed + (pc.global - begin);
+    std::uint64_t sum = 0, mutual = 0;
+    bool ok = true;
+    for (std::size_t q = 0; q < pc.size; ++q) {
+      const InteractionTask& task = t[q];
+      const bool good = task_ok(task, nl);
+      const std::uint32_t m = (task.flags & kMutualTask) ? 1 : 0;
+      ok &= good;
+      tg[q] = task.target | (m ? kMutualBit : 0);
+      pk[q] = pack_source(task.source, task.image);
+      if (good) sum += (1 + m) * (std::uint64_t{leaves[task.target].count} * leaves[task.source].count);
+      mutual += m;
+    }
+    pairs += sum;
+    tasks += pc.size + mutual;
+    bad = bad || !ok;
+  }
+  if (bad)
+    for (const Piece& pc : pieces)
+      for (std::size_t q = 0; q < pc.size; ++q)
+        if (!task_ok(spans[pc.span].data[pc.offset + q], nl)) bad_task(spans[pc.span].data[pc.offset + q], nl);
+  return {pairs, tasks};
+}
+
+std::vector<std::uint64_t> tasks_per_target(const std::vector<TaskSpan>& spans, std::size_t n_leaves) {
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
+  std::vector<std::atomic<std::uint64_t>> count(n_leaves);
+  for (auto& c : count) c.store(0, std::memory_order_relaxed);
+#pragma omp parallel for schedule(dynamic, 8)
+  for (std::int64_t p = 0; p < static_cast<std::int64_t>(pieces.size()); ++p) {
+    const Piece& pc = pieces[static_cast<std::size_t>(p)];
+    const InteractionTask* t = spans[pc.span].data + pc.offset;
+    for (std::size_t q = 0; q < pc.size; ++q) {
+      if (t[q].target < n_leaves) count[t[q].target].fetch_add(1, std::memory_order_relaxed);
+      if ((t[q].flags & kMutualTask) && t[q].source < n_leaves)
+        count[t[q].source].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::vector<std::uint64_t> out(n_leaves);
+  for (std::size_t l = 0; l < n_leaves; ++l) out[l] = count[l].load(std::memory_order_relaxed);
+  return out;
+}
+
+PackedCount pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
+                                   const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
+                                   std::uint32_t* packed, std::vector<std::size_t>& offsets) {
+  const std::size_t nl = leaves.size();
+  if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
+  if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() < nl)
+    fail("internal: P2P chunk bounds must run from 0 to the number of leaves");
+  const std::size_t n_chunks = bounds.size() - 1;
+  const std::vector<Piece> pieces = pieces_of(spans, 0, span_entries(spans));
+  const auto np = static_cast<std::int64_t>(pieces.size());
+  auto chunk_of = [&](std::uint32_t target) {
+    return static_cast<std::size_t>(std::upper_bound(bounds.begin(), bounds.end(), target) - bounds.begin()) - 1;
+  };
+  // Pass 1: tasks per (piece, chunk), a mutual entry as its two tasks; bad tasks are
+  // reported before anything is written.
+  std::vector<std::size_t> cursor(pieces.size() * n_chunks, 0);
+  bool bad = false;
+#pragma omp parallel for schedule(dynamic, 8) reduction(|| : bad)
+  for (std::int64_t p = 0; p < np; ++p) {
+    const Piece& pc = pieces[static_cast<std::size_t>(p)];
+    const InteractionTask* t = spans[pc.span].data + pc.offset;
+    std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_chunks;
+    for (std::size_t q = 0; q < pc.size; ++q) {
+      if (!task_ok(t[q], nl)) {
+        bad = true;
+        continue;
+      }
+      ++c[chunk_of(t[q].target)];
+      if (t[q].flags & kMutualTask) ++c[chunk_of(t[q].source)];
+    }
+  }
+  if (bad)
+    for (const Piece& pc : pieces)
+      for (std::size_t q = 0; q < pc.size; ++q)
+        if (!task_ok(spans[pc.span].data[pc.offset + q], nl)) bad_task(spans[pc.span].data[pc.offset + q], nl);
+  // Chunk-major exclusive prefix: chunk k's tasks from piece p start at cursor[p][k].
+  offsets.assign(n_chunks + 1, 0);
+  std::size_t run = 0;
+  for (std::size_t k = 0; k < n_chunks; ++k) {
+    offsets[k] = run;
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      const std::size_t c = cursor[p * n_chunks + k];
+      cursor[p * n_chunks + k] = run;
+      run += c;
+    }
+  }
+  offsets[n_chunks] = run;
+  std::uint64_t pairs = 0;
+#pragma omp parallel for schedule(dynamic, 8) reduction(+ : pairs)
+  for (std::int64_t p = 0; p < np; ++p) {
+    const Piece& pc = pieces[static_cast<std::size_t>(p)];
+    const InteractionTask* t = spans[pc.span].data + pc.offset;
+    std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_chunks;
+    std::uint64_t sum = 0;
+    for (std::size_t q = 0; q < pc.size; ++q) {
+      const InteractionTask& task = t[q];
+      const std::uint64_t pair = std::uint64_t{leaves[task.target].count} * leaves[task.source].count;
+      std::size_t at = c[chunk_of(task.target)]++;
+      targets[at] = task.target;
+      packed[at] = pack_source(task.source, task.image);
+      sum += pair;
+      if (task.flags & kMutualTask) {   // the reverse task, right after in expanded order
+        const std::int8_t back[3] = {static_cast<std::int8_t>(-task.image[0]), static_cast<std::int8_t>(-task.image[1]),
+                                     static_cast<std::int8_t>(-task.image[2])};
+        at = c[chunk_of(task.source)]++;
+        targets[at] = task.source;
+        packed[at] = pack_source(task.target, back);
+        sum += pair;
+      }
+    }
+    pairs += sum;
+  }
+  return {pairs, run};
 }
 
 template <typename R>
@@ -83,10 +277,12 @@ void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& ac
 
 double p2p_interaction_count(const std::vector<Leaf>& leaves,
                              const std::vector<InteractionTask>& tasks) {
-  double sum = 0;
-  for (const InteractionTask& t : tasks)
-    sum += double(leaves[t.target].count) * double(leaves[t.source].count);
-  return sum;
+  const auto n = static_cast<std::int64_t>(tasks.size());
+  std::uint64_t sum = 0;   // integer: exact, so the same for any thread count
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+  for (std::int64_t q = 0; q < n; ++q)
+    sum += std::uint64_t{leaves[tasks[q].target].count} * leaves[tasks[q].source].count;
+  return static_cast<double>(sum);
 }
 
 std::uint32_t max_leaf_count(const std::vector<Leaf>& leaves) {

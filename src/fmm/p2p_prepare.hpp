@@ -17,9 +17,40 @@ namespace orbis {
 
 // Fails (orbis::Error) on settings or inputs the kernels cannot honour: r_s, r_cut or the
 // box not positive, r_cut >= box/2, taylor_order outside -1..4, a table of < 2 nodes,
-// missing arrays, a leaf outside the particle array or larger than max_leaf_count.
+// missing arrays, a leaf outside the particle array or larger than max_leaf_count, a task
+// referring to a leaf that does not exist (tasks checked in parallel).
 void check_p2p_call(const P2PSettings& settings, const P2PInput& input,
                     std::uint32_t max_leaf_count);
+// The same without the per-task check (for a backend that checks tasks as it packs them:
+// pack_p2p_tasks). Accepts input.task_spans in place of input.tasks.
+void check_p2p_settings(const P2PSettings& settings, const P2PInput& input,
+                        std::uint32_t max_leaf_count);
+
+// The task list of a call as spans: input.task_spans, or one span over *input.tasks.
+std::vector<TaskSpan> task_spans_of(const P2PInput& input);
+// Entries of the spans (a kMutualTask entry is one entry and two tasks).
+std::size_t span_entries(const std::vector<TaskSpan>& spans);
+
+struct PackedCount {
+  std::uint64_t pairs = 0;     // particle pairs, sum of count_target * count_source per task
+  std::uint64_t tasks = 0;     // tasks, a mutual entry counted twice
+};
+
+// The GPU upload format: entries [begin, end) of the concatenation of `spans` as
+// targets[q - begin] (kMutualBit set for a mutual entry, which the device expands) and
+// packed sources packed[q - begin] (pack_source, tasks.hpp). OpenMP. Fails on a target or
+// source >= leaves.size(), leaves beyond 2^26, or an image outside -1..1.
+PackedCount pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
+                           const std::vector<Leaf>& leaves, std::uint32_t* targets, std::uint32_t* packed);
+// All tasks, expanded (no kMutualBit) and reordered by chunk of targets: chunk c holds the
+// tasks whose target lies in [bounds[c], bounds[c + 1]), in expanded input order, at
+// [offsets[c], offsets[c + 1]).
+PackedCount pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std::vector<Leaf>& leaves,
+                                   const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
+                                   std::uint32_t* packed, std::vector<std::size_t>& offsets);
+// Tasks per target leaf, expanded (targets >= n_leaves are not counted; pack_p2p_tasks*
+// fail on them).
+std::vector<std::uint64_t> tasks_per_target(const std::vector<TaskSpan>& spans, std::size_t n_leaves);
 
 // Structure of arrays in tree order; particles in no leaf get 0.
 template <typename R>
@@ -50,7 +81,7 @@ inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& 
 // download); OpenMP copy, here because nvcc-compiled files do not get OpenMP.
 void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& acc);
 
-// Pairs evaluated: sum over tasks of count_i * count_j.
+// Pairs evaluated: sum over tasks of count_i * count_j (exact integer sum, OpenMP).
 double p2p_interaction_count(const std::vector<Leaf>& leaves,
                              const std::vector<InteractionTask>& tasks);
 

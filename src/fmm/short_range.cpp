@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
-#include <thread>
 
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -48,34 +46,49 @@ ShortRangeSettings checked(const ShortRangeSettings& s) {
 }  // namespace
 
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
-    : settings_(checked(settings)), ops_(settings.multipole_order, settings.r_s) {}
+    : settings_(checked(settings)),
+      ops_(settings.multipole_order, settings.r_s),
+      m2l_batch_(settings.multipole_order, settings.r_s) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {
+  begin(positions, p2p);
+  return end(acc);
+}
+
+void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p) {
+  if (p2p_) fail("short-range solver: begin() called twice without end()");
   const ShortRangeSettings& s = settings_;
   const double box = s.box_mpc_h;
-  for (const Vec3d& x : positions)
-    if (!(x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box))
-      fail("short-range solver: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, box);
+  const auto n = static_cast<std::int64_t>(positions.size());
+  bool inside = true;
+#pragma omp parallel for schedule(static) reduction(&& : inside)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Vec3d& x = positions[static_cast<std::size_t>(i)];
+    inside = inside && x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box;
+  }
+  if (!inside)
+    for (const Vec3d& x : positions)
+      if (!(x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box))
+        fail("short-range solver: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, box);
 
-  ShortRangeStats stats;
-  Stopwatch total, phase;
+  stats_ = ShortRangeStats{};
+  total_.restart();
+  Stopwatch phase;
   tree_.build(positions, s.max_leaf);
-  stats.tree_seconds = phase.seconds();
-
-  phase.restart();
-  multipoles_.compute(tree_, s.multipole_order);
-  stats.multipole_seconds = phase.seconds();
+  stats_.tree_seconds = phase.seconds();
 
   // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
   // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
   const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
+  // A backend that expands and groups on its own and reads the walk's buffers in place
+  // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
+  const bool spans = p2p.accepts_task_spans();
   phase.restart();
-  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_);
-  stats.walk_seconds = phase.seconds();
+  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_,
+            spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped);
+  stats_.walk_seconds = phase.seconds();
 
-  // P2P writes every particle of every target leaf; the far field goes to its own buffer
-  // and is added afterwards (the same sum whether or not the two overlap).
   P2PSettings ps;
   ps.box_mpc_h = box;
   ps.r_s = s.r_s;
@@ -85,56 +98,66 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   ps.taylor_order = s.taylor_order;
   ps.table_size = s.taylor_table_size;
   ps.double_precision = s.p2p_double;
-  const P2PInput in{&tree_.positions(), &tree_.leaves(), &tasks_.p2p};
-  P2PStats p2p_stats;
-  auto run_p2p = [&] {
-    Stopwatch watch;
-    acc_tree_.assign(positions.size(), Vec3d{0, 0, 0});
-    p2p_stats = p2p.evaluate(ps, in, acc_tree_);
-    stats.p2p_seconds = watch.seconds();
-  };
-  auto run_far = [&] {
-    Stopwatch watch;
-    evaluate_far_field(far_);
-    stats.m2l_seconds = watch.seconds();
-  };
+  P2PInput in{&tree_.positions(), &tree_.leaves(), spans ? nullptr : &tasks_.p2p,
+              spans ? &walk_.p2p_spans() : nullptr};
+  p2p_ = &p2p;
   if (s.overlap_p2p) {
-    std::exception_ptr p2p_error;
-    std::thread worker([&] {
-      try {
-        run_p2p();
-      } catch (...) {
-        p2p_error = std::current_exception();
-      }
-    });
-    try {
-      run_far();
-    } catch (...) {
-      worker.join();
-      throw;
-    }
-    worker.join();
-    if (p2p_error) std::rethrow_exception(p2p_error);
+    // The CUDA backend queues its work and returns; the CPU one only records the call.
+    phase.restart();
+    p2p.start(ps, in);
+    stats_.p2p_seconds = phase.seconds();
   } else {
-    run_p2p();
-    run_far();
+    phase.restart();
+    p2p_stats_ = p2p.evaluate(ps, in, acc_tree_);
+    stats_.p2p_seconds = phase.seconds();
   }
-  if (acc_tree_.size() != positions.size())
+}
+
+ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
+  if (!p2p_) fail("short-range solver: end() without begin()");
+  P2PEvaluator& p2p = *p2p_;
+  p2p_ = nullptr;
+  // The walk needs no multipoles (only boxes, centres and radii), so they are computed
+  // here, while the GPU works on P2P. P2P writes every particle of every target leaf; the
+  // far field goes to its own buffer and is added afterwards (the same sum either way).
+  // Only the M2L sources' moments are needed (and their subtrees', for M2M): in a smooth
+  // field, where r_cut keeps every pair within a few leaves, there are none at all.
+  Stopwatch phase;
+  const auto& m2l = tasks_.m2l;
+  needed_.assign(tree_.nodes().size(), 0);
+  const auto n_m2l = static_cast<std::int64_t>(m2l.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t q = 0; q < n_m2l; ++q)   // the same byte from several threads: atomic
+    __atomic_store_n(&needed_[m2l[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
+                     __ATOMIC_RELAXED);
+  multipoles_.compute(tree_, settings_.multipole_order, &needed_);
+  stats_.multipole_seconds = phase.seconds();
+  phase.restart();
+  evaluate_far_field(far_);
+  stats_.m2l_seconds = phase.seconds();
+  if (settings_.overlap_p2p) {
+    phase.restart();
+    p2p_stats_ = p2p.finish(acc_tree_);
+    stats_.p2p_seconds += phase.seconds();
+  }
+  const std::size_t n = tree_.size();
+  if (acc_tree_.size() != n)
     fail("short-range solver: the P2P evaluator '{}' returned {} accelerations for {} particles",
-         p2p.name(), acc_tree_.size(), positions.size());
-  for (std::size_t t = 0; t < acc_tree_.size(); ++t) acc_tree_[t] += far_[t];
-
-  acc.resize(positions.size());
+         p2p.name(), acc_tree_.size(), n);
+  acc.resize(n);
   const auto& order = tree_.order();
-  for (std::size_t t = 0; t < order.size(); ++t) acc[order[t]] = acc_tree_[t];
+  const auto ni = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < ni; ++t) acc[order[t]] = acc_tree_[t] + far_[t];
 
-  stats.total_seconds = total.seconds();
-  stats.p2p_interactions = p2p_stats.interactions;
+  ShortRangeStats stats = stats_;
+  stats.total_seconds = total_.seconds();
+  stats.p2p_interactions = p2p_stats_.interactions;
   stats.m2l_interactions = static_cast<double>(tasks_.m2l.size());
   stats.nodes = tree_.nodes().size();
   stats.leaves = tree_.leaves().size();
-  stats.p2p_tasks = tasks_.p2p.size();
-  stats.p2p_where = p2p_stats.where;
+  stats.p2p_tasks = walk_.p2p_count();
+  stats.p2p_where = p2p_stats_.where;
   return stats;
 }
 
@@ -143,28 +166,35 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const double box = settings_.box_mpc_h;
   const int nl = ops_.local_size();
   const std::size_t n_nodes = nodes.size();
-  local_.assign(n_nodes * static_cast<std::size_t>(nl), 0.0);
-  active_.assign(n_nodes, 0);
+  // Sized only; every entry is written below, by the thread that owns the node (a parallel
+  // first touch instead of a serial memset of tens of MB).
+  local_.resize(n_nodes * static_cast<std::size_t>(nl));
+  active_.resize(n_nodes);
   const auto& offsets = walk_.m2l_offsets();
   const auto& m2l = tasks_.m2l;
 
-  // M2L: one thread per target node sums its sources in list order (no atomics).
+  // M2L: one thread per target node sums its sources in list order, eight at a time
+  // (fmm/m2l_batch.hpp); no atomics, the same sums for any thread count.
 #pragma omp parallel
   {
-    FmmOperators::Scratch scratch(ops_);
+    std::vector<const double*> sources;
+    std::vector<Vec3d> R;
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
       const auto begin = offsets[static_cast<std::size_t>(t)], end = offsets[static_cast<std::size_t>(t) + 1];
+      std::fill_n(local_.data() + static_cast<std::size_t>(t) * nl, nl, 0.0);
+      active_[static_cast<std::size_t>(t)] = begin < end;
       if (begin == end) continue;
-      active_[static_cast<std::size_t>(t)] = 1;
-      double* local = local_.data() + static_cast<std::size_t>(t) * nl;
       const Vec3d& zt = nodes[static_cast<std::size_t>(t)].centre;
+      sources.resize(end - begin);
+      R.resize(end - begin);
       for (auto q = begin; q < end; ++q) {
         const InteractionTask& task = m2l[q];
         const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
-        const Vec3d R = (zt - nodes[task.source].centre) - shift;   // as in the walk
-        ops_.m2l(multipoles_.of(static_cast<int>(task.source)), R, local, scratch);
+        sources[q - begin] = multipoles_.of(static_cast<int>(task.source));
+        R[q - begin] = (zt - nodes[task.source].centre) - shift;   // as in the walk
       }
+      m2l_batch_.apply(sources.data(), R.data(), end - begin, local_.data() + static_cast<std::size_t>(t) * nl);
     }
   }
 
@@ -184,16 +214,15 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
 
   // L2P: the gradient of each leaf's expansion at its particles, times G m.
   const auto& pos = tree_.positions();
-  far.assign(pos.size(), Vec3d{0, 0, 0});
+  far.resize(pos.size());   // the leaves cover every particle: each is written below
   const auto& leaf_node = tree_.leaf_node();
   const double g_mass = settings_.g_mass;
 #pragma omp parallel for schedule(dynamic, 16)
   for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
     const auto n = static_cast<std::size_t>(leaf_node[static_cast<std::size_t>(l)]);
-    if (!active_[n]) continue;
     const double* local = local_.data() + n * nl;
     for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t)
-      far[t] = g_mass * ops_.l2p(local, pos[t] - nodes[n].centre);
+      far[t] = active_[n] ? g_mass * ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};
   }
 }
 

@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/timer.hpp"
 #include "core/vec3.hpp"
 #include "fmm/expansions.hpp"
+#include "fmm/m2l_batch.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/walk.hpp"
 #include "tree/multipoles.hpp"
@@ -38,10 +40,11 @@ struct ShortRangeSettings {
   int taylor_order = 3;        // P2P T(x) table order (-1: exact erfc)
   int taylor_table_size = 512;
   bool p2p_double = false;     // P2P arithmetic in double
-  // Run the P2P evaluator on its own host thread while M2L/L2L/L2P run on the OpenMP
-  // threads (for the CUDA backend, whose host thread mostly waits on the GPU). Off for the
-  // CPU backend, which would compete for the same cores. Results are bitwise the same.
-  bool overlap_p2p = false;
+  // Start the P2P evaluator before M2L/L2L/L2P and finish it after (P2PEvaluator::start/
+  // finish): the CUDA backend then computes while the CPU does the far field (and whatever
+  // the caller does between begin() and end()); the CPU backend evaluates in finish().
+  // Off: evaluate() in begin(). Results are bitwise the same.
+  bool overlap_p2p = true;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
@@ -54,8 +57,9 @@ struct ShortRangeStats {
   double multipole_seconds = 0;   // P2M + M2M
   double walk_seconds = 0;        // dual-tree walk + grouping of the task lists
   double m2l_seconds = 0;         // M2L + L2L + L2P
-  double p2p_seconds = 0;         // the evaluator's call, as measured here (overlapping
-                                  // m2l_seconds when overlap_p2p is set)
+  double p2p_seconds = 0;         // time in the evaluator's calls on this thread (start +
+                                  // finish: for the CUDA backend, host preparation and the
+                                  // wait for the device after the far field)
   double total_seconds = 0;
   double p2p_interactions = 0;    // particle pairs evaluated in P2P (both directions)
   double m2l_interactions = 0;    // M2L tasks (node pairs, one direction each)
@@ -72,11 +76,19 @@ class ShortRangeSolver {
   // (km/s)^2 Mpc/h), in the caller's order. positions in [0, box), Mpc/h.
   ShortRangeStats compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, std::vector<Vec3d>& acc);
 
+  // compute() in two halves, so the caller can work while the P2P runs (the PM, in the run
+  // loop): begin() builds the tree, walks, and starts the P2P; end() computes the
+  // multipoles and M2L/L2L/L2P, finishes the P2P and returns what compute() returns.
+  // positions and p2p must stay alive and unchanged in between.
+  void begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p);
+  ShortRangeStats end(std::vector<Vec3d>& acc);
+
   const ShortRangeSettings& settings() const { return settings_; }
   // The state of the last compute() (for tests and diagnostics).
   const OrbTree& tree() const { return tree_; }
   const Multipoles& multipoles() const { return multipoles_; }
   const TaskLists& tasks() const { return tasks_; }
+  const DualTreeWalk& walk() const { return walk_; }
 
  private:
   void evaluate_far_field(std::vector<Vec3d>& far);
@@ -87,9 +99,16 @@ class ShortRangeSolver {
   DualTreeWalk walk_;
   TaskLists tasks_;
   FmmOperators ops_;
+  M2LBatch m2l_batch_;
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
+  std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)
   std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order
+  // Between begin() and end().
+  P2PEvaluator* p2p_ = nullptr;
+  ShortRangeStats stats_;
+  P2PStats p2p_stats_;
+  Stopwatch total_;
 };
 
 }  // namespace orbis

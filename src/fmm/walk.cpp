@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
+#include "fmm/p2p_grouping.hpp"
 
 namespace orbis {
 namespace {
@@ -11,18 +13,11 @@ namespace {
 // the thread count) so the task lists never depend on the number of threads.
 constexpr std::size_t kFrontierPairs = 2048;
 
-// Counting sort of the chunks' tasks by target, stable (chunk order, then emission order).
-void group_by_target(const std::vector<TaskLists>& chunks, std::size_t n_chunks,
-                     std::vector<InteractionTask> TaskLists::*member, std::size_t n_targets,
-                     std::vector<std::size_t>& offsets, std::vector<InteractionTask>& out) {
-  offsets.assign(n_targets + 1, 0);
-  for (std::size_t c = 0; c < n_chunks; ++c)
-    for (const auto& task : chunks[c].*member) ++offsets[task.target + 1];
-  for (std::size_t i = 0; i < n_targets; ++i) offsets[i + 1] += offsets[i];
-  out.resize(offsets[n_targets]);
-  std::vector<std::size_t> cursor(offsets.begin(), offsets.end() - 1);
-  for (std::size_t c = 0; c < n_chunks; ++c)
-    for (const auto& task : chunks[c].*member) out[cursor[task.target]++] = task;
+// Tasks of a list, a mutual one counted twice.
+std::size_t expanded_size(const std::vector<InteractionTask>& list) {
+  std::size_t n = list.size();
+  for (const InteractionTask& t : list) n += (t.flags & kMutualTask) ? 1 : 0;
+  return n;
 }
 
 }  // namespace
@@ -38,25 +33,30 @@ void check_walk_settings(const WalkSettings& s) {
 }
 
 struct DualTreeWalk::Context {
-  const std::vector<TreeNode>& nodes;
-  double box, r_cut, r_cut2, theta2;
+  const std::vector<WalkNode>& nodes;
+  double box, half_box, r_cut, r_cut2, theta2;
+  bool half_p2p;
 
   // Classifies the pair: emits its task(s) and returns 0, or writes the pairs it splits
   // into to `split` and returns how many. A pair of distinct nodes is mutual: each task is
   // emitted for both directions (source image negated); (t, t) is a node with itself.
   int step(std::int32_t t, std::int32_t s, TaskLists& out, Pair* split) const {
     const bool mutual = t != s;
-    const TreeNode& T = nodes[static_cast<std::size_t>(t)];
-    const TreeNode& S = nodes[static_cast<std::size_t>(s)];
-    const Vec3d tc = T.box_centre(), sc = S.box_centre();
-    const Vec3d th = T.half_width(), sh = S.half_width();
+    const WalkNode& T = nodes[static_cast<std::size_t>(t)];
+    const WalkNode& S = nodes[static_cast<std::size_t>(s)];
+    const Vec3d& tc = T.box_centre;
+    const Vec3d& sc = S.box_centre;
+    const Vec3d& th = T.half_width;
+    const Vec3d& sh = S.half_width;
     double raw[3], half[3], gap2 = 0, far2 = 0;
     std::int8_t image[3];
     bool unique = true;
     for (int d = 0; d < 3; ++d) {
       // Swapping T and S negates every quantity exactly: the decision is symmetric.
       raw[d] = sc[d] - tc[d];
-      const double e = -std::nearbyint(raw[d] / box);
+      // Centres lie in [0, L): |raw| < L, so the nearest image is -1, 0 or +1 (a tie at
+      // exactly L/2 keeps 0, as nearbyint's round-half-even would).
+      const double e = raw[d] > half_box ? -1.0 : (raw[d] < -half_box ? 1.0 : 0.0);
       const double dc = std::fabs(raw[d] + e * box);
       half[d] = th[d] + sh[d];
       if (dc > half[d]) gap2 += (dc - half[d]) * (dc - half[d]);
@@ -80,7 +80,7 @@ struct DualTreeWalk::Context {
     if (T.is_leaf() && S.is_leaf()) {
       const auto tl = static_cast<std::uint32_t>(T.leaf), sl = static_cast<std::uint32_t>(S.leaf);
       if (unique) {
-        emit(out.p2p, tl, sl, image, mutual);
+        emit_p2p(out.p2p, tl, sl, image, mutual);
         return 0;
       }
       // Several images can come within r_cut (a leaf comparable to L/2 - r_cut): one task
@@ -101,7 +101,7 @@ struct DualTreeWalk::Context {
             // For a leaf with itself the loop already visits every image and its negation.
             const std::int8_t e[3] = {static_cast<std::int8_t>(ex), static_cast<std::int8_t>(ey),
                                       static_cast<std::int8_t>(ez)};
-            emit(out.p2p, tl, sl, e, mutual);
+            emit_p2p(out.p2p, tl, sl, e, mutual);
           }
       return 0;
     }
@@ -128,6 +128,16 @@ struct DualTreeWalk::Context {
     return n;
   }
 
+  // P2P: in half mode a mutual pair is one task flagged kMutualTask (the backend expands
+  // it into the same two tasks, in the same order).
+  void emit_p2p(std::vector<InteractionTask>& list, std::uint32_t t, std::uint32_t s,
+                const std::int8_t image[3], bool mutual) const {
+    if (half_p2p && mutual)
+      list.push_back(InteractionTask{t, s, {image[0], image[1], image[2]}, kMutualTask});
+    else
+      emit(list, t, s, image, mutual);
+  }
+
   static void emit(std::vector<InteractionTask>& list, std::uint32_t t, std::uint32_t s,
                    const std::int8_t image[3], bool mutual) {
     list.push_back(InteractionTask{t, s, {image[0], image[1], image[2]}, 0});
@@ -144,11 +154,24 @@ struct DualTreeWalk::Context {
   }
 };
 
-void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists) {
+void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
+                       P2POutput output) {
   check_walk_settings(settings);
-  const Context ctx{tree.nodes(), settings.box_mpc_h, settings.r_cut, settings.r_cut * settings.r_cut,
-                    settings.theta * settings.theta};
+  const bool half = output == P2POutput::kHalfSpans;
+  // What the pair test reads, 96 bytes a node instead of TreeNode's 120 (and the box
+  // centre and half width computed once, not per pair).
+  const auto& tn = tree.nodes();
+  walk_nodes_.resize(tn.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(tn.size()); ++i) {
+    const TreeNode& node = tn[static_cast<std::size_t>(i)];
+    walk_nodes_[static_cast<std::size_t>(i)] =
+        WalkNode{node.box_centre(), node.half_width(), node.centre, node.radius, node.left, node.right, node.leaf};
+  }
+  const Context ctx{walk_nodes_, settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
+                    settings.r_cut * settings.r_cut, settings.theta * settings.theta, half};
 
+  Stopwatch watch;
   if (chunks_.empty()) chunks_.resize(1);
   TaskLists& top = chunks_[0];
   top.p2p.clear();
@@ -166,6 +189,7 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
 
   const std::size_t n_chunks = frontier_.size() + 1;
   if (chunks_.size() < n_chunks) chunks_.resize(n_chunks);
+  p2p_tasks_.assign(n_chunks, 0);
   const long n_frontier = static_cast<long>(frontier_.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (long i = 0; i < n_frontier; ++i) {
@@ -173,10 +197,32 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
     out.p2p.clear();
     out.m2l.clear();
     ctx.recurse(frontier_[static_cast<std::size_t>(i)].target, frontier_[static_cast<std::size_t>(i)].source, out);
+    p2p_tasks_[static_cast<std::size_t>(i) + 1] = expanded_size(out.p2p);
   }
+  p2p_tasks_[0] = expanded_size(chunks_[0].p2p);   // (top dangles once chunks_ grew)
+  traverse_seconds_ = watch.seconds();
+  watch.restart();
 
-  group_by_target(chunks_, n_chunks, &TaskLists::p2p, tree.leaves().size(), p2p_offsets_, lists.p2p);
-  group_by_target(chunks_, n_chunks, &TaskLists::m2l, tree.nodes().size(), m2l_offsets_, lists.m2l);
+  // M2L grouped by target node (the far field sums per target). P2P as spans of the
+  // chunks in walk order (a backend that groups on its own reads them in place), and,
+  // unless in half mode, grouped by target leaf into lists.p2p (the P2PInput::tasks
+  // contract).
+  std::vector<TaskSpan> m2l_spans(n_chunks);
+  p2p_spans_.resize(n_chunks);
+  for (std::size_t c = 0; c < n_chunks; ++c) {
+    m2l_spans[c] = TaskSpan{chunks_[c].m2l.data(), chunks_[c].m2l.size()};
+    p2p_spans_[c] = TaskSpan{chunks_[c].p2p.data(), chunks_[c].p2p.size()};
+  }
+  p2p_count_ = 0;
+  for (std::size_t c = 0; c < n_chunks; ++c) p2p_count_ += p2p_tasks_[c];
+  group_spans_by_target(m2l_spans, tree.nodes().size(), 0, m2l_offsets_, lists.m2l, scratch_);
+  if (!half) {
+    group_spans_by_target(p2p_spans_, tree.leaves().size(), 0, p2p_offsets_, lists.p2p, scratch_);
+  } else {
+    lists.p2p.clear();
+    p2p_offsets_.clear();
+  }
+  group_seconds_ = watch.seconds();
 }
 
 }  // namespace orbis

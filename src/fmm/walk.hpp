@@ -19,13 +19,16 @@
 // is covered once and M2L is applied both ways, which conserves momentum
 // (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
 //
-// The top of the walk runs serially to a frontier of pairs, which are walked in parallel;
-// tasks are then gathered in frontier order and grouped by target with a stable counting
-// sort, so the lists are identical for any thread count.
+// The top of the walk runs serially to a frontier of pairs, which are walked in parallel,
+// each into its own buffer ("chunk"). The lists are grouped by target with a stable
+// parallel counting sort of the chunks in frontier order (fmm/p2p_grouping.hpp); the P2P
+// chunks are also available as they are (walk order). All are identical for any thread
+// count.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "fmm/p2p_grouping.hpp"
 #include "fmm/tasks.hpp"
 #include "tree/orb_tree.hpp"
 
@@ -39,22 +42,51 @@ struct WalkSettings {
 
 class DualTreeWalk {
  public:
-  // Fills `lists` (overwritten): p2p grouped by target leaf, m2l by target node, each group
-  // in increasing target order. Throws if r_cut >= box/2.
-  void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists);
+  // kGrouped: lists.p2p grouped by target leaf, p2p_spans() the same tasks in walk order.
+  // kHalfSpans: lists.p2p left empty and each mutual P2P pair one task flagged
+  // kMutualTask in p2p_spans(), for a backend that expands and groups on its own (the
+  // CUDA one, on the device): half the P2P tasks to write, read and upload, and no host
+  // pass over the largest array of the step.
+  enum class P2POutput { kGrouped, kHalfSpans };
 
-  // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l; m2l_offsets() per node.
+  // Fills `lists` (overwritten): p2p (see P2POutput) and m2l grouped by target, each group
+  // in increasing target order. Throws if r_cut >= box/2.
+  void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
+           P2POutput output = P2POutput::kGrouped);
+
+  // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
+  // m2l_offsets() per node.
   const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
   const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
+  // The P2P tasks of the last run as consecutive spans in walk order (lists.p2p holds the
+  // same tasks, expanded, grouped by target, stably); valid until the next run.
+  const std::vector<TaskSpan>& p2p_spans() const { return p2p_spans_; }
+  // P2P tasks, a mutual one counted twice.
+  std::size_t p2p_count() const { return p2p_count_; }
+  // The last run's time in the pair traversal and in grouping the lists (seconds).
+  double traverse_seconds() const { return traverse_seconds_; }
+  double group_seconds() const { return group_seconds_; }
 
  private:
   struct Pair {
     std::int32_t target, source;
   };
+  struct WalkNode {
+    Vec3d box_centre, half_width, centre;
+    double radius;
+    std::int32_t left, right, leaf;
+    bool is_leaf() const { return left < 0; }
+  };
+  std::vector<WalkNode> walk_nodes_;
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;
   std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
+  std::vector<TaskSpan> p2p_spans_;
+  std::vector<std::size_t> p2p_tasks_;   // per chunk, expanded
+  std::size_t p2p_count_ = 0;
+  double traverse_seconds_ = 0, group_seconds_ = 0;
+  std::vector<InteractionTask> scratch_;
 };
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.

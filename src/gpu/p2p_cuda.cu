@@ -1,9 +1,19 @@
 // The CUDA P2P evaluator: host preparation, uploads, device grouping, the kernel and the
 // download, all queued on one stream so that start() returns while the GPU works.
+//
+// Tasks travel packed (8 bytes: target, source | image) from pinned memory, in slices: the
+// host packs slice i + 1 (OpenMP) while slice i is copied, and the walk's buffers are read
+// in place (P2PInput::task_spans), so the step never concatenates its task list. Device
+// memory is planned before any allocation: particles, leaves and accelerations must fit
+// (else a clear error); the tasks are processed in chunks of whole target leaves when they
+// do not fit all at once, each chunk sorted and evaluated apart, which writes each target
+// once and gives bitwise the same sums as one chunk.
 #include "gpu/p2p_cuda.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -55,12 +65,12 @@ struct CudaP2PEvaluator::Impl {
   int sm_count = 0;
   std::size_t smem_optin = 0;
   cudaStream_t stream = nullptr;
-  cudaEvent_t ev[5] = {};
+  std::vector<cudaEvent_t> events;   // 4 per chunk + 2, created on demand
 
   gpu::DeviceGrouping grouping;
   DeviceArray<float> pos_f;          // x | y | z, n each
   DeviceArray<double> pos_d;
-  DeviceArray<InteractionTask> tasks;
+  DeviceArray<std::uint32_t> task_targets, task_sources;   // one chunk, as uploaded
   DeviceArray<gpu::DeviceLeaf> leaves;
   DeviceArray<double> acc;           // 3n
   DeviceArray<float2> table_f;       // {T_i, E_i}
@@ -75,6 +85,8 @@ struct CudaP2PEvaluator::Impl {
   DeviceArray<unsigned long long> counters;
   PinnedArray<unsigned char> host_pos;
   PinnedArray<double> host_acc;
+  PinnedArray<std::uint32_t> host_targets, host_sources;   // all tasks, packed
+  std::size_t max_chunk_tasks = 0;   // test hook: 0 = as device memory allows
 
   bool pending = false;
   bool count = false;
@@ -84,9 +96,18 @@ struct CudaP2PEvaluator::Impl {
   Stopwatch wall;
   CudaP2PTimings timings;
   CudaP2POccupancy occupancy;
+  std::size_t n_chunks = 1;
 
   template <typename R> void queue(const P2PSettings& s, const P2PInput& in);
   template <typename R> void ensure_table(int size);
+  cudaEvent_t event(std::size_t i) {
+    while (events.size() <= i) {
+      cudaEvent_t e;
+      ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+      events.push_back(e);
+    }
+    return events[i];
+  }
 };
 
 template <typename R>
@@ -118,15 +139,44 @@ void CudaP2PEvaluator::Impl::ensure_table(int size) {
   current = size;
 }
 
+namespace {
+
+// Tasks per host slice of the single-chunk upload: packed on the host while the previous
+// slice is in flight (32 MB of packed tasks per slice).
+constexpr std::size_t kSliceTasks = std::size_t{1} << 22;
+// Device memory kept free for the CUDA context, CUB's temporaries and fragmentation.
+constexpr std::size_t kMargin = std::size_t{256} << 20;
+
+// Greedy chunks of consecutive target leaves holding at most `cap` tasks each.
+std::vector<std::uint32_t> chunk_bounds(const std::vector<std::uint64_t>& per_target, std::size_t cap) {
+  std::vector<std::uint32_t> bounds{0};
+  std::uint64_t in_chunk = 0;
+  for (std::size_t l = 0; l < per_target.size(); ++l) {
+    if (per_target[l] > cap)
+      fail("P2P: target leaf {} alone has {} tasks, more than the {} the GPU's free memory holds at "
+           "once: lower [gravity] max_leaf or free device memory",
+           l, per_target[l], cap);
+    if (in_chunk + per_target[l] > cap) {
+      bounds.push_back(static_cast<std::uint32_t>(l));
+      in_chunk = 0;
+    }
+    in_chunk += per_target[l];
+  }
+  bounds.push_back(static_cast<std::uint32_t>(per_target.size()));
+  return bounds;
+}
+
+}  // namespace
+
 template <typename R>
 void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   const std::vector<Vec3d>& pos = *in.positions;
   const std::vector<Leaf>& host_leaves = *in.leaves;
-  const std::vector<InteractionTask>& host_tasks = *in.tasks;
-  const std::size_t n = pos.size(), nl = host_leaves.size(), nt = host_tasks.size();
-  if (nt > static_cast<std::size_t>(INT_MAX))
-    fail("P2P: {} tasks in one call exceed the GPU grouping's limit of {}; split the call", nt,
-         INT_MAX);
+  const std::vector<TaskSpan> spans = task_spans_of(in);
+  const std::size_t n = pos.size(), nl = host_leaves.size(), entries = span_entries(spans);
+  // Tasks after expansion: the walk's spans hold mutual pairs as one entry (at most twice
+  // as many tasks), a plain list never does. Exact once packed.
+  const std::size_t nt_plan = in.task_spans ? 2 * entries : entries;
 
   // Shared memory for the table; beyond the default 48 KB it must be opted into.
   const bool coef = coef_form && s.taylor_order >= 0;
@@ -143,90 +193,147 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
     ORBIS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(table_bytes)));
 
-  // Memory check before any allocation: a clear message instead of a failed cudaMalloc.
+  // Device memory plan, before any allocation. Particle arrays must fit whole; the tasks of
+  // one chunk take 8 bytes each as uploaded, 8 more as expanded (the sort's other buffer)
+  // and up to 4 for the expansion's scan.
   DeviceArray<R>& dpos = *[&] {
     if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
   }();
-  const std::size_t need = dpos.growth_bytes(3 * n) + acc.growth_bytes(3 * n) +
-                           tasks.growth_bytes(nt) + leaves.growth_bytes(nl) +
-                           grouping.growth_bytes(nt, nl) + (std::size_t{16} << 20);
   std::size_t free_bytes = 0, total_bytes = 0;
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (need > free_bytes)
-    fail("P2P on GPU {} ({}) needs {:.2f} GiB more device memory for {} particles and {} tasks, "
-         "but {:.2f} GiB of {:.2f} GiB are free: run on more MPI ranks (fewer particles each), "
-         "raise [gravity] max_leaf (fewer, larger tasks) or use [gpu] p2p_precision = \"float\"",
-         device, name, gib(need), n, nt, gib(free_bytes), gib(total_bytes));
+  const std::size_t held = dpos.capacity() * sizeof(R) + acc.capacity() * sizeof(double) +
+                           leaves.capacity() * sizeof(gpu::DeviceLeaf) +
+                           (task_targets.capacity() + task_sources.capacity()) * sizeof(std::uint32_t) +
+                           grouping.held_bytes();
+  const std::size_t usable = free_bytes + held > kMargin ? free_bytes + held - kMargin : 0;
+  auto padded = [](std::size_t bytes) { return bytes + bytes / 8 + 64; };
+  const std::size_t fixed = padded(3 * n * sizeof(R)) + padded(3 * n * sizeof(double)) +
+                            padded(nl * sizeof(gpu::DeviceLeaf)) + padded(4 * nl * 6 * sizeof(std::uint32_t)) +
+                            (std::size_t{16} << 20);   // groups (per target leaf), tables, counters
+  if (fixed > usable)
+    fail("P2P on GPU {} ({}) needs {:.2f} GiB of device memory for {} particles and {} leaves, but "
+         "{:.2f} GiB of {:.2f} GiB are free: run on more MPI ranks (fewer particles each) or use "
+         "[gpu] p2p_precision = \"float\"",
+         device, name, gib(fixed + kMargin), n, nl, gib(free_bytes + held), gib(total_bytes));
+  const std::size_t per_task = 24;   // 20 bytes, +1/8 array headroom
+  std::size_t cap = (usable - fixed) / per_task;
+  if (max_chunk_tasks > 0) cap = std::min(cap, max_chunk_tasks);
+  cap = std::max<std::size_t>(cap, 1);
+
+  std::vector<std::uint32_t> bounds{0, static_cast<std::uint32_t>(nl)};
+  std::vector<std::size_t> chunk_offsets{0, entries};   // entries per chunk (= tasks when chunked)
+  Stopwatch prep;
+  if (nt_plan > cap) bounds = chunk_bounds(tasks_per_target(spans, nl), cap);
+  n_chunks = bounds.size() - 1;
+
   dpos.ensure(std::max<std::size_t>(3 * n, 1));
   acc.ensure(std::max<std::size_t>(3 * n, 1));
-  tasks.ensure(std::max<std::size_t>(nt, 1));
   leaves.ensure(std::max<std::size_t>(nl, 1));
   next_group.ensure(1);
   counters.ensure(2);
   ensure_table<R>(s.table_size);
+  host_targets.ensure(std::max<std::size_t>(nt_plan, 1));
+  host_sources.ensure(std::max<std::size_t>(nt_plan, 1));
 
   // Leaf-relative positions straight into pinned memory (so the upload is asynchronous).
   const P2PPairConstants<R> k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass,
                                                        s.table_size, s.taylor_order >= 0);
-  Stopwatch prep;
   host_pos.ensure(std::max<std::size_t>(3 * n * sizeof(R), 1));
   R* hx = reinterpret_cast<R*>(host_pos.data());
   leaf_relative_positions(pos, host_leaves, k.length_scale, hx, hx + n, hx + 2 * n);
   host_acc.ensure(std::max<std::size_t>(3 * n, 1));
-  timings.host_prepare = prep.seconds();
 
-  ORBIS_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(0), stream));
   if (n > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(dpos.data(), hx, 3 * n * sizeof(R), cudaMemcpyHostToDevice, stream));
-  if (nt > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(tasks.data(), host_tasks.data(), nt * sizeof(InteractionTask),
-                                     cudaMemcpyHostToDevice, stream));
   if (nl > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(leaves.data(), host_leaves.data(), nl * sizeof(Leaf),
                                      cudaMemcpyHostToDevice, stream));
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, 3 * n * sizeof(double), stream));
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, std::max<std::size_t>(3 * n, 1) * sizeof(double), stream));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 2 * sizeof(unsigned long long), stream));
-  ORBIS_CUDA_CHECK(cudaEventRecord(ev[1], stream));
-  grouping.run(stream, tasks.data(), nt, nl);
-  ORBIS_CUDA_CHECK(cudaEventRecord(ev[2], stream));
 
-  if (nt > 0) {
-    gpu::P2PKernelArgs<R> a;
-    a.groups = grouping.groups();
-    a.n_groups = grouping.n_groups();
-    a.tasks = grouping.sorted();
-    a.leaves = leaves.data();
-    a.x = dpos.data();
-    a.y = dpos.data() + n;
-    a.z = dpos.data() + 2 * n;
-    if constexpr (std::is_same_v<R, float>) {
-      a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
-    } else {
-      a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
+  PackedCount packed;
+  std::vector<std::size_t> chunk_tasks;   // tasks (expanded) per chunk
+  if (n_chunks == 1) {
+    // Slices of entries packed on the host while the previous slice is in flight.
+    std::uint32_t* up_t = grouping.upload_targets(nt_plan);
+    std::uint32_t* up_s = grouping.upload_sources(nt_plan);
+    task_targets.ensure(std::max<std::size_t>(nt_plan, 1));
+    task_sources.ensure(std::max<std::size_t>(nt_plan, 1));
+    for (std::size_t a = 0; a < entries; a += kSliceTasks) {
+      const std::size_t b = std::min(entries, a + kSliceTasks);
+      const PackedCount part = pack_p2p_tasks(spans, a, b, host_leaves, host_targets.data() + a, host_sources.data() + a);
+      packed.pairs += part.pairs;
+      packed.tasks += part.tasks;
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(up_t + a, host_targets.data() + a, (b - a) * sizeof(std::uint32_t),
+                                       cudaMemcpyHostToDevice, stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(up_s + a, host_sources.data() + a, (b - a) * sizeof(std::uint32_t),
+                                       cudaMemcpyHostToDevice, stream));
     }
-    a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
-    a.k = k;
-    a.box = s.box_mpc_h;
-    a.acc = acc.data();
-    a.next_group = next_group.data();
-    a.counters = count ? counters.data() : nullptr;
-    // Persistent blocks: as many as fit at once, never more than there can be groups.
-    int per_sm = 0;
-    ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gpu::kBlock,
-                                                                   table_bytes));
-    if (per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
-    const std::size_t grid = std::min<std::size_t>(std::min(nl, nt),
-                                                   static_cast<std::size_t>(per_sm) * sm_count);
-    void* args[] = {&a};
-    ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(gpu::kBlock),
-                                      args, table_bytes, stream));
+    chunk_tasks.push_back(packed.tasks);
+  } else {
+    packed = pack_p2p_tasks_chunked(spans, host_leaves, bounds, host_targets.data(), host_sources.data(),
+                                    chunk_offsets);
+    for (std::size_t c = 0; c < n_chunks; ++c) chunk_tasks.push_back(chunk_offsets[c + 1] - chunk_offsets[c]);
   }
-  ORBIS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
+  const std::size_t chunk_max = *std::max_element(chunk_tasks.begin(), chunk_tasks.end());
+  task_targets.ensure(std::max<std::size_t>(chunk_max, 1));
+  task_sources.ensure(std::max<std::size_t>(chunk_max, 1));
+  interactions = static_cast<double>(packed.pairs);
+  timings.host_prepare = prep.seconds();
+
+  // Per chunk: [upload,] group, kernel; events 1 + 3c .. 3 + 3c mark their ends.
+  int per_sm = 0;
+  ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gpu::kBlock, table_bytes));
+  if (per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
+  for (std::size_t c = 0; c < n_chunks; ++c) {
+    const std::size_t ct = chunk_tasks[c];
+    const std::size_t ce = n_chunks == 1 ? entries : ct;   // entries uploaded for this chunk
+    if (n_chunks > 1 && ct > 0) {
+      const std::size_t t0 = chunk_offsets[c];
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_targets(chunk_max), host_targets.data() + t0,
+                                       ct * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_sources(chunk_max), host_sources.data() + t0,
+                                       ct * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+    }
+    ORBIS_CUDA_CHECK(cudaEventRecord(event(1 + 3 * c), stream));
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
+    grouping.run(stream, ce, ct, task_targets.data(), task_sources.data(), nl);
+    ORBIS_CUDA_CHECK(cudaEventRecord(event(2 + 3 * c), stream));
+    if (ct > 0) {
+      gpu::P2PKernelArgs<R> a;
+      a.groups = grouping.groups();
+      a.n_groups = grouping.n_groups();
+      a.sources = grouping.sorted_sources();
+      a.leaves = leaves.data();
+      a.x = dpos.data();
+      a.y = dpos.data() + n;
+      a.z = dpos.data() + 2 * n;
+      if constexpr (std::is_same_v<R, float>) {
+        a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
+      } else {
+        a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
+      }
+      a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
+      a.k = k;
+      a.box = s.box_mpc_h;
+      a.acc = acc.data();
+      a.next_group = next_group.data();
+      a.counters = count ? counters.data() : nullptr;
+      // Persistent blocks: as many as fit at once, never more than there can be groups.
+      const std::size_t targets_here = bounds[c + 1] - bounds[c];
+      const std::size_t grid = std::min<std::size_t>(std::min(targets_here, ct),
+                                                     static_cast<std::size_t>(per_sm) * sm_count);
+      void* args[] = {&a};
+      ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(gpu::kBlock),
+                                        args, table_bytes, stream));
+    }
+    ORBIS_CUDA_CHECK(cudaEventRecord(event(3 + 3 * c), stream));
+  }
   if (n > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_acc.data(), acc.data(), 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
-  ORBIS_CUDA_CHECK(cudaEventRecord(ev[4], stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(4 + 3 * (n_chunks - 1)), stream));
 }
 
 CudaP2PEvaluator::CudaP2PEvaluator(int device) : impl_(std::make_unique<Impl>()) {
@@ -240,14 +347,14 @@ CudaP2PEvaluator::CudaP2PEvaluator(int device) : impl_(std::make_unique<Impl>())
   impl_->sm_count = prop.multiProcessorCount;
   impl_->smem_optin = prop.sharedMemPerBlockOptin;
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  for (auto& e : impl_->ev) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+  impl_->event(4);
 }
 
 CudaP2PEvaluator::~CudaP2PEvaluator() {
   if (!impl_) return;
   cudaSetDevice(impl_->device);
   if (impl_->stream) cudaStreamSynchronize(impl_->stream);   // no throw from a destructor
-  for (auto& e : impl_->ev)
+  for (auto& e : impl_->events)
     if (e) cudaEventDestroy(e);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
@@ -256,10 +363,9 @@ void CudaP2PEvaluator::start(const P2PSettings& settings, const P2PInput& input)
   Impl& m = *impl_;
   if (m.pending) fail("CudaP2PEvaluator::start() called twice without finish()");
   m.wall.restart();
-  check_p2p_call(settings, input, kMaxLeafCount);
+  check_p2p_settings(settings, input, kMaxLeafCount);   // tasks are checked as they are packed
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   m.n_particles = input.positions->size();
-  m.interactions = p2p_interaction_count(*input.leaves, *input.tasks);
   m.double_precision = settings.double_precision;
   if (settings.double_precision) m.queue<double>(settings, input);
   else m.queue<float>(settings, input);
@@ -270,17 +376,26 @@ P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
   Impl& m = *impl_;
   if (!m.pending) fail("CudaP2PEvaluator::finish() without start()");
   m.pending = false;
+  Stopwatch wait;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaGetLastError());
   const std::size_t n = m.n_particles;
   copy_accelerations(m.host_acc.data(), n, acc);
-  float ms[4] = {};
-  for (int k = 0; k < 4; ++k) ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms[k], m.ev[k], m.ev[k + 1]));
-  m.timings.upload = ms[0] * 1e-3;
-  m.timings.grouping = ms[1] * 1e-3;
-  m.timings.kernel = ms[2] * 1e-3;
-  m.timings.download = ms[3] * 1e-3;
+  m.timings.finish_wait = wait.seconds();
+  auto ms = [&](std::size_t a, std::size_t b) {
+    float t = 0;
+    ORBIS_CUDA_CHECK(cudaEventElapsedTime(&t, m.event(a), m.event(b)));
+    return 1e-3 * t;
+  };
+  m.timings.upload = m.timings.grouping = m.timings.kernel = 0;
+  for (std::size_t c = 0; c < m.n_chunks; ++c) {
+    m.timings.upload += ms(c == 0 ? 0 : 3 * c, 1 + 3 * c);   // chunk > 0: from the last kernel's end
+    m.timings.grouping += ms(1 + 3 * c, 2 + 3 * c);
+    m.timings.kernel += ms(2 + 3 * c, 3 + 3 * c);
+  }
+  m.timings.download = ms(3 + 3 * (m.n_chunks - 1), 4 + 3 * (m.n_chunks - 1));
+  m.timings.chunks = static_cast<int>(m.n_chunks);
   m.occupancy = {};
   if (m.count) {
     unsigned long long c[2] = {};
@@ -291,7 +406,8 @@ P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
   P2PStats stats;
   stats.seconds = m.wall.seconds();
   stats.interactions = m.interactions;
-  stats.where = fmt::format("cuda ({}, {})", m.name, m.double_precision ? "double" : "float");
+  stats.where = fmt::format("cuda ({}, {}{})", m.name, m.double_precision ? "double" : "float",
+                            m.n_chunks > 1 ? fmt::format(", {} chunks", m.n_chunks) : std::string());
   return stats;
 }
 
@@ -306,17 +422,26 @@ const CudaP2PTimings& CudaP2PEvaluator::timings() const { return impl_->timings;
 void CudaP2PEvaluator::set_count_occupancy(bool on) { impl_->count = on; }
 void CudaP2PEvaluator::set_coefficient_table(bool on) { impl_->coef_form = on; }
 CudaP2POccupancy CudaP2PEvaluator::occupancy() const { return impl_->occupancy; }
+void CudaP2PEvaluator::set_max_tasks_per_chunk(std::size_t n) { impl_->max_chunk_tasks = n; }
 
 GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask>& host_tasks,
                                                std::size_t n_leaves) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t nt = host_tasks.size();
-  m.tasks.ensure(std::max<std::size_t>(nt, 1));
-  if (nt > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.tasks.data(), host_tasks.data(), nt * sizeof(InteractionTask),
+  // The upload format (targets, packed sources); leaf counts play no part in the grouping.
+  std::vector<Leaf> dummy(n_leaves);
+  std::vector<std::uint32_t> targets(nt), packed(nt);
+  pack_p2p_tasks({TaskSpan{host_tasks.data(), nt}}, 0, nt, dummy, targets.data(), packed.data());
+  m.task_targets.ensure(std::max<std::size_t>(nt, 1));
+  m.task_sources.ensure(std::max<std::size_t>(nt, 1));
+  if (nt > 0) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_targets(nt), targets.data(), nt * sizeof(std::uint32_t),
                                      cudaMemcpyHostToDevice, m.stream));
-  m.grouping.run(m.stream, m.tasks.data(), nt, n_leaves);
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_sources(nt), packed.data(), nt * sizeof(std::uint32_t),
+                                     cudaMemcpyHostToDevice, m.stream));
+  }
+  m.grouping.run(m.stream, nt, nt, m.task_targets.data(), m.task_sources.data(), n_leaves);
   std::uint32_t n_groups = 0;
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(&n_groups, m.grouping.n_groups(), sizeof(n_groups),
                                    cudaMemcpyDeviceToHost, m.stream));
@@ -324,9 +449,18 @@ GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask
   GroupedTasks out;
   out.tasks.resize(nt);
   out.groups.resize(n_groups);
-  if (nt > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpy(out.tasks.data(), m.grouping.sorted(), nt * sizeof(InteractionTask),
+  if (nt > 0) {
+    ORBIS_CUDA_CHECK(cudaMemcpy(targets.data(), m.grouping.sorted_targets(), nt * sizeof(std::uint32_t),
                                 cudaMemcpyDeviceToHost));
+    ORBIS_CUDA_CHECK(cudaMemcpy(packed.data(), m.grouping.sorted_sources(), nt * sizeof(std::uint32_t),
+                                cudaMemcpyDeviceToHost));
+  }
+  for (std::size_t q = 0; q < nt; ++q) {
+    InteractionTask& t = out.tasks[q];
+    t.target = targets[q];
+    t.source = packed_leaf(packed[q]);
+    for (int d = 0; d < 3; ++d) t.image[d] = static_cast<std::int8_t>(packed_image(packed[q], d));
+  }
   if (n_groups > 0)
     ORBIS_CUDA_CHECK(cudaMemcpy(out.groups.data(), m.grouping.groups(), n_groups * sizeof(GroupIdx),
                                 cudaMemcpyDeviceToHost));

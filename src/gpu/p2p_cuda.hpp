@@ -13,11 +13,15 @@ namespace orbis {
 
 // Where the time of the last evaluation went (seconds; device times from CUDA events).
 struct CudaP2PTimings {
-  double host_prepare = 0;   // leaf-relative positions into pinned memory (CPU, OpenMP)
-  double upload = 0;         // host -> device copies
-  double grouping = 0;       // sort by target + GroupIdx on the device
-  double kernel = 0;         // the P2P kernel
-  double download = 0;       // accelerations back
+  double host_prepare = 0;   // CPU, in start(): leaf-relative positions and the packed tasks
+                             // into pinned memory (OpenMP), queueing included
+  double upload = 0;         // device: host -> device copies (overlapping host_prepare: the
+                             // tasks go up in slices as they are packed)
+  double grouping = 0;       // device: sort by target + GroupIdx
+  double kernel = 0;         // device: the P2P kernel
+  double download = 0;       // device: accelerations back
+  double finish_wait = 0;    // CPU, in finish(): waiting for the device, then the copy out
+  int chunks = 1;            // target-leaf chunks the tasks were split into (device memory)
 };
 
 // Counted only when enabled: a warp costs 32 lane slots per step of its slowest lane.
@@ -39,6 +43,7 @@ class CudaP2PEvaluator : public P2PEvaluator {
   void start(const P2PSettings& settings, const P2PInput& input) override;
   P2PStats finish(std::vector<Vec3d>& acc) override;
   std::string name() const override { return "cuda"; }
+  bool accepts_task_spans() const override { return true; }
 
   std::string device_name() const;
   const CudaP2PTimings& timings() const;
@@ -47,6 +52,10 @@ class CudaP2PEvaluator : public P2PEvaluator {
   // or eq. 2's {T_i, E_i} with the factors derived per pair (same series; benchmarks).
   void set_coefficient_table(bool on);
   CudaP2POccupancy occupancy() const;      // of the last evaluation, when counting
+  // Test hook and tuning knob: at most this many tasks on the device at once (0: as many
+  // as free device memory allows). Beyond it the tasks are processed in chunks of whole
+  // target leaves, each target still written once: the result is bitwise the same.
+  void set_max_tasks_per_chunk(std::size_t n);
 
   // The device grouping alone (tests: it must equal group_tasks_by_target element by element).
   GroupedTasks group_on_device(const std::vector<InteractionTask>& tasks, std::size_t n_leaves);

@@ -9,26 +9,36 @@
 namespace orbis::gpu {
 namespace {
 
-__global__ void keys_and_indices(const InteractionTask* tasks, std::uint32_t n,
-                                 std::uint32_t* keys, std::uint32_t* idx) {
-  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) {
-    keys[k] = tasks[k].target;
-    idx[k] = k;
-  }
-}
-
-__global__ void gather_tasks(const InteractionTask* in, const std::uint32_t* idx, std::uint32_t n,
-                             InteractionTask* out) {
-  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k < n) out[k] = in[idx[k]];
-}
-
 __global__ void pack_groups(const std::uint32_t* unique, const std::uint32_t* starts,
                             const std::uint32_t* counts, const std::uint32_t* n_groups,
                             GroupIdx* groups) {
   const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < *n_groups) groups[g] = GroupIdx{unique[g], starts[g], counts[g]};
+}
+
+// 1 or 2 tasks per uploaded entry.
+__global__ void entry_sizes(const std::uint32_t* targets, std::uint32_t n, std::uint32_t* sizes) {
+  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k < n) sizes[k] = 1u + (targets[k] >> 31);
+}
+
+// Entry k to position at[k]; a mutual entry's reverse task (source and target swapped,
+// image negated) to at[k] + 1.
+__global__ void expand_entries(const std::uint32_t* in_t, const std::uint32_t* in_s, const std::uint32_t* at,
+                               std::uint32_t n, std::uint32_t* out_t, std::uint32_t* out_s) {
+  const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= n) return;
+  const std::uint32_t t = in_t[k], w = in_s[k], p = at[k];
+  const std::uint32_t target = t & ~kMutualBit;
+  out_t[p] = target;
+  out_s[p] = w;
+  if (t & kMutualBit) {
+    const std::int8_t back[3] = {static_cast<std::int8_t>(-packed_image(w, 0)),
+                                 static_cast<std::int8_t>(-packed_image(w, 1)),
+                                 static_cast<std::int8_t>(-packed_image(w, 2))};
+    out_t[p + 1] = packed_leaf(w);
+    out_s[p + 1] = pack_source(target, back);
+  }
 }
 
 int key_bits(std::size_t n_leaves) {
@@ -39,57 +49,96 @@ int key_bits(std::size_t n_leaves) {
 
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + 255) / 256); }
 
+// Groups (distinct targets) are at most min(tasks, leaves).
+std::size_t max_groups(std::size_t n_tasks, std::size_t n_leaves) {
+  return std::max<std::size_t>(std::min(n_tasks, n_leaves), 1);
+}
+
 }  // namespace
 
-std::size_t DeviceGrouping::temp_bytes(std::size_t n_tasks, std::size_t n_leaves) {
+std::size_t DeviceGrouping::temp_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
   const int n = static_cast<int>(n_tasks);
-  std::size_t sort = 0, rle = 0, scan = 0;
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys_in_.data(), keys_out_.data(),
-                                                   idx_in_.data(), idx_out_.data(), n, 0,
-                                                   key_bits(n_leaves)));
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, keys_out_.data(), unique_.data(),
+  const int ng = static_cast<int>(max_groups(n_tasks, n_leaves));
+  std::size_t sort = 0, rle = 0, scan = 0, expand = 0;
+  cub::DoubleBuffer<std::uint32_t> keys(nullptr, nullptr), values(nullptr, nullptr);
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys, values, n, 0, key_bits(n_leaves)));
+  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, up_targets_.data(), unique_.data(),
                                                       counts_.data(), n_groups_.data(), n));
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), n));
-  return std::max({sort, rle, scan, std::size_t{1}});
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), ng));
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, expand, counts_in_.data(), positions_.data(),
+                                                 static_cast<int>(std::max<std::size_t>(n_entries, 1))));
+  return std::max({sort, rle, scan, expand, std::size_t{1}});
 }
 
-std::size_t DeviceGrouping::growth_bytes(std::size_t n_tasks, std::size_t n_leaves) {
-  return sorted_.growth_bytes(n_tasks) + 7 * keys_in_.growth_bytes(n_tasks) +
-         groups_.growth_bytes(n_tasks) + temp_.growth_bytes(temp_bytes(n_tasks, n_leaves)) + 64;
+std::size_t DeviceGrouping::growth_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
+  const std::size_t ng = max_groups(n_tasks, n_leaves);
+  return up_targets_.growth_bytes(n_tasks) + up_sources_.growth_bytes(n_tasks) +
+         counts_in_.growth_bytes(n_entries) + positions_.growth_bytes(n_entries) + unique_.growth_bytes(ng) +
+         counts_.growth_bytes(ng) + starts_.growth_bytes(ng) + groups_.growth_bytes(ng) +
+         temp_.growth_bytes(temp_bytes(n_entries, n_tasks, n_leaves)) + 64;
 }
 
-void DeviceGrouping::run(cudaStream_t stream, const InteractionTask* tasks_in, std::size_t n_tasks,
-                         std::size_t n_leaves) {
-  const std::size_t cap = std::max<std::size_t>(n_tasks, 1);
-  sorted_.ensure(cap);
-  for (auto* a : {&keys_in_, &keys_out_, &idx_in_, &idx_out_, &unique_, &counts_, &starts_})
-    a->ensure(cap);
+std::size_t DeviceGrouping::held_bytes() const {
+  return (up_targets_.capacity() + up_sources_.capacity() + counts_in_.capacity() + positions_.capacity() +
+          unique_.capacity() + counts_.capacity() + starts_.capacity()) * sizeof(std::uint32_t) +
+         groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
+}
+
+std::uint32_t* DeviceGrouping::upload_targets(std::size_t n_tasks) {
+  up_targets_.ensure(std::max<std::size_t>(n_tasks, 1));
+  return up_targets_.data();
+}
+std::uint32_t* DeviceGrouping::upload_sources(std::size_t n_tasks) {
+  up_sources_.ensure(std::max<std::size_t>(n_tasks, 1));
+  return up_sources_.data();
+}
+
+void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::uint32_t* targets,
+                         std::uint32_t* sources, std::size_t n_leaves) {
+  const std::size_t ng = max_groups(n_tasks, n_leaves);
+  upload_targets(n_tasks);
+  upload_sources(n_tasks);
+  counts_in_.ensure(std::max<std::size_t>(n_entries, 1));
+  positions_.ensure(std::max<std::size_t>(n_entries, 1));
+  for (auto* a : {&unique_, &counts_, &starts_}) a->ensure(ng);
   n_groups_.ensure(1);
-  groups_.ensure(cap);
-  std::size_t temp = temp_bytes(n_tasks, n_leaves);
-  temp_.ensure(temp);
-  temp = temp_.capacity();
+  groups_.ensure(ng);
+  temp_.ensure(temp_bytes(n_entries, n_tasks, n_leaves));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(n_groups_.data(), 0, sizeof(std::uint32_t), stream));
+  sorted_targets_ = targets;
+  sorted_sources_ = sources;
   if (n_tasks == 0) return;
-  const std::uint32_t n = static_cast<std::uint32_t>(n_tasks);
-  keys_and_indices<<<blocks_for(n), 256, 0, stream>>>(tasks_in, n, keys_in_.data(), idx_in_.data());
+
+  // Expansion: positions by an exclusive scan of the entry sizes, then one scatter.
+  const auto ne = static_cast<std::uint32_t>(n_entries);
+  entry_sizes<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), ne, counts_in_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys_in_.data(),
-                                                   keys_out_.data(), idx_in_.data(), idx_out_.data(),
-                                                   static_cast<int>(n), 0, key_bits(n_leaves), stream));
-  gather_tasks<<<blocks_for(n), 256, 0, stream>>>(tasks_in, idx_out_.data(), n, sorted_.data());
+  std::size_t temp = temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_in_.data(), positions_.data(),
+                                                 static_cast<int>(ne), stream));
+  expand_entries<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), up_sources_.data(), positions_.data(), ne,
+                                                     targets, sources);
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  // Counts past the last run stay zero, so the scan over all n entries is valid for the runs.
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, n * sizeof(std::uint32_t), stream));
+
+  const int n = static_cast<int>(n_tasks);
   temp = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), temp, keys_out_.data(),
+  // Double-buffer sort: the upload arrays are free again and serve as the second buffers.
+  cub::DoubleBuffer<std::uint32_t> keys(targets, up_targets_.data()), values(sources, up_sources_.data());
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys, values, n, 0,
+                                                   key_bits(n_leaves), stream));
+  sorted_targets_ = keys.Current();
+  sorted_sources_ = values.Current();
+  // Counts past the last run stay zero, so the scan over all ng entries is valid for the runs.
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, ng * sizeof(std::uint32_t), stream));
+  temp = temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), temp, sorted_targets_,
                                                       unique_.data(), counts_.data(),
-                                                      n_groups_.data(), static_cast<int>(n), stream));
+                                                      n_groups_.data(), n, stream));
   temp = temp_.capacity();
   ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_.data(), starts_.data(),
-                                                 static_cast<int>(n), stream));
-  pack_groups<<<blocks_for(n), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
-                                                 n_groups_.data(), groups_.data());
+                                                 static_cast<int>(ng), stream));
+  pack_groups<<<blocks_for(ng), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
+                                                  n_groups_.data(), groups_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

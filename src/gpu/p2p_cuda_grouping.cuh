@@ -1,9 +1,12 @@
-// P2P tasks grouped by target leaf on the device (PhotoNs-GPU §3.2): TaskGroup (tasks in
-// target order, stable) and GroupIdx (i_leaf, start, count). thrust::sort_by_key on 32-bit
-// keys is CUB's radix sort underneath; CUB is called directly so that the sort runs on our
-// stream, reuses its temporary storage and never synchronises with the host (the group
-// count stays on the device and the kernel reads it there). Radix sort is stable, so the
-// result equals the host counting sort (p2p_grouping.hpp) element for element.
+// P2P tasks grouped by target leaf on the device (PhotoNs-GPU §3.2): the sources in target
+// order (TaskGroup, stable) and GroupIdx (i_leaf, start, count). The tasks arrive as two
+// arrays, targets and packed sources (tasks.hpp: leaf | image in one word), a mutual pair
+// as one entry that a scan and a scatter expand first (in the order the host would), so
+// the grouping is one key-value sort with the targets as keys and no gather: thrust::sort_by_key on
+// 32-bit keys is CUB's radix sort underneath; CUB is called directly so that the sort runs
+// on our stream, reuses its temporary storage and never synchronises with the host (the
+// group count stays on the device and the kernel reads it there). Radix sort is stable, so
+// the result equals the host counting sort (p2p_grouping.hpp) element for element.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -18,22 +21,36 @@ namespace orbis::gpu {
 
 class DeviceGrouping {
  public:
-  // Bytes that run() for n_tasks would newly allocate.
-  std::size_t growth_bytes(std::size_t n_tasks, std::size_t n_leaves);
-  // Queues the grouping of tasks_in[0, n_tasks) (device memory) on stream.
-  void run(cudaStream_t stream, const InteractionTask* tasks_in, std::size_t n_tasks,
-           std::size_t n_leaves);
-  const InteractionTask* sorted() const { return sorted_.data(); }
+  // Bytes that run() for n_entries uploaded entries expanding to n_tasks would newly allocate.
+  std::size_t growth_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves);
+  // Bytes it holds now (given back if the arrays had to grow).
+  std::size_t held_bytes() const;
+  // Where the caller uploads the packed entries (targets with kMutualBit, packed sources;
+  // tasks.hpp) before run(): room for n_tasks (expanded), so the same arrays then serve as
+  // the sort's second buffers.
+  std::uint32_t* upload_targets(std::size_t n_tasks);
+  std::uint32_t* upload_sources(std::size_t n_tasks);
+  // Queues on stream: the expansion of the n_entries uploaded entries into targets/sources
+  // (each mutual entry becomes its task and, right after, the reverse one: n_tasks in all),
+  // then their stable sort by target and the GroupIdx. targets/sources (room for n_tasks)
+  // are the sort's other double buffers: the sorted tasks end up there or in the upload
+  // arrays (sorted_targets/sorted_sources say which).
+  void run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::uint32_t* targets,
+           std::uint32_t* sources, std::size_t n_leaves);
+  const std::uint32_t* sorted_targets() const { return sorted_targets_; }
+  const std::uint32_t* sorted_sources() const { return sorted_sources_; }
   const GroupIdx* groups() const { return groups_.data(); }
   const std::uint32_t* n_groups() const { return n_groups_.data(); }
 
  private:
-  std::size_t temp_bytes(std::size_t n_tasks, std::size_t n_leaves);
-  DeviceArray<InteractionTask> sorted_;
-  DeviceArray<std::uint32_t> keys_in_, keys_out_, idx_in_, idx_out_, unique_, counts_, starts_;
+  std::size_t temp_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves);
+  DeviceArray<std::uint32_t> up_targets_, up_sources_, counts_in_, positions_;
+  DeviceArray<std::uint32_t> unique_, counts_, starts_;
   DeviceArray<std::uint32_t> n_groups_;
   DeviceArray<GroupIdx> groups_;
   DeviceArray<unsigned char> temp_;
+  const std::uint32_t* sorted_targets_ = nullptr;
+  const std::uint32_t* sorted_sources_ = nullptr;
 };
 
 }  // namespace orbis::gpu

@@ -145,7 +145,7 @@ template <typename R>
 struct P2PKernelArgs {
   const GroupIdx* groups;
   const std::uint32_t* n_groups;         // on the device: written by the grouping, no host sync
-  const InteractionTask* tasks;          // TaskGroup, sorted by target
+  const std::uint32_t* sources;          // TaskGroup: packed sources (tasks.hpp), sorted by target
   const DeviceLeaf* leaves;
   const R* x;                            // leaf-relative positions, tree order, Mpc/h
   const R* y;
@@ -179,14 +179,14 @@ __device__ __forceinline__ void build_tile(const P2PKernelArgs<R>& a, const Devi
   R sh0 = 0, sh1 = 0, sh2 = 0;
   const bool have = lane < kTileTasks && cursor + lane < end;
   if (have) {
-    const InteractionTask t = a.tasks[cursor + lane];
-    const DeviceLeaf lj = a.leaves[t.source];
+    const std::uint32_t w = a.sources[cursor + lane];
+    const DeviceLeaf lj = a.leaves[packed_leaf(w)];
     cnt = lj.count;
     first = lj.first;
     const double scale = a.k.length_scale;   // into table units, like the positions
-    sh0 = static_cast<R>((lj.cx + t.image[0] * a.box - li.cx) * scale);
-    sh1 = static_cast<R>((lj.cy + t.image[1] * a.box - li.cy) * scale);
-    sh2 = static_cast<R>((lj.cz + t.image[2] * a.box - li.cz) * scale);
+    sh0 = static_cast<R>((lj.cx + packed_image(w, 0) * a.box - li.cx) * scale);
+    sh1 = static_cast<R>((lj.cy + packed_image(w, 1) * a.box - li.cy) * scale);
+    sh2 = static_cast<R>((lj.cz + packed_image(w, 2) * a.box - li.cz) * scale);
   }
   std::uint32_t inc = cnt;   // inclusive prefix over lanes 0..kTileTasks-1
 #pragma unroll

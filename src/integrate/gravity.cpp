@@ -57,9 +57,6 @@ class TreePmGravity : public GravitySolver {
         p2p_(make_p2p_evaluator(params.get_string("gpu.backend"), static_cast<int>(params.get_int("gpu.device")))) {
     if (std::abs(pm_.settings().r_s_mpc_h - settings_.r_s) > 1e-12 * settings_.r_s)
       fail("internal: PM and short-range split scales differ ({} vs {})", pm_.settings().r_s_mpc_h, settings_.r_s);
-    // The CUDA backend's host thread mostly waits, so M2L/L2L/L2P run meanwhile.
-    settings_.overlap_p2p = p2p_->name().rfind("cuda", 0) == 0;
-    short_range_ = ShortRangeSolver(settings_);
   }
 
   void accelerations(const Particles& particles, std::vector<Vec3d>& acc, ForceStats& stats) override {
@@ -67,10 +64,13 @@ class TreePmGravity : public GravitySolver {
       settings_.g_mass = units::G * particles.mass;   // particles not from this file's grid ICs
       short_range_ = ShortRangeSolver(settings_);
     }
+    // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P
+    // while the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end).
+    short_range_.begin(particles.pos, *p2p_);
     PhaseTimes pm_times;
     pm_.accelerations(particles.pos, particles.mass, acc, &pm_times);
     stats.times.add("pm", sum_of(pm_times));
-    const ShortRangeStats s = short_range_.compute(particles.pos, *p2p_, short_acc_);
+    const ShortRangeStats s = short_range_.end(short_acc_);
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(acc.size());
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t i = 0; i < n; ++i) acc[i] += short_acc_[i];

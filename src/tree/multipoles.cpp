@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
+
 namespace orbis {
 
-void Multipoles::compute(const OrbTree& tree, int order) {
+void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsigned char>* needed) {
   if (!set_ || set_->order() != order) {
     set_.emplace(order);
     shift_ = shift_terms(*set_);
@@ -13,18 +15,35 @@ void Multipoles::compute(const OrbTree& tree, int order) {
   const int nc = set.size();
   const auto& nodes = tree.nodes();
   const auto& pos = tree.positions();
-  m_.assign(nodes.size() * static_cast<std::size_t>(nc), 0.0);
+  const auto& levels = tree.levels();
+  // Sized only: each computed node's moments are zeroed by the thread that computes them.
+  m_.resize(nodes.size() * static_cast<std::size_t>(nc));
+  if (needed && needed->size() != nodes.size())
+    fail("multipoles: {} 'needed' flags for {} nodes", needed->size(), nodes.size());
+  // wanted: needed, or a descendant of a needed node (top-down over the levels).
+  wanted_.resize(nodes.size());
+  for (std::size_t lev = 0; lev < levels.size(); ++lev) {
+    const auto& list = levels[lev];
+#pragma omp parallel for schedule(static)
+    for (long q = 0; q < static_cast<long>(list.size()); ++q) {
+      const auto i = static_cast<std::size_t>(list[static_cast<std::size_t>(q)]);
+      const int parent = nodes[i].parent;
+      wanted_[i] = !needed || (*needed)[i] || (parent >= 0 && wanted_[static_cast<std::size_t>(parent)]);
+    }
+  }
 
   // P2M: each leaf sums its own particles in tree order (deterministic for any thread count).
   const long n_leaves = static_cast<long>(tree.leaves().size());
 #pragma omp parallel
   {
     std::vector<double> mono(static_cast<std::size_t>(nc));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 64)
     for (long l = 0; l < n_leaves; ++l) {
       const int node_index = tree.leaf_node()[static_cast<std::size_t>(l)];
+      if (!wanted_[static_cast<std::size_t>(node_index)]) continue;
       const TreeNode& node = nodes[static_cast<std::size_t>(node_index)];
       double* m = m_.data() + static_cast<std::size_t>(node_index) * nc;
+      std::fill_n(m, nc, 0.0);
       for (std::uint32_t t = node.first; t < node.first + node.count; ++t) {
         const Vec3d s = pos[t] - node.centre;
         scaled_monomials(set, s.x, s.y, s.z, mono.data());
@@ -35,7 +54,6 @@ void Multipoles::compute(const OrbTree& tree, int order) {
 
   // M2M, deepest level first: a parent sums its two children shifted to its centre,
   // M_n(parent) = sum_{k <= n} M_k(child) d^(n-k)/(n-k)!, d = z_child - z_parent (exact).
-  const auto& levels = tree.levels();
   for (std::size_t lev = levels.size(); lev-- > 0;) {
     const auto& list = levels[lev];
     const long n_here = static_cast<long>(list.size());
@@ -46,8 +64,9 @@ void Multipoles::compute(const OrbTree& tree, int order) {
       for (long q = 0; q < n_here; ++q) {
         const int index = list[static_cast<std::size_t>(q)];
         const TreeNode& node = nodes[static_cast<std::size_t>(index)];
-        if (node.is_leaf()) continue;
+        if (node.is_leaf() || !wanted_[static_cast<std::size_t>(index)]) continue;
         double* m = m_.data() + static_cast<std::size_t>(index) * nc;
+        std::fill_n(m, nc, 0.0);
         for (int child : {node.left, node.right}) {
           const TreeNode& c = nodes[static_cast<std::size_t>(child)];
           const Vec3d d = c.centre - node.centre;

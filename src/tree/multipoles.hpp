@@ -20,7 +20,9 @@ namespace orbis {
 class Multipoles {
  public:
   // P2M for every leaf, then M2M level by level up to the root. order p in 0..kMaxOrder.
-  void compute(const OrbTree& tree, int order);
+  // With `needed` (one flag per node): only the nodes flagged and their descendants (what
+  // M2M needs); the moments of the other nodes are left unspecified.
+  void compute(const OrbTree& tree, int order, const std::vector<unsigned char>* needed = nullptr);
 
   int order() const { return set_ ? set_->order() : -1; }
   const MultiIndexSet& set() const { return *set_; }
@@ -31,6 +33,7 @@ class Multipoles {
   std::vector<double> m_;
   std::vector<ShiftTerm> shift_;
   std::optional<MultiIndexSet> set_;   // rebuilt only when the order changes
+  std::vector<unsigned char> wanted_;  // needed or below a needed node
 };
 
 }  // namespace orbis

@@ -2,63 +2,303 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+
+#include <omp.h>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 
 namespace orbis {
 namespace {
 
-// Subtrees with more particles than this are built as separate OpenMP tasks.
-constexpr std::uint32_t kTaskMinCount = 16384;
+// The sampled median split (median_split): a sorted sample brackets the rank-k item between
+// two sample items with a margin of 4 sigma of the sample rank (sigma = sqrt(m)/2), so the
+// middle class holds ~4/sqrt(m) of the items and misses rank k about once in 1e4 splits
+// (then nth_element over the whole node). It pays only with several threads on one node:
+// one thread, or a node below kSampledMin, uses nth_element (faster serially: measured
+// 0.63 s vs 0.97 s for the whole 128^3 clustered tree).
+constexpr std::size_t kMaxSample = 4096;
+constexpr std::size_t kSampledMin = 4096;
+// Items per block of the parallel passes (fixed, so block boundaries never depend on threads).
+constexpr std::size_t kBlock = 8192;
 
-// Total order on positions, starting with `axis`: ties on one coordinate are broken by the
-// others, so the median split never depends on the input order of the particles.
+// Total order on positions, starting with axis A: ties on one coordinate are broken by
+// the others, so the median split never depends on the input order of the particles. The
+// axis is a template argument (with_axis picks it) so the comparisons are plain loads;
+// operator() branches (std::sort and nth_element use it), less() does not (the sampled
+// split's classification, where half the comparisons would mispredict).
+template <int D> double coord(const Vec3d& v) {
+  if constexpr (D == 0) return v.x;
+  else if constexpr (D == 1) return v.y;
+  else return v.z;
+}
+template <int A>
 struct PositionLess {
-  int axis;
+  static constexpr int B = (A + 1) % 3, C = (A + 2) % 3;
   template <typename Item> bool operator()(const Item& a, const Item& b) const {
-    for (int k = 0; k < 3; ++k) {
-      const int d = (axis + k) % 3;
-      if (a.x[d] != b.x[d]) return a.x[d] < b.x[d];
-    }
-    return false;
+    if (coord<A>(a.x) != coord<A>(b.x)) return coord<A>(a.x) < coord<A>(b.x);
+    if (coord<B>(a.x) != coord<B>(b.x)) return coord<B>(a.x) < coord<B>(b.x);
+    return coord<C>(a.x) < coord<C>(b.x);
+  }
+  template <typename Item> static int less(const Item& a, const Item& b) {
+    const double a0 = coord<A>(a.x), b0 = coord<A>(b.x), a1 = coord<B>(a.x), b1 = coord<B>(b.x);
+    return (a0 < b0) | ((a0 == b0) & ((a1 < b1) | ((a1 == b1) & (coord<C>(a.x) < coord<C>(b.x)))));
   }
 };
+template <typename F>
+void with_axis(int axis, F&& f) {
+  switch (axis) {
+    case 0: f(PositionLess<0>{}); break;
+    case 1: f(PositionLess<1>{}); break;
+    default: f(PositionLess<2>{}); break;
+  }
+}
+
+// Tight bounding box of [begin, begin + n); all threads when `parallel` (min/max are exact,
+// so any combination order gives the same box).
+template <typename Item>
+void bounding_box(const Item* begin, std::size_t n, bool parallel, Vec3d& lo, Vec3d& hi) {
+  auto scan = [begin](std::size_t a, std::size_t e, Vec3d& l, Vec3d& h) {
+    for (std::size_t i = a; i < e; ++i) {
+      const Vec3d& x = begin[i].x;
+      l.x = std::min(l.x, x.x); l.y = std::min(l.y, x.y); l.z = std::min(l.z, x.z);
+      h.x = std::max(h.x, x.x); h.y = std::max(h.y, x.y); h.z = std::max(h.z, x.z);
+    }
+  };
+  lo = begin->x;
+  hi = begin->x;
+  if (!parallel) {   // no OpenMP construct at all: this runs once per node
+    scan(0, n, lo, hi);
+    return;
+  }
+#pragma omp parallel
+  {
+    Vec3d l = begin->x, h = begin->x;
+    const auto t = static_cast<std::size_t>(omp_get_thread_num()), nt = static_cast<std::size_t>(omp_get_num_threads());
+    scan(n * t / nt, n * (t + 1) / nt, l, h);
+#pragma omp critical
+    {
+      lo.x = std::min(lo.x, l.x); lo.y = std::min(lo.y, l.y); lo.z = std::min(lo.z, l.z);
+      hi.x = std::max(hi.x, h.x); hi.y = std::max(hi.y, h.y); hi.z = std::max(hi.z, h.z);
+    }
+  }
+}
+
+int longest_axis(const Vec3d& lo, const Vec3d& hi) {
+  int axis = 0;
+  for (int d = 1; d < 3; ++d)
+    if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
+  return axis;
+}
+
+// Puts the k smallest items of [begin, begin + n) (total order on `axis`) first. Sampled
+// three-way split (classify, scatter into tmp, copy back, nth_element inside the middle
+// class), by all threads when `parallel`; tmp holds n items.
+template <typename Item>
+void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp, bool parallel);
+
+template <typename Item>
+void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp, bool parallel) {
+  with_axis(axis, [&](auto order) {
+    using Less = decltype(order);
+    if (!parallel || n < kSampledMin) {   // serially, introselect is faster (measured)
+      std::nth_element(begin, begin + k, begin + n, order);
+      return;
+    }
+    std::size_t m = std::min(kMaxSample, n / 64);
+    std::size_t band = 4;
+    while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
+    std::vector<Item> sample(m);
+    for (std::size_t i = 0; i < m; ++i) sample[i] = begin[i * n / m];
+    std::sort(sample.begin(), sample.end(), order);
+    const std::size_t at = k * m / n;
+    const bool has_lo = at >= band, has_hi = at + band < m;
+    const Item pl = sample[has_lo ? at - band : 0], ph = sample[has_hi ? at + band : m - 1];
+    const int use_lo = has_lo, use_hi = has_hi;
+    // 0: below pl, 1: between, 2: above ph.
+    auto cls = [&](const Item& it) { return 1 - (use_lo & Less::less(it, pl)) + (use_hi & Less::less(ph, it)); };
+
+    const auto n_blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
+    std::vector<std::size_t> cursor(static_cast<std::size_t>(n_blocks) * 3, 0);
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t c[3] = {0, 0, 0};
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) ++c[cls(begin[i])];
+      for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
+    }
+    std::size_t total[3] = {0, 0, 0};
+    for (std::int64_t b = 0; b < n_blocks; ++b)
+      for (int q = 0; q < 3; ++q) total[q] += cursor[static_cast<std::size_t>(b) * 3 + q];
+    if (!(total[0] <= k && k < total[0] + total[1])) {   // the sample missed: plain select
+      std::nth_element(begin, begin + k, begin + n, order);
+      return;
+    }
+    std::size_t run = 0;   // class-major exclusive prefix: block b's class-q items start here
+    for (int q = 0; q < 3; ++q)
+      for (std::int64_t b = 0; b < n_blocks; ++b) {
+        const std::size_t c = cursor[static_cast<std::size_t>(b) * 3 + q];
+        cursor[static_cast<std::size_t>(b) * 3 + q] = run;
+        run += c;
+      }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * 3;
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) tmp[c[cls(begin[i])]++] = begin[i];
+    }
+#pragma omp parallel for schedule(static) if (parallel)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      const std::size_t a = static_cast<std::size_t>(b) * kBlock, e = std::min(n, a + kBlock);
+      std::copy(tmp + a, tmp + e, begin + a);
+    }
+    // The middle class (~4/sqrt(m) of the node) by the same method, down to kSampledMin.
+    median_split(begin + total[0], total[1], k - total[0], axis, tmp + total[0], parallel);
+  });
+}
 
 }  // namespace
 
-std::int64_t OrbTree::subtree_nodes(std::int64_t n) const {
-  if (n <= max_leaf_) return 1;
-  return 1 + subtree_nodes(n / 2) + subtree_nodes(n - n / 2);
+// leaves(n) and leaves(n + 1) by one halving per level: a node of n splits into n/2 and
+// n - n/2, so both counts only ever involve h = n/2 and h + 1.
+std::pair<std::int64_t, std::int64_t> OrbTree::leaves_pair(std::int64_t n) const {
+  if (n + 1 <= max_leaf_) return {1, 1};
+  if (n <= max_leaf_) return {1, 2};   // n + 1 = max_leaf + 1 splits once
+  const auto [a, b] = leaves_pair(n / 2);
+  return n % 2 == 0 ? std::pair<std::int64_t, std::int64_t>{2 * a, a + b}
+                    : std::pair<std::int64_t, std::int64_t>{a + b, 2 * b};
 }
+std::int64_t OrbTree::subtree_leaves(std::int64_t n) const { return leaves_pair(n).first; }
+// Every internal node has two children: nodes = 2 leaves - 1.
+std::int64_t OrbTree::subtree_nodes(std::int64_t n) const { return 2 * subtree_leaves(n) - 1; }
 
-std::int64_t OrbTree::subtree_leaves(std::int64_t n) const {
-  if (n <= max_leaf_) return 1;
-  return subtree_leaves(n / 2) + subtree_leaves(n - n / 2);
-}
-
-void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass) {
+void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass,
+                    std::uint32_t parallel_min) {
   if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
   if (positions.empty()) fail("ORB tree: no particles");
   if (positions.size() >= (std::size_t{1} << 31)) fail("ORB tree: {} particles exceed 2^31", positions.size());
   max_leaf_ = max_leaf;
   particle_mass_ = particle_mass;
   const std::size_t n = positions.size();
+  const auto ni = static_cast<std::int64_t>(n);
+  Stopwatch watch;
 
   items_.resize(n);
-  for (std::size_t i = 0; i < n; ++i) items_[i] = {positions[i], static_cast<std::uint32_t>(i)};
+  scratch_.resize(n);
+  // Copy in, and the root's box in the same pass. With as many particles as last time the
+  // items start in the last tree order: in a run they moved little since, so every split
+  // finds its node nearly partitioned already (predictable branches, little data moved).
+  // The tree is the same either way: it depends on the set of positions alone.
+  const bool reuse = order_.size() == n;
+  Vec3d root_lo = positions[0], root_hi = positions[0];
+#pragma omp parallel
+  {
+    Vec3d l = positions[0], h = positions[0];
+#pragma omp for schedule(static) nowait
+    for (std::int64_t i = 0; i < ni; ++i) {
+      const std::uint32_t from = reuse ? order_[static_cast<std::size_t>(i)] : static_cast<std::uint32_t>(i);
+      const Vec3d& x = positions[from];
+      items_[static_cast<std::size_t>(i)] = {x, from};
+      l.x = std::min(l.x, x.x); l.y = std::min(l.y, x.y); l.z = std::min(l.z, x.z);
+      h.x = std::max(h.x, x.x); h.y = std::max(h.y, x.y); h.z = std::max(h.z, x.z);
+    }
+#pragma omp critical
+    {
+      root_lo.x = std::min(root_lo.x, l.x); root_lo.y = std::min(root_lo.y, l.y); root_lo.z = std::min(root_lo.z, l.z);
+      root_hi.x = std::max(root_hi.x, h.x); root_hi.y = std::max(root_hi.y, h.y); root_hi.z = std::max(root_hi.z, h.z);
+    }
+  }
   const std::int64_t n_nodes = subtree_nodes(static_cast<std::int64_t>(n));
   const std::int64_t n_leaves = subtree_leaves(static_cast<std::int64_t>(n));
   nodes_.assign(static_cast<std::size_t>(n_nodes), TreeNode{});
   leaves_.assign(static_cast<std::size_t>(n_leaves), Leaf{});
   leaf_node_.assign(static_cast<std::size_t>(n_leaves), -1);
 
-#pragma omp parallel
-#pragma omp single
-  build_node(0, -1, 0, static_cast<std::uint32_t>(n), 0, 0);
+  times_.fill = watch.seconds();
+  watch.restart();
+  // Top levels: while a level has fewer nodes than threads, each node is split by every
+  // thread together, from one buffer into the other (items_ <-> scratch_: two passes over
+  // the items per level, which also give the children's boxes); once a level has as many
+  // nodes as threads, its nodes are split in place, one per thread; below parallel_min
+  // particles, whole subtrees are built serially, one per thread. The node layout is fixed
+  // by N alone and the splits by the total order, so this changes who computes what,
+  // never the result (1 thread: plain serial recursion).
+  const auto threads = static_cast<std::size_t>(std::max(1, omp_get_max_threads()));
+  const std::uint32_t split_min =
+      std::max<std::uint32_t>(parallel_min, static_cast<std::uint32_t>(max_leaf_) + 1);
+  Pending root{0, -1, 0, static_cast<std::uint32_t>(n), 0, 0};
+  root.lo = root_lo;
+  root.hi = root_hi;
+  root.has_box = true;
+  std::vector<Pending> level{root}, next, splits, subtrees;
+  std::vector<std::pair<std::vector<std::int32_t>, bool>> top;   // per level: nodes, data-parallel
+  int cur = 0;   // the buffer holding the current level's items: 0 items_, 1 scratch_
+  while (!level.empty()) {
+    splits.clear();
+    for (Pending p : level) {
+      if (p.count < split_min) {
+        p.buffer = cur;
+        subtrees.push_back(p);
+      } else {
+        splits.push_back(p);
+      }
+    }
+    if (splits.empty()) break;
+    const bool data_parallel = threads > 1 && splits.size() < threads;
+    next.assign(2 * splits.size(), Pending{});
+    if (data_parallel) {
+      Item* src = cur == 0 ? items_.data() : scratch_.data();
+      Item* dst = cur == 0 ? scratch_.data() : items_.data();
+      for (std::size_t q = 0; q < splits.size(); ++q) split_parallel(splits[q], src, dst, &next[2 * q]);
+      cur = 1 - cur;
+    } else {
+      Item* base = cur == 0 ? items_.data() : scratch_.data();
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t q = 0; q < static_cast<std::int64_t>(splits.size()); ++q)
+        split_node(splits[static_cast<std::size_t>(q)], base, &next[2 * static_cast<std::size_t>(q)]);
+    }
+    top.emplace_back(std::vector<std::int32_t>(), data_parallel);
+    for (const Pending& p : splits) top.back().first.push_back(p.index);
+    level.swap(next);
+  }
+  // Subtrees left behind in the other buffer (a level whose nodes did not all split) join
+  // the rest; then items_ is the buffer that holds everything.
+  for (const Pending& p : subtrees)
+    if (p.buffer != cur) {
+      const Item* from = (p.buffer == 0 ? items_.data() : scratch_.data()) + p.first;
+      Item* to = (cur == 0 ? items_.data() : scratch_.data()) + p.first;
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(p.count); ++i) to[i] = from[i];
+    }
+  if (cur == 1) items_.swap(scratch_);
+  times_.top = watch.seconds();
+  watch.restart();
+  const auto n_sub = static_cast<std::int64_t>(subtrees.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t q = 0; q < n_sub; ++q) {
+    const Pending& p = subtrees[static_cast<std::size_t>(q)];
+    build_node(p.index, p.parent, p.first, p.count, p.depth, p.leaf_base);
+  }
+  times_.subtrees = watch.seconds();
+  watch.restart();
+  for (auto it = top.rbegin(); it != top.rend(); ++it) {   // deepest level first
+    const std::vector<std::int32_t>& list = it->first;
+    if (it->second) {
+      for (std::int32_t index : list) finish_node(index, true);
+    } else {
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::int64_t q = 0; q < static_cast<std::int64_t>(list.size()); ++q)
+        finish_node(list[static_cast<std::size_t>(q)], false);
+    }
+  }
 
+  times_.finish = watch.seconds();
+  watch.restart();
   order_.resize(n);
   pos_.resize(n);
-  for (std::size_t t = 0; t < n; ++t) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < ni; ++t) {
     order_[t] = items_[t].index;
     pos_[t] = items_[t].x;
   }
@@ -67,8 +307,182 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
   levels_.assign(static_cast<std::size_t>(max_depth) + 1, {});
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     levels_[static_cast<std::size_t>(nodes_[i].depth)].push_back(static_cast<std::int32_t>(i));
+  times_.output = watch.seconds();
 }
 
+// A node of a top level split by one thread, in place in `base`: box, nth_element, children.
+void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
+  node.first = p.first;
+  node.count = p.count;
+  node.parent = p.parent;
+  node.depth = p.depth;
+  Item* begin = base + p.first;
+  if (p.has_box) {
+    node.lo = p.lo;
+    node.hi = p.hi;
+  } else {
+    bounding_box(begin, p.count, false, node.lo, node.hi);
+  }
+  const std::uint32_t n_left = p.count / 2;
+  const int axis = longest_axis(node.lo, node.hi);
+  with_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + p.count, less); });
+  set_children(p, n_left, children);
+}
+
+void OrbTree::set_children(const Pending& p, std::uint32_t n_left, Pending* children) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
+  node.left = p.index + 1;
+  node.right = p.index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left));
+  children[0] = Pending{node.left, p.index, p.first, n_left, p.depth + 1, p.leaf_base};
+  children[1] = Pending{node.right, p.index, p.first + n_left, p.count - n_left, p.depth + 1,
+                        p.leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left))};
+}
+
+// A node split by all threads from src into dst (same positions in both). A sorted sample
+// brackets the median between two sample items (as median_split); pass 1 classifies every
+// item (below, between, above them) into codes_; pass 2 moves each item to its class's
+// place in dst and keeps each class's box. The middle class is then split in place
+// (median_split, src as its scratch), and the children's boxes are the class boxes joined
+// with the boxes of the middle's two parts: exact, with no pass over the children.
+void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, Pending* children) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
+  node.first = p.first;
+  node.count = p.count;
+  node.parent = p.parent;
+  node.depth = p.depth;
+  Item* src = src_base + p.first;
+  Item* dst = dst_base + p.first;
+  const std::size_t n = p.count, k = n / 2;
+  if (p.has_box) {
+    node.lo = p.lo;
+    node.hi = p.hi;
+  } else {
+    bounding_box(src, n, true, node.lo, node.hi);
+  }
+  const int axis = longest_axis(node.lo, node.hi);
+  struct Box {
+    Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+    void add(const Vec3d& x) {
+      lo.x = std::min(lo.x, x.x); lo.y = std::min(lo.y, x.y); lo.z = std::min(lo.z, x.z);
+      hi.x = std::max(hi.x, x.x); hi.y = std::max(hi.y, x.y); hi.z = std::max(hi.z, x.z);
+    }
+    void add(const Box& b) {   // an empty b (lo > hi) changes nothing
+      lo.x = std::min(lo.x, b.lo.x); lo.y = std::min(lo.y, b.lo.y); lo.z = std::min(lo.z, b.lo.z);
+      hi.x = std::max(hi.x, b.hi.x); hi.y = std::max(hi.y, b.hi.y); hi.z = std::max(hi.z, b.hi.z);
+    }
+  };
+  auto box_of = [&](const Item* b, std::size_t m) {
+    Box out;
+    if (m > 0) bounding_box(b, m, true, out.lo, out.hi);
+    return out;
+  };
+  auto plain = [&](auto order) {   // small node, or the sample missed: copy and select
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(n); ++i) dst[i] = src[i];
+    std::nth_element(dst, dst + k, dst + n, order);
+  };
+  Box left, right;
+  with_axis(axis, [&](auto order) {
+    using Less = decltype(order);
+    if (n < kSampledMin) {
+      plain(order);
+      left = box_of(dst, k);
+      right = box_of(dst + k, n - k);
+      return;
+    }
+    const std::size_t m = std::min(kMaxSample, n / 64);
+    std::size_t band = 4;
+    while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
+    std::vector<Item> sample(m);
+    for (std::size_t i = 0; i < m; ++i) sample[i] = src[i * n / m];
+    std::sort(sample.begin(), sample.end(), order);
+    const std::size_t at = k * m / n;
+    const int use_lo = at >= band, use_hi = at + band < m;
+    const Item pl = sample[use_lo ? at - band : 0], ph = sample[use_hi ? at + band : m - 1];
+
+    codes_.resize(std::max(codes_.size(), n));
+    unsigned char* code = codes_.data();
+    const auto n_blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
+    std::vector<std::size_t> cursor(static_cast<std::size_t>(n_blocks) * 3, 0);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t c[3] = {0, 0, 0};
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
+        const int q = 1 - (use_lo & Less::less(src[i], pl)) + (use_hi & Less::less(ph, src[i]));
+        code[i] = static_cast<unsigned char>(q);
+        ++c[q];
+      }
+      for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
+    }
+    std::size_t total[3] = {0, 0, 0};
+    for (std::int64_t b = 0; b < n_blocks; ++b)
+      for (int q = 0; q < 3; ++q) total[q] += cursor[static_cast<std::size_t>(b) * 3 + q];
+    if (!(total[0] <= k && k < total[0] + total[1])) {
+      plain(order);
+      left = box_of(dst, k);
+      right = box_of(dst + k, n - k);
+      return;
+    }
+    std::size_t run = 0;   // class-major exclusive prefix
+    for (int q = 0; q < 3; ++q)
+      for (std::int64_t b = 0; b < n_blocks; ++b) {
+        const std::size_t c = cursor[static_cast<std::size_t>(b) * 3 + q];
+        cursor[static_cast<std::size_t>(b) * 3 + q] = run;
+        run += c;
+      }
+    std::vector<Box> class_box(static_cast<std::size_t>(n_blocks) * 3);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * 3;
+      Box* bx = class_box.data() + static_cast<std::size_t>(b) * 3;
+      const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
+        const int q = code[i];
+        dst[c[q]++] = src[i];
+        bx[q].add(src[i].x);
+      }
+    }
+    Box below, above;
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      below.add(class_box[static_cast<std::size_t>(b) * 3]);
+      above.add(class_box[static_cast<std::size_t>(b) * 3 + 2]);
+    }
+    // The middle class, in place in dst, with the same range of src as its scratch.
+    median_split(dst + total[0], total[1], k - total[0], axis, src + total[0], true);
+    left = box_of(dst + total[0], k - total[0]);
+    right = box_of(dst + k, total[0] + total[1] - k);
+    if (total[0] > 0) left.add(below);
+    if (total[2] > 0) right.add(above);
+  });
+  set_children(p, static_cast<std::uint32_t>(k), children);
+  children[0].lo = left.lo;
+  children[0].hi = left.hi;
+  children[1].lo = right.lo;
+  children[1].hi = right.hi;
+  children[0].has_box = children[1].has_box = true;
+}
+
+// Centre of mass from the children and the exact radius (a max over the members, by all
+// threads when `parallel`: max is exact, so either way gives the same bits).
+void OrbTree::finish_node(std::int32_t index, bool parallel) {
+  TreeNode& done = nodes_[static_cast<std::size_t>(index)];
+  const TreeNode& a = nodes_[static_cast<std::size_t>(done.left)];
+  const TreeNode& b = nodes_[static_cast<std::size_t>(done.right)];
+  done.centre = (static_cast<double>(a.count) * a.centre + static_cast<double>(b.count) * b.centre) *
+                (1.0 / done.count);
+  const Item* begin = items_.data() + done.first;
+  const Vec3d c = done.centre;
+  const auto count = static_cast<std::int64_t>(done.count);
+  double r2 = 0;
+#pragma omp parallel for schedule(static) reduction(max : r2) if (parallel)
+  for (std::int64_t i = 0; i < count; ++i) r2 = std::max(r2, norm2(begin[i].x - c));
+  done.radius = std::sqrt(r2);
+  done.mass = done.count * particle_mass_;
+}
+
+// A whole subtree by one thread (recursive); scratch_ over the same range is its buffer.
 void OrbTree::build_node(std::int32_t index, std::int32_t parent, std::uint32_t first,
                          std::uint32_t count, std::int32_t depth, std::int32_t leaf_base) {
   TreeNode& node = nodes_[static_cast<std::size_t>(index)];
@@ -78,42 +492,23 @@ void OrbTree::build_node(std::int32_t index, std::int32_t parent, std::uint32_t 
   node.depth = depth;
   Item* begin = items_.data() + first;
   Item* end = begin + count;
-
-  Vec3d lo = begin->x, hi = begin->x;
-  for (const Item* it = begin; it != end; ++it)
-    for (int d = 0; d < 3; ++d) {
-      lo[d] = std::min(lo[d], it->x[d]);
-      hi[d] = std::max(hi[d], it->x[d]);
-    }
-  node.lo = lo;
-  node.hi = hi;
-  int axis = 0;
-  for (int d = 1; d < 3; ++d)
-    if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
+  bounding_box(begin, count, false, node.lo, node.hi);
+  const int axis = longest_axis(node.lo, node.hi);
 
   if (count <= static_cast<std::uint32_t>(max_leaf_)) {
     // Sorting the leaf makes the order inside it (hence P2P summation order) input-independent.
-    std::sort(begin, end, PositionLess{axis});
+    with_axis(axis, [&](auto less) { std::sort(begin, end, less); });
     node.leaf = leaf_base;
     leaves_[static_cast<std::size_t>(leaf_base)] = Leaf{first, count, node.box_centre()};
     leaf_node_[static_cast<std::size_t>(leaf_base)] = index;
   } else {
     const std::uint32_t n_left = count / 2;
-    std::nth_element(begin, begin + n_left, end, PositionLess{axis});
+    median_split(begin, count, n_left, axis, scratch_.data() + first, false);
     node.left = index + 1;
     node.right = index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left));
     const std::int32_t right_leaf_base = leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left));
-    const std::int32_t left = node.left, right = node.right;
-    if (count >= kTaskMinCount) {
-#pragma omp task firstprivate(left, index, first, n_left, depth, leaf_base)
-      build_node(left, index, first, n_left, depth + 1, leaf_base);
-#pragma omp task firstprivate(right, index, first, n_left, count, depth, right_leaf_base)
-      build_node(right, index, first + n_left, count - n_left, depth + 1, right_leaf_base);
-#pragma omp taskwait
-    } else {
-      build_node(left, index, first, n_left, depth + 1, leaf_base);
-      build_node(right, index, first + n_left, count - n_left, depth + 1, right_leaf_base);
-    }
+    build_node(node.left, index, first, n_left, depth + 1, leaf_base);
+    build_node(node.right, index, first + n_left, count - n_left, depth + 1, right_leaf_base);
   }
 
   // Centre of mass (equal masses: the mean position, summed in tree order) and the exact

@@ -3,8 +3,10 @@
 // Particles are reordered (order()) so that every node is one contiguous range.
 //
 // The shape depends only on N and max_leaf (a node of n particles has children of n/2 and
-// n - n/2), so node and leaf indices are known before the particles are partitioned and the
-// top levels are built in parallel with the same result as a serial build. Partitioning
+// n - n/2), so node and leaf indices are known before the particles are partitioned: the
+// top levels are split by all threads per node (parallel bounding box, sampled median and
+// three-way partition) or one node per thread, the subtrees below one per thread, with the
+// same result as a serial build. Partitioning
 // compares whole positions (split axis first, then the others), and leaves are sorted the
 // same way, so the tree order is a function of the set of positions alone: a permuted input
 // gives bitwise the same tree and the same forces per particle.
@@ -14,6 +16,7 @@
 // taken as given in [0, L) and nodes never wrap; the walk chooses periodic images.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/vec3.hpp"
@@ -42,8 +45,11 @@ struct TreeNode {
 class OrbTree {
  public:
   // Builds the tree over `positions` (Mpc/h, any order). Reuses the buffers of a previous
-  // build. max_leaf >= 1.
-  void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0);
+  // build. max_leaf >= 1. Nodes of >= parallel_min particles are split by all threads
+  // together (a tuning knob and a test hook: the tree is the same for any value).
+  void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0,
+             std::uint32_t parallel_min = kParallelMin);
+  static constexpr std::uint32_t kParallelMin = 32768;
 
   const std::vector<TreeNode>& nodes() const { return nodes_; }
   const std::vector<Leaf>& leaves() const { return leaves_; }
@@ -56,6 +62,12 @@ class OrbTree {
   // levels()[d]: the nodes of depth d, in increasing index order (for level-parallel passes).
   const std::vector<std::vector<std::int32_t>>& levels() const { return levels_; }
   int max_leaf() const { return max_leaf_; }
+  // Where the last build's time went (seconds): copy in, top levels (split by all threads
+  // per node or one node per thread), subtrees, the top levels' centres and radii, copy out.
+  struct BuildTimes {
+    double fill = 0, top = 0, subtrees = 0, finish = 0, output = 0;
+  };
+  const BuildTimes& build_times() const { return times_; }
   std::size_t size() const { return pos_.size(); }
 
  private:
@@ -63,6 +75,22 @@ class OrbTree {
     Vec3d x;
     std::uint32_t index;
   };
+  struct Pending {
+    Pending() = default;
+    Pending(std::int32_t i, std::int32_t par, std::uint32_t f, std::uint32_t c, std::int32_t d, std::int32_t lb)
+        : index(i), parent(par), first(f), count(c), depth(d), leaf_base(lb) {}
+    std::int32_t index = 0, parent = -1;
+    std::uint32_t first = 0, count = 0;
+    std::int32_t depth = 0, leaf_base = 0;
+    Vec3d lo, hi;            // the node's box, when has_box (its parent's split found it)
+    bool has_box = false;
+    int buffer = 0;          // subtrees: 0 items_, 1 scratch_ holds its items
+  };
+  void split_node(const Pending& p, Item* base, Pending* children);
+  void split_parallel(const Pending& p, Item* src, Item* dst, Pending* children);
+  void set_children(const Pending& p, std::uint32_t n_left, Pending* children);
+  void finish_node(std::int32_t index, bool parallel);
+  std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n) const;
   std::int64_t subtree_nodes(std::int64_t n) const;
   std::int64_t subtree_leaves(std::int64_t n) const;
   void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
@@ -70,13 +98,15 @@ class OrbTree {
 
   int max_leaf_ = 32;
   double particle_mass_ = 1.0;
-  std::vector<Item> items_;
+  std::vector<Item> items_, scratch_;
+  std::vector<unsigned char> codes_;   // split_parallel's per-item classes
   std::vector<TreeNode> nodes_;
   std::vector<Leaf> leaves_;
   std::vector<std::int32_t> leaf_node_;
   std::vector<std::uint32_t> order_;
   std::vector<Vec3d> pos_;
   std::vector<std::vector<std::int32_t>> levels_;
+  BuildTimes times_;
 };
 
 }  // namespace orbis

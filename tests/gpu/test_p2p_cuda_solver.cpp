@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/error.hpp"
 #include "fmm/p2p_cpu.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
 #include "fmm/short_range.hpp"
@@ -111,4 +112,71 @@ TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
   }
   MESSAGE("tree: " << st.leaves << " leaves, " << st.p2p_tasks << " P2P tasks; widest leaf half-width "
           << widest << " Mpc/h, " << straddling << " leaves wider than L/2");
+}
+
+TEST_CASE("CUDA P2P in chunks of target leaves equals one chunk, bitwise") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int n_side = 40;
+  const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 3);
+  ShortRangeSettings s;
+  s.box_mpc_h = box;
+  s.r_s = 1.2 * box / n_side;
+  s.r_cut = 5.5 * s.r_s;
+  s.softening = 0.025 * box / n_side;
+  s.g_mass = 43.0071;
+  CudaP2PEvaluator gpu(0);
+
+  // The solver hands the CUDA backend the walk's buffers (spans); one chunk is the reference.
+  ShortRangeSolver solver(s);
+  std::vector<Vec3d> one, chunked;
+  const ShortRangeStats st = solver.compute(pos, gpu, one);
+  REQUIRE(gpu.timings().chunks == 1);
+  const std::size_t n_tasks = st.p2p_tasks;
+  MESSAGE(n_tasks << " P2P tasks, " << st.leaves << " leaves");
+  for (std::size_t parts : {2u, 7u, 50u}) {
+    gpu.set_max_tasks_per_chunk(n_tasks / parts + 1);
+    const ShortRangeStats sc = solver.compute(pos, gpu, chunked);
+    CAPTURE(parts);
+    MESSAGE("cap " << n_tasks / parts + 1 << ": " << gpu.timings().chunks << " chunks, " << sc.p2p_where);
+    CHECK(gpu.timings().chunks >= static_cast<int>(parts));
+    CHECK(sc.p2p_interactions == st.p2p_interactions);
+    REQUIRE(chunked.size() == one.size());
+    CHECK(std::memcmp(chunked.data(), one.data(), one.size() * sizeof(Vec3d)) == 0);
+  }
+
+  // The same through P2PInput directly: the concatenated list, in chunks, in double.
+  const TaskLists& lists = solver.tasks();   // empty P2P: the solver passed spans
+  CHECK(lists.p2p.empty());
+  OrbTree tree;
+  tree.build(pos, s.max_leaf);
+  DualTreeWalk walk;
+  TaskLists full;
+  walk.run(tree, WalkSettings{box, s.r_cut, s.theta}, full);
+  P2PSettings ps;
+  ps.box_mpc_h = box;
+  ps.r_s = s.r_s;
+  ps.r_cut = s.r_cut;
+  ps.softening = s.softening;
+  ps.g_mass = s.g_mass;
+  ps.double_precision = true;
+  const P2PInput flat{&tree.positions(), &tree.leaves(), &full.p2p};
+  const P2PInput spans{&tree.positions(), &tree.leaves(), nullptr, &walk.p2p_spans()};
+  std::vector<Vec3d> a, b, c;
+  gpu.set_max_tasks_per_chunk(0);
+  gpu.evaluate(ps, flat, a);
+  gpu.evaluate(ps, spans, b);
+  gpu.set_max_tasks_per_chunk(full.p2p.size() / 5);
+  gpu.evaluate(ps, spans, c);
+  CHECK(gpu.timings().chunks >= 5);
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(Vec3d)) == 0);
+  CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(Vec3d)) == 0);
+  // Against the CPU evaluator in double: the same sums up to rounding.
+  std::vector<Vec3d> ref;
+  CpuP2PEvaluator().evaluate(ps, flat, ref);
+  CHECK(max_over_rms(c, ref) < 1e-12);
+
+  // A cap below one target's task count cannot be met: a clear error, not a wrong answer.
+  gpu.set_max_tasks_per_chunk(1);
+  CHECK_THROWS_AS(gpu.evaluate(ps, flat, a), Error);
 }

@@ -2,7 +2,10 @@
 // equal): invariants checked on random, shuffled task lists with repeats.
 #include <doctest/doctest.h>
 
+#include <omp.h>
+
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -77,4 +80,45 @@ TEST_CASE("grouping edge cases") {
   one[0].target = 0;
   one[0].source = 10;
   CHECK_THROWS_AS(group_tasks_by_target(one, 10), Error);  // source beyond the leaves
+}
+
+TEST_CASE("parallel grouping of spans equals a serial stable sort, for any thread count") {
+  // Many pieces (> 2^16 tasks in one span), buckets wider than one target (> 1024 targets),
+  // empty spans, and targets that occur nowhere.
+  const std::uint32_t n_targets = 5000;
+  const auto a = random_tasks(150000, n_targets, 11);
+  const auto b = random_tasks(3000, n_targets, 12);
+  std::vector<InteractionTask> all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  std::vector<InteractionTask> ref(all);
+  std::stable_sort(ref.begin(), ref.end(),
+                   [](const InteractionTask& x, const InteractionTask& y) { return x.target < y.target; });
+  const std::vector<TaskSpan> spans{{a.data(), a.size()}, {nullptr, 0}, {b.data(), b.size()}};
+  for (int threads : {1, 2, 3}) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<std::size_t> offsets;
+    std::vector<InteractionTask> out, scratch;
+    group_spans_by_target(spans, n_targets, n_targets, offsets, out, scratch);
+    omp_set_num_threads(before);
+    REQUIRE(out.size() == ref.size());
+    bool equal = true;
+    for (std::size_t q = 0; q < ref.size(); ++q) equal &= same(out[q], ref[q]);
+    CHECK(equal);
+    REQUIRE(offsets.size() == n_targets + 1);
+    bool offsets_ok = offsets[n_targets] == ref.size();
+    for (std::uint32_t t = 0; t < n_targets; ++t)
+      for (std::size_t q = offsets[t]; q < offsets[t + 1]; ++q) offsets_ok &= out[q].target == t;
+    CHECK(offsets_ok);
+  }
+  // An already grouped list (the walk's) takes a copy path: the same result.
+  const GroupedTasks g1 = group_tasks_by_target(all, n_targets), g2 = group_tasks_by_target(ref, n_targets);
+  REQUIRE(g1.tasks.size() == g2.tasks.size());
+  REQUIRE(g1.groups.size() == g2.groups.size());
+  CHECK(std::memcmp(g1.tasks.data(), g2.tasks.data(), g1.tasks.size() * sizeof(InteractionTask)) == 0);
+  CHECK(std::memcmp(g1.groups.data(), g2.groups.data(), g1.groups.size() * sizeof(GroupIdx)) == 0);
+  std::vector<std::size_t> offsets;
+  std::vector<InteractionTask> out, scratch;
+  CHECK_THROWS_AS(group_spans_by_target(spans, n_targets / 2, 0, offsets, out, scratch), Error);
+  CHECK_THROWS_AS(group_spans_by_target(spans, n_targets, n_targets / 2, offsets, out, scratch), Error);
 }

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -101,6 +102,51 @@ void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, dou
   walk.run(tree, WalkSettings{box, r_cut, theta}, lists);
   check_grouped(lists.p2p);
   check_grouped(lists.m2l);
+  REQUIRE(walk.m2l_offsets().size() == tree.nodes().size() + 1);
+  for (std::size_t t = 0; t < tree.nodes().size(); ++t)
+    for (std::size_t q = walk.m2l_offsets()[t]; q < walk.m2l_offsets()[t + 1]; ++q)
+      CHECK(lists.m2l[q].target == t);
+  REQUIRE(walk.p2p_offsets().size() == tree.leaves().size() + 1);
+  for (std::size_t l = 0; l < tree.leaves().size(); ++l)
+    for (std::size_t q = walk.p2p_offsets()[l]; q < walk.p2p_offsets()[l + 1]; ++q)
+      CHECK(lists.p2p[q].target == l);
+  // The spans (walk order) grouped stably are the P2P list.
+  std::vector<InteractionTask> from_spans;
+  for (const TaskSpan& span : walk.p2p_spans()) from_spans.insert(from_spans.end(), span.data, span.data + span.size);
+  std::stable_sort(from_spans.begin(), from_spans.end(),
+                   [](const InteractionTask& a, const InteractionTask& b) { return a.target < b.target; });
+  REQUIRE(from_spans.size() == lists.p2p.size());
+  CHECK(std::memcmp(from_spans.data(), lists.p2p.data(), from_spans.size() * sizeof(InteractionTask)) == 0);
+  CHECK(walk.p2p_count() == lists.p2p.size());
+  // Half mode: each mutual pair one flagged task; expanded (task, then its reverse) it is
+  // the walk-order list of the full mode, task for task.
+  std::vector<InteractionTask> walk_order;
+  for (const TaskSpan& span : walk.p2p_spans()) walk_order.insert(walk_order.end(), span.data, span.data + span.size);
+  DualTreeWalk half_walk;
+  TaskLists half_lists;
+  half_walk.run(tree, WalkSettings{box, r_cut, theta}, half_lists, DualTreeWalk::P2POutput::kHalfSpans);
+  CHECK(half_lists.p2p.empty());
+  CHECK(half_lists.m2l.size() == lists.m2l.size());
+  std::vector<InteractionTask> expanded;
+  std::size_t flagged = 0;
+  for (const TaskSpan& span : half_walk.p2p_spans())
+    for (std::size_t q = 0; q < span.size; ++q) {
+      InteractionTask t = span.data[q];
+      const bool mutual = t.flags & kMutualTask;
+      t.flags = 0;
+      expanded.push_back(t);
+      if (mutual) {
+        ++flagged;
+        expanded.push_back(InteractionTask{t.source, t.target,
+                                           {static_cast<std::int8_t>(-t.image[0]), static_cast<std::int8_t>(-t.image[1]),
+                                            static_cast<std::int8_t>(-t.image[2])}, 0});
+      }
+    }
+  if (tree.leaves().size() > 1) CHECK(flagged > 0);
+  CHECK(half_walk.p2p_count() == expanded.size());
+  REQUIRE(expanded.size() == walk_order.size());
+  CHECK(std::memcmp(expanded.data(), walk_order.data(), expanded.size() * sizeof(InteractionTask)) == 0);
+  CHECK(walk.p2p_count() == lists.p2p.size());
   const Coverage c = count(tree, lists, box, r_cut);
   MESSAGE("N = " << positions.size() << ", r_cut/L = " << r_cut / box << ", theta = " << theta
                  << ": pairs within r_cut " << c.within_once + c.within_missing + c.within_multiple
