@@ -256,6 +256,14 @@ void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, 
   for (std::ptrdiff_t q = 0; q < count; ++q) out[sorted.entries[q].index] = in_sorted[q];
 }
 
+void unsort_add(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out) {
+  if (in_sorted.size() != sorted.size() || out.size() != sorted.size())
+    fail("unsort_add: {} values and {} outputs for {} particles", in_sorted.size(), out.size(), sorted.size());
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(sorted.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t q = 0; q < count; ++q) out[sorted.entries[q].index] += in_sorted[q];
+}
+
 template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
 template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
 template void interpolate_from_mesh<float>(const FftMesh<float>&, const SortedParticles&, double,

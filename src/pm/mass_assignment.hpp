@@ -108,6 +108,8 @@ void interpolate_vector_from_meshes(const FftMesh<Real>& x, const FftMesh<Real>&
 
 // out[index of q] = in_sorted[q].
 void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);
+// out[index of q] += in_sorted[q] (out already holds one value per particle).
+void unsort_add(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);
 
 // Conveniences that sort first.
 template <typename Real>

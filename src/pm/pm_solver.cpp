@@ -1,28 +1,37 @@
-// Influence function. Long range (r_s > 0): -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2), unchanged.
-// Full force (r_s = 0): the Hockney & Eastwood (1988, eq. 8-22) optimal influence function for
-// the window, the spectral gradient and a Gaussian-smoothed point-mass reference
-// (optimal_influence() below), tabulated once per mesh per (|m_x|, |m_y|, |m_z|) in the mesh
-// precision. It replaces 1/W^2 (x exp(-k^2 (0.75 cell)^2) before): where aliasing is weak it
-// equals the deconvolution, and near the Nyquist corner it weighs the alias images instead of
-// amplifying them (Gamma <= 140 at the 32^3 TSC corner against 3400 for 1/W^2). Measured
-// (tests/physics/test_pm_force.cpp, 32^3): with the pure point-mass reference the isolated pair
-// force is 10-40% off at 4-8 cells (the response drops from 0.27 to 0 at the zone boundary and
-// rings), so a reference smoothing is needed. A Gaussian (sigma = 0.6 cells) gives the best
-// isolated pair (TSC rms 0.46% at 4 cells) but costs (0.6 k cell)^2 of the force at low k,
-// which slows linear growth measurably (2% in P at k cell = 0.15 from z = 49 to 1,
-// tests/physics/test_linear_growth.cpp; 2.5% in the Zel'dovich pancake). The flat reference
-// S = 2e^-x - e^-2x, x = (k sigma)^2, sigma = 0.55 cells, loses only x^2 (1e-4 at the fundamental
-// of a 32^3 mesh): the pancake and the growth test pass, the orientation-averaged pair force stays
-// within 1% from 4 cells on, and the price is the anisotropy at 4-5 cells (TSC rms 1.8%, 1.2%)
-// and a force above Newton at 1.5-3 cells (+20% at 2 cells: any reference flat to O(k^4) has a
-// negative lobe), which lifts PM-only power at k cell > 0.5 above TreePM's (demo z = 0: +8-14% at
-// k = 1-2 h/Mpc). For PM-only runs, whose use is the large scales, exact growth is the better
-// trade; TreePM (the default) has neither problem.
+// PM-only force: why two interlaced meshes, and why this reference (measured; 32^3 mesh pair
+// test of tests/physics/test_pm_force.cpp, 64 pairs per separation, TSC; pancake on its 64-cell
+// wave unless marked, tests/physics/test_zeldovich_pancake.cpp, position / velocity error;
+// "1 - S" is the reference's force deficit at low k, in (k cell)^2).
+//
+//  one mesh, reference                        max err >= 4 cells  mean at 2 cells  1 - S    pancake
+//  Gaussian sigma 0.6 cells                    (rms 0.46%)          below Newton   0.36     2.5% (32 cells)
+//  2e^-x - e^-2x, x = (0.55 k cell)^2         4.8% (rms 1.8%)      +20%           O(k^4)   0.19 / 0.44% (32 cells)
+//  two meshes (this file), reference
+//  Gaussian sigma 0.45 cells                   2.9%                 -3%            0.20     1.4 / 2.4% (32 cells)
+//  Gaussian sigma 0.55 cells                   0.31%                -9%            0.30     0.52 / 0.86%
+//  e^-x (1 + x), sigma 0.65 (flat, O(k^4))     0.41%                +19%           O(k^4)   0.16 / 0.19%
+//  e^-x (1 + x/2), sigma 0.6                   0.45%                +2.5%          0.18     0.28 / 0.46%
+//  exp(-(k sigma)^4), sigma 0.36 cells         1.3%                 +22%           O(k^4)   (mean force 1% off at 4 cells)
+//  (1 - k^2/K^2)^5, K = 5.5 / cell (chosen)    0.37%                +1.5%          0.165    0.21 / 0.35%
+//
+// On one mesh the cube-shaped zone ends at |k| = pi / cell along the axes: a reference small
+// there costs the large scales force (growth and pancake fail), one flat at low k rings at the
+// zone edge (the pair force 2-5% off at 4-6 cells, and its negative lobe overshoots Newton by
+// 20%). The second mesh doubles the zone to the rhombic dodecahedron (inscribed radius
+// sqrt(2) pi / cell): a reference can then be flat at low k and vanish near the boundary. The
+// smoothing must still cost some force at low k: the deficit 1 - S = c2 (k cell)^2 is
+// (1/3) int r (1 - F/F_Newton) dr / cell^2, so a small c2 means a force close to Newton's at
+// 1.5-3 cells, which a reference band-limited to the zone reaches only with an overshoot. The
+// pancake's velocity error grows with c2 (0.35% at 0.165, 0.46% at 0.18, 0.86% at 0.30), the
+// pair force and the overshoot want c2 larger; the compact polynomial above gives the least
+// overshoot found at c2 = 0.165 (a linear program over references band-limited to the zone's
+// inscribed sphere, with this c2, found none below ~1%). Cost: two assignments, 8 FFTs
+// instead of 4, two interpolations (tests/bench/bench_pm.cpp).
 #include "pm/pm_solver.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <complex>
 #include <string>
 #include <vector>
 
@@ -32,6 +41,7 @@
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "pm/interlaced_influence.hpp"
 
 namespace orbis {
 
@@ -61,93 +71,43 @@ const std::vector<const char*>& PmSolver::phase_names() {
 
 template <typename Real>
 struct PmSolver::Meshes {
-  explicit Meshes(int n) : rho(n), gx(n), gy(n) {}
-  // rho: density, then phi(k), then g_z. Three meshes rather than two (one component of g at a
-  // time) because interpolating all components in one pass is 1.5 (TSC) to 2 (CIC) times
-  // faster: one stencil per particle instead of three.
-  FftMesh<Real> rho, gx, gy;
-  // PM-only: the optimal influence function as Gamma(k) = G_opt(k) k^2 / (-4 pi G), i.e. the
-  // factor that replaces 1/W(k)^2, per (|m_x|, |m_y|, |m_z|) (it has the symmetry of the cube),
-  // (n/2+1)^3 values in the mesh precision. Empty with r_s > 0.
-  std::vector<Real> gamma;
-};
-
-namespace {
-
-// The PM-only optimal influence function (Hockney & Eastwood 1988, eq. 8-22) for the window
-// W = sinc^p, the spectral gradient D(k) = i k' (k' = k with the Nyquist component of each
-// axis set to zero, as in the gradient loop) and the reference force
-// R(k) = -i k 4 pi G / k^2 S(k), S = exp(-k^2 sigma^2), sigma = kReferenceSmoothingCells:
-//   G_opt(k) = D*(k) . sum_n W^2(k_n) R(k_n) / (|D(k)|^2 [sum_n W^2(k_n)]^2),  k_n = k + 2 pi n / cell
-//            = -4 pi G sum_n W^2(k_n) S(k_n) (k'.k_n) / k_n^2 / (|k'|^2 [sum_n W^2(k_n)]^2).
-// Returned as Gamma = G_opt k^2 / (-4 pi G) for m in [0, n/2]^3, index (mx * h + my) * h + mz,
-// h = n/2 + 1. The numerator sums the alias images |k_n| <= (images + 1/2) k_grid per axis
-// (a set symmetric about 0, also on the Nyquist plane); the denominator factorises per axis and
-// is summed in closed form: sum_j sinc^4(x + pi j) = 1 - 2/3 sin^2 x (CIC),
-// sum_j sinc^6(x + pi j) = 1 - sin^2 x + 2/15 sin^4 x (TSC).
-std::vector<double> optimal_influence(Window window, int n, int images) {
-  const int h = n / 2 + 1, p = window_order(window);
-  struct Image { double j, w2; };   // alias wavenumber (mesh units) and W_1d^2 there
-  std::vector<std::vector<Image>> axis(h);
-  std::vector<double> alias_sum(h);
-  for (int m = 0; m < h; ++m) {
-    for (int a = -images - 1; a <= images + 1; ++a) {
-      const int j = m + a * n;
-      if (2 * std::abs(j) > (2 * images + 1) * n) continue;
-      const double t = units::pi * j / n;
-      const double w = j == 0 ? 1.0 : std::pow(std::sin(t) / t, p);
-      axis[m].push_back({static_cast<double>(j), w * w});
-    }
-    const double s2 = std::pow(std::sin(units::pi * m / n), 2);
-    alias_sum[m] = window == Window::cic ? 1 - 2.0 / 3.0 * s2 : 1 - s2 + 2.0 / 15.0 * s2 * s2;
+  // One mesh: density, then phi(k), then g_z; and g_x, g_y. Three meshes rather than two (one
+  // component of g at a time) because interpolating all components in one pass is 1.5 (TSC)
+  // to 2 (CIC) times faster: one stencil per particle instead of three.
+  struct Set {
+    explicit Set(int n) : rho(n), gx(n), gy(n) {}
+    FftMesh<Real> rho, gx, gy;
+  };
+  Meshes(int n, bool interlaced) : a(n) {
+    if (interlaced) b = std::make_unique<Set>(n);
   }
-  // Reference smoothing S = 2e^-x - e^-2x = 1 - x^2 + ..., x = k^2 sigma^2, sigma in cells
-  // (see PmSolver::kReferenceSmoothingCells): flat to O(k^4) so that large-scale growth is
-  // not slowed, and zero-bound at the Nyquist corner.
-  const double sig2 = std::pow(2 * units::pi * PmSolver::kReferenceSmoothingCells / n, 2);
-  auto smoothing = [&](double jj) { return 2 * std::exp(-jj * sig2) - std::exp(-2 * jj * sig2); };
-  std::vector<double> gamma(static_cast<std::size_t>(h) * h * h, 0.0);
-#pragma omp parallel for schedule(dynamic)
-  for (int mx = 0; mx < h; ++mx)
-    for (int my = 0; my < h; ++my)
-      for (int mz = 0; mz < h; ++mz) {
-        const double kx = mx == n / 2 ? 0.0 : mx, ky = my == n / 2 ? 0.0 : my, kz = mz == n / 2 ? 0.0 : mz;
-        const double kd2 = kx * kx + ky * ky + kz * kz;
-        if (kd2 == 0) continue;   // k = 0 or the corner: no gradient there
-        double num = 0;
-        for (const Image& ix : axis[mx])
-          for (const Image& iy : axis[my]) {
-            const double wxy = ix.w2 * iy.w2;
-            if (wxy == 0) continue;
-            for (const Image& iz : axis[mz]) {
-              const double w2 = wxy * iz.w2;
-              if (w2 == 0) continue;
-              const double jj = ix.j * ix.j + iy.j * iy.j + iz.j * iz.j;
-              num += w2 * (kx * ix.j + ky * iy.j + kz * iz.j) / jj * smoothing(jj);
-            }
-          }
-        const double den = alias_sum[mx] * alias_sum[my] * alias_sum[mz];
-        const double k2 = static_cast<double>(mx) * mx + static_cast<double>(my) * my + static_cast<double>(mz) * mz;
-        gamma[(static_cast<std::size_t>(mx) * h + my) * h + mz] = k2 * num / (kd2 * den * den);
-      }
-  return gamma;
-}
-
-}  // namespace
+  Set a;                    // assigned at the particle positions
+  std::unique_ptr<Set> b;   // PM-only: assigned at the positions + (h/2)(1,1,1)
+  // PM-only: the influence function of the even and odd coset, G_c / (-4 pi G) in mesh index
+  // units, two values per (|m_x|, |m_y|, |m_z|) (interlaced_influence.hpp), mesh precision.
+  std::vector<Real> influence;
+};
 
 struct PmSolver::Impl {
   std::unique_ptr<Meshes<float>> single;
   std::unique_ptr<Meshes<double>> twice;
   std::vector<double> k_axis;      // 2 pi m / L for signed mesh index m, h/Mpc
   std::vector<double> inv_w2_axis; // 1 / W_1d(m)^2
+  // PM-only: exp(i pi m / n) for signed index m; the product over the axes is
+  // P(k) = exp(i k.(h/2)(1,1,1)), the phase of mesh B relative to mesh A.
+  std::vector<std::complex<double>> half_shift_axis;
 
-  // Reused from step to step: the particles sorted for the mesh and g in sorted order.
-  SortedParticles sorted;
+  // Reused from step to step: the particles sorted for each mesh and g in sorted order.
+  SortedParticles sorted, sorted_b;
   std::vector<Vec3d> acc_sorted;
 
   template <typename Real>
   void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
            std::vector<Vec3d>& acc, PhaseTimes& times);
+  template <typename Real>
+  void run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
+  template <typename Real>
+  void run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
 };
 
 PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std::make_unique<Impl>()) {
@@ -155,35 +115,44 @@ PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std:
   if (!(settings.box_mpc_h > 0)) fail("PM solver: box size {} Mpc/h must be positive", settings.box_mpc_h);
   if (n < 4 || n % 2 != 0) fail("PM solver: mesh side {} must be even and at least 4", n);
   if (settings.r_s_mpc_h < 0) fail("PM solver: r_s = {} Mpc/h must be >= 0", settings.r_s_mpc_h);
-  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n);
-  else impl_->single = std::make_unique<Meshes<float>>(n);
-  if (settings.r_s_mpc_h == 0) {
-    const std::vector<double> gamma = optimal_influence(settings.window, n, kInfluenceAliasImages);
-    if (impl_->twice) impl_->twice->gamma = gamma;
-    else impl_->single->gamma.assign(gamma.begin(), gamma.end());
+  const bool full = settings.r_s_mpc_h == 0;
+  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, full);
+  else impl_->single = std::make_unique<Meshes<float>>(n, full);
+  if (full) {
+    const std::vector<double> g = interlaced_optimal_influence(settings.window, n);
+    if (impl_->twice) impl_->twice->influence = g;
+    else impl_->single->influence.assign(g.begin(), g.end());
   }
   impl_->k_axis.resize(n);
   impl_->inv_w2_axis.resize(n);
+  impl_->half_shift_axis.resize(n);
   for (int i = 0; i < n; ++i) {
     const int m = FftMesh<double>::signed_index(i, n);
     impl_->k_axis[i] = 2.0 * units::pi * m / settings.box_mpc_h;
     const double w = window_fourier(settings.window, m, n);
     impl_->inv_w2_axis[i] = 1.0 / (w * w);
+    impl_->half_shift_axis[i] = std::polar(1.0, units::pi * m / n);
   }
 }
 
 PmSolver::~PmSolver() = default;
 
+namespace {
+template <typename Meshes>
+std::size_t mesh_bytes(const Meshes& m) {
+  return (m.b ? 6 : 3) * m.a.rho.bytes() + m.influence.size() * sizeof(m.influence[0]);
+}
+}  // namespace
+
 std::size_t PmSolver::bytes() const {
-  if (impl_->twice) return 3 * impl_->twice->rho.bytes() + impl_->twice->gamma.size() * sizeof(double);
-  return 3 * impl_->single->rho.bytes() + impl_->single->gamma.size() * sizeof(float);
+  return impl_->twice ? mesh_bytes(*impl_->twice) : mesh_bytes(*impl_->single);
 }
 
 std::string PmSolver::describe() const {
   const auto& s = settings_;
   const std::string force = s.r_s_mpc_h > 0
       ? fmt::format("long range, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h)
-      : std::string("full force, optimal influence function");
+      : std::string("full force, two interlaced meshes, optimal influence function");
   return fmt::format("PM {}^3 {} mesh, {}, {}, {:.0f} MiB", s.grid_side, s.double_mesh ? "double" : "float",
                      window_name(s.window), force, bytes() / 1048576.0);
 }
@@ -200,53 +169,59 @@ void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass
 template <typename Real>
 void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
                          double mass, std::vector<Vec3d>& acc, PhaseTimes& times) {
-  using Complex = typename FftMesh<Real>::Complex;
-  const int n = s.grid_side, nzc = m.rho.nz_complex();
-  const int x0 = m.rho.local_x0(), nx = m.rho.local_nx();
-  const double cell = s.box_mpc_h / n;
+  const int n = s.grid_side;
+  const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
   {
     ScopedPhase phase(times, "pm_assign");
     sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
-    assign_to_mesh(m.rho, sorted, mass / (cell * cell * cell));
+    assign_to_mesh(m.a.rho, sorted, density);
+    if (m.b) {
+      sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.5, sorted_b);
+      assign_to_mesh(m.b->rho, sorted_b, density);
+    }
   }
+  if (m.b) run_full(s, m, times);
+  else run_long_range(s, m, times);
+  {
+    // PM-only: g(x) = (g_A(x) + g_B(x + shift)) / 2.
+    ScopedPhase phase(times, "pm_interpolate");
+    const double scale = m.b ? 0.5 : 1.0;
+    interpolate_vector_from_meshes(m.a.gx, m.a.gy, m.a.rho, sorted, scale, acc_sorted);
+    unsort(sorted, acc_sorted, acc);
+    if (m.b) {
+      interpolate_vector_from_meshes(m.b->gx, m.b->gy, m.b->rho, sorted_b, scale, acc_sorted);
+      unsort_add(sorted_b, acc_sorted, acc);
+    }
+  }
+}
+
+template <typename Real>
+void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times) {
+  using Complex = typename FftMesh<Real>::Complex;
+  const int n = s.grid_side, nzc = m.a.rho.nz_complex();
+  const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
   {
     ScopedPhase phase(times, "pm_fft");
-    m.rho.forward();
+    m.a.rho.forward();
   }
   {
-    // phi(k) = G(k) rho(k); the 1/n^3 of the unnormalised inverse FFT is folded in here.
+    // phi(k) = -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2) rho(k); the 1/n^3 of the unnormalised
+    // inverse FFT is folded in here.
     ScopedPhase phase(times, "pm_green");
     const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n);
-    if (s.r_s_mpc_h > 0) {   // long range: exp(-k^2 r_s^2) / W(k)^2
-      const double rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
+    const double rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
 #pragma omp parallel for schedule(static)
-      for (int i = x0; i < x0 + nx; ++i)
-        for (int j = 0; j < n; ++j) {
-          Complex* row = &m.rho.mode(i, j, 0);
-          const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
-          const double wxy = inv_w2_axis[i] * inv_w2_axis[j];
-          for (int k = 0; k < nzc; ++k) {
-            const double k2 = kxy2 + k_axis[k] * k_axis[k];
-            const double g = k2 > 0 ? norm / k2 * std::exp(-k2 * rs2) * wxy * inv_w2_axis[k] : 0.0;
-            row[k] *= static_cast<Real>(g);
-          }
+    for (int i = x0; i < x0 + nx; ++i)
+      for (int j = 0; j < n; ++j) {
+        Complex* row = &m.a.rho.mode(i, j, 0);
+        const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
+        const double wxy = inv_w2_axis[i] * inv_w2_axis[j];
+        for (int k = 0; k < nzc; ++k) {
+          const double k2 = kxy2 + k_axis[k] * k_axis[k];
+          const double g = k2 > 0 ? norm / k2 * std::exp(-k2 * rs2) * wxy * inv_w2_axis[k] : 0.0;
+          row[k] *= static_cast<Real>(g);
         }
-    } else {                 // full force: the optimal influence function, Gamma(k) / k^2
-      const int h = n / 2 + 1;
-      const Real* gamma = m.gamma.data();
-#pragma omp parallel for schedule(static)
-      for (int i = x0; i < x0 + nx; ++i)
-        for (int j = 0; j < n; ++j) {
-          Complex* row = &m.rho.mode(i, j, 0);
-          const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
-          const Real* gamma_row = gamma + (static_cast<std::size_t>(std::min(i, n - i)) * h + std::min(j, n - j)) * h;
-          for (int k = 0; k < nzc; ++k) {
-            const double k2 = kxy2 + k_axis[k] * k_axis[k];
-            const double g = k2 > 0 ? norm / k2 * static_cast<double>(gamma_row[k]) : 0.0;
-            row[k] *= static_cast<Real>(g);
-          }
-        }
-    }
+      }
   }
   // g_d(k) = -i k_d phi(k). The Nyquist plane of axis d has no odd (sine) part on the mesh,
   // so its derivative is set to zero there; that keeps g real and the operator antisymmetric
@@ -265,9 +240,9 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
-        Complex* phi = &m.rho.mode(i, j, 0);   // becomes g_z
-        Complex* gx = &m.gx.mode(i, j, 0);
-        Complex* gy = &m.gy.mode(i, j, 0);
+        Complex* phi = &m.a.rho.mode(i, j, 0);   // becomes g_z
+        Complex* gx = &m.a.gx.mode(i, j, 0);
+        Complex* gy = &m.a.gy.mode(i, j, 0);
         const double kx = i == nyquist ? 0.0 : k_axis[i];
         const double ky = j == nyquist ? 0.0 : k_axis[j];
         for (int k = 0; k < nzc; ++k) {
@@ -282,14 +257,87 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
   }
   {
     ScopedPhase phase(times, "pm_fft");
-    m.gx.backward();
-    m.gy.backward();
-    m.rho.backward();
+    m.a.gx.backward();
+    m.a.gy.backward();
+    m.a.rho.backward();
+  }
+}
+
+template <typename Real>
+void PmSolver::Impl::run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times) {
+  using Complex = typename FftMesh<Real>::Complex;
+  using C = std::complex<double>;
+  const int n = s.grid_side, h = n / 2 + 1, nzc = m.a.rho.nz_complex();
+  const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
+  auto& b = *m.b;
+  {
+    ScopedPhase phase(times, "pm_fft");
+    m.a.rho.forward();
+    b.rho.forward();
   }
   {
-    ScopedPhase phase(times, "pm_interpolate");
-    interpolate_vector_from_meshes(m.gx, m.gy, m.rho, sorted, 1.0, acc_sorted);
-    unsort(sorted, acc_sorted, acc);
+    // E = (A + P B)/2 and O = (A - P B)/2 (interlaced_influence.hpp), each times its own
+    // influence function: phi_E in place of A, phi_O in place of B. The 1/n^3 of the
+    // unnormalised inverse FFT and the (box / 2 pi)^2 of the index-unit table are folded in.
+    ScopedPhase phase(times, "pm_green");
+    const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n) *
+                        std::pow(s.box_mpc_h / (2 * units::pi), 2) * 0.5;
+    const Real* influence = m.influence.data();
+#pragma omp parallel for schedule(static)
+    for (int i = x0; i < x0 + nx; ++i)
+      for (int j = 0; j < n; ++j) {
+        Complex* pa = &m.a.rho.mode(i, j, 0);
+        Complex* pb = &b.rho.mode(i, j, 0);
+        const Real* g = influence + 2 * (static_cast<std::size_t>(std::min(i, n - i)) * h + std::min(j, n - j)) * h;
+        const C pxy = half_shift_axis[i] * half_shift_axis[j];
+        for (int k = 0; k < nzc; ++k) {
+          const C a(pa[k].real(), pa[k].imag());
+          const C shifted = pxy * half_shift_axis[k] * C(pb[k].real(), pb[k].imag());
+          const C even = (a + shifted) * (norm * static_cast<double>(g[2 * k]));
+          const C odd = (a - shifted) * (norm * static_cast<double>(g[2 * k + 1]));
+          pa[k] = Complex(static_cast<Real>(even.real()), static_cast<Real>(even.imag()));
+          pb[k] = Complex(static_cast<Real>(odd.real()), static_cast<Real>(odd.imag()));
+        }
+      }
+  }
+  {
+    // g_c = -i kappa_c phi_c with each coset's own wavevector; back to the meshes:
+    // g_A = g_E + g_O, g_B = P^-1 (g_E - g_O).
+    ScopedPhase phase(times, "pm_gradient");
+    const double dk = 2 * units::pi / s.box_mpc_h;
+#pragma omp parallel for schedule(static)
+    for (int i = x0; i < x0 + nx; ++i)
+      for (int j = 0; j < n; ++j) {
+        Complex* out_a[3] = {&m.a.gx.mode(i, j, 0), &m.a.gy.mode(i, j, 0), &m.a.rho.mode(i, j, 0)};
+        Complex* out_b[3] = {&b.gx.mode(i, j, 0), &b.gy.mode(i, j, 0), &b.rho.mode(i, j, 0)};
+        const C pxy = std::conj(half_shift_axis[i] * half_shift_axis[j]);
+        int idx[3] = {FftMesh<double>::signed_index(i, n), FftMesh<double>::signed_index(j, n), 0};
+        for (int k = 0; k < nzc; ++k) {
+          idx[2] = k;
+          double ke[3], ko[3];
+          principal_wavevector(idx, n, Coset::even, ke);
+          principal_wavevector(idx, n, Coset::odd, ko);
+          // -i kappa phi, kappa in h/Mpc
+          const C phi_e = C(out_a[2][k].real(), out_a[2][k].imag()) * C(0, -dk);
+          const C phi_o = C(out_b[2][k].real(), out_b[2][k].imag()) * C(0, -dk);
+          const C back = pxy * std::conj(half_shift_axis[k]);
+          for (int d = 0; d < 3; ++d) {
+            const C ge = ke[d] * phi_e, go = ko[d] * phi_o;
+            const C ga = ge + go, gb = back * (ge - go);
+            out_a[d][k] = Complex(static_cast<Real>(ga.real()), static_cast<Real>(ga.imag()));
+            out_b[d][k] = Complex(static_cast<Real>(gb.real()), static_cast<Real>(gb.imag()));
+          }
+        }
+      }
+  }
+  {
+    ScopedPhase phase(times, "pm_fft");
+    m.a.gx.backward();
+    m.a.gy.backward();
+    m.a.rho.backward();
+    b.gx.backward();
+    b.gy.backward();
+    b.rho.backward();
   }
 }
 

@@ -1,25 +1,37 @@
 // The particle-mesh gravity solver: the long-range force of TreePM, or the whole force of a
 // PM-only run (DESIGN.md "Force split").
 //
+// Long range (r_s > 0, TreePM), on one mesh:
 //   rho(x)  = m sum_p W(x - x_p) / cell^3                  (CIC or TSC, mass_assignment.hpp)
 //   phi(k)  = -4 pi G rho(k) / k^2 * exp(-k^2 r_s^2) / W(k)^2,  phi(0) = 0
 //   g(k)    = -i k phi(k)                                  (spectral differentiation)
 //   g(x_p)  = sum_x W(x - x_p) g(x)                        (the same window: momentum conserved)
+// W(k) = prod_i sinc^p(k_i cell/2) is divided out twice, once for assignment and once for
+// interpolation; the result adds to the short-range erfc force of the tree to give 1/r^2.
+//
+// Full force (r_s = 0, PM-only), on two interlaced meshes: mesh A is assigned at the particle
+// positions x, mesh B at x + (cell/2)(1,1,1). Together they sample the density on a
+// body-centred-cubic lattice, whose Fourier zone (the rhombic dodecahedron) has twice the
+// volume of one mesh's cube: with the phase P(k) = exp(i k.(cell/2)(1,1,1)), E = (A + P B)/2
+// and O = (A - P B)/2 are two distinct modes of that lattice (interlaced_influence.hpp), each
+// with its own wavevector and its own optimal influence function (Hockney & Eastwood) for a
+// reference force smoothed by S(k) = (1 - k^2/K^2)^5, K = 5.5/cell. The fields go back as
+// g_A = g_E + g_O and g_B = P^-1 (g_E - g_O); each particle gets the mean of g_A
+// interpolated at x and g_B at x + (cell/2)(1,1,1). One mesh's cube forces a choice between
+// ringing at its edge and a reference that costs the large scales force (pm_solver.cpp);
+// the doubled zone holds a reference that is both flat at low k and zero at the boundary.
 //
 // g is the comoving acceleration of GADGET's convention: nabla^2 phi = 4 pi G (rho - rho_bar)
 // with comoving rho in (1e10 Msun/h)/(Mpc/h)^3, so g is in (km/s)^2/(Mpc/h) and the run loop
 // kicks p += g * int da/(a^2 H). The mean density is removed (k = 0 is zero), as in every
-// periodic code. W(k) = prod_i sinc^p(k_i cell/2) is divided out twice, once for assignment
-// and once for interpolation. With r_s > 0 the force is the long-range part that adds to the
-// short-range erfc force of the tree to give 1/r^2; with r_s = 0 it is the full PM force with
-// the Hockney & Eastwood optimal influence function in place of 1/W(k)^2 (pm_solver.cpp), for
-// a reference force smoothed at kReferenceSmoothingCells.
+// periodic code.
 //
-// Memory: three meshes (density/phi/g_z, g_x, g_y) of 4 (float) or 8 (double) bytes per cell,
-// in PM-only mode the influence table ((n/2+1)^3 values, ~1/8 of one mesh),
-// plus 56 bytes per particle (the particles sorted for the mesh and g in that order), all kept
-// from step to step. Mesh loops run over the local x slab of FftMesh, so an FFTW-MPI slab mesh
-// can replace the serial one (interpolation will then need ghost planes).
+// Memory: three meshes per mesh set (density/phi/g_z, g_x, g_y) of 4 (float) or 8 (double)
+// bytes per cell, one set for the long range, two for PM-only (plus its influence table, two
+// values per (n/2+1)^3, ~1/4 of one mesh), plus 56 bytes per particle per set (the particles
+// sorted for the mesh and g in that order), all kept from step to step. Mesh loops run over
+// the local x slab of FftMesh, so an FFTW-MPI slab mesh can replace the serial one
+// (interpolation will then need ghost planes).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -65,16 +77,6 @@ class PmSolver {
   std::size_t bytes() const;   // memory held by the meshes
   // "PM 256^3 float mesh, tsc, long range, r_s = 0.47 Mpc/h (1.2 cells), 192 MiB"
   std::string describe() const;
-
-  // Alias images per axis summed in the numerator of the full-force optimal influence function
-  // (|k_n| <= (2 + 1/2) k_grid); see pm_solver.cpp.
-  static constexpr int kInfluenceAliasImages = 2;
-  // Full-force mode: the reference force of the optimal influence function is the point-mass
-  // force times S = 2e^-x - e^-2x, x = (k sigma)^2, sigma = 0.55 cells. Without a smoothing the
-  // optimal response drops steeply at the zone boundary and pair forces ring by 10-40% at 4-8
-  // cells (measured); this one is flat to O(k^4), so large-scale growth is exact
-  // (pm_solver.cpp has the measured trade-off).
-  static constexpr double kReferenceSmoothingCells = 0.55;
 
   // Names of the phases accelerations() adds to PhaseTimes, in order.
   static const std::vector<const char*>& phase_names();

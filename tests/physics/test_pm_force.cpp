@@ -1,8 +1,8 @@
 // PM forces against exact periodic references (tests/support/ewald.hpp).
-//  * PM-only: the force between two particles against the Ewald force, for separations of 1
-//    to L/4 mesh cells, over random positions and orientations of the pair relative to the
-//    mesh. Printed: the mean radial ratio, rms and max relative error per separation;
-//    asserted from 4 cells on: the orientation-averaged force within 1%.
+//  * PM-only: the force between two particles against the Ewald force, for separations of
+//    0.5 to L/4 mesh cells, over 64 random positions and orientations of the pair relative to
+//    the mesh per separation. Printed: the mean radial ratio, rms and max relative error;
+//    asserted: every pair within 1% from 4 cells on (TSC), and the overshoot above Newton.
 //  * Long-range (r_s > 0): against Ewald minus the short-range erfc force of the nearby
 //    images, i.e. exactly what the tree must not supply. Errors are relative to the exact
 //    periodic (Ewald) force at that separation, the force the sum of both parts must give.
@@ -86,7 +86,7 @@ PairErrors pair_errors(PmSolver& pm, double r_cells, int configs, std::mt19937_6
 
 }  // namespace
 
-TEST_CASE("PM-only pair force matches Ewald beyond a few mesh cells") {
+TEST_CASE("PM-only pair force matches Ewald beyond 4 mesh cells, for every orientation") {
   for (Window window : {Window::cic, Window::tsc}) {
     PmSettings s;
     s.box_mpc_h = kBox;
@@ -95,20 +95,22 @@ TEST_CASE("PM-only pair force matches Ewald beyond a few mesh cells") {
     s.double_mesh = true;
     PmSolver pm(s);
     std::mt19937_64 rng(42);
-    std::printf("PM-only %s, 32^3 mesh, 24 random pairs per r; errors relative to |Ewald|\n"
+    std::printf("PM-only %s, 32^3 mesh, 64 random pairs per r; errors relative to |Ewald|\n"
                 "  r/cell  <F_r/F_ewald>  rms err   max err\n", orbis::window_name(window));
-    for (double r : {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0}) {
-      const PairErrors e = pair_errors(pm, r, 24, rng, [](const Vec3d&, const Vec3d& ewald) { return ewald; });
+    for (double r : {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0}) {
+      const PairErrors e = pair_errors(pm, r, 64, rng, [](const Vec3d&, const Vec3d& ewald) { return ewald; });
       std::printf("  %5.2f   %10.5f   %8.2e  %8.2e\n", r, e.mean_radial_ratio, e.rms, e.max);
-      // The orientation-averaged force is within 1% from 4 cells on. The scatter over
-      // orientations (aliasing anisotropy) is the price of a reference flat to O(k^4), which
-      // keeps large-scale growth exact (pm_solver.cpp): TSC ~1.8% rms at 4 cells, 1.2% at 5,
-      // under 1% beyond; CIC about twice that.
-      if (r >= 4.0) {
-        CHECK(std::abs(e.mean_radial_ratio - 1) < 0.01);
-        const double rms_bound = (window == Window::tsc ? 1.0 : 2.0) * (r < 5.5 ? 0.025 : 0.01);
-        CHECK(e.rms < rms_bound);
-      }
+      // TSC (the default): every sampled pair within 1% from 4 cells on (0.45% at 4 cells over
+      // 1000 pairs). CIC is aliasing-limited: rms under 1% from 4 cells, every pair from 6
+      // (1000 pairs: max 1.8% at 4 cells, 1.2% at 5, 0.9% at 6).
+      if (window == Window::tsc && r >= 4.0) CHECK(e.max < 0.01);
+      if (window == Window::cic && r >= 4.0) CHECK(e.rms < 0.01);
+      if (window == Window::cic && r >= 6.0) CHECK(e.max < 0.01);
+      // The mean force exceeds Newton's by at most ~2% (at 2 cells: the reference is not a
+      // positive kernel, since its low-k deficit 1 - S = 0.165 (k cell)^2 is kept small for the
+      // pancake and growth tests; a Gaussian with no overshoot needs 0.30). Inside 1.5 cells
+      // it is below Newton's, as in every PM force.
+      CHECK(e.mean_radial_ratio < 1.025);
     }
   }
 }

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "pm/interlaced_influence.hpp"
 #include "pm/mass_assignment.hpp"
 #include "pm/pm_solver.hpp"
 
@@ -173,6 +174,38 @@ TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 thread
     }
   }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("the principal wavevector of each coset is the mean of its shortest images (brute force)") {
+  // Images m + n a with a_x + a_y + a_z even (odd), |a_i| <= 2: the shortest, their mean on ties.
+  for (int n : {8, 10})
+    for (orbis::Coset coset : {orbis::Coset::even, orbis::Coset::odd}) {
+      int checked = 0;
+      for (int mx = -n / 2 + 1; mx <= n / 2; ++mx)
+        for (int my = -n / 2 + 1; my <= n / 2; ++my)
+          for (int mz = -n / 2 + 1; mz <= n / 2; ++mz) {
+            long best = -1;
+            double mean[3] = {0, 0, 0};
+            int ties = 0;
+            for (int ax = -2; ax <= 2; ++ax)
+              for (int ay = -2; ay <= 2; ++ay)
+                for (int az = -2; az <= 2; ++az) {
+                  if (((ax + ay + az) % 2 != 0) != (coset == orbis::Coset::odd)) continue;
+                  const long v[3] = {mx + n * ax, my + n * ay, mz + n * az};
+                  const long len = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+                  if (best >= 0 && len > best) continue;
+                  if (len < best || best < 0) ties = 0, mean[0] = mean[1] = mean[2] = 0, best = len;
+                  ++ties;
+                  for (int d = 0; d < 3; ++d) mean[d] += v[d];
+                }
+            const int m[3] = {mx, my, mz};
+            double kappa[3];
+            orbis::principal_wavevector(m, n, coset, kappa);
+            for (int d = 0; d < 3; ++d) CHECK(kappa[d] == doctest::Approx(mean[d] / ties));
+            ++checked;
+          }
+      CHECK(checked == n * n * n);
+    }
 }
 
 TEST_CASE("PmSettings::from_params derives the mesh and the split scale") {
