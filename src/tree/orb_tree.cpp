@@ -1,6 +1,7 @@
 #include "tree/orb_tree.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 
@@ -92,32 +93,58 @@ int longest_axis(const Vec3d& lo, const Vec3d& hi) {
   return axis;
 }
 
+// The two sample items that bracket rank k of [src, src + n) (see median_split): classify()
+// puts an item below them (0), between (1) or above (2), with no branch.
+template <typename Item, typename Less>
+struct SampledPivots {
+  Item lo, hi;
+  int use_lo, use_hi;   // 0 at the ends of the sample: that side has no bound
+  int classify(const Item& it) const {
+    return 1 - (use_lo & Less::less(it, lo)) + (use_hi & Less::less(hi, it));
+  }
+};
+template <typename Item, typename Less>
+SampledPivots<Item, Less> sample_pivots(const Item* src, std::size_t n, std::size_t k, Less order) {
+  const std::size_t m = std::min(kMaxSample, n / 64);
+  std::size_t band = 4;
+  while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
+  std::vector<Item> sample(m);
+  for (std::size_t i = 0; i < m; ++i) sample[i] = src[i * n / m];
+  std::sort(sample.begin(), sample.end(), order);
+  const std::size_t at = k * m / n;
+  const int use_lo = at >= band, use_hi = at + band < m;
+  return {sample[use_lo ? at - band : 0], sample[use_hi ? at + band : m - 1], use_lo, use_hi};
+}
+
+// cursor holds per block b the count of each class q at [3b + q]; turns it into each
+// block's first slot per class (class-major, so the classes come out contiguous in block
+// order) and returns the class totals.
+std::array<std::size_t, 3> class_major_prefix(std::vector<std::size_t>& cursor) {
+  const std::size_t n_blocks = cursor.size() / 3;
+  std::array<std::size_t, 3> total{0, 0, 0};
+  for (std::size_t b = 0; b < n_blocks; ++b)
+    for (int q = 0; q < 3; ++q) total[q] += cursor[b * 3 + q];
+  std::size_t run = 0;
+  for (int q = 0; q < 3; ++q)
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      const std::size_t c = cursor[b * 3 + q];
+      cursor[b * 3 + q] = run;
+      run += c;
+    }
+  return total;
+}
+
 // Puts the k smallest items of [begin, begin + n) (total order on `axis`) first. Sampled
 // three-way split (classify, scatter into tmp, copy back, nth_element inside the middle
 // class), by all threads when `parallel`; tmp holds n items.
 template <typename Item>
-void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp, bool parallel);
-
-template <typename Item>
 void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp, bool parallel) {
   with_axis(axis, [&](auto order) {
-    using Less = decltype(order);
     if (!parallel || n < kSampledMin) {   // serially, introselect is faster (measured)
       std::nth_element(begin, begin + k, begin + n, order);
       return;
     }
-    std::size_t m = std::min(kMaxSample, n / 64);
-    std::size_t band = 4;
-    while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
-    std::vector<Item> sample(m);
-    for (std::size_t i = 0; i < m; ++i) sample[i] = begin[i * n / m];
-    std::sort(sample.begin(), sample.end(), order);
-    const std::size_t at = k * m / n;
-    const bool has_lo = at >= band, has_hi = at + band < m;
-    const Item pl = sample[has_lo ? at - band : 0], ph = sample[has_hi ? at + band : m - 1];
-    const int use_lo = has_lo, use_hi = has_hi;
-    // 0: below pl, 1: between, 2: above ph.
-    auto cls = [&](const Item& it) { return 1 - (use_lo & Less::less(it, pl)) + (use_hi & Less::less(ph, it)); };
+    const auto piv = sample_pivots(begin, n, k, order);
 
     const auto n_blocks = static_cast<std::int64_t>((n + kBlock - 1) / kBlock);
     std::vector<std::size_t> cursor(static_cast<std::size_t>(n_blocks) * 3, 0);
@@ -125,28 +152,19 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       std::size_t c[3] = {0, 0, 0};
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
-      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) ++c[cls(begin[i])];
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) ++c[piv.classify(begin[i])];
       for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
     }
-    std::size_t total[3] = {0, 0, 0};
-    for (std::int64_t b = 0; b < n_blocks; ++b)
-      for (int q = 0; q < 3; ++q) total[q] += cursor[static_cast<std::size_t>(b) * 3 + q];
+    const auto total = class_major_prefix(cursor);
     if (!(total[0] <= k && k < total[0] + total[1])) {   // the sample missed: plain select
       std::nth_element(begin, begin + k, begin + n, order);
       return;
     }
-    std::size_t run = 0;   // class-major exclusive prefix: block b's class-q items start here
-    for (int q = 0; q < 3; ++q)
-      for (std::int64_t b = 0; b < n_blocks; ++b) {
-        const std::size_t c = cursor[static_cast<std::size_t>(b) * 3 + q];
-        cursor[static_cast<std::size_t>(b) * 3 + q] = run;
-        run += c;
-      }
 #pragma omp parallel for schedule(static) if (parallel)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * 3;
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
-      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) tmp[c[cls(begin[i])]++] = begin[i];
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) tmp[c[piv.classify(begin[i])]++] = begin[i];
     }
 #pragma omp parallel for schedule(static) if (parallel)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
@@ -384,22 +402,13 @@ void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, P
   };
   Box left, right;
   with_axis(axis, [&](auto order) {
-    using Less = decltype(order);
     if (n < kSampledMin) {
       plain(order);
       left = box_of(dst, k);
       right = box_of(dst + k, n - k);
       return;
     }
-    const std::size_t m = std::min(kMaxSample, n / 64);
-    std::size_t band = 4;
-    while (band * band < 4 * m) ++band;   // 2 sqrt(m) = 4 sigma
-    std::vector<Item> sample(m);
-    for (std::size_t i = 0; i < m; ++i) sample[i] = src[i * n / m];
-    std::sort(sample.begin(), sample.end(), order);
-    const std::size_t at = k * m / n;
-    const int use_lo = at >= band, use_hi = at + band < m;
-    const Item pl = sample[use_lo ? at - band : 0], ph = sample[use_hi ? at + band : m - 1];
+    const auto piv = sample_pivots(src, n, k, order);
 
     codes_.resize(std::max(codes_.size(), n));
     unsigned char* code = codes_.data();
@@ -410,28 +419,19 @@ void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, P
       std::size_t c[3] = {0, 0, 0};
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
       for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
-        const int q = 1 - (use_lo & Less::less(src[i], pl)) + (use_hi & Less::less(ph, src[i]));
+        const int q = piv.classify(src[i]);
         code[i] = static_cast<unsigned char>(q);
         ++c[q];
       }
       for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
     }
-    std::size_t total[3] = {0, 0, 0};
-    for (std::int64_t b = 0; b < n_blocks; ++b)
-      for (int q = 0; q < 3; ++q) total[q] += cursor[static_cast<std::size_t>(b) * 3 + q];
+    const auto total = class_major_prefix(cursor);
     if (!(total[0] <= k && k < total[0] + total[1])) {
       plain(order);
       left = box_of(dst, k);
       right = box_of(dst + k, n - k);
       return;
     }
-    std::size_t run = 0;   // class-major exclusive prefix
-    for (int q = 0; q < 3; ++q)
-      for (std::int64_t b = 0; b < n_blocks; ++b) {
-        const std::size_t c = cursor[static_cast<std::size_t>(b) * 3 + q];
-        cursor[static_cast<std::size_t>(b) * 3 + q] = run;
-        run += c;
-      }
     std::vector<Box> class_box(static_cast<std::size_t>(n_blocks) * 3);
 #pragma omp parallel for schedule(static)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
