@@ -44,6 +44,16 @@ double max_over_rms(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) 
   for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::sqrt(norm2(a[i] - ref[i])));
   return worst / rms;
 }
+// The short-range settings of a clustered scene of n_side^3 particles in `box`.
+ShortRangeSettings scene_settings(double box, int n_side, double r_cut_over_rs) {
+  ShortRangeSettings s;
+  s.box_mpc_h = box;
+  s.r_s = 1.2 * box / n_side;
+  s.r_cut = r_cut_over_rs * s.r_s;
+  s.softening = 0.025 * box / n_side;
+  s.g_mass = 43.0071;
+  return s;
+}
 }  // namespace
 
 TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
@@ -51,12 +61,7 @@ TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
   const double box = 100;
   const int n_side = 48;
   const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 7);
-  ShortRangeSettings s;
-  s.box_mpc_h = box;
-  s.r_s = 1.2 * box / n_side;
-  s.r_cut = 4.5 * s.r_s;
-  s.softening = 0.025 * box / n_side;
-  s.g_mass = 43.0071;
+  ShortRangeSettings s = scene_settings(box, n_side, 4.5);
   CpuP2PEvaluator cpu;
   CudaP2PEvaluator gpu(0);
 
@@ -72,7 +77,7 @@ TEST_CASE("short-range solver: CUDA P2P vs CPU P2P on the clustered set") {
   MESSAGE("solver, CUDA double exact vs CPU double exact: max " << d.max);
   CHECK(d.max < 1e-12);
 
-  // CUDA float, order-3 table, as a run uses it (P2P on its own host thread).
+  // CUDA float, order-3 table, as a run uses it (P2P started before the far field, finished after).
   s.taylor_order = 3;
   s.p2p_double = false;
   s.overlap_p2p = true;
@@ -119,12 +124,7 @@ TEST_CASE("CUDA P2P in chunks of target leaves equals one chunk, bitwise") {
   const double box = 100;
   const int n_side = 40;
   const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 3);
-  ShortRangeSettings s;
-  s.box_mpc_h = box;
-  s.r_s = 1.2 * box / n_side;
-  s.r_cut = 5.5 * s.r_s;
-  s.softening = 0.025 * box / n_side;
-  s.g_mass = 43.0071;
+  ShortRangeSettings s = scene_settings(box, n_side, 5.5);
   CudaP2PEvaluator gpu(0);
 
   // The solver hands the CUDA backend the walk's buffers (spans); one chunk is the reference.
