@@ -46,15 +46,36 @@ std::vector<std::size_t> all_indices(std::size_t n) {
   return v;
 }
 
+// 12000 clustered particles in a 64 Mpc/h box with their double all-pairs reference,
+// built once for the tests that share them (the reference is the expensive part).
+struct ClusteredCase {
+  P2PSettings settings;
+  test::P2PScene scene;
+  std::vector<std::size_t> targets;
+  test::DirectResult ref;
+};
+const ClusteredCase& clustered_case() {
+  static const ClusteredCase c = [] {
+    const double box = 64;
+    const std::size_t n = 12000;
+    ClusteredCase r;
+    r.settings = test::settings_for(box, 32, n);
+    r.scene = test::make_scene(test::clustered_positions(n, box, 42), box, 32, r.settings.r_cut);
+    r.targets = all_indices(n);
+    r.ref = test::direct_reference(r.scene.pos, r.targets, r.settings);
+    return r;
+  }();
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("CPU P2P vs a double all-pairs sum on a clustered set") {
-  const double box = 64;
-  const std::size_t n = 12000;
-  P2PSettings st = test::settings_for(box, 32, n);
-  test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 42), box, 32, st.r_cut);
-  const auto targets = all_indices(n);
-  const test::DirectResult ref = test::direct_reference(scene.pos, targets, st);
+  const ClusteredCase& fixture = clustered_case();
+  const test::P2PScene& scene = fixture.scene;
+  const test::DirectResult& ref = fixture.ref;
+  const auto& targets = fixture.targets;
+  P2PSettings st = fixture.settings;
   P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
   CpuP2PEvaluator cpu;
   std::vector<Vec3d> acc;
@@ -70,7 +91,7 @@ TEST_CASE("CPU P2P vs a double all-pairs sum on a clustered set") {
               << ps.where << ")");
       CHECK(c.stats.median < 1e-6);
       CHECK(c.stats.max < 1e-4);
-      CHECK(c.near_cut < n / 100);
+      CHECK(c.near_cut < targets.size() / 100);
     }
   }
   SUBCASE("float, exact erfc path") {
@@ -220,12 +241,11 @@ std::vector<int> runnable_levels() {
 }  // namespace
 
 TEST_CASE("CPU P2P at every SIMD level this CPU runs, tiled and generic kernels") {
-  const double box = 64;
-  const std::size_t n = 12000;
-  P2PSettings st = test::settings_for(box, 32, n);
-  test::P2PScene scene = test::make_scene(test::clustered_positions(n, box, 42), box, 32, st.r_cut);
-  const auto targets = all_indices(n);
-  const test::DirectResult ref = test::direct_reference(scene.pos, targets, st);
+  const ClusteredCase& fixture = clustered_case();
+  const test::P2PScene& scene = fixture.scene;
+  const test::DirectResult& ref = fixture.ref;
+  const auto& targets = fixture.targets;
+  P2PSettings st = fixture.settings;
   P2PInput in{&scene.pos, &scene.leaves, &scene.tasks};
   for (int level : runnable_levels()) {
     std::vector<Vec3d> generic, tiled;
