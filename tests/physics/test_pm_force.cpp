@@ -84,15 +84,22 @@ PairErrors pair_errors(PmSolver& pm, double r_cells, int configs, std::mt19937_6
   return e;
 }
 
+// The PM settings of these tests: a 32^3 mesh over the kBox box; r_s = 0 is PM-only.
+PmSettings mesh_settings(Window window, bool double_mesh, double r_s = 0) {
+  PmSettings s;
+  s.box_mpc_h = kBox;
+  s.grid_side = 32;
+  s.window = window;
+  s.r_s_mpc_h = r_s;
+  s.double_mesh = double_mesh;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("PM-only pair force matches Ewald beyond 4 mesh cells, for every orientation") {
   for (Window window : {Window::cic, Window::tsc}) {
-    PmSettings s;
-    s.box_mpc_h = kBox;
-    s.grid_side = 32;
-    s.window = window;
-    s.double_mesh = true;
+    const PmSettings s = mesh_settings(window, true);
     PmSolver pm(s);
     std::mt19937_64 rng(42);
     std::printf("PM-only %s, 32^3 mesh, 64 random pairs per r; errors relative to |Ewald|\n"
@@ -117,12 +124,7 @@ TEST_CASE("PM-only pair force matches Ewald beyond 4 mesh cells, for every orien
 
 TEST_CASE("PM long-range force matches Ewald minus the short-range erfc force") {
   for (Window window : {Window::cic, Window::tsc}) {
-    PmSettings s;
-    s.box_mpc_h = kBox;
-    s.grid_side = 32;
-    s.window = window;
-    s.r_s_mpc_h = 1.2 * kBox / s.grid_side;
-    s.double_mesh = true;
+    const PmSettings s = mesh_settings(window, true, 1.2 * kBox / 32);
     PmSolver pm(s);
     std::mt19937_64 rng(7);
     std::printf("PM long range %s, r_s = 1.2 cells, 32^3 mesh; errors relative to |Ewald|\n"
@@ -148,12 +150,7 @@ TEST_CASE("PM forces on a random set sum to zero (momentum conservation)") {
   for (auto& p : pos) p = {u(rng), u(rng), u(rng)};
   for (bool twice : {false, true}) {
     for (Window window : {Window::cic, Window::tsc}) {
-      PmSettings s;
-      s.box_mpc_h = kBox;
-      s.grid_side = 32;
-      s.window = window;
-      s.double_mesh = twice;
-      PmSolver pm(s);
+      PmSolver pm(mesh_settings(window, twice));
       std::vector<Vec3d> acc;
       pm.accelerations(pos, kMass, acc);
       Vec3d total;
