@@ -152,7 +152,8 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       std::size_t c[3] = {0, 0, 0};
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
-      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) ++c[piv.classify(begin[i])];
+      const auto p = piv;   // a block-local copy: the stores below cannot alias it
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) ++c[p.classify(begin[i])];
       for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
     }
     const auto total = class_major_prefix(cursor);
@@ -164,7 +165,8 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * 3;
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
-      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) tmp[c[piv.classify(begin[i])]++] = begin[i];
+      const auto p = piv;
+      for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) tmp[c[p.classify(begin[i])]++] = begin[i];
     }
 #pragma omp parallel for schedule(static) if (parallel)
     for (std::int64_t b = 0; b < n_blocks; ++b) {
@@ -418,8 +420,9 @@ void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, P
     for (std::int64_t b = 0; b < n_blocks; ++b) {
       std::size_t c[3] = {0, 0, 0};
       const std::size_t e = std::min(n, static_cast<std::size_t>(b + 1) * kBlock);
+      const auto p = piv;   // a block-local copy: the byte stores to code cannot alias it
       for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < e; ++i) {
-        const int q = piv.classify(src[i]);
+        const int q = p.classify(src[i]);
         code[i] = static_cast<unsigned char>(q);
         ++c[q];
       }
