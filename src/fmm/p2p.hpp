@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/vec3.hpp"
 #include "fmm/tasks.hpp"
+#include "fmm/walk.hpp"
+#include "tree/orb_tree.hpp"
 
 namespace orbis {
 
@@ -38,6 +41,24 @@ struct P2PStats {
   std::string where;            // "cpu (2 threads)", "cuda (NVIDIA H100 ...)"
 };
 
+// The short-range step's tree and walk for an evaluator that does them on its own device
+// (the CUDA one): the same tree as OrbTree::build and the same task sets as DualTreeWalk,
+// so the CPU and CUDA backends compute the same sums.
+struct DeviceTreeStep {
+  const std::vector<Vec3d>* positions = nullptr;   // caller order, Mpc/h, in [0, box)
+  int max_leaf = 32;
+  WalkSettings walk;
+};
+// What the host gets back for the far field (M2L/L2L/L2P on the CPU while P2P runs).
+struct DeviceTreeResult {
+  OrbTree* tree = nullptr;                         // adopted from the device (OrbTree::adopt)
+  std::vector<InteractionTask>* m2l = nullptr;     // grouped by target node
+  std::vector<std::size_t>* m2l_offsets = nullptr; // per node, n_nodes + 1
+  double tree_seconds = 0;                         // device build, as the host waited for it
+  double walk_seconds = 0;                         // device walk, likewise
+  std::size_t p2p_tasks = 0;                       // a mutual pair counted twice
+};
+
 class P2PEvaluator {
  public:
   virtual ~P2PEvaluator() = default;
@@ -61,6 +82,16 @@ class P2PEvaluator {
   }
   virtual P2PStats finish(std::vector<Vec3d>& acc) {
     return evaluate(pending_settings_, pending_input_, acc);
+  }
+
+  // True when the evaluator can build the tree and walk it itself (start_tree_step).
+  virtual bool builds_tree() const { return false; }
+  // Builds the tree of step.positions, walks it and starts the P2P of the resulting tasks,
+  // like start() on the tasks of OrbTree::build + DualTreeWalk::run; fills `out` (tree and
+  // M2L lists on the host) before returning. finish() then returns the P2P accelerations
+  // in the tree order of out.tree.
+  virtual void start_tree_step(const P2PSettings&, const DeviceTreeStep&, DeviceTreeResult&) {
+    fail("the P2P evaluator '{}' cannot build the tree itself", name());
   }
 
  private:

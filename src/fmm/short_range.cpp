@@ -74,21 +74,9 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
 
   stats_ = ShortRangeStats{};
   total_.restart();
-  Stopwatch phase;
-  tree_.build(positions, s.max_leaf);
-  stats_.tree_seconds = phase.seconds();
-
   // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
   // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
   const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
-  // A backend that expands and groups on its own and reads the walk's buffers in place
-  // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
-  const bool spans = p2p.accepts_task_spans();
-  phase.restart();
-  walk_.run(tree_, WalkSettings{box, r_cut, s.theta}, tasks_,
-            spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped);
-  stats_.walk_seconds = phase.seconds();
-
   P2PSettings ps;
   ps.box_mpc_h = box;
   ps.r_s = s.r_s;
@@ -98,9 +86,41 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   ps.taylor_order = s.taylor_order;
   ps.table_size = s.taylor_table_size;
   ps.double_precision = s.p2p_double;
+  p2p_ = &p2p;
+  const WalkSettings ws{box, r_cut, s.theta};
+
+  device_step_ = s.tree_on_device && p2p.builds_tree();
+  if (device_step_) {
+    // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
+    // the far field, which end() computes while the P2P runs.
+    DeviceTreeResult out;
+    out.tree = &tree_;
+    out.m2l = &tasks_.m2l;
+    out.m2l_offsets = &device_m2l_offsets_;
+    tasks_.p2p.clear();
+    Stopwatch phase;
+    p2p.start_tree_step(ps, DeviceTreeStep{&positions, s.max_leaf, ws}, out);
+    stats_.tree_on_device = true;
+    stats_.tree_seconds = out.tree_seconds;
+    stats_.walk_seconds = out.walk_seconds;
+    stats_.p2p_tasks = out.p2p_tasks;
+    stats_.p2p_seconds = phase.seconds() - out.tree_seconds - out.walk_seconds;
+    return;
+  }
+
+  Stopwatch phase;
+  tree_.build(positions, s.max_leaf);
+  stats_.tree_seconds = phase.seconds();
+  // A backend that expands and groups on its own and reads the walk's buffers in place
+  // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
+  const bool spans = p2p.accepts_task_spans();
+  phase.restart();
+  walk_.run(tree_, ws, tasks_, spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped);
+  stats_.walk_seconds = phase.seconds();
+  stats_.p2p_tasks = walk_.p2p_count();
+
   P2PInput in{&tree_.positions(), &tree_.leaves(), spans ? nullptr : &tasks_.p2p,
               spans ? &walk_.p2p_spans() : nullptr};
-  p2p_ = &p2p;
   if (s.overlap_p2p) {
     // The CUDA backend queues its work and returns; the CPU one only records the call.
     phase.restart();
@@ -135,7 +155,7 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   phase.restart();
   evaluate_far_field(far_);
   stats_.m2l_seconds = phase.seconds();
-  if (settings_.overlap_p2p) {
+  if (settings_.overlap_p2p || device_step_) {
     phase.restart();
     p2p_stats_ = p2p.finish(acc_tree_);
     stats_.p2p_seconds += phase.seconds();
@@ -156,7 +176,6 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   stats.m2l_interactions = static_cast<double>(tasks_.m2l.size());
   stats.nodes = tree_.nodes().size();
   stats.leaves = tree_.leaves().size();
-  stats.p2p_tasks = walk_.p2p_count();
   stats.p2p_where = p2p_stats_.where;
   return stats;
 }
@@ -170,7 +189,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   // first touch instead of a serial memset of tens of MB).
   local_.resize(n_nodes * static_cast<std::size_t>(nl));
   active_.resize(n_nodes);
-  const auto& offsets = walk_.m2l_offsets();
+  const auto& offsets = device_step_ ? device_m2l_offsets_ : walk_.m2l_offsets();
   const auto& m2l = tasks_.m2l;
 
   // M2L: one thread per target node sums its sources in list order, eight at a time

@@ -10,6 +10,11 @@
 // Far pairs inside r_cut are approximated by the multipole expansion of
 // psi = erfc(r/2r_s)/r (fmm/expansions.hpp); pairs are never counted beyond r_cut.
 //
+// With an evaluator that builds the tree itself (P2PEvaluator::builds_tree: the CUDA one),
+// the tree build, the walk and P2P run on its device from the positions alone; the host
+// gets the same tree and M2L lists back and computes multipoles and M2L/L2L/L2P while the
+// device does P2P. The trees and task sets are the CPU's, so both paths give the same sums.
+//
 // The solver owns its buffers and reuses them from one call to the next.
 #pragma once
 #include <string>
@@ -45,6 +50,10 @@ struct ShortRangeSettings {
   // the caller does between begin() and end()); the CPU backend evaluates in finish().
   // Off: evaluate() in begin(). Results are bitwise the same.
   bool overlap_p2p = true;
+  // With an evaluator that builds the tree and walks on its own device (the CUDA one:
+  // P2PEvaluator::builds_tree), let it: the same tree and task sets as the CPU's, so the
+  // same sums; off (a test and benchmark hook) builds and walks on the CPU as for any other.
+  bool tree_on_device = true;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
@@ -57,6 +66,7 @@ struct ShortRangeStats {
   double multipole_seconds = 0;   // P2M + M2M
   double walk_seconds = 0;        // dual-tree walk + grouping of the task lists
   double m2l_seconds = 0;         // M2L + L2L + L2P
+  bool tree_on_device = false;    // tree and walk built by the P2P evaluator's device
   double p2p_seconds = 0;         // time in the evaluator's calls on this thread (start +
                                   // finish: for the CUDA backend, host preparation and the
                                   // wait for the device after the far field)
@@ -98,6 +108,8 @@ class ShortRangeSolver {
   Multipoles multipoles_;
   DualTreeWalk walk_;
   TaskLists tasks_;
+  bool device_step_ = false;                  // the last begin() used start_tree_step
+  std::vector<std::size_t> device_m2l_offsets_;   // its M2L offsets (else the walk's)
   FmmOperators ops_;
   M2LBatch m2l_batch_;
   std::vector<double> local_;          // local expansions, node-major

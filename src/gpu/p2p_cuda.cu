@@ -24,8 +24,10 @@
 #include "fmm/truncation.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
+#include "gpu/orb_tree_cuda.cuh"
 #include "gpu/p2p_cuda_grouping.cuh"
 #include "gpu/p2p_cuda_kernel.cuh"
+#include "gpu/walk_cuda.cuh"
 
 namespace orbis {
 
@@ -56,6 +58,51 @@ const void* kernel_for(int order, bool coef) {
 }
 
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+// Caller-order positions, as the host holds them (x y z per particle), into x | y | z.
+__global__ void deinterleave_kernel(const double* xyz, std::size_t n, double* out) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    out[i] = xyz[3 * i];
+    out[n + i] = xyz[3 * i + 1];
+    out[2 * n + i] = xyz[3 * i + 2];
+  }
+}
+
+// leaf_relative_positions (p2p_prepare.hpp) on the device: one warp per leaf, the same
+// double arithmetic, rounded to R once.
+template <typename R>
+__global__ void leaf_relative_kernel(const double* x, const double* y, const double* z, const gpu::DeviceLeaf* leaves,
+                                     std::size_t n_leaves, std::size_t n, double scale, R* out) {
+  const std::size_t warp = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
+  if (warp >= n_leaves) return;
+  const gpu::DeviceLeaf leaf = leaves[warp];
+  for (std::uint32_t p = leaf.first + threadIdx.x % 32; p < leaf.first + leaf.count; p += 32) {
+    out[p] = static_cast<R>((x[p] - leaf.cx) * scale);
+    out[n + p] = static_cast<R>((y[p] - leaf.cy) * scale);
+    out[2 * n + p] = static_cast<R>((z[p] - leaf.cz) * scale);
+  }
+}
+
+// Particle pairs of the walk's P2P entries (a mutual one counts both directions): the
+// interaction count the host path gets from packing. Integer sums: exact in any order.
+__global__ void count_pairs_kernel(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
+                                   const gpu::DeviceLeaf* leaves, unsigned long long* pairs) {
+  unsigned long long sum = 0;
+  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < entries;
+       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::uint32_t t = targets[e];
+    const unsigned long long c = static_cast<unsigned long long>(leaves[t & ~kMutualBit].count) *
+                                 leaves[packed_leaf(sources[e])].count;
+    sum += (t & kMutualBit) ? 2 * c : c;
+  }
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+  if (threadIdx.x % 32 == 0 && sum > 0) atomicAdd(pairs, sum);
+}
+
+unsigned grid_for(std::size_t items, unsigned block) {
+  return static_cast<unsigned>(std::min<std::size_t>((items + block - 1) / block + 1, 65535u * 16u));
+}
 
 }  // namespace
 
@@ -89,6 +136,7 @@ struct CudaP2PEvaluator::Impl {
   std::size_t max_chunk_tasks = 0;   // test hook: 0 = as device memory allows
 
   bool pending = false;
+  bool device_tree_step = false;   // the pending evaluation came from start_tree_step
   bool count = false;
   std::size_t n_particles = 0;
   double interactions = 0;
@@ -98,7 +146,32 @@ struct CudaP2PEvaluator::Impl {
   CudaP2POccupancy occupancy;
   std::size_t n_chunks = 1;
 
+  // The device tree step (start_tree_step): positions in, tree, walk; a second stream
+  // brings the tree and the M2L lists to the host while the P2P runs on `stream`.
+  gpu::DeviceOrbTree tree;
+  gpu::DeviceWalk walk;
+  DeviceArray<double> pos_in;                 // x | y | z, caller order
+  DeviceArray<gpu::DeviceWalkNode> walk_nodes;
+  PinnedArray<Vec3d> host_pos_in;
+  cudaStream_t copy_stream = nullptr;
+  std::vector<InteractionTask> fallback_tasks;   // the walk's tasks when they take the host path
+  std::vector<TaskSpan> fallback_spans;
+
+  // What the kernel of one evaluation needs, fixed before any task is queued.
+  template <typename R>
+  struct KernelPlan {
+    const void* kernel = nullptr;
+    std::size_t table_bytes = 0;
+    int per_sm = 0;
+    P2PPairConstants<R> k;
+  };
+  template <typename R> KernelPlan<R> plan_kernel(const P2PSettings& s);
+  template <typename R>
+  void launch_groups(const KernelPlan<R>& plan, const P2PSettings& s, std::size_t n, const gpu::DeviceLeaf* dleaves,
+                     std::size_t nl, std::size_t entries, std::size_t tasks, std::size_t targets_here,
+                     cudaEvent_t grouped);
   template <typename R> void queue(const P2PSettings& s, const P2PInput& in);
+  template <typename R> void queue_tree_step(const P2PSettings& s, const DeviceTreeStep& step, DeviceTreeResult& out);
   template <typename R> void ensure_table(int size);
   cudaEvent_t event(std::size_t i) {
     while (events.size() <= i) {
@@ -169,6 +242,71 @@ std::vector<std::uint32_t> chunk_bounds(const std::vector<std::uint64_t>& per_ta
 }  // namespace
 
 template <typename R>
+CudaP2PEvaluator::Impl::KernelPlan<R> CudaP2PEvaluator::Impl::plan_kernel(const P2PSettings& s) {
+  KernelPlan<R> plan;
+  // Shared memory for the table; beyond the default 48 KB it must be opted into.
+  const bool coef = coef_form && s.taylor_order >= 0;
+  plan.table_bytes = s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, s.taylor_order) : 0;
+  plan.kernel = kernel_for<R>(s.taylor_order, coef);
+  cudaFuncAttributes attr{};
+  ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, plan.kernel));
+  if (attr.sharedSizeBytes + plan.table_bytes > smem_optin)
+    fail("P2P: a T(x) table of {} nodes ({} KB) does not fit in the GPU's shared memory next to "
+         "the kernel's {} KB (at most {} KB); lower [gravity] taylor_table_size",
+         s.table_size, plan.table_bytes / 1024, attr.sharedSizeBytes / 1024, smem_optin / 1024);
+  if (plan.table_bytes > 48 * 1024)
+    ORBIS_CUDA_CHECK(cudaFuncSetAttribute(plan.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(plan.table_bytes)));
+  ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&plan.per_sm, plan.kernel, gpu::kBlock,
+                                                                 plan.table_bytes));
+  if (plan.per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
+  plan.k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0);
+  ensure_table<R>(s.table_size);
+  return plan;
+}
+
+// Queues on `stream` the grouping of `entries` task entries already in the grouping's
+// upload arrays (`tasks` once expanded), the event `grouped`, and the kernel over the
+// target groups.
+template <typename R>
+void CudaP2PEvaluator::Impl::launch_groups(const KernelPlan<R>& plan, const P2PSettings& s, std::size_t n,
+                                           const gpu::DeviceLeaf* dleaves, std::size_t nl, std::size_t entries,
+                                           std::size_t tasks, std::size_t targets_here, cudaEvent_t grouped) {
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
+  grouping.run(stream, entries, tasks, task_targets.data(), task_sources.data(), nl);
+  ORBIS_CUDA_CHECK(cudaEventRecord(grouped, stream));
+  if (tasks == 0) return;
+  DeviceArray<R>& dpos = *[&] {
+    if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
+  }();
+  gpu::P2PKernelArgs<R> a;
+  a.groups = grouping.groups();
+  a.n_groups = grouping.n_groups();
+  a.sources = grouping.sorted_sources();
+  a.leaves = dleaves;
+  a.x = dpos.data();
+  a.y = dpos.data() + n;
+  a.z = dpos.data() + 2 * n;
+  if constexpr (std::is_same_v<R, float>) {
+    a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
+  } else {
+    a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
+  }
+  a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
+  a.k = plan.k;
+  a.box = s.box_mpc_h;
+  a.acc = acc.data();
+  a.next_group = next_group.data();
+  a.counters = count ? counters.data() : nullptr;
+  // Persistent blocks: as many as fit at once, never more than there can be groups.
+  const std::size_t grid = std::min<std::size_t>(std::min(targets_here, tasks),
+                                                 static_cast<std::size_t>(plan.per_sm) * sm_count);
+  void* args[] = {&a};
+  ORBIS_CUDA_CHECK(cudaLaunchKernel(plan.kernel, dim3(static_cast<unsigned>(std::max<std::size_t>(grid, 1))),
+                                    dim3(gpu::kBlock), args, plan.table_bytes, stream));
+}
+
+template <typename R>
 void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   const std::vector<Vec3d>& pos = *in.positions;
   const std::vector<Leaf>& host_leaves = *in.leaves;
@@ -177,21 +315,7 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   // Tasks after expansion: the walk's spans hold mutual pairs as one entry (at most twice
   // as many tasks), a plain list never does. Exact once packed.
   const std::size_t nt_plan = in.task_spans ? 2 * entries : entries;
-
-  // Shared memory for the table; beyond the default 48 KB it must be opted into.
-  const bool coef = coef_form && s.taylor_order >= 0;
-  const std::size_t table_bytes =
-      s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, s.taylor_order) : 0;
-  const void* kernel = kernel_for<R>(s.taylor_order, coef);
-  cudaFuncAttributes attr{};
-  ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  if (attr.sharedSizeBytes + table_bytes > smem_optin)
-    fail("P2P: a T(x) table of {} nodes ({} KB) does not fit in the GPU's shared memory next to "
-         "the kernel's {} KB (at most {} KB); lower [gravity] taylor_table_size",
-         s.table_size, table_bytes / 1024, attr.sharedSizeBytes / 1024, smem_optin / 1024);
-  if (table_bytes > 48 * 1024)
-    ORBIS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(table_bytes)));
+  const KernelPlan<R> plan = plan_kernel<R>(s);
 
   // Device memory plan, before any allocation. Particle arrays must fit whole; the tasks of
   // one chunk take 8 bytes each as uploaded, 8 more as expanded (the sort's other buffer)
@@ -231,16 +355,13 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   leaves.ensure(std::max<std::size_t>(nl, 1));
   next_group.ensure(1);
   counters.ensure(2);
-  ensure_table<R>(s.table_size);
   host_targets.ensure(std::max<std::size_t>(nt_plan, 1));
   host_sources.ensure(std::max<std::size_t>(nt_plan, 1));
 
   // Leaf-relative positions straight into pinned memory (so the upload is asynchronous).
-  const P2PPairConstants<R> k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass,
-                                                       s.table_size, s.taylor_order >= 0);
   host_pos.ensure(std::max<std::size_t>(3 * n * sizeof(R), 1));
   R* hx = reinterpret_cast<R*>(host_pos.data());
-  leaf_relative_positions(pos, host_leaves, k.length_scale, hx, hx + n, hx + 2 * n);
+  leaf_relative_positions(pos, host_leaves, plan.k.length_scale, hx, hx + n, hx + 2 * n);
   host_acc.ensure(std::max<std::size_t>(3 * n, 1));
 
   ORBIS_CUDA_CHECK(cudaEventRecord(event(0), stream));
@@ -283,9 +404,6 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   timings.host_prepare = prep.seconds();
 
   // Per chunk: [upload,] group, kernel; events 1 + 3c .. 3 + 3c mark their ends.
-  int per_sm = 0;
-  ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, gpu::kBlock, table_bytes));
-  if (per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
   for (std::size_t c = 0; c < n_chunks; ++c) {
     const std::size_t ct = chunk_tasks[c];
     const std::size_t ce = n_chunks == 1 ? entries : ct;   // entries uploaded for this chunk
@@ -297,43 +415,130 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
                                        ct * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
     }
     ORBIS_CUDA_CHECK(cudaEventRecord(event(1 + 3 * c), stream));
-    ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
-    grouping.run(stream, ce, ct, task_targets.data(), task_sources.data(), nl);
-    ORBIS_CUDA_CHECK(cudaEventRecord(event(2 + 3 * c), stream));
-    if (ct > 0) {
-      gpu::P2PKernelArgs<R> a;
-      a.groups = grouping.groups();
-      a.n_groups = grouping.n_groups();
-      a.sources = grouping.sorted_sources();
-      a.leaves = leaves.data();
-      a.x = dpos.data();
-      a.y = dpos.data() + n;
-      a.z = dpos.data() + 2 * n;
-      if constexpr (std::is_same_v<R, float>) {
-        a.table = table_f.data(); a.coef = coef_f.data(); a.coef4 = coef4_f.data();
-      } else {
-        a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
-      }
-      a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
-      a.k = k;
-      a.box = s.box_mpc_h;
-      a.acc = acc.data();
-      a.next_group = next_group.data();
-      a.counters = count ? counters.data() : nullptr;
-      // Persistent blocks: as many as fit at once, never more than there can be groups.
-      const std::size_t targets_here = bounds[c + 1] - bounds[c];
-      const std::size_t grid = std::min<std::size_t>(std::min(targets_here, ct),
-                                                     static_cast<std::size_t>(per_sm) * sm_count);
-      void* args[] = {&a};
-      ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(gpu::kBlock),
-                                        args, table_bytes, stream));
-    }
+    launch_groups<R>(plan, s, n, leaves.data(), nl, ce, ct, bounds[c + 1] - bounds[c], event(2 + 3 * c));
     ORBIS_CUDA_CHECK(cudaEventRecord(event(3 + 3 * c), stream));
   }
   if (n > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_acc.data(), acc.data(), 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaEventRecord(event(4 + 3 * (n_chunks - 1)), stream));
+}
+
+// Events of the tree step, after those of one chunk (0-4): positions up, tree built, walked.
+constexpr std::size_t kEventUploaded = 5, kEventBuilt = 6, kEventWalked = 7;
+
+template <typename R>
+void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceTreeStep& step, DeviceTreeResult& out) {
+  const std::vector<Vec3d>& positions = *step.positions;
+  const std::size_t n = positions.size();
+  if (n == 0) fail("P2P on GPU: no particles");
+  if (step.max_leaf < 1 || static_cast<unsigned>(step.max_leaf) > kMaxLeafCount)
+    fail("P2P on GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)", step.max_leaf,
+         kMaxLeafCount);
+  const KernelPlan<R> plan = plan_kernel<R>(s);
+  Stopwatch watch;
+
+  // Positions up: into pinned memory by all threads (the copy is then asynchronous and at
+  // full bus speed), then x | y | z on the device.
+  host_pos_in.ensure(n);
+  const auto ni = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < 64; ++c) {
+    const std::size_t lo = n * static_cast<std::size_t>(c) / 64, hi = n * static_cast<std::size_t>(c + 1) / 64;
+    if (hi > lo) std::memcpy(static_cast<void*>(host_pos_in.data() + lo), &positions[lo], (hi - lo) * sizeof(Vec3d));
+  }
+  (void)ni;
+  pos_in.ensure(6 * n);   // interleaved as uploaded, then x | y | z
+  double* up = pos_in.data() + 3 * n;
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(0), stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(up, host_pos_in.data(), n * sizeof(Vec3d), cudaMemcpyHostToDevice, stream));
+  deinterleave_kernel<<<grid_for(n, 256), 256, 0, stream>>>(up, n, pos_in.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventUploaded), stream));
+
+  tree.build(pos_in.data(), pos_in.data() + n, pos_in.data() + 2 * n, n, step.max_leaf, 1.0, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventBuilt), stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  out.tree_seconds = watch.seconds();
+  watch.restart();
+
+  const std::size_t nn = tree.n_nodes(), nl = tree.n_leaves();
+  walk_nodes.ensure(nn);
+  tree.walk_nodes(walk_nodes.data(), stream);
+  walk.run(walk_nodes.data(), nn, nl, step.walk, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventWalked), stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  out.walk_seconds = watch.seconds();
+  const std::size_t entries = walk.p2p_entries(), tasks = walk.p2p_tasks();
+  out.p2p_tasks = tasks;
+
+  // When the task list does not fit in device memory next to everything else (or the
+  // chunk test hook asks for less), the tasks take the host path, which splits them into
+  // chunks of whole target leaves: the same tasks in the same order, so the same sums.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::size_t need = grouping.growth_bytes(entries, tasks, nl) + task_targets.growth_bytes(tasks) * 2 +
+                           (std::is_same_v<R, float> ? pos_f.growth_bytes(3 * n) : pos_d.growth_bytes(3 * n)) +
+                           acc.growth_bytes(3 * n) + kMargin;
+  if (need > free_bytes || (max_chunk_tasks > 0 && tasks > max_chunk_tasks)) {
+    tree.download(*out.tree, positions, copy_stream);
+    walk.download_m2l(*out.m2l, *out.m2l_offsets, copy_stream);
+    std::vector<std::uint32_t> targets, sources;
+    walk.download_p2p(targets, sources, stream);
+    fallback_tasks.resize(entries);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t e = 0; e < static_cast<std::int64_t>(entries); ++e) {
+      InteractionTask& t = fallback_tasks[static_cast<std::size_t>(e)];
+      t.target = targets[e] & ~kMutualBit;
+      t.source = packed_leaf(sources[e]);
+      for (int d = 0; d < 3; ++d) t.image[d] = static_cast<std::int8_t>(packed_image(sources[e], d));
+      t.flags = (targets[e] & kMutualBit) ? kMutualTask : 0;
+    }
+    fallback_spans.assign(1, TaskSpan{fallback_tasks.data(), entries});
+    queue<R>(s, P2PInput{&out.tree->positions(), &out.tree->leaves(), nullptr, &fallback_spans});
+    return;
+  }
+
+  // P2P: leaf-relative positions, the walk's entries into the grouping's arrays, then the
+  // grouping and the kernel as for uploaded tasks.
+  DeviceArray<R>& dpos = *[&] {
+    if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
+  }();
+  dpos.ensure(3 * n);
+  acc.ensure(3 * n);
+  next_group.ensure(1);
+  counters.ensure(3);   // occupancy (2), pairs
+  host_acc.ensure(3 * n + 1);
+  task_targets.ensure(std::max<std::size_t>(tasks, 1));
+  task_sources.ensure(std::max<std::size_t>(tasks, 1));
+  leaf_relative_kernel<R><<<grid_for(32 * nl, 256), 256, 0, stream>>>(
+      tree.tree_x(), tree.tree_y(), tree.tree_z(), tree.leaves(), nl, n, plan.k.length_scale, dpos.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, 3 * n * sizeof(double), stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 3 * sizeof(unsigned long long), stream));
+  if (entries > 0) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_targets(tasks), walk.p2p_targets(),
+                                     entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_sources(tasks), walk.p2p_sources(),
+                                     entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
+    count_pairs_kernel<<<grid_for(entries, 256), 256, 0, stream>>>(walk.p2p_targets(), walk.p2p_sources(), entries,
+                                                                   tree.leaves(), counters.data() + 2);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(1), stream));
+  launch_groups<R>(plan, s, n, tree.leaves(), nl, entries, tasks, nl, event(2));
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(3), stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_acc.data(), acc.data(), 3 * n * sizeof(double), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_acc.data() + 3 * n, counters.data() + 2, sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(event(4), stream));
+  n_chunks = 1;
+  device_tree_step = true;
+
+  // The host's copies for the far field, on the other stream (the walk's and the tree's
+  // arrays are only read from here on), while the P2P runs.
+  tree.download(*out.tree, positions, copy_stream);
+  walk.download_m2l(*out.m2l, *out.m2l_offsets, copy_stream);
 }
 
 CudaP2PEvaluator::CudaP2PEvaluator(int device) : impl_(std::make_unique<Impl>()) {
@@ -347,16 +552,19 @@ CudaP2PEvaluator::CudaP2PEvaluator(int device) : impl_(std::make_unique<Impl>())
   impl_->sm_count = prop.multiProcessorCount;
   impl_->smem_optin = prop.sharedMemPerBlockOptin;
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  impl_->event(4);
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->copy_stream, cudaStreamNonBlocking));
+  impl_->event(kEventWalked);
 }
 
 CudaP2PEvaluator::~CudaP2PEvaluator() {
   if (!impl_) return;
   cudaSetDevice(impl_->device);
   if (impl_->stream) cudaStreamSynchronize(impl_->stream);   // no throw from a destructor
+  if (impl_->copy_stream) cudaStreamSynchronize(impl_->copy_stream);
   for (auto& e : impl_->events)
     if (e) cudaEventDestroy(e);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  if (impl_->copy_stream) cudaStreamDestroy(impl_->copy_stream);
 }
 
 void CudaP2PEvaluator::start(const P2PSettings& settings, const P2PInput& input) {
@@ -367,9 +575,28 @@ void CudaP2PEvaluator::start(const P2PSettings& settings, const P2PInput& input)
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   m.n_particles = input.positions->size();
   m.double_precision = settings.double_precision;
+  m.device_tree_step = false;
   if (settings.double_precision) m.queue<double>(settings, input);
   else m.queue<float>(settings, input);
   m.pending = true;
+}
+
+void CudaP2PEvaluator::start_tree_step(const P2PSettings& settings, const DeviceTreeStep& step,
+                                       DeviceTreeResult& out) {
+  Impl& m = *impl_;
+  if (m.pending) fail("CudaP2PEvaluator::start_tree_step() called while an evaluation is pending");
+  if (!step.positions || !out.tree || !out.m2l || !out.m2l_offsets)
+    fail("CudaP2PEvaluator::start_tree_step(): missing positions or outputs");
+  m.wall.restart();
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  m.n_particles = step.positions->size();
+  m.double_precision = settings.double_precision;
+  m.device_tree_step = false;   // until the device path queued its P2P (not the fallback)
+  // The evaluation is pending from here: finish() waits for the device even if the host
+  // copies below fail.
+  m.pending = true;
+  if (settings.double_precision) m.queue_tree_step<double>(settings, step, out);
+  else m.queue_tree_step<float>(settings, step, out);
 }
 
 P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
@@ -396,6 +623,17 @@ P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
   }
   m.timings.download = ms(3 + 3 * (m.n_chunks - 1), 4 + 3 * (m.n_chunks - 1));
   m.timings.chunks = static_cast<int>(m.n_chunks);
+  m.timings.device_tree = m.device_tree_step;
+  m.timings.tree = m.timings.walk = 0;
+  if (m.device_tree_step) {
+    m.timings.upload = ms(0, kEventUploaded);
+    m.timings.tree = ms(kEventUploaded, kEventBuilt);
+    m.timings.walk = ms(kEventBuilt, kEventWalked);
+    m.timings.host_prepare = 0;
+    unsigned long long pairs = 0;
+    std::memcpy(&pairs, m.host_acc.data() + 3 * n, sizeof(pairs));
+    m.interactions = static_cast<double>(pairs);
+  }
   m.occupancy = {};
   if (m.count) {
     unsigned long long c[2] = {};
@@ -406,7 +644,8 @@ P2PStats CudaP2PEvaluator::finish(std::vector<Vec3d>& acc) {
   P2PStats stats;
   stats.seconds = m.wall.seconds();
   stats.interactions = m.interactions;
-  stats.where = fmt::format("cuda ({}, {}{})", m.name, m.double_precision ? "double" : "float",
+  stats.where = fmt::format("cuda ({}, {}{}{})", m.name, m.double_precision ? "double" : "float",
+                            m.device_tree_step ? ", tree and walk on the GPU" : "",
                             m.n_chunks > 1 ? fmt::format(", {} chunks", m.n_chunks) : std::string());
   return stats;
 }

@@ -22,6 +22,10 @@ struct CudaP2PTimings {
   double download = 0;       // device: accelerations back
   double finish_wait = 0;    // CPU, in finish(): waiting for the device, then the copy out
   int chunks = 1;            // target-leaf chunks the tasks were split into (device memory)
+  // start_tree_step only (then upload is the positions' upload and host_prepare 0):
+  bool device_tree = false;
+  double tree = 0;           // device: the ORB tree build
+  double walk = 0;           // device: the dual-tree walk (with its host round trips)
 };
 
 // Counted only when enabled: a warp costs 32 lane slots per step of its slowest lane.
@@ -44,6 +48,10 @@ class CudaP2PEvaluator : public P2PEvaluator {
   P2PStats finish(std::vector<Vec3d>& acc) override;
   std::string name() const override { return "cuda"; }
   bool accepts_task_spans() const override { return true; }
+  // Tree, walk and P2P on the device (P2PEvaluator::start_tree_step): positions go up once,
+  // the task lists never cross the bus, the host gets the tree and the M2L lists back.
+  bool builds_tree() const override { return true; }
+  void start_tree_step(const P2PSettings& settings, const DeviceTreeStep& step, DeviceTreeResult& out) override;
 
   std::string device_name() const;
   const CudaP2PTimings& timings() const;

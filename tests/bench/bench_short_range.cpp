@@ -9,7 +9,8 @@
 //                     [--accurate] [N ...]
 //
 // --p2p=compare (the issue #5 bar): the CPU backend on the first thread count, then the
-// CUDA backend, and the ratio of their short-range step times. cuda: P2P starts before the
+// CUDA backend (also with its tree and walk on the host instead of the device, for the
+// breakdown), and the ratio of their short-range step times. cuda: P2P starts before the
 // far field and finishes after it (P2PEvaluator::start/finish), so "P2P" is the time the
 // calling thread spends in those two calls; the device's own times follow on a second line.
 // count: pairs counted, not evaluated (the CPU phases alone). Scenes: "clustered" = grid
@@ -61,6 +62,8 @@ struct Row {
   // CUDA only: host preparation in start(), device upload/grouping/kernel/download, the
   // wait in finish().
   double prep = 0, upload = 0, group = 0, kernel = 0, download = 0, wait = 0;
+  double dtree = 0, dwalk = 0;   // device tree step: build and walk on the device
+  bool device_tree = false;
   // Inside the tree build and the walk.
   double t_fill = 0, t_top = 0, t_sub = 0, t_finish = 0, t_out = 0, w_traverse = 0, w_group = 0;
   std::string where;
@@ -117,6 +120,9 @@ Row run(std::vector<Vec3d> pos, const ShortRangeSettings& s, P2PEvaluator& p2p, 
       row.kernel = t.kernel;
       row.download = t.download;
       row.wait = t.finish_wait;
+      row.dtree = t.tree;
+      row.dwalk = t.walk;
+      row.device_tree = t.device_tree;
     }
 #endif
     rows.push_back(row);
@@ -128,25 +134,31 @@ Row run(std::vector<Vec3d> pos, const ShortRangeSettings& s, P2PEvaluator& p2p, 
     m.*f = median(v);
   };
   for (double Row::*f : {&Row::tree, &Row::mpole, &Row::walk, &Row::m2l, &Row::p2p, &Row::total, &Row::prep,
-                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait, &Row::t_fill,
+                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait, &Row::dtree, &Row::dwalk, &Row::t_fill,
                          &Row::t_top, &Row::t_sub, &Row::t_finish, &Row::t_out, &Row::w_traverse, &Row::w_group})
     med(f);
   return m;
 }
 
 void print_header() {
-  std::printf("# %-6s %5s %3s %-5s | %7s %7s %7s %7s %7s %8s | %8s %7s %9s | %s\n", "N", "thr", "p", "P2P",
+  std::printf("# %-6s %5s %3s %-14s | %7s %7s %7s %7s %7s %8s | %8s %7s %9s | %s\n", "N", "thr", "p", "P2P",
               "tree", "mpole", "walk", "M2L", "P2P", "total", "P2P/part", "M2L/pt", "tasks", "where");
 }
 
 void print_row(int side, int threads, int order, const std::string& mode, const Row& r, double n) {
-  std::printf("  %4d^3 %5d %3d %-5s | %7.4f %7.4f %7.4f %7.4f %7.4f %8.4f | %8.0f %7.2f %9.3g | %s\n", side,
+  std::printf("  %4d^3 %5d %3d %-14s | %7.4f %7.4f %7.4f %7.4f %7.4f %8.4f | %8.0f %7.2f %9.3g | %s\n", side,
               threads, order, mode.c_str(), r.tree, r.mpole, r.walk, r.m2l, r.p2p, r.total, r.pairs / n,
               r.m2l_tasks / n, r.p2p_tasks, r.where.c_str());
-  std::printf("  %40s tree: fill %.4f, top levels %.4f, subtrees %.4f, top finish %.4f, out %.4f; walk: "
-              "pairs %.4f, grouping %.4f\n",
-              "", r.t_fill, r.t_top, r.t_sub, r.t_finish, r.t_out, r.w_traverse, r.w_group);
-  if (mode == "cuda")
+  if (r.device_tree)
+    std::printf("  %40s device: position upload %.4f, tree %.4f, walk %.4f, group %.4f, kernel %.4f "
+                "(%.3g pairs/s), download %.4f; wait in finish %.4f\n",
+                "", r.upload, r.dtree, r.dwalk, r.group, r.kernel, r.kernel > 0 ? r.pairs / r.kernel : 0.0,
+                r.download, r.wait);
+  else
+    std::printf("  %40s tree: fill %.4f, top levels %.4f, subtrees %.4f, top finish %.4f, out %.4f; walk: "
+                "pairs %.4f, grouping %.4f\n",
+                "", r.t_fill, r.t_top, r.t_sub, r.t_finish, r.t_out, r.w_traverse, r.w_group);
+  if (mode != "cpu" && !r.device_tree && r.kernel > 0)
     std::printf("  %40s device: prep %.4f (host), upload %.4f, group %.4f, kernel %.4f (%.3g pairs/s), "
                 "download %.4f; wait in finish %.4f\n",
                 "", r.prep, r.upload, r.group, r.kernel, r.kernel > 0 ? r.pairs / r.kernel : 0.0, r.download,
@@ -237,6 +249,12 @@ int main(int argc, char** argv) {
       omp_set_num_threads(thread_list[0]);
       const Row c = run(pos, s, cpu, reps, drift);
       print_row(side, thread_list[0], order, "cpu", c, n);
+      // The CUDA backend as in a run (tree, walk and P2P on the device), then with the tree
+      // and walk on the host (the P2P alone on the device) for the breakdown.
+      ShortRangeSettings host_tree = s;
+      host_tree.tree_on_device = false;
+      const Row h = run(pos, host_tree, *cuda, reps, drift);
+      print_row(side, thread_list[0], order, "cuda-host-tree", h, n);
       const Row g = run(pos, s, *cuda, reps, drift);
       print_row(side, thread_list[0], order, "cuda", g, n);
       std::printf("  %4d^3 short-range step: CPU backend %.4f s / CUDA backend %.4f s = %.1fx "

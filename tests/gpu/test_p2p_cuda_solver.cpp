@@ -44,6 +44,8 @@ double max_over_rms(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) 
   for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, std::sqrt(norm2(a[i] - ref[i])));
   return worst / rms;
 }
+bool same_bits(const Vec3d& a, const Vec3d& b) { return std::memcmp(&a, &b, sizeof(Vec3d)) == 0; }
+
 // The short-range settings of a clustered scene of n_side^3 particles in `box`.
 ShortRangeSettings scene_settings(double box, int n_side, double r_cut_over_rs) {
   ShortRangeSettings s;
@@ -179,4 +181,59 @@ TEST_CASE("CUDA P2P in chunks of target leaves equals one chunk, bitwise") {
   // A cap below one target's task count cannot be met: a clear error, not a wrong answer.
   gpu.set_max_tasks_per_chunk(1);
   CHECK_THROWS_AS(gpu.evaluate(ps, flat, a), Error);
+}
+
+TEST_CASE("CUDA backend: tree and walk on the device = tree and walk on the host") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int n_side = 48;
+  const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 11);
+  ShortRangeSettings s = scene_settings(box, n_side, 5.5);
+  CudaP2PEvaluator gpu(0);
+  for (const bool exact_double : {false, true}) {
+    CAPTURE(exact_double);
+    s.taylor_order = exact_double ? -1 : 3;
+    s.p2p_double = exact_double;
+    ShortRangeSettings host = s;
+    host.tree_on_device = false;
+    ShortRangeSolver on_device(s), on_host(host);
+    std::vector<Vec3d> a_dev, a_host;
+    const ShortRangeStats sd = on_device.compute(pos, gpu, a_dev);
+    const ShortRangeStats sh = on_host.compute(pos, gpu, a_host);
+    REQUIRE(sd.tree_on_device);
+    REQUIRE_FALSE(sh.tree_on_device);
+    MESSAGE("device step: tree " << sd.tree_seconds << " s, walk " << sd.walk_seconds << " s, "
+            << sd.p2p_tasks << " P2P tasks, " << sd.m2l_interactions << " M2L; " << sd.p2p_where);
+
+    // The same tree, bit for bit: shape, order, boxes, centres, radii.
+    const auto& nd = on_device.tree().nodes();
+    const auto& nh = on_host.tree().nodes();
+    REQUIRE(nd.size() == nh.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < nd.size(); ++i) {
+      const bool same = nd[i].first == nh[i].first && nd[i].count == nh[i].count && nd[i].left == nh[i].left &&
+                        nd[i].leaf == nh[i].leaf && same_bits(nd[i].lo, nh[i].lo) &&
+                        same_bits(nd[i].hi, nh[i].hi) && same_bits(nd[i].centre, nh[i].centre) &&
+                        nd[i].radius == nh[i].radius;
+      differing += same ? 0 : 1;
+    }
+    CHECK(differing == 0);
+    CHECK(on_device.tree().order() == on_host.tree().order());
+
+    // The same task sets: counts of tasks and of pairs, M2L per target.
+    CHECK(sd.p2p_tasks == sh.p2p_tasks);
+    CHECK(sd.p2p_interactions == sh.p2p_interactions);
+    CHECK(sd.m2l_interactions == sh.m2l_interactions);
+    CHECK(sd.m2l_interactions > 0);   // the scene has far pairs, so the far field is exercised
+
+    // The same forces up to the summation order inside a target's list.
+    const double diff = max_over_rms(a_dev, a_host);
+    MESSAGE("device vs host tree and walk: max |a - a_host| / rms " << diff);
+    CHECK(diff < (exact_double ? 1e-13 : 1e-6));
+
+    // Deterministic: a second step on the same positions gives the same bits.
+    std::vector<Vec3d> again;
+    on_device.compute(pos, gpu, again);
+    CHECK(std::memcmp(again.data(), a_dev.data(), a_dev.size() * sizeof(Vec3d)) == 0);
+  }
 }
