@@ -182,16 +182,79 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
 
 // leaves(n) and leaves(n + 1) by one halving per level: a node of n splits into n/2 and
 // n - n/2, so both counts only ever involve h = n/2 and h + 1.
-std::pair<std::int64_t, std::int64_t> OrbTree::leaves_pair(std::int64_t n) const {
-  if (n + 1 <= max_leaf_) return {1, 1};
-  if (n <= max_leaf_) return {1, 2};   // n + 1 = max_leaf + 1 splits once
-  const auto [a, b] = leaves_pair(n / 2);
+std::pair<std::int64_t, std::int64_t> OrbTree::leaves_pair(std::int64_t n, int max_leaf) {
+  if (n + 1 <= max_leaf) return {1, 1};
+  if (n <= max_leaf) return {1, 2};   // n + 1 = max_leaf + 1 splits once
+  const auto [a, b] = leaves_pair(n / 2, max_leaf);
   return n % 2 == 0 ? std::pair<std::int64_t, std::int64_t>{2 * a, a + b}
                     : std::pair<std::int64_t, std::int64_t>{a + b, 2 * b};
 }
-std::int64_t OrbTree::subtree_leaves(std::int64_t n) const { return leaves_pair(n).first; }
+std::int64_t OrbTree::subtree_leaves(std::int64_t n, int max_leaf) { return leaves_pair(n, max_leaf).first; }
 // Every internal node has two children: nodes = 2 leaves - 1.
-std::int64_t OrbTree::subtree_nodes(std::int64_t n) const { return 2 * subtree_leaves(n) - 1; }
+std::int64_t OrbTree::subtree_nodes(std::int64_t n, int max_leaf) { return 2 * subtree_leaves(n, max_leaf) - 1; }
+
+std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
+  if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
+  if (n == 0) fail("ORB tree: no particles");
+  if (n >= (std::size_t{1} << 31)) fail("ORB tree: {} particles exceed 2^31", n);
+  std::vector<TreeNode> nodes(static_cast<std::size_t>(subtree_nodes(static_cast<std::int64_t>(n), max_leaf)));
+  nodes[0].count = static_cast<std::uint32_t>(n);
+  // Preorder numbering: a node's children are its successor and the node after its left
+  // subtree, so each node is filled from its parent alone (indices increase, one pass).
+  std::int32_t next_leaf = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    TreeNode& node = nodes[i];
+    if (node.count <= static_cast<std::uint32_t>(max_leaf)) {
+      node.leaf = next_leaf++;   // leaves come in preorder = particle order
+      continue;
+    }
+    const std::uint32_t n_left = node.count / 2;
+    const auto index = static_cast<std::int32_t>(i);
+    node.left = index + 1;
+    node.right = index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left, max_leaf));
+    TreeNode& a = nodes[static_cast<std::size_t>(node.left)];
+    TreeNode& b = nodes[static_cast<std::size_t>(node.right)];
+    a.first = node.first;
+    a.count = n_left;
+    b.first = node.first + n_left;
+    b.count = node.count - n_left;
+    a.parent = b.parent = index;
+    a.depth = b.depth = node.depth + 1;
+  }
+  return nodes;
+}
+
+void OrbTree::adopt(std::vector<TreeNode> nodes, std::vector<std::uint32_t> order,
+                    std::vector<Vec3d> tree_positions, int max_leaf) {
+  if (order.size() != tree_positions.size() || nodes.empty() || nodes[0].count != order.size())
+    fail("ORB tree: adopt of {} nodes, {} order entries, {} positions", nodes.size(), order.size(),
+         tree_positions.size());
+  max_leaf_ = max_leaf;
+  nodes_ = std::move(nodes);
+  order_ = std::move(order);
+  pos_ = std::move(tree_positions);
+  std::size_t n_leaves = 0;
+  for (const TreeNode& node : nodes_) n_leaves += node.is_leaf();
+  leaves_.assign(n_leaves, Leaf{});
+  leaf_node_.assign(n_leaves, -1);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const TreeNode& node = nodes_[i];
+    if (!node.is_leaf()) continue;
+    const auto l = static_cast<std::size_t>(node.leaf);
+    if (node.leaf < 0 || l >= n_leaves) fail("ORB tree: adopt: node {} has leaf index {}", i, node.leaf);
+    leaves_[l] = Leaf{node.first, node.count, node.box_centre()};
+    leaf_node_[l] = static_cast<std::int32_t>(i);
+  }
+  derive_levels();
+}
+
+void OrbTree::derive_levels() {
+  int max_depth = 0;
+  for (const auto& node : nodes_) max_depth = std::max(max_depth, node.depth);
+  levels_.assign(static_cast<std::size_t>(max_depth) + 1, {});
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    levels_[static_cast<std::size_t>(nodes_[i].depth)].push_back(static_cast<std::int32_t>(i));
+}
 
 void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass,
                     std::uint32_t parallel_min) {
@@ -229,8 +292,8 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
       root_hi.x = std::max(root_hi.x, h.x); root_hi.y = std::max(root_hi.y, h.y); root_hi.z = std::max(root_hi.z, h.z);
     }
   }
-  const std::int64_t n_nodes = subtree_nodes(static_cast<std::int64_t>(n));
-  const std::int64_t n_leaves = subtree_leaves(static_cast<std::int64_t>(n));
+  const std::int64_t n_nodes = subtree_nodes(static_cast<std::int64_t>(n), max_leaf_);
+  const std::int64_t n_leaves = subtree_leaves(static_cast<std::int64_t>(n), max_leaf_);
   nodes_.assign(static_cast<std::size_t>(n_nodes), TreeNode{});
   leaves_.assign(static_cast<std::size_t>(n_leaves), Leaf{});
   leaf_node_.assign(static_cast<std::size_t>(n_leaves), -1);
@@ -322,11 +385,7 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
     order_[t] = items_[t].index;
     pos_[t] = items_[t].x;
   }
-  int max_depth = 0;
-  for (const auto& node : nodes_) max_depth = std::max(max_depth, node.depth);
-  levels_.assign(static_cast<std::size_t>(max_depth) + 1, {});
-  for (std::size_t i = 0; i < nodes_.size(); ++i)
-    levels_[static_cast<std::size_t>(nodes_[i].depth)].push_back(static_cast<std::int32_t>(i));
+  derive_levels();
   times_.output = watch.seconds();
 }
 
@@ -353,10 +412,10 @@ void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
 void OrbTree::set_children(const Pending& p, std::uint32_t n_left, Pending* children) {
   TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
   node.left = p.index + 1;
-  node.right = p.index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left));
+  node.right = p.index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left, max_leaf_));
   children[0] = Pending{node.left, p.index, p.first, n_left, p.depth + 1, p.leaf_base};
   children[1] = Pending{node.right, p.index, p.first + n_left, p.count - n_left, p.depth + 1,
-                        p.leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left))};
+                        p.leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left, max_leaf_))};
 }
 
 // A node split by all threads from src into dst (same positions in both). A sorted sample
@@ -508,8 +567,8 @@ void OrbTree::build_node(std::int32_t index, std::int32_t parent, std::uint32_t 
     const std::uint32_t n_left = count / 2;
     median_split(begin, count, n_left, axis, scratch_.data() + first, false);
     node.left = index + 1;
-    node.right = index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left));
-    const std::int32_t right_leaf_base = leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left));
+    node.right = index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left, max_leaf_));
+    const std::int32_t right_leaf_base = leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left, max_leaf_));
     build_node(node.left, index, first, n_left, depth + 1, leaf_base);
     build_node(node.right, index, first + n_left, count - n_left, depth + 1, right_leaf_base);
   }

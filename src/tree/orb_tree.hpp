@@ -51,6 +51,16 @@ class OrbTree {
              std::uint32_t parallel_min = kParallelMin);
   static constexpr std::uint32_t kParallelMin = 32768;
 
+  // The nodes build() would make for n particles (first, count, left, right, parent, leaf,
+  // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
+  // know every node's range before it sees a position.
+  static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
+  // Takes a tree built elsewhere (the device build) as if build() had made it: nodes with
+  // their geometry and mass, order()[t], positions in tree order. Derives leaves(),
+  // leaf_node() and levels(), so multipoles and the walk run on it unchanged.
+  void adopt(std::vector<TreeNode> nodes, std::vector<std::uint32_t> order,
+             std::vector<Vec3d> tree_positions, int max_leaf);
+
   const std::vector<TreeNode>& nodes() const { return nodes_; }
   const std::vector<Leaf>& leaves() const { return leaves_; }
   // leaf_node()[l]: the node index of leaf l.
@@ -90,9 +100,10 @@ class OrbTree {
   void split_parallel(const Pending& p, Item* src, Item* dst, Pending* children);
   void set_children(const Pending& p, std::uint32_t n_left, Pending* children);
   void finish_node(std::int32_t index, bool parallel);
-  std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n) const;
-  std::int64_t subtree_nodes(std::int64_t n) const;
-  std::int64_t subtree_leaves(std::int64_t n) const;
+  static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
+  static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
+  static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
+  void derive_levels();
   void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
                   std::int32_t depth, std::int32_t leaf_base);
 

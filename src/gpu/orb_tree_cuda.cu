@@ -1,0 +1,473 @@
+#include "gpu/orb_tree_cuda.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
+
+#include "core/error.hpp"
+
+// Compiled with --fmad=false (src/CMakeLists.txt): every double expression below is written
+// as the host writes it (Vec3 operators, same operand order), so without contraction into
+// FMAs the centres and radii round exactly as on the host.
+
+namespace orbis::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// Doubles as unsigned integers of the same order (IEEE: flip all bits of negatives, the sign
+// of the rest); -0.0 becomes +0.0 first, as PositionLess sees them equal.
+__device__ __forceinline__ std::uint64_t order_key(double v) {
+  const auto b = static_cast<std::uint64_t>(__double_as_longlong(v + 0.0));
+  return (b >> 63) ? ~b : (b | (std::uint64_t{1} << 63));
+}
+
+__global__ void make_keys(const double* c, const std::uint32_t* idx, std::uint32_t n, std::uint64_t* keys,
+                          std::uint32_t* vals) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const std::uint32_t j = idx ? idx[i] : i;
+  keys[i] = order_key(c[j]);
+  vals[i] = j;
+}
+
+__global__ void find_ties(const std::uint64_t* keys, std::uint32_t n, int* tie) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x + 1;
+  if (i < n && keys[i] == keys[i - 1]) *tie = 1;   // every writer writes 1: no race to lose
+}
+
+__device__ __forceinline__ double coord_of(const double* x, const double* y, const double* z, int d,
+                                           std::uint32_t j) {
+  return d == 0 ? x[j] : (d == 1 ? y[j] : z[j]);
+}
+
+// Box and split axis of the nodes of one depth: the box from the ends of the node's segment
+// in each sorted list, the axis as orbis' longest_axis (strictly longer wins: ties -> lowest).
+__global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+                           const std::uint32_t* lists, std::uint32_t n, const double* x, const double* y,
+                           const double* z, DeviceNodeGeometry* geom, std::uint8_t* axis) {
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n_level) return;
+  const std::int32_t node = level[t];
+  const DeviceShapeNode nd = nodes[node];
+  DeviceNodeGeometry& g = geom[node];
+  Vec3d lo, hi;
+  for (int d = 0; d < 3; ++d) {
+    const std::uint32_t* list = lists + static_cast<std::size_t>(d) * n;
+    lo[d] = coord_of(x, y, z, d, list[nd.first]);
+    hi[d] = coord_of(x, y, z, d, list[nd.first + nd.count - 1]);
+    g.lo[d] = lo[d];
+    g.hi[d] = hi[d];
+  }
+  int a = 0;
+  for (int d = 1; d < 3; ++d)
+    if (hi[d] - lo[d] > hi[a] - lo[a]) a = d;
+  axis[node] = static_cast<std::uint8_t>(a);
+}
+
+// The child of `node` holding tree position p (node itself when it is a leaf).
+__device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, std::int32_t node, std::uint32_t p) {
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left < 0) return node;
+  return p - nd.first < nd.count / 2 ? nd.left : nd.right;
+}
+
+// node_of[p] moves one level down (to the node of this depth holding p, or stays on an
+// earlier leaf); the particles of internal nodes are flagged left (1) or right (0) by their
+// rank in the split axis' segment.
+__global__ void flag_level(std::uint32_t n, bool root, const DeviceShapeNode* nodes, const std::uint8_t* axis,
+                           std::int32_t* node_of, const std::uint32_t* lists, std::uint8_t* flag) {
+  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const std::int32_t node = root ? 0 : descend(nodes, node_of[p], p);
+  node_of[p] = node;
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left < 0) return;
+  const std::uint32_t j = lists[static_cast<std::size_t>(axis[node]) * n + p];
+  flag[j] = p - nd.first < nd.count / 2;
+}
+
+struct FlagOf {
+  const std::uint32_t* lists;
+  const std::uint8_t* flag;
+  __host__ __device__ std::uint32_t operator()(std::uint32_t i) const { return flag[lists[i]]; }
+};
+using FlagIter = thrust::transform_iterator<FlagOf, thrust::counting_iterator<std::uint32_t>>;
+
+// Stable partition of each list inside every internal node's segment: the left particles
+// keep their order at the front, the right ones theirs behind (blockIdx.y: the list).
+// before[i]: left particles in the lists before position i (exclusive scan over all three).
+__global__ void partition_level(std::uint32_t n, const DeviceShapeNode* nodes, const std::int32_t* node_of,
+                                const std::uint32_t* in, const std::uint32_t* before, const std::uint8_t* flag,
+                                std::uint32_t* out) {
+  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const std::size_t base = static_cast<std::size_t>(blockIdx.y) * n;
+  const std::uint32_t v = in[base + p];
+  const DeviceShapeNode nd = nodes[node_of[p]];
+  if (nd.left < 0) {
+    out[base + p] = v;
+    return;
+  }
+  const std::uint32_t s = nd.first;
+  const std::uint32_t left_before = before[base + p] - before[base + s];
+  const std::uint32_t dst = flag[v] ? s + left_before : s + nd.count / 2 + (p - s - left_before);
+  out[base + dst] = v;
+}
+
+// Tree order: a leaf's particles in its split axis' list (sorted by the total order, as the
+// host sorts a leaf), and the positions gathered into tree order.
+__global__ void leaf_order(std::uint32_t n, bool root_is_leaf, const DeviceShapeNode* nodes,
+                           const std::uint8_t* axis, const std::int32_t* node_of, const std::uint32_t* lists,
+                           const double* x, const double* y, const double* z, std::uint32_t* order,
+                           double* tx, double* ty, double* tz) {
+  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n) return;
+  const std::int32_t leaf = root_is_leaf ? 0 : descend(nodes, node_of[p], p);
+  const std::uint32_t j = lists[static_cast<std::size_t>(axis[leaf]) * n + p];
+  order[p] = j;
+  tx[p] = x[j];
+  ty[p] = y[j];
+  tz[p] = z[j];
+}
+
+// Leaf centres (the mean of the members, summed in tree order as the host does) and the
+// leaf records the P2P kernels read (centre: the box centre).
+__global__ void leaf_centres(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+                             const double* tx, const double* ty, const double* tz, DeviceNodeGeometry* geom,
+                             DeviceLeaf* leaves) {
+  const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
+  if (l >= n_leaves) return;
+  const std::int32_t node = leaf_node[l];
+  const DeviceShapeNode nd = nodes[node];
+  Vec3d sum{0, 0, 0};
+  for (std::uint32_t t = nd.first; t < nd.first + nd.count; ++t) sum += Vec3d{tx[t], ty[t], tz[t]};
+  const Vec3d c = sum * (1.0 / nd.count);
+  DeviceNodeGeometry& g = geom[node];
+  g.centre[0] = c.x;
+  g.centre[1] = c.y;
+  g.centre[2] = c.z;
+  const Vec3d box = 0.5 * (Vec3d{g.lo[0], g.lo[1], g.lo[2]} + Vec3d{g.hi[0], g.hi[1], g.hi[2]});
+  leaves[l] = DeviceLeaf{nd.first, nd.count, box.x, box.y, box.z};
+}
+
+// Internal centres of one depth from their children (deeper levels done first).
+__global__ void internal_centres(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+                                 DeviceNodeGeometry* geom) {
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n_level) return;
+  const std::int32_t node = level[t];
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left < 0) return;
+  const DeviceShapeNode a = nodes[nd.left], b = nodes[nd.right];
+  const DeviceNodeGeometry& ga = geom[nd.left];
+  const DeviceNodeGeometry& gb = geom[nd.right];
+  const Vec3d ca{ga.centre[0], ga.centre[1], ga.centre[2]}, cb{gb.centre[0], gb.centre[1], gb.centre[2]};
+  const Vec3d c = (static_cast<double>(a.count) * ca + static_cast<double>(b.count) * cb) * (1.0 / nd.count);
+  DeviceNodeGeometry& g = geom[node];
+  g.centre[0] = c.x;
+  g.centre[1] = c.y;
+  g.centre[2] = c.z;
+}
+
+// Squared radii: every particle, at every depth, against the centre of its node there.
+// Non-negative doubles order like their bits, so an integer atomicMax on the bits is the
+// exact max (any order of arrival gives the same bits). Runs of equal nodes are reduced
+// in the block (whole block in one node: top levels) or in the warp first, so the root
+// sees one atomic per block, not per particle.
+__global__ void radii(std::uint32_t n, int max_depth, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
+                      const double* tx, const double* ty, const double* tz, unsigned long long* r2) {
+  __shared__ std::int32_t block_node;
+  __shared__ unsigned long long warp_max[kThreads / 32];
+  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  bool active = p < n;
+  std::int32_t node = 0;
+  const Vec3d x = active ? Vec3d{tx[p], ty[p], tz[p]} : Vec3d{0, 0, 0};
+  for (int d = 0; d <= max_depth; ++d) {
+    unsigned long long v = 0;
+    std::int32_t key = -1 - static_cast<std::int32_t>(threadIdx.x);   // unique: joins no run
+    if (active) {
+      const DeviceNodeGeometry& g = geom[node];
+      v = static_cast<unsigned long long>(__double_as_longlong(norm2(x - Vec3d{g.centre[0], g.centre[1], g.centre[2]})));
+      key = node;
+    }
+    if (threadIdx.x == 0) block_node = key;
+    __syncthreads();
+    const bool whole_block = __syncthreads_and(key == block_node);
+    if (whole_block) {
+      for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_down_sync(0xffffffffu, v, off));
+      if (lane == 0) warp_max[warp] = v;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int w = 1; w < kThreads / 32; ++w) v = max(v, warp_max[w]);
+        atomicMax(r2 + key, v);
+      }
+    } else {
+      // Segmented max over runs of equal keys (runs are contiguous: a node is a range).
+      for (int off = 1; off < 32; off <<= 1) {
+        const unsigned long long ov = __shfl_down_sync(0xffffffffu, v, off);
+        const std::int32_t ok = __shfl_down_sync(0xffffffffu, key, off);
+        if (lane + off < 32 && ok == key) v = max(v, ov);
+      }
+      const std::int32_t prev = __shfl_up_sync(0xffffffffu, key, 1);
+      if (key >= 0 && (lane == 0 || prev != key)) atomicMax(r2 + key, v);
+    }
+    __syncthreads();   // block_node and warp_max are rewritten next level
+    if (active) {
+      const std::int32_t child = descend(nodes, node, p);
+      if (child == node) active = false;
+      node = child;
+    }
+  }
+}
+
+__global__ void set_radii(std::uint32_t n_nodes, const unsigned long long* r2, DeviceNodeGeometry* geom) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_nodes) geom[i].radius = sqrt(__longlong_as_double(static_cast<long long>(r2[i])));
+}
+
+__global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
+                                DeviceWalkNode* out) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_nodes) return;
+  const DeviceNodeGeometry g = geom[i];
+  const DeviceShapeNode nd = nodes[i];
+  DeviceWalkNode w;
+  for (int d = 0; d < 3; ++d) {
+    w.box_centre[d] = 0.5 * (g.lo[d] + g.hi[d]);
+    w.half_width[d] = 0.5 * (g.hi[d] - g.lo[d]);
+    w.centre[d] = g.centre[d];
+  }
+  w.radius = g.radius;
+  w.left = nd.left;
+  w.right = nd.right;
+  w.leaf = nd.leaf;
+  w.pad = 0;
+  out[i] = w;
+}
+
+}  // namespace
+
+DeviceOrbTree::~DeviceOrbTree() {
+  for (cudaEvent_t& e : events_)
+    if (e) cudaEventDestroy(e);
+}
+
+void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
+  if (n == n_ && max_leaf == max_leaf_ && !shape_.empty()) return;
+  shape_ = OrbTree::shape(n, max_leaf);
+  n_ = n;
+  max_leaf_ = max_leaf;
+  const std::size_t n_nodes = shape_.size();
+  std::vector<DeviceShapeNode> table(n_nodes);
+  int max_depth = 0;
+  n_leaves_ = 0;
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    const TreeNode& s = shape_[i];
+    table[i] = DeviceShapeNode{s.first, s.count, s.left, s.right, s.leaf, s.depth};
+    max_depth = std::max(max_depth, s.depth);
+    n_leaves_ += s.is_leaf();
+  }
+  // Nodes by depth (counting sort, increasing index inside a depth), leaves by index.
+  level_offset_.assign(static_cast<std::size_t>(max_depth) + 2, 0);
+  for (const TreeNode& s : shape_) ++level_offset_[static_cast<std::size_t>(s.depth) + 1];
+  for (std::size_t d = 1; d < level_offset_.size(); ++d) level_offset_[d] += level_offset_[d - 1];
+  std::vector<std::int32_t> by_depth(n_nodes), leaf_node(n_leaves_);
+  std::vector<std::size_t> cursor(level_offset_.begin(), level_offset_.end() - 1);
+  for (std::size_t i = 0; i < n_nodes; ++i) {
+    by_depth[cursor[static_cast<std::size_t>(shape_[i].depth)]++] = static_cast<std::int32_t>(i);
+    if (shape_[i].is_leaf()) leaf_node[static_cast<std::size_t>(shape_[i].leaf)] = static_cast<std::int32_t>(i);
+  }
+  nodes_.ensure(n_nodes);
+  level_nodes_.ensure(n_nodes);
+  leaf_node_.ensure(n_leaves_);
+  // Synchronous uploads: once per (n, max_leaf), i.e. once per run.
+  ORBIS_CUDA_CHECK(cudaMemcpy(nodes_.data(), table.data(), n_nodes * sizeof(DeviceShapeNode), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(level_nodes_.data(), by_depth.data(), n_nodes * sizeof(std::int32_t),
+                              cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaMemcpy(leaf_node_.data(), leaf_node.data(), n_leaves_ * sizeof(std::int32_t),
+                              cudaMemcpyHostToDevice));
+}
+
+void DeviceOrbTree::ensure_buffers(std::size_t n) {
+  const std::size_t n_nodes = shape_.size();
+  for (auto& l : lists_) l.ensure(3 * n);
+  scan_.ensure(3 * n);
+  for (auto& v : sort_vals_) v.ensure(n);
+  for (auto& k : sort_keys_) k.ensure(n);
+  order_.ensure(n);
+  node_of_.ensure(n);
+  flag_.ensure(n);
+  tx_.ensure(n);
+  ty_.ensure(n);
+  tz_.ensure(n);
+  axis_.ensure(n_nodes);
+  r2_.ensure(n_nodes);
+  geom_.ensure(n_nodes);
+  leaves_.ensure(n_leaves_);
+  ties_.ensure(3);
+  dev_ties_.ensure(3);
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  cub::DoubleBuffer<std::uint64_t> keys(nullptr, nullptr);
+  cub::DoubleBuffer<std::uint32_t> vals(nullptr, nullptr);
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, vals, static_cast<int>(n)));
+  const FlagIter flags(thrust::counting_iterator<std::uint32_t>(0), FlagOf{nullptr, nullptr});
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, flags, scan_.data(), static_cast<int>(3 * n)));
+  temp_.ensure(std::max({sort_bytes, scan_bytes, std::size_t{1}}));
+  for (cudaEvent_t& e : events_)
+    if (!e) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,
+                                 cudaStream_t stream) {
+  const auto n = static_cast<std::uint32_t>(n_);
+  make_keys<<<blocks_for(n), kThreads, 0, stream>>>(c, idx, n, sort_keys_[0].data(), sort_vals_[0].data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  cub::DoubleBuffer<std::uint64_t> keys(sort_keys_[0].data(), sort_keys_[1].data());
+  cub::DoubleBuffer<std::uint32_t> vals(sort_vals_[0].data(), sort_vals_[1].data());
+  std::size_t bytes = temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), bytes, keys, vals, static_cast<int>(n), 0, 64, stream));
+  if (tie) {
+    find_ties<<<blocks_for(n), kThreads, 0, stream>>>(keys.Current(), n, tie);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, vals.Current(), n * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
+}
+
+void DeviceOrbTree::build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
+                          double particle_mass, cudaStream_t stream) {
+  set_shape(n, max_leaf);   // checks n and max_leaf as OrbTree does
+  ensure_buffers(n);
+  particle_mass_ = particle_mass;
+  const auto nn = static_cast<std::uint32_t>(n);
+  const double* c[3] = {x, y, z};
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
+
+  // Sorted lists: by x_a alone first; an axis with equal x_a somewhere is redone as three
+  // stable sorts (x_a+2, then x_a+1, then x_a) to break the ties lexicographically.
+  std::uint32_t* lists = lists_[0].data();
+  int* ties = ties_.data();
+  int* dev_ties = dev_ties_.data();
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(dev_ties, 0, 3 * sizeof(int), stream));
+  for (int a = 0; a < 3; ++a) sort_indices(c[a], nullptr, lists + a * n, dev_ties + a, stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(ties, dev_ties, 3 * sizeof(int), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the one host wait of the build
+  for (int a = 0; a < 3; ++a) {
+    if (!ties[a]) continue;
+    std::uint32_t* out = lists + a * n;
+    sort_indices(c[(a + 2) % 3], nullptr, out, nullptr, stream);
+    sort_indices(c[(a + 1) % 3], out, out, nullptr, stream);
+    sort_indices(c[a], out, out, nullptr, stream);
+  }
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
+
+  // Level by level: boxes and axes of depth d, then (if any node there splits) flags and
+  // the stable partition into the other list buffer.
+  const int max_depth = static_cast<int>(level_offset_.size()) - 2;
+  int cur = 0;
+  for (int d = 0; d <= max_depth; ++d) {
+    const std::int32_t* level = level_nodes_.data() + level_offset_[static_cast<std::size_t>(d)];
+    const auto n_level = static_cast<std::uint32_t>(level_offset_[static_cast<std::size_t>(d) + 1] -
+                                                    level_offset_[static_cast<std::size_t>(d)]);
+    const std::uint32_t* in = lists_[cur].data();
+    node_boxes<<<blocks_for(n_level), kThreads, 0, stream>>>(level, n_level, nodes_.data(), in, nn, x, y, z,
+                                                              geom_.data(), axis_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    if (d == max_depth) break;
+    flag_level<<<blocks_for(n), kThreads, 0, stream>>>(nn, d == 0, nodes_.data(), axis_.data(), node_of_.data(), in,
+                                                       flag_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    const FlagIter flags(thrust::counting_iterator<std::uint32_t>(0), FlagOf{in, flag_.data()});
+    std::size_t bytes = temp_.capacity();
+    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), bytes, flags, scan_.data(), static_cast<int>(3 * n),
+                                                   stream));
+    partition_level<<<dim3(blocks_for(n), 3), kThreads, 0, stream>>>(nn, nodes_.data(), node_of_.data(), in,
+                                                                       scan_.data(), flag_.data(),
+                                                                       lists_[1 - cur].data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    cur = 1 - cur;
+  }
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
+
+  leaf_order<<<blocks_for(n), kThreads, 0, stream>>>(nn, max_depth == 0, nodes_.data(), axis_.data(), node_of_.data(),
+                                                     lists_[cur].data(), x, y, z, order_.data(), tx_.data(),
+                                                     ty_.data(), tz_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  leaf_centres<<<blocks_for(n_leaves_), kThreads, 0, stream>>>(static_cast<std::uint32_t>(n_leaves_),
+                                                               leaf_node_.data(), nodes_.data(), tx_.data(),
+                                                               ty_.data(), tz_.data(), geom_.data(), leaves_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  for (int d = max_depth - 1; d >= 0; --d) {
+    const std::int32_t* level = level_nodes_.data() + level_offset_[static_cast<std::size_t>(d)];
+    const auto n_level = static_cast<std::uint32_t>(level_offset_[static_cast<std::size_t>(d) + 1] -
+                                                    level_offset_[static_cast<std::size_t>(d)]);
+    internal_centres<<<blocks_for(n_level), kThreads, 0, stream>>>(level, n_level, nodes_.data(), geom_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(r2_.data(), 0, n_nodes * sizeof(std::uint64_t), stream));
+  radii<<<blocks_for(n), kThreads, 0, stream>>>(nn, max_depth, nodes_.data(), geom_.data(), tx_.data(), ty_.data(),
+                                                tz_.data(), reinterpret_cast<unsigned long long*>(r2_.data()));
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  set_radii<<<blocks_for(n_nodes), kThreads, 0, stream>>>(
+      n_nodes, reinterpret_cast<const unsigned long long*>(r2_.data()), geom_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
+}
+
+DeviceOrbTree::Times DeviceOrbTree::times() const {
+  Times t;
+  if (!events_[3]) return t;
+  ORBIS_CUDA_CHECK(cudaEventSynchronize(events_[3]));
+  float ms = 0;
+  ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[3]));
+  t.total_ms = ms;
+  ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[0], events_[1]));
+  t.sort_ms = ms;
+  ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[1], events_[2]));
+  t.split_ms = ms;
+  ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[2], events_[3]));
+  t.finish_ms = ms;
+  return t;
+}
+
+void DeviceOrbTree::walk_nodes(DeviceWalkNode* out, cudaStream_t stream) const {
+  const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
+  make_walk_nodes<<<blocks_for(n_nodes), kThreads, 0, stream>>>(n_nodes, nodes_.data(), geom_.data(), out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const {
+  if (positions.size() != n_) fail("device ORB tree: download with {} positions for {} particles", positions.size(), n_);
+  std::vector<std::uint32_t> order(n_);
+  std::vector<DeviceNodeGeometry> geom(shape_.size());
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(order.data(), order_.data(), n_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
+                                   stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(geom.data(), geom_.data(), geom.size() * sizeof(DeviceNodeGeometry),
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<TreeNode> nodes = shape_;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(nodes.size()); ++i) {
+    TreeNode& node = nodes[static_cast<std::size_t>(i)];
+    const DeviceNodeGeometry& g = geom[static_cast<std::size_t>(i)];
+    node.lo = Vec3d{g.lo[0], g.lo[1], g.lo[2]};
+    node.hi = Vec3d{g.hi[0], g.hi[1], g.hi[2]};
+    node.centre = Vec3d{g.centre[0], g.centre[1], g.centre[2]};
+    node.radius = g.radius;
+    node.mass = node.count * particle_mass_;
+  }
+  std::vector<Vec3d> pos(n_);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < static_cast<std::int64_t>(n_); ++t)
+    pos[static_cast<std::size_t>(t)] = positions[order[static_cast<std::size_t>(t)]];
+  out.adopt(std::move(nodes), std::move(order), std::move(pos), max_leaf_);
+}
+
+}  // namespace orbis::gpu

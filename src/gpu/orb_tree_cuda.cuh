@@ -1,0 +1,106 @@
+// The ORB tree built on the device, node for node and bit for bit the tree OrbTree::build
+// makes on the host (tree/orb_tree.hpp): the same shape (a function of N and max_leaf), the
+// same splits (longest axis of the tight box, median under the total order on positions),
+// the same order inside each leaf, the same lo, hi, centre and radius.
+//
+// Method: the particles are sorted once per axis a by (x_a, x_a+1, x_a+2); a node is then
+// one segment in each of the three lists, its box is read off the segment ends, and its
+// split is a rank (n/2 of its split axis' segment). Each level flags the left half and
+// stably partitions all three lists within their segments (one scan, one scatter), so the
+// lists stay sorted inside every node; a leaf's order is its own split axis' segment.
+// Every level of the tree is a handful of launches over all particles; the level shapes
+// are known on the host in advance, so nothing waits for the device between levels.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/vec3.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/device_tree.cuh"
+#include "gpu/p2p_cuda_kernel.cuh"
+#include "tree/orb_tree.hpp"
+
+namespace orbis::gpu {
+
+// One node of the shape as the kernels read it (TreeNode without geometry).
+struct DeviceShapeNode {
+  std::uint32_t first, count;
+  std::int32_t left, right, leaf, depth;
+};
+
+class DeviceOrbTree {
+ public:
+  DeviceOrbTree() = default;
+  DeviceOrbTree(const DeviceOrbTree&) = delete;
+  DeviceOrbTree& operator=(const DeviceOrbTree&) = delete;
+  ~DeviceOrbTree();
+
+  // Builds on `stream` from n positions on the device (x, y, z: double, caller order,
+  // Mpc/h). Synchronises the stream once, after the per-axis sorts, to learn whether any
+  // axis has equal coordinates (only then are the lexicographic tie-break sorts run).
+  // Buffers are reused across builds; a new (n, max_leaf) also uploads the shape.
+  void build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
+             double particle_mass, cudaStream_t stream);
+
+  std::size_t size() const { return n_; }
+  std::size_t n_nodes() const { return shape_.size(); }
+  std::size_t n_leaves() const { return n_leaves_; }
+
+  // Device arrays, valid until the next build.
+  const std::uint32_t* order() const { return order_.data(); }   // tree position -> caller index
+  const double* tree_x() const { return tx_.data(); }
+  const double* tree_y() const { return ty_.data(); }
+  const double* tree_z() const { return tz_.data(); }
+  const DeviceNodeGeometry* geometry() const { return geom_.data(); }
+  const DeviceLeaf* leaves() const { return leaves_.data(); }   // centre: box centre
+
+  // Fills out[n_nodes] (device) with the walk's node records, on `stream`.
+  void walk_nodes(DeviceWalkNode* out, cudaStream_t stream) const;
+
+  // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
+  const std::vector<TreeNode>& shape() const { return shape_; }
+
+  // Copies the tree into `out` (waits for the stream): order and geometry come down, the
+  // tree-order positions are gathered from the caller's host `positions`.
+  void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const;
+
+  // Device time of the last build by phase (waits for it): the per-axis sorts (with the
+  // tie check), the level-by-level splits, the centres, radii and leaf records.
+  struct Times {
+    double total_ms = 0, sort_ms = 0, split_ms = 0, finish_ms = 0;
+  };
+  Times times() const;
+
+ private:
+  void set_shape(std::size_t n, int max_leaf);
+  void ensure_buffers(std::size_t n);
+  // Stable sort of idx (null: 0..n-1) by coordinate c into out; flags *tie if two keys
+  // are equal (when tie is not null).
+  void sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,
+                    cudaStream_t stream);
+
+  std::size_t n_ = 0, n_leaves_ = 0;
+  int max_leaf_ = 0;
+  double particle_mass_ = 1.0;
+  std::vector<TreeNode> shape_;
+  std::vector<std::size_t> level_offset_;   // nodes of depth d: level_nodes_[offset[d], offset[d+1])
+
+  DeviceArray<DeviceShapeNode> nodes_;
+  DeviceArray<std::int32_t> level_nodes_, leaf_node_;
+  DeviceArray<std::uint8_t> axis_, flag_;
+  DeviceArray<std::uint32_t> lists_[2], scan_, sort_vals_[2], order_;
+  DeviceArray<std::uint64_t> sort_keys_[2], r2_;
+  DeviceArray<std::int32_t> node_of_;
+  DeviceArray<double> tx_, ty_, tz_;
+  DeviceArray<DeviceNodeGeometry> geom_;
+  DeviceArray<DeviceLeaf> leaves_;
+  DeviceArray<unsigned char> temp_;
+  DeviceArray<int> dev_ties_;
+  PinnedArray<int> ties_;
+  cudaEvent_t events_[4] = {nullptr, nullptr, nullptr, nullptr};
+};
+
+}  // namespace orbis::gpu

@@ -1,0 +1,184 @@
+// The device ORB tree against OrbTree::build on the same positions (run on the device
+// machine): the same nodes, bit for bit (box, centre, radius), the same order, the same
+// leaf records and walk records. Without a usable GPU every test prints "SKIPPED: no CUDA
+// device" and the program returns 77 (CTest: skipped).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gpu/orb_tree_cuda.cuh"
+#include "support/clustered_particles.hpp"
+#include "support/gpu_skip.hpp"
+
+using namespace orbis;
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(double)) == 0; }
+bool same_bits(const Vec3d& a, const Vec3d& b) { return std::memcmp(&a, &b, sizeof(Vec3d)) == 0; }
+
+// Positions in structure-of-arrays form on the device.
+struct DevicePositions {
+  gpu::DeviceArray<double> x, y, z;
+  explicit DevicePositions(const std::vector<Vec3d>& pos) {
+    const std::size_t n = pos.size();
+    std::vector<double> h[3];
+    for (auto& v : h) v.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d = 0; d < 3; ++d) h[d][i] = pos[i][d];
+    gpu::DeviceArray<double>* dev[3] = {&x, &y, &z};
+    for (int d = 0; d < 3; ++d) {
+      dev[d]->ensure(n);
+      ORBIS_CUDA_CHECK(cudaMemcpy(dev[d]->data(), h[d].data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    }
+  }
+};
+
+template <typename T>
+std::vector<T> download_array(const T* dev, std::size_t n) {
+  std::vector<T> out(n);
+  ORBIS_CUDA_CHECK(cudaMemcpy(out.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// Builds both trees and compares everything the device tree exposes; mismatches are
+// counted (not CHECKed one by one) so a broken build reports a number, not 10^5 lines.
+void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double particle_mass = 1.5) {
+  CAPTURE(pos.size());
+  CAPTURE(max_leaf);
+  OrbTree host;
+  host.build(pos, max_leaf, particle_mass);
+
+  DevicePositions dp(pos);
+  gpu::DeviceOrbTree dev;
+  dev.build(dp.x.data(), dp.y.data(), dp.z.data(), pos.size(), max_leaf, particle_mass, nullptr);
+  OrbTree got;
+  dev.download(got, pos, nullptr);
+  REQUIRE(dev.size() == pos.size());
+  REQUIRE(dev.n_nodes() == host.nodes().size());
+  REQUIRE(dev.n_leaves() == host.leaves().size());
+  REQUIRE(got.nodes().size() == host.nodes().size());
+
+  std::size_t shape_bad = 0, box_bad = 0, centre_bad = 0, radius_bad = 0, mass_bad = 0;
+  for (std::size_t i = 0; i < host.nodes().size(); ++i) {
+    const TreeNode& a = got.nodes()[i];
+    const TreeNode& b = host.nodes()[i];
+    shape_bad += a.first != b.first || a.count != b.count || a.left != b.left || a.right != b.right ||
+                 a.parent != b.parent || a.leaf != b.leaf || a.depth != b.depth;
+    box_bad += !same_bits(a.lo, b.lo) || !same_bits(a.hi, b.hi);
+    centre_bad += !same_bits(a.centre, b.centre);
+    radius_bad += !same_bits(a.radius, b.radius);
+    mass_bad += !same_bits(a.mass, b.mass);
+  }
+  CHECK(shape_bad == 0);
+  CHECK(box_bad == 0);
+  CHECK(centre_bad == 0);
+  CHECK(radius_bad == 0);
+  CHECK(mass_bad == 0);
+
+  std::size_t order_bad = 0;
+  for (std::size_t t = 0; t < pos.size(); ++t) order_bad += got.order()[t] != host.order()[t];
+  CHECK(order_bad == 0);
+  CHECK(std::memcmp(got.positions().data(), host.positions().data(), pos.size() * sizeof(Vec3d)) == 0);
+  CHECK(got.leaf_node() == host.leaf_node());
+  CHECK(got.levels() == host.levels());
+
+  // The device arrays themselves: tree-order positions, leaf records, walk records.
+  const auto tx = download_array(dev.tree_x(), pos.size());
+  const auto ty = download_array(dev.tree_y(), pos.size());
+  const auto tz = download_array(dev.tree_z(), pos.size());
+  std::size_t tree_pos_bad = 0;
+  for (std::size_t t = 0; t < pos.size(); ++t)
+    tree_pos_bad += !same_bits(Vec3d{tx[t], ty[t], tz[t]}, host.positions()[t]);
+  CHECK(tree_pos_bad == 0);
+
+  const auto leaves = download_array(dev.leaves(), dev.n_leaves());
+  std::size_t leaf_bad = 0;
+  for (std::size_t l = 0; l < leaves.size(); ++l) {
+    const Leaf& h = host.leaves()[l];
+    leaf_bad += leaves[l].first != h.first || leaves[l].count != h.count ||
+                !same_bits(Vec3d{leaves[l].cx, leaves[l].cy, leaves[l].cz}, h.centre);
+  }
+  CHECK(leaf_bad == 0);
+
+  gpu::DeviceArray<gpu::DeviceWalkNode> walk;
+  walk.ensure(dev.n_nodes());
+  dev.walk_nodes(walk.data(), nullptr);
+  const auto w = download_array(walk.data(), dev.n_nodes());
+  std::size_t walk_bad = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const TreeNode& b = host.nodes()[i];
+    const Vec3d bc = b.box_centre(), hw = b.half_width();
+    walk_bad += !same_bits(Vec3d{w[i].box_centre[0], w[i].box_centre[1], w[i].box_centre[2]}, bc) ||
+                !same_bits(Vec3d{w[i].half_width[0], w[i].half_width[1], w[i].half_width[2]}, hw) ||
+                !same_bits(Vec3d{w[i].centre[0], w[i].centre[1], w[i].centre[2]}, b.centre) ||
+                !same_bits(w[i].radius, b.radius) || w[i].left != b.left || w[i].right != b.right ||
+                w[i].leaf != b.leaf;
+  }
+  CHECK(walk_bad == 0);
+}
+
+// Coordinates on a coarse lattice (many equal x, y or z), duplicates of whole positions
+// removed: two particles at one position are interchangeable, and no order between them
+// is defined on either side.
+std::vector<Vec3d> quantised(std::size_t n, double box, int cells, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> cell(0, cells - 1);
+  const double h = box / cells;
+  std::vector<Vec3d> pos(n);
+  for (auto& p : pos) p = Vec3d{cell(rng) * h, cell(rng) * h, cell(rng) * h};
+  auto less = [](const Vec3d& a, const Vec3d& b) {
+    return a.x != b.x ? a.x < b.x : (a.y != b.y ? a.y < b.y : a.z < b.z);
+  };
+  auto equal = [](const Vec3d& a, const Vec3d& b) { return a.x == b.x && a.y == b.y && a.z == b.z; };
+  std::sort(pos.begin(), pos.end(), less);
+  pos.erase(std::unique(pos.begin(), pos.end(), equal), pos.end());
+  std::shuffle(pos.begin(), pos.end(), rng);
+  return pos;
+}
+
+}  // namespace
+
+TEST_CASE("device ORB tree equals the host tree: uniform positions") {
+  test::require_gpu_or_skip();
+  const auto pos = test::uniform_particles(100003, 100.0, 21);
+  compare_with_host(pos, 32);
+  compare_with_host(pos, 7);
+}
+
+TEST_CASE("device ORB tree equals the host tree: clustered positions") {
+  test::require_gpu_or_skip();
+  compare_with_host(test::clustered_particles(48, 100.0, 3), 32);
+}
+
+TEST_CASE("device ORB tree equals the host tree: exact ties") {
+  test::require_gpu_or_skip();
+  // A regular grid, longer on y: equal coordinates on every axis and equal box sides.
+  std::vector<Vec3d> grid;
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 41; ++j)
+      for (int k = 0; k < 29; ++k) grid.push_back(Vec3d{i * 0.5, j * 0.5, k * 0.5});
+  std::shuffle(grid.begin(), grid.end(), std::mt19937_64(4));
+  compare_with_host(grid, 32);
+  compare_with_host(grid, 5);
+  compare_with_host(quantised(60000, 50.0, 64, 8), 16);
+}
+
+TEST_CASE("device ORB tree: small trees and reuse across sizes") {
+  test::require_gpu_or_skip();
+  gpu::DeviceOrbTree reused;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{33}, std::size_t{4097}, std::size_t{1000}}) {
+    CAPTURE(n);
+    compare_with_host(test::uniform_particles(n, 10.0, n), 8);
+    const auto pos = test::uniform_particles(n, 10.0, n + 1);
+    DevicePositions dp(pos);
+    reused.build(dp.x.data(), dp.y.data(), dp.z.data(), n, 8, 1.0, nullptr);
+    OrbTree got, host;
+    reused.download(got, pos, nullptr);
+    host.build(pos, 8);
+    CHECK(got.order() == host.order());
+  }
+}

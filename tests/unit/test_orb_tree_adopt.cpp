@@ -1,0 +1,72 @@
+// OrbTree::shape and OrbTree::adopt, the two doors the device build comes in by: the shape
+// must be build()'s node for node, and adopting a tree's own data must give that tree back.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "support/clustered_particles.hpp"
+#include "tree/orb_tree.hpp"
+
+using namespace orbis;
+
+namespace {
+
+bool same_bits(const Vec3d& a, const Vec3d& b) { return std::memcmp(&a, &b, sizeof(Vec3d)) == 0; }
+
+void check_same_shape(const TreeNode& a, const TreeNode& b) {
+  CHECK(a.first == b.first);
+  CHECK(a.count == b.count);
+  CHECK(a.left == b.left);
+  CHECK(a.right == b.right);
+  CHECK(a.parent == b.parent);
+  CHECK(a.leaf == b.leaf);
+  CHECK(a.depth == b.depth);
+}
+
+}  // namespace
+
+TEST_CASE("shape() is build()'s shape") {
+  for (const std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{33}, std::size_t{1000},
+                              std::size_t{100003}}) {
+    for (const int max_leaf : {1, 7, 32}) {
+      CAPTURE(n);
+      CAPTURE(max_leaf);
+      OrbTree tree;
+      tree.build(test::uniform_particles(n, 100.0, 5), max_leaf);
+      const auto shape = OrbTree::shape(n, max_leaf);
+      REQUIRE(shape.size() == tree.nodes().size());
+      for (std::size_t i = 0; i < shape.size(); ++i) check_same_shape(shape[i], tree.nodes()[i]);
+    }
+  }
+}
+
+TEST_CASE("adopt() of a tree's own data reproduces the tree") {
+  const auto pos = test::clustered_particles(24, 50.0, 11);
+  OrbTree tree;
+  tree.build(pos, 9, 2.5);
+  OrbTree copy;
+  copy.adopt(tree.nodes(), tree.order(), tree.positions(), tree.max_leaf());
+  REQUIRE(copy.nodes().size() == tree.nodes().size());
+  for (std::size_t i = 0; i < tree.nodes().size(); ++i) {
+    const TreeNode& a = copy.nodes()[i];
+    const TreeNode& b = tree.nodes()[i];
+    check_same_shape(a, b);
+    CHECK(same_bits(a.lo, b.lo));
+    CHECK(same_bits(a.hi, b.hi));
+    CHECK(same_bits(a.centre, b.centre));
+    CHECK(a.radius == b.radius);
+    CHECK(a.mass == b.mass);
+  }
+  CHECK(copy.order() == tree.order());
+  CHECK(copy.leaf_node() == tree.leaf_node());
+  CHECK(copy.levels() == tree.levels());
+  CHECK(copy.max_leaf() == tree.max_leaf());
+  REQUIRE(copy.leaves().size() == tree.leaves().size());
+  for (std::size_t l = 0; l < tree.leaves().size(); ++l) {
+    CHECK(copy.leaves()[l].first == tree.leaves()[l].first);
+    CHECK(copy.leaves()[l].count == tree.leaves()[l].count);
+    CHECK(same_bits(copy.leaves()[l].centre, tree.leaves()[l].centre));
+  }
+  REQUIRE(copy.positions().size() == tree.positions().size());
+  CHECK(std::memcmp(copy.positions().data(), tree.positions().data(), pos.size() * sizeof(Vec3d)) == 0);
+}
