@@ -27,12 +27,12 @@ struct AddCounts {
 
 // The pair's outputs counted (the pair test's sink, fmm/walk_pair.hpp).
 struct CountSink {
-  bool mutual;
-  WalkCounts c{0, 0, 0, 0};
-  __device__ void m2l(const std::int8_t*) { c.m2l += mutual ? 2 : 1; }
+  std::int32_t t, s;
+  WalkCounts c;
+  __device__ void m2l(const std::int8_t*) { c.m2l += t != s ? 2 : 1; }
   __device__ void p2p(const std::int8_t*) {
     ++c.p2p;
-    c.mutual += mutual ? 1 : 0;
+    c.mutual += t != s ? 1 : 0;
   }
   __device__ void child(std::int32_t, std::int32_t) { ++c.children; }
 };
@@ -68,34 +68,77 @@ struct WriteSink {
   __device__ void child(std::int32_t a, std::int32_t b) { next[at.children++] = pack_pair(a, b); }
 };
 
+// A kernel's pair walks `depth` levels of its subtree of pairs itself (depth first, in a
+// fixed order), its pairs at that depth going to the next frontier: a small frontier then
+// takes one launch, scan and host wait for several levels. Both kernels walk the same way,
+// so the counts match the writes.
+constexpr int kMaxDepth = 4;
+
+template <typename Sink>
+struct DeeperSink {
+  Sink& sink;
+  int level, depth;
+  std::int32_t* stack_t;
+  std::int32_t* stack_s;
+  int* stack_level;
+  int& top;
+  __device__ void m2l(const std::int8_t* image) { sink.m2l(image); }
+  __device__ void p2p(const std::int8_t* image) { sink.p2p(image); }
+  __device__ void child(std::int32_t a, std::int32_t b) {
+    if (level + 1 < depth) {
+      stack_t[top] = a, stack_s[top] = b, stack_level[top] = level + 1;
+      ++top;
+    } else {
+      sink.child(a, b);
+    }
+  }
+};
+
+template <typename Sink>
+__device__ void walk_from(const DeviceWalkNode* nodes, std::uint64_t pair, const WalkPairParams& p, int depth,
+                          Sink& sink) {
+  // Each pair popped pushes at most 4, so the stack holds at most 3 per level plus one.
+  std::int32_t stack_t[3 * kMaxDepth + 1], stack_s[3 * kMaxDepth + 1];
+  int stack_level[3 * kMaxDepth + 1];
+  int top = 1;
+  stack_t[0] = static_cast<std::int32_t>(pair & 0xffffffffu);
+  stack_s[0] = static_cast<std::int32_t>(pair >> 32);
+  stack_level[0] = 0;
+  while (top > 0) {
+    --top;
+    const std::int32_t t = stack_t[top], s = stack_s[top];
+    sink.t = t;
+    sink.s = s;
+    DeeperSink<Sink> deeper{sink, stack_level[top], depth, stack_t, stack_s, stack_level, top};
+    walk_pair(t, s, nodes[t], nodes[s], p, deeper);
+  }
+}
+
 // counts[i] for pair i < n; counts[n] = 0, so that the exclusive scan's entry n is the total.
 __global__ void count_outputs(const DeviceWalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
-                              WalkPairParams p, WalkCounts* counts) {
+                              WalkPairParams p, int depth, WalkCounts* counts) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i > n) return;
-  if (i == n) {
-    counts[n] = WalkCounts{0, 0, 0, 0};
-    return;
-  }
-  const std::uint64_t pair = pairs[i];
-  const auto t = static_cast<std::int32_t>(pair & 0xffffffffu), s = static_cast<std::int32_t>(pair >> 32);
-  CountSink sink{t != s};
-  walk_pair(t, s, nodes[t], nodes[s], p, sink);
+  CountSink sink{0, 0, WalkCounts{0, 0, 0, 0}};
+  if (i < n) walk_from(nodes, pairs[i], p, depth, sink);
   counts[i] = sink.c;
 }
 
-// The same test again, its outputs written at the scanned offsets (the P2P entries and the
+// The same walk again, its outputs written at the scanned offsets (the P2P entries and the
 // M2L tasks after those of the earlier levels: the arrays passed start there).
 __global__ void write_outputs(const DeviceWalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
-                              WalkPairParams p, const WalkCounts* at, std::uint32_t* p2p_t, std::uint32_t* p2p_s,
-                              InteractionTask* m2l, std::uint64_t* next) {
+                              WalkPairParams p, int depth, const WalkCounts* at, std::uint32_t* p2p_t,
+                              std::uint32_t* p2p_s, InteractionTask* m2l, std::uint64_t* next) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const std::uint64_t pair = pairs[i];
-  const auto t = static_cast<std::int32_t>(pair & 0xffffffffu), s = static_cast<std::int32_t>(pair >> 32);
-  WriteSink sink{t, s, nodes, p2p_t, p2p_s, m2l, next, at[i]};
-  walk_pair(t, s, nodes[t], nodes[s], p, sink);
+  WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, next, at[i]};
+  walk_from(nodes, pairs[i], p, depth, sink);
 }
+
+// Levels a kernel walks for a frontier of n pairs: several while the frontier is too small
+// to fill the GPU (where the per-level launches and host wait dominate), one once it is
+// large (where a thread's deeper subtree would leave its warp's other lanes idle).
+int levels_per_launch(std::size_t n) { return n < 16384 ? kMaxDepth : (n < 262144 ? 2 : 1); }
 
 __global__ void m2l_keys(const InteractionTask* tasks, std::uint32_t n, std::uint32_t* keys) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -172,7 +215,8 @@ void DeviceWalk::run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size
     const auto n = static_cast<std::uint32_t>(n_pairs);
     counts_.ensure(n_pairs + 1);
     offsets_.ensure(n_pairs + 1);
-    count_outputs<<<blocks_for(n_pairs + 1), kBlock, 0, stream>>>(nodes, frontier_[cur].data(), n, params,
+    const int depth = levels_per_launch(n_pairs);
+    count_outputs<<<blocks_for(n_pairs + 1), kBlock, 0, stream>>>(nodes, frontier_[cur].data(), n, params, depth,
                                                                  counts_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     std::size_t temp = 0;
@@ -193,14 +237,14 @@ void DeviceWalk::run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size
     m2l_raw_.ensure(m2l_count_ + tot.m2l, m2l_count_, stream);
     frontier_[cur ^ 1].ensure(std::max<std::size_t>(tot.children, 1));
     write_outputs<<<blocks_for(n_pairs), kBlock, 0, stream>>>(
-        nodes, frontier_[cur].data(), n, params, offsets_.data(), p2p_t_.data() + p2p_entries_,
+        nodes, frontier_[cur].data(), n, params, depth, offsets_.data(), p2p_t_.data() + p2p_entries_,
         p2p_s_.data() + p2p_entries_, m2l_raw_.data() + m2l_count_, frontier_[cur ^ 1].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     p2p_entries_ += tot.p2p;
     p2p_mutual_ += tot.mutual;
     m2l_count_ += tot.m2l;
     pairs_tested_ += n_pairs;
-    ++levels_;
+    ++levels_;   // launches, each `depth` levels of pairs
     n_pairs = tot.children;
     cur ^= 1;
   }

@@ -6,7 +6,8 @@
 // each pair's outputs (M2L tasks, P2P entries, child pairs), a scan turns the counts into
 // offsets, and a second kernel runs the test again and writes the outputs there; the child
 // pairs are the next level's frontier. The host reads each level's totals to size the
-// buffers (one sync a level, ~40 levels). No atomics choose any position, so the output
+// buffers (one sync a level; while the frontier is small, one kernel thread walks several
+// levels of its pair's subtree, so the ~35 levels take ~20 launches). No atomics choose any position, so the output
 // arrays are identical run after run. M2L tasks are then grouped by target with a stable
 // radix sort.
 #pragma once
@@ -95,7 +96,8 @@ class DeviceWalk {
 
   // Device time of the last run, ms (events; waits for the run to finish).
   double last_ms() const;
-  // Levels of pairs the last run walked, and pairs tested in all.
+  // The last run's launches (each walks one or more levels of pairs) and the pairs of all
+  // its frontiers.
   int levels() const { return levels_; }
   std::size_t pairs_tested() const { return pairs_tested_; }
 

@@ -123,9 +123,10 @@ TEST_CASE("device walk equals the CPU walk: uniform points") {
   const int side = 40;
   OrbTree tree;
   tree.build(test::uniform_particles(static_cast<std::size_t>(side) * side * side, box, 11), 32);
+  // No M2L here: a 32-particle leaf's radius is ~2.8 mean spacings, so the opening test
+  // needs a separation beyond r_cut (6.6 spacings) at every level.
   const Compared c = compare_with_cpu(tree, run_settings(box, side));
   CHECK(c.p2p_entries > 0);
-  CHECK(c.m2l > 0);
 }
 
 TEST_CASE("device walk equals the CPU walk: clustered set") {
