@@ -59,6 +59,7 @@ struct WriteSink {
       for (int d = 0; d < 3; ++d) task.image[d] = static_cast<std::int8_t>(-image[d]);
       m2l_out[at.m2l + 1] = task;
     }
+    at.m2l += t != s ? 2 : 1;   // a thread may walk several pairs (walk_from)
   }
   __device__ void p2p(const std::int8_t* image) {
     p2p_t[at.p2p] = static_cast<std::uint32_t>(nodes[t].leaf) | (t != s ? kMutualBit : 0u);
