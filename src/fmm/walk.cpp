@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "fmm/p2p_grouping.hpp"
+#include "fmm/walk_pair.hpp"
 
 namespace orbis {
 namespace {
@@ -32,100 +33,40 @@ void check_walk_settings(const WalkSettings& s) {
   if (!(s.theta > 0 && s.theta <= 1)) fail("short-range walk: theta = {} must be in (0, 1]", s.theta);
 }
 
+WalkPairParams walk_pair_params(const WalkSettings& s) {
+  return WalkPairParams{s.box_mpc_h, 0.5 * s.box_mpc_h, s.r_cut, s.r_cut * s.r_cut, s.theta * s.theta};
+}
+
 struct DualTreeWalk::Context {
   const std::vector<WalkNode>& nodes;
-  double box, half_box, r_cut, r_cut2, theta2;
+  WalkPairParams params;
   bool half_p2p;
 
-  // Classifies the pair: emits its task(s) and returns 0, or writes the pairs it splits
-  // into to `split` and returns how many. A pair of distinct nodes is mutual: each task is
-  // emitted for both directions (source image negated); (t, t) is a node with itself.
-  int step(std::int32_t t, std::int32_t s, TaskLists& out, Pair* split) const {
-    const bool mutual = t != s;
-    const WalkNode& T = nodes[static_cast<std::size_t>(t)];
-    const WalkNode& S = nodes[static_cast<std::size_t>(s)];
-    const Vec3d& tc = T.box_centre;
-    const Vec3d& sc = S.box_centre;
-    const Vec3d& th = T.half_width;
-    const Vec3d& sh = S.half_width;
-    double raw[3], half[3], gap2 = 0, far2 = 0;
-    std::int8_t image[3];
-    bool unique = true;
-    for (int d = 0; d < 3; ++d) {
-      // Swapping T and S negates every quantity exactly: the decision is symmetric.
-      raw[d] = sc[d] - tc[d];
-      // Centres lie in [0, L): |raw| < L, so the nearest image is -1, 0 or +1 (a tie at
-      // exactly L/2 keeps 0, as nearbyint's round-half-even would).
-      const double e = raw[d] > half_box ? -1.0 : (raw[d] < -half_box ? 1.0 : 0.0);
-      const double dc = std::fabs(raw[d] + e * box);
-      half[d] = th[d] + sh[d];
-      if (dc > half[d]) gap2 += (dc - half[d]) * (dc - half[d]);
-      far2 += (dc + half[d]) * (dc + half[d]);
-      // Another image moves this axis' separation by L: it stays beyond r_cut if so.
-      if (dc + half[d] + r_cut >= box) unique = false;
-      image[d] = static_cast<std::int8_t>(e);
-    }
-    if (gap2 > r_cut2) return 0;
-
-    if (unique && far2 <= r_cut2) {
-      const Vec3d shift{image[0] * box, image[1] * box, image[2] * box};
-      const Vec3d R = (T.centre - S.centre) - shift;
-      const double reach = T.radius + S.radius;
-      if (reach * reach < theta2 * norm2(R)) {
-        emit(out.m2l, static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s), image, mutual);
-        return 0;
-      }
-    }
-
-    if (T.is_leaf() && S.is_leaf()) {
-      const auto tl = static_cast<std::uint32_t>(T.leaf), sl = static_cast<std::uint32_t>(S.leaf);
-      if (unique) {
-        emit_p2p(out.p2p, tl, sl, image, mutual);
-        return 0;
-      }
-      // Several images can come within r_cut (a leaf comparable to L/2 - r_cut): one task
-      // per image whose boxes do; the P2P cut keeps each particle pair in one at most.
-      double gap_axis[3][3];
-      for (int d = 0; d < 3; ++d)
-        for (int e = -1; e <= 1; ++e) {
-          const double dc = std::fabs(raw[d] + e * box);
-          gap_axis[d][e + 1] = dc > half[d] ? dc - half[d] : 0.0;
-        }
-      for (int ex = -1; ex <= 1; ++ex)
-        for (int ey = -1; ey <= 1; ++ey)
-          for (int ez = -1; ez <= 1; ++ez) {
-            const double g2 = gap_axis[0][ex + 1] * gap_axis[0][ex + 1] +
-                              gap_axis[1][ey + 1] * gap_axis[1][ey + 1] +
-                              gap_axis[2][ez + 1] * gap_axis[2][ez + 1];
-            if (g2 > r_cut2) continue;
-            // For a leaf with itself the loop already visits every image and its negation.
-            const std::int8_t e[3] = {static_cast<std::int8_t>(ex), static_cast<std::int8_t>(ey),
-                                      static_cast<std::int8_t>(ez)};
-            emit_p2p(out.p2p, tl, sl, e, mutual);
-          }
-      return 0;
-    }
-
-    bool split_t, split_s;
-    if (T.is_leaf()) {
-      split_t = false, split_s = true;
-    } else if (S.is_leaf()) {
-      split_t = true, split_s = false;
-    } else {
-      split_t = T.radius >= S.radius;
-      split_s = S.radius >= T.radius;
-    }
+  // Where the pair test's outcome goes: the tasks to `out`, the child pairs to `split`.
+  struct Sink {
+    const Context& ctx;
+    std::int32_t t, s;
+    TaskLists& out;
+    Pair* split;
     int n = 0;
-    const std::int32_t tk[2] = {split_t ? T.left : t, split_t ? T.right : t};
-    const std::int32_t sk[2] = {split_s ? S.left : s, split_s ? S.right : s};
-    for (int a = 0; a < (split_t ? 2 : 1); ++a)
-      for (int b = 0; b < (split_s ? 2 : 1); ++b) {
-        // A node with itself (both split): (left, right) is mutual, so (right, left) is not
-        // visited. Distinct nodes lie in disjoint subtrees, so their children pairs do too.
-        if (!mutual && a > b) continue;
-        split[n++] = Pair{tk[a], sk[b]};
-      }
-    return n;
+    void m2l(const std::int8_t image[3]) {
+      emit(out.m2l, static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s), image, t != s);
+    }
+    void p2p(const std::int8_t image[3]) {
+      ctx.emit_p2p(out.p2p, static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(t)].leaf),
+                   static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(s)].leaf), image, t != s);
+    }
+    void child(std::int32_t a, std::int32_t b) { split[n++] = Pair{a, b}; }
+  };
+
+  // Classifies the pair (fmm/walk_pair.hpp, shared with the device walk): emits its
+  // task(s) and returns 0, or writes the pairs it splits into to `split` and returns how
+  // many. A pair of distinct nodes is mutual: each task is emitted for both directions
+  // (source image negated); (t, t) is a node with itself.
+  int step(std::int32_t t, std::int32_t s, TaskLists& out, Pair* split) const {
+    Sink sink{*this, t, s, out, split};
+    walk_pair(t, s, nodes[static_cast<std::size_t>(t)], nodes[static_cast<std::size_t>(s)], params, sink);
+    return sink.n;
   }
 
   // P2P: in half mode a mutual pair is one task flagged kMutualTask (the backend expands
@@ -168,8 +109,7 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
     walk_nodes_[static_cast<std::size_t>(i)] =
         WalkNode{node.box_centre(), node.half_width(), node.centre, node.radius, node.left, node.right, node.leaf};
   }
-  const Context ctx{walk_nodes_, settings.box_mpc_h, 0.5 * settings.box_mpc_h, settings.r_cut,
-                    settings.r_cut * settings.r_cut, settings.theta * settings.theta, half};
+  const Context ctx{walk_nodes_, walk_pair_params(settings), half};
 
   Stopwatch watch;
   if (chunks_.empty()) chunks_.resize(1);

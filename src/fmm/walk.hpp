@@ -1,6 +1,7 @@
 // The dual-tree walk of the short-range FMM: node pairs in their minimal periodic image ->
 // M2L tasks (target node, source node) and P2P tasks (target leaf, source leaf).
 //
+// The pair test itself is fmm/walk_pair.hpp (shared with the device walk, gpu/walk_cuda).
 // For a (target T, source S) pair, per axis the source's bounding box is shifted by the
 // image that brings its centre nearest the target's (the walk chooses the image; kernels
 // never wrap). Then, in order:
@@ -30,6 +31,7 @@
 
 #include "fmm/p2p_grouping.hpp"
 #include "fmm/tasks.hpp"
+#include "fmm/walk_pair.hpp"
 #include "tree/orb_tree.hpp"
 
 namespace orbis {
@@ -88,6 +90,9 @@ class DualTreeWalk {
   double traverse_seconds_ = 0, group_seconds_ = 0;
   std::vector<InteractionTask> scratch_;
 };
+
+// The pair test's constants (fmm/walk_pair.hpp) for these settings, as both walks use them.
+WalkPairParams walk_pair_params(const WalkSettings& settings);
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
 void check_walk_settings(const WalkSettings& settings);

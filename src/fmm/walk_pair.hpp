@@ -1,0 +1,109 @@
+// The dual-tree walk's pair test (walk.hpp, steps 1-4) in one host+device function, so
+// that the CPU walk (walk.cpp) and the device walk (gpu/walk_cuda.cu) take the same
+// decisions bit for bit: the same double operations in the same order (both translation
+// units are compiled without FMA contraction). A template over the node type, so each side
+// reads its own struct (WalkNode with Vec3d, DeviceWalkNode with double[3]).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "core/hostdevice.hpp"
+
+namespace orbis {
+
+struct WalkPairParams {
+  double box, half_box, r_cut, r_cut2, theta2;
+};
+
+// Always inlined on the host too: the CPU walk runs the test per pair in its innermost
+// loop, with its emitters inlined into it.
+#if defined(__CUDACC__)
+#define ORBIS_WALK_PAIR_HD __host__ __device__ __forceinline__
+#else
+#define ORBIS_WALK_PAIR_HD inline __attribute__((always_inline))
+#endif
+
+// The test of pair (t, s) (nodes T, S). What it becomes goes to `sink`, in the walk's order:
+//   sink.m2l(image): one M2L pair (the tasks (t, s, image) and, when t != s, (s, t, -image));
+//   sink.p2p(image): one P2P task per image (mutual when t != s);
+//   sink.child(t', s'): each child pair.
+// Nothing is called for a dropped pair. Each walk supplies its sink (emit, count or write).
+template <typename Node, typename Sink>
+ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const Node& T, const Node& S,
+                                  const WalkPairParams& p, Sink& sink) {
+  const bool mutual = t != s;
+  double raw[3], half[3], gap2 = 0, far2 = 0;
+  std::int8_t image[3];
+  bool unique = true;
+  for (int d = 0; d < 3; ++d) {
+    // Swapping T and S negates every quantity exactly: the decision is symmetric.
+    raw[d] = S.box_centre[d] - T.box_centre[d];
+    // Centres lie in [0, L): |raw| < L, so the nearest image is -1, 0 or +1 (a tie at
+    // exactly L/2 keeps 0, as nearbyint's round-half-even would).
+    const double e = raw[d] > p.half_box ? -1.0 : (raw[d] < -p.half_box ? 1.0 : 0.0);
+    const double dc = std::fabs(raw[d] + e * p.box);
+    half[d] = T.half_width[d] + S.half_width[d];
+    if (dc > half[d]) gap2 += (dc - half[d]) * (dc - half[d]);
+    far2 += (dc + half[d]) * (dc + half[d]);
+    // Another image moves this axis' separation by L: it stays beyond r_cut if so.
+    if (dc + half[d] + p.r_cut >= p.box) unique = false;
+    image[d] = static_cast<std::int8_t>(e);
+  }
+  if (gap2 > p.r_cut2) return;
+
+  if (unique && far2 <= p.r_cut2) {
+    double r2 = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double r = (T.centre[d] - S.centre[d]) - image[d] * p.box;
+      r2 += r * r;   // (x x + y y) + z z, as norm2
+    }
+    const double reach = T.radius + S.radius;
+    if (reach * reach < p.theta2 * r2) {
+      sink.m2l(image);
+      return;
+    }
+  }
+
+  const bool t_leaf = T.left < 0, s_leaf = S.left < 0;
+  if (t_leaf && s_leaf) {
+    if (unique) {
+      sink.p2p(image);
+      return;
+    }
+    // Several images can come within r_cut (a leaf comparable to L/2 - r_cut): one task
+    // per image whose boxes do; the P2P cut keeps each particle pair in one at most. For a
+    // leaf with itself this visits every image and its negation.
+    double gap_axis[3][3];
+    for (int d = 0; d < 3; ++d)
+      for (int e = -1; e <= 1; ++e) {
+        const double dc = std::fabs(raw[d] + e * p.box);
+        gap_axis[d][e + 1] = dc > half[d] ? dc - half[d] : 0.0;
+      }
+    for (int ex = -1; ex <= 1; ++ex)
+      for (int ey = -1; ey <= 1; ++ey)
+        for (int ez = -1; ez <= 1; ++ez) {
+          const double g2 = gap_axis[0][ex + 1] * gap_axis[0][ex + 1] + gap_axis[1][ey + 1] * gap_axis[1][ey + 1] +
+                            gap_axis[2][ez + 1] * gap_axis[2][ez + 1];
+          if (g2 > p.r_cut2) continue;
+          const std::int8_t e[3] = {static_cast<std::int8_t>(ex), static_cast<std::int8_t>(ey),
+                                    static_cast<std::int8_t>(ez)};
+          sink.p2p(e);
+        }
+    return;
+  }
+
+  // Split the node of larger radius (both when equal; a leaf never).
+  const bool split_t = !t_leaf && (s_leaf || T.radius >= S.radius);
+  const bool split_s = !s_leaf && (t_leaf || S.radius >= T.radius);
+  const std::int32_t tk[2] = {split_t ? T.left : t, split_t ? T.right : t};
+  const std::int32_t sk[2] = {split_s ? S.left : s, split_s ? S.right : s};
+  for (int a = 0; a < (split_t ? 2 : 1); ++a)
+    for (int b = 0; b < (split_s ? 2 : 1); ++b) {
+      // A node with itself (both split): (left, right) is mutual, so (right, left) is not
+      // visited. Distinct nodes lie in disjoint subtrees, so their children pairs do too.
+      if (!mutual && a > b) continue;
+      sink.child(tk[a], sk[b]);
+    }
+}
+
+}  // namespace orbis

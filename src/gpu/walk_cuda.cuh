@@ -1,0 +1,122 @@
+// The dual-tree walk (fmm/walk.hpp) on the device: the same pair test (fmm/walk_pair.hpp,
+// bit for bit), hence the same M2L and P2P task sets as DualTreeWalk::run in kHalfSpans
+// mode, in another order.
+//
+// Level-synchronous over node pairs: per level one kernel runs the pair test and counts
+// each pair's outputs (M2L tasks, P2P entries, child pairs), a scan turns the counts into
+// offsets, and a second kernel runs the test again and writes the outputs there; the child
+// pairs are the next level's frontier. The host reads each level's totals to size the
+// buffers (one sync a level; while the frontier is small, one kernel thread walks several
+// levels of its pair's subtree, so the ~35 levels take ~20 launches). No atomics choose any position, so the output
+// arrays are identical run after run. M2L tasks are then grouped by target with a stable
+// radix sort.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "fmm/tasks.hpp"
+#include "fmm/walk.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/device_tree.cuh"
+#include "tree/orb_tree.hpp"
+
+namespace orbis::gpu {
+
+// The walk's node fields of a host tree (as walk.cpp's WalkNode), e.g. for a tree built on
+// the CPU.
+void make_device_walk_nodes(const std::vector<TreeNode>& nodes, std::vector<DeviceWalkNode>& out);
+
+// Per-pair output counts (and, scanned, offsets): M2L tasks, P2P entries, the mutual ones
+// among them, child pairs.
+struct WalkCounts {
+  std::uint32_t m2l, p2p, mutual, children;
+};
+
+// Device storage that keeps its contents when it grows (the outputs accumulate over the
+// levels, whose totals are known only one level at a time).
+template <typename T>
+class KeptArray {
+ public:
+  KeptArray() = default;
+  KeptArray(const KeptArray&) = delete;
+  KeptArray& operator=(const KeptArray&) = delete;
+  ~KeptArray() { if (p_) cudaFree(p_); }
+  T* data() const { return p_; }
+  // Room for n, the first `used` kept (copied on stream).
+  void ensure(std::size_t n, std::size_t used, cudaStream_t stream) {
+    if (n <= cap_) return;
+    const std::size_t want = n + n / 4 + 1024;
+    T* q = nullptr;
+    ORBIS_CUDA_CHECK(cudaMalloc(&q, want * sizeof(T)));
+    if (used > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(q, p_, used * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    // cudaFree waits for the device, so the copy is done before the old array goes.
+    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
+    p_ = q;
+    cap_ = want;
+  }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t cap_ = 0;
+};
+
+class DeviceWalk {
+ public:
+  DeviceWalk();
+  ~DeviceWalk();
+  DeviceWalk(const DeviceWalk&) = delete;
+  DeviceWalk& operator=(const DeviceWalk&) = delete;
+
+  // The walk over n_nodes device nodes (node 0 the root), queued on stream; syncs with the
+  // host as needed to size its buffers (buffers reused across runs, grow-only).
+  void run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
+           cudaStream_t stream);
+
+  // P2P in half form, DeviceGrouping's upload format (tasks.hpp): entry e is the target
+  // leaf, | kMutualBit when mutual (it stands for (t, s, img) and (s, t, -img)), and the
+  // source packed with pack_source.
+  std::size_t p2p_entries() const { return p2p_entries_; }
+  std::size_t p2p_tasks() const { return p2p_entries_ + p2p_mutual_; }   // a mutual entry counted twice
+  const std::uint32_t* p2p_targets() const { return p2p_t_.data(); }
+  const std::uint32_t* p2p_sources() const { return p2p_s_.data(); }
+
+  // M2L, each direction its own task (as the CPU's lists.m2l), grouped by target node.
+  std::size_t m2l_count() const { return m2l_count_; }
+  const InteractionTask* m2l_tasks() const { return m2l_sorted_; }
+  const std::uint64_t* m2l_offsets() const { return m2l_offsets_.data(); }   // [n_nodes + 1]
+
+  // Host copies (wait for the stream): for the CPU far field and for tests.
+  void download_m2l(std::vector<InteractionTask>& tasks, std::vector<std::size_t>& offsets,
+                    cudaStream_t stream) const;
+  void download_p2p(std::vector<std::uint32_t>& targets, std::vector<std::uint32_t>& sources,
+                    cudaStream_t stream) const;
+
+  // Device time of the last run, ms (events; waits for the run to finish).
+  double last_ms() const;
+  // The last run's launches (each walks one or more levels of pairs) and the pairs of all
+  // its frontiers.
+  int levels() const { return levels_; }
+  std::size_t pairs_tested() const { return pairs_tested_; }
+
+ private:
+  void group_m2l(std::size_t n_nodes, cudaStream_t stream);
+
+  DeviceArray<std::uint64_t> frontier_[2];   // (target, source) pairs, ping-pong
+  DeviceArray<WalkCounts> counts_, offsets_;  // per pair, and their exclusive scan
+  KeptArray<std::uint32_t> p2p_t_, p2p_s_;
+  KeptArray<InteractionTask> m2l_raw_;
+  DeviceArray<std::uint32_t> m2l_keys_[2];
+  DeviceArray<InteractionTask> m2l_values_;
+  DeviceArray<std::uint64_t> m2l_offsets_;
+  DeviceArray<unsigned char> temp_;
+  PinnedArray<WalkCounts> totals_;
+  const InteractionTask* m2l_sorted_ = nullptr;
+  std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
+  int levels_ = 0;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace orbis::gpu

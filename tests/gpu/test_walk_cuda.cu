@@ -1,0 +1,177 @@
+// The device dual-tree walk against the CPU one (DualTreeWalk::run in half-span mode) on
+// the same tree: the same P2P entries (target, source, image, mutual) and M2L tasks per
+// target as multisets, the same M2L offsets; and the same arrays, bit for bit, run after run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "fmm/walk.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/walk_cuda.cuh"
+#include "support/clustered_particles.hpp"
+#include "support/gpu_skip.hpp"
+#include "tree/orb_tree.hpp"
+
+using namespace orbis;
+
+namespace {
+
+// Settings as a run's (params/README.md): r_s = 1.2 L / N_side (2.4 cells of the 2 N_side
+// PM mesh), r_cut = 5.5 r_s, theta 0.5.
+WalkSettings run_settings(double box, int n_side) {
+  const double r_s = 1.2 * box / n_side;
+  return WalkSettings{box, std::min(5.5 * r_s, 6 * r_s), 0.5};
+}
+
+std::uint64_t entry_key(std::uint32_t target, std::uint32_t source) {
+  return (static_cast<std::uint64_t>(target) << 32) | source;
+}
+
+auto m2l_key(const InteractionTask& t) {
+  return std::make_tuple(t.target, t.source, t.image[0], t.image[1], t.image[2], t.flags);
+}
+
+struct DeviceResult {
+  std::vector<std::uint32_t> p2p_t, p2p_s;
+  std::vector<InteractionTask> m2l;
+  std::vector<std::size_t> m2l_offsets;
+  std::size_t p2p_tasks = 0;
+};
+
+DeviceResult device_walk(gpu::DeviceWalk& walk, const OrbTree& tree, const WalkSettings& st) {
+  std::vector<gpu::DeviceWalkNode> host;
+  gpu::make_device_walk_nodes(tree.nodes(), host);
+  gpu::DeviceArray<gpu::DeviceWalkNode> nodes;
+  nodes.ensure(host.size());
+  ORBIS_CUDA_CHECK(cudaMemcpy(nodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
+  walk.run(nodes.data(), host.size(), tree.leaves().size(), st, nullptr);
+  DeviceResult r;
+  walk.download_p2p(r.p2p_t, r.p2p_s, nullptr);
+  walk.download_m2l(r.m2l, r.m2l_offsets, nullptr);
+  r.p2p_tasks = walk.p2p_tasks();
+  return r;
+}
+
+struct Compared {
+  std::size_t p2p_entries = 0, multi_image = 0, m2l = 0;
+};
+
+// Checks the device walk against the CPU walk on `tree`; what was compared.
+Compared compare_with_cpu(const OrbTree& tree, const WalkSettings& st) {
+  DualTreeWalk cpu;
+  TaskLists lists;
+  cpu.run(tree, st, lists, DualTreeWalk::P2POutput::kHalfSpans);
+  std::vector<std::uint64_t> want;
+  for (const TaskSpan& span : cpu.p2p_spans())
+    for (std::size_t i = 0; i < span.size; ++i) {
+      const InteractionTask& t = span.data[i];
+      want.push_back(entry_key(t.target | ((t.flags & kMutualTask) ? kMutualBit : 0u), pack_source(t.source, t.image)));
+    }
+
+  gpu::DeviceWalk walk;
+  const DeviceResult got = device_walk(walk, tree, st);
+  std::vector<std::uint64_t> have;
+  for (std::size_t i = 0; i < got.p2p_t.size(); ++i) have.push_back(entry_key(got.p2p_t[i], got.p2p_s[i]));
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  CHECK(have.size() == want.size());
+  CHECK(have == want);
+  CHECK(got.p2p_tasks == cpu.p2p_count());
+
+  // Leaf pairs with more than one image.
+  Compared c;
+  std::vector<std::uint64_t> leaf_pairs;
+  for (std::size_t i = 0; i < got.p2p_t.size(); ++i)
+    leaf_pairs.push_back(entry_key(got.p2p_t[i] & ~kMutualBit, packed_leaf(got.p2p_s[i])));
+  std::sort(leaf_pairs.begin(), leaf_pairs.end());
+  c.multi_image = leaf_pairs.size() - static_cast<std::size_t>(std::unique(leaf_pairs.begin(), leaf_pairs.end()) -
+                                                               leaf_pairs.begin());
+  c.p2p_entries = have.size();
+
+  REQUIRE(got.m2l_offsets == cpu.m2l_offsets());
+  REQUIRE(got.m2l.size() == lists.m2l.size());
+  std::size_t mismatched = 0;
+  for (std::size_t node = 0; node + 1 < got.m2l_offsets.size(); ++node) {
+    auto a = std::vector<InteractionTask>(got.m2l.begin() + got.m2l_offsets[node],
+                                          got.m2l.begin() + got.m2l_offsets[node + 1]);
+    auto b = std::vector<InteractionTask>(lists.m2l.begin() + cpu.m2l_offsets()[node],
+                                          lists.m2l.begin() + cpu.m2l_offsets()[node + 1]);
+    auto less = [](const InteractionTask& x, const InteractionTask& y) { return m2l_key(x) < m2l_key(y); };
+    std::sort(a.begin(), a.end(), less);
+    std::sort(b.begin(), b.end(), less);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i].target != node) ++mismatched;
+      if (m2l_key(a[i]) != m2l_key(b[i])) ++mismatched;
+    }
+  }
+  CHECK(mismatched == 0);
+  c.m2l = got.m2l.size();
+  MESSAGE("nodes " << tree.nodes().size() << ", P2P entries " << c.p2p_entries << " (" << got.p2p_tasks
+                   << " tasks, " << c.multi_image << " extra images), M2L " << c.m2l << ", levels " << walk.levels()
+                   << ", pairs " << walk.pairs_tested());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("device walk equals the CPU walk: uniform points") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int side = 40;
+  OrbTree tree;
+  tree.build(test::uniform_particles(static_cast<std::size_t>(side) * side * side, box, 11), 32);
+  // No M2L here: a 32-particle leaf's radius is ~2.8 mean spacings, so the opening test
+  // needs a separation beyond r_cut (6.6 spacings) at every level.
+  const Compared c = compare_with_cpu(tree, run_settings(box, side));
+  CHECK(c.p2p_entries > 0);
+}
+
+TEST_CASE("device walk equals the CPU walk: clustered set") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int side = 48;
+  OrbTree tree;
+  tree.build(test::clustered_particles(side, box, 42), 32);
+  const Compared c = compare_with_cpu(tree, run_settings(box, side));
+  CHECK(c.p2p_entries > 0);
+  CHECK(c.m2l > 0);
+}
+
+TEST_CASE("device walk equals the CPU walk: multi-image P2P in a small box") {
+  test::require_gpu_or_skip();
+  // r_cut = 0.45 L with leaves of ~L/4: the boxes of a leaf pair come within r_cut in
+  // several images.
+  const double box = 10;
+  OrbTree tree;
+  tree.build(test::uniform_particles(3000, box, 5), 32);
+  for (double r : {0.45, 0.4}) {
+    const Compared c = compare_with_cpu(tree, WalkSettings{box, r * box, 0.5});
+    CHECK(c.multi_image > 0);
+  }
+}
+
+TEST_CASE("device walk is deterministic") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int side = 48;
+  OrbTree tree;
+  tree.build(test::clustered_particles(side, box, 7), 32);
+  const WalkSettings st = run_settings(box, side);
+  gpu::DeviceWalk walk;
+  const DeviceResult a = device_walk(walk, tree, st);
+  const DeviceResult b = device_walk(walk, tree, st);   // reused buffers
+  gpu::DeviceWalk other;
+  const DeviceResult c = device_walk(other, tree, st);   // fresh buffers
+  for (const DeviceResult* r : {&b, &c}) {
+    CHECK(r->p2p_t == a.p2p_t);
+    CHECK(r->p2p_s == a.p2p_s);
+    CHECK(r->m2l_offsets == a.m2l_offsets);
+    REQUIRE(r->m2l.size() == a.m2l.size());
+    CHECK(std::equal(a.m2l.begin(), a.m2l.end(), r->m2l.begin(), [](const InteractionTask& x, const InteractionTask& y) {
+      return m2l_key(x) == m2l_key(y);
+    }));
+  }
+}
