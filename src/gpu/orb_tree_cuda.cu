@@ -443,31 +443,43 @@ void DeviceOrbTree::walk_nodes(DeviceWalkNode* out, cudaStream_t stream) const {
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const {
+void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) {
   if (positions.size() != n_) fail("device ORB tree: download with {} positions for {} particles", positions.size(), n_);
-  std::vector<std::uint32_t> order(n_);
-  std::vector<DeviceNodeGeometry> geom(shape_.size());
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(order.data(), order_.data(), n_ * sizeof(std::uint32_t), cudaMemcpyDeviceToHost,
-                                   stream));
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(geom.data(), geom_.data(), geom.size() * sizeof(DeviceNodeGeometry),
+  const std::size_t nn = shape_.size();
+  host_order_.ensure(n_);
+  host_geom_.ensure(nn);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_order_.data(), order_.data(), n_ * sizeof(std::uint32_t),
                                    cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_geom_.data(), geom_.data(), nn * sizeof(DeviceNodeGeometry),
+                                   cudaMemcpyDeviceToHost, stream));
+  // Sized while the copies run (a no-op from the second step on: the same sizes come back
+  // from adopt's swap).
+  host_nodes_.resize(nn);
+  host_order_vec_.resize(n_);
+  host_pos_.resize(n_);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<TreeNode> nodes = shape_;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(nodes.size()); ++i) {
-    TreeNode& node = nodes[static_cast<std::size_t>(i)];
-    const DeviceNodeGeometry& g = geom[static_cast<std::size_t>(i)];
-    node.lo = Vec3d{g.lo[0], g.lo[1], g.lo[2]};
-    node.hi = Vec3d{g.hi[0], g.hi[1], g.hi[2]};
-    node.centre = Vec3d{g.centre[0], g.centre[1], g.centre[2]};
-    node.radius = g.radius;
-    node.mass = node.count * particle_mass_;
+  const DeviceNodeGeometry* geom = host_geom_.data();
+  const std::uint32_t* order = host_order_.data();
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(nn); ++i) {
+      TreeNode& node = host_nodes_[static_cast<std::size_t>(i)];
+      const DeviceNodeGeometry& g = geom[i];
+      node = shape_[static_cast<std::size_t>(i)];
+      node.lo = Vec3d{g.lo[0], g.lo[1], g.lo[2]};
+      node.hi = Vec3d{g.hi[0], g.hi[1], g.hi[2]};
+      node.centre = Vec3d{g.centre[0], g.centre[1], g.centre[2]};
+      node.radius = g.radius;
+      node.mass = node.count * particle_mass_;
+    }
+#pragma omp for schedule(static)
+    for (std::int64_t t = 0; t < static_cast<std::int64_t>(n_); ++t) {
+      host_order_vec_[static_cast<std::size_t>(t)] = order[t];
+      host_pos_[static_cast<std::size_t>(t)] = positions[order[t]];
+    }
   }
-  std::vector<Vec3d> pos(n_);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t t = 0; t < static_cast<std::int64_t>(n_); ++t)
-    pos[static_cast<std::size_t>(t)] = positions[order[static_cast<std::size_t>(t)]];
-  out.adopt(std::move(nodes), std::move(order), std::move(pos), max_leaf_);
+  out.adopt(host_nodes_, host_order_vec_, host_pos_, max_leaf_);
 }
 
 }  // namespace orbis::gpu

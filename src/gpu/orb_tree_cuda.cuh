@@ -63,9 +63,10 @@ class DeviceOrbTree {
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
   const std::vector<TreeNode>& shape() const { return shape_; }
 
-  // Copies the tree into `out` (waits for the stream): order and geometry come down, the
-  // tree-order positions are gathered from the caller's host `positions`.
-  void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const;
+  // Copies the tree into `out` (waits for the stream): order and geometry come down through
+  // pinned buffers, the tree-order positions are gathered from the caller's host
+  // `positions`; the host arrays are swapped with out's previous ones and reused next time.
+  void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream);
 
   // Device time of the last build by phase (waits for it): the per-axis sorts (with the
   // tie check), the level-by-level splits, the centres, radii and leaf records.
@@ -100,6 +101,12 @@ class DeviceOrbTree {
   DeviceArray<unsigned char> temp_;
   DeviceArray<int> dev_ties_;
   PinnedArray<int> ties_;
+  // download(): pinned landing buffers and the host arrays handed to OrbTree::adopt.
+  PinnedArray<std::uint32_t> host_order_;
+  PinnedArray<DeviceNodeGeometry> host_geom_;
+  std::vector<TreeNode> host_nodes_;
+  std::vector<std::uint32_t> host_order_vec_;
+  std::vector<Vec3d> host_pos_;
   cudaEvent_t events_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
 

@@ -22,10 +22,12 @@ struct CudaP2PTimings {
   double download = 0;       // device: accelerations back
   double finish_wait = 0;    // CPU, in finish(): waiting for the device, then the copy out
   int chunks = 1;            // target-leaf chunks the tasks were split into (device memory)
-  // start_tree_step only (then upload is the positions' upload and host_prepare 0):
+  // start_tree_step only (then upload is the positions' upload and host_prepare their
+  // staging into pinned memory):
   bool device_tree = false;
   double tree = 0;           // device: the ORB tree build
   double walk = 0;           // device: the dual-tree walk (with its host round trips)
+  double host_tree = 0;      // CPU: the tree and the M2L lists down to the host (adopt)
 };
 
 // Counted only when enabled: a warp costs 32 lane slots per step of its slowest lane.

@@ -113,6 +113,7 @@ class DeviceWalk {
   DeviceArray<std::uint64_t> m2l_offsets_;
   DeviceArray<unsigned char> temp_;
   PinnedArray<WalkCounts> totals_;
+  mutable PinnedArray<InteractionTask> host_m2l_;   // download_m2l's landing buffer
   const InteractionTask* m2l_sorted_ = nullptr;
   std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
   int levels_ = 0;

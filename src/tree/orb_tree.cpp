@@ -224,15 +224,15 @@ std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
   return nodes;
 }
 
-void OrbTree::adopt(std::vector<TreeNode> nodes, std::vector<std::uint32_t> order,
-                    std::vector<Vec3d> tree_positions, int max_leaf) {
+void OrbTree::adopt(std::vector<TreeNode>& nodes, std::vector<std::uint32_t>& order,
+                    std::vector<Vec3d>& tree_positions, int max_leaf) {
   if (order.size() != tree_positions.size() || nodes.empty() || nodes[0].count != order.size())
     fail("ORB tree: adopt of {} nodes, {} order entries, {} positions", nodes.size(), order.size(),
          tree_positions.size());
   max_leaf_ = max_leaf;
-  nodes_ = std::move(nodes);
-  order_ = std::move(order);
-  pos_ = std::move(tree_positions);
+  nodes_.swap(nodes);
+  order_.swap(order);
+  pos_.swap(tree_positions);
   std::size_t n_leaves = 0;
   for (const TreeNode& node : nodes_) n_leaves += node.is_leaf();
   leaves_.assign(n_leaves, Leaf{});

@@ -57,9 +57,11 @@ class OrbTree {
   static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
   // Takes a tree built elsewhere (the device build) as if build() had made it: nodes with
   // their geometry and mass, order()[t], positions in tree order. Derives leaves(),
-  // leaf_node() and levels(), so multipoles and the walk run on it unchanged.
-  void adopt(std::vector<TreeNode> nodes, std::vector<std::uint32_t> order,
-             std::vector<Vec3d> tree_positions, int max_leaf);
+  // leaf_node() and levels(), so multipoles and the walk run on it unchanged. The arrays
+  // are swapped in: the caller gets this tree's previous buffers back, to fill next time
+  // without allocating (and first-touching) tens of MB per step.
+  void adopt(std::vector<TreeNode>& nodes, std::vector<std::uint32_t>& order,
+             std::vector<Vec3d>& tree_positions, int max_leaf);
 
   const std::vector<TreeNode>& nodes() const { return nodes_; }
   const std::vector<Leaf>& leaves() const { return leaves_; }

@@ -62,7 +62,8 @@ struct Row {
   // CUDA only: host preparation in start(), device upload/grouping/kernel/download, the
   // wait in finish().
   double prep = 0, upload = 0, group = 0, kernel = 0, download = 0, wait = 0;
-  double dtree = 0, dwalk = 0;   // device tree step: build and walk on the device
+  double dtree = 0, dwalk = 0, host_tree = 0;   // device tree step: build and walk on the
+                                                // device, tree and M2L lists to the host
   bool device_tree = false;
   // Inside the tree build and the walk.
   double t_fill = 0, t_top = 0, t_sub = 0, t_finish = 0, t_out = 0, w_traverse = 0, w_group = 0;
@@ -122,6 +123,7 @@ Row run(std::vector<Vec3d> pos, const ShortRangeSettings& s, P2PEvaluator& p2p, 
       row.wait = t.finish_wait;
       row.dtree = t.tree;
       row.dwalk = t.walk;
+      row.host_tree = t.host_tree;
       row.device_tree = t.device_tree;
     }
 #endif
@@ -134,7 +136,7 @@ Row run(std::vector<Vec3d> pos, const ShortRangeSettings& s, P2PEvaluator& p2p, 
     m.*f = median(v);
   };
   for (double Row::*f : {&Row::tree, &Row::mpole, &Row::walk, &Row::m2l, &Row::p2p, &Row::total, &Row::prep,
-                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait, &Row::dtree, &Row::dwalk, &Row::t_fill,
+                         &Row::upload, &Row::group, &Row::kernel, &Row::download, &Row::wait, &Row::dtree, &Row::dwalk, &Row::host_tree, &Row::t_fill,
                          &Row::t_top, &Row::t_sub, &Row::t_finish, &Row::t_out, &Row::w_traverse, &Row::w_group})
     med(f);
   return m;
@@ -150,10 +152,11 @@ void print_row(int side, int threads, int order, const std::string& mode, const 
               threads, order, mode.c_str(), r.tree, r.mpole, r.walk, r.m2l, r.p2p, r.total, r.pairs / n,
               r.m2l_tasks / n, r.p2p_tasks, r.where.c_str());
   if (r.device_tree)
-    std::printf("  %40s device: position upload %.4f, tree %.4f, walk %.4f, group %.4f, kernel %.4f "
-                "(%.3g pairs/s), download %.4f; wait in finish %.4f\n",
-                "", r.upload, r.dtree, r.dwalk, r.group, r.kernel, r.kernel > 0 ? r.pairs / r.kernel : 0.0,
-                r.download, r.wait);
+    std::printf("  %40s device: position upload %.4f (staging %.4f), tree %.4f, walk %.4f, group %.4f, "
+                "kernel %.4f (%.3g pairs/s), download %.4f; host: tree + M2L lists down %.4f, wait in "
+                "finish %.4f\n",
+                "", r.upload, r.prep, r.dtree, r.dwalk, r.group, r.kernel, r.kernel > 0 ? r.pairs / r.kernel : 0.0,
+                r.download, r.host_tree, r.wait);
   else
     std::printf("  %40s tree: fill %.4f, top levels %.4f, subtrees %.4f, top finish %.4f, out %.4f; walk: "
                 "pairs %.4f, grouping %.4f\n",

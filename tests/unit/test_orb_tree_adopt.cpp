@@ -45,7 +45,10 @@ TEST_CASE("adopt() of a tree's own data reproduces the tree") {
   OrbTree tree;
   tree.build(pos, 9, 2.5);
   OrbTree copy;
-  copy.adopt(tree.nodes(), tree.order(), tree.positions(), tree.max_leaf());
+  std::vector<TreeNode> nodes = tree.nodes();
+  std::vector<std::uint32_t> order = tree.order();
+  std::vector<Vec3d> positions = tree.positions();
+  copy.adopt(nodes, order, positions, tree.max_leaf());
   REQUIRE(copy.nodes().size() == tree.nodes().size());
   for (std::size_t i = 0; i < tree.nodes().size(); ++i) {
     const TreeNode& a = copy.nodes()[i];
