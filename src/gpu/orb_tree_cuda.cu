@@ -452,11 +452,8 @@ void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, 
                                    cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_geom_.data(), geom_.data(), nn * sizeof(DeviceNodeGeometry),
                                    cudaMemcpyDeviceToHost, stream));
-  // Sized while the copies run (a no-op from the second step on: the same sizes come back
-  // from adopt's swap).
-  host_nodes_.resize(nn);
-  host_order_vec_.resize(n_);
-  host_pos_.resize(n_);
+  // Sized while the copies run (a no-op from the second step of a run on).
+  const OrbTree::AdoptArrays into = out.begin_adopt(n_, nn, max_leaf_);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   const DeviceNodeGeometry* geom = host_geom_.data();
   const std::uint32_t* order = host_order_.data();
@@ -464,7 +461,7 @@ void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, 
   {
 #pragma omp for schedule(static) nowait
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(nn); ++i) {
-      TreeNode& node = host_nodes_[static_cast<std::size_t>(i)];
+      TreeNode& node = into.nodes[i];
       const DeviceNodeGeometry& g = geom[i];
       node = shape_[static_cast<std::size_t>(i)];
       node.lo = Vec3d{g.lo[0], g.lo[1], g.lo[2]};
@@ -475,11 +472,11 @@ void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, 
     }
 #pragma omp for schedule(static)
     for (std::int64_t t = 0; t < static_cast<std::int64_t>(n_); ++t) {
-      host_order_vec_[static_cast<std::size_t>(t)] = order[t];
-      host_pos_[static_cast<std::size_t>(t)] = positions[order[t]];
+      into.order[t] = order[t];
+      into.positions[t] = positions[order[t]];
     }
   }
-  out.adopt(host_nodes_, host_order_vec_, host_pos_, max_leaf_);
+  out.finish_adopt();
 }
 
 }  // namespace orbis::gpu

@@ -64,8 +64,8 @@ class DeviceOrbTree {
   const std::vector<TreeNode>& shape() const { return shape_; }
 
   // Copies the tree into `out` (waits for the stream): order and geometry come down through
-  // pinned buffers, the tree-order positions are gathered from the caller's host
-  // `positions`; the host arrays are swapped with out's previous ones and reused next time.
+  // pinned buffers into out's own arrays (OrbTree::begin_adopt), the tree-order positions
+  // are gathered from the caller's host `positions`.
   void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream);
 
   // Device time of the last build by phase (waits for it): the per-axis sorts (with the
@@ -101,12 +101,9 @@ class DeviceOrbTree {
   DeviceArray<unsigned char> temp_;
   DeviceArray<int> dev_ties_;
   PinnedArray<int> ties_;
-  // download(): pinned landing buffers and the host arrays handed to OrbTree::adopt.
+  // download(): pinned landing buffers.
   PinnedArray<std::uint32_t> host_order_;
   PinnedArray<DeviceNodeGeometry> host_geom_;
-  std::vector<TreeNode> host_nodes_;
-  std::vector<std::uint32_t> host_order_vec_;
-  std::vector<Vec3d> host_pos_;
   cudaEvent_t events_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
 

@@ -292,6 +292,8 @@ void DeviceWalk::download_m2l(std::vector<InteractionTask>& tasks, std::vector<s
   if (m2l_count_ > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_m2l_.data(), m2l_sorted_, m2l_count_ * sizeof(InteractionTask),
                                      cudaMemcpyDeviceToHost, stream));
+  // Headroom, so a list a little longer than last step's is no reallocation and copy.
+  if (tasks.capacity() < m2l_count_) tasks.reserve(m2l_count_ + m2l_count_ / 8);
   tasks.resize(m2l_count_);
   offsets.resize(n_nodes_ + 1);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(offsets.data(), m2l_offsets_.data(), offsets.size() * sizeof(std::uint64_t),

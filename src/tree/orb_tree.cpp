@@ -224,19 +224,22 @@ std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
   return nodes;
 }
 
-void OrbTree::adopt(std::vector<TreeNode>& nodes, std::vector<std::uint32_t>& order,
-                    std::vector<Vec3d>& tree_positions, int max_leaf) {
-  if (order.size() != tree_positions.size() || nodes.empty() || nodes[0].count != order.size())
-    fail("ORB tree: adopt of {} nodes, {} order entries, {} positions", nodes.size(), order.size(),
-         tree_positions.size());
+OrbTree::AdoptArrays OrbTree::begin_adopt(std::size_t n, std::size_t n_nodes, int max_leaf) {
+  if (n == 0 || n_nodes == 0) fail("ORB tree: adopt of {} particles in {} nodes", n, n_nodes);
   max_leaf_ = max_leaf;
-  nodes_.swap(nodes);
-  order_.swap(order);
-  pos_.swap(tree_positions);
+  nodes_.resize(n_nodes);
+  order_.resize(n);
+  pos_.resize(n);
+  return AdoptArrays{nodes_.data(), order_.data(), pos_.data()};
+}
+
+void OrbTree::finish_adopt() {
+  if (nodes_.empty() || nodes_[0].count != order_.size())
+    fail("ORB tree: adopted root holds {} particles, not {}", nodes_.empty() ? 0 : nodes_[0].count, order_.size());
   std::size_t n_leaves = 0;
   for (const TreeNode& node : nodes_) n_leaves += node.is_leaf();
-  leaves_.assign(n_leaves, Leaf{});
-  leaf_node_.assign(n_leaves, -1);
+  leaves_.resize(n_leaves);
+  leaf_node_.resize(n_leaves);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const TreeNode& node = nodes_[i];
     if (!node.is_leaf()) continue;

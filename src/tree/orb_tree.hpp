@@ -55,13 +55,19 @@ class OrbTree {
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
   // know every node's range before it sees a position.
   static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
-  // Takes a tree built elsewhere (the device build) as if build() had made it: nodes with
-  // their geometry and mass, order()[t], positions in tree order. Derives leaves(),
-  // leaf_node() and levels(), so multipoles and the walk run on it unchanged. The arrays
-  // are swapped in: the caller gets this tree's previous buffers back, to fill next time
-  // without allocating (and first-touching) tens of MB per step.
-  void adopt(std::vector<TreeNode>& nodes, std::vector<std::uint32_t>& order,
-             std::vector<Vec3d>& tree_positions, int max_leaf);
+  // Takes a tree built elsewhere (the device build) as if build() had made it, filled into
+  // this tree's own arrays: begin_adopt sizes them (a no-op from the second step of a run
+  // on, so no allocation or first touch of tens of MB per step) and returns them; the
+  // caller writes the nodes with their geometry and mass, order()[t] and the positions in
+  // tree order; finish_adopt checks them and derives leaves(), leaf_node() and levels(), so
+  // multipoles and the walk run on the tree unchanged.
+  struct AdoptArrays {
+    TreeNode* nodes;
+    std::uint32_t* order;
+    Vec3d* positions;
+  };
+  AdoptArrays begin_adopt(std::size_t n, std::size_t n_nodes, int max_leaf);
+  void finish_adopt();
 
   const std::vector<TreeNode>& nodes() const { return nodes_; }
   const std::vector<Leaf>& leaves() const { return leaves_; }

@@ -1,6 +1,8 @@
-// OrbTree::shape and OrbTree::adopt, the two doors the device build comes in by: the shape
+// OrbTree::shape and OrbTree::begin_adopt/finish_adopt, the two doors the device build comes in by: the shape
 // must be build()'s node for node, and adopting a tree's own data must give that tree back.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 
 #include <cstring>
 
@@ -40,15 +42,16 @@ TEST_CASE("shape() is build()'s shape") {
   }
 }
 
-TEST_CASE("adopt() of a tree's own data reproduces the tree") {
+TEST_CASE("begin_adopt + finish_adopt of a tree's own data reproduces the tree") {
   const auto pos = test::clustered_particles(24, 50.0, 11);
   OrbTree tree;
   tree.build(pos, 9, 2.5);
   OrbTree copy;
-  std::vector<TreeNode> nodes = tree.nodes();
-  std::vector<std::uint32_t> order = tree.order();
-  std::vector<Vec3d> positions = tree.positions();
-  copy.adopt(nodes, order, positions, tree.max_leaf());
+  const OrbTree::AdoptArrays into = copy.begin_adopt(tree.size(), tree.nodes().size(), tree.max_leaf());
+  std::copy(tree.nodes().begin(), tree.nodes().end(), into.nodes);
+  std::copy(tree.order().begin(), tree.order().end(), into.order);
+  std::copy(tree.positions().begin(), tree.positions().end(), into.positions);
+  copy.finish_adopt();
   REQUIRE(copy.nodes().size() == tree.nodes().size());
   for (std::size_t i = 0; i < tree.nodes().size(); ++i) {
     const TreeNode& a = copy.nodes()[i];
