@@ -1,5 +1,6 @@
-// OrbTree::shape and OrbTree::begin_adopt/finish_adopt, the two doors the device build comes in by: the shape
-// must be build()'s node for node, and adopting a tree's own data must give that tree back.
+// OrbTree::shape and OrbTree::begin_adopt/finish_adopt, the two doors the device build
+// comes in by: the shape must be build()'s node for node, and adopting a tree's own data
+// must give that tree back.
 #include <doctest/doctest.h>
 
 #include <algorithm>
