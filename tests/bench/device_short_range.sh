@@ -16,7 +16,7 @@ for stage in $stages; do
       cmake -S . -B $b -G Ninja -DORBIS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_BUILD_TYPE=Release -DORBIS_MPI=OFF >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
       cmake --build $b -j16 --target orbis gpu_test_p2p_cuda gpu_test_p2p_cuda_solver gpu_test_orb_tree_cuda \
-        gpu_test_walk_cuda bench_short_range \
+        gpu_test_walk_cuda gpu_test_treepm_ewald_cuda bench_short_range \
         >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -30; exit 1; }
       echo "build ok" ;;
     tests)

@@ -19,19 +19,6 @@ using namespace orbis;
 
 namespace {
 
-struct ErrorStats {
-  double median, p99, max;
-};
-
-ErrorStats relative_errors(const std::vector<Vec3d>& acc, const std::vector<Vec3d>& ref,
-                           const std::vector<std::size_t>& sample) {
-  std::vector<double> err;
-  for (std::size_t n = 0; n < sample.size(); ++n)
-    err.push_back(norm(acc[sample[n]] - ref[n]) / norm(ref[n]));
-  std::sort(err.begin(), err.end());
-  return {err[err.size() / 2], err[static_cast<std::size_t>(0.99 * (err.size() - 1))], err.back()};
-}
-
 Params treepm_params(int n_side, double box, const std::string& extra) {
   return Params::parse("[box]\nsize_mpc_h = " + std::to_string(box) + "\nparticles_per_side = " +
                            std::to_string(n_side) + "\n[gpu]\nbackend = \"cpu\"\n[gravity]\nsolver = \"treepm\"\n"
@@ -50,12 +37,7 @@ TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
   p.mass = 0.3144 * units::rho_crit0 * box * box * box / p.size();
   for (std::size_t i = 0; i < p.size(); ++i) p.id[i] = i + 1;
 
-  std::vector<std::size_t> sample;
-  for (std::size_t i = 0; i < p.size(); i += 23) sample.push_back(i);
-  test::EwaldSum ewald(p.pos, std::vector<double>(p.size(), p.mass), box);
-  std::vector<Vec3d> ref(sample.size());
-#pragma omp parallel for schedule(dynamic, 16)
-  for (std::size_t n = 0; n < sample.size(); ++n) ref[n] = ewald.acceleration(p.pos[sample[n]]) * units::G;
+  const test::EwaldSample reference = test::ewald_sample(p.pos, p.mass, box, 23);
 
   struct Case {
     const char* name;
@@ -75,7 +57,7 @@ TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
                         "r_cut_over_rs = 8.0\ntaylor_order = -1\ntheta = 0.4\nmultipole_order = 6\n", 1e-4, 1e-5},
   };
   std::printf("TreePM vs Ewald, %d^3 clustered particles, %zu sampled; relative error of the total force\n",
-              n_side, sample.size());
+              n_side, reference.index.size());
   std::printf("  %-16s %10s %10s %10s\n", "setting", "median", "99%", "max");
   for (const Case& c : cases) {
     Params params = treepm_params(n_side, box, c.extra);
@@ -83,7 +65,7 @@ TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
     std::vector<Vec3d> acc;
     ForceStats stats;
     gravity->accelerations(p, acc, stats);
-    const ErrorStats e = relative_errors(acc, ref, sample);
+    const test::ForceErrors e = test::relative_force_errors(acc, reference);
     std::printf("  %-16s %10.2e %10.2e %10.2e\n", c.name, e.median, e.p99, e.max);
     CAPTURE(c.name);
     CHECK(e.p99 < c.p99_bar);

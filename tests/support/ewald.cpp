@@ -1,6 +1,9 @@
 #include "support/ewald.hpp"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/units.hpp"
 
 namespace orbis::test {
 namespace {
@@ -60,6 +63,26 @@ Vec3d EwaldSum::acceleration(const Vec3d& x) const {
 Vec3d ewald_acceleration(const Vec3d& dx, double box) {
   EwaldSum sum({dx}, {1.0}, box);
   return sum.acceleration(Vec3d{0, 0, 0});
+}
+
+EwaldSample ewald_sample(const std::vector<Vec3d>& positions, double mass, double box, std::size_t stride) {
+  EwaldSample out;
+  for (std::size_t i = 0; i < positions.size(); i += stride) out.index.push_back(i);
+  const EwaldSum ewald(positions, std::vector<double>(positions.size(), mass), box);
+  out.acc.resize(out.index.size());
+  const auto n = static_cast<std::int64_t>(out.index.size());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::int64_t q = 0; q < n; ++q)
+    out.acc[static_cast<std::size_t>(q)] = ewald.acceleration(positions[out.index[static_cast<std::size_t>(q)]]) * units::G;
+  return out;
+}
+
+ForceErrors relative_force_errors(const std::vector<Vec3d>& acc, const EwaldSample& reference) {
+  std::vector<double> err;
+  for (std::size_t q = 0; q < reference.index.size(); ++q)
+    err.push_back(norm(acc[reference.index[q]] - reference.acc[q]) / norm(reference.acc[q]));
+  std::sort(err.begin(), err.end());
+  return {err[err.size() / 2], err[static_cast<std::size_t>(0.99 * static_cast<double>(err.size() - 1))], err.back()};
 }
 
 }  // namespace orbis::test

@@ -35,4 +35,18 @@ class EwaldSum {
 // Acceleration at the origin due to a unit mass at dx (G = 1), all periodic images.
 Vec3d ewald_acceleration(const Vec3d& dx, double box);
 
+// Every stride-th particle of a set of equal masses and its exact acceleration (G included,
+// (km/s)^2/(Mpc/h) for masses in 1e10 Msun/h): the reference the TreePM tests compare with.
+struct EwaldSample {
+  std::vector<std::size_t> index;
+  std::vector<Vec3d> acc;
+};
+EwaldSample ewald_sample(const std::vector<Vec3d>& positions, double mass, double box, std::size_t stride);
+
+// Median, 99th percentile and max over the sample of |acc[i] - ref| / |ref|.
+struct ForceErrors {
+  double median, p99, max;
+};
+ForceErrors relative_force_errors(const std::vector<Vec3d>& acc, const EwaldSample& reference);
+
 }  // namespace orbis::test
