@@ -1,6 +1,6 @@
 // Grow-only device and pinned host arrays: the run loop calls P2P every step with similar
 // sizes, so buffers are allocated once (with 1/8 headroom) and reused; contents are not
-// kept when an array grows. Pinned host memory makes the uploads and downloads truly
+// kept when an array grows (unless ensure_keeping asks for it). Pinned host memory makes the uploads and downloads truly
 // asynchronous, so the CPU can work while they run.
 #pragma once
 #include <cstddef>
@@ -26,6 +26,18 @@ class DeviceArray {
     p_ = nullptr;
     cap_ = 0;
     ORBIS_CUDA_CHECK(cudaMalloc(&p_, grown(n) * sizeof(T)));
+    cap_ = grown(n);
+  }
+  // Room for n keeping the first `used` elements (copied on `stream`): for outputs that
+  // accumulate while their final size is unknown (the walk's, level by level).
+  void ensure_keeping(std::size_t n, std::size_t used, cudaStream_t stream) {
+    if (n <= cap_) return;
+    T* q = nullptr;
+    ORBIS_CUDA_CHECK(cudaMalloc(&q, grown(n) * sizeof(T)));
+    if (used > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(q, p_, used * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+    // cudaFree waits for the device, so the copy is done before the old array goes.
+    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
+    p_ = q;
     cap_ = grown(n);
   }
 

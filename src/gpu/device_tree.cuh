@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/hostdevice.hpp"
+
 namespace orbis::gpu {
 
 // A node's geometry, as TreeNode's lo, hi, centre (centre of mass) and radius, Mpc/h.
@@ -20,5 +22,23 @@ struct DeviceWalkNode {
   std::int32_t left, right, leaf, pad;
 };
 static_assert(sizeof(DeviceWalkNode) == 96, "DeviceWalkNode is 96 bytes");
+
+// The walk's record of a node, on the host (from a TreeNode, for tests) and on the device
+// (from the device build): the same arithmetic as TreeNode::box_centre and half_width.
+ORBIS_HD DeviceWalkNode make_walk_node(const DeviceNodeGeometry& g, std::int32_t left, std::int32_t right,
+                                     std::int32_t leaf) {
+  DeviceWalkNode w;
+  for (int d = 0; d < 3; ++d) {
+    w.box_centre[d] = 0.5 * (g.lo[d] + g.hi[d]);
+    w.half_width[d] = 0.5 * (g.hi[d] - g.lo[d]);
+    w.centre[d] = g.centre[d];
+  }
+  w.radius = g.radius;
+  w.left = left;
+  w.right = right;
+  w.leaf = leaf;
+  w.pad = 0;
+  return w;
+}
 
 }  // namespace orbis::gpu

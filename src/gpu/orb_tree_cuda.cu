@@ -236,20 +236,8 @@ __global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* no
                                 DeviceWalkNode* out) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_nodes) return;
-  const DeviceNodeGeometry g = geom[i];
   const DeviceShapeNode nd = nodes[i];
-  DeviceWalkNode w;
-  for (int d = 0; d < 3; ++d) {
-    w.box_centre[d] = 0.5 * (g.lo[d] + g.hi[d]);
-    w.half_width[d] = 0.5 * (g.hi[d] - g.lo[d]);
-    w.centre[d] = g.centre[d];
-  }
-  w.radius = g.radius;
-  w.left = nd.left;
-  w.right = nd.right;
-  w.leaf = nd.leaf;
-  w.pad = 0;
-  out[i] = w;
+  out[i] = make_walk_node(geom[i], nd.left, nd.right, nd.leaf);
 }
 
 }  // namespace

@@ -172,18 +172,9 @@ void make_device_walk_nodes(const std::vector<TreeNode>& nodes, std::vector<Devi
   out.resize(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const TreeNode& n = nodes[i];
-    DeviceWalkNode& w = out[i];
-    const Vec3d c = n.box_centre(), h = n.half_width();
-    for (int d = 0; d < 3; ++d) {
-      w.box_centre[d] = c[d];
-      w.half_width[d] = h[d];
-      w.centre[d] = n.centre[d];
-    }
-    w.radius = n.radius;
-    w.left = n.left;
-    w.right = n.right;
-    w.leaf = n.leaf;
-    w.pad = 0;
+    const DeviceNodeGeometry g{{n.lo.x, n.lo.y, n.lo.z}, {n.hi.x, n.hi.y, n.hi.z},
+                               {n.centre.x, n.centre.y, n.centre.z}, n.radius};
+    out[i] = make_walk_node(g, n.left, n.right, n.leaf);
   }
 }
 
@@ -233,9 +224,9 @@ void DeviceWalk::run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     const WalkCounts tot = *totals_.data();
-    p2p_t_.ensure(p2p_entries_ + tot.p2p, p2p_entries_, stream);
-    p2p_s_.ensure(p2p_entries_ + tot.p2p, p2p_entries_, stream);
-    m2l_raw_.ensure(m2l_count_ + tot.m2l, m2l_count_, stream);
+    p2p_t_.ensure_keeping(p2p_entries_ + tot.p2p, p2p_entries_, stream);
+    p2p_s_.ensure_keeping(p2p_entries_ + tot.p2p, p2p_entries_, stream);
+    m2l_raw_.ensure_keeping(m2l_count_ + tot.m2l, m2l_count_, stream);
     frontier_[cur ^ 1].ensure(std::max<std::size_t>(tot.children, 1));
     write_outputs<<<blocks_for(n_pairs), kBlock, 0, stream>>>(
         nodes, frontier_[cur].data(), n, params, depth, offsets_.data(), p2p_t_.data() + p2p_entries_,

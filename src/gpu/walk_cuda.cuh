@@ -35,34 +35,6 @@ struct WalkCounts {
   std::uint32_t m2l, p2p, mutual, children;
 };
 
-// Device storage that keeps its contents when it grows (the outputs accumulate over the
-// levels, whose totals are known only one level at a time).
-template <typename T>
-class KeptArray {
- public:
-  KeptArray() = default;
-  KeptArray(const KeptArray&) = delete;
-  KeptArray& operator=(const KeptArray&) = delete;
-  ~KeptArray() { if (p_) cudaFree(p_); }
-  T* data() const { return p_; }
-  // Room for n, the first `used` kept (copied on stream).
-  void ensure(std::size_t n, std::size_t used, cudaStream_t stream) {
-    if (n <= cap_) return;
-    const std::size_t want = n + n / 4 + 1024;
-    T* q = nullptr;
-    ORBIS_CUDA_CHECK(cudaMalloc(&q, want * sizeof(T)));
-    if (used > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(q, p_, used * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    // cudaFree waits for the device, so the copy is done before the old array goes.
-    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
-    p_ = q;
-    cap_ = want;
-  }
-
- private:
-  T* p_ = nullptr;
-  std::size_t cap_ = 0;
-};
-
 class DeviceWalk {
  public:
   DeviceWalk();
@@ -106,8 +78,8 @@ class DeviceWalk {
 
   DeviceArray<std::uint64_t> frontier_[2];   // (target, source) pairs, ping-pong
   DeviceArray<WalkCounts> counts_, offsets_;  // per pair, and their exclusive scan
-  KeptArray<std::uint32_t> p2p_t_, p2p_s_;
-  KeptArray<InteractionTask> m2l_raw_;
+  DeviceArray<std::uint32_t> p2p_t_, p2p_s_;   // grown with ensure_keeping
+  DeviceArray<InteractionTask> m2l_raw_;
   DeviceArray<std::uint32_t> m2l_keys_[2];
   DeviceArray<InteractionTask> m2l_values_;
   DeviceArray<std::uint64_t> m2l_offsets_;
