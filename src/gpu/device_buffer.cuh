@@ -9,6 +9,25 @@
 
 namespace orbis::gpu {
 
+// cudaMalloc that says, when the device is full, how much was asked and what is free, and
+// which settings lower the need (every device array of a step comes through here).
+inline void* device_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();   // clear it: the error is reported, not sticky
+    std::size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    const auto mib = [](std::size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+    ::orbis::fail("GPU memory exhausted: an array of {:.1f} MiB does not fit ({:.1f} MiB free of {:.1f} MiB). "
+                  "Fewer particles per GPU (more MPI ranks), a smaller [gravity] r_cut_over_rs or "
+                  "[gpu] p2p_precision = \"float\" need less; [gpu] backend = \"cpu\" needs none",
+                  mib(bytes), mib(free_bytes), mib(total_bytes));
+  }
+  ORBIS_CUDA_CHECK(e);
+  return p;
+}
+
 template <typename T>
 class DeviceArray {
  public:
@@ -25,15 +44,14 @@ class DeviceArray {
     if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
     p_ = nullptr;
     cap_ = 0;
-    ORBIS_CUDA_CHECK(cudaMalloc(&p_, grown(n) * sizeof(T)));
+    p_ = static_cast<T*>(device_alloc(grown(n) * sizeof(T)));
     cap_ = grown(n);
   }
   // Room for n keeping the first `used` elements (copied on `stream`): for outputs that
   // accumulate while their final size is unknown (the walk's, level by level).
   void ensure_keeping(std::size_t n, std::size_t used, cudaStream_t stream) {
     if (n <= cap_) return;
-    T* q = nullptr;
-    ORBIS_CUDA_CHECK(cudaMalloc(&q, grown(n) * sizeof(T)));
+    T* q = static_cast<T*>(device_alloc(grown(n) * sizeof(T)));
     if (used > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(q, p_, used * sizeof(T), cudaMemcpyDeviceToDevice, stream));
     // cudaFree waits for the device, so the copy is done before the old array goes.
     if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));

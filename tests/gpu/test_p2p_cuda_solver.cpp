@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <cuda_runtime.h>
 
 #include "core/error.hpp"
 #include "fmm/p2p_cpu.hpp"
@@ -236,4 +239,31 @@ TEST_CASE("CUDA backend: tree and walk on the device = tree and walk on the host
     on_device.compute(pos, gpu, again);
     CHECK(std::memcmp(again.data(), a_dev.data(), a_dev.size() * sizeof(Vec3d)) == 0);
   }
+}
+
+TEST_CASE("CUDA backend: a step that does not fit in device memory is a clear error") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int n_side = 48;
+  const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 5);
+  const ShortRangeSettings s = scene_settings(box, n_side, 5.5);
+  CudaP2PEvaluator gpu(0);   // streams and events exist before the memory is taken
+  // Everything but a few MB of the device taken by another "user" of the GPU.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  void* blob = nullptr;
+  const std::size_t leave = std::size_t{4} << 20;
+  REQUIRE(free_bytes > leave);
+  REQUIRE(cudaMalloc(&blob, free_bytes - leave) == cudaSuccess);
+  std::vector<Vec3d> acc;
+  std::string message;
+  try {
+    ShortRangeSolver(s).compute(pos, gpu, acc);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  cudaFree(blob);
+  MESSAGE("with " << leave / (1 << 20) << " MB free: " << message);
+  CHECK(message.find("GPU memory exhausted") != std::string::npos);
+  CHECK(message.find("MiB free of") != std::string::npos);
 }
