@@ -33,6 +33,16 @@ void check_walk_settings(const WalkSettings& s) {
   if (!(s.theta > 0 && s.theta <= 1)) fail("short-range walk: theta = {} must be in (0, 1]", s.theta);
 }
 
+void walk_nodes_of(const OrbTree& tree, std::vector<WalkNode>& out) {
+  const auto& tn = tree.nodes();
+  out.resize(tn.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(tn.size()); ++i) {
+    const TreeNode& n = tn[static_cast<std::size_t>(i)];
+    out[static_cast<std::size_t>(i)] = make_walk_node(n.lo, n.hi, n.centre, n.radius, n.left, n.right, n.leaf);
+  }
+}
+
 WalkPairParams walk_pair_params(const WalkSettings& s) {
   return WalkPairParams{s.box_mpc_h, 0.5 * s.box_mpc_h, s.r_cut, s.r_cut * s.r_cut, s.theta * s.theta};
 }
@@ -99,16 +109,7 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
                        P2POutput output) {
   check_walk_settings(settings);
   const bool half = output == P2POutput::kHalfSpans;
-  // What the pair test reads, 96 bytes a node instead of TreeNode's 120 (and the box
-  // centre and half width computed once, not per pair).
-  const auto& tn = tree.nodes();
-  walk_nodes_.resize(tn.size());
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(tn.size()); ++i) {
-    const TreeNode& node = tn[static_cast<std::size_t>(i)];
-    walk_nodes_[static_cast<std::size_t>(i)] =
-        WalkNode{node.box_centre(), node.half_width(), node.centre, node.radius, node.left, node.right, node.leaf};
-  }
+  walk_nodes_of(tree, walk_nodes_);
   const Context ctx{walk_nodes_, walk_pair_params(settings), half};
 
   Stopwatch watch;

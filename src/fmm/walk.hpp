@@ -73,12 +73,6 @@ class DualTreeWalk {
   struct Pair {
     std::int32_t target, source;
   };
-  struct WalkNode {
-    Vec3d box_centre, half_width, centre;
-    double radius;
-    std::int32_t left, right, leaf;
-    bool is_leaf() const { return left < 0; }
-  };
   std::vector<WalkNode> walk_nodes_;
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
@@ -93,6 +87,9 @@ class DualTreeWalk {
 
 // The pair test's constants (fmm/walk_pair.hpp) for these settings, as both walks use them.
 WalkPairParams walk_pair_params(const WalkSettings& settings);
+
+// The pair test's records of a tree's nodes (fmm/walk_pair.hpp), by all threads.
+void walk_nodes_of(const OrbTree& tree, std::vector<WalkNode>& out);
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
 void check_walk_settings(const WalkSettings& settings);

@@ -1,8 +1,7 @@
 // The dual-tree walk's pair test (walk.hpp, steps 1-4) in one host+device function, so
 // that the CPU walk (walk.cpp) and the device walk (gpu/walk_cuda.cu) take the same
 // decisions bit for bit: the same double operations in the same order (both translation
-// units are compiled without FMA contraction). A template over the node type, so each side
-// reads its own struct (WalkNode with Vec3d, DeviceWalkNode with double[3]).
+// units are compiled without FMA contraction), on the same node records (WalkNode).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -10,6 +9,35 @@
 #include "core/hostdevice.hpp"
 
 namespace orbis {
+
+// What the pair test reads of a node: 96 bytes instead of TreeNode's 120, with the box
+// centre and half width computed once, not per pair. The same record in the CPU walk and,
+// copied as it is, in the device walk.
+struct WalkNode {
+  double box_centre[3], half_width[3], centre[3], radius;
+  std::int32_t left, right, leaf, pad;   // children (-1 for a leaf), leaf index (-1 if none)
+};
+static_assert(sizeof(WalkNode) == 96, "WalkNode is copied to the GPU as it is");
+
+// A node's record from its box, centre of mass and radius (Vec3d or double[3]): box centre
+// 0.5 (lo + hi) and half width 0.5 (hi - lo), the arithmetic of TreeNode::box_centre and
+// half_width, so every side that makes one gets the same bits.
+template <typename V>
+ORBIS_HD WalkNode make_walk_node(const V& lo, const V& hi, const V& centre, double radius, std::int32_t left,
+                                 std::int32_t right, std::int32_t leaf) {
+  WalkNode w;
+  for (int d = 0; d < 3; ++d) {
+    w.box_centre[d] = 0.5 * (lo[d] + hi[d]);
+    w.half_width[d] = 0.5 * (hi[d] - lo[d]);
+    w.centre[d] = centre[d];
+  }
+  w.radius = radius;
+  w.left = left;
+  w.right = right;
+  w.leaf = leaf;
+  w.pad = 0;
+  return w;
+}
 
 struct WalkPairParams {
   double box, half_box, r_cut, r_cut2, theta2;
@@ -28,8 +56,8 @@ struct WalkPairParams {
 //   sink.p2p(image): one P2P task per image (mutual when t != s);
 //   sink.child(t', s'): each child pair.
 // Nothing is called for a dropped pair. Each walk supplies its sink (emit, count or write).
-template <typename Node, typename Sink>
-ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const Node& T, const Node& S,
+template <typename Sink>
+ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode& T, const WalkNode& S,
                                   const WalkPairParams& p, Sink& sink) {
   const bool mutual = t != s;
   double raw[3], half[3], gap2 = 0, far2 = 0;

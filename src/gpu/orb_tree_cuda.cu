@@ -233,11 +233,12 @@ __global__ void set_radii(std::uint32_t n_nodes, const unsigned long long* r2, D
 }
 
 __global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
-                                DeviceWalkNode* out) {
+                                WalkNode* out) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_nodes) return;
   const DeviceShapeNode nd = nodes[i];
-  out[i] = make_walk_node(geom[i], nd.left, nd.right, nd.leaf);
+  const DeviceNodeGeometry g = geom[i];
+  out[i] = make_walk_node(g.lo, g.hi, g.centre, g.radius, nd.left, nd.right, nd.leaf);
 }
 
 }  // namespace
@@ -425,7 +426,7 @@ DeviceOrbTree::Times DeviceOrbTree::times() const {
   return t;
 }
 
-void DeviceOrbTree::walk_nodes(DeviceWalkNode* out, cudaStream_t stream) const {
+void DeviceOrbTree::walk_nodes(WalkNode* out, cudaStream_t stream) const {
   const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
   make_walk_nodes<<<blocks_for(n_nodes), kThreads, 0, stream>>>(n_nodes, nodes_.data(), geom_.data(), out);
   ORBIS_CUDA_CHECK(cudaGetLastError());

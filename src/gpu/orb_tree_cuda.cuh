@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "core/vec3.hpp"
+#include "fmm/walk_pair.hpp"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_tree.cuh"
 #include "gpu/p2p_cuda_kernel.cuh"
@@ -58,7 +59,7 @@ class DeviceOrbTree {
   const DeviceLeaf* leaves() const { return leaves_.data(); }   // centre: box centre
 
   // Fills out[n_nodes] (device) with the walk's node records, on `stream`.
-  void walk_nodes(DeviceWalkNode* out, cudaStream_t stream) const;
+  void walk_nodes(WalkNode* out, cudaStream_t stream) const;
 
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
   const std::vector<TreeNode>& shape() const { return shape_; }

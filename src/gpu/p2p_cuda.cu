@@ -151,7 +151,7 @@ struct CudaP2PEvaluator::Impl {
   gpu::DeviceOrbTree tree;
   gpu::DeviceWalk walk;
   DeviceArray<double> pos_in;                 // x | y | z, caller order
-  DeviceArray<gpu::DeviceWalkNode> walk_nodes;
+  DeviceArray<WalkNode> walk_nodes;
   PinnedArray<Vec3d> host_pos_in;
   cudaStream_t copy_stream = nullptr;
   std::vector<InteractionTask> fallback_tasks;   // the walk's tasks when they take the host path

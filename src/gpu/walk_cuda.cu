@@ -41,7 +41,7 @@ struct CountSink {
 // DeviceGrouping's upload format, child pairs into the next frontier.
 struct WriteSink {
   std::int32_t t, s;
-  const DeviceWalkNode* nodes;
+  const WalkNode* nodes;
   std::uint32_t* p2p_t;
   std::uint32_t* p2p_s;
   InteractionTask* m2l_out;
@@ -96,7 +96,7 @@ struct DeeperSink {
 };
 
 template <typename Sink>
-__device__ void walk_from(const DeviceWalkNode* nodes, std::uint64_t pair, const WalkPairParams& p, int depth,
+__device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkPairParams& p, int depth,
                           Sink& sink) {
   // Each pair popped pushes at most 4, so the stack holds at most 3 per level plus one.
   std::int32_t stack_t[3 * kMaxDepth + 1], stack_s[3 * kMaxDepth + 1];
@@ -116,7 +116,7 @@ __device__ void walk_from(const DeviceWalkNode* nodes, std::uint64_t pair, const
 }
 
 // counts[i] for pair i < n; counts[n] = 0, so that the exclusive scan's entry n is the total.
-__global__ void count_outputs(const DeviceWalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
+__global__ void count_outputs(const WalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
                               WalkPairParams p, int depth, WalkCounts* counts) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i > n) return;
@@ -127,7 +127,7 @@ __global__ void count_outputs(const DeviceWalkNode* nodes, const std::uint64_t* 
 
 // The same walk again, its outputs written at the scanned offsets (the P2P entries and the
 // M2L tasks after those of the earlier levels: the arrays passed start there).
-__global__ void write_outputs(const DeviceWalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
+__global__ void write_outputs(const WalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
                               WalkPairParams p, int depth, const WalkCounts* at, std::uint32_t* p2p_t,
                               std::uint32_t* p2p_s, InteractionTask* m2l, std::uint64_t* next) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -168,16 +168,6 @@ int key_bits(std::size_t n) {
 
 }  // namespace
 
-void make_device_walk_nodes(const std::vector<TreeNode>& nodes, std::vector<DeviceWalkNode>& out) {
-  out.resize(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const TreeNode& n = nodes[i];
-    const DeviceNodeGeometry g{{n.lo.x, n.lo.y, n.lo.z}, {n.hi.x, n.hi.y, n.hi.z},
-                               {n.centre.x, n.centre.y, n.centre.z}, n.radius};
-    out[i] = make_walk_node(g, n.left, n.right, n.leaf);
-  }
-}
-
 DeviceWalk::DeviceWalk() {
   ORBIS_CUDA_CHECK(cudaEventCreate(&start_));
   ORBIS_CUDA_CHECK(cudaEventCreate(&stop_));
@@ -189,7 +179,7 @@ DeviceWalk::~DeviceWalk() {
   if (stop_) cudaEventDestroy(stop_);
 }
 
-void DeviceWalk::run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
+void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
                      const WalkSettings& settings, cudaStream_t stream) {
   check_walk_settings(settings);
   if (n_leaves >= kPackedLeafLimit) fail("device walk: {} leaves exceed the packed P2P format", n_leaves);

@@ -25,10 +25,6 @@
 
 namespace orbis::gpu {
 
-// The walk's node fields of a host tree (as walk.cpp's WalkNode), e.g. for a tree built on
-// the CPU.
-void make_device_walk_nodes(const std::vector<TreeNode>& nodes, std::vector<DeviceWalkNode>& out);
-
 // Per-pair output counts (and, scanned, offsets): M2L tasks, P2P entries, the mutual ones
 // among them, child pairs.
 struct WalkCounts {
@@ -44,7 +40,7 @@ class DeviceWalk {
 
   // The walk over n_nodes device nodes (node 0 the root), queued on stream; syncs with the
   // host as needed to size its buffers (buffers reused across runs, grow-only).
-  void run(const DeviceWalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
+  void run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
            cudaStream_t stream);
 
   // P2P in half form, DeviceGrouping's upload format (tasks.hpp): entry e is the target

@@ -80,9 +80,9 @@ int main(int argc, char** argv) {
       int levels = 0;
       const char* check = "-";
       if (gpu) {
-        std::vector<gpu::DeviceWalkNode> host;
-        gpu::make_device_walk_nodes(tree.nodes(), host);
-        gpu::DeviceArray<gpu::DeviceWalkNode> nodes;
+        std::vector<WalkNode> host;
+        walk_nodes_of(tree, host);
+        gpu::DeviceArray<WalkNode> nodes;
         nodes.ensure(host.size());
         ORBIS_CUDA_CHECK(cudaMemcpy(nodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
         gpu::DeviceWalk walk;

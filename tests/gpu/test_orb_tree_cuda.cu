@@ -104,7 +104,7 @@ void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double parti
   }
   CHECK(leaf_bad == 0);
 
-  gpu::DeviceArray<gpu::DeviceWalkNode> walk;
+  gpu::DeviceArray<WalkNode> walk;
   walk.ensure(dev.n_nodes());
   dev.walk_nodes(walk.data(), nullptr);
   const auto w = download_array(walk.data(), dev.n_nodes());

@@ -42,9 +42,9 @@ struct DeviceResult {
 };
 
 DeviceResult device_walk(gpu::DeviceWalk& walk, const OrbTree& tree, const WalkSettings& st) {
-  std::vector<gpu::DeviceWalkNode> host;
-  gpu::make_device_walk_nodes(tree.nodes(), host);
-  gpu::DeviceArray<gpu::DeviceWalkNode> nodes;
+  std::vector<WalkNode> host;
+  walk_nodes_of(tree, host);
+  gpu::DeviceArray<WalkNode> nodes;
   nodes.ensure(host.size());
   ORBIS_CUDA_CHECK(cudaMemcpy(nodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
   walk.run(nodes.data(), host.size(), tree.leaves().size(), st, nullptr);
