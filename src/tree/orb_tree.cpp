@@ -394,22 +394,29 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
 
 // A node of a top level split by one thread, in place in `base`: box, nth_element, children.
 void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
+  Item* begin = base + p.first;
+  const TreeNode& node = open_node(p, begin, false);
+  const std::uint32_t n_left = p.count / 2;
+  const int axis = longest_axis(node.lo, node.hi);
+  with_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + p.count, less); });
+  set_children(p, n_left, children);
+}
+
+// A pending node's record: its range, parent, depth and box (the parent's split found the
+// box, or a pass over its items does, by all threads when `parallel`).
+TreeNode& OrbTree::open_node(const Pending& p, const Item* items, bool parallel) {
   TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
   node.first = p.first;
   node.count = p.count;
   node.parent = p.parent;
   node.depth = p.depth;
-  Item* begin = base + p.first;
   if (p.has_box) {
     node.lo = p.lo;
     node.hi = p.hi;
   } else {
-    bounding_box(begin, p.count, false, node.lo, node.hi);
+    bounding_box(items, p.count, parallel, node.lo, node.hi);
   }
-  const std::uint32_t n_left = p.count / 2;
-  const int axis = longest_axis(node.lo, node.hi);
-  with_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + p.count, less); });
-  set_children(p, n_left, children);
+  return node;
 }
 
 void OrbTree::set_children(const Pending& p, std::uint32_t n_left, Pending* children) {
@@ -428,20 +435,10 @@ void OrbTree::set_children(const Pending& p, std::uint32_t n_left, Pending* chil
 // (median_split, src as its scratch), and the children's boxes are the class boxes joined
 // with the boxes of the middle's two parts: exact, with no pass over the children.
 void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, Pending* children) {
-  TreeNode& node = nodes_[static_cast<std::size_t>(p.index)];
-  node.first = p.first;
-  node.count = p.count;
-  node.parent = p.parent;
-  node.depth = p.depth;
   Item* src = src_base + p.first;
   Item* dst = dst_base + p.first;
   const std::size_t n = p.count, k = n / 2;
-  if (p.has_box) {
-    node.lo = p.lo;
-    node.hi = p.hi;
-  } else {
-    bounding_box(src, n, true, node.lo, node.hi);
-  }
+  const TreeNode& node = open_node(p, src, true);
   const int axis = longest_axis(node.lo, node.hi);
   struct Box {
     Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};

@@ -106,6 +106,7 @@ class OrbTree {
   };
   void split_node(const Pending& p, Item* base, Pending* children);
   void split_parallel(const Pending& p, Item* src, Item* dst, Pending* children);
+  TreeNode& open_node(const Pending& p, const Item* items, bool parallel);
   void set_children(const Pending& p, std::uint32_t n_left, Pending* children);
   void finish_node(std::int32_t index, bool parallel);
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
