@@ -11,7 +11,6 @@
 #include <string>
 
 #include "core/params.hpp"
-#include "core/units.hpp"
 #include "integrate/gravity.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/ewald.hpp"
@@ -23,11 +22,7 @@ TEST_CASE("TreePM vs Ewald: the same error with the CUDA and the CPU backend") {
   test::require_gpu_or_skip();
   const int n_side = 32;
   const double box = 100.0;
-  Particles p;
-  p.pos = test::clustered_particles(n_side, box, 2024);
-  p.resize(p.pos.size());
-  p.mass = 0.3144 * units::rho_crit0 * box * box * box / p.size();
-  for (std::size_t i = 0; i < p.size(); ++i) p.id[i] = i + 1;
+  const Particles p = test::clustered_particle_set(n_side, box, 2024);
   const test::EwaldSample reference = test::ewald_sample(p.pos, p.mass, box, 23);
 
   auto errors = [&](const std::string& backend, const std::string& precision) {

@@ -31,11 +31,7 @@ Params treepm_params(int n_side, double box, const std::string& extra) {
 TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
   const int n_side = 32;
   const double box = 100.0;
-  Particles p;
-  p.pos = test::clustered_particles(n_side, box, 2024);
-  p.resize(p.pos.size());
-  p.mass = 0.3144 * units::rho_crit0 * box * box * box / p.size();
-  for (std::size_t i = 0; i < p.size(); ++i) p.id[i] = i + 1;
+  const Particles p = test::clustered_particle_set(n_side, box, 2024);
 
   const test::EwaldSample reference = test::ewald_sample(p.pos, p.mass, box, 23);
 

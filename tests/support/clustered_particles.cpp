@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/units.hpp"
+
 namespace orbis::test {
 namespace {
 
@@ -92,6 +94,15 @@ std::vector<Vec3d> uniform_particles(std::size_t n, double box, std::uint64_t se
   std::vector<Vec3d> out(n);
   for (auto& x : out) x = Vec3d{rng.uniform() * box, rng.uniform() * box, rng.uniform() * box};
   return out;
+}
+
+Particles clustered_particle_set(int n_side, double box, std::uint64_t seed) {
+  Particles p;
+  p.pos = clustered_particles(n_side, box, seed);
+  p.resize(p.pos.size());
+  p.mass = 0.3144 * units::rho_crit0 * box * box * box / static_cast<double>(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) p.id[i] = i + 1;
+  return p;
 }
 
 }  // namespace orbis::test

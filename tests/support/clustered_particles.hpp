@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/particles.hpp"
 #include "core/vec3.hpp"
 
 namespace orbis::test {
@@ -16,6 +17,10 @@ namespace orbis::test {
 // fractions of the box, so a larger n_side resolves the same haloes with more particles.
 std::vector<Vec3d> clustered_particles(int n_side, double box, std::uint64_t seed,
                                        double halo_fraction = 0.33, double halo_scale = 1.0 / 32);
+
+// The clustered set as simulation particles of a Planck-like Omega_m = 0.3144 box (equal
+// masses, 1e10 Msun/h), ids from 1: what the TreePM-vs-Ewald tests evaluate.
+Particles clustered_particle_set(int n_side, double box, std::uint64_t seed);
 
 // Uniform random positions in [0, box).
 std::vector<Vec3d> uniform_particles(std::size_t n, double box, std::uint64_t seed);
