@@ -5,8 +5,6 @@
 
 #include "core/hostdevice.hpp"
 
-#include "core/hostdevice.hpp"
-
 namespace orbis {
 
 template <typename T>

@@ -297,13 +297,14 @@ void CudaPmSolver::Impl::assign(const PmSettings& s, const double* x, const doub
   const int planes = static_cast<int>(std::min<std::size_t>(n, mesh_reals(n) * sizeof(Real) / plane_bytes));
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
   const double scale = gpu::pm_fixed_point_scale(count);
+  const double mean = static_cast<double>(count) * scale / (static_cast<double>(n) * n * n);
   const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, shift_cells};
   auto* fixed = reinterpret_cast<unsigned long long*>(work);
   for (int x_lo = 0; x_lo < n; x_lo += planes) {
     const int x_hi = std::min(n, x_lo + planes);
     ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, (x_hi - x_lo) * plane_bytes, stream));
     gpu::pm_assign_fixed(x, y, z, count, g, x_lo, x_hi, scale, fixed, stream);
-    gpu::pm_fixed_to_mesh(fixed, n, x_lo, x_hi, density / scale, mesh, stream);
+    gpu::pm_fixed_to_mesh(fixed, n, x_lo, x_hi, mean, density / scale, mesh, stream);
   }
 }
 

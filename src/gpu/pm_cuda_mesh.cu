@@ -47,14 +47,14 @@ __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* 
 
 template <typename Real>
 __global__ void fixed_to_mesh_kernel(const unsigned long long* __restrict__ acc, int n, int x_lo,
-                                     int rows, double factor, Real* __restrict__ mesh) {
+                                     int rows, double mean, double factor, Real* __restrict__ mesh) {
   const int padded = 2 * (n / 2 + 1);
   const int row = blockIdx.x * blockDim.y + threadIdx.y;   // (i - x_lo) n + j
   if (row >= rows) return;
   const unsigned long long* in = acc + static_cast<std::size_t>(row) * n;
   Real* out = mesh + (static_cast<std::size_t>(x_lo) * n + row) * padded;
   for (int k = threadIdx.x; k < padded; k += blockDim.x)
-    out[k] = k < n ? static_cast<Real>(static_cast<double>(in[k]) * factor) : Real(0);
+    out[k] = k < n ? static_cast<Real>((static_cast<double>(in[k]) - mean) * factor) : Real(0);
 }
 
 template <int P, typename Real>
@@ -106,12 +106,12 @@ void pm_assign_fixed(const double* x, const double* y, const double* z, std::siz
 }
 
 template <typename Real>
-void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, double factor,
+void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, double mean, double factor,
                       Real* mesh, cudaStream_t stream) {
   const int rows = (x_hi - x_lo) * n;
   if (rows <= 0) return;
   const dim3 block(32, 8);
-  fixed_to_mesh_kernel<Real><<<(rows + 7) / 8, block, 0, stream>>>(acc, n, x_lo, rows, factor, mesh);
+  fixed_to_mesh_kernel<Real><<<(rows + 7) / 8, block, 0, stream>>>(acc, n, x_lo, rows, mean, factor, mesh);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -130,8 +130,8 @@ void pm_interpolate(const Real* mesh, const double* x, const double* y, const do
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-template void pm_fixed_to_mesh<float>(const unsigned long long*, int, int, int, double, float*, cudaStream_t);
-template void pm_fixed_to_mesh<double>(const unsigned long long*, int, int, int, double, double*, cudaStream_t);
+template void pm_fixed_to_mesh<float>(const unsigned long long*, int, int, int, double, double, float*, cudaStream_t);
+template void pm_fixed_to_mesh<double>(const unsigned long long*, int, int, int, double, double, double*, cudaStream_t);
 template void pm_interpolate<float>(const float*, const double*, const double*, const double*, std::size_t,
                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t);
 template void pm_interpolate<double>(const double*, const double*, const double*, const double*, std::size_t,
