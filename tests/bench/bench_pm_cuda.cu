@@ -34,6 +34,7 @@
 #include "pm/mass_assignment.hpp"
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/force_difference.hpp"
 #include "support/gpu_skip.hpp"
 
 using namespace orbis;
@@ -57,15 +58,6 @@ double sum_phases(const PhaseTimes& t) {
 void keep_best(PhaseTimes& best, const PhaseTimes& t, bool first) {
   for (const char* p : phases())
     if (first || t.get(p) < best.get(p)) best.add(p, t.get(p) - best.get(p));
-}
-
-double rms_relative_difference(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff += norm2(a[i] - ref[i]);
-    norm += norm2(ref[i]);
-  }
-  return std::sqrt(diff / norm);
 }
 
 // A grid of n^3 particles in grid order, each displaced by up to 0.1 spacings (z = 99-like).
@@ -245,7 +237,7 @@ void run_case(const Case& c, const std::vector<Vec3d>& given, double mass, int r
   if (c.cpu) {
     const Result cpu = run_cpu(c.settings, pos, mass, cpu_repeats, acc_cpu);
     print_row(c.name, "FFTW", cpu, "");
-    print_row("", "cuFFT", gpu, fmt::format(" {:9.1e}{}", rms_relative_difference(acc_gpu, acc_cpu), bytes));
+    print_row("", "cuFFT", gpu, fmt::format(" {:9.1e}{}", test::rms_relative_difference(acc_gpu, acc_cpu), bytes));
     print_ratio(cpu, gpu);
     if (c.against_double) {
       PmSettings twice = c.settings;
@@ -253,7 +245,7 @@ void run_case(const Case& c, const std::vector<Vec3d>& given, double mass, int r
       std::vector<Vec3d> exact;
       PmSolver(twice).accelerations(pos, mass, exact);
       std::printf("%-34s float mesh vs FFTW double mesh, rms relative difference: FFTW %.1e, cuFFT %.1e\n", "",
-                  rms_relative_difference(acc_cpu, exact), rms_relative_difference(acc_gpu, exact));
+                  test::rms_relative_difference(acc_cpu, exact), test::rms_relative_difference(acc_gpu, exact));
     }
   } else {
     print_row(c.name, "cuFFT", gpu, fmt::format(" {:>9}{}", "", bytes));

@@ -3,8 +3,7 @@
 // particles given outside [0, box) (both wrap them). Both paths run the same scheme; they
 // differ by the transforms' rounding and by the summation of the density (the GPU sums
 // fixed-point integers, the CPU floats in a fixed order), so the difference is set by the
-// mesh precision. Metric: rms relative difference, sqrt(sum |a - a_ref|^2 / sum |a_ref|^2)
-// (a per-particle ratio would be dominated by the few particles whose pulls cancel).
+// mesh precision. Metric: the rms relative difference (support/force_difference.hpp).
 // Also: bitwise repeatability, the same forces for any particle order, the device-pointer call
 // on a caller's stream, and the memory plan. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
@@ -23,6 +22,7 @@
 #include "gpu/pm_cuda.hpp"
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/force_difference.hpp"
 #include "support/gpu_skip.hpp"
 
 using namespace orbis;
@@ -50,15 +50,6 @@ PmSettings settings_for(int mesh, Window window, bool double_mesh, bool long_ran
   return s;
 }
 
-double rms_relative_difference(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    diff += norm2(a[i] - ref[i]);
-    norm += norm2(ref[i]);
-  }
-  return std::sqrt(diff / norm);
-}
-
 bool same_bits(const std::vector<Vec3d>& a, const std::vector<Vec3d>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(Vec3d)) == 0;
 }
@@ -79,7 +70,7 @@ TEST_CASE("CUDA PM equals the FFTW PM: long range and PM-only, CIC and TSC, floa
           PmSolver(s).accelerations(pos, kMass, ref);
           CudaPmSolver gpu(s);
           gpu.accelerations(pos, kMass, acc);
-          const double diff = rms_relative_difference(acc, ref);
+          const double diff = test::rms_relative_difference(acc, ref);
           const double bar = double_mesh ? 1e-12 : 1e-5;
           std::printf("%d^3 %s mesh, %s, %-10s: rms relative difference %.2e (bar %.0e)\n", mesh,
                       double_mesh ? "double" : "float ", window_name(window), long_range ? "long range" : "PM-only",
@@ -114,8 +105,8 @@ TEST_CASE("CUDA PM float mesh against the FFTW double mesh: float precision, no 
     PmSolver(settings_for(64, Window::tsc, true, true)).accelerations(*pos, kMass, exact);
     PmSolver(settings_for(64, Window::tsc, false, true)).accelerations(*pos, kMass, cpu_float);
     CudaPmSolver(settings_for(64, Window::tsc, false, true)).accelerations(*pos, kMass, gpu_float);
-    const double cpu_error = rms_relative_difference(cpu_float, exact);
-    const double gpu_error = rms_relative_difference(gpu_float, exact);
+    const double cpu_error = test::rms_relative_difference(cpu_float, exact);
+    const double gpu_error = test::rms_relative_difference(gpu_float, exact);
     std::printf("%s: float mesh vs double mesh, rms relative difference: FFTW %.2e, cuFFT %.2e\n",
                 near_uniform ? "jittered grid" : "clustered set", cpu_error, gpu_error);
     if (near_uniform) CHECK(gpu_error <= 1.5 * cpu_error);
