@@ -34,8 +34,8 @@ using Vec3f = Vec3<float>;
 
 // Nearest periodic image of a separation d in a box of side L (any d, not only |d| < L).
 inline double periodic_wrap_delta(double d, double box) { return d - box * std::nearbyint(d / box); }
-// A coordinate mapped into [0, L).
-inline double periodic_wrap_position(double x, double box) {
+// A coordinate mapped into [0, L) (host and device: the PM assigns on both).
+ORBIS_HD double periodic_wrap_position(double x, double box) {
   double y = x - box * std::floor(x / box);
   return y >= box ? y - box : y;   // floor can round x/box up to exactly 1 for tiny negatives
 }

@@ -63,6 +63,12 @@ class DeviceOrbTree {
 
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
   const std::vector<TreeNode>& shape() const { return shape_; }
+  // The device shape, nodes by depth (host offsets) and the node of each leaf.
+  const DeviceShapeNode* shape_nodes() const { return nodes_.data(); }
+  const std::int32_t* level_nodes() const { return level_nodes_.data(); }
+  const std::vector<std::size_t>& level_offsets() const { return level_offset_; }
+  const std::int32_t* leaf_nodes() const { return leaf_node_.data(); }
+  int max_depth() const { return static_cast<int>(level_offset_.size()) - 2; }
 
   // Copies the tree into `out` (waits for the stream): order and geometry come down through
   // pinned buffers into out's own arrays (OrbTree::begin_adopt), the tree-order positions
