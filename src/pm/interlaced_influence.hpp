@@ -11,9 +11,9 @@
 // the shortest image in the coset: k itself for E, k - 2 pi/h sign(k_i) e_i (i the largest
 // component) for O.
 #pragma once
-#include <algorithm>
-#include <cstdlib>
 #include <vector>
+
+#include "core/hostdevice.hpp"
 
 namespace orbis {
 
@@ -28,31 +28,36 @@ enum class Coset { even = 0, odd = 1 };
 // keeps the force field real and free of self-force, as setting the Nyquist derivative to
 // zero does on one mesh. Shortest images have |a_i| <= 1 (any |a_i| >= 2 is shortened by
 // a_i -= 2 sign(a_i)), which the brute-force check in tests/unit/test_pm_assignment.cpp uses.
-inline void principal_wavevector(const int m[3], int n, Coset coset, double kappa[3]) {
+// Host and device code: the CUDA PM's gradient kernel calls it per mode.
+ORBIS_HD void principal_wavevector(const int m[3], int n, Coset coset, double kappa[3]) {
   const int half = n / 2;
-  for (int d = 0; d < 3; ++d) kappa[d] = m[d];
+  int size[3];
+  for (int d = 0; d < 3; ++d) {
+    kappa[d] = m[d];
+    size[d] = m[d] < 0 ? -m[d] : m[d];
+  }
   if (coset == Coset::even) {
     // m itself, unless two or three components sit on the Nyquist plane: then m - n (1,1,0)
     // (and permutations) are as short, and the mean zeroes those components.
     int nyquist = 0;
-    for (int d = 0; d < 3; ++d) nyquist += std::abs(m[d]) == half;
+    for (int d = 0; d < 3; ++d) nyquist += size[d] == half;
     if (nyquist >= 2)
       for (int d = 0; d < 3; ++d)
-        if (std::abs(m[d]) == half) kappa[d] = 0;
+        if (size[d] == half) kappa[d] = 0;
     return;
   }
   // Odd: move the largest component by n towards zero; with t components tied for largest,
   // the mean of the t moves. At k = 0 (six images) and at the corner (the three moves and
   // m - n (1,1,1)) the mean is zero.
   int largest = 0, tied = 0;
-  for (int d = 0; d < 3; ++d) largest = std::max(largest, std::abs(m[d]));
-  for (int d = 0; d < 3; ++d) tied += std::abs(m[d]) == largest;
+  for (int d = 0; d < 3; ++d) largest = size[d] > largest ? size[d] : largest;
+  for (int d = 0; d < 3; ++d) tied += size[d] == largest;
   if (largest == 0 || (tied == 3 && largest == half)) {
     kappa[0] = kappa[1] = kappa[2] = 0;
     return;
   }
   for (int d = 0; d < 3; ++d)
-    if (std::abs(m[d]) == largest) kappa[d] = m[d] - (m[d] > 0 ? 1.0 : -1.0) * n / tied;
+    if (size[d] == largest) kappa[d] = m[d] - (m[d] > 0 ? 1.0 : -1.0) * n / tied;
 }
 
 // The reference force of the optimal influence function: the point-mass force times

@@ -10,9 +10,6 @@
 namespace orbis {
 namespace {
 
-// Stencil indices lie within a few cells of [0, n): a compare is much cheaper than i % n.
-inline int wrap_index(int i, int n) { return i < 0 ? i + n : (i >= n ? i - n : i); }
-
 inline double wrap_coordinate(double x, double box) {
   return x >= 0 && x < box ? x : periodic_wrap_position(x, box);
 }
@@ -20,7 +17,7 @@ inline double wrap_coordinate(double x, double box) {
 // Coordinates in cell units, u in [0, n] before the shift.
 inline Vec3d cell_coordinates(const Vec3d& x, double box, double cells_per_length, double shift) {
   Vec3d u;
-  for (int d = 0; d < 3; ++d) u[d] = wrap_coordinate(x[d], box) * cells_per_length + shift;
+  for (int d = 0; d < 3; ++d) u[d] = cell_coordinate(x[d], box, cells_per_length, shift);
   return u;
 }
 
@@ -32,28 +29,6 @@ int slab_width(int n, int order) {
     if (n % (2 * s) == 0) return s;
   return n / 2;
 }
-
-// One particle's stencil with the window order P known at compile time, so the loops unroll.
-template <int P>
-struct Stencil {
-  int i[P], j[P], k[P];   // wrapped node indices
-  double wx[P], wy[P], wz[P];
-
-  Stencil(const Vec3d& u, int n) {
-    constexpr Window window = P == 2 ? Window::cic : Window::tsc;
-    int b[3];
-    double w[3][3];
-    for (int d = 0; d < 3; ++d) window_weights(window, u[d], b[d], w[d]);
-    for (int a = 0; a < P; ++a) {
-      i[a] = wrap_index(b[0] + a, n);
-      j[a] = wrap_index(b[1] + a, n);
-      k[a] = wrap_index(b[2] + a, n);
-      wx[a] = w[0][a];
-      wy[a] = w[1][a];
-      wz[a] = w[2][a];
-    }
-  }
-};
 
 // Two colours of slabs; within a colour every slab writes its own planes. A cell therefore
 // receives its contributions in an order fixed by n, the window and the sorted particle order
@@ -71,7 +46,7 @@ void scatter(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
       const std::size_t begin = sorted.block_start[static_cast<std::size_t>(slab) * width * yb];
       const std::size_t end = sorted.block_start[static_cast<std::size_t>(slab + 1) * width * yb];
       for (std::size_t q = begin; q < end; ++q) {
-        const Stencil<P> s(sorted.entries[q].u, n);
+        const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
         for (int o = 0; o < P; ++o) {
           if (s.i[o] < x0 || s.i[o] >= x1) continue;   // another rank's slab
           const double vx = value * s.wx[o];
@@ -94,7 +69,7 @@ void gather(const FftMesh<Real>& mesh, const SortedParticles& sorted, double sca
   const Real* data = mesh.real_data();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t q = 0; q < count; ++q) {
-    const Stencil<P> s(sorted.entries[q].u, n);
+    const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
     double sum = 0;
     for (int o = 0; o < P; ++o) {
       double sx = 0;
@@ -119,7 +94,7 @@ void gather3(const FftMesh<Real>* const meshes[3], const SortedParticles& sorted
   const Real* data[3] = {meshes[0]->real_data(), meshes[1]->real_data(), meshes[2]->real_data()};
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t q = 0; q < count; ++q) {
-    const Stencil<P> s(sorted.entries[q].u, n);
+    const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
     double sum[3] = {0, 0, 0};
     for (int o = 0; o < P; ++o) {
       double sx[3] = {0, 0, 0};
@@ -201,7 +176,7 @@ void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Windo
     for (std::size_t p = lo; p < hi; ++p) {
       const int bx = floor_to_int(wrap_coordinate(pos[p].x, box_mpc_h) * cells_per_length + offset) + first;
       const int by = floor_to_int(wrap_coordinate(pos[p].y, box_mpc_h) * cells_per_length + offset) + first;
-      const std::uint32_t b = static_cast<std::uint32_t>(wrap_index(bx, n) * yb + wrap_index(by, n) * yb / n);
+      const std::uint32_t b = static_cast<std::uint32_t>(wrap_mesh_index(bx, n) * yb + wrap_mesh_index(by, n) * yb / n);
       out.bin[p] = b;
       ++my_counts[b];
     }

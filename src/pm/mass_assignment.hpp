@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hostdevice.hpp"
 #include "core/vec3.hpp"
 #include "pm/fft_mesh.hpp"
 
@@ -28,18 +29,21 @@ enum class Window { cic = 2, tsc = 3 };
 
 Window parse_window(const std::string& name);   // "cic" or "tsc"; anything else is an Error
 const char* window_name(Window window);
-inline int window_order(Window window) { return static_cast<int>(window); }
+ORBIS_HD int window_order(Window window) { return static_cast<int>(window); }
+
+// The window math below is host and device code: the CUDA PM (gpu/pm_cuda_mesh.cu) assigns
+// and interpolates with the same weights.
 
 // floor() as an integer without a libm call (baseline x86-64 has no rounding instruction,
 // and this sits in the innermost loops); |x| must fit an int.
-inline int floor_to_int(double x) {
+ORBIS_HD int floor_to_int(double x) {
   const int i = static_cast<int>(x);   // truncates toward zero
   return i > x ? i - 1 : i;
 }
 
 // The nodes and weights of one axis for a coordinate u in cell units (any real value; the
 // caller wraps base periodically). Weights sum to 1.
-inline void window_weights(Window window, double u, int& base, double w[3]) {
+ORBIS_HD void window_weights(Window window, double u, int& base, double w[3]) {
   if (window == Window::cic) {
     base = floor_to_int(u);
     const double d = u - base;
@@ -54,6 +58,39 @@ inline void window_weights(Window window, double u, int& base, double w[3]) {
     w[1] = 0.75 - d * d;
     w[2] = 0.5 * (0.5 + d) * (0.5 + d);
   }
+}
+
+// Stencil indices lie within a few cells of [0, n): a compare is much cheaper than i % n.
+ORBIS_HD int wrap_mesh_index(int i, int n) { return i < 0 ? i + n : (i >= n ? i - n : i); }
+
+// One particle's stencil at cell coordinates (ux, uy, uz) with the window order P (2: CIC,
+// 3: TSC) known at compile time, so the loops unroll: wrapped node indices and weights.
+template <int P>
+struct WindowStencil {
+  int i[P], j[P], k[P];
+  double wx[P], wy[P], wz[P];
+
+  ORBIS_HD WindowStencil(double ux, double uy, double uz, int n) {
+    constexpr Window window = P == 2 ? Window::cic : Window::tsc;
+    int b[3];
+    double w[3][3];
+    window_weights(window, ux, b[0], w[0]);
+    window_weights(window, uy, b[1], w[1]);
+    window_weights(window, uz, b[2], w[2]);
+    for (int a = 0; a < P; ++a) {
+      i[a] = wrap_mesh_index(b[0] + a, n);
+      j[a] = wrap_mesh_index(b[1] + a, n);
+      k[a] = wrap_mesh_index(b[2] + a, n);
+      wx[a] = w[0][a];
+      wy[a] = w[1][a];
+      wz[a] = w[2][a];
+    }
+  }
+};
+
+// A position in cell units: x wrapped into [0, box), times n / box, plus a shift in cells.
+ORBIS_HD double cell_coordinate(double x, double box, double cells_per_length, double shift) {
+  return (x >= 0 && x < box ? x : periodic_wrap_position(x, box)) * cells_per_length + shift;
 }
 
 // Fourier transform of the window along one axis at mesh wavenumber index m of an n-point

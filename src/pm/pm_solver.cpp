@@ -31,7 +31,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <complex>
 #include <string>
 #include <vector>
 
@@ -42,8 +41,22 @@
 #include "core/timer.hpp"
 #include "core/units.hpp"
 #include "pm/interlaced_influence.hpp"
+#include "pm/pm_modes.hpp"
 
 namespace orbis {
+namespace {
+
+// Between the mesh's complex type and the double arithmetic of pm_modes.hpp.
+template <typename Real>
+std::complex<Real> to_mesh(ModeComplex c) {
+  return {static_cast<Real>(c.re), static_cast<Real>(c.im)};
+}
+template <typename Real>
+ModeComplex from_mesh(const std::complex<Real>& c) {
+  return {c.real(), c.imag()};
+}
+
+}  // namespace
 
 PmSettings PmSettings::from_params(const Params& params) {
   PmSettings s;
@@ -61,6 +74,12 @@ PmSettings PmSettings::from_params(const Params& params) {
   s.r_s_mpc_h = treepm ? params.get_real("gravity.rs_over_cell") * s.box_mpc_h / s.grid_side : 0.0;
   s.double_mesh = params.get_string("gravity.pm_mesh_precision") == "double";
   return s;
+}
+
+void PmSettings::check() const {
+  if (!(box_mpc_h > 0)) fail("PM solver: box size {} Mpc/h must be positive", box_mpc_h);
+  if (grid_side < 4 || grid_side % 2 != 0) fail("PM solver: mesh side {} must be even and at least 4", grid_side);
+  if (r_s_mpc_h < 0) fail("PM solver: r_s = {} Mpc/h must be >= 0", r_s_mpc_h);
 }
 
 const std::vector<const char*>& PmSolver::phase_names() {
@@ -91,11 +110,7 @@ struct PmSolver::Meshes {
 struct PmSolver::Impl {
   std::unique_ptr<Meshes<float>> single;
   std::unique_ptr<Meshes<double>> twice;
-  std::vector<double> k_axis;      // 2 pi m / L for signed mesh index m, h/Mpc
-  std::vector<double> inv_w2_axis; // 1 / W_1d(m)^2
-  // PM-only: exp(i pi m / n) for signed index m; the product over the axes is
-  // P(k) = exp(i k.(h/2)(1,1,1)), the phase of mesh B relative to mesh A.
-  std::vector<std::complex<double>> half_shift_axis;
+  PmAxisTables axes;   // k, 1/W^2 and the half-cell phase per axis index (pm_modes.hpp)
 
   // Reused from step to step: the particles sorted for each mesh and g in sorted order.
   SortedParticles sorted, sorted_b;
@@ -112,9 +127,7 @@ struct PmSolver::Impl {
 
 PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std::make_unique<Impl>()) {
   const int n = settings.grid_side;
-  if (!(settings.box_mpc_h > 0)) fail("PM solver: box size {} Mpc/h must be positive", settings.box_mpc_h);
-  if (n < 4 || n % 2 != 0) fail("PM solver: mesh side {} must be even and at least 4", n);
-  if (settings.r_s_mpc_h < 0) fail("PM solver: r_s = {} Mpc/h must be >= 0", settings.r_s_mpc_h);
+  settings.check();
   const bool full = settings.r_s_mpc_h == 0;
   if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, full);
   else impl_->single = std::make_unique<Meshes<float>>(n, full);
@@ -123,16 +136,24 @@ PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std:
     if (impl_->twice) impl_->twice->influence = g;
     else impl_->single->influence.assign(g.begin(), g.end());
   }
-  impl_->k_axis.resize(n);
-  impl_->inv_w2_axis.resize(n);
-  impl_->half_shift_axis.resize(n);
+  impl_->axes = make_pm_axis_tables(settings);
+}
+
+PmAxisTables make_pm_axis_tables(const PmSettings& settings) {
+  const int n = settings.grid_side;
+  PmAxisTables t;
+  t.k.resize(n);
+  t.inv_w2.resize(n);
+  t.half_shift.resize(n);
   for (int i = 0; i < n; ++i) {
     const int m = FftMesh<double>::signed_index(i, n);
-    impl_->k_axis[i] = 2.0 * units::pi * m / settings.box_mpc_h;
+    t.k[i] = 2.0 * units::pi * m / settings.box_mpc_h;
     const double w = window_fourier(settings.window, m, n);
-    impl_->inv_w2_axis[i] = 1.0 / (w * w);
-    impl_->half_shift_axis[i] = std::polar(1.0, units::pi * m / n);
+    t.inv_w2[i] = 1.0 / (w * w);
+    const double phase = units::pi * m / n;
+    t.half_shift[i] = {std::cos(phase), std::sin(phase)};
   }
+  return t;
 }
 
 PmSolver::~PmSolver() = default;
@@ -208,18 +229,19 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
     // phi(k) = -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2) rho(k); the 1/n^3 of the unnormalised
     // inverse FFT is folded in here.
     ScopedPhase phase(times, "pm_green");
-    const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n);
+    const double norm = long_range_norm(n);
     const double rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
+    const double* k_axis = axes.k.data();
+    const double* inv_w2 = axes.inv_w2.data();
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
         Complex* row = &m.a.rho.mode(i, j, 0);
         const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
-        const double wxy = inv_w2_axis[i] * inv_w2_axis[j];
+        const double wxy = inv_w2[i] * inv_w2[j];
         for (int k = 0; k < nzc; ++k) {
           const double k2 = kxy2 + k_axis[k] * k_axis[k];
-          const double g = k2 > 0 ? norm / k2 * std::exp(-k2 * rs2) * wxy * inv_w2_axis[k] : 0.0;
-          row[k] *= static_cast<Real>(g);
+          row[k] *= static_cast<Real>(long_range_green(k2, rs2, norm, wxy, inv_w2[k]));
         }
       }
   }
@@ -237,6 +259,7 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
   {
     ScopedPhase phase(times, "pm_gradient");
     const int nyquist = n / 2;
+    const double* k_axis = axes.k.data();
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
@@ -248,10 +271,9 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
         for (int k = 0; k < nzc; ++k) {
           const double kz = k == nyquist ? 0.0 : k_axis[k];
           const double re = phi[k].real(), im = phi[k].imag();
-          // -i kd (re + i im) = kd im - i kd re
-          gx[k] = Complex(static_cast<Real>(kx * im), static_cast<Real>(-kx * re));
-          gy[k] = Complex(static_cast<Real>(ky * im), static_cast<Real>(-ky * re));
-          phi[k] = Complex(static_cast<Real>(kz * im), static_cast<Real>(-kz * re));
+          gx[k] = to_mesh<Real>(minus_i_k(kx, re, im));
+          gy[k] = to_mesh<Real>(minus_i_k(ky, re, im));
+          phi[k] = to_mesh<Real>(minus_i_k(kz, re, im));
         }
       }
   }
@@ -266,7 +288,6 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
 template <typename Real>
 void PmSolver::Impl::run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times) {
   using Complex = typename FftMesh<Real>::Complex;
-  using C = std::complex<double>;
   const int n = s.grid_side, h = n / 2 + 1, nzc = m.a.rho.nz_complex();
   const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
   auto& b = *m.b;
@@ -280,23 +301,22 @@ void PmSolver::Impl::run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& 
     // influence function: phi_E in place of A, phi_O in place of B. The 1/n^3 of the
     // unnormalised inverse FFT and the (box / 2 pi)^2 of the index-unit table are folded in.
     ScopedPhase phase(times, "pm_green");
-    const double norm = -4.0 * units::pi * units::G / (static_cast<double>(n) * n * n) *
-                        std::pow(s.box_mpc_h / (2 * units::pi), 2) * 0.5;
+    const double norm = interlaced_norm(n, s.box_mpc_h);
     const Real* influence = m.influence.data();
+    const ModeComplex* shift = axes.half_shift.data();
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
         Complex* pa = &m.a.rho.mode(i, j, 0);
         Complex* pb = &b.rho.mode(i, j, 0);
         const Real* g = influence + 2 * (static_cast<std::size_t>(std::min(i, n - i)) * h + std::min(j, n - j)) * h;
-        const C pxy = half_shift_axis[i] * half_shift_axis[j];
+        const ModeComplex pxy = shift[i] * shift[j];
         for (int k = 0; k < nzc; ++k) {
-          const C a(pa[k].real(), pa[k].imag());
-          const C shifted = pxy * half_shift_axis[k] * C(pb[k].real(), pb[k].imag());
-          const C even = (a + shifted) * (norm * static_cast<double>(g[2 * k]));
-          const C odd = (a - shifted) * (norm * static_cast<double>(g[2 * k + 1]));
-          pa[k] = Complex(static_cast<Real>(even.real()), static_cast<Real>(even.imag()));
-          pb[k] = Complex(static_cast<Real>(odd.real()), static_cast<Real>(odd.imag()));
+          ModeComplex even, odd;
+          interlaced_potentials(from_mesh(pa[k]), from_mesh(pb[k]), pxy * shift[k], norm,
+                                static_cast<double>(g[2 * k]), static_cast<double>(g[2 * k + 1]), even, odd);
+          pa[k] = to_mesh<Real>(even);
+          pb[k] = to_mesh<Real>(odd);
         }
       }
   }
@@ -304,28 +324,27 @@ void PmSolver::Impl::run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& 
     // g_c = -i kappa_c phi_c with each coset's own wavevector; back to the meshes:
     // g_A = g_E + g_O, g_B = P^-1 (g_E - g_O).
     ScopedPhase phase(times, "pm_gradient");
-    const double dk = 2 * units::pi / s.box_mpc_h;
+    const double dk = interlaced_dk(s.box_mpc_h);
+    const ModeComplex* shift = axes.half_shift.data();
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
         Complex* out_a[3] = {&m.a.gx.mode(i, j, 0), &m.a.gy.mode(i, j, 0), &m.a.rho.mode(i, j, 0)};
         Complex* out_b[3] = {&b.gx.mode(i, j, 0), &b.gy.mode(i, j, 0), &b.rho.mode(i, j, 0)};
-        const C pxy = std::conj(half_shift_axis[i] * half_shift_axis[j]);
+        const ModeComplex pxy = conj(shift[i] * shift[j]);
         int idx[3] = {FftMesh<double>::signed_index(i, n), FftMesh<double>::signed_index(j, n), 0};
         for (int k = 0; k < nzc; ++k) {
           idx[2] = k;
           double ke[3], ko[3];
           principal_wavevector(idx, n, Coset::even, ke);
           principal_wavevector(idx, n, Coset::odd, ko);
-          // -i kappa phi, kappa in h/Mpc
-          const C phi_e = C(out_a[2][k].real(), out_a[2][k].imag()) * C(0, -dk);
-          const C phi_o = C(out_b[2][k].real(), out_b[2][k].imag()) * C(0, -dk);
-          const C back = pxy * std::conj(half_shift_axis[k]);
+          const ModeComplex phi_e = from_mesh(out_a[2][k]), phi_o = from_mesh(out_b[2][k]);
+          const ModeComplex back = pxy * conj(shift[k]);
           for (int d = 0; d < 3; ++d) {
-            const C ge = ke[d] * phi_e, go = ko[d] * phi_o;
-            const C ga = ge + go, gb = back * (ge - go);
-            out_a[d][k] = Complex(static_cast<Real>(ga.real()), static_cast<Real>(ga.imag()));
-            out_b[d][k] = Complex(static_cast<Real>(gb.real()), static_cast<Real>(gb.imag()));
+            ModeComplex ga, gb;
+            interlaced_gradient(phi_e, phi_o, dk, ke[d], ko[d], back, ga, gb);
+            out_a[d][k] = to_mesh<Real>(ga);
+            out_b[d][k] = to_mesh<Real>(gb);
           }
         }
       }

@@ -57,6 +57,8 @@ struct PmSettings {
   // "treepm": r_s = rs_over_cell * box / N_PM on a mesh of pm_grid_side (0: 2 x particles_per_side).
   // gravity.mass_assignment picks the window, gravity.pm_mesh_precision the arithmetic.
   static PmSettings from_params(const Params& params);
+  // Box > 0, an even mesh side >= 4, r_s >= 0; an Error otherwise (every PM solver checks).
+  void check() const;
 };
 
 class PmSolver {

@@ -1,0 +1,140 @@
+#include "gpu/pm_cuda_mesh.cuh"
+
+#include <cmath>
+
+#include "gpu/cuda_check.cuh"
+
+namespace orbis::gpu {
+namespace {
+
+constexpr int kParticleBlock = 256;
+
+unsigned blocks_for(std::size_t count) {
+  return static_cast<unsigned>((count + kParticleBlock - 1) / kParticleBlock);
+}
+
+template <int P>
+__device__ WindowStencil<P> stencil_of(const double* x, const double* y, const double* z, std::size_t p,
+                                       double box, double cells_per_length, double shift, int n) {
+  return WindowStencil<P>(cell_coordinate(x[p], box, cells_per_length, shift),
+                          cell_coordinate(y[p], box, cells_per_length, shift),
+                          cell_coordinate(z[p], box, cells_per_length, shift), n);
+}
+
+template <int P>
+__global__ void assign_fixed_kernel(const double* __restrict__ x, const double* __restrict__ y,
+                                    const double* __restrict__ z, std::size_t count, double box,
+                                    double cells_per_length, double shift, int n, int x_lo, int x_hi,
+                                    double scale, unsigned long long* __restrict__ acc) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= count) return;
+  const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
+#pragma unroll
+  for (int o = 0; o < P; ++o) {
+    if (s.i[o] < x_lo || s.i[o] >= x_hi) continue;
+#pragma unroll
+    for (int a = 0; a < P; ++a) {
+      unsigned long long* row = acc + (static_cast<std::size_t>(s.i[o] - x_lo) * n + s.j[a]) * n;
+      const double wxy = s.wx[o] * s.wy[a];
+#pragma unroll
+      for (int c = 0; c < P; ++c) {
+        const unsigned long long q = __double2ull_rn(wxy * s.wz[c] * scale);
+        if (q != 0) atomicAdd(row + s.k[c], q);
+      }
+    }
+  }
+}
+
+template <typename Real>
+__global__ void fixed_to_mesh_kernel(const unsigned long long* __restrict__ acc, int n, int x_lo,
+                                     int rows, double mean, double factor, Real* __restrict__ mesh) {
+  const int padded = 2 * (n / 2 + 1);
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;   // (i - x_lo) n + j
+  if (row >= rows) return;
+  const unsigned long long* in = acc + static_cast<std::size_t>(row) * n;
+  Real* out = mesh + (static_cast<std::size_t>(x_lo) * n + row) * padded;
+  for (int k = threadIdx.x; k < padded; k += blockDim.x)
+    out[k] = k < n ? static_cast<Real>((static_cast<double>(in[k]) - mean) * factor) : Real(0);
+}
+
+template <int P, typename Real>
+__global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* __restrict__ x,
+                                   const double* __restrict__ y, const double* __restrict__ z,
+                                   std::size_t count, double box, double cells_per_length, double shift,
+                                   int n, double scale, bool add, double* __restrict__ out) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= count) return;
+  const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
+  const std::size_t padded = 2 * (n / 2 + 1);
+  double sum = 0;
+#pragma unroll
+  for (int o = 0; o < P; ++o) {
+    double sx = 0;
+#pragma unroll
+    for (int a = 0; a < P; ++a) {
+      const Real* row = mesh + (static_cast<std::size_t>(s.i[o]) * n + s.j[a]) * padded;
+      double sy = 0;
+#pragma unroll
+      for (int c = 0; c < P; ++c) sy += s.wz[c] * static_cast<double>(row[s.k[c]]);
+      sx += s.wy[a] * sy;
+    }
+    sum += s.wx[o] * sx;
+  }
+  out[p] = add ? out[p] + scale * sum : scale * sum;
+}
+
+}  // namespace
+
+double pm_fixed_point_scale(std::size_t n_particles) {
+  int bits = 0;
+  while ((std::size_t{1} << bits) < n_particles) ++bits;
+  return std::ldexp(1.0, 62 - bits);
+}
+
+void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
+                     const PmMeshGeometry& g, int x_lo, int x_hi, double scale,
+                     unsigned long long* acc, cudaStream_t stream) {
+  if (count == 0) return;
+  const double cpl = g.n / g.box;
+  if (g.window == Window::cic)
+    assign_fixed_kernel<2><<<blocks_for(count), kParticleBlock, 0, stream>>>(
+        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc);
+  else
+    assign_fixed_kernel<3><<<blocks_for(count), kParticleBlock, 0, stream>>>(
+        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Real>
+void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, double mean, double factor,
+                      Real* mesh, cudaStream_t stream) {
+  const int rows = (x_hi - x_lo) * n;
+  if (rows <= 0) return;
+  const dim3 block(32, 8);
+  fixed_to_mesh_kernel<Real><<<(rows + 7) / 8, block, 0, stream>>>(acc, n, x_lo, rows, mean, factor, mesh);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Real>
+void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
+                    std::size_t count, const PmMeshGeometry& g, double scale, bool add,
+                    double* out, cudaStream_t stream) {
+  if (count == 0) return;
+  const double cpl = g.n / g.box;
+  if (g.window == Window::cic)
+    interpolate_kernel<2, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, scale, add, out);
+  else
+    interpolate_kernel<3, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, scale, add, out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template void pm_fixed_to_mesh<float>(const unsigned long long*, int, int, int, double, double, float*, cudaStream_t);
+template void pm_fixed_to_mesh<double>(const unsigned long long*, int, int, int, double, double, double*, cudaStream_t);
+template void pm_interpolate<float>(const float*, const double*, const double*, const double*, std::size_t,
+                                    const PmMeshGeometry&, double, bool, double*, cudaStream_t);
+template void pm_interpolate<double>(const double*, const double*, const double*, const double*, std::size_t,
+                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t);
+
+}  // namespace orbis::gpu

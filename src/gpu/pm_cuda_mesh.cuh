@@ -1,0 +1,68 @@
+// Mass assignment and interpolation of the CUDA PM (gpu/pm_cuda.hpp), with the CPU's window
+// (pm/mass_assignment.hpp: WindowStencil and cell_coordinate are the same code).
+//
+// Determinism: each particle adds round(w * 2^S) to the 64-bit unsigned integer of every node
+// of its stencil (w the product of its three window weights) with atomicAdd; integer addition
+// is associative, so the sums are bitwise the same whatever order the atomics land in, and
+// for any order of the particles. The integer mesh is then converted to the density contrast
+// in mass units, (sum - mean) * (density of one particle) / 2^S, in the mesh precision: the
+// mean only feeds the k = 0 mode, which both Green's functions set to zero, and without it a
+// float mesh would round the mean density along with the fluctuations. Exact integer sums
+// also make the float mesh more accurate than the FFTW path's, which adds floats in dense
+// cells: 256^3 clustered particles on a 512^3 mesh, forces against a double mesh, rms 2.0e-7
+// here, 2.1e-5 there (tests/bench/bench_pm_cuda).
+// Measured on one H100 (tests/bench/bench_pm_cuda, TSC, float mesh), against float atomicAdd
+// straight into the mesh (fast, not deterministic): 256^3 clustered particles on 512^3, 6.8 ms
+// vs 4.8 ms; the same shuffled, 14.9 vs 12.6 ms; 512^3 on 1024^3 (two passes), 31.7 vs 13.8 ms.
+// Sorting the particles by cell and gathering per node was not chosen: it costs a sort and
+// per-particle memory every step, and its sums would still depend on the particles' order
+// within a cell. Each particle
+// carries weight 1 in total, so a node's sum is at most N 2^S; S = 62 - ceil(log2 N) keeps it
+// below 2^62. Rounding each weight to 2^-S errs by at most n^3 2^-62 of the mean occupancy of
+// a cell (N / n^3 particles): 6e-14 on a 64^3 mesh, 2.3e-10 on 1024^3. That is far below a
+// float mesh's rounding, and at test sizes below a double mesh's FFT rounding.
+//
+// Memory: the integer mesh needs 8 n^3 bytes; it lives in the work mesh, which holds
+// n^2 2(n/2+1) reals, so a double mesh is assigned in one pass and a float mesh in two
+// (half the x planes each; particles outside a pass's planes only compute their stencil).
+#pragma once
+#include <cstddef>
+
+#include <cuda_runtime.h>
+
+#include "pm/mass_assignment.hpp"
+
+namespace orbis::gpu {
+
+// Where particles meet a periodic n^3 mesh of a `box` (Mpc/h) with `window`; shift_cells is
+// added to every coordinate in cell units (0.5 for mesh B of the PM-only force).
+struct PmMeshGeometry {
+  int n = 0;
+  Window window = Window::tsc;
+  double box = 0;
+  double shift_cells = 0;
+};
+
+// 2^S for n particles (see above).
+double pm_fixed_point_scale(std::size_t n_particles);
+
+// acc[((i - x_lo) n + j) n + k] += round(w * scale) for every stencil node (i, j, k) with
+// x_lo <= i < x_hi; acc is zeroed by the caller.
+void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
+                     const PmMeshGeometry& g, int x_lo, int x_hi, double scale,
+                     unsigned long long* acc, cudaStream_t stream);
+
+// mesh(i, j, k) = (acc - mean) * factor for x_lo <= i < x_hi in the padded real layout
+// ((i n + j) 2(n/2+1) + k), padding zeroed.
+template <typename Real>
+void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, double mean, double factor,
+                      Real* mesh, cudaStream_t stream);
+
+// out[p] = scale * sum_node W(x_node - x_p) mesh(node) (or out[p] += ... when `add`), the
+// CPU's interpolation (PmSolver), one component at a time.
+template <typename Real>
+void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
+                    std::size_t count, const PmMeshGeometry& g, double scale, bool add,
+                    double* out, cudaStream_t stream);
+
+}  // namespace orbis::gpu
