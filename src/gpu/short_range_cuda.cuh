@@ -30,6 +30,7 @@ namespace orbis::gpu {
 // Where the last step's time went (device times from events, seconds) and what it did.
 struct DeviceShortRangeStats {
   double tree = 0, walk = 0, grouping = 0, p2p = 0, far_field = 0, scatter = 0, total = 0;
+  bool rebuilt = false;           // the tree was built (else refitted)
   double p2p_interactions = 0;    // particle pairs evaluated (active targets)
   std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
   std::size_t active_particles = 0, active_leaves = 0;
@@ -55,6 +56,12 @@ class DeviceShortRange {
 
   // The last compute()'s times and counts (waits for it).
   DeviceShortRangeStats stats() const;
+
+  // Tree policy: a step rebuilds the tree when the particle count changed, after
+  // max_refits refits in a row, or when the last full step's P2P pairs exceeded those of the
+  // last rebuild by the factor `growth`; otherwise it refits the last tree to the new
+  // positions (DeviceOrbTree::refit). max_refits = 0: rebuild every step.
+  void set_tree_policy(int max_refits, double growth);
   const ShortRangeSettings& settings() const { return settings_; }
   P2PSettings p2p_settings() const { return p2p_settings_; }
   // Tests: the device tree and walk of the last compute().
@@ -85,6 +92,9 @@ class DeviceShortRange {
   DeviceArray<unsigned long long> counters_;     // pairs, active particles, active leaves
   PinnedArray<unsigned long long> host_counters_;
   bool active_subset_ = false;
+  bool rebuilt_ = false, pending_ = false;
+  int max_refits_ = 8, refits_ = 0;
+  double growth_ = 1.1, pairs_at_build_ = 0;
   cudaEvent_t events_[7] = {};
   std::size_t n_ = 0;
 };

@@ -1,8 +1,8 @@
 // The CUDA step engine: the state in device memory as structure-of-arrays blocks (x | y | z
-// of positions, momenta and accelerations), every verb queued on one stream. Short-range
-// forces from gpu/short_range_cuda (tree, walk, P2P and far field on the device, into the
-// state's order); the long-range PM for now on the host (FFTW), the positions going down and
-// the accelerations up once per PM step, until the cuFFT PM takes device positions.
+// of positions, momenta and accelerations), every verb queued on one stream. Long-range
+// forces from the cuFFT PM (gpu/pm_cuda.hpp), short-range forces from gpu/short_range_cuda
+// (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
+// the bus during a step but a few counters.
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
@@ -22,8 +22,8 @@
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/particle_kernels.cuh"
+#include "gpu/pm_cuda.hpp"
 #include "gpu/short_range_cuda.cuh"
-#include "pm/pm_solver.hpp"
 
 namespace orbis {
 
@@ -47,7 +47,10 @@ double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 10
 struct CudaStepEngine::Impl {
   int device = 0;
   std::string name;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, pm_stream = nullptr;
+  bool overlap_pm = true;
+  int max_refits = 8;
+  double refit_growth = 1.1;
   bool treepm = true;
   PmSettings pm_settings;
   ShortRangeSettings sr;
@@ -56,7 +59,7 @@ struct CudaStepEngine::Impl {
   bool short_double = false;   // short-range accelerations kept in double (double P2P)
 
   std::unique_ptr<gpu::DeviceShortRange> short_range;
-  std::unique_ptr<PmSolver> host_pm;   // the long range, on the host for now
+  std::unique_ptr<CudaPmSolver> pm;
   std::size_t n = 0;
   double mass = 0;
   DeviceArray<double> pos, mom, acc_long, staging;   // 3n each: x | y | z (staging interleaved)
@@ -73,8 +76,8 @@ struct CudaStepEngine::Impl {
   Particles host;                      // particles(): valid while host_current
   std::vector<Vec3d> host_acc;         // accelerations(): valid while acc_current
   bool host_current = false, acc_current = false;
-  std::vector<Vec3d> pm_pos, pm_acc;   // the host PM's input and output
   std::size_t planned = 0, peak = 0;
+  cudaEvent_t pm_events[3] = {};   // PM start, end; state ready for the PM
 
   const void* short_acc() const {
     return short_double ? static_cast<const void*>(acc_short_d.data()) : static_cast<const void*>(acc_short_f.data());
@@ -130,6 +133,8 @@ CudaStepEngine::CudaStepEngine(const Params& params) : impl_(std::make_unique<Im
     m.short_double = m.sr.p2p_double;
   }
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.pm_stream, cudaStreamNonBlocking));
+  for (cudaEvent_t& e : m.pm_events) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   m.kick_factors.ensure(kMaxTimeBins);
   m.host_factors.ensure(kMaxTimeBins);
   m.reduction.ensure(1);
@@ -143,12 +148,19 @@ CudaStepEngine::~CudaStepEngine() {
     cudaStreamSynchronize(impl_->stream);   // no throw from a destructor
     cudaStreamDestroy(impl_->stream);
   }
+  if (impl_->pm_stream) {
+    cudaStreamSynchronize(impl_->pm_stream);
+    cudaStreamDestroy(impl_->pm_stream);
+  }
+  for (cudaEvent_t e : impl_->pm_events)
+    if (e) cudaEventDestroy(e);
 }
 
 std::string CudaStepEngine::describe() const {
   const Impl& m = *impl_;
   const auto& pm = m.pm_settings;
-  const std::string pm_text = fmt::format("PM {}^3 mesh ({}) on the host (FFTW)", pm.grid_side, window_name(pm.window));
+  const std::string pm_text = fmt::format("cuFFT PM {}^3 {} mesh ({})", pm.grid_side,
+                                          pm.double_mesh ? "double" : "float", window_name(pm.window));
   if (!m.treepm) return fmt::format("GPU step engine on {}: particles on the GPU; {} only", m.name, pm_text);
   const auto& s = m.sr;
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
@@ -180,6 +192,7 @@ void CudaStepEngine::load(Particles particles) {
   in.short_range = m.treepm;
   in.settings = m.sr;
   in.short_acc_double = m.short_double;
+  in.pm_bytes = m.pm ? 0 : CudaPmSolver::plan_bytes(m.pm_settings, n);   // a PM of an earlier load() stays
   const DeviceMemoryPlan plan = plan_device_memory(in);
   std::size_t free_bytes = 0, total_bytes = 0;
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -193,8 +206,9 @@ void CudaStepEngine::load(Particles particles) {
   if (m.treepm) {
     m.sr.g_mass = units::G * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
+    m.short_range->set_tree_policy(m.max_refits, m.refit_growth);
   }
-  if (!m.host_pm) m.host_pm = std::make_unique<PmSolver>(m.pm_settings);
+  if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
   m.pos.ensure(3 * n);
   m.mom.ensure(3 * n);
   m.acc_long.ensure(3 * n);
@@ -248,13 +262,17 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   Impl& m = *impl_;
   if (m.n == 0) fail("GPU step engine: compute_forces() before load()");
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  // The PM on its own stream once the positions are ready, so that its kernels fill the
+  // device while the short-range step waits on the host (tree tie check, walk totals).
+  cudaStream_t pm_stream = m.overlap_pm ? m.pm_stream : m.stream;
   if (long_range) {
-    Stopwatch watch;
-    m.download(m.pos.data(), m.pm_pos);
-    PhaseTimes pm_times;
-    m.host_pm->accelerations(m.pm_pos, m.mass, m.pm_acc, &pm_times);
-    m.upload(m.pm_acc, m.acc_long.data());
-    stats.times.add("pm", watch.seconds());
+    const std::size_t n = m.n;
+    ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[2], m.stream));
+    ORBIS_CUDA_CHECK(cudaStreamWaitEvent(pm_stream, m.pm_events[2], 0));
+    ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[0], pm_stream));
+    m.pm->accelerations(m.pos.data(), m.pos.data() + n, m.pos.data() + 2 * n, n, m.mass, m.acc_long.data(),
+                        m.acc_long.data() + n, m.acc_long.data() + 2 * n, pm_stream);
+    ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[1], pm_stream));
   }
   if (m.treepm) {
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
@@ -269,7 +287,13 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     stats.m2l_interactions += static_cast<double>(s.m2l_tasks);
     stats.p2p_where = fmt::format("cuda ({}, {}, particles on the GPU)", m.name, m.short_double ? "double" : "float");
   }
+  if (long_range) ORBIS_CUDA_CHECK(cudaStreamWaitEvent(m.stream, m.pm_events[1], 0));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (long_range) {
+    float ms = 0;
+    ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, m.pm_events[0], m.pm_events[1]));
+    stats.times.add("pm", 1e-3 * ms);
+  }
   m.note_memory();
   m.acc_current = false;
 }
@@ -297,6 +321,26 @@ void CudaStepEngine::drift(double drift_factor) {
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   gpu::drift_particles(m.pos.data(), m.mom.data(), drift_factor, m.box, m.n, m.stream);
   m.host_current = false;
+}
+
+void CudaStepEngine::set_tree_policy(int max_refits, double growth) {
+  impl_->max_refits = max_refits;
+  impl_->refit_growth = growth;
+  if (impl_->short_range) impl_->short_range->set_tree_policy(max_refits, growth);
+}
+
+void CudaStepEngine::set_overlap_pm(bool on) { impl_->overlap_pm = on; }
+
+std::string CudaStepEngine::last_step_details() const {
+  const Impl& m = *impl_;
+  if (!m.short_range) return "no short-range step";
+  const gpu::DeviceShortRangeStats s = m.short_range->stats();
+  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms, "
+                     "far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L tasks, "
+                     "{:.3e} pairs; {:.2f} GiB held by the short-range step",
+                     1e3 * s.tree, s.rebuilt ? "built" : "refitted", 1e3 * s.walk, s.walk_launches, s.walk_reruns,
+                     1e3 * s.grouping, 1e3 * s.p2p, 1e3 * s.far_field, 1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks,
+                     s.m2l_tasks, s.p2p_interactions, gib(m.short_range->held_bytes()));
 }
 
 double CudaStepEngine::max_acceleration() {

@@ -376,7 +376,7 @@ void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_l
   levels_ = reruns_ = 0;
   ORBIS_CUDA_CHECK(cudaEventRecord(start_, stream));
   // First sizes: a guess from the tree for a run's first walk, then what walks needed so far.
-  capacity_.p2p = std::max({capacity_.p2p, 16 * n_leaves, need_.p2p + need_.p2p / 4});
+  capacity_.p2p = std::max({capacity_.p2p, 32 * n_leaves, need_.p2p + need_.p2p / 4});
   capacity_.m2l = std::max({capacity_.m2l, 2 * n_nodes, need_.m2l + need_.m2l / 4});
   capacity_.frontier = std::max({capacity_.frontier, 2 * n_nodes, need_.frontier + need_.frontier / 4});
   while (!attempt(nodes, n_nodes, n_leaves, params, node_active, stream)) {
