@@ -42,11 +42,12 @@ __device__ __forceinline__ double scaled_monomial(const int* n, double sx, doubl
 __device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
 
 // P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order.
-__global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, double* m) {
+__global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t* wanted, double* m) {
   const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (leaf >= t.n_leaves) return;
   const std::int32_t node = t.leaf_node[leaf];
+  if (!wanted[node]) return;
   const DeviceShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
   for (int n = lane; n < nm; n += 32) {
@@ -61,14 +62,14 @@ __global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, double* m) {
 // M2M for the nodes of one depth: a warp per internal node, its children (left, then right)
 // shifted to its centre term by term in the host's order.
 __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
-                           double* m) {
+                           const std::uint8_t* wanted, double* m) {
   __shared__ double mono[kWarps][kMaxNm];
   const std::uint32_t item = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
   if (item >= n_level) return;   // warp-uniform
   const std::int32_t node = level[item];
   const DeviceShapeNode nd = t.nodes[node];
-  if (nd.left < 0) return;
+  if (nd.left < 0 || !wanted[node]) return;
   double sum[3] = {0, 0, 0};   // n = lane + 32 j (nm <= 84)
   const std::int32_t children[2] = {nd.left, nd.right};
   for (const std::int32_t child : children) {
@@ -141,8 +142,9 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, double r_s, Fmm
       }
       __syncwarp();   // sm and lev are rewritten by the next task
     }
-    for (int j = 0; j < kMaxPerLane; ++j)
-      if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
+    if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
+      for (int j = 0; j < kMaxPerLane; ++j)
+        if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
     if (lane == 0) has_local[node] = begin < end;
   }
 }
@@ -162,11 +164,12 @@ __global__ void l2l_kernel(Tables tb, int nl, FmmTreeView t, const std::int32_t*
   const std::int32_t children[2] = {nd.left, nd.right};
   for (const std::int32_t child : children) {
     const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[parent]);
+    const bool had = has_local[child];   // its own M2L; else its expansion starts at zero
     for (int i = lane; i < nl; i += 32) mono[w][i] = scaled_monomial(tb.mi + 3 * i, d.x, d.y, d.z);
     __syncwarp();
     double* lc = l + static_cast<std::size_t>(child) * nl;
     for (int k = lane; k < nl; k += 32) {
-      double v = lc[k];
+      double v = had ? lc[k] : 0.0;
       for (int q = tb.l2l_start[k]; q < tb.l2l_start[k + 1]; ++q)
         v = __dadd_rn(v, __dmul_rn(lp[tb.l2l_terms[2 * q]], mono[w][tb.l2l_terms[2 * q + 1]]));
       lc[k] = v;
@@ -200,6 +203,21 @@ __global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const doubl
     if (lane == 0)
       for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
   }
+}
+
+// Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
+// Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
+__global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q < count) wanted[tasks[q].source] = 1;   // every writer writes 1
+}
+__global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+                              std::uint8_t* wanted) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_level) return;
+  const std::int32_t node = level[i];
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left >= 0 && wanted[node]) wanted[nd.left] = wanted[nd.right] = 1;
 }
 
 unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + kWarps - 1) / kWarps); }
@@ -296,7 +314,7 @@ std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
 }
 
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-                        double box, double g_mass, double* acc, cudaStream_t stream) {
+                        std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
   m_.ensure(nn * static_cast<std::size_t>(nm_));
@@ -312,10 +330,22 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
     return static_cast<std::uint32_t>(off[static_cast<std::size_t>(d) + 1] - off[static_cast<std::size_t>(d)]);
   };
 
-  p2m_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, tree, m_.data());
+  wanted_.ensure(nn);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
+  if (m2l_count > 0) {
+    flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  for (int d = 0; d + 1 < depths; ++d) {
+    flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
+        level(d), level_size(d), tree.nodes, wanted_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  p2m_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, tree, wanted_.data(), m_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = depths - 2; d >= 0; --d) {
-    m2m_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nm_, tree, level(d), level_size(d), m_.data());
+    m2m_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nm_, tree, level(d), level_size(d),
+                                                                    wanted_.data(), m_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   int device = 0, sms = 0;

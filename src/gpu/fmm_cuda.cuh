@@ -48,18 +48,21 @@ class DeviceFmm {
   // multipole_order p in 1..6; r_s > 0 (Mpc/h).
   DeviceFmm(int multipole_order, double r_s);
 
-  // Queues on `stream`: multipoles of every node, M2L over the walk's tasks (grouped by
-  // target node: m2l_offsets[n_nodes + 1]), L2L and L2P; acc[3 t + d] += g_mass * grad phi
-  // of every particle of a leaf that has a local expansion (tree order).
-  void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets, double box,
-               double g_mass, double* acc, cudaStream_t stream);
+  // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
+  // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
+  // acc[3 t + d] += g_mass * grad phi of every particle of a leaf that has a local
+  // expansion (tree order).
+  void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+               std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream);
 
   // Device bytes compute() holds for a tree of n_nodes nodes.
   static std::size_t bytes_for(int multipole_order, std::size_t n_nodes);
   int multipole_size() const { return nm_; }
   int local_size() const { return nl_; }
-  // Device arrays of the last compute() (tests): node-major.
+  // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes
+  // flagged in wanted() (M2L sources and their subtrees).
   const double* multipoles() const { return m_.data(); }
+  const std::uint8_t* wanted() const { return wanted_.data(); }
   const double* locals() const { return l_.data(); }
   const std::uint8_t* has_local() const { return active_.data(); }
 
@@ -70,7 +73,7 @@ class DeviceFmm {
   DeviceArray<int> tables_;
   std::vector<int> table_offsets_;
   DeviceArray<double> m_, l_;
-  DeviceArray<std::uint8_t> active_;
+  DeviceArray<std::uint8_t> active_, wanted_;
 };
 
 }  // namespace orbis::gpu

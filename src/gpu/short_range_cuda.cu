@@ -64,6 +64,12 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   ps.double_precision = settings.p2p_double;
   walk_settings_ = WalkSettings{settings.box_mpc_h, r_cut, settings.theta};
   runner_.prepare(ps);
+  // The walk writes its P2P entries straight into the grouping's upload arrays (room for
+  // the expanded tasks, twice the entries), which expand and sort them in place.
+  walk_.set_p2p_buffers([this](std::size_t capacity, std::uint32_t** targets, std::uint32_t** sources) {
+    *targets = grouping_.upload_targets(2 * capacity);
+    *sources = grouping_.upload_sources(2 * capacity);
+  });
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);
   host_counters_.ensure(3);
@@ -132,16 +138,10 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
 
-  // The walk's entries into the grouping's arrays, expanded, sorted by target.
+  // The walk's entries, already in the grouping's arrays: expanded, sorted by target.
   const std::size_t entries = walk_.p2p_entries(), tasks = walk_.p2p_tasks();
   task_t_.ensure(std::max<std::size_t>(tasks, 1));
   task_s_.ensure(std::max<std::size_t>(tasks, 1));
-  if (entries > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping_.upload_targets(tasks), walk_.p2p_targets(),
-                                     entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping_.upload_sources(tasks), walk_.p2p_sources(),
-                                     entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
-  }
   P2PKernelRunner::count_pairs(walk_.p2p_targets(), walk_.p2p_sources(), entries, tree_.leaves(), leaf_active,
                                counters_.data(), stream);
   grouping_.run(stream, entries, tasks, task_t_.data(), task_s_.data(), nl);
@@ -181,7 +181,7 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
     view.x = tree_.tree_x();
     view.y = tree_.tree_y();
     view.z = tree_.tree_z();
-    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), settings_.box_mpc_h, settings_.g_mass,
+    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, settings_.g_mass,
                  acc_tree_.data(), stream);
   }
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));

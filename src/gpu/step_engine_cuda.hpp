@@ -34,15 +34,13 @@ class CudaStepEngine final : public StepEngine {
   // Beyond the seam (the run loop's step criterion, tests, the benchmark).
   double max_acceleration();                   // max |g_long + g_short| over all particles
   std::size_t planned_device_bytes() const;    // the memory plan of the last load()
-  std::size_t peak_device_bytes() const;       // device memory in use, the most seen after a step
+  std::size_t peak_device_bytes() const;       // device memory the engine added, the most seen after a step
   std::string device_name() const;
   // The last step's device phases and counts in one line (the benchmark).
   std::string last_step_details() const;
-  // Tuning knobs and benchmark hooks: the tree policy (gpu/short_range_cuda.cuh: refits
-  // between rebuilds; 0: rebuild every step), and whether the PM runs on its own stream,
-  // overlapping the short-range step (default), or before it.
+  // Tuning knob and benchmark hook: the tree policy (gpu/short_range_cuda.cuh: refits
+  // between rebuilds; 0: rebuild every step).
   void set_tree_policy(int max_refits, double growth);
-  void set_overlap_pm(bool on);
 
  private:
   struct Impl;

@@ -14,9 +14,8 @@
 //
 //   bench_step_cuda [--scene=ics|evolved|clustered] [--side=N] [--box=L] [--z=Z]
 //                   [--z-start=Z] [--coarse-dln=D] [--reps=R] [--precision=float|double]
-//                   [--max-leaf=L] [--refits=K] [--overlap=0|1]
-// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8);
-// --overlap: the PM on its own stream beside the short-range step (1, default) or before it.
+//                   [--max-leaf=L] [--refits=K]
+// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -55,7 +54,6 @@ struct Options {
   std::string precision = "float";
   int max_leaf = 32;
   int refits = 8;
-  bool overlap = true;
 };
 
 Options parse(int argc, char** argv) {
@@ -76,7 +74,6 @@ Options parse(int argc, char** argv) {
     else if (const char* v = value("--precision=")) o.precision = v;
     else if (const char* v = value("--max-leaf=")) o.max_leaf = std::atoi(v);
     else if (const char* v = value("--refits=")) o.refits = std::atoi(v);
-    else if (const char* v = value("--overlap=")) o.overlap = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       std::exit(2);
@@ -135,7 +132,6 @@ int main(int argc, char** argv) {
   const std::size_t n = particles.size();
   CudaStepEngine engine(params);
   engine.set_tree_policy(o.refits, 1.1);
-  engine.set_overlap_pm(o.overlap);
   engine.load(std::move(particles));
   ForceStats stats;
   engine.compute_forces(true, 0, stats);
@@ -155,8 +151,7 @@ int main(int argc, char** argv) {
   std::printf("# %s: %d^3 particles in %.0f Mpc/h at z = %.3g (%s; %d coarse steps), %s P2P; setup %.1f s\n",
               o.scene.c_str(), o.side, o.box, 1 / a - 1, engine.device_name().c_str(), coarse, o.precision.c_str(),
               setup.seconds());
-  std::printf("# %s; tree refits %d, PM %s\n", engine.describe().c_str(), o.refits,
-              o.overlap ? "beside the short-range step" : "before the short-range step");
+  std::printf("# %s; tree refits %d\n", engine.describe().c_str(), o.refits);
 
   // Timed steps at a fixed scale factor range (a tiny step: the state stays the scene's).
   const double dln = 1e-3;
