@@ -6,7 +6,6 @@
 #include <cub/device/device_scan.cuh>
 
 #include "core/error.hpp"
-#include "fmm/truncation.hpp"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/p2p_cuda.hpp"
 
@@ -49,20 +48,9 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   if (settings.max_leaf < 1 || static_cast<unsigned>(settings.max_leaf) > CudaP2PEvaluator::kMaxLeafCount)
     fail("short range on the GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)",
          settings.max_leaf, CudaP2PEvaluator::kMaxLeafCount);
-  // The tabulated P2P cuts at min(r_cut, 6 r_s), where the table ends; the walk uses the same
-  // cut (as ShortRangeSolver::begin).
-  const double r_cut = settings.taylor_order >= 0 ? std::min(settings.r_cut, 2.0 * settings.r_s * kTruncationTableXMax)
-                                                  : settings.r_cut;
-  P2PSettings& ps = p2p_settings_;
-  ps.box_mpc_h = settings.box_mpc_h;
-  ps.r_s = settings.r_s;
-  ps.r_cut = r_cut;
-  ps.softening = settings.softening;
-  ps.g_mass = settings.g_mass;
-  ps.taylor_order = settings.taylor_order;
-  ps.table_size = settings.taylor_table_size;
-  ps.double_precision = settings.p2p_double;
-  walk_settings_ = WalkSettings{settings.box_mpc_h, r_cut, settings.theta};
+  p2p_settings_ = p2p_settings_of(settings);
+  const P2PSettings& ps = p2p_settings_;
+  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta};
   runner_.prepare(ps);
   // The walk writes its P2P entries straight into the grouping's upload arrays (room for
   // the expanded tasks, twice the entries), which expand and sort them in place.
@@ -169,21 +157,9 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
   // Far field: added to the P2P sums of the leaves that have a local expansion.
-  if (walk_.m2l_count() > 0) {
-    FmmTreeView view;
-    view.n_nodes = nn;
-    view.n_leaves = nl;
-    view.nodes = tree_.shape_nodes();
-    view.geometry = tree_.geometry();
-    view.leaf_node = tree_.leaf_nodes();
-    view.level_nodes = tree_.level_nodes();
-    view.level_offset = &tree_.level_offsets();
-    view.x = tree_.tree_x();
-    view.y = tree_.tree_y();
-    view.z = tree_.tree_z();
-    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, settings_.g_mass,
-                 acc_tree_.data(), stream);
-  }
+  if (walk_.m2l_count() > 0)
+    fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
+                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
                           stream);
@@ -229,6 +205,11 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.walk_launches = walk_.levels();
   s.walk_reruns = walk_.reruns();
   return s;
+}
+
+double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
+  acc_tree_.ensure(doubles);
+  return acc_tree_.data();
 }
 
 std::size_t DeviceShortRange::held_bytes() const {

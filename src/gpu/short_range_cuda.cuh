@@ -70,6 +70,9 @@ class DeviceShortRange {
   const DeviceFmm& fmm() const { return fmm_; }
   // Device bytes held now.
   std::size_t held_bytes() const;
+  // The step's tree-order acceleration array (3 n doubles), free between steps, lent to the
+  // caller for its transfers (the engine's outputs); valid until the next compute().
+  double* borrow_scratch(std::size_t doubles);
 
  private:
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);

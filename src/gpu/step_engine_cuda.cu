@@ -61,7 +61,8 @@ struct CudaStepEngine::Impl {
   std::unique_ptr<CudaPmSolver> pm;
   std::size_t n = 0;
   double mass = 0;
-  DeviceArray<double> pos, mom, acc_long, staging;   // 3n each: x | y | z (staging interleaved)
+  DeviceArray<double> pos, mom, acc_long;   // 3n each: x | y | z
+  DeviceArray<double> own_staging;          // PM only: the transfers' device staging
   DeviceArray<float> acc_short_f;
   DeviceArray<double> acc_short_d;
   DeviceArray<std::uint64_t> id;
@@ -82,24 +83,34 @@ struct CudaStepEngine::Impl {
   const void* short_acc() const {
     return short_double ? static_cast<const void*>(acc_short_d.data()) : static_cast<const void*>(acc_short_f.data());
   }
+  // The device side of the transfers (3n doubles, interleaved): TreePM borrows the
+  // short-range step's tree-order accelerations, free between steps, so the outputs need no
+  // memory of their own.
+  double* staging() {
+    if (short_range) return short_range->borrow_scratch(3 * n);
+    own_staging.ensure(3 * n);
+    return own_staging.data();
+  }
   // Interleaved host vector <-> x | y | z device block, through pinned memory.
   void upload(const std::vector<Vec3d>& from, double* to) {
+    double* staging = this->staging();
     std::memcpy(host_staging.data(), from.data(), 3 * n * sizeof(double));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging.data(), host_staging.data(), 3 * n * sizeof(double),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * n * sizeof(double),
                                      cudaMemcpyHostToDevice, stream));
-    gpu::deinterleave(staging.data(), n, to, stream);
+    gpu::deinterleave(staging, n, to, stream);
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
   }
-  void download_interleaved(std::vector<Vec3d>& to) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging.data(), 3 * n * sizeof(double),
+  void download_interleaved(const double* staging, std::vector<Vec3d>& to) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     to.resize(n);
     std::memcpy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
   }
   void download(const double* from, std::vector<Vec3d>& to) {
-    gpu::interleave(from, n, staging.data(), stream);
-    download_interleaved(to);
+    double* staging = this->staging();
+    gpu::interleave(from, n, staging, stream);
+    download_interleaved(staging, to);
   }
   static std::size_t used_now() {
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -215,7 +226,6 @@ void CudaStepEngine::load(Particles particles) {
   m.pos.ensure(3 * n);
   m.mom.ensure(3 * n);
   m.acc_long.ensure(3 * n);
-  m.staging.ensure(3 * n);
   m.id.ensure(n);
   m.bin.ensure(n);
   m.host_staging.ensure(3 * n);
@@ -252,11 +262,10 @@ const std::vector<Vec3d>& CudaStepEngine::accelerations() {
   Impl& m = *impl_;
   if (m.acc_current) return m.host_acc;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  if (m.short_double)
-    gpu::interleave_sum(m.acc_long.data(), m.acc_short_d.data(), m.n, m.staging.data(), m.stream);
-  else
-    gpu::interleave_sum(m.acc_long.data(), m.acc_short_f.data(), m.n, m.staging.data(), m.stream);
-  m.download_interleaved(m.host_acc);
+  double* staging = m.staging();
+  if (m.short_double) gpu::interleave_sum(m.acc_long.data(), m.acc_short_d.data(), m.n, staging, m.stream);
+  else gpu::interleave_sum(m.acc_long.data(), m.acc_short_f.data(), m.n, staging, m.stream);
+  m.download_interleaved(staging, m.host_acc);
   m.acc_current = true;
   return m.host_acc;
 }
