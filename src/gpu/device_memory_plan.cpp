@@ -77,9 +77,11 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
     // Walk: entries, M2L tasks (raw, sorted, keys), two frontiers; its node records.
     plan.parts.push_back({"walk", padded(entries * 8 + m2l * 32 + frontier * 16 + nn * (96 + 8))});
-    // Grouping: the expanded tasks twice (sort buffers) and once more as uploaded, the
-    // entries' expansion offsets, the groups, the sort's temporaries (~ one key array).
-    plan.parts.push_back({"P2P tasks", padded(tasks * 8 * 2 + tasks * 4 + entries * 8 + nl * 24)});
+    // The tasks of one chunk of target leaves, selected, expanded and sorted by target: per
+    // entry its position, per task keys and values twice and the sort's temporaries, per leaf
+    // the groups (gpu/p2p_cuda_chunks.cuh). A step takes them in as few chunks as memory
+    // allows; the plan reserves a quarter of them (four chunks).
+    plan.parts.push_back({"P2P tasks", padded(entries * 4 + tasks / 4 * 20 + nl * 24)});
     // Leaf-relative positions, tree-order accelerations, active flags and their scan.
     plan.parts.push_back({"P2P", padded(n * (3 * (s.p2p_double ? 8 : 4) + 24 + 4) + nn + nl)});
     const std::size_t per_node =

@@ -50,6 +50,7 @@ struct CudaStepEngine::Impl {
   cudaStream_t stream = nullptr;
   int max_refits = 8;
   double refit_growth = 1.1;
+  std::size_t max_chunk_tasks = 0;
   bool treepm = true;
   PmSettings pm_settings;
   ShortRangeSettings sr;
@@ -221,6 +222,7 @@ void CudaStepEngine::load(Particles particles) {
     m.sr.g_mass = units::G * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
     m.short_range->set_tree_policy(m.max_refits, m.refit_growth);
+    m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
   if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
   m.pos.ensure(3 * n);
@@ -284,6 +286,11 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[1], m.stream));
   }
   if (m.treepm) {
+    if (m.memory_limit_gib > 0) {   // what the limit leaves for the step's task chunks
+      const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
+      const std::size_t now = Impl::used_now(), used = now > m.baseline ? now - m.baseline : 0;
+      m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
+    }
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
     if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
     else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
@@ -337,16 +344,22 @@ void CudaStepEngine::set_tree_policy(int max_refits, double growth) {
   if (impl_->short_range) impl_->short_range->set_tree_policy(max_refits, growth);
 }
 
+void CudaStepEngine::set_max_chunk_tasks(std::size_t tasks) {
+  impl_->max_chunk_tasks = tasks;
+  if (impl_->short_range) impl_->short_range->set_max_chunk_tasks(tasks);
+}
+
 std::string CudaStepEngine::last_step_details() const {
   const Impl& m = *impl_;
   if (!m.short_range) return "no short-range step";
   const gpu::DeviceShortRangeStats s = m.short_range->stats();
-  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms, "
-                     "far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L tasks, "
-                     "{:.3e} pairs; {:.2f} GiB held by the short-range step",
+  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms "
+                     "({} chunk{}), far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L "
+                     "tasks, {:.3e} pairs; {:.2f} GiB held by the short-range step",
                      1e3 * s.tree, s.rebuilt ? "built" : "refitted", 1e3 * s.walk, s.walk_launches, s.walk_reruns,
-                     1e3 * s.grouping, 1e3 * s.p2p, 1e3 * s.far_field, 1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks,
-                     s.m2l_tasks, s.p2p_interactions, gib(m.short_range->held_bytes()));
+                     1e3 * s.grouping, 1e3 * s.p2p, s.p2p_chunks, s.p2p_chunks == 1 ? "" : "s", 1e3 * s.far_field,
+                     1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks, s.m2l_tasks, s.p2p_interactions,
+                     gib(m.short_range->held_bytes()));
 }
 
 double CudaStepEngine::max_acceleration() {

@@ -14,8 +14,10 @@
 //
 //   bench_step_cuda [--scene=ics|evolved|clustered] [--side=N] [--box=L] [--z=Z]
 //                   [--z-start=Z] [--coarse-dln=D] [--reps=R] [--precision=float|double]
-//                   [--max-leaf=L] [--refits=K]
-// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8).
+//                   [--max-leaf=L] [--refits=K] [--chunk-tasks=T] [--memory-limit-gib=G]
+// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8);
+// --chunk-tasks: at most T P2P tasks sorted at once (default 0: as memory allows);
+// --memory-limit-gib: [gpu] memory_limit_gib (the step then chunks its tasks to fit).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -54,6 +56,8 @@ struct Options {
   std::string precision = "float";
   int max_leaf = 32;
   int refits = 8;
+  std::size_t chunk_tasks = 0;
+  double memory_limit_gib = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -74,6 +78,8 @@ Options parse(int argc, char** argv) {
     else if (const char* v = value("--precision=")) o.precision = v;
     else if (const char* v = value("--max-leaf=")) o.max_leaf = std::atoi(v);
     else if (const char* v = value("--refits=")) o.refits = std::atoi(v);
+    else if (const char* v = value("--chunk-tasks=")) o.chunk_tasks = std::strtoull(v, nullptr, 10);
+    else if (const char* v = value("--memory-limit-gib=")) o.memory_limit_gib = std::atof(v);
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       std::exit(2);
@@ -86,7 +92,8 @@ Params params_for(const Options& o, double z_init) {
   return Params::parse("[box]\nsize_mpc_h = " + std::to_string(o.box) + "\nparticles_per_side = " +
                            std::to_string(o.side) + "\n[ic]\nz_init = " + std::to_string(z_init) +
                            "\n[gpu]\nbackend = \"cuda\"\np2p_precision = \"" + o.precision +
-                           "\"\n[gravity]\nmax_leaf = " + std::to_string(o.max_leaf) + "\n",
+                           "\"\nmemory_limit_gib = " + std::to_string(o.memory_limit_gib) +
+                           "\n[gravity]\nmax_leaf = " + std::to_string(o.max_leaf) + "\n",
                        "bench_step_cuda.toml");
 }
 
@@ -132,6 +139,7 @@ int main(int argc, char** argv) {
   const std::size_t n = particles.size();
   CudaStepEngine engine(params);
   engine.set_tree_policy(o.refits, 1.1);
+  engine.set_max_chunk_tasks(o.chunk_tasks);
   engine.load(std::move(particles));
   ForceStats stats;
   engine.compute_forces(true, 0, stats);
