@@ -1,0 +1,226 @@
+#include "gpu/short_range_cuda.cuh"
+
+#include <algorithm>
+#include <cmath>
+
+#include <cub/device/device_scan.cuh>
+
+#include "core/error.hpp"
+#include "gpu/particle_kernels.cuh"
+#include "gpu/p2p_cuda.hpp"
+
+namespace orbis::gpu {
+namespace {
+
+constexpr unsigned kThreads = 256;
+unsigned blocks_for(std::size_t n) { return static_cast<unsigned>(std::max<std::size_t>(1, (n + kThreads - 1) / kThreads)); }
+
+// flag[t] = the particle at tree position t is active (flag[n] = 0, so the exclusive scan's
+// entry n is the count).
+__global__ void active_flags(const std::uint32_t* order, const std::uint8_t* bin, int min_bin, std::size_t n,
+                             std::uint32_t* flag) {
+  const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (t < n) flag[t] = bin[order[t]] >= min_bin ? 1u : 0u;
+  else if (t == n) flag[n] = 0;
+}
+
+// A node (leaf) is active when its range of tree positions holds an active particle.
+__global__ void active_nodes(const DeviceShapeNode* nodes, std::size_t n_nodes, const std::uint32_t* prefix,
+                             std::size_t n, std::uint8_t* node_active, std::uint8_t* leaf_active,
+                             unsigned long long* counters) {
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (k == 0) counters[1] = prefix[n];
+  if (k >= n_nodes) return;
+  const DeviceShapeNode nd = nodes[k];
+  const bool active = prefix[nd.first + nd.count] > prefix[nd.first];
+  node_active[k] = active;
+  if (nd.leaf >= 0) {
+    leaf_active[nd.leaf] = active;
+    if (active) atomicAdd(counters + 2, 1ull);   // an integer count: exact in any order
+  }
+}
+
+}  // namespace
+
+DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int device)
+    : settings_(settings), runner_(device), fmm_(settings.multipole_order, settings.r_s) {
+  ShortRangeSolver checked(settings);   // the host solver's checks, before any work
+  if (settings.max_leaf < 1 || static_cast<unsigned>(settings.max_leaf) > CudaP2PEvaluator::kMaxLeafCount)
+    fail("short range on the GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)",
+         settings.max_leaf, CudaP2PEvaluator::kMaxLeafCount);
+  p2p_settings_ = p2p_settings_of(settings);
+  const P2PSettings& ps = p2p_settings_;
+  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta};
+  runner_.prepare(ps);
+  for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+  counters_.ensure(3);
+  host_counters_.ensure(3);
+}
+
+DeviceShortRange::~DeviceShortRange() {
+  for (cudaEvent_t e : events_)
+    if (e) cudaEventDestroy(e);
+}
+
+void DeviceShortRange::flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream) {
+  const std::size_t n = n_, nn = tree_.n_nodes(), nl = tree_.n_leaves();
+  prefix_.ensure(n + 1);
+  node_active_.ensure(nn);
+  leaf_active_.ensure(nl);
+  active_flags<<<blocks_for(n + 1), kThreads, 0, stream>>>(tree_.order(), bin, min_active_bin, n, prefix_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  std::size_t bytes = 0;
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, prefix_.data(), prefix_.data(), static_cast<int>(n + 1)));
+  scan_temp_.ensure(bytes);
+  bytes = scan_temp_.capacity();
+  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), bytes, prefix_.data(), prefix_.data(),
+                                                 static_cast<int>(n + 1), stream));
+  active_nodes<<<blocks_for(nn), kThreads, 0, stream>>>(tree_.shape_nodes(), nn, prefix_.data(), n,
+                                                        node_active_.data(), leaf_active_.data(), counters_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Ga>
+void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
+                               cudaStream_t stream) {
+  if (n == 0) fail("short range on the GPU: no particles");
+  // The last step's pair count (full steps) for the tree policy.
+  double last_pairs = 0;
+  if (pending_) {
+    ORBIS_CUDA_CHECK(cudaEventSynchronize(events_[6]));
+    if (!active_subset_) last_pairs = static_cast<double>(host_counters_.data()[0]);
+    if (rebuilt_ && !active_subset_) pairs_at_build_ = last_pairs;
+  }
+  const bool rebuild = tree_.size() != n || refits_ >= max_refits_ ||
+                       (pairs_at_build_ > 0 && last_pairs > growth_ * pairs_at_build_);
+  n_ = n;
+  active_subset_ = bin != nullptr && min_active_bin > 0;
+  const double* y = x + n;
+  const double* z = x + 2 * n;
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
+  if (rebuild) {
+    tree_.build(x, y, z, n, settings_.max_leaf, 1.0, stream);
+    refits_ = 0;
+    pairs_at_build_ = 0;
+  } else {
+    tree_.refit(x, y, z, stream);
+    ++refits_;
+  }
+  rebuilt_ = rebuild;
+  pending_ = true;
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
+  const std::size_t nn = tree_.n_nodes(), nl = tree_.n_leaves();
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 3 * sizeof(unsigned long long), stream));
+  if (active_subset_) flag_active(bin, min_active_bin, stream);
+  const std::uint8_t* node_active = active_subset_ ? node_active_.data() : nullptr;
+  const std::uint8_t* leaf_active = active_subset_ ? leaf_active_.data() : nullptr;
+
+  walk_nodes_.ensure(nn);
+  tree_.walk_nodes(walk_nodes_.data(), stream);
+  walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
+
+  const std::size_t entries = walk_.p2p_entries(), tasks = walk_.p2p_tasks();
+  P2PKernelRunner::count_pairs(walk_.p2p_targets(), walk_.p2p_sources(), entries, tree_.leaves(), leaf_active,
+                               counters_.data(), stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
+
+  // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
+  // and sorted by target a chunk of target leaves at a time (writes every particle of every
+  // evaluated target leaf).
+  rel_.ensure(3 * n * runner_.position_bytes());
+  acc_tree_.ensure(3 * n);
+  runner_.relative_positions(tree_.tree_x(), tree_.tree_y(), tree_.tree_z(), tree_.leaves(), nl, n, rel_.data(),
+                             stream);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_tree_.data(), 0, 3 * n * sizeof(double), stream));
+  P2PLaunch launch;
+  launch.leaves = tree_.leaves();
+  launch.rel = rel_.data();
+  launch.n = n;
+  launch.acc = acc_tree_.data();
+  launch.leaf_active = leaf_active;
+  chunks_.run(walk_.p2p_targets(), walk_.p2p_sources(), entries, tasks, nl, chunk_limit(entries, tasks, nl), runner_,
+              launch, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
+
+  // Far field: added to the P2P sums of the leaves that have a local expansion.
+  if (walk_.m2l_count() > 0)
+    fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
+                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
+  scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
+                          stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), 3 * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[6], stream));
+}
+
+std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const {
+  // What free device memory holds beside the step's other arrays (and a margin for CUDA and
+  // the sorts), counting the chunk arrays held now as free.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::size_t margin = std::size_t{512} << 20;
+  const std::size_t others = rel_.growth_bytes(3 * n_ * runner_.position_bytes()) + acc_tree_.growth_bytes(3 * n_);
+  const std::size_t usable = (allocation_cap_ > 0 ? std::min(free_bytes, allocation_cap_) : free_bytes) +
+                             chunks_.held_bytes();
+  const std::size_t fixed = DeviceP2PChunks::bytes_for(entries, 0, n_leaves) + others + margin;
+  std::size_t limit = usable > fixed ? (usable - fixed) / 24 : 0;   // 20 bytes a task, +1/8 headroom
+  if (max_chunk_tasks_ > 0) limit = std::min(limit, max_chunk_tasks_);
+  if (limit == 0) fail("P2P on the GPU: no device memory left for the tasks ({:.2f} GiB free)", free_bytes / 1073741824.0);
+  return limit >= tasks ? 0 : limit;
+}
+
+void DeviceShortRange::set_tree_policy(int max_refits, double growth) {
+  max_refits_ = std::max(max_refits, 0);
+  growth_ = growth;
+}
+
+template void DeviceShortRange::compute<float>(const double*, std::size_t, const std::uint8_t*, int, float*,
+                                               cudaStream_t);
+template void DeviceShortRange::compute<double>(const double*, std::size_t, const std::uint8_t*, int, double*,
+                                                cudaStream_t);
+
+DeviceShortRangeStats DeviceShortRange::stats() const {
+  DeviceShortRangeStats s;
+  ORBIS_CUDA_CHECK(cudaEventSynchronize(events_[6]));
+  auto seconds = [&](int a, int b) {
+    float ms = 0;
+    ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[a], events_[b]));
+    return 1e-3 * ms;
+  };
+  s.tree = seconds(0, 1);
+  s.walk = seconds(1, 2);
+  // Events 2-4 enclose the pair count, positions, selection and sorts, and the kernels.
+  s.p2p = chunks_.kernel_seconds();
+  s.grouping = seconds(2, 4) - s.p2p;
+  s.far_field = seconds(4, 5);
+  s.scatter = seconds(5, 6);
+  s.total = seconds(0, 6);
+  s.rebuilt = rebuilt_;
+  const unsigned long long* c = host_counters_.data();
+  s.p2p_interactions = static_cast<double>(c[0]);
+  s.active_particles = active_subset_ ? static_cast<std::size_t>(c[1]) : n_;
+  s.active_leaves = active_subset_ ? static_cast<std::size_t>(c[2]) : tree_.n_leaves();
+  s.m2l_tasks = walk_.m2l_count();
+  s.p2p_tasks = walk_.p2p_tasks();
+  s.nodes = tree_.n_nodes();
+  s.leaves = tree_.n_leaves();
+  s.walk_launches = walk_.levels();
+  s.walk_reruns = walk_.reruns();
+  s.p2p_chunks = chunks_.chunks();
+  return s;
+}
+
+double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
+  acc_tree_.ensure(doubles);
+  return acc_tree_.data();
+}
+
+std::size_t DeviceShortRange::held_bytes() const {
+  return walk_.held_bytes() + chunks_.held_bytes() + walk_nodes_.capacity() * sizeof(WalkNode) +
+         prefix_.capacity() * 4 + rel_.capacity() +
+         acc_tree_.capacity() * 8 + leaf_active_.capacity() + node_active_.capacity() + scan_temp_.capacity();
+}
+
+}  // namespace orbis::gpu
