@@ -28,9 +28,8 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
   GroupCatalogue c;
   c.box_mpc_h = box_mpc_h;
   c.a = a;
-  c.omega_m = params.get_real("cosmology.omega_m");
-  c.omega_lambda = params.has("cosmology.omega_lambda") ? params.get_real("cosmology.omega_lambda")
-                                                        : 1.0 - c.omega_m;
+  c.omega_m = cosmology_params(params).omega_m;
+  c.omega_lambda = cosmology_params(params).omega_lambda;
   c.h = params.get_real("cosmology.h");
   c.particle_mass = particles.mass;
   c.num_particles = particles.size();

@@ -117,14 +117,16 @@ Cosmology& Cosmology::operator=(const Cosmology& other) {
   return *this;
 }
 
-Cosmology Cosmology::from_params(const Params& params) {
+CosmologyParams cosmology_params(const Params& params) {
   CosmologyParams p;
   p.omega_m = params.get_real("cosmology.omega_m");
   p.omega_lambda = params.has("cosmology.omega_lambda") ? params.get_real("cosmology.omega_lambda")
                                                         : 1.0 - p.omega_m;
   p.w0 = params.get_real("cosmology.w0");
-  return Cosmology(p);
+  return p;
 }
+
+Cosmology Cosmology::from_params(const Params& params) { return Cosmology(cosmology_params(params)); }
 
 double Cosmology::E(double a) const {
   return std::sqrt(p_.omega_m / (a * a * a) + omega_k() / (a * a) +

@@ -19,6 +19,10 @@ struct CosmologyParams {
   double w0 = -1.0;
 };
 
+// The background in force: [cosmology] omega_m, w0, and omega_lambda (1 - omega_m, flat,
+// when the file does not set it).
+CosmologyParams cosmology_params(const Params& params);
+
 class Cosmology {
  public:
   explicit Cosmology(const CosmologyParams& p);

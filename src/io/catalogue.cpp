@@ -47,6 +47,10 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   file.attribute("/Header", "Nids_Total", static_cast<std::int64_t>(c.ids.size()));
   file.attribute("/Header", "Nsubhalos_ThisFile", std::int64_t{0});
   file.attribute("/Header", "Nsubhalos_Total", std::int64_t{0});
+  // The same under the GADGET-3/AREPO names, with an empty /Subhalo group: yt's gadget_fof
+  // reader needs both.
+  file.attribute("/Header", "Nsubgroups_ThisFile", std::int64_t{0});
+  file.attribute("/Header", "Nsubgroups_Total", std::int64_t{0});
   file.attribute("/Header", "NumFiles", std::int32_t{1});
   file.attribute("/Header", "Omega0", c.omega_m);
   file.attribute("/Header", "OmegaLambda", c.omega_lambda);
@@ -80,10 +84,10 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   file.write("/Group/GroupPos", flatten(c.pos, 1.0).data(), n, 3);
   describe_dataset(file, "/Group/GroupPos", kUnitLength,
             "centre of mass (members unwrapped around the first member), comoving Mpc/h, in [0, BoxSize)");
-  file.write("/Group/GroupVel", flatten(c.vel_pec, 1.0 / std::sqrt(c.a)).data(), n, 3);
-  describe_dataset(file, "/Group/GroupVel", kUnitVelocityU,
-            "mean member velocity in the snapshot convention u = v_pec / sqrt(a) (GADGET), km/s; "
-            "peculiar velocity = sqrt(a) GroupVel");
+  file.write("/Group/GroupVel", flatten(c.vel_pec, c.a).data(), n, 3);
+  describe_dataset(file, "/Group/GroupVel", kUnitGroupVelocity,
+            "mean member velocity a^2 dx/dt = a v_pec (GADGET-4's GroupVel), km/s; "
+            "peculiar velocity = GroupVel / a");
   file.write("/Group/GroupVelDisp", c.vel_disp);
   describe_dataset(file, "/Group/GroupVelDisp", GadgetUnit{0, 0, 0, 0, 1, kKmInCm},
             "1D peculiar velocity dispersion sqrt(sum |v - <v>|^2 / (3 GroupLen)), km/s");
@@ -105,6 +109,8 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
             "mass, 1e10 Msun/h," + so + "the mean matter density (outermost crossing)");
   file.write("/Group/Group_R_Mean200", c.r_mean200);
   describe_dataset(file, "/Group/Group_R_Mean200", kUnitLength, "comoving radius, Mpc/h," + so + "the mean matter density");
+
+  file.create_group("/Subhalo");
 
   file.create_group("/IDs");
   file.write("/IDs/ID", c.ids);
@@ -148,7 +154,12 @@ GroupCatalogue read_catalogue(const std::string& path) {
   c.m_mean200 = column("Group_M_Mean200");
   c.r_mean200 = column("Group_R_Mean200");
   c.pos = unflatten(r.read<double>("/Group/GroupPos"), n, 1.0, path + ": /Group/GroupPos");
-  c.vel_pec = unflatten(r.read<double>("/Group/GroupVel"), n, std::sqrt(c.a), path + ": /Group/GroupVel");
+  // v_pec = GroupVel a^a_scaling: a^-1 (GADGET-4's a v_pec; also when the attribute is
+  // absent, as in GADGET-4's files) or a^0.5 (the u = v_pec / sqrt(a) of older orbis files).
+  const double vel_a_scaling = r.has_attribute("/Group/GroupVel", "a_scaling")
+                                   ? r.attribute<double>("/Group/GroupVel", "a_scaling") : -1.0;
+  c.vel_pec = unflatten(r.read<double>("/Group/GroupVel"), n, std::pow(c.a, vel_a_scaling),
+                        path + ": /Group/GroupVel");
   c.densest_pos = unflatten(r.read<double>("/Group/GroupDensestPos"), n, 1.0, path + ": /Group/GroupDensestPos");
   c.densest_id = r.read<std::uint64_t>("/Group/GroupDensestID");
   c.offset = r.read<std::uint64_t>("/Group/GroupOffset");

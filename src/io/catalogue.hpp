@@ -1,13 +1,15 @@
 // Halo catalogues in the HDF5 layout of GADGET-4's fof_tab files (single file), so that tools
 // reading GADGET-4 group catalogues read ours:
 //   /Header  BoxSize, Time (= a), Redshift, Ngroups_ThisFile, Ngroups_Total, Nids_ThisFile,
-//            Nids_Total, NumFiles, Nsubhalos_ThisFile = Nsubhalos_Total = 0, Omega0,
+//            Nids_Total, NumFiles, Nsubhalos_ThisFile = Nsubhalos_Total = 0 (and the
+//            GADGET-3/AREPO Nsubgroups_ThisFile = Nsubgroups_Total = 0), Omega0,
 //            OmegaLambda, HubbleParam; orbis additions: ParticleMass, NumPart_Total,
 //            LinkingLength (Mpc/h), LinkingLengthOverSpacing (b), MinGroupMembers,
 //            SOOverdensity (200)
 //   /Group   GroupLen, GroupLenType, GroupMass, GroupMassType, GroupPos, GroupVel,
 //            Group_M_Crit200, Group_R_Crit200, Group_M_Mean200, Group_R_Mean200 (GADGET-4
 //            names); GroupOffset, GroupVelDisp, GroupDensestPos, GroupDensestID (orbis)
+//   /Subhalo empty (no subhaloes; yt's gadget_fof reader needs the group)
 //   /IDs/ID  member IDs, group after group (GADGET-4's FOF_STOREIDS layout), ascending
 //            within a group; GroupOffset[g] is the index of group g's first ID. (GADGET-4's
 //            GroupOffsetType counts into a group-ordered snapshot; orbis snapshots are not
@@ -15,10 +17,10 @@
 //   /Parameters, /Config (provenance.hpp)
 // Units are GADGET's (comoving Mpc/h, 1e10 Msun/h, km/s) and every dataset carries its
 // unit attributes (a_scaling, h_scaling, ..., to_cgs, Description) as snapshots do.
-// GroupVel is written in the snapshot convention u = v_pec / sqrt(a) (GADGET-4 fof_tab's
-// GroupVel), so it compares directly with snapshot Velocities; GroupVelDisp is the 1D
-// dispersion of peculiar velocities (km/s, no sqrt(a) factor). In memory the catalogue
-// holds peculiar velocities.
+// GroupVel is GADGET-4's: the members' mean a^2 dx/dt = a v_pec (GADGET-4 averages its
+// internal velocity variable; AREPO documents the same "km/s/a"), so v_pec = GroupVel / a,
+// while snapshot Velocities are u = v_pec / sqrt(a). GroupVelDisp is the 1D dispersion of
+// peculiar velocities (km/s, no a factor). In memory the catalogue holds peculiar velocities.
 #pragma once
 #include <cstdint>
 #include <string>

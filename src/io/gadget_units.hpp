@@ -21,6 +21,7 @@ struct GadgetUnit {
 inline constexpr GadgetUnit kUnitLength{1, -1, 1, 0, 0, kMpcInCm};         // comoving Mpc/h
 inline constexpr GadgetUnit kUnitMass{0, -1, 0, 1, 0, kMassUnitInG};       // 1e10 Msun/h
 inline constexpr GadgetUnit kUnitVelocityU{0.5, 0, 0, 0, 1, kKmInCm};      // u = v_pec/sqrt(a)
+inline constexpr GadgetUnit kUnitGroupVelocity{-1, 0, 0, 0, 1, kKmInCm};   // a v_pec = a^2 dx/dt
 inline constexpr GadgetUnit kUnitNone{0, 0, 0, 0, 0, 1};
 
 void describe_dataset(H5Writer& file, const std::string& dataset, const GadgetUnit& unit,

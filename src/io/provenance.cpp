@@ -6,10 +6,42 @@
 
 #include "core/banner.hpp"
 #include "core/params.hpp"
+#include "core/units.hpp"
+#include "cosmology/cosmology.hpp"
+#include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "orbis/build_info.hpp"
 
 namespace orbis {
+namespace {
+
+// GADGET-4's names for the same run (provenance.hpp lists them and their units).
+void write_gadget_parameters(H5Writer& file, const Params& params) {
+  const std::string group = "/Parameters";
+  file.attribute(group, "UnitLength_in_cm", kMpcInCm);
+  file.attribute(group, "UnitMass_in_g", kMassUnitInG);
+  file.attribute(group, "UnitVelocity_in_cm_per_s", kKmInCm);
+  file.attribute(group, "GravityConstantInternal", units::G);
+  file.attribute(group, "Hubble", units::H0);
+  const CosmologyParams cosmology = cosmology_params(params);
+  file.attribute(group, "HubbleParam", params.get_real("cosmology.h"));
+  file.attribute(group, "Omega0", cosmology.omega_m);
+  file.attribute(group, "OmegaLambda", cosmology.omega_lambda);
+  file.attribute(group, "OmegaBaryon", params.get_real("cosmology.omega_b"));
+  const double box = params.get_real("box.size_mpc_h");
+  file.attribute(group, "BoxSize", box);
+  file.attribute(group, "ComovingIntegrationOn", std::int32_t{1});
+  if (params.has("box.particles_per_side")) {
+    const double softening = params.get_real("gravity.softening_over_spacing") * box /
+                             static_cast<double>(params.get_int("box.particles_per_side"));
+    file.attribute(group, "SofteningComovingClass0", softening);
+    file.attribute(group, "SofteningMaxPhysClass0", softening);   // never limited: comoving always
+    for (int type = 0; type < 6; ++type)
+      file.attribute(group, "SofteningClassOfPartType" + std::to_string(type), std::int32_t{0});
+  }
+}
+
+}  // namespace
 
 void write_provenance(H5Writer& file, const Params& params) {
   file.create_group("/Config");
@@ -32,6 +64,7 @@ void write_provenance(H5Writer& file, const Params& params) {
       case ParamType::real_list: file.attribute("/Parameters", name, params.get_real_list(name)); break;
     }
   }
+  write_gadget_parameters(file, params);
 }
 
 }  // namespace orbis

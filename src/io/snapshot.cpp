@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/provenance.hpp"
@@ -71,6 +72,11 @@ struct FileUnits {
 
 }  // namespace
 
+std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t high_word) {
+  constexpr std::uint64_t two_to_32 = std::uint64_t{1} << 32;
+  return num_part_total < two_to_32 ? num_part_total + (high_word << 32) : num_part_total;
+}
+
 void write_snapshot(const std::string& path, const Particles& particles, double a,
                     const Params& params, const std::vector<Vec3d>* accelerations) {
   const std::uint64_t n = particles.size();
@@ -80,16 +86,15 @@ void write_snapshot(const std::string& path, const Particles& particles, double 
   file.attribute("/Header", "Time", a);
   file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
   std::vector<std::uint64_t> counts{0, n, 0, 0, 0, 0};
-  std::vector<std::uint32_t> high_words{0, static_cast<std::uint32_t>(n >> 32), 0, 0, 0, 0};
   file.attribute("/Header", "NumPart_ThisFile", counts);
   file.attribute("/Header", "NumPart_Total", counts);
-  file.attribute("/Header", "NumPart_Total_HighWord", high_words);
+  // NumPart_Total holds the whole 64-bit count (GADGET-4), so the high words are 0: readers
+  // that add HighWord << 32 (the GADGET-2 convention) then count right too.
+  file.attribute("/Header", "NumPart_Total_HighWord", std::vector<std::uint32_t>(6, 0));
   file.attribute("/Header", "MassTable", std::vector<double>{0, particles.mass, 0, 0, 0, 0});
-  const double omega_m = params.get_real("cosmology.omega_m");
-  const double omega_lambda = params.has("cosmology.omega_lambda")
-                                  ? params.get_real("cosmology.omega_lambda") : 1.0 - omega_m;
-  file.attribute("/Header", "Omega0", omega_m);
-  file.attribute("/Header", "OmegaLambda", omega_lambda);
+  const CosmologyParams cosmology = cosmology_params(params);
+  file.attribute("/Header", "Omega0", cosmology.omega_m);
+  file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
   file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
   file.attribute("/Header", "NumFilesPerSnapshot", std::int32_t{1});
   file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
@@ -135,11 +140,12 @@ Snapshot read_snapshot(const std::string& path) {
       snap.header.h = header_or_parameter(r, "HubbleParam", 0);
       auto total = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total");
       if (total.size() < 2) fail("'{}': /Header NumPart_Total has {} entries, expected 6", files[f], total.size());
-      snap.header.num_total = total[1];
+      std::uint64_t high_word = 0;
       if (r.has_attribute("/Header", "NumPart_Total_HighWord")) {
         auto high = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total_HighWord");
-        if (high.size() > 1) snap.header.num_total += high[1] << 32;
+        if (high.size() > 1) high_word = high[1];
       }
+      snap.header.num_total = gadget_total_count(total[1], high_word);
       if (!(snap.header.box_mpc_h > 0) || !(snap.header.a > 0))
         fail("'{}': BoxSize = {} and Time = {} must be positive", files[f], snap.header.box_mpc_h, snap.header.a);
     }

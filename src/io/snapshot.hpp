@@ -1,12 +1,14 @@
-// Snapshots and initial conditions in the GADGET-4 HDF5 layout (DESIGN.md "Files"), so
+// Snapshots and initial conditions in the GADGET-4 HDF5 layout, so
 // outputs drop into existing tools and ICs of GADGET-4/N-GenIC, MUSIC and monofonIC read in.
-//   /Header     BoxSize, Time (= a), Redshift, NumPart_ThisFile, NumPart_Total,
-//               NumPart_Total_HighWord, MassTable, Omega0, OmegaLambda, HubbleParam,
-//               NumFilesPerSnapshot
+//   /Header     BoxSize, Time (= a), Redshift, NumPart_ThisFile, NumPart_Total (64-bit),
+//               NumPart_Total_HighWord (0: see gadget_total_count), MassTable, Omega0,
+//               OmegaLambda, HubbleParam, NumFilesPerSnapshot, Flag_DoublePrecision,
+//               UnitLength_in_cm, UnitMass_in_g, UnitVelocity_in_cm_per_s
 //   /PartType1  Coordinates (Mpc/h), Velocities (u = sqrt(a) dx/dt = v_pec / sqrt(a), km/s),
 //               ParticleIDs, optionally Acceleration
 //   /Parameters /Config   (provenance.hpp)
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,12 @@ struct Snapshot {
 // be null. Box and cosmology come from `params`.
 void write_snapshot(const std::string& path, const Particles& particles, double a,
                     const Params& params, const std::vector<Vec3d>* accelerations = nullptr);
+
+// The total particle count from a header's NumPart_Total and NumPart_Total_HighWord. GADGET-2/3
+// store the low 32 bits in NumPart_Total and the high ones in HighWord; GADGET-4 (and orbis)
+// store the whole count in NumPart_Total (64-bit), where a HighWord, if any, repeats bits
+// already there. A NumPart_Total of 2^32 or more is therefore the whole count.
+std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t high_word);
 
 // Reads a snapshot or IC file: PATH itself, or PATH.0.hdf5, PATH.1.hdf5, ... (also PATH
 // ending in ".0.hdf5") for multi-file sets. Only PartType1 is read; every other type must be

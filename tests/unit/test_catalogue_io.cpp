@@ -113,7 +113,7 @@ TEST_CASE("catalogue: HDF5 round trip, GADGET-4 names and the mass-function text
   halo::write_halo_outputs(path, cat, params);
   check_same(read_catalogue(path), cat, 1e-14);
 
-  // What GADGET-4 readers look for, and the velocity convention u = v_pec / sqrt(a).
+  // What GADGET-4 readers look for, and GADGET-4's GroupVel = a v_pec.
   H5Reader r(path);
   CHECK(r.attribute<std::int64_t>("/Header", "Ngroups_Total") == static_cast<std::int64_t>(cat.size()));
   CHECK(r.attribute<std::int64_t>("/Header", "Nids_Total") == static_cast<std::int64_t>(cat.ids.size()));
@@ -121,10 +121,30 @@ TEST_CASE("catalogue: HDF5 round trip, GADGET-4 names and the mass-function text
   CHECK(r.shape("/Group/GroupPos") == std::vector<std::size_t>{cat.size(), 3});
   CHECK(r.shape("/Group/GroupLenType") == std::vector<std::size_t>{cat.size(), 6});
   const auto vel = r.read<double>("/Group/GroupVel");
-  CHECK(vel[0] == doctest::Approx(cat.vel_pec[0].x / std::sqrt(a)).epsilon(1e-14));
-  CHECK(r.attribute<double>("/Group/GroupVel", "a_scaling") == 0.5);
+  for (std::size_t g = 0; g < cat.size(); ++g)
+    for (int d = 0; d < 3; ++d) CHECK(vel[3 * g + d] == doctest::Approx(a * cat.vel_pec[g][d]).epsilon(1e-14));
+  CHECK(r.attribute<double>("/Group/GroupVel", "a_scaling") == -1.0);   // v_pec = GroupVel / a
+  // yt's gadget_fof reader needs the GADGET-3 subhalo counts and a /Subhalo group.
+  CHECK(r.attribute<std::int64_t>("/Header", "Nsubgroups_ThisFile") == 0);
+  CHECK(r.attribute<std::int64_t>("/Header", "Nsubgroups_Total") == 0);
+  CHECK(r.has("/Subhalo"));
+  CHECK(r.attribute<double>("/Parameters", "UnitLength_in_cm") == doctest::Approx(3.0857e24).epsilon(1e-4));
+  CHECK(r.attribute<double>("/Parameters", "HubbleParam") == 0.7);
+  CHECK(r.attribute<double>("/Parameters", "Omega0") == 0.28);
+  CHECK(r.attribute<double>("/Parameters", "OmegaLambda") == 0.72);
+  CHECK(r.attribute<double>("/Parameters", "BoxSize") == kBox);
   CHECK(r.has("/Parameters"));
   CHECK(r.has("/Config"));
+
+  // Older orbis catalogues stored GroupVel as u = v_pec / sqrt(a) (a_scaling 0.5): the reader
+  // follows the file's a_scaling. The old file is made from the new one by h5py.
+  const std::string old_path = (dir / "old_convention.hdf5").string();
+  fs::copy_file(path, old_path);
+  const std::string rewrite = std::string(ORBIS_PYTHON) +
+      " -c \"import h5py, sys; f = h5py.File(sys.argv[1], 'a'); v = f['Group/GroupVel']; "
+      "a = f['Header'].attrs['Time']; v[...] = v[...] / a**1.5; v.attrs['a_scaling'] = 0.5\" " + old_path;
+  REQUIRE_MESSAGE(std::system(rewrite.c_str()) == 0, "needs python3 with h5py: " << rewrite);
+  check_same(read_catalogue(old_path), cat, 1e-14);
   // Every member ID appears once, and the IDs of a group are those of its members.
   std::vector<std::uint64_t> all = cat.ids;
   std::sort(all.begin(), all.end());

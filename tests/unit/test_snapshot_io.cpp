@@ -70,6 +70,60 @@ TEST_CASE("our snapshots round-trip exactly") {
     CHECK(entry.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
+TEST_CASE("/Parameters carries GADGET-4's names for units, cosmology, box and softening") {
+  // What pynbody and yt read from GADGET-4 files, with the values of this parameter file.
+  const Params params = Params::parse(
+      "[box]\nsize_mpc_h = 40.0\nparticles_per_side = 8\n[cosmology]\nomega_m = 0.25\nomega_b = 0.04\n"
+      "h = 0.71\n[gravity]\nsoftening_over_spacing = 0.02\n", "t.toml");
+  Particles p;
+  p.resize(8);
+  p.mass = 2.0;
+  for (std::size_t i = 0; i < 8; ++i) p.id[i] = i + 1;
+  const auto path = scratch("gadget_names.hdf5").string();
+  write_snapshot(path, p, 0.5, params);
+  H5Reader r(path);
+  const std::string g = "/Parameters";
+  // GADGET's unit lengths carry no h: 1 Mpc, 1e10 Msun and 1 km/s in cgs, so that stored
+  // values are Mpc/h and 1e10 Msun/h.
+  CHECK(r.attribute<double>(g, "UnitLength_in_cm") == doctest::Approx(3.0857e24).epsilon(1e-4));
+  CHECK(r.attribute<double>(g, "UnitMass_in_g") == doctest::Approx(1.989e43).epsilon(1e-4));
+  CHECK(r.attribute<double>(g, "UnitVelocity_in_cm_per_s") == 1e5);
+  CHECK(r.attribute<double>(g, "Hubble") == 100.0);   // H0 in (km/s)/(Mpc/h)
+  // G = 6.674e-8 cm^3 g^-1 s^-2 in (Mpc/h) (km/s)^2 / (1e10 Msun/h): 6.674e-8 * 1.989e43 / (3.0857e24 * 1e10).
+  CHECK(r.attribute<double>(g, "GravityConstantInternal") == doctest::Approx(43.02).epsilon(1e-3));
+  CHECK(r.attribute<double>(g, "HubbleParam") == 0.71);
+  CHECK(r.attribute<double>(g, "Omega0") == 0.25);
+  CHECK(r.attribute<double>(g, "OmegaLambda") == doctest::Approx(0.75));   // flat when not given
+  CHECK(r.attribute<double>(g, "OmegaBaryon") == 0.04);
+  CHECK(r.attribute<double>(g, "BoxSize") == 40.0);
+  CHECK(r.attribute<std::int32_t>(g, "ComovingIntegrationOn") == 1);
+  CHECK(r.attribute<double>(g, "SofteningComovingClass0") == doctest::Approx(0.02 * 40.0 / 8));
+  CHECK(r.attribute<double>(g, "SofteningMaxPhysClass0") == doctest::Approx(0.02 * 40.0 / 8));
+  CHECK(r.attribute<std::int32_t>(g, "SofteningClassOfPartType1") == 0);
+  // orbis's own keys stay beside them, and the header keeps its fields.
+  CHECK(r.attribute<double>(g, "cosmology.h") == 0.71);
+  CHECK(r.attribute<double>("/Header", "HubbleParam") == 0.71);
+  CHECK(r.attribute<double>("/Header", "BoxSize") == 40.0);
+}
+
+TEST_CASE("NumPart_Total is the whole 64-bit count; HighWord is 0 and is added only to a 32-bit low word") {
+  Params params = small_params();
+  Particles p;
+  p.resize(3);
+  p.mass = 1.0;
+  for (std::size_t i = 0; i < 3; ++i) p.id[i] = i + 1;
+  const auto path = scratch("highword.hdf5").string();
+  write_snapshot(path, p, 1.0, params);
+  H5Reader r(path);
+  CHECK(r.attribute_array<std::uint64_t>("/Header", "NumPart_Total") == std::vector<std::uint64_t>{0, 3, 0, 0, 0, 0});
+  CHECK(r.attribute_array<std::uint32_t>("/Header", "NumPart_Total_HighWord") == std::vector<std::uint32_t>(6, 0));
+  const std::uint64_t big = (std::uint64_t{3} << 32) + 17;   // 2048^3 is of this size
+  CHECK(gadget_total_count(17, 3) == big);                       // GADGET-2/3: low + high words
+  CHECK(gadget_total_count(big, 0) == big);                      // GADGET-4, orbis
+  CHECK(gadget_total_count(big, 3) == big);                      // a 64-bit count with its high word repeated
+  CHECK(gadget_total_count(5, 0) == 5);
+}
+
 TEST_CASE("accelerations are written on request, with their units and comoving factors") {
   Params params = small_params();
   Particles p;
