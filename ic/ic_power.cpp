@@ -10,7 +10,7 @@ namespace orbis::ic {
 
 std::vector<PowerBin> bin_power(const FftMesh<double>& layout, const std::complex<double>* modes, double box_mpc_h,
                                 double scale, const PowerFunction& p_input) {
-  const int n = layout.n(), half = n / 2, nzc = n / 2 + 1;
+  const int n = layout.n(), half = n / 2;
   const int x0 = layout.local_x0(), x1 = layout.local_x0() + layout.local_nx();
   const double k_f = 2.0 * M_PI / box_mpc_h, volume = box_mpc_h * box_mpc_h * box_mpc_h;
   const int num_bins = static_cast<int>(std::sqrt(3.0) * half) + 2;

@@ -123,6 +123,15 @@ Comm Comm::split(int colour, int key) const {
   return Comm(impl);
 }
 
+void Comm::throw_if_any_failed(const std::string& message) const {
+  const int first = min(message.empty() ? size_ : rank_);
+  if (first == size_) return;
+  std::string theirs = message;
+  broadcast(theirs, first);
+  if (!message.empty()) throw Error(message);
+  throw Error(fmt::format("rank {}: {}", first, theirs));
+}
+
 const CommStats& Comm::stats() const { return impl_->stats; }
 void Comm::reset_stats() const { impl_->stats = CommStats{}; }
 
@@ -189,6 +198,7 @@ void Comm::allgatherv_raw(const void* send, std::size_t count, const std::vector
     if (count) std::memcpy(recv, send, count * element);
     return;
   }
+  (void)counts;
 #ifdef ORBIS_HAVE_MPI
   Timed t(impl_->stats, count * element * size_);
   const ElementType type(element);
@@ -213,7 +223,7 @@ void Comm::gatherv_raw(const void* send, std::size_t count, const std::vector<st
   MPI_Gatherv(send, to_int(count, "a message"), type.get(), recv, n.data(), displacements.data(), type.get(), root,
               impl_->comm);
 #else
-  (void)root;
+  (void)counts, (void)root;
 #endif
 }
 

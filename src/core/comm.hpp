@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace orbis {
 
 struct CommStats {
@@ -119,6 +121,11 @@ class Comm {
   std::vector<std::size_t> alltoall_counts(const std::vector<std::size_t>& send_counts,
                                            std::size_t send_total) const;
 
+  // After work that may fail on some ranks only (file I/O): when `message` is non-empty on
+  // any rank, every rank throws orbis::Error (its own message, or the lowest failing rank's),
+  // so no rank is left waiting in the next collective.
+  void throw_if_any_failed(const std::string& message) const;
+
   const CommStats& stats() const;
   void reset_stats() const;
 
@@ -163,5 +170,20 @@ class Comm {
   std::shared_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };
+
+// Runs f on every rank of comm; an orbis::Error on any rank is thrown on all of them
+// (Comm::throw_if_any_failed). f itself must not call collectives of comm after a point
+// where it can throw.
+template <typename F>
+void run_collectively(const Comm& comm, F&& f) {
+  std::string message;
+  try {
+    f();
+  } catch (const Error& e) {
+    message = e.what();
+    if (message.empty()) message = "unknown error";
+  }
+  comm.throw_if_any_failed(message);
+}
 
 }  // namespace orbis
