@@ -136,6 +136,9 @@ const std::vector<ParamSpec> kSchema = {
     {"gpu", "device", T::integer, "0", 0, 64, false, nullptr, "", "CUDA device index"},
     {"gpu", "p2p_precision", T::string, "\"float\"", -inf, inf, false, "float|double", "",
      "arithmetic of the P2P kernel"},
+    {"gpu", "memory_limit_gib", T::real, "0", 0, inf, false, nullptr, "GiB",
+     "device memory the CUDA step engine may plan with; 0: all that is free. The plan is checked "
+     "against it before any work"},
 };
 
 std::string format_number(double v) {

@@ -6,23 +6,6 @@
 
 namespace orbis {
 
-void truncated_radial_derivatives(double r, double r_s, int order, double* g) {
-  constexpr double kInvSqrtPi = 0.56418958354775628695;
-  const double a = 0.5 / r_s;
-  const double inv_r2 = 1.0 / (r * r);
-  const double gauss = std::exp(-a * a * r * r) * kInvSqrtPi / a;   // e^(-a^2 r^2)/(a sqrt(pi))
-  double b = std::erfc(a * r) / r;
-  double two_a2_pow = 1.0;   // (2a^2)^m
-  g[0] = b;
-  double sign = 1.0;
-  for (int m = 1; m <= order; ++m) {
-    two_a2_pow *= 2.0 * a * a;
-    b = ((2 * m - 1) * b + two_a2_pow * gauss) * inv_r2;
-    sign = -sign;
-    g[m] = sign * b;
-  }
-}
-
 KernelDerivatives::KernelDerivatives(int order, double r_s) : set_(order), r_s_(r_s) {
   if (!(r_s > 0)) fail("kernel derivatives: r_s = {} must be > 0", r_s);
   const int nc = set_.size();

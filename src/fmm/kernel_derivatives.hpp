@@ -14,15 +14,34 @@
 // every D_n = R^(0)_n for any radial kernel in O(order^4) operations. The kernel is not
 // harmonic, so these tensors are not traceless (see tree/multipoles.hpp).
 #pragma once
+#include <math.h>
+
 #include <vector>
 
+#include "core/hostdevice.hpp"
 #include "core/vec3.hpp"
 #include "tree/multi_index.hpp"
 
 namespace orbis {
 
-// g[m] = ((1/r) d/dr)^m [erfc(r/2r_s)/r] for m = 0..order; r > 0, r_s > 0 (Mpc/h).
-void truncated_radial_derivatives(double r, double r_s, int order, double* g);
+// g[m] = ((1/r) d/dr)^m [erfc(r/2r_s)/r] for m = 0..order; r > 0, r_s > 0 (Mpc/h). Host and
+// device (the GPU's M2L, gpu/fmm_cuda.cu).
+ORBIS_HD void truncated_radial_derivatives(double r, double r_s, int order, double* g) {
+  constexpr double kInvSqrtPi = 0.56418958354775628695;
+  const double a = 0.5 / r_s;
+  const double inv_r2 = 1.0 / (r * r);
+  const double gauss = exp(-a * a * r * r) * kInvSqrtPi / a;   // e^(-a^2 r^2)/(a sqrt(pi))
+  double b = erfc(a * r) / r;
+  double two_a2_pow = 1.0;   // (2a^2)^m
+  g[0] = b;
+  double sign = 1.0;
+  for (int m = 1; m <= order; ++m) {
+    two_a2_pow *= 2.0 * a * a;
+    b = ((2 * m - 1) * b + two_a2_pow * gauss) * inv_r2;
+    sign = -sign;
+    g[m] = sign * b;
+  }
+}
 
 class KernelDerivatives {
  public:

@@ -388,6 +388,16 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
                                                      lists_[cur].data(), x, y, z, order_.data(), tx_.data(),
                                                      ty_.data(), tz_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
+  finish_geometry(stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
+}
+
+// Leaf records and centres, internal centres (deepest first), radii: from the tree-order
+// positions and the boxes in geom_ (build() and refit()).
+void DeviceOrbTree::finish_geometry(cudaStream_t stream) {
+  const auto nn = static_cast<std::uint32_t>(n_);
+  const std::size_t n = n_;
+  const int max_depth = static_cast<int>(level_offset_.size()) - 2;
   leaf_centres<<<blocks_for(n_leaves_), kThreads, 0, stream>>>(static_cast<std::uint32_t>(n_leaves_),
                                                                leaf_node_.data(), nodes_.data(), tx_.data(),
                                                                ty_.data(), tz_.data(), geom_.data(), leaves_.data());
@@ -407,7 +417,6 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
   set_radii<<<blocks_for(n_nodes), kThreads, 0, stream>>>(
       n_nodes, reinterpret_cast<const unsigned long long*>(r2_.data()), geom_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
 }
 
 DeviceOrbTree::Times DeviceOrbTree::times() const {

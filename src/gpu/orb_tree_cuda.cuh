@@ -46,6 +46,13 @@ class DeviceOrbTree {
   void build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
              double particle_mass, cudaStream_t stream);
 
+  // Keeps the last build's membership and order and recomputes the geometry from new
+  // positions of the same particles (orb_tree_refit_cuda.cu): tree-order positions, boxes,
+  // centres of mass, radii, leaf records; no sort, no host wait. Siblings may then
+  // overlap, which the walk allows (its tests use each node's own box and radius); with
+  // unchanged positions the result is build()'s bit for bit.
+  void refit(const double* x, const double* y, const double* z, cudaStream_t stream);
+
   std::size_t size() const { return n_; }
   std::size_t n_nodes() const { return shape_.size(); }
   std::size_t n_leaves() const { return n_leaves_; }
@@ -63,6 +70,12 @@ class DeviceOrbTree {
 
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
   const std::vector<TreeNode>& shape() const { return shape_; }
+  // The device shape, nodes by depth (host offsets) and the node of each leaf.
+  const DeviceShapeNode* shape_nodes() const { return nodes_.data(); }
+  const std::int32_t* level_nodes() const { return level_nodes_.data(); }
+  const std::vector<std::size_t>& level_offsets() const { return level_offset_; }
+  const std::int32_t* leaf_nodes() const { return leaf_node_.data(); }
+  int max_depth() const { return static_cast<int>(level_offset_.size()) - 2; }
 
   // Copies the tree into `out` (waits for the stream): order and geometry come down through
   // pinned buffers into out's own arrays (OrbTree::begin_adopt), the tree-order positions
@@ -78,6 +91,7 @@ class DeviceOrbTree {
 
  private:
   void set_shape(std::size_t n, int max_leaf);
+  void finish_geometry(cudaStream_t stream);
   void ensure_buffers(std::size_t n);
   // Stable sort of idx (null: 0..n-1) by coordinate c into out; flags *tie if two keys
   // are equal (when tie is not null).

@@ -159,6 +159,8 @@ struct P2PKernelArgs {
   double* acc;                           // 3 doubles per particle (Vec3d layout), pre-zeroed
   std::uint32_t* next_group;             // work counter, zeroed before the launch
   unsigned long long* counters;          // nullptr, or {lane slots issued, pairs evaluated}
+  const std::uint8_t* leaf_active = nullptr;   // null, or per leaf: only flagged targets are
+                                               // evaluated (hierarchical steps' active subset)
 };
 
 template <typename R>
@@ -294,6 +296,7 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
     __syncthreads();   // everyone has g before thread 0 may overwrite group_slot
     if (g >= n_groups) break;
     const GroupIdx grp = a.groups[g];
+    if (a.leaf_active && !a.leaf_active[grp.i_leaf]) continue;   // block-uniform
     const DeviceLeaf li = a.leaves[grp.i_leaf];
     for (std::uint32_t i0 = 0; i0 < li.count; i0 += kBlock) {
       const int n = min(kBlock, static_cast<int>(li.count - i0));

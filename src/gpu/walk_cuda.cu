@@ -2,9 +2,13 @@
 
 #include <algorithm>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
+#include <cstring>
 
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "core/error.hpp"
 #include "fmm/walk_pair.hpp"
 
 namespace orbis::gpu {
@@ -71,8 +75,8 @@ struct WriteSink {
 
 // A kernel's pair walks `depth` levels of its subtree of pairs itself (depth first, in a
 // fixed order), its pairs at that depth going to the next frontier: a small frontier then
-// takes one launch, scan and host wait for several levels. Both kernels walk the same way,
-// so the counts match the writes.
+// takes one launch for several levels. Both kernels walk the same way, so the counts match
+// the writes.
 constexpr int kMaxDepth = 4;
 
 template <typename Sink>
@@ -95,9 +99,14 @@ struct DeeperSink {
   }
 };
 
+// A pair of two inactive nodes (and so everything below it) contributes to no active target.
+__device__ __forceinline__ bool dropped(const std::uint8_t* active, std::int32_t t, std::int32_t s) {
+  return active && !active[t] && !active[s];
+}
+
 template <typename Sink>
 __device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkPairParams& p, int depth,
-                          Sink& sink) {
+                          const std::uint8_t* active, Sink& sink) {
   // Each pair popped pushes at most 4, so the stack holds at most 3 per level plus one.
   std::int32_t stack_t[3 * kMaxDepth + 1], stack_s[3 * kMaxDepth + 1];
   int stack_level[3 * kMaxDepth + 1];
@@ -108,6 +117,7 @@ __device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkP
   while (top > 0) {
     --top;
     const std::int32_t t = stack_t[top], s = stack_s[top];
+    if (dropped(active, t, s)) continue;
     sink.t = t;
     sink.s = s;
     DeeperSink<Sink> deeper{sink, stack_level[top], depth, stack_t, stack_s, stack_level, top};
@@ -115,31 +125,135 @@ __device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkP
   }
 }
 
-// counts[i] for pair i < n; counts[n] = 0, so that the exclusive scan's entry n is the total.
-__global__ void count_outputs(const WalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
-                              WalkPairParams p, int depth, WalkCounts* counts) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i > n) return;
-  CountSink sink{0, 0, WalkCounts{0, 0, 0, 0}};
-  if (i < n) walk_from(nodes, pairs[i], p, depth, sink);
-  counts[i] = sink.c;
+// The walk's counters, on the device (the host reads them once, after the last launch).
+// Frontier sizes alternate between n[0] and n[1] with the launch's parity.
+struct WalkState {
+  std::uint32_t n[2];
+  std::uint32_t overflow, launches;
+  unsigned long long p2p, mutual, m2l, pairs;   // totals of the levels done
+  unsigned long long p2p_base, m2l_base;        // where this launch's outputs start
+  unsigned long long need_p2p, need_m2l, need_frontier;   // the most each buffer was asked for
+};
+
+struct WalkLimits {
+  unsigned long long p2p, m2l, frontier;
+};
+
+constexpr int kTile = 256;           // pairs per tile = threads per block of the pair kernels
+constexpr int kScanThreads = 1024;   // the one block that scans the tile sums
+using TileReduce = cub::BlockReduce<WalkCounts, kTile>;
+using TileScan = cub::BlockScan<WalkCounts, kTile>;
+using SumScan = cub::BlockScan<WalkCounts, kScanThreads>;
+constexpr WalkCounts kZero{0, 0, 0, 0};
+
+__device__ __forceinline__ WalkCounts add(const WalkCounts& a, const WalkCounts& b) { return AddCounts{}(a, b); }
+
+__global__ void init_walk(WalkState* st, std::uint64_t* frontier, bool has_root) {
+  *st = WalkState{};
+  st->n[0] = has_root ? 1 : 0;
+  frontier[0] = pack_pair(0, 0);
 }
 
-// The same walk again, its outputs written at the scanned offsets (the P2P entries and the
-// M2L tasks after those of the earlier levels: the arrays passed start there).
-__global__ void write_outputs(const WalkNode* nodes, const std::uint64_t* pairs, std::uint32_t n,
-                              WalkPairParams p, int depth, const WalkCounts* at, std::uint32_t* p2p_t,
-                              std::uint32_t* p2p_s, InteractionTask* m2l, std::uint64_t* next) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, next, at[i]};
-  walk_from(nodes, pairs[i], p, depth, sink);
+// Per tile of the frontier: the sum of its pairs' outputs.
+__global__ void __launch_bounds__(kTile) count_tiles(const WalkNode* nodes, const std::uint64_t* pairs,
+                                                     const WalkState* st, int parity, WalkPairParams p, int depth,
+                                                     const std::uint8_t* active, WalkCounts* tiles) {
+  __shared__ typename TileReduce::TempStorage temp;
+  if (st->overflow) return;
+  const std::uint32_t n = st->n[parity];
+  const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
+  for (std::uint32_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+    const std::uint32_t i = tile * kTile + threadIdx.x;
+    CountSink sink{0, 0, kZero};
+    if (i < n) walk_from(nodes, pairs[i], p, depth, active, sink);
+    const WalkCounts sum = TileReduce(temp).Reduce(sink.c, AddCounts{});
+    if (threadIdx.x == 0) tiles[tile] = sum;
+    __syncthreads();   // temp is reused by the next tile
+  }
 }
 
-// Levels a kernel walks for a frontier of n pairs: several while the frontier is too small
-// to fill the GPU (where the per-level launches and host wait dominate), one once it is
-// large (where a thread's deeper subtree would leave its warp's other lanes idle).
-int levels_per_launch(std::size_t n) { return n < 16384 ? kMaxDepth : (n < 262144 ? 2 : 1); }
+// One block: the tile sums become their exclusive scan; the level's totals advance the
+// counters and size the next frontier, or, when a buffer would overflow, stop the walk.
+__global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int parity, WalkCounts* tiles,
+                                                           WalkLimits limits) {
+  __shared__ typename SumScan::TempStorage temp;
+  __shared__ WalkCounts carry;
+  if (st->overflow) return;
+  const std::uint32_t n = st->n[parity];
+  const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
+  if (threadIdx.x == 0) carry = kZero;
+  __syncthreads();
+  for (std::uint32_t base = 0; base < n_tiles; base += kScanThreads) {
+    const std::uint32_t k = base + threadIdx.x;
+    const WalkCounts v = k < n_tiles ? tiles[k] : kZero;
+    WalkCounts before, total;
+    SumScan(temp).ExclusiveScan(v, before, kZero, AddCounts{}, total);
+    const WalkCounts c = carry;
+    if (k < n_tiles) tiles[k] = add(c, before);
+    __syncthreads();   // everyone has read carry
+    if (threadIdx.x == 0) carry = add(c, total);
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  const WalkCounts tot = carry;
+  st->need_p2p = st->p2p + tot.p2p;
+  st->need_m2l = st->m2l + tot.m2l;
+  st->need_frontier = max(st->need_frontier, static_cast<unsigned long long>(tot.children));
+  if (st->need_p2p > limits.p2p || st->need_m2l > limits.m2l || tot.children > limits.frontier) {
+    st->overflow = 1;
+    return;
+  }
+  st->p2p_base = st->p2p;
+  st->m2l_base = st->m2l;
+  st->p2p += tot.p2p;
+  st->mutual += tot.mutual;
+  st->m2l += tot.m2l;
+  st->pairs += n;
+  st->launches += n > 0 ? 1 : 0;
+  st->n[parity ^ 1] = tot.children;
+}
+
+// The tile's pairs walked again, their outputs written at the scanned offsets.
+__global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, const std::uint64_t* pairs,
+                                                     const WalkState* st, int parity, WalkPairParams p, int depth,
+                                                     const std::uint8_t* active, const WalkCounts* tiles,
+                                                     std::uint32_t* p2p_t, std::uint32_t* p2p_s,
+                                                     InteractionTask* m2l, std::uint64_t* next) {
+  __shared__ typename TileScan::TempStorage temp;
+  if (st->overflow) return;
+  const std::uint32_t n = st->n[parity];
+  const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
+  p2p_t += st->p2p_base;
+  p2p_s += st->p2p_base;
+  m2l += st->m2l_base;
+  for (std::uint32_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+    const std::uint32_t i = tile * kTile + threadIdx.x;
+    CountSink count{0, 0, kZero};
+    if (i < n) walk_from(nodes, pairs[i], p, depth, active, count);
+    WalkCounts at;
+    TileScan(temp).ExclusiveScan(count.c, at, kZero, AddCounts{});
+    if (i < n) {
+      WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, next, add(tiles[tile], at)};
+      walk_from(nodes, pairs[i], p, depth, active, sink);
+    }
+    __syncthreads();
+  }
+}
+
+// Levels per launch: several while the frontier is small (the first levels), then one (a
+// thread's deeper subtree would leave its warp's other lanes idle). A fixed schedule, the
+// same for every walk of a tree, so a walk with active flags keeps the full walk's order.
+constexpr int kSchedule[] = {kMaxDepth, kMaxDepth, 2, 2};
+int depth_of_launch(int k) { return k < 4 ? kSchedule[k] : 1; }
+
+// Pair levels a tree of n_leaves can have: a pair at level L has split L nodes between its
+// two sides, so L <= 2 D for a tree of depth D; the shape (n/2, n - n/2 splits) keeps every
+// leaf within one level of D <= ceil(log2(n_leaves)) (+ 1 for safety).
+int pair_levels(std::size_t n_leaves) {
+  int d = 0;
+  while ((std::size_t{1} << d) < n_leaves) ++d;
+  return 2 * (d + 1) + 1;
+}
 
 __global__ void m2l_keys(const InteractionTask* tasks, std::uint32_t n, std::uint32_t* keys) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -171,7 +285,11 @@ int key_bits(std::size_t n) {
 DeviceWalk::DeviceWalk() {
   ORBIS_CUDA_CHECK(cudaEventCreate(&start_));
   ORBIS_CUDA_CHECK(cudaEventCreate(&stop_));
-  totals_.ensure(1);
+  host_state_.ensure(sizeof(WalkState));
+  state_.ensure(sizeof(WalkState));
+  int device = 0;
+  ORBIS_CUDA_CHECK(cudaGetDevice(&device));
+  ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
 }
 
 DeviceWalk::~DeviceWalk() {
@@ -179,56 +297,102 @@ DeviceWalk::~DeviceWalk() {
   if (stop_) cudaEventDestroy(stop_);
 }
 
+std::size_t DeviceWalk::bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
+                                  std::size_t n_nodes) {
+  const std::size_t tiles = frontier / kTile + 1;
+  // P2P entries (two words), M2L tasks (raw and sorted, two key arrays), two frontiers,
+  // tile sums, offsets per node, and the sort's temporary storage (~ the keys again).
+  return p2p_entries * 8 + m2l_tasks * (2 * sizeof(InteractionTask) + 12) + frontier * 16 +
+         tiles * sizeof(WalkCounts) + (n_nodes + 1) * 8 + (std::size_t{1} << 20);
+}
+
+std::size_t DeviceWalk::held_bytes() const {
+  return (p2p_t_.capacity() + p2p_s_.capacity() + m2l_keys_[0].capacity() + m2l_keys_[1].capacity()) * 4 +
+         (m2l_raw_.capacity() + m2l_values_.capacity()) * sizeof(InteractionTask) +
+         (frontier_[0].capacity() + frontier_[1].capacity() + m2l_offsets_.capacity()) * 8 +
+         tiles_.capacity() * sizeof(WalkCounts) + temp_.capacity() + state_.capacity();
+}
+
+bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
+                         const WalkPairParams& params, const std::uint8_t* node_active, cudaStream_t stream) {
+  frontier_[0].ensure(std::max<std::size_t>(capacity_.frontier, 1));
+  frontier_[1].ensure(std::max<std::size_t>(capacity_.frontier, 1));
+  std::size_t p2p_limit = std::max<std::size_t>(capacity_.p2p, 1);
+  if (external_) {
+    external_(p2p_limit, &out_t_, &out_s_);
+  } else {
+    p2p_t_.ensure(p2p_limit);
+    p2p_s_.ensure(p2p_limit);
+    out_t_ = p2p_t_.data();
+    out_s_ = p2p_s_.data();
+    p2p_limit = std::min(p2p_t_.capacity(), p2p_s_.capacity());
+  }
+  m2l_raw_.ensure(std::max<std::size_t>(capacity_.m2l, 1));
+  // What the arrays hold now (ensure rounds up): the limits the scan checks.
+  const WalkLimits limits{p2p_limit, m2l_raw_.capacity(), std::min(frontier_[0].capacity(), frontier_[1].capacity())};
+  tiles_.ensure(limits.frontier / kTile + 1);
+  auto* st = reinterpret_cast<WalkState*>(state_.data());
+  init_walk<<<1, 1, 0, stream>>>(st, frontier_[0].data(), n_nodes > 0);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  // Persistent blocks over the tiles: enough to fill the GPU, no more than there can be tiles.
+  const auto grid = static_cast<unsigned>(
+      std::max<std::size_t>(1, std::min<std::size_t>(limits.frontier / kTile + 1, 8 * static_cast<std::size_t>(sm_count_))));
+  const int levels = pair_levels(n_leaves);
+  int covered = 0, k = 0;
+  for (; covered < levels; ++k) {
+    const int depth = depth_of_launch(k), parity = k & 1;
+    covered += depth;
+    count_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
+                                            tiles_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    scan_tiles<<<1, kScanThreads, 0, stream>>>(st, parity, tiles_.data(), limits);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    write_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
+                                            tiles_.data(), out_t_, out_s_, m2l_raw_.data(),
+                                            frontier_[parity ^ 1].data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  // The one host wait of the walk: its totals.
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_state_.data(), st, sizeof(WalkState), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  WalkState out;
+  std::memcpy(&out, host_state_.data(), sizeof(WalkState));
+  need_.p2p = std::max<std::size_t>(need_.p2p, out.need_p2p);
+  need_.m2l = std::max<std::size_t>(need_.m2l, out.need_m2l);
+  need_.frontier = std::max<std::size_t>(need_.frontier, out.need_frontier);
+  if (out.overflow) return false;
+  if (out.n[k & 1] != 0)   // the frontier the last launch left
+    fail("device walk: pairs left after {} pair levels (the tree is deeper than its {} leaves allow)", levels,
+         n_leaves);
+  p2p_entries_ = out.p2p;
+  p2p_mutual_ = out.mutual;
+  m2l_count_ = out.m2l;
+  pairs_tested_ = out.pairs;
+  levels_ = static_cast<int>(out.launches);
+  return true;
+}
+
 void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
-                     const WalkSettings& settings, cudaStream_t stream) {
+                     const WalkSettings& settings, cudaStream_t stream, const std::uint8_t* node_active) {
   check_walk_settings(settings);
   if (n_leaves >= kPackedLeafLimit) fail("device walk: {} leaves exceed the packed P2P format", n_leaves);
+  if (n_nodes >= (std::size_t{1} << 31)) fail("device walk: {} nodes exceed the pair format", n_nodes);
   const WalkPairParams params = walk_pair_params(settings);
   n_nodes_ = n_nodes;
   p2p_entries_ = p2p_mutual_ = m2l_count_ = pairs_tested_ = 0;
-  levels_ = 0;
+  levels_ = reruns_ = 0;
   ORBIS_CUDA_CHECK(cudaEventRecord(start_, stream));
-
-  std::size_t n_pairs = n_nodes > 0 ? 1 : 0;
-  int cur = 0;
-  frontier_[0].ensure(1);
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(frontier_[0].data(), 0, sizeof(std::uint64_t), stream));   // (root, root)
-  while (n_pairs > 0) {
-    const auto n = static_cast<std::uint32_t>(n_pairs);
-    counts_.ensure(n_pairs + 1);
-    offsets_.ensure(n_pairs + 1);
-    const int depth = levels_per_launch(n_pairs);
-    count_outputs<<<blocks_for(n_pairs + 1), kBlock, 0, stream>>>(nodes, frontier_[cur].data(), n, params, depth,
-                                                                 counts_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    std::size_t temp = 0;
-    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveScan(nullptr, temp, counts_.data(), offsets_.data(), AddCounts{},
-                                                    WalkCounts{0, 0, 0, 0}, static_cast<int>(n + 1), stream));
-    temp_.ensure(temp);
-    temp = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveScan(temp_.data(), temp, counts_.data(), offsets_.data(),
-                                                    AddCounts{}, WalkCounts{0, 0, 0, 0}, static_cast<int>(n + 1),
-                                                    stream));
-    // The level's totals size the outputs and the next frontier: the one host wait a level.
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(totals_.data(), offsets_.data() + n_pairs, sizeof(WalkCounts),
-                                     cudaMemcpyDeviceToHost, stream));
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const WalkCounts tot = *totals_.data();
-    p2p_t_.ensure_keeping(p2p_entries_ + tot.p2p, p2p_entries_, stream);
-    p2p_s_.ensure_keeping(p2p_entries_ + tot.p2p, p2p_entries_, stream);
-    m2l_raw_.ensure_keeping(m2l_count_ + tot.m2l, m2l_count_, stream);
-    frontier_[cur ^ 1].ensure(std::max<std::size_t>(tot.children, 1));
-    write_outputs<<<blocks_for(n_pairs), kBlock, 0, stream>>>(
-        nodes, frontier_[cur].data(), n, params, depth, offsets_.data(), p2p_t_.data() + p2p_entries_,
-        p2p_s_.data() + p2p_entries_, m2l_raw_.data() + m2l_count_, frontier_[cur ^ 1].data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    p2p_entries_ += tot.p2p;
-    p2p_mutual_ += tot.mutual;
-    m2l_count_ += tot.m2l;
-    pairs_tested_ += n_pairs;
-    ++levels_;   // launches, each `depth` levels of pairs
-    n_pairs = tot.children;
-    cur ^= 1;
+  // First sizes: a guess from the tree for a run's first walk, then what walks needed so far.
+  capacity_.p2p = std::max({capacity_.p2p, 32 * n_leaves, need_.p2p + need_.p2p / 4});
+  capacity_.m2l = std::max({capacity_.m2l, 2 * n_nodes, need_.m2l + need_.m2l / 4});
+  capacity_.frontier = std::max({capacity_.frontier, 2 * n_nodes, need_.frontier + need_.frontier / 4});
+  while (!attempt(nodes, n_nodes, n_leaves, params, node_active, stream)) {
+    // Too small: grow what overflowed (at least doubled) and walk again.
+    ++reruns_;
+    auto grow = [](std::size_t cap, std::size_t need) { return need > cap ? std::max(2 * cap, need + need / 4) : cap; };
+    capacity_.p2p = grow(capacity_.p2p, need_.p2p);
+    capacity_.m2l = grow(capacity_.m2l, need_.m2l);
+    capacity_.frontier = grow(capacity_.frontier, need_.frontier);
   }
   group_m2l(n_nodes, stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(stop_, stream));
@@ -291,9 +455,9 @@ void DeviceWalk::download_p2p(std::vector<std::uint32_t>& targets, std::vector<s
   targets.resize(p2p_entries_);
   sources.resize(p2p_entries_);
   if (p2p_entries_ > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(targets.data(), p2p_t_.data(), p2p_entries_ * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(targets.data(), out_t_, p2p_entries_ * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data(), p2p_s_.data(), p2p_entries_ * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data(), out_s_, p2p_entries_ * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -2,17 +2,26 @@
 // bit for bit), hence the same M2L and P2P task sets as DualTreeWalk::run in kHalfSpans
 // mode, in another order.
 //
-// Level-synchronous over node pairs: per level one kernel runs the pair test and counts
-// each pair's outputs (M2L tasks, P2P entries, child pairs), a scan turns the counts into
-// offsets, and a second kernel runs the test again and writes the outputs there; the child
-// pairs are the next level's frontier. The host reads each level's totals to size the
-// buffers (one sync a level; while the frontier is small, one kernel thread walks several
-// levels of its pair's subtree, so the ~35 levels take ~20 launches). No atomics choose any position, so the output
-// arrays are identical run after run. M2L tasks are then grouped by target with a stable
-// radix sort.
+// Level-synchronous over node pairs, with no host wait between levels: per launch a kernel
+// runs the pair test and sums each tile's outputs (M2L tasks, P2P entries, child pairs),
+// one block scans the tile sums and advances the totals, and a second kernel runs the test
+// again, scans its tile and writes the outputs there; the child pairs are the next launch's
+// frontier. Frontier sizes and totals stay on the device; the launches follow a fixed
+// schedule (several levels per kernel thread for the first launches, where the frontier is
+// small, then one), long enough for the deepest pair of the tree, so the host queues the
+// whole walk at once and waits once, at its end, for the totals. The output buffers are
+// sized in advance (the last walk's needs); a walk that would overflow them stops, and is
+// run again with larger ones. No atomics choose any position, so the output arrays are
+// identical run after run. M2L tasks are then grouped by target with a stable radix sort.
+//
+// Active subsets (hierarchical time steps): with per-node flags (a node is active when a
+// leaf below it holds an active particle), pairs of two inactive nodes are dropped with
+// everything below them. The schedule does not depend on the flags, so every active
+// target's P2P entries and M2L tasks are those of the full walk, in the same order.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -38,18 +47,26 @@ class DeviceWalk {
   DeviceWalk(const DeviceWalk&) = delete;
   DeviceWalk& operator=(const DeviceWalk&) = delete;
 
-  // The walk over n_nodes device nodes (node 0 the root), queued on stream; syncs with the
-  // host as needed to size its buffers (buffers reused across runs, grow-only).
+  // The walk over n_nodes device nodes (node 0 the root), queued on stream; waits for the
+  // stream once, at the end (buffers reused across runs, grow-only). node_active (device,
+  // one flag per node, or null for all): pairs of two inactive nodes are dropped.
   void run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
-           cudaStream_t stream);
+           cudaStream_t stream, const std::uint8_t* node_active = nullptr);
+
+  // Where the P2P entries go: by default the walk's own arrays; a caller that moves them on
+  // anyway (the device step, into the grouping's upload arrays) can have them written there
+  // instead: `buffers(capacity, &targets, &sources)` must return two device arrays of at
+  // least `capacity` entries (their contents need not be kept when asked again).
+  using P2PBuffers = std::function<void(std::size_t capacity, std::uint32_t** targets, std::uint32_t** sources)>;
+  void set_p2p_buffers(P2PBuffers buffers) { external_ = std::move(buffers); }
 
   // P2P in half form, DeviceGrouping's upload format (tasks.hpp): entry e is the target
   // leaf, | kMutualBit when mutual (it stands for (t, s, img) and (s, t, -img)), and the
   // source packed with pack_source.
   std::size_t p2p_entries() const { return p2p_entries_; }
   std::size_t p2p_tasks() const { return p2p_entries_ + p2p_mutual_; }   // a mutual entry counted twice
-  const std::uint32_t* p2p_targets() const { return p2p_t_.data(); }
-  const std::uint32_t* p2p_sources() const { return p2p_s_.data(); }
+  const std::uint32_t* p2p_targets() const { return out_t_; }
+  const std::uint32_t* p2p_sources() const { return out_s_; }
 
   // M2L, each direction its own task (as the CPU's lists.m2l), grouped by target node.
   std::size_t m2l_count() const { return m2l_count_; }
@@ -64,27 +81,44 @@ class DeviceWalk {
 
   // Device time of the last run, ms (events; waits for the run to finish).
   double last_ms() const;
-  // The last run's launches (each walks one or more levels of pairs) and the pairs of all
-  // its frontiers.
+  // The last run's launches that had pairs to test (each walks one or more levels), the
+  // pairs of all its frontiers, and how often it had to be run again with larger buffers.
   int levels() const { return levels_; }
   std::size_t pairs_tested() const { return pairs_tested_; }
+  int reruns() const { return reruns_; }
+  // Device bytes the output buffers need for a walk with these outputs (the memory plan).
+  static std::size_t bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
+                               std::size_t n_nodes);
+  std::size_t held_bytes() const;
 
  private:
+  struct Capacity {
+    std::size_t p2p = 0, m2l = 0, frontier = 0;
+  };
+  // Queues the whole walk; false when an output buffer was too small (then `need` says how large).
+  bool attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkPairParams& params,
+               const std::uint8_t* node_active, cudaStream_t stream);
   void group_m2l(std::size_t n_nodes, cudaStream_t stream);
 
   DeviceArray<std::uint64_t> frontier_[2];   // (target, source) pairs, ping-pong
-  DeviceArray<WalkCounts> counts_, offsets_;  // per pair, and their exclusive scan
-  DeviceArray<std::uint32_t> p2p_t_, p2p_s_;   // grown with ensure_keeping
+  DeviceArray<WalkCounts> tiles_;             // per tile of the frontier: its sums, then their scan
+  DeviceArray<unsigned char> state_;          // the walk's device-side counters (walk_cuda.cu)
+  DeviceArray<std::uint32_t> p2p_t_, p2p_s_;   // the P2P entries, unless external_ says where
+  P2PBuffers external_;
+  std::uint32_t* out_t_ = nullptr;
+  std::uint32_t* out_s_ = nullptr;
   DeviceArray<InteractionTask> m2l_raw_;
   DeviceArray<std::uint32_t> m2l_keys_[2];
   DeviceArray<InteractionTask> m2l_values_;
   DeviceArray<std::uint64_t> m2l_offsets_;
   DeviceArray<unsigned char> temp_;
-  PinnedArray<WalkCounts> totals_;
+  PinnedArray<unsigned char> host_state_;
+  Capacity capacity_, need_;
+  int sm_count_ = 0;
   mutable PinnedArray<InteractionTask> host_m2l_;   // download_m2l's landing buffer
   const InteractionTask* m2l_sorted_ = nullptr;
   std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
-  int levels_ = 0;
+  int levels_ = 0, reruns_ = 0;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 

@@ -175,3 +175,84 @@ TEST_CASE("device walk is deterministic") {
     }));
   }
 }
+
+namespace {
+
+// Per target leaf, its P2P tasks (source word) in the order the grouping sees them: entries
+// in array order, a mutual entry giving its reverse task right after it.
+std::vector<std::vector<std::uint32_t>> p2p_by_target(const DeviceResult& r, std::size_t n_leaves) {
+  std::vector<std::vector<std::uint32_t>> out(n_leaves);
+  for (std::size_t e = 0; e < r.p2p_t.size(); ++e) {
+    const std::uint32_t t = r.p2p_t[e] & ~kMutualBit, w = r.p2p_s[e];
+    out[t].push_back(w);
+    if (r.p2p_t[e] & kMutualBit) {
+      const std::int8_t back[3] = {static_cast<std::int8_t>(-packed_image(w, 0)),
+                                   static_cast<std::int8_t>(-packed_image(w, 1)),
+                                   static_cast<std::int8_t>(-packed_image(w, 2))};
+      out[packed_leaf(w)].push_back(pack_source(t, back));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("device walk with active nodes: every active target keeps the full walk's tasks, in order") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int side = 48;
+  OrbTree tree;
+  tree.build(test::clustered_particles(side, box, 9), 32);
+  const WalkSettings st = run_settings(box, side);
+  const auto& nodes = tree.nodes();
+  // A fifth of the leaves active (a fixed pseudo-random pick); a node is active when a leaf
+  // below it is (deepest level first).
+  std::vector<std::uint8_t> active(nodes.size(), 0);
+  std::size_t n_active_leaves = 0;
+  for (std::size_t k = 0; k < nodes.size(); ++k)
+    if (nodes[k].is_leaf() && (static_cast<std::uint64_t>(nodes[k].leaf) * 2654435761u) % 5 == 0) {
+      active[k] = 1;
+      ++n_active_leaves;
+    }
+  for (std::size_t lev = tree.levels().size(); lev-- > 0;)
+    for (const std::int32_t k : tree.levels()[lev])
+      if (!nodes[k].is_leaf()) active[k] = active[nodes[k].left] | active[nodes[k].right];
+
+  gpu::DeviceWalk walk;
+  const DeviceResult full = device_walk(walk, tree, st);
+  std::vector<WalkNode> host;
+  walk_nodes_of(tree, host);
+  gpu::DeviceArray<WalkNode> dnodes;
+  dnodes.ensure(host.size());
+  ORBIS_CUDA_CHECK(cudaMemcpy(dnodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
+  gpu::DeviceArray<std::uint8_t> dactive;
+  dactive.ensure(active.size());
+  ORBIS_CUDA_CHECK(cudaMemcpy(dactive.data(), active.data(), active.size(), cudaMemcpyHostToDevice));
+  gpu::DeviceWalk part_walk;
+  part_walk.run(dnodes.data(), host.size(), tree.leaves().size(), st, nullptr, dactive.data());
+  DeviceResult part;
+  part_walk.download_p2p(part.p2p_t, part.p2p_s, nullptr);
+  part_walk.download_m2l(part.m2l, part.m2l_offsets, nullptr);
+
+  const auto a = p2p_by_target(full, tree.leaves().size());
+  const auto b = p2p_by_target(part, tree.leaves().size());
+  std::size_t compared = 0, differ = 0;
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    if (!active[k]) continue;
+    if (nodes[k].is_leaf()) {
+      ++compared;
+      differ += a[static_cast<std::size_t>(nodes[k].leaf)] != b[static_cast<std::size_t>(nodes[k].leaf)];
+    }
+    const auto fa = full.m2l_offsets[k], fb = full.m2l_offsets[k + 1];
+    const auto pa = part.m2l_offsets[k], pb = part.m2l_offsets[k + 1];
+    bool same = fb - fa == pb - pa;
+    for (std::size_t q = 0; same && q < fb - fa; ++q) same = m2l_key(full.m2l[fa + q]) == m2l_key(part.m2l[pa + q]);
+    differ += !same;
+  }
+  MESSAGE("active leaves " << n_active_leaves << " of " << tree.leaves().size() << "; P2P entries " << part.p2p_t.size()
+                           << " of " << full.p2p_t.size() << ", M2L " << part.m2l.size() << " of " << full.m2l.size()
+                           << "; launches " << part_walk.levels() << ", reruns " << part_walk.reruns());
+  CHECK(compared == n_active_leaves);
+  CHECK(differ == 0);
+  CHECK(part.p2p_t.size() < full.p2p_t.size());
+}

@@ -1,0 +1,54 @@
+// The device memory of a CUDA step, planned before the first step: the particle state, the
+// ORB tree, the walk's task lists, the P2P and far-field work arrays and the PM, from the
+// particle count and the settings alone. The task lists depend on the clustering; they are
+// estimated per tree leaf (the largest counts the benchmark scenes needed, plus headroom),
+// and the walk grows its buffers when a step needs more. A plan that does not fit in the
+// memory the run may use stops the run before any work, saying what was needed, what was
+// available and which settings lower the need. Plain C++ (no CUDA): the planning is tested
+// on any machine.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "fmm/short_range.hpp"
+
+namespace orbis {
+
+struct DeviceMemoryPlan {
+  struct Part {
+    std::string name;
+    std::size_t bytes = 0;
+  };
+  std::vector<Part> parts;
+  std::size_t particles = 0;
+
+  std::size_t total() const;
+  // "state 1.2 GiB, tree 2.0 GiB, ...; 5.1 GiB in all (310 bytes per particle)"
+  std::string describe() const;
+};
+
+struct DeviceMemoryInput {
+  std::size_t particles = 0;
+  bool short_range = true;          // TreePM; false: PM only
+  ShortRangeSettings settings;      // when short_range
+  std::size_t pm_bytes = 0;         // the PM's own device memory
+  bool short_acc_double = false;    // short-range accelerations kept in double
+};
+
+DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in);
+
+// Leaves of the ORB tree of n particles with max_leaf (OrbTree::shape, counted without
+// building it).
+std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
+
+// The bytes the run may use: free_bytes, or limit_gib GiB ([gpu] memory_limit_gib) when that
+// is positive and smaller.
+std::size_t usable_device_memory(std::size_t free_bytes, double limit_gib);
+
+// Fails (orbis::Error, before any work) when the plan does not fit in `usable` bytes; the
+// message gives both, the device, the limit when one is set, and what lowers the need.
+void check_device_memory(const DeviceMemoryPlan& plan, std::size_t usable, std::size_t free_bytes, double limit_gib,
+                         const std::string& device);
+
+}  // namespace orbis

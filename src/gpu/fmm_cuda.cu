@@ -1,0 +1,368 @@
+#include "gpu/fmm_cuda.cuh"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "fmm/kernel_derivatives.hpp"
+#include "gpu/orb_tree_cuda.cuh"
+#include "tree/multi_index.hpp"
+
+namespace orbis::gpu {
+namespace {
+
+constexpr int kWarps = 4;   // per block: one item (leaf, node) per warp
+constexpr int kThreads = 32 * kWarps;
+constexpr int kMaxNm = MultiIndexSet::count(6);   // multipoles of the highest order
+constexpr int kMaxNl = MultiIndexSet::count(7);   // its local expansion
+constexpr int kMaxPerLane = (kMaxNl + 31) / 32;
+
+// The index tables, as device pointers into one array (DeviceFmm::tables_).
+struct Tables {
+  const int* mi;          // (a, b, c) of each local-set index (the multipole set is its prefix)
+  const int* m2m_start;   // M2M: terms of multipole n at [start[n], start[n + 1]) ...
+  const int* m2m_terms;   // ... as (k, n - k): M_n += M_k(child) d^(n-k)/(n-k)!, host order
+  const int* l2l_start;   // L2L: terms of local k ...
+  const int* l2l_terms;   // ... as (n, n - k): L_k += L_n(parent) d^(n-k)/(n-k)!, host order
+  const int* m2l_count;   // M2L: multipoles n < count[k] reach local k ...
+  const int* m2l_kn;      // ... at D_(n+k), index kn[k * nm + n]
+  const int* steps;       // D recurrence of index i: (axis, i - e, i - 2e or -1, n_axis - 1)
+  const int* plus_e;      // L2P: local index of gradient term i + e_d at [d * nm + i]
+};
+
+// s^n / n! for n = (a, b, c) by the chain of scaled_monomials (tree/multi_index.hpp): z
+// first, then y, then x, one rounded multiply and divide per step, as the host does.
+__device__ __forceinline__ double scaled_monomial(const int* n, double sx, double sy, double sz) {
+  double v = 1.0;
+  for (int k = 1; k <= n[2]; ++k) v = __dmul_rn(v, sz) / k;
+  for (int k = 1; k <= n[1]; ++k) v = __dmul_rn(v, sy) / k;
+  for (int k = 1; k <= n[0]; ++k) v = __dmul_rn(v, sx) / k;
+  return v;
+}
+
+__device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
+
+// P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order.
+__global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t* wanted, double* m) {
+  const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (leaf >= t.n_leaves) return;
+  const std::int32_t node = t.leaf_node[leaf];
+  if (!wanted[node]) return;
+  const DeviceShapeNode nd = t.nodes[node];
+  const Vec3d c = centre_of(t.geometry[node]);
+  for (int n = lane; n < nm; n += 32) {
+    const int* mi = tb.mi + 3 * n;
+    double sum = 0;
+    for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
+      sum = __dadd_rn(sum, scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z));
+    m[static_cast<std::size_t>(node) * nm + n] = sum;
+  }
+}
+
+// M2M for the nodes of one depth: a warp per internal node, its children (left, then right)
+// shifted to its centre term by term in the host's order.
+__global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
+                           const std::uint8_t* wanted, double* m) {
+  __shared__ double mono[kWarps][kMaxNm];
+  const std::uint32_t item = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  if (item >= n_level) return;   // warp-uniform
+  const std::int32_t node = level[item];
+  const DeviceShapeNode nd = t.nodes[node];
+  if (nd.left < 0 || !wanted[node]) return;
+  double sum[3] = {0, 0, 0};   // n = lane + 32 j (nm <= 84)
+  const std::int32_t children[2] = {nd.left, nd.right};
+  for (const std::int32_t child : children) {
+    const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[node]);
+    for (int i = lane; i < nm; i += 32) mono[w][i] = scaled_monomial(tb.mi + 3 * i, d.x, d.y, d.z);
+    __syncwarp();
+    const double* mc = m + static_cast<std::size_t>(child) * nm;
+    for (int j = 0; j < 3; ++j) {
+      const int n = lane + 32 * j;
+      if (n >= nm) break;
+      for (int q = tb.m2m_start[n]; q < tb.m2m_start[n + 1]; ++q)
+        sum[j] = __dadd_rn(sum[j], __dmul_rn(mc[tb.m2m_terms[2 * q]], mono[w][tb.m2m_terms[2 * q + 1]]));
+    }
+    __syncwarp();   // mono is rewritten for the other child
+  }
+  for (int j = 0; j < 3; ++j)
+    if (lane + 32 * j < nm) m[static_cast<std::size_t>(node) * nm + lane + 32 * j] = sum[j];
+}
+
+// M2L: a warp per target node (grid-stride), its tasks in list order.
+__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, double r_s, FmmTreeView t,
+                           const InteractionTask* tasks, const std::uint64_t* offsets, double box, const double* m,
+                           double* l, std::uint8_t* has_local) {
+  __shared__ double sm[kWarps][kMaxNm];
+  __shared__ double lev[kWarps][2][kMaxNl];
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const int q_order = order + 1;   // D to p + 1
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
+  for (std::size_t node = blockIdx.x * static_cast<std::size_t>(kWarps) + w; node < t.n_nodes; node += warps) {
+    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
+    double acc[kMaxPerLane] = {};
+    const Vec3d zt = centre_of(t.geometry[node]);
+    for (std::uint64_t q = begin; q < end; ++q) {
+      const InteractionTask task = tasks[q];
+      const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
+      const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
+      double g[9];
+      truncated_radial_derivatives(sqrt(norm2(R)), r_s, q_order, g);
+      // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
+      for (int mm = q_order; mm >= 0; --mm) {
+        double* cur = lev[w][mm & 1];
+        const double* up = lev[w][(mm + 1) & 1];
+        const int count = MultiIndexSet::count(q_order - mm);
+        for (int i = lane; i < count; i += 32) {
+          if (i == 0) {
+            cur[0] = g[mm];
+          } else {
+            const int* s = tb.steps + 4 * i;
+            double v = R[s[0]] * up[s[1]];
+            if (s[2] >= 0) v += s[3] * up[s[2]];
+            cur[i] = v;
+          }
+        }
+        __syncwarp();
+      }
+      const double* D = lev[w][0];
+      const double* ms = m + static_cast<std::size_t>(task.source) * nm;
+      for (int n = lane; n < nm; n += 32) {
+        const int* mi = tb.mi + 3 * n;
+        sm[w][n] = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
+      }
+      __syncwarp();
+      for (int j = 0; j < kMaxPerLane; ++j) {
+        const int k = lane + 32 * j;
+        if (k >= nl) break;
+        const int* kn = tb.m2l_kn + k * nm;
+        double s = 0;
+        for (int n = 0; n < tb.m2l_count[k]; ++n) s += sm[w][n] * D[kn[n]];
+        acc[j] += s;
+      }
+      __syncwarp();   // sm and lev are rewritten by the next task
+    }
+    if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
+      for (int j = 0; j < kMaxPerLane; ++j)
+        if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
+    if (lane == 0) has_local[node] = begin < end;
+  }
+}
+
+// L2L for the children of the nodes of one depth: a warp per parent with a local
+// expansion, lane k of each child adds its terms in the host's order.
+__global__ void l2l_kernel(Tables tb, int nl, FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
+                           double* l, std::uint8_t* has_local) {
+  __shared__ double mono[kWarps][kMaxNl];
+  const std::uint32_t item = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  if (item >= n_level) return;
+  const std::int32_t parent = level[item];
+  const DeviceShapeNode nd = t.nodes[parent];
+  if (nd.left < 0 || !has_local[parent]) return;
+  const double* lp = l + static_cast<std::size_t>(parent) * nl;
+  const std::int32_t children[2] = {nd.left, nd.right};
+  for (const std::int32_t child : children) {
+    const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[parent]);
+    const bool had = has_local[child];   // its own M2L; else its expansion starts at zero
+    for (int i = lane; i < nl; i += 32) mono[w][i] = scaled_monomial(tb.mi + 3 * i, d.x, d.y, d.z);
+    __syncwarp();
+    double* lc = l + static_cast<std::size_t>(child) * nl;
+    for (int k = lane; k < nl; k += 32) {
+      double v = had ? lc[k] : 0.0;
+      for (int q = tb.l2l_start[k]; q < tb.l2l_start[k + 1]; ++q)
+        v = __dadd_rn(v, __dmul_rn(lp[tb.l2l_terms[2 * q]], mono[w][tb.l2l_terms[2 * q + 1]]));
+      lc[k] = v;
+    }
+    if (lane == 0) has_local[child] = 1;
+    __syncwarp();
+  }
+}
+
+// L2P: a warp per leaf with a local expansion; per particle, lane i adds gradient term i,
+// the warp sums in a fixed tree, lane 0 adds G m grad phi to the particle's acceleration.
+__global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const double* l, const std::uint8_t* has_local,
+                           double g_mass, double* acc) {
+  const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (leaf >= t.n_leaves) return;
+  const std::int32_t node = t.leaf_node[leaf];
+  if (!has_local[node]) return;
+  const DeviceShapeNode nd = t.nodes[node];
+  const Vec3d c = centre_of(t.geometry[node]);
+  const double* loc = l + static_cast<std::size_t>(node) * nl;
+  for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p) {
+    const Vec3d y = Vec3d{t.x[p], t.y[p], t.z[p]} - c;
+    double g[3] = {0, 0, 0};
+    for (int i = lane; i < nm; i += 32) {
+      const double mono = scaled_monomial(tb.mi + 3 * i, y.x, y.y, y.z);
+      for (int d = 0; d < 3; ++d) g[d] += loc[tb.plus_e[d * nm + i]] * mono;
+    }
+    for (int o = 16; o > 0; o /= 2)
+      for (int d = 0; d < 3; ++d) g[d] += __shfl_down_sync(0xffffffffu, g[d], o);
+    if (lane == 0)
+      for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
+  }
+}
+
+// Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
+// Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
+__global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q < count) wanted[tasks[q].source] = 1;   // every writer writes 1
+}
+__global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+                              std::uint8_t* wanted) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n_level) return;
+  const std::int32_t node = level[i];
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left >= 0 && wanted[node]) wanted[nd.left] = wanted[nd.right] = 1;
+}
+
+unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + kWarps - 1) / kWarps); }
+
+}  // namespace
+
+DeviceFmm::DeviceFmm(int multipole_order, double r_s)
+    : order_(multipole_order),
+      nm_(MultiIndexSet::count(multipole_order)),
+      nl_(MultiIndexSet::count(multipole_order + 1)),
+      r_s_(r_s) {
+  if (multipole_order < 1 || multipole_order > 6) fail("device FMM: multipole_order = {} outside [1, 6]", multipole_order);
+  if (!(r_s > 0)) fail("device FMM: r_s = {} must be > 0", r_s);
+  const MultiIndexSet mset(multipole_order), lset(multipole_order + 1);
+  std::vector<int> all;
+  table_offsets_.clear();
+  auto begin_table = [&] { table_offsets_.push_back(static_cast<int>(all.size())); };
+  // mi
+  begin_table();
+  for (int i = 0; i < nl_; ++i)
+    for (int d = 0; d < 3; ++d) all.push_back(lset[i][d]);
+  // M2M: shift_terms of the multipole set are grouped by n in increasing order.
+  const std::vector<ShiftTerm> m2m = shift_terms(mset);
+  begin_table();
+  {
+    int q = 0;
+    for (int n = 0; n <= nm_; ++n) {
+      all.push_back(q);
+      while (n < nm_ && q < static_cast<int>(m2m.size()) && m2m[static_cast<std::size_t>(q)].n == n) ++q;
+    }
+  }
+  begin_table();
+  for (const ShiftTerm& t : m2m) all.insert(all.end(), {t.k, t.diff});
+  // L2L: the local set's terms, regrouped by the index they add to, each group in list order.
+  const std::vector<ShiftTerm> l2l = shift_terms(lset);
+  std::vector<std::vector<int>> by_k(static_cast<std::size_t>(nl_));
+  for (const ShiftTerm& t : l2l) by_k[static_cast<std::size_t>(t.k)].insert(by_k[static_cast<std::size_t>(t.k)].end(), {t.n, t.diff});
+  begin_table();
+  {
+    int q = 0;
+    for (int k = 0; k <= nl_; ++k) {
+      all.push_back(q);
+      if (k < nl_) q += static_cast<int>(by_k[static_cast<std::size_t>(k)].size() / 2);
+    }
+  }
+  begin_table();
+  for (const auto& list : by_k) all.insert(all.end(), list.begin(), list.end());
+  // M2L: for local k, the multipoles n with |n| + |k| <= p + 1 (a prefix of the layout).
+  begin_table();
+  for (int k = 0; k < nl_; ++k) {
+    int c = 0;
+    for (int n = 0; n < nm_; ++n) c += lset.degree(k) + mset.degree(n) <= multipole_order + 1;
+    all.push_back(c);
+  }
+  begin_table();
+  for (int k = 0; k < nl_; ++k)
+    for (int n = 0; n < nm_; ++n) {
+      const auto& kk = lset[k];
+      const auto& nn = mset[n];
+      all.push_back(lset.degree(k) + mset.degree(n) <= multipole_order + 1
+                        ? lset.index(kk[0] + nn[0], kk[1] + nn[1], kk[2] + nn[2])
+                        : -1);
+    }
+  // D recurrence steps (KernelDerivatives' steps) over the local set.
+  begin_table();
+  for (int i = 0; i < nl_; ++i) {
+    if (i == 0) {
+      all.insert(all.end(), {0, -1, -1, 0});
+      continue;
+    }
+    auto n = lset[i];
+    const int axis = n[0] > 0 ? 0 : (n[1] > 0 ? 1 : 2);
+    auto m1 = n, m2 = n;
+    m1[axis] -= 1;
+    m2[axis] -= 2;
+    all.insert(all.end(), {axis, lset.index(m1[0], m1[1], m1[2]), lset.index(m2[0], m2[1], m2[2]), n[axis] - 1});
+  }
+  // L2P: local index of gradient term i + e_d (the gradient set is the multipole set).
+  begin_table();
+  for (int d = 0; d < 3; ++d)
+    for (int i = 0; i < nm_; ++i) {
+      auto n = mset[i];
+      n[d] += 1;
+      all.push_back(lset.index(n[0], n[1], n[2]));
+    }
+  tables_.ensure(all.size());
+  ORBIS_CUDA_CHECK(cudaMemcpy(tables_.data(), all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
+}
+
+std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
+  const std::size_t per_node = (MultiIndexSet::count(multipole_order) + MultiIndexSet::count(multipole_order + 1)) *
+                                   sizeof(double) + 1;
+  return n_nodes * per_node + n_nodes * per_node / 8 + 4096;
+}
+
+void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+                        std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream) {
+  const std::size_t nn = tree.n_nodes;
+  if (nn == 0) return;
+  m_.ensure(nn * static_cast<std::size_t>(nm_));
+  l_.ensure(nn * static_cast<std::size_t>(nl_));
+  active_.ensure(nn);
+  const int* base = tables_.data();
+  const auto at = [&](int i) { return base + table_offsets_[static_cast<std::size_t>(i)]; };
+  const Tables tb{at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8)};
+  const std::vector<std::size_t>& off = *tree.level_offset;
+  const int depths = static_cast<int>(off.size()) - 1;
+  auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
+  auto level_size = [&](int d) {
+    return static_cast<std::uint32_t>(off[static_cast<std::size_t>(d) + 1] - off[static_cast<std::size_t>(d)]);
+  };
+
+  wanted_.ensure(nn);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
+  if (m2l_count > 0) {
+    flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  for (int d = 0; d + 1 < depths; ++d) {
+    flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
+        level(d), level_size(d), tree.nodes, wanted_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  p2m_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, tree, wanted_.data(), m_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  for (int d = depths - 2; d >= 0; --d) {
+    m2m_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nm_, tree, level(d), level_size(d),
+                                                                    wanted_.data(), m_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  int device = 0, sms = 0;
+  ORBIS_CUDA_CHECK(cudaGetDevice(&device));
+  ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const auto m2l_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(nn), 16 * static_cast<std::size_t>(sms)));
+  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, r_s_, tree, m2l, m2l_offsets, box, m_.data(),
+                                                l_.data(), active_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  for (int d = 0; d + 1 < depths; ++d) {
+    l2l_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nl_, tree, level(d), level_size(d), l_.data(),
+                                                                   active_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  l2p_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, nl_, tree, l_.data(), active_.data(),
+                                                                  g_mass, acc);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace orbis::gpu

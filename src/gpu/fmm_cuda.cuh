@@ -1,0 +1,79 @@
+// The far field of the short-range FMM on the device: the operators of fmm/expansions.hpp
+// and tree/multipoles.hpp (full Cartesian moments to order p about each node's centre of
+// mass, local expansions to p + 1, truncated kernel psi = erfc(r/2r_s)/r) over the device
+// tree and the device walk's M2L lists, so no tree or task list crosses the bus.
+//
+//   P2M   M_n = sum_j (x_j - z)^n / n!, one warp per leaf, a lane per n, the particles in
+//         tree order, the monomials by the host's recurrence (scaled_monomials);
+//   M2M   deepest level first, a warp per node, its two children shifted in host order;
+//   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
+//         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
+//         (a level of the recurrence per step, lanes over its entries), then lane k adds
+//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register;
+//   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
+//   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree.
+// Every sum has a fixed order (no atomics), so the far field is bitwise the same run after
+// run. P2M and M2M repeat the host's arithmetic term for term; M2L evaluates erfc and exp
+// directly where the host reads a table, so the two agree to ~1e-14, not bitwise.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "fmm/tasks.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/device_tree.cuh"
+
+namespace orbis::gpu {
+
+struct DeviceShapeNode;
+
+// What the FMM reads of the device tree (DeviceOrbTree's arrays, tree order).
+struct FmmTreeView {
+  std::size_t n_nodes = 0, n_leaves = 0;
+  const DeviceShapeNode* nodes = nullptr;
+  const DeviceNodeGeometry* geometry = nullptr;
+  const std::int32_t* leaf_node = nullptr;     // leaf -> node
+  const std::int32_t* level_nodes = nullptr;   // nodes by depth, increasing index in a depth
+  const std::vector<std::size_t>* level_offset = nullptr;   // host: depth d at [off[d], off[d+1])
+  const double* x = nullptr;                   // positions in tree order, Mpc/h
+  const double* y = nullptr;
+  const double* z = nullptr;
+};
+
+class DeviceFmm {
+ public:
+  // multipole_order p in 1..6; r_s > 0 (Mpc/h).
+  DeviceFmm(int multipole_order, double r_s);
+
+  // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
+  // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
+  // acc[3 t + d] += g_mass * grad phi of every particle of a leaf that has a local
+  // expansion (tree order).
+  void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+               std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream);
+
+  // Device bytes compute() holds for a tree of n_nodes nodes.
+  static std::size_t bytes_for(int multipole_order, std::size_t n_nodes);
+  int multipole_size() const { return nm_; }
+  int local_size() const { return nl_; }
+  // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes
+  // flagged in wanted() (M2L sources and their subtrees).
+  const double* multipoles() const { return m_.data(); }
+  const std::uint8_t* wanted() const { return wanted_.data(); }
+  const double* locals() const { return l_.data(); }
+  const std::uint8_t* has_local() const { return active_.data(); }
+
+ private:
+  int order_, nm_, nl_;
+  double r_s_;
+  // Index tables, built on the host from the multi-index layout (tree/multi_index.hpp).
+  DeviceArray<int> tables_;
+  std::vector<int> table_offsets_;
+  DeviceArray<double> m_, l_;
+  DeviceArray<std::uint8_t> active_, wanted_;
+};
+
+}  // namespace orbis::gpu

@@ -1,0 +1,162 @@
+#include "gpu/particle_kernels.cuh"
+
+#include <algorithm>
+
+#include "core/vec3.hpp"
+#include "gpu/cuda_check.cuh"
+
+// Built with --fmad=false (src/CMakeLists.txt): x + p * f rounds as the host's kick and
+// drift (integrate/kdk.cpp) do, so a drift or kick on either side gives the same bits.
+
+namespace orbis::gpu {
+namespace {
+
+constexpr unsigned kThreads = 256;
+unsigned grid_for(std::size_t n) {
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>((n + kThreads - 1) / kThreads, 65535u * 8u)));
+}
+#define ORBIS_FOR_EACH(i, n) \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
+template <typename Ga>
+__global__ void kick_kernel(double* p, const double* g_long, double long_factor, const Ga* g_short,
+                            const std::uint8_t* bin, int min_active_bin, const double* short_factor, std::size_t n) {
+  ORBIS_FOR_EACH(i, n) {
+    for (int d = 0; d < 3; ++d) {
+      const std::size_t k = d * n + i;
+      double v = p[k];
+      if (long_factor != 0) v += g_long[k] * long_factor;
+      p[k] = v;
+    }
+    const int b = bin ? bin[i] : 0;
+    if (g_short && b >= min_active_bin) {
+      const double f = short_factor[b];
+      for (int d = 0; d < 3; ++d) p[d * n + i] += static_cast<double>(g_short[d * n + i]) * f;
+    }
+  }
+}
+
+__global__ void drift_kernel(double* x, const double* p, double f, double box, std::size_t n) {
+  ORBIS_FOR_EACH(i, n) {
+    for (int d = 0; d < 3; ++d) {
+      const std::size_t k = d * n + i;
+      x[k] = periodic_wrap_position(x[k] + p[k] * f, box);
+    }
+  }
+}
+
+__global__ void deinterleave_kernel(const double* xyz, std::size_t n, double* soa) {
+  ORBIS_FOR_EACH(i, n) {
+    soa[i] = xyz[3 * i];
+    soa[n + i] = xyz[3 * i + 1];
+    soa[2 * n + i] = xyz[3 * i + 2];
+  }
+}
+
+__global__ void interleave_kernel(const double* soa, std::size_t n, double* xyz) {
+  ORBIS_FOR_EACH(i, n) {
+    xyz[3 * i] = soa[i];
+    xyz[3 * i + 1] = soa[n + i];
+    xyz[3 * i + 2] = soa[2 * n + i];
+  }
+}
+
+template <typename Gb>
+__global__ void interleave_sum_kernel(const double* a, const Gb* b, std::size_t n, double* xyz) {
+  ORBIS_FOR_EACH(i, n) {
+    for (int d = 0; d < 3; ++d) xyz[3 * i + d] = a[d * n + i] + static_cast<double>(b[d * n + i]);
+  }
+}
+
+template <typename Ga>
+__global__ void scatter_kernel(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
+                               int min_active_bin, std::size_t n, Ga* out) {
+  ORBIS_FOR_EACH(t, n) {
+    const std::uint32_t i = order[t];
+    if (bin && bin[i] < min_active_bin) continue;
+    for (int d = 0; d < 3; ++d) out[d * n + i] = static_cast<Ga>(acc_tree[3 * t + d]);
+  }
+}
+
+// Block maxima (bits of non-negative doubles order like the values), then one atomicMax per
+// block: the maximum itself does not depend on the order of arrival.
+template <typename Gb>
+__global__ void max_norm2_kernel(const double* a, const Gb* b, std::size_t n, unsigned long long* out) {
+  unsigned long long best = 0;
+  ORBIS_FOR_EACH(i, n) {
+    double s = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double g = a[d * n + i] + static_cast<double>(b[d * n + i]);
+      s += g * g;
+    }
+    best = max(best, static_cast<unsigned long long>(__double_as_longlong(s)));
+  }
+  for (int o = 16; o > 0; o /= 2) best = max(best, __shfl_down_sync(0xffffffffu, best, o));
+  if ((threadIdx.x & 31) == 0 && best > 0) atomicMax(out, best);
+}
+
+}  // namespace
+
+template <typename Ga>
+void kick_particles(double* p, const double* g_long, double long_factor, const Ga* g_short, const std::uint8_t* bin,
+                    int min_active_bin, const double* short_factor, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  kick_kernel<Ga><<<grid_for(n), kThreads, 0, stream>>>(p, g_long, long_factor, g_short, bin, min_active_bin,
+                                                       short_factor, n);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void drift_particles(double* x, const double* p, double drift_factor, double box, std::size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  drift_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, p, drift_factor, box, n);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void deinterleave(const double* xyz, std::size_t n, double* soa, cudaStream_t stream) {
+  if (n == 0) return;
+  deinterleave_kernel<<<grid_for(n), kThreads, 0, stream>>>(xyz, n, soa);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void interleave(const double* soa, std::size_t n, double* xyz, cudaStream_t stream) {
+  if (n == 0) return;
+  interleave_kernel<<<grid_for(n), kThreads, 0, stream>>>(soa, n, xyz);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Gb>
+void interleave_sum(const double* a, const Gb* b, std::size_t n, double* out, cudaStream_t stream) {
+  if (n == 0) return;
+  interleave_sum_kernel<Gb><<<grid_for(n), kThreads, 0, stream>>>(a, b, n, out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Ga>
+void scatter_short_range(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
+                         int min_active_bin, std::size_t n, Ga* out, cudaStream_t stream) {
+  if (n == 0) return;
+  scatter_kernel<Ga><<<grid_for(n), kThreads, 0, stream>>>(acc_tree, order, bin, min_active_bin, n, out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Gb>
+void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long long* out, cudaStream_t stream) {
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(unsigned long long), stream));
+  if (n == 0) return;
+  max_norm2_kernel<Gb><<<grid_for(n), kThreads, 0, stream>>>(a, b, n, out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+#define ORBIS_INSTANTIATE(T)                                                                                   \
+  template void kick_particles<T>(double*, const double*, double, const T*, const std::uint8_t*, int,          \
+                                  const double*, std::size_t, cudaStream_t);                                  \
+  template void interleave_sum<T>(const double*, const T*, std::size_t, double*, cudaStream_t);               \
+  template void scatter_short_range<T>(const double*, const std::uint32_t*, const std::uint8_t*, int,          \
+                                       std::size_t, T*, cudaStream_t);                                         \
+  template void max_norm2_sum<T>(const double*, const T*, std::size_t, unsigned long long*, cudaStream_t);
+ORBIS_INSTANTIATE(float)
+ORBIS_INSTANTIATE(double)
+#undef ORBIS_INSTANTIATE
+
+}  // namespace orbis::gpu

@@ -1,0 +1,45 @@
+// Kernels over the particle state the CUDA step engine keeps on the device (structure of
+// arrays: x | y | z, px | py | pz, one block of n each): the kicks and drifts of the
+// leapfrog, the moves between the host's interleaved vectors and the device layout, and the
+// reductions the run loop's step criteria need. Each particle is written by one thread and
+// every reduction has a fixed shape, so the results do not depend on the launch.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace orbis::gpu {
+
+// p += g_long * long_factor (when long_factor != 0, every particle), then, for particles with
+// bin >= min_active_bin, p += g_short * short_factor[bin] (kMaxTimeBins factors on the
+// device). Ga: the type the short-range accelerations are kept in (float or double).
+template <typename Ga>
+void kick_particles(double* p, const double* g_long, double long_factor, const Ga* g_short,
+                    const std::uint8_t* bin, int min_active_bin, const double* short_factor, std::size_t n,
+                    cudaStream_t stream);
+
+// x += p * drift_factor, wrapped into [0, box) (periodic_wrap_position, core/vec3.hpp).
+void drift_particles(double* x, const double* p, double drift_factor, double box, std::size_t n,
+                     cudaStream_t stream);
+
+// Interleaved (x y z per particle, as std::vector<Vec3d>) <-> x | y | z, on the device.
+void deinterleave(const double* xyz, std::size_t n, double* soa, cudaStream_t stream);
+void interleave(const double* soa, std::size_t n, double* xyz, cudaStream_t stream);
+// out (interleaved) = a + b (both x | y | z; b of type Gb).
+template <typename Gb>
+void interleave_sum(const double* a, const Gb* b, std::size_t n, double* out, cudaStream_t stream);
+
+// The short-range forces of the step, from tree order (acc_tree: 3 doubles per tree
+// position) to the state's order (x | y | z of Ga), only for particles with bin >=
+// min_active_bin (bin null: every particle).
+template <typename Ga>
+void scatter_short_range(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
+                         int min_active_bin, std::size_t n, Ga* out, cudaStream_t stream);
+
+// max |a|^2 over particles of a + b (both x | y | z), into *out (device, one double):
+// the run loop's step criterion. Non-negative doubles order like their bits.
+template <typename Gb>
+void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long long* out, cudaStream_t stream);
+
+}  // namespace orbis::gpu

@@ -1,0 +1,102 @@
+// The short-range step from device positions to device forces, with nothing on the host
+// but the queueing: the ORB tree (DeviceOrbTree, the CPU's tree bit for bit), the dual-tree
+// walk (DeviceWalk, the CPU's task sets, one host wait at its end), the P2P grouping and
+// kernel, and the far field (DeviceFmm: multipoles, M2L, L2L, L2P). The same sums as
+// ShortRangeSolver (fmm/short_range.hpp) with the CUDA P2P, in another summation order
+// for the far field.
+//
+// Active subsets (hierarchical time steps): with time bins and min_active_bin > 0, only the
+// particles with bin >= min_active_bin get forces. The walk drops the pairs of nodes that
+// hold no active particle, the P2P kernel skips inactive target leaves, and only active
+// particles are written; the walk keeps the full walk's order for every active target, so
+// their forces are bitwise those of the full computation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "fmm/short_range.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/fmm_cuda.cuh"
+#include "gpu/orb_tree_cuda.cuh"
+#include "gpu/p2p_cuda_grouping.cuh"
+#include "gpu/p2p_cuda_launch.cuh"
+#include "gpu/walk_cuda.cuh"
+
+namespace orbis::gpu {
+
+// Where the last step's time went (device times from events, seconds) and what it did.
+struct DeviceShortRangeStats {
+  double tree = 0, walk = 0, grouping = 0, p2p = 0, far_field = 0, scatter = 0, total = 0;
+  bool rebuilt = false;           // the tree was built (else refitted)
+  double p2p_interactions = 0;    // particle pairs evaluated (active targets)
+  std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
+  std::size_t active_particles = 0, active_leaves = 0;
+  int walk_launches = 0, walk_reruns = 0;
+};
+
+class DeviceShortRange {
+ public:
+  // Checks the settings (as ShortRangeSolver) before any work.
+  DeviceShortRange(const ShortRangeSettings& settings, int device);
+  ~DeviceShortRange();
+  DeviceShortRange(const DeviceShortRange&) = delete;
+  DeviceShortRange& operator=(const DeviceShortRange&) = delete;
+
+  // Queues on `stream` the short-range accelerations of the n particles at (x, y, z)
+  // (device, x | y | z blocks of the state, Mpc/h in [0, box)) and writes them into out
+  // (x | y | z blocks of Ga, (km/s)^2/(Mpc/h)) for the particles with bin[i] >=
+  // min_active_bin; bin null or min_active_bin <= 0: every particle. Waits for the stream
+  // twice (the tree's tie check, the walk's totals).
+  template <typename Ga>
+  void compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
+               cudaStream_t stream);
+
+  // The last compute()'s times and counts (waits for it).
+  DeviceShortRangeStats stats() const;
+
+  // Tree policy: a step rebuilds the tree when the particle count changed, after
+  // max_refits refits in a row, or when the last full step's P2P pairs exceeded those of the
+  // last rebuild by the factor `growth`; otherwise it refits the last tree to the new
+  // positions (DeviceOrbTree::refit). max_refits = 0: rebuild every step.
+  void set_tree_policy(int max_refits, double growth);
+  const ShortRangeSettings& settings() const { return settings_; }
+  P2PSettings p2p_settings() const { return p2p_settings_; }
+  // Tests: the device tree and walk of the last compute().
+  const DeviceOrbTree& tree() const { return tree_; }
+  const DeviceWalk& walk() const { return walk_; }
+  const DeviceFmm& fmm() const { return fmm_; }
+  // Device bytes held now.
+  std::size_t held_bytes() const;
+
+ private:
+  void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
+
+  ShortRangeSettings settings_;
+  P2PSettings p2p_settings_;
+  WalkSettings walk_settings_;
+  DeviceOrbTree tree_;
+  DeviceWalk walk_;
+  DeviceGrouping grouping_;
+  P2PKernelRunner runner_;
+  DeviceFmm fmm_;
+  DeviceArray<WalkNode> walk_nodes_;
+  DeviceArray<std::uint32_t> task_t_, task_s_;   // the grouping's second sort buffers
+  DeviceArray<unsigned char> rel_;               // leaf-relative positions (float or double)
+  DeviceArray<double> acc_tree_;                 // 3 per particle, tree order
+  DeviceArray<std::uint32_t> prefix_;            // active particles before each tree position
+  DeviceArray<std::uint8_t> leaf_active_, node_active_;
+  DeviceArray<unsigned char> scan_temp_;
+  DeviceArray<unsigned long long> counters_;     // pairs, active particles, active leaves
+  PinnedArray<unsigned long long> host_counters_;
+  bool active_subset_ = false;
+  bool rebuilt_ = false, pending_ = false;
+  int max_refits_ = 8, refits_ = 0;
+  double growth_ = 1.1, pairs_at_build_ = 0;
+  cudaEvent_t events_[7] = {};
+  std::size_t n_ = 0;
+};
+
+}  // namespace orbis::gpu

@@ -1,0 +1,53 @@
+// The CUDA step engine (integrate/step_engine.hpp) as C++ sees it: the particles live in
+// device memory from load() on (positions, momenta, ids, time bins, long- and short-range
+// accelerations); forces, kicks and drifts run there, and the host receives the particles
+// only when it asks (outputs, checkpoints). No CUDA types here, so the factory and the
+// tests in plain C++ can use it.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "integrate/step_engine.hpp"
+
+namespace orbis {
+
+class Params;
+
+class CudaStepEngine final : public StepEngine {
+ public:
+  // Checks the settings ([gravity], [gpu]) and the device before any work; the device
+  // memory is planned (and checked) in load(), when the particle count is known.
+  explicit CudaStepEngine(const Params& params);
+  ~CudaStepEngine() override;
+
+  std::string describe() const override;
+  double softening() const override;
+  void load(Particles particles) override;
+  const Particles& particles() override;
+  const std::vector<Vec3d>& accelerations() override;
+  void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
+  void kick(const KickPlan& plan) override;
+  void drift(double drift_factor) override;
+
+  // Beyond the seam (the run loop's step criterion, tests, the benchmark).
+  double max_acceleration();                   // max |g_long + g_short| over all particles
+  std::size_t planned_device_bytes() const;    // the memory plan of the last load()
+  std::size_t peak_device_bytes() const;       // device memory the engine added, the most seen after a step
+  std::string device_name() const;
+  // The last step's device phases and counts in one line (the benchmark).
+  std::string last_step_details() const;
+  // Tuning knob and benchmark hook: the tree policy (gpu/short_range_cuda.cuh: refits
+  // between rebuilds; 0: rebuild every step).
+  void set_tree_policy(int max_refits, double growth);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The CUDA step engine on [gpu] device (the caller checked cuda_device_usable).
+std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params);
+
+}  // namespace orbis

@@ -1,0 +1,95 @@
+// The GPU step's memory plan (gpu/device_memory_plan.hpp) is plain arithmetic, checked here
+// without a GPU: the tree's leaf count matches OrbTree::shape, the plan grows with the
+// particles and the settings that should raise it, and a plan beyond the usable memory fails
+// with what was needed, what was available, the limit and the settings that lower the need.
+// The file is built only with CUDA (the plan lives in the GPU library); without it the test
+// says so and is skipped.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#if defined(ORBIS_HAVE_CUDA)
+#include "core/error.hpp"
+#include "gpu/device_memory_plan.hpp"
+#include "tree/orb_tree.hpp"
+
+using namespace orbis;
+
+namespace {
+ShortRangeSettings settings(int max_leaf, int order) {
+  ShortRangeSettings s;
+  s.box_mpc_h = 100;
+  s.r_s = 0.2;
+  s.r_cut = 1.1;
+  s.max_leaf = max_leaf;
+  s.multipole_order = order;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("the ORB tree's leaves are counted without building it") {
+  for (std::size_t n : {1u, 31u, 32u, 33u, 1000u, 4097u, 100000u})
+    for (int max_leaf : {1, 8, 32, 100}) {
+      std::size_t leaves = 0;
+      for (const TreeNode& node : OrbTree::shape(n, max_leaf)) leaves += node.is_leaf();
+      CAPTURE(n);
+      CAPTURE(max_leaf);
+      CHECK(orb_tree_leaves(n, max_leaf) == leaves);
+    }
+}
+
+TEST_CASE("the memory plan grows with what should raise it") {
+  DeviceMemoryInput in;
+  in.particles = std::size_t{1} << 24;
+  in.settings = settings(32, 4);
+  in.pm_bytes = std::size_t{1} << 30;
+  const DeviceMemoryPlan base = plan_device_memory(in);
+  CHECK(base.total() > in.pm_bytes + 100 * in.particles);
+  CHECK(base.describe().find("bytes per particle") != std::string::npos);
+  DeviceMemoryInput more = in;
+  more.particles *= 2;
+  CHECK(plan_device_memory(more).total() > base.total());
+  more = in;
+  more.settings = settings(64, 4);   // larger leaves: fewer nodes and tasks
+  CHECK(plan_device_memory(more).total() < base.total());
+  more = in;
+  more.settings = settings(32, 6);
+  CHECK(plan_device_memory(more).total() > base.total());
+  more = in;
+  more.short_range = false;   // PM only
+  CHECK(plan_device_memory(more).total() < base.total());
+}
+
+TEST_CASE("a plan beyond the usable memory fails before any work, saying why") {
+  CHECK(usable_device_memory(1000, 0) == 1000);
+  CHECK(usable_device_memory(std::size_t{8} << 30, 1.0) == std::size_t{1} << 30);
+  CHECK(usable_device_memory(std::size_t{1} << 30, 4.0) == std::size_t{1} << 30);
+
+  DeviceMemoryInput in;
+  in.particles = 1000000;
+  in.settings = settings(32, 4);
+  const DeviceMemoryPlan plan = plan_device_memory(in);
+  CHECK_NOTHROW(check_device_memory(plan, plan.total(), plan.total(), 0, "test GPU"));
+  std::string message;
+  try {
+    check_device_memory(plan, std::size_t{1} << 20, std::size_t{80} << 30, 0.001, "test GPU");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  MESSAGE(message);
+  CHECK(message.find("1000000 particles") != std::string::npos);
+  CHECK(message.find("needs") != std::string::npos);
+  CHECK(message.find("0.00 GiB are available") != std::string::npos);
+  CHECK(message.find("memory_limit_gib = 0.001") != std::string::npos);
+  CHECK(message.find("max_leaf") != std::string::npos);
+  CHECK(message.find("test GPU") != std::string::npos);
+}
+#else
+TEST_CASE("the GPU memory plan needs a CUDA build") {
+  std::printf("SKIPPED: this build has no CUDA (configure with -DORBIS_CUDA=ON)\n");
+  std::fflush(stdout);
+  std::exit(77);
+}
+#endif
