@@ -33,6 +33,21 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   return s;
 }
 
+P2PSettings p2p_settings_of(const ShortRangeSettings& s) {
+  P2PSettings ps;
+  ps.box_mpc_h = s.box_mpc_h;
+  ps.r_s = s.r_s;
+  // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
+  // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
+  ps.r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
+  ps.softening = s.softening;
+  ps.g_mass = s.g_mass;
+  ps.taylor_order = s.taylor_order;
+  ps.table_size = s.taylor_table_size;
+  ps.double_precision = s.p2p_double;
+  return ps;
+}
+
 namespace {
 ShortRangeSettings checked(const ShortRangeSettings& s) {
   check_walk_settings(WalkSettings{s.box_mpc_h, s.r_cut, s.theta});
@@ -74,20 +89,9 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
 
   stats_ = ShortRangeStats{};
   total_.restart();
-  // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
-  // the walk uses the same cut, so M2L never adds pairs that P2P would drop.
-  const double r_cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
-  P2PSettings ps;
-  ps.box_mpc_h = box;
-  ps.r_s = s.r_s;
-  ps.r_cut = r_cut;
-  ps.softening = s.softening;
-  ps.g_mass = s.g_mass;
-  ps.taylor_order = s.taylor_order;
-  ps.table_size = s.taylor_table_size;
-  ps.double_precision = s.p2p_double;
+  const P2PSettings ps = p2p_settings_of(s);
   p2p_ = &p2p;
-  const WalkSettings ws{box, r_cut, s.theta};
+  const WalkSettings ws{box, ps.r_cut, s.theta};
 
   device_step_ = s.tree_on_device && p2p.builds_tree();
   if (device_step_) {

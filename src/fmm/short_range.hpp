@@ -61,6 +61,10 @@ struct ShortRangeSettings {
 // softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h).
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 
+// The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or
+// min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there.
+P2PSettings p2p_settings_of(const ShortRangeSettings& settings);
+
 struct ShortRangeStats {
   double tree_seconds = 0;        // ORB build
   double multipole_seconds = 0;   // P2M + M2M

@@ -27,7 +27,7 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
 
 // Task lists per tree leaf / node that the plan reserves: P2P entries (a mutual pair is one
 // entry) per leaf, M2L tasks per node, and the largest frontier of node pairs per leaf.
-constexpr double kP2PEntriesPerLeaf = 48;
+constexpr double kP2PEntriesPerLeaf = 96;   // measured: 79 (512^3, z = 99), 84 (256^3 in 1 Gpc/h, z = 0)
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
 
@@ -59,8 +59,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   DeviceMemoryPlan plan;
   const std::size_t n = in.particles;
   plan.particles = n;
-  // Positions, momenta, ids, time bins, long-range (double) and short-range accelerations.
-  plan.parts.push_back({"state", padded(n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12)))});
+  // Positions, momenta, ids, time bins, long-range (double) and short-range accelerations;
+  // PM only: the transfers' staging (TreePM borrows the short-range step's).
+  plan.parts.push_back(
+      {"state", padded(n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)))});
   if (in.short_range) {
     const ShortRangeSettings& s = in.settings;
     const std::size_t nl = orb_tree_leaves(n, s.max_leaf), nn = 2 * nl - 1;
@@ -75,9 +77,11 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
     // Walk: entries, M2L tasks (raw, sorted, keys), two frontiers; its node records.
     plan.parts.push_back({"walk", padded(entries * 8 + m2l * 32 + frontier * 16 + nn * (96 + 8))});
-    // Grouping: the expanded tasks twice (sort buffers) and once more as uploaded, the
-    // entries' expansion offsets, the groups, the sort's temporaries (~ one key array).
-    plan.parts.push_back({"P2P tasks", padded(tasks * 8 * 2 + tasks * 4 + entries * 8 + nl * 24)});
+    // The tasks of one chunk of target leaves, selected, expanded and sorted by target: per
+    // entry its position, per task keys and values twice and the sort's temporaries, per leaf
+    // the groups (gpu/p2p_cuda_chunks.cuh). A step takes them in as few chunks as memory
+    // allows; the plan reserves a quarter of them (four chunks).
+    plan.parts.push_back({"P2P tasks", padded(entries * 4 + tasks / 4 * 20 + nl * 24)});
     // Leaf-relative positions, tree-order accelerations, active flags and their scan.
     plan.parts.push_back({"P2P", padded(n * (3 * (s.p2p_double ? 8 : 4) + 24 + 4) + nn + nl)});
     const std::size_t per_node =

@@ -224,6 +224,21 @@ unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + 
 
 }  // namespace
 
+FmmTreeView fmm_tree_view(const DeviceOrbTree& tree) {
+  FmmTreeView view;
+  view.n_nodes = tree.n_nodes();
+  view.n_leaves = tree.n_leaves();
+  view.nodes = tree.shape_nodes();
+  view.geometry = tree.geometry();
+  view.leaf_node = tree.leaf_nodes();
+  view.level_nodes = tree.level_nodes();
+  view.level_offset = &tree.level_offsets();
+  view.x = tree.tree_x();
+  view.y = tree.tree_y();
+  view.z = tree.tree_z();
+  return view;
+}
+
 DeviceFmm::DeviceFmm(int multipole_order, double r_s)
     : order_(multipole_order),
       nm_(MultiIndexSet::count(multipole_order)),

@@ -29,6 +29,7 @@
 namespace orbis::gpu {
 
 struct DeviceShapeNode;
+class DeviceOrbTree;
 
 // What the FMM reads of the device tree (DeviceOrbTree's arrays, tree order).
 struct FmmTreeView {
@@ -42,6 +43,9 @@ struct FmmTreeView {
   const double* y = nullptr;
   const double* z = nullptr;
 };
+
+// The view of a device tree's arrays (valid until its next build or refit).
+FmmTreeView fmm_tree_view(const DeviceOrbTree& tree);
 
 class DeviceFmm {
  public:

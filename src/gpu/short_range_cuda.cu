@@ -6,7 +6,6 @@
 #include <cub/device/device_scan.cuh>
 
 #include "core/error.hpp"
-#include "fmm/truncation.hpp"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/p2p_cuda.hpp"
 
@@ -49,27 +48,10 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   if (settings.max_leaf < 1 || static_cast<unsigned>(settings.max_leaf) > CudaP2PEvaluator::kMaxLeafCount)
     fail("short range on the GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)",
          settings.max_leaf, CudaP2PEvaluator::kMaxLeafCount);
-  // The tabulated P2P cuts at min(r_cut, 6 r_s), where the table ends; the walk uses the same
-  // cut (as ShortRangeSolver::begin).
-  const double r_cut = settings.taylor_order >= 0 ? std::min(settings.r_cut, 2.0 * settings.r_s * kTruncationTableXMax)
-                                                  : settings.r_cut;
-  P2PSettings& ps = p2p_settings_;
-  ps.box_mpc_h = settings.box_mpc_h;
-  ps.r_s = settings.r_s;
-  ps.r_cut = r_cut;
-  ps.softening = settings.softening;
-  ps.g_mass = settings.g_mass;
-  ps.taylor_order = settings.taylor_order;
-  ps.table_size = settings.taylor_table_size;
-  ps.double_precision = settings.p2p_double;
-  walk_settings_ = WalkSettings{settings.box_mpc_h, r_cut, settings.theta};
+  p2p_settings_ = p2p_settings_of(settings);
+  const P2PSettings& ps = p2p_settings_;
+  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta};
   runner_.prepare(ps);
-  // The walk writes its P2P entries straight into the grouping's upload arrays (room for
-  // the expanded tasks, twice the entries), which expand and sort them in place.
-  walk_.set_p2p_buffers([this](std::size_t capacity, std::uint32_t** targets, std::uint32_t** sources) {
-    *targets = grouping_.upload_targets(2 * capacity);
-    *sources = grouping_.upload_sources(2 * capacity);
-  });
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);
   host_counters_.ensure(3);
@@ -138,58 +120,55 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
 
-  // The walk's entries, already in the grouping's arrays: expanded, sorted by target.
   const std::size_t entries = walk_.p2p_entries(), tasks = walk_.p2p_tasks();
-  task_t_.ensure(std::max<std::size_t>(tasks, 1));
-  task_s_.ensure(std::max<std::size_t>(tasks, 1));
   P2PKernelRunner::count_pairs(walk_.p2p_targets(), walk_.p2p_sources(), entries, tree_.leaves(), leaf_active,
                                counters_.data(), stream);
-  grouping_.run(stream, entries, tasks, task_t_.data(), task_s_.data(), nl);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
 
-  // P2P: leaf-relative positions, then the kernel over the groups (writes every particle of
-  // every evaluated target leaf).
+  // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
+  // and sorted by target a chunk of target leaves at a time (writes every particle of every
+  // evaluated target leaf).
   rel_.ensure(3 * n * runner_.position_bytes());
   acc_tree_.ensure(3 * n);
   runner_.relative_positions(tree_.tree_x(), tree_.tree_y(), tree_.tree_z(), tree_.leaves(), nl, n, rel_.data(),
                              stream);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_tree_.data(), 0, 3 * n * sizeof(double), stream));
   P2PLaunch launch;
-  launch.groups = grouping_.groups();
-  launch.n_groups = grouping_.n_groups();
-  launch.sources = grouping_.sorted_sources();
   launch.leaves = tree_.leaves();
-  launch.n_leaves = nl;
-  launch.n_tasks = tasks;
   launch.rel = rel_.data();
   launch.n = n;
   launch.acc = acc_tree_.data();
   launch.leaf_active = leaf_active;
-  runner_.launch(launch, stream);
+  chunks_.run(walk_.p2p_targets(), walk_.p2p_sources(), entries, tasks, nl, chunk_limit(entries, tasks, nl), runner_,
+              launch, stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
   // Far field: added to the P2P sums of the leaves that have a local expansion.
-  if (walk_.m2l_count() > 0) {
-    FmmTreeView view;
-    view.n_nodes = nn;
-    view.n_leaves = nl;
-    view.nodes = tree_.shape_nodes();
-    view.geometry = tree_.geometry();
-    view.leaf_node = tree_.leaf_nodes();
-    view.level_nodes = tree_.level_nodes();
-    view.level_offset = &tree_.level_offsets();
-    view.x = tree_.tree_x();
-    view.y = tree_.tree_y();
-    view.z = tree_.tree_z();
-    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, settings_.g_mass,
-                 acc_tree_.data(), stream);
-  }
+  if (walk_.m2l_count() > 0)
+    fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
+                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
                           stream);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), 3 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[6], stream));
+}
+
+std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const {
+  // What free device memory holds beside the step's other arrays (and a margin for CUDA and
+  // the sorts), counting the chunk arrays held now as free.
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::size_t margin = std::size_t{512} << 20;
+  const std::size_t others = rel_.growth_bytes(3 * n_ * runner_.position_bytes()) + acc_tree_.growth_bytes(3 * n_);
+  const std::size_t usable = (allocation_cap_ > 0 ? std::min(free_bytes, allocation_cap_) : free_bytes) +
+                             chunks_.held_bytes();
+  const std::size_t fixed = DeviceP2PChunks::bytes_for(entries, 0, n_leaves) + others + margin;
+  std::size_t limit = usable > fixed ? (usable - fixed) / 24 : 0;   // 20 bytes a task, +1/8 headroom
+  if (max_chunk_tasks_ > 0) limit = std::min(limit, max_chunk_tasks_);
+  if (limit == 0) fail("P2P on the GPU: no device memory left for the tasks ({:.2f} GiB free)", free_bytes / 1073741824.0);
+  return limit >= tasks ? 0 : limit;
 }
 
 void DeviceShortRange::set_tree_policy(int max_refits, double growth) {
@@ -212,8 +191,9 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   };
   s.tree = seconds(0, 1);
   s.walk = seconds(1, 2);
-  s.grouping = seconds(2, 3);
-  s.p2p = seconds(3, 4);
+  // Events 2-4 enclose the pair count, positions, selection and sorts, and the kernels.
+  s.p2p = chunks_.kernel_seconds();
+  s.grouping = seconds(2, 4) - s.p2p;
   s.far_field = seconds(4, 5);
   s.scatter = seconds(5, 6);
   s.total = seconds(0, 6);
@@ -228,12 +208,18 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.leaves = tree_.n_leaves();
   s.walk_launches = walk_.levels();
   s.walk_reruns = walk_.reruns();
+  s.p2p_chunks = chunks_.chunks();
   return s;
 }
 
+double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
+  acc_tree_.ensure(doubles);
+  return acc_tree_.data();
+}
+
 std::size_t DeviceShortRange::held_bytes() const {
-  return walk_.held_bytes() + grouping_.held_bytes() + walk_nodes_.capacity() * sizeof(WalkNode) +
-         (task_t_.capacity() + task_s_.capacity() + prefix_.capacity()) * 4 + rel_.capacity() +
+  return walk_.held_bytes() + chunks_.held_bytes() + walk_nodes_.capacity() * sizeof(WalkNode) +
+         prefix_.capacity() * 4 + rel_.capacity() +
          acc_tree_.capacity() * 8 + leaf_active_.capacity() + node_active_.capacity() + scan_temp_.capacity();
 }
 

@@ -1,7 +1,7 @@
 // The short-range step from device positions to device forces, with nothing on the host
 // but the queueing: the ORB tree (DeviceOrbTree, the CPU's tree bit for bit), the dual-tree
-// walk (DeviceWalk, the CPU's task sets, one host wait at its end), the P2P grouping and
-// kernel, and the far field (DeviceFmm: multipoles, M2L, L2L, L2P). The same sums as
+// walk (DeviceWalk, the CPU's task sets, one host wait at its end), the P2P tasks sorted by
+// target (in chunks when memory is short) and the kernel, and the far field (DeviceFmm: multipoles, M2L, L2L, L2P). The same sums as
 // ShortRangeSolver (fmm/short_range.hpp) with the CUDA P2P, in another summation order
 // for the far field.
 //
@@ -21,7 +21,7 @@
 #include "gpu/device_buffer.cuh"
 #include "gpu/fmm_cuda.cuh"
 #include "gpu/orb_tree_cuda.cuh"
-#include "gpu/p2p_cuda_grouping.cuh"
+#include "gpu/p2p_cuda_chunks.cuh"
 #include "gpu/p2p_cuda_launch.cuh"
 #include "gpu/walk_cuda.cuh"
 
@@ -30,11 +30,14 @@ namespace orbis::gpu {
 // Where the last step's time went (device times from events, seconds) and what it did.
 struct DeviceShortRangeStats {
   double tree = 0, walk = 0, grouping = 0, p2p = 0, far_field = 0, scatter = 0, total = 0;
+  // grouping: the pair count, the leaf-relative positions and the tasks' selection and
+  // sort by target; p2p: the kernel alone.
   bool rebuilt = false;           // the tree was built (else refitted)
   double p2p_interactions = 0;    // particle pairs evaluated (active targets)
   std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
   std::size_t active_particles = 0, active_leaves = 0;
   int walk_launches = 0, walk_reruns = 0;
+  int p2p_chunks = 1;             // chunks of target leaves the P2P tasks were sorted in
 };
 
 class DeviceShortRange {
@@ -62,6 +65,12 @@ class DeviceShortRange {
   // last rebuild by the factor `growth`; otherwise it refits the last tree to the new
   // positions (DeviceOrbTree::refit). max_refits = 0: rebuild every step.
   void set_tree_policy(int max_refits, double growth);
+  // At most this many P2P tasks expanded and sorted at once (0: as many as free device
+  // memory holds): beyond it the tasks go in chunks of target leaves, bitwise the same.
+  void set_max_chunk_tasks(std::size_t tasks) { max_chunk_tasks_ = tasks; }
+  // The step may allocate at most this many more bytes than it holds (the engine's
+  // [gpu] memory_limit_gib less what it uses); 0: free device memory is the only limit.
+  void set_allocation_cap(std::size_t bytes) { allocation_cap_ = bytes; }
   const ShortRangeSettings& settings() const { return settings_; }
   P2PSettings p2p_settings() const { return p2p_settings_; }
   // Tests: the device tree and walk of the last compute().
@@ -70,20 +79,24 @@ class DeviceShortRange {
   const DeviceFmm& fmm() const { return fmm_; }
   // Device bytes held now.
   std::size_t held_bytes() const;
+  // The step's tree-order acceleration array (3 n doubles), free between steps, lent to the
+  // caller for its transfers (the engine's outputs); valid until the next compute().
+  double* borrow_scratch(std::size_t doubles);
 
  private:
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
+  // The chunk size for this step's tasks (0: one chunk), from free memory and the setting.
+  std::size_t chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const;
 
   ShortRangeSettings settings_;
   P2PSettings p2p_settings_;
   WalkSettings walk_settings_;
   DeviceOrbTree tree_;
   DeviceWalk walk_;
-  DeviceGrouping grouping_;
+  DeviceP2PChunks chunks_;
   P2PKernelRunner runner_;
   DeviceFmm fmm_;
   DeviceArray<WalkNode> walk_nodes_;
-  DeviceArray<std::uint32_t> task_t_, task_s_;   // the grouping's second sort buffers
   DeviceArray<unsigned char> rel_;               // leaf-relative positions (float or double)
   DeviceArray<double> acc_tree_;                 // 3 per particle, tree order
   DeviceArray<std::uint32_t> prefix_;            // active particles before each tree position
@@ -94,6 +107,7 @@ class DeviceShortRange {
   bool active_subset_ = false;
   bool rebuilt_ = false, pending_ = false;
   int max_refits_ = 8, refits_ = 0;
+  std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0;
   double growth_ = 1.1, pairs_at_build_ = 0;
   cudaEvent_t events_[7] = {};
   std::size_t n_ = 0;

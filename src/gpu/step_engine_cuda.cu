@@ -50,6 +50,7 @@ struct CudaStepEngine::Impl {
   cudaStream_t stream = nullptr;
   int max_refits = 8;
   double refit_growth = 1.1;
+  std::size_t max_chunk_tasks = 0;
   bool treepm = true;
   PmSettings pm_settings;
   ShortRangeSettings sr;
@@ -61,7 +62,8 @@ struct CudaStepEngine::Impl {
   std::unique_ptr<CudaPmSolver> pm;
   std::size_t n = 0;
   double mass = 0;
-  DeviceArray<double> pos, mom, acc_long, staging;   // 3n each: x | y | z (staging interleaved)
+  DeviceArray<double> pos, mom, acc_long;   // 3n each: x | y | z
+  DeviceArray<double> own_staging;          // PM only: the transfers' device staging
   DeviceArray<float> acc_short_f;
   DeviceArray<double> acc_short_d;
   DeviceArray<std::uint64_t> id;
@@ -82,24 +84,34 @@ struct CudaStepEngine::Impl {
   const void* short_acc() const {
     return short_double ? static_cast<const void*>(acc_short_d.data()) : static_cast<const void*>(acc_short_f.data());
   }
+  // The device side of the transfers (3n doubles, interleaved): TreePM borrows the
+  // short-range step's tree-order accelerations, free between steps, so the outputs need no
+  // memory of their own.
+  double* staging() {
+    if (short_range) return short_range->borrow_scratch(3 * n);
+    own_staging.ensure(3 * n);
+    return own_staging.data();
+  }
   // Interleaved host vector <-> x | y | z device block, through pinned memory.
   void upload(const std::vector<Vec3d>& from, double* to) {
+    double* staging = this->staging();
     std::memcpy(host_staging.data(), from.data(), 3 * n * sizeof(double));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging.data(), host_staging.data(), 3 * n * sizeof(double),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * n * sizeof(double),
                                      cudaMemcpyHostToDevice, stream));
-    gpu::deinterleave(staging.data(), n, to, stream);
+    gpu::deinterleave(staging, n, to, stream);
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
   }
-  void download_interleaved(std::vector<Vec3d>& to) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging.data(), 3 * n * sizeof(double),
+  void download_interleaved(const double* staging, std::vector<Vec3d>& to) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     to.resize(n);
     std::memcpy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
   }
   void download(const double* from, std::vector<Vec3d>& to) {
-    gpu::interleave(from, n, staging.data(), stream);
-    download_interleaved(to);
+    double* staging = this->staging();
+    gpu::interleave(from, n, staging, stream);
+    download_interleaved(staging, to);
   }
   static std::size_t used_now() {
     std::size_t free_bytes = 0, total_bytes = 0;
@@ -210,12 +222,12 @@ void CudaStepEngine::load(Particles particles) {
     m.sr.g_mass = units::G * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
     m.short_range->set_tree_policy(m.max_refits, m.refit_growth);
+    m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
   if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
   m.pos.ensure(3 * n);
   m.mom.ensure(3 * n);
   m.acc_long.ensure(3 * n);
-  m.staging.ensure(3 * n);
   m.id.ensure(n);
   m.bin.ensure(n);
   m.host_staging.ensure(3 * n);
@@ -252,11 +264,10 @@ const std::vector<Vec3d>& CudaStepEngine::accelerations() {
   Impl& m = *impl_;
   if (m.acc_current) return m.host_acc;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  if (m.short_double)
-    gpu::interleave_sum(m.acc_long.data(), m.acc_short_d.data(), m.n, m.staging.data(), m.stream);
-  else
-    gpu::interleave_sum(m.acc_long.data(), m.acc_short_f.data(), m.n, m.staging.data(), m.stream);
-  m.download_interleaved(m.host_acc);
+  double* staging = m.staging();
+  if (m.short_double) gpu::interleave_sum(m.acc_long.data(), m.acc_short_d.data(), m.n, staging, m.stream);
+  else gpu::interleave_sum(m.acc_long.data(), m.acc_short_f.data(), m.n, staging, m.stream);
+  m.download_interleaved(staging, m.host_acc);
   m.acc_current = true;
   return m.host_acc;
 }
@@ -275,6 +286,11 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[1], m.stream));
   }
   if (m.treepm) {
+    if (m.memory_limit_gib > 0) {   // what the limit leaves for the step's task chunks
+      const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
+      const std::size_t now = Impl::used_now(), used = now > m.baseline ? now - m.baseline : 0;
+      m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
+    }
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
     if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
     else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
@@ -328,16 +344,22 @@ void CudaStepEngine::set_tree_policy(int max_refits, double growth) {
   if (impl_->short_range) impl_->short_range->set_tree_policy(max_refits, growth);
 }
 
+void CudaStepEngine::set_max_chunk_tasks(std::size_t tasks) {
+  impl_->max_chunk_tasks = tasks;
+  if (impl_->short_range) impl_->short_range->set_max_chunk_tasks(tasks);
+}
+
 std::string CudaStepEngine::last_step_details() const {
   const Impl& m = *impl_;
   if (!m.short_range) return "no short-range step";
   const gpu::DeviceShortRangeStats s = m.short_range->stats();
-  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms, "
-                     "far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L tasks, "
-                     "{:.3e} pairs; {:.2f} GiB held by the short-range step",
+  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms "
+                     "({} chunk{}), far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L "
+                     "tasks, {:.3e} pairs; {:.2f} GiB held by the short-range step",
                      1e3 * s.tree, s.rebuilt ? "built" : "refitted", 1e3 * s.walk, s.walk_launches, s.walk_reruns,
-                     1e3 * s.grouping, 1e3 * s.p2p, 1e3 * s.far_field, 1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks,
-                     s.m2l_tasks, s.p2p_interactions, gib(m.short_range->held_bytes()));
+                     1e3 * s.grouping, 1e3 * s.p2p, s.p2p_chunks, s.p2p_chunks == 1 ? "" : "s", 1e3 * s.far_field,
+                     1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks, s.m2l_tasks, s.p2p_interactions,
+                     gib(m.short_range->held_bytes()));
 }
 
 double CudaStepEngine::max_acceleration() {

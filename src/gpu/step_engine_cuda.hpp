@@ -41,6 +41,9 @@ class CudaStepEngine final : public StepEngine {
   // Tuning knob and benchmark hook: the tree policy (gpu/short_range_cuda.cuh: refits
   // between rebuilds; 0: rebuild every step).
   void set_tree_policy(int max_refits, double growth);
+  // At most this many P2P tasks sorted at once (0: as many as free memory holds); beyond it
+  // the tasks go in chunks of target leaves, bitwise the same (gpu/p2p_cuda_chunks.cuh).
+  void set_max_chunk_tasks(std::size_t tasks);
 
  private:
   struct Impl;

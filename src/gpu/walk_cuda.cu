@@ -317,19 +317,12 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
                          const WalkPairParams& params, const std::uint8_t* node_active, cudaStream_t stream) {
   frontier_[0].ensure(std::max<std::size_t>(capacity_.frontier, 1));
   frontier_[1].ensure(std::max<std::size_t>(capacity_.frontier, 1));
-  std::size_t p2p_limit = std::max<std::size_t>(capacity_.p2p, 1);
-  if (external_) {
-    external_(p2p_limit, &out_t_, &out_s_);
-  } else {
-    p2p_t_.ensure(p2p_limit);
-    p2p_s_.ensure(p2p_limit);
-    out_t_ = p2p_t_.data();
-    out_s_ = p2p_s_.data();
-    p2p_limit = std::min(p2p_t_.capacity(), p2p_s_.capacity());
-  }
+  p2p_t_.ensure(std::max<std::size_t>(capacity_.p2p, 1));
+  p2p_s_.ensure(std::max<std::size_t>(capacity_.p2p, 1));
   m2l_raw_.ensure(std::max<std::size_t>(capacity_.m2l, 1));
   // What the arrays hold now (ensure rounds up): the limits the scan checks.
-  const WalkLimits limits{p2p_limit, m2l_raw_.capacity(), std::min(frontier_[0].capacity(), frontier_[1].capacity())};
+  const WalkLimits limits{std::min(p2p_t_.capacity(), p2p_s_.capacity()), m2l_raw_.capacity(),
+                          std::min(frontier_[0].capacity(), frontier_[1].capacity())};
   tiles_.ensure(limits.frontier / kTile + 1);
   auto* st = reinterpret_cast<WalkState*>(state_.data());
   init_walk<<<1, 1, 0, stream>>>(st, frontier_[0].data(), n_nodes > 0);
@@ -348,7 +341,7 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
     scan_tiles<<<1, kScanThreads, 0, stream>>>(st, parity, tiles_.data(), limits);
     ORBIS_CUDA_CHECK(cudaGetLastError());
     write_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
-                                            tiles_.data(), out_t_, out_s_, m2l_raw_.data(),
+                                            tiles_.data(), p2p_t_.data(), p2p_s_.data(), m2l_raw_.data(),
                                             frontier_[parity ^ 1].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
@@ -455,9 +448,9 @@ void DeviceWalk::download_p2p(std::vector<std::uint32_t>& targets, std::vector<s
   targets.resize(p2p_entries_);
   sources.resize(p2p_entries_);
   if (p2p_entries_ > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(targets.data(), out_t_, p2p_entries_ * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(targets.data(), p2p_t_.data(), p2p_entries_ * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data(), out_s_, p2p_entries_ * sizeof(std::uint32_t),
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data(), p2p_s_.data(), p2p_entries_ * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -21,7 +21,6 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -53,20 +52,13 @@ class DeviceWalk {
   void run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
            cudaStream_t stream, const std::uint8_t* node_active = nullptr);
 
-  // Where the P2P entries go: by default the walk's own arrays; a caller that moves them on
-  // anyway (the device step, into the grouping's upload arrays) can have them written there
-  // instead: `buffers(capacity, &targets, &sources)` must return two device arrays of at
-  // least `capacity` entries (their contents need not be kept when asked again).
-  using P2PBuffers = std::function<void(std::size_t capacity, std::uint32_t** targets, std::uint32_t** sources)>;
-  void set_p2p_buffers(P2PBuffers buffers) { external_ = std::move(buffers); }
-
   // P2P in half form, DeviceGrouping's upload format (tasks.hpp): entry e is the target
   // leaf, | kMutualBit when mutual (it stands for (t, s, img) and (s, t, -img)), and the
   // source packed with pack_source.
   std::size_t p2p_entries() const { return p2p_entries_; }
   std::size_t p2p_tasks() const { return p2p_entries_ + p2p_mutual_; }   // a mutual entry counted twice
-  const std::uint32_t* p2p_targets() const { return out_t_; }
-  const std::uint32_t* p2p_sources() const { return out_s_; }
+  const std::uint32_t* p2p_targets() const { return p2p_t_.data(); }
+  const std::uint32_t* p2p_sources() const { return p2p_s_.data(); }
 
   // M2L, each direction its own task (as the CPU's lists.m2l), grouped by target node.
   std::size_t m2l_count() const { return m2l_count_; }
@@ -103,10 +95,7 @@ class DeviceWalk {
   DeviceArray<std::uint64_t> frontier_[2];   // (target, source) pairs, ping-pong
   DeviceArray<WalkCounts> tiles_;             // per tile of the frontier: its sums, then their scan
   DeviceArray<unsigned char> state_;          // the walk's device-side counters (walk_cuda.cu)
-  DeviceArray<std::uint32_t> p2p_t_, p2p_s_;   // the P2P entries, unless external_ says where
-  P2PBuffers external_;
-  std::uint32_t* out_t_ = nullptr;
-  std::uint32_t* out_s_ = nullptr;
+  DeviceArray<std::uint32_t> p2p_t_, p2p_s_;
   DeviceArray<InteractionTask> m2l_raw_;
   DeviceArray<std::uint32_t> m2l_keys_[2];
   DeviceArray<InteractionTask> m2l_values_;

@@ -14,8 +14,12 @@
 //
 //   bench_step_cuda [--scene=ics|evolved|clustered] [--side=N] [--box=L] [--z=Z]
 //                   [--z-start=Z] [--coarse-dln=D] [--reps=R] [--precision=float|double]
-//                   [--max-leaf=L] [--refits=K]
-// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8).
+//                   [--max-leaf=L] [--refits=K] [--chunk-tasks=T] [--memory-limit-gib=G]
+// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8);
+// --chunk-tasks: at most T P2P tasks sorted at once (default 0: as memory allows); a list
+// T1,T2,... times the steps for each in turn on the same state (the memory peak is the
+// largest so far: list the smaller chunks first);
+// --memory-limit-gib: [gpu] memory_limit_gib (the step then chunks its tasks to fit).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -54,6 +58,8 @@ struct Options {
   std::string precision = "float";
   int max_leaf = 32;
   int refits = 8;
+  std::vector<std::size_t> chunk_tasks{0};
+  double memory_limit_gib = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -74,6 +80,15 @@ Options parse(int argc, char** argv) {
     else if (const char* v = value("--precision=")) o.precision = v;
     else if (const char* v = value("--max-leaf=")) o.max_leaf = std::atoi(v);
     else if (const char* v = value("--refits=")) o.refits = std::atoi(v);
+    else if (const char* v = value("--chunk-tasks=")) {
+      o.chunk_tasks.clear();
+      for (const char* c = v; *c;) {
+        char* end = nullptr;
+        o.chunk_tasks.push_back(std::strtoull(c, &end, 10));
+        c = *end == ',' ? end + 1 : end;
+      }
+    }
+    else if (const char* v = value("--memory-limit-gib=")) o.memory_limit_gib = std::atof(v);
     else {
       std::fprintf(stderr, "unknown argument %s\n", argv[i]);
       std::exit(2);
@@ -86,7 +101,8 @@ Params params_for(const Options& o, double z_init) {
   return Params::parse("[box]\nsize_mpc_h = " + std::to_string(o.box) + "\nparticles_per_side = " +
                            std::to_string(o.side) + "\n[ic]\nz_init = " + std::to_string(z_init) +
                            "\n[gpu]\nbackend = \"cuda\"\np2p_precision = \"" + o.precision +
-                           "\"\n[gravity]\nmax_leaf = " + std::to_string(o.max_leaf) + "\n",
+                           "\"\nmemory_limit_gib = " + std::to_string(o.memory_limit_gib) +
+                           "\n[gravity]\nmax_leaf = " + std::to_string(o.max_leaf) + "\n",
                        "bench_step_cuda.toml");
 }
 
@@ -132,6 +148,7 @@ int main(int argc, char** argv) {
   const std::size_t n = particles.size();
   CudaStepEngine engine(params);
   engine.set_tree_policy(o.refits, 1.1);
+  engine.set_max_chunk_tasks(o.chunk_tasks.front());
   engine.load(std::move(particles));
   ForceStats stats;
   engine.compute_forces(true, 0, stats);
@@ -155,40 +172,44 @@ int main(int argc, char** argv) {
 
   // Timed steps at a fixed scale factor range (a tiny step: the state stays the scene's).
   const double dln = 1e-3;
-  std::map<std::string, std::vector<double>> phases;
-  std::vector<double> totals, interactions, m2l;
-  for (int r = 0; r <= o.reps; ++r) {
-    ForceStats s;
-    Stopwatch watch;
-    kdk(engine, cosmology, a, a * std::exp(dln), s);
-    const double total = watch.seconds();
-    a *= std::exp(dln);
-    if (r == 0) continue;   // warm-up
-    double phases_sum = 0;
-    for (const auto& [name, seconds] : s.times.all()) {
-      phases[name].push_back(seconds);
-      phases_sum += seconds;
-    }
-    phases["kick, drift and rest"].push_back(total - phases_sum);
-    totals.push_back(total);
-    interactions.push_back(s.p2p_interactions);
-    m2l.push_back(s.m2l_interactions);
-    std::printf("  step %d: %.4f s; %s\n", r, total, engine.last_step_details().c_str());
-  }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  std::printf("| phase | seconds |\n| --- | --- |\n");
-  for (const char* name : {"pm", "tree", "walk", "p2p", "m2l", "kick, drift and rest"})
-    std::printf("| %s | %.4f |\n", name, median(phases[name]));
-  std::printf("| **step** | **%.4f** |\n", median(totals));
-  const double dev = static_cast<double>(engine.peak_device_bytes());
-  std::printf("P2P pairs %.3e, M2L tasks %.3e; device peak %.2f GiB (%.0f bytes/particle, planned %.0f), host peak "
-              "%.2f GiB (%.0f bytes/particle)\n",
-              median(interactions), median(m2l), dev / (1 << 30), dev / n,
-              static_cast<double>(engine.planned_device_bytes()) / n, host_peak_gib(),
-              host_peak_gib() * (1 << 30) / n);
+  for (const std::size_t chunk : o.chunk_tasks) {
+    engine.set_max_chunk_tasks(chunk);
+    std::printf("## P2P tasks per chunk: %s\n", chunk == 0 ? "as memory allows" : std::to_string(chunk).c_str());
+    std::map<std::string, std::vector<double>> phases;
+    std::vector<double> totals, interactions, m2l;
+    for (int r = 0; r <= o.reps; ++r) {
+      ForceStats s;
+      Stopwatch watch;
+      kdk(engine, cosmology, a, a * std::exp(dln), s);
+      const double total = watch.seconds();
+      a *= std::exp(dln);
+      if (r == 0) continue;   // warm-up
+      double phases_sum = 0;
+      for (const auto& [name, seconds] : s.times.all()) {
+        phases[name].push_back(seconds);
+        phases_sum += seconds;
+      }
+      phases["kick, drift and rest"].push_back(total - phases_sum);
+      totals.push_back(total);
+      interactions.push_back(s.p2p_interactions);
+      m2l.push_back(s.m2l_interactions);
+      std::printf("  step %d: %.4f s; %s\n", r, total, engine.last_step_details().c_str());
+    }
+    std::printf("| phase | seconds |\n| --- | --- |\n");
+    for (const char* name : {"pm", "tree", "walk", "p2p", "m2l", "kick, drift and rest"})
+      std::printf("| %s | %.4f |\n", name, median(phases[name]));
+    std::printf("| **step** | **%.4f** |\n", median(totals));
+    const double dev = static_cast<double>(engine.peak_device_bytes());
+    std::printf("P2P pairs %.3e, M2L tasks %.3e; device peak so far %.2f GiB (%.0f bytes/particle, planned %.0f), host "
+                "peak %.2f GiB (%.0f bytes/particle)\n",
+                median(interactions), median(m2l), dev / (1 << 30), dev / n,
+                static_cast<double>(engine.planned_device_bytes()) / n, host_peak_gib(),
+                host_peak_gib() * (1 << 30) / n);
+  }
   return 0;
 }
 #else

@@ -90,17 +90,7 @@ TEST_CASE("device multipoles and far field equal the host operators") {
   dwalk.run(wnodes.data(), dtree.n_nodes(), dtree.n_leaves(), ws, nullptr);
   REQUIRE(dwalk.m2l_count() == lists.m2l.size());
 
-  gpu::FmmTreeView view;
-  view.n_nodes = dtree.n_nodes();
-  view.n_leaves = dtree.n_leaves();
-  view.nodes = dtree.shape_nodes();
-  view.geometry = dtree.geometry();
-  view.leaf_node = dtree.leaf_nodes();
-  view.level_nodes = dtree.level_nodes();
-  view.level_offset = &dtree.level_offsets();
-  view.x = dtree.tree_x();
-  view.y = dtree.tree_y();
-  view.z = dtree.tree_z();
+  const gpu::FmmTreeView view = gpu::fmm_tree_view(dtree);
 
   for (int p : {2, 4, 6}) {
     CAPTURE(p);

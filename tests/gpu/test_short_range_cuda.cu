@@ -85,10 +85,22 @@ TEST_CASE("device short-range step: the host solver's forces, bitwise repeatable
   CHECK(st.m2l_tasks > 0);
   CHECK(worst / rms < 2e-6);   // float P2P in both; summation orders differ
 
-  // Again: bitwise.
+  // Again (a refit of the same positions): bitwise.
   sr.compute(dpos.soa.data(), n, nullptr, 0, out.data(), nullptr);
   const std::vector<float> again = download(out, 3 * n);
   CHECK(std::memcmp(full.data(), again.data(), full.size() * sizeof(float)) == 0);
+  CHECK(!sr.stats().rebuilt);
+
+  // The tasks sorted in chunks of target leaves: bitwise the same.
+  for (std::size_t parts : {3u, 17u}) {
+    sr.set_max_chunk_tasks(st.p2p_tasks / parts + 1);
+    sr.compute(dpos.soa.data(), n, nullptr, 0, out.data(), nullptr);
+    const std::vector<float> chunked = download(out, 3 * n);
+    CAPTURE(parts);
+    CHECK(sr.stats().p2p_chunks >= static_cast<int>(parts));
+    CHECK(std::memcmp(full.data(), chunked.data(), full.size() * sizeof(float)) == 0);
+  }
+  sr.set_max_chunk_tasks(0);
 
   // Active subset: bin 3 (active at min_active_bin = 3) for the particles with x < 0.3 L and
   // for every fifth particle with x < 0.6 L (leaves partly active), bins 0..2 for the rest
