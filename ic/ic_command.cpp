@@ -11,7 +11,7 @@
 
 namespace orbis {
 
-int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides) {
+int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides, const Comm& comm) {
   Stopwatch total;
   // Everything is read and checked before any work or output.
   const Params params = Params::load(parameter_file, overrides);
@@ -23,21 +23,30 @@ int run_ic_command(const std::string& parameter_file, const std::vector<std::str
   log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
 
   const std::string directory = params.get_string("output.directory");
-  make_directories(directory);
-  write_text_atomically(join_path(directory, "used_parameters.toml"), params.to_toml());
+  run_collectively(comm, [&] {
+    if (!comm.is_root()) return;
+    make_directories(directory);
+    write_text_atomically(join_path(directory, "used_parameters.toml"), params.to_toml());
+  });
 
   IcReport report;
-  const Particles particles = make_initial_conditions(settings, cosmology, power, &report);
+  const Particles particles = make_initial_conditions(settings, cosmology, power, &report, comm);
+  std::vector<std::string> written;
   {
     ScopedPhase phase(report.times, "write");
-    write_snapshot(join_path(directory, "ics.hdf5"), particles, report.a_init, params);
-    if (settings.self_test)
-      write_text_atomically(join_path(directory, "ic_power.txt"),
-                            ic::power_table_text(report.delta_power, report.displacement_power));
+    written = write_snapshot(join_path(directory, "ics.hdf5"), particles, report.a_init, params, nullptr, comm);
+    run_collectively(comm, [&] {
+      if (comm.is_root() && settings.self_test)
+        write_text_atomically(join_path(directory, "ic_power.txt"),
+                              ic::power_table_text(report.delta_power, report.displacement_power));
+    });
   }
   log_ic_report(settings, report);
-  log::info("orbis ic: wrote {}{} in {:.2f} s", join_path(directory, "ics.hdf5"),
-            settings.self_test ? " and " + join_path(directory, "ic_power.txt") : std::string(), total.seconds());
+  const std::string files = written.size() == 1 ? written.front()
+                                                : fmt::format("{} ... ({} files)", written.front(), written.size());
+  log::info("orbis ic: wrote {}{} in {:.2f} s on {}", files,
+            settings.self_test ? " and " + join_path(directory, "ic_power.txt") : std::string(), total.seconds(),
+            comm.size() == 1 ? std::string("1 rank") : fmt::format("{} ranks", comm.size()));
   return 0;
 }
 

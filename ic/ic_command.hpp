@@ -10,9 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
+
 namespace orbis {
 
-// Returns the process exit status (0); errors are thrown as orbis::Error.
-int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides);
+// Returns the process exit status (0); errors are thrown as orbis::Error. Over several ranks
+// (collective) each makes its slab of the grid; the files are the same as on one rank.
+int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides,
+                   const Comm& comm = Comm::world());
 
 }  // namespace orbis

@@ -8,9 +8,10 @@
 
 namespace orbis::ic {
 
-std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double box_mpc_h, double scale,
-                                const PowerFunction& p_input) {
-  const int half = n / 2, nzc = n / 2 + 1;
+std::vector<PowerBin> bin_power(const FftMesh<double>& layout, const std::complex<double>* modes, double box_mpc_h,
+                                double scale, const PowerFunction& p_input) {
+  const int n = layout.n(), half = n / 2;
+  const int x0 = layout.local_x0(), x1 = layout.local_x0() + layout.local_nx();
   const double k_f = 2.0 * M_PI / box_mpc_h, volume = box_mpc_h * box_mpc_h * box_mpc_h;
   const int num_bins = static_cast<int>(std::sqrt(3.0) * half) + 2;
   // P_input at each integer |k|^2: O(n^2) evaluations instead of n^3.
@@ -22,12 +23,12 @@ std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double
   // One row of partial sums per x plane, added in plane order: the same result for any
   // number of threads.
   struct Sums { double k = 0, p = 0, pin = 0, pin2 = 0; std::int64_t count = 0; };
-  std::vector<std::vector<Sums>> planes(n, std::vector<Sums>(num_bins));
+  std::vector<std::vector<Sums>> planes(x1 - x0, std::vector<Sums>(num_bins));
 #pragma omp parallel for schedule(static)
-  for (int ix = 0; ix < n; ++ix) {
+  for (int ix = x0; ix < x1; ++ix) {
     if (ix == half) continue;
     const long kx = ix <= half ? ix : ix - n;
-    auto& sums = planes[ix];
+    auto& sums = planes[ix - x0];
     for (int iy = 0; iy < n; ++iy) {
       if (iy == half) continue;
       const long ky = iy <= half ? iy : iy - n;
@@ -37,7 +38,7 @@ std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double
         const double k = std::sqrt(static_cast<double>(m2));
         const int b = static_cast<int>(std::floor(k + 0.5));
         const int w = iz == 0 ? 1 : 2;
-        const std::complex<double> v = modes[(static_cast<std::size_t>(ix) * n + iy) * nzc + iz];
+        const std::complex<double> v = modes[layout.complex_index(ix, iy, iz)];
         const double pin = p_of_m2[m2];
         Sums& s = sums[b];
         s.k += w * k * k_f;
@@ -48,13 +49,22 @@ std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double
       }
     }
   }
-  std::vector<PowerBin> bins(num_bins);
-  for (int ix = 0; ix < n; ++ix)
+  // Per bin: k, P, P_in, P_in^2 and the mode count, summed over this rank's planes in plane
+  // order, then over the ranks.
+  std::vector<double> totals(5 * static_cast<std::size_t>(num_bins), 0.0);
+  for (const auto& plane : planes)
     for (int b = 0; b < num_bins; ++b) {
-      const Sums& s = planes[ix][b];
-      bins[b].k_mean += s.k, bins[b].p_measured += s.p, bins[b].p_input += s.pin, bins[b].p2_input += s.pin2;
-      bins[b].modes += s.count;
+      const Sums& s = plane[b];
+      double* t = &totals[5 * static_cast<std::size_t>(b)];
+      t[0] += s.k, t[1] += s.p, t[2] += s.pin, t[3] += s.pin2, t[4] += static_cast<double>(s.count);
     }
+  layout.comm().reduce(totals, Comm::Op::sum);
+  std::vector<PowerBin> bins(num_bins);
+  for (int b = 0; b < num_bins; ++b) {
+    const double* t = &totals[5 * static_cast<std::size_t>(b)];
+    bins[b].k_mean = t[0], bins[b].p_measured = t[1], bins[b].p_input = t[2], bins[b].p2_input = t[3];
+    bins[b].modes = static_cast<std::int64_t>(t[4]);
+  }
   for (auto& bin : bins)
     if (bin.modes > 0) {
       const double c = static_cast<double>(bin.modes);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ic/gaussian_field.hpp"
+#include "pm/fft_mesh.hpp"
 
 namespace orbis::ic {
 
@@ -23,12 +24,12 @@ struct PowerBin {
   double variance() const { return modes > 0 ? 2.0 * p2_input / static_cast<double>(modes) : 0.0; }
 };
 
-// `modes` in FftMesh<double>'s complex layout for an n^3 grid, normalised as delta_k of
-// ic/gaussian_field.hpp (P = V |delta_k|^2), times `scale` (e.g. D(a)^2). The result does not
-// depend on the number of threads. Serial layout: the whole grid, x planes 0..n-1 (an MPI
-// version would sum the bins over the ranks' slabs).
-std::vector<PowerBin> bin_power(const std::complex<double>* modes, int n, double box_mpc_h, double scale,
-                                const PowerFunction& p_input);
+// `modes` in the complex layout of `layout` (its n^3 grid and its x slab), normalised as
+// delta_k of ic/gaussian_field.hpp (P = V |delta_k|^2), times `scale` (e.g. D(a)^2). The bins
+// are summed over the slabs of layout.comm() (collective); the result does not depend on the
+// number of threads.
+std::vector<PowerBin> bin_power(const FftMesh<double>& layout, const std::complex<double>* modes, double box_mpc_h,
+                                double scale, const PowerFunction& p_input);
 
 struct PowerCheck {
   double chi2 = 0;

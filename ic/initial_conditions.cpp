@@ -19,20 +19,22 @@ namespace {
 
 using Complex = std::complex<double>;
 
-// FFTW plans made for more threads may use other algorithms, whose results differ in the
-// last bits (measured: a 100^3 transform planned for 8 threads differs from 1 thread, 64^3
-// and 128^3 do not). The IC mesh is therefore planned single-threaded, which makes the FFTs
-// the same for any thread count. Element-wise work stays multithreaded.
+// FFTW plans made for more threads or ranks use other algorithms, whose results differ in
+// the last bits (measured: a 100^3 transform planned for 8 threads differs from 1 thread,
+// 64^3 and 128^3 do not). The IC mesh therefore uses the reproducible transform
+// (FftPlan::reproducible: the same one-dimensional transforms of every line), which makes
+// the FFTs the same for any thread and rank count. Element-wise work stays multithreaded.
 
-// <delta^2> at D1 = 1 by Parseval: delta(x) = sum_k delta_k e^{ikx} over the full k space.
-double field_variance(const std::vector<Complex>& delta_k, int n) {
+// <delta^2> at D1 = 1 by Parseval: delta(x) = sum_k delta_k e^{ikx} over the full k space;
+// delta_k is this rank's slab, the sum is over all ranks.
+double field_variance(const std::vector<Complex>& delta_k, int n, const Comm& comm) {
   const int nzc = n / 2 + 1;
   double sum = 0;
   for (std::size_t i = 0; i < delta_k.size(); ++i) {
     const int iz = static_cast<int>(i % nzc);
     sum += (iz == 0 ? 1.0 : 2.0) * std::norm(delta_k[i]);
   }
-  return sum;
+  return comm.sum(sum);
 }
 
 // The power of delta as generated, measured on the grid: delta(x) by a backward transform,
@@ -43,22 +45,22 @@ std::vector<ic::PowerBin> measure_delta_power(const std::vector<Complex>& delta_
   std::copy(delta_k.begin(), delta_k.end(), mesh.complex_data());
   mesh.backward();
   mesh.forward();
-  return ic::bin_power(mesh.complex_data(), n, box, d1 * d1 / std::pow(static_cast<double>(n), 6), p_input);
+  return ic::bin_power(mesh, mesh.complex_data(), box, d1 * d1 / std::pow(static_cast<double>(n), 6), p_input);
 }
 
 // The power of -div s, s = x - q the particles' displacement (nearest periodic image),
 // computed spectrally into `work` (delta_k's storage, no longer needed).
 std::vector<ic::PowerBin> measure_displacement_power(const Particles& particles, FftMesh<double>& mesh, double box,
                                                      std::vector<Complex>& work, const ic::PowerFunction& p_input) {
-  const int n = mesh.n();
+  const int n = mesh.n(), x0 = mesh.local_x0(), x1 = mesh.local_x0() + mesh.local_nx();
   const double spacing = box / n, k_f = 2.0 * M_PI / box, inv_n3 = 1.0 / (static_cast<double>(n) * n * n);
   std::fill(work.begin(), work.end(), Complex(0.0));
   for (int d = 0; d < 3; ++d) {
 #pragma omp parallel for schedule(static)
-    for (int ix = 0; ix < n; ++ix)
+    for (int ix = x0; ix < x1; ++ix)
       for (int iy = 0; iy < n; ++iy)
         for (int iz = 0; iz < n; ++iz) {
-          const std::size_t p = (static_cast<std::size_t>(ix) * n + iy) * n + iz;
+          const std::size_t p = (static_cast<std::size_t>(ix - x0) * n + iy) * n + iz;
           const int q[3] = {ix, iy, iz};
           mesh.real(ix, iy, iz) = periodic_wrap_delta(particles.pos[p][d] - q[d] * spacing, box);
         }
@@ -70,12 +72,12 @@ std::vector<ic::PowerBin> measure_displacement_power(const Particles& particles,
       work[m.index] += Complex(0.0, -kd) * s[m.index] * inv_n3;   // -i k.s
     });
   }
-  return ic::bin_power(work.data(), n, box, 1.0, p_input);
+  return ic::bin_power(mesh, work.data(), box, 1.0, p_input);
 }
 
 void warn_outside_table(const LinearPower& power, double k_lo, double k_hi) {
   if (k_lo < power.k_min_h_mpc() || k_hi > power.k_max_h_mpc())
-    log::warn("the ICs need P(k) for k = {:.4g} to {:.4g} h/Mpc, but {} covers {:.4g} to {:.4g} h/Mpc: "
+    log::warn_root("the ICs need P(k) for k = {:.4g} to {:.4g} h/Mpc, but {} covers {:.4g} to {:.4g} h/Mpc: "
               "beyond, P(k) is extrapolated as a power law", k_lo, k_hi, power.description(),
               power.k_min_h_mpc(), power.k_max_h_mpc());
 }
@@ -103,7 +105,7 @@ IcSettings IcSettings::from_params(const Params& params) {
 }
 
 Particles make_initial_conditions(const IcSettings& settings, const Cosmology& cosmology, const LinearPower& power,
-                                  IcReport* report) {
+                                  IcReport* report, const Comm& comm) {
   IcReport local;
   IcReport& r = report ? *report : local;
   const int n = settings.n;
@@ -122,20 +124,21 @@ Particles make_initial_conditions(const IcSettings& settings, const Cosmology& c
   const double d1_sq = r.d1 * r.d1;
   const ic::PowerFunction p_init = [&power, d1_sq](double k) { return power(k) * d1_sq; };
 
+  // Bitwise-identical ICs for any thread and rank count: the reproducible transform.
+  FftMesh<double> mesh(n, comm, FftPlan::reproducible);
   Particles particles;
   {
     ScopedPhase phase(r.times, "grid");
-    ic::make_grid_particles(n, box, particles);
+    ic::make_grid_particles(n, box, particles, mesh.local_x0(), mesh.local_nx());
     particles.mass = cosmology.params().omega_m * units::rho_crit0 * box * box * box / (double(n) * n * n);
   }
-  FftMesh<double> mesh(n, /*plan_threads=*/1);   // bitwise-identical ICs for any thread count
   std::vector<Complex> delta_k;
   {
     ScopedPhase phase(r.times, "field");
     ic::make_gaussian_field(mesh, box, p_z0, {settings.seed, settings.fixed_amplitude, settings.paired});
     const Complex* modes = mesh.complex_data();
-    delta_k.assign(modes, modes + static_cast<std::size_t>(n) * n * mesh.nz_complex());
-    r.delta_rms = std::sqrt(field_variance(delta_k, n)) * r.d1;
+    delta_k.assign(modes, modes + static_cast<std::size_t>(mesh.local_nx()) * n * mesh.nz_complex());
+    r.delta_rms = std::sqrt(field_variance(delta_k, n, comm)) * r.d1;
   }
   if (settings.self_test) {
     ScopedPhase phase(r.times, "self-test");
@@ -156,9 +159,10 @@ Particles make_initial_conditions(const IcSettings& settings, const Cosmology& c
     const double spacing = box / n;
     double s2 = 0, p2 = 0, s_max = 0;
     const auto count = static_cast<std::ptrdiff_t>(particles.size());
+    const int x0 = mesh.local_x0();
 #pragma omp parallel for schedule(static) reduction(+ : s2, p2) reduction(max : s_max)
     for (std::ptrdiff_t p = 0; p < count; ++p) {
-      const int ix = static_cast<int>(p / (std::ptrdiff_t(n) * n)), iy = static_cast<int>(p / n % n),
+      const int ix = x0 + static_cast<int>(p / (std::ptrdiff_t(n) * n)), iy = static_cast<int>(p / n % n),
                 iz = static_cast<int>(p % n);
       const Vec3d q{ix * spacing, iy * spacing, iz * spacing};
       Vec3d s;
@@ -167,18 +171,20 @@ Particles make_initial_conditions(const IcSettings& settings, const Cosmology& c
       s2 += s_sq, p2 += norm2(particles.mom[p]);
       s_max = std::max(s_max, std::sqrt(s_sq));
     }
-    r.displacement_rms_mpc_h = std::sqrt(s2 / count);
-    r.displacement_max_mpc_h = s_max;
-    r.momentum_rms_km_s = std::sqrt(p2 / count);
+    const double total = static_cast<double>(n) * n * n;
+    r.displacement_rms_mpc_h = std::sqrt(comm.sum(s2) / total);
+    r.displacement_max_mpc_h = comm.max(s_max);
+    r.momentum_rms_km_s = std::sqrt(comm.sum(p2) / total);
   }
   return particles;
 }
 
-Particles make_initial_conditions(const Params& params, const Cosmology& cosmology, const LinearPower& power) {
+Particles make_initial_conditions(const Params& params, const Cosmology& cosmology, const LinearPower& power,
+                                  const Comm& comm) {
   IcSettings settings = IcSettings::from_params(params);
   settings.self_test = false;
   IcReport report;
-  Particles particles = make_initial_conditions(settings, cosmology, power, &report);
+  Particles particles = make_initial_conditions(settings, cosmology, power, &report, comm);
   log_ic_report(settings, report);
   return particles;
 }
@@ -196,7 +202,7 @@ void log_ic_report(const IcSettings& s, const IcReport& r) {
             r.displacement_rms_mpc_h / spacing, r.displacement_max_mpc_h, r.displacement_max_mpc_h / spacing,
             r.momentum_rms_km_s, r.momentum_rms_km_s / r.a_init);
   if (r.displacement_max_mpc_h > spacing)
-    log::warn("ICs: the largest displacement is {:.3g} grid spacings: shell crossing may already have happened "
+    log::warn_root("ICs: the largest displacement is {:.3g} grid spacings: shell crossing may already have happened "
               "in the ICs; consider a higher ic.z_init", r.displacement_max_mpc_h / spacing);
   const double k_half_nyquist = 0.5 * M_PI * s.n / s.box_mpc_h;
   for (const auto& [name, bins] : {std::pair{"delta", &r.delta_power}, std::pair{"-div(x - q)", &r.displacement_power}}) {
@@ -213,7 +219,7 @@ void log_ic_report(const IcSettings& s, const IcReport& r) {
                          : fmt::format("chi^2/dof = {:.3f} for {} bins (accepted 1 +- {:.3f})", c.chi2_per_dof(),
                                        c.dof, c.tolerance);
     if (c.consistent) log::info("ICs self-test, P(k) of {} vs P_lin D1^2 for k < k_Nyq/2: {}", name, msg);
-    else log::warn("ICs self-test, P(k) of {} vs P_lin D1^2 for k < k_Nyq/2: {}: NOT consistent", name, msg);
+    else log::warn_root("ICs self-test, P(k) of {} vs P_lin D1^2 for k < k_Nyq/2: {}: NOT consistent", name, msg);
   }
   std::string times;
   for (const auto& [phase, seconds] : r.times.all()) times += fmt::format(" {} {:.3f} s,", phase, seconds);

@@ -8,12 +8,16 @@
 // Memory: the particles, one FFT mesh and one array of modes (delta_k), about 72 N^3 bytes,
 // within the budget of 2 x (particle arrays + one FFT grid) = 2 x 64 N^3 bytes.
 // Reproducibility: the white noise depends only on (seed, grid point); every other step is a
-// fixed sequence of FFTs and element-wise operations, so the ICs are bitwise the same for
-// any number of OpenMP threads (tests/unit/test_ic_reproducible.cpp).
+// fixed sequence of FFTs (FftPlan::reproducible) and element-wise operations, so the ICs are
+// bitwise the same for any number of OpenMP threads and MPI ranks
+// (tests/unit/test_ic_reproducible.cpp, tests/mpi/test_ic_ranks.cpp).
+// Ranks: each makes the particles of its x slab of the grid (pm/fft_mesh.hpp's slab_planes
+// over the particle grid), in ID order; the concatenation over the ranks is the one-rank set.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/particles.hpp"
 #include "core/timer.hpp"
 #include "ic/ic_power.hpp"
@@ -50,10 +54,12 @@ struct IcReport {
   PhaseTimes times;                         // seconds per phase
 };
 
+// This rank's particles; collective over `comm` (the report's values are global).
 Particles make_initial_conditions(const IcSettings& settings, const Cosmology& cosmology, const LinearPower& power,
-                                  IcReport* report = nullptr);
+                                  IcReport* report = nullptr, const Comm& comm = Comm::self());
 // The run loop's entry point: IcSettings::from_params, no self-test.
-Particles make_initial_conditions(const Params& params, const Cosmology& cosmology, const LinearPower& power);
+Particles make_initial_conditions(const Params& params, const Cosmology& cosmology, const LinearPower& power,
+                                  const Comm& comm = Comm::self());
 
 // Logs the report: growth factors, rms values, and the self-test's chi^2/dof (k < k_Nyq / 2).
 void log_ic_report(const IcSettings& settings, const IcReport& report);

@@ -18,7 +18,7 @@ void set_modes(FftMesh<double>& mesh, const Complex* source, Factor&& factor) {
 }
 
 // Calls f(particle index, mesh value) for every grid cell of the local slab; the particle
-// index is ID - 1 = (ix N + iy) N + iz.
+// index is the local one, ID - 1 - x0 N^2 = ((ix - x0) N + iy) N + iz.
 template <typename F>
 void for_each_cell(FftMesh<double>& mesh, F&& f) {
   const int n = mesh.n(), x0 = mesh.local_x0(), x1 = mesh.local_x0() + mesh.local_nx();
@@ -26,7 +26,7 @@ void for_each_cell(FftMesh<double>& mesh, F&& f) {
   for (int ix = x0; ix < x1; ++ix)
     for (int iy = 0; iy < n; ++iy) {
       double* row = &mesh.real(ix, iy, 0);
-      const std::size_t p0 = (static_cast<std::size_t>(ix) * n + iy) * n;
+      const std::size_t p0 = (static_cast<std::size_t>(ix - x0) * n + iy) * n;
       for (int iz = 0; iz < n; ++iz) f(p0 + iz, row[iz]);
     }
 }
@@ -61,28 +61,30 @@ void second_order_source(const std::vector<Complex>& delta_k, FftMesh<double>& m
 
 }  // namespace
 
-void make_grid_particles(int n, double box_mpc_h, Particles& particles) {
-  const std::size_t total = static_cast<std::size_t>(n) * n * n;
-  particles.resize(total);
+void make_grid_particles(int n, double box_mpc_h, Particles& particles, int x0, int nx) {
+  if (nx < 0) nx = n - x0;
+  particles.resize(static_cast<std::size_t>(nx) * n * n);
   const double spacing = box_mpc_h / n;
 #pragma omp parallel for schedule(static)
-  for (int ix = 0; ix < n; ++ix)
+  for (int ix = x0; ix < x0 + nx; ++ix)
     for (int iy = 0; iy < n; ++iy)
       for (int iz = 0; iz < n; ++iz) {
-        const std::size_t p = (static_cast<std::size_t>(ix) * n + iy) * n + iz;
+        const std::size_t p = (static_cast<std::size_t>(ix - x0) * n + iy) * n + iz;
         particles.pos[p] = Vec3d{ix * spacing, iy * spacing, iz * spacing};
         particles.mom[p] = Vec3d{};
-        particles.id[p] = p + 1;
+        particles.id[p] = (static_cast<std::uint64_t>(ix) * n + iy) * n + iz + 1;
       }
 }
 
 void displace_particles(const std::vector<Complex>& delta_k, FftMesh<double>& mesh, double box_mpc_h, int order,
                         const LptCoefficients& c, Particles& particles) {
   const int n = mesh.n();
-  const std::size_t total = static_cast<std::size_t>(n) * n * n;
+  const std::size_t total = static_cast<std::size_t>(mesh.local_nx()) * n * n;
   if (order != 1 && order != 2) fail("LPT order {} is not supported (1: Zel'dovich, 2: 2LPT)", order);
-  if (particles.size() != total || delta_k.size() != static_cast<std::size_t>(n) * n * mesh.nz_complex())
-    fail("displace_particles: {} particles and {} modes for an {}^3 grid", particles.size(), delta_k.size(), n);
+  if (particles.size() != total ||
+      delta_k.size() != static_cast<std::size_t>(mesh.local_nx()) * n * mesh.nz_complex())
+    fail("displace_particles: {} particles and {} modes for {} planes of an {}^3 grid", particles.size(),
+         delta_k.size(), mesh.local_nx(), n);
   const double k_f = 2.0 * M_PI / box_mpc_h;
   const double spacing = box_mpc_h / n;
 
@@ -116,7 +118,7 @@ void displace_particles(const std::vector<Complex>& delta_k, FftMesh<double>& me
         const double* row = &mesh.real(ix, iy, 0);
         const int q_index[3] = {ix, iy, 0};
         for (int iz = 0; iz < n; ++iz) {
-          const std::size_t p = (static_cast<std::size_t>(ix) * n + iy) * n + iz;
+          const std::size_t p = (static_cast<std::size_t>(ix - x0) * n + iy) * n + iz;
           const double psi1 = row[iz];
           const double psi2 = order == 2 ? particles.pos[p][d] : 0.0;
           const double q = (d == 2 ? iz : q_index[d]) * spacing;

@@ -21,12 +21,13 @@ struct LptCoefficients {
   double vel1 = 0, vel2 = 0;   // p = vel1 psi1 + vel2 psi2: a^2 H f1 D1 and a^2 H f2 D2, km/s per Mpc/h
 };
 
-// Grid particles: q = (ix, iy, iz) L/N, ID - 1 = (ix N + iy) N + iz, stored in ID order.
-// Positions are set to q, momenta to zero, the mass is not touched.
-void make_grid_particles(int n, double box_mpc_h, Particles& particles);
+// Grid particles of the x planes [x0, x0 + nx) (all of them by default): q = (ix, iy, iz) L/N,
+// ID - 1 = (ix N + iy) N + iz, stored in ID order. Positions are set to q, momenta to zero,
+// the mass is not touched.
+void make_grid_particles(int n, double box_mpc_h, Particles& particles, int x0 = 0, int nx = -1);
 
-// Displaces grid particles (make_grid_particles) by `order` (1 or 2) LPT from delta_k, which
-// has `mesh`'s complex layout. `mesh` is the one scratch FFT mesh (its contents are lost);
+// Displaces grid particles (make_grid_particles of the mesh's x slab) by `order` (1 or 2)
+// LPT from delta_k, which has `mesh`'s complex layout; collective over mesh.comm(). `mesh` is the one scratch FFT mesh (its contents are lost);
 // the particles' own arrays hold the intermediate fields, so the peak memory is the
 // particles, delta_k and one mesh. Positions are wrapped into [0, L).
 void displace_particles(const std::vector<std::complex<double>>& delta_k, FftMesh<double>& mesh,

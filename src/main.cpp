@@ -19,7 +19,7 @@
 
 int main(int argc, char** argv) {
   orbis::parallel::init(&argc, &argv);
-  orbis::log::set_rank(orbis::parallel::rank());
+  orbis::log::set_rank(orbis::parallel::rank(), orbis::parallel::size());
 
   CLI::App app{"orbis: cosmological N-body simulations with PM + FMM gravity on CPUs and GPUs"};
   app.require_subcommand(1);
@@ -87,7 +87,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);
   } catch (const orbis::Error& e) {
-    fmt::print(stderr, "orbis: error: {}\n", e.what());
+    // Every rank that fails says so; an error on some ranks only must not leave the others
+    // waiting in a collective, so a multi-rank run ends all of them.
+    if (orbis::parallel::size() > 1)
+      fmt::print(stderr, "orbis: error (rank {} of {}): {}\n", orbis::parallel::rank(), orbis::parallel::size(), e.what());
+    else
+      fmt::print(stderr, "orbis: error: {}\n", e.what());
+    std::fflush(stderr);
+    orbis::parallel::abort_all(1);
     status = 1;
   }
   orbis::parallel::finalize();

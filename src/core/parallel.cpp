@@ -33,6 +33,14 @@ void finalize() {
 #endif
 }
 
+void abort_all(int code) {
+#ifdef ORBIS_HAVE_MPI
+  if (size() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#else
+  (void)code;
+#endif
+}
+
 int rank() {
 #ifdef ORBIS_HAVE_MPI
   int initialised = 0;

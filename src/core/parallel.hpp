@@ -8,6 +8,10 @@ namespace orbis::parallel {
 
 void init(int* argc, char*** argv);   // MPI_Init when built with MPI; idempotent
 void finalize();
+// Ends every rank of the run with `code` (MPI_Abort): after an error on some ranks only, the
+// others would otherwise wait forever in their next collective. Without MPI, or on one rank,
+// it returns and the caller exits normally.
+void abort_all(int code);
 int rank();
 int size();
 int threads();

@@ -102,6 +102,10 @@ const std::vector<ParamSpec> kSchema = {
      "write a snapshot at every output redshift"},
     {"output", "accelerations", T::boolean, "false", -inf, inf, false, nullptr, "",
      "add /PartType1/Acceleration to snapshots"},
+    {"output", "files_per_snapshot", T::integer, "1", 1, 65536, false, nullptr, "",
+     "GADGET-4's NumFilesPerSnapshot: 1 writes snapshot_NNN.hdf5 (and ics.hdf5), more write "
+     "snapshot_NNN.0.hdf5, .1, ... with equal shares of the particles, spread over the MPI "
+     "ranks as writers"},
     // ------------------------------------------------------------------ analysis
     {"analysis", "pk", T::boolean, "true", -inf, inf, false, nullptr, "",
      "measure the power spectrum at every output"},

@@ -131,6 +131,25 @@ void H5Reader::read_raw(const std::string& dataset, hid_t type, void* out) const
     fail("cannot read dataset '{}' of '{}' (its type does not convert to a number?)", dataset, path_);
 }
 
+void H5Reader::read_rows_raw(const std::string& dataset, hid_t type, std::size_t first, std::size_t count,
+                             void* out) const {
+  Handle set(H5Dopen2(id_, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("'{}' has no dataset '{}'", path_, dataset);
+  if (count == 0) return;
+  Handle space(H5Dget_space(set), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1 || rank > 2) fail("dataset '{}' of '{}' has {} dimensions, expected 1 or 2", dataset, path_, rank);
+  hsize_t dims[2] = {0, 1};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (first + count > dims[0])
+    fail("rows [{}, {}) of dataset '{}' of '{}', which has {}", first, first + count, dataset, path_, dims[0]);
+  const hsize_t start[2] = {first, 0}, size[2] = {count, dims[1]};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, size, nullptr);
+  Handle memory(H5Screate_simple(rank, size, nullptr), H5Sclose);
+  if (H5Dread(set, type, memory, space, H5P_DEFAULT, out) < 0)
+    fail("cannot read rows of dataset '{}' of '{}' (its type does not convert to a number?)", dataset, path_);
+}
+
 std::size_t H5Reader::attribute_count(const std::string& object, const std::string& name) const {
   Handle attr(H5Aopen_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.ok()) fail("'{}' has no attribute '{}' on '{}'", path_, name, object);

@@ -79,6 +79,16 @@ class H5Reader {
     read_raw(dataset, h5_native_type<T>(), out.data());
     return out;
   }
+  // Rows [first, first + count) of a one- or two-dimensional dataset (a rank's share of a
+  // snapshot), row-major.
+  template <typename T> std::vector<T> read_rows(const std::string& dataset, std::size_t first, std::size_t count) const {
+    const auto dims = shape(dataset);
+    std::size_t per_row = 1;
+    for (std::size_t d = 1; d < dims.size(); ++d) per_row *= dims[d];
+    std::vector<T> out(count * per_row);
+    read_rows_raw(dataset, h5_native_type<T>(), first, count, out.data());
+    return out;
+  }
   template <typename T> std::vector<T> attribute_array(const std::string& object, const std::string& name) const {
     std::vector<T> out(attribute_count(object, name));
     read_attribute_raw(object, name, h5_native_type<T>(), out.data());
@@ -95,6 +105,7 @@ class H5Reader {
   std::size_t element_count(const std::string& dataset) const;
   std::size_t attribute_count(const std::string& object, const std::string& name) const;
   void read_raw(const std::string& dataset, hid_t type, void* out) const;
+  void read_rows_raw(const std::string& dataset, hid_t type, std::size_t first, std::size_t count, void* out) const;
   void read_attribute_raw(const std::string& object, const std::string& name, hid_t type, void* out) const;
   [[noreturn]] void throw_shape(const std::string& object, const std::string& name) const;
   std::string path_;

@@ -2,7 +2,9 @@
 
 #include <array>
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -77,97 +79,180 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
   return num_part_total < two_to_32 ? num_part_total + (high_word << 32) : num_part_total;
 }
 
-void write_snapshot(const std::string& path, const Particles& particles, double a,
-                    const Params& params, const std::vector<Vec3d>* accelerations) {
-  const std::uint64_t n = particles.size();
-  H5Writer file(path);
+namespace {
+
+// Part p of `parts` equal shares of `total` items begins at share_begin(p) (p = parts: the end).
+// total * p fits 64 bits: at most 8192^3 particles (2^39) times 2^16 files or ranks.
+std::uint64_t share_begin(std::uint64_t total, int parts, int p) {
+  return total * static_cast<std::uint64_t>(p) / static_cast<std::uint64_t>(parts);
+}
+// The rank that writes file f of `files` over `ranks` ranks: the files spread evenly.
+int writer_of(int f, int files, int ranks) {
+  return static_cast<int>(static_cast<std::int64_t>(f) * ranks / files);
+}
+
+// One file of a snapshot: `count` particles of the `total` in `files` files.
+void write_file(H5Writer& file, const Vec3d* pos, const Vec3d* mom, const std::uint64_t* ids, const Vec3d* acc,
+                std::uint64_t count, std::uint64_t total, int files, double particle_mass, double a,
+                const Params& params) {
   file.create_group("/Header");
   file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
   file.attribute("/Header", "Time", a);
   file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
-  std::vector<std::uint64_t> counts{0, n, 0, 0, 0, 0};
-  file.attribute("/Header", "NumPart_ThisFile", counts);
-  file.attribute("/Header", "NumPart_Total", counts);
+  file.attribute("/Header", "NumPart_ThisFile", std::vector<std::uint64_t>{0, count, 0, 0, 0, 0});
+  file.attribute("/Header", "NumPart_Total", std::vector<std::uint64_t>{0, total, 0, 0, 0, 0});
   // NumPart_Total holds the whole 64-bit count (GADGET-4), so the high words are 0: readers
   // that add HighWord << 32 (the GADGET-2 convention) then count right too.
   file.attribute("/Header", "NumPart_Total_HighWord", std::vector<std::uint32_t>(6, 0));
-  file.attribute("/Header", "MassTable", std::vector<double>{0, particles.mass, 0, 0, 0, 0});
+  file.attribute("/Header", "MassTable", std::vector<double>{0, particle_mass, 0, 0, 0, 0});
   const CosmologyParams cosmology = cosmology_params(params);
   file.attribute("/Header", "Omega0", cosmology.omega_m);
   file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
   file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
-  file.attribute("/Header", "NumFilesPerSnapshot", std::int32_t{1});
+  file.attribute("/Header", "NumFilesPerSnapshot", static_cast<std::int32_t>(files));
   file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
   file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
   file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
   file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
 
+  auto rows = [count](const Vec3d* v) { return std::vector<Vec3d>(v, v + count); };
   file.create_group("/PartType1");
-  file.write("/PartType1/Coordinates", flatten(particles.pos, 1.0).data(), n, 3);
+  file.write("/PartType1/Coordinates", flatten(rows(pos), 1.0).data(), count, 3);
   describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
   // GADGET convention: u = sqrt(a) dx/dt = p / a^(3/2); v_pec = sqrt(a) u.
-  file.write("/PartType1/Velocities", flatten(particles.mom, std::pow(a, -1.5)).data(), n, 3);
+  file.write("/PartType1/Velocities", flatten(rows(mom), std::pow(a, -1.5)).data(), count, 3);
   describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
                    "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
-  file.write("/PartType1/ParticleIDs", particles.id);
-  if (accelerations) {
-    file.write("/PartType1/Acceleration", flatten(*accelerations, 1.0).data(), n, 3);
+  file.write("/PartType1/ParticleIDs", ids, count);
+  if (acc) {
+    file.write("/PartType1/Acceleration", flatten(rows(acc), 1.0).data(), count, 3);
     describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
                      "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
                     "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
                     "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
   }
   write_provenance(file, params);
-  file.commit();
 }
 
-Snapshot read_snapshot(const std::string& path) {
+}  // namespace
+
+std::vector<std::string> snapshot_file_names(const std::string& path, int files) {
+  if (files <= 1) return {path};
+  const std::string ext = ".hdf5";
+  std::string stem = path;
+  if (stem.size() > ext.size() && stem.compare(stem.size() - ext.size(), ext.size(), ext) == 0)
+    stem.resize(stem.size() - ext.size());
+  std::vector<std::string> out;
+  for (int f = 0; f < files; ++f) out.push_back(stem + "." + std::to_string(f) + ext);
+  return out;
+}
+
+std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
+                                        const Params& params, const std::vector<Vec3d>* accelerations,
+                                        const Comm& comm) {
+  const int files = static_cast<int>(params.get_int("output.files_per_snapshot"));
+  const int ranks = comm.size();
+  if (accelerations && accelerations->size() != particles.size())
+    fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
+  const std::vector<std::string> names = snapshot_file_names(path, files);
+  const std::uint64_t local = particles.size();
+  const std::uint64_t offset = comm.exclusive_sum(local), total = comm.sum(local);
+
+  // Each particle goes to the writer of its file. Files hold consecutive particles and their
+  // writers do not decrease with the file number, so the local order is already grouped by
+  // destination, and each writer receives its files' particles in file order.
+  std::vector<std::size_t> counts(ranks, 0);
+  for (int f = 0; f < files; ++f) {
+    const std::uint64_t lo = std::max(share_begin(total, files, f), offset);
+    const std::uint64_t hi = std::min(share_begin(total, files, f + 1), offset + local);
+    if (hi > lo) counts[writer_of(f, files, ranks)] += hi - lo;
+  }
+  const std::vector<Vec3d> pos = comm.alltoallv(particles.pos, counts);
+  const std::vector<Vec3d> mom = comm.alltoallv(particles.mom, counts);
+  const std::vector<std::uint64_t> ids = comm.alltoallv(particles.id, counts);
+  const std::vector<Vec3d> acc = accelerations ? comm.alltoallv(*accelerations, counts) : std::vector<Vec3d>{};
+
+  std::vector<std::unique_ptr<H5Writer>> written;
+  run_collectively(comm, [&] {
+    std::size_t at = 0;
+    for (int f = 0; f < files; ++f) {
+      if (writer_of(f, files, ranks) != comm.rank()) continue;
+      const std::uint64_t count = share_begin(total, files, f + 1) - share_begin(total, files, f);
+      written.push_back(std::make_unique<H5Writer>(names[f]));
+      write_file(*written.back(), pos.data() + at, mom.data() + at, ids.data() + at,
+                 accelerations ? acc.data() + at : nullptr, count, total, files, particles.mass, a, params);
+      at += count;
+    }
+  });
+  // Only once every file is complete do they take their final names.
+  run_collectively(comm, [&] {
+    for (auto& file : written) file->commit();
+  });
+  return names;
+}
+
+namespace {
+
+// This rank's share of a snapshot (read_snapshot).
+Snapshot read_share(const std::string& path, int rank, int ranks) {
   Snapshot snap;
   const auto files = snapshot_files(path);
   snap.header.num_files = static_cast<int>(files.size());
   Particles& p = snap.particles;
-  FileUnits units{H5Reader(files.front())};
-  bool mass_set = false;
+  const FileUnits units{H5Reader(files.front())};
+  {
+    H5Reader r(files.front());
+    snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * units.length;
+    snap.header.a = r.attribute<double>("/Header", "Time");
+    snap.header.redshift = r.has_attribute("/Header", "Redshift") ? r.attribute<double>("/Header", "Redshift")
+                                                                : 1.0 / snap.header.a - 1.0;
+    snap.header.omega_m = header_or_parameter(r, "Omega0", 0);
+    snap.header.omega_lambda = header_or_parameter(r, "OmegaLambda", 0);
+    snap.header.h = header_or_parameter(r, "HubbleParam", 0);
+    auto total = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total");
+    if (total.size() < 2) fail("'{}': /Header NumPart_Total has {} entries, expected 6", files.front(), total.size());
+    std::uint64_t high_word = 0;
+    if (r.has_attribute("/Header", "NumPart_Total_HighWord")) {
+      auto high = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total_HighWord");
+      if (high.size() > 1) high_word = high[1];
+    }
+    snap.header.num_total = gadget_total_count(total[1], high_word);
+    if (!(snap.header.box_mpc_h > 0) || !(snap.header.a > 0))
+      fail("'{}': BoxSize = {} and Time = {} must be positive", files.front(), snap.header.box_mpc_h, snap.header.a);
+  }
+  // Particles per file, and this rank's share of their concatenation.
+  std::vector<std::uint64_t> in_file(files.size());
   for (std::size_t f = 0; f < files.size(); ++f) {
     H5Reader r(files[f]);
-    if (f == 0) {
-      snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * units.length;
-      snap.header.a = r.attribute<double>("/Header", "Time");
-      snap.header.redshift = r.has_attribute("/Header", "Redshift") ? r.attribute<double>("/Header", "Redshift")
-                                                                  : 1.0 / snap.header.a - 1.0;
-      snap.header.omega_m = header_or_parameter(r, "Omega0", 0);
-      snap.header.omega_lambda = header_or_parameter(r, "OmegaLambda", 0);
-      snap.header.h = header_or_parameter(r, "HubbleParam", 0);
-      auto total = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total");
-      if (total.size() < 2) fail("'{}': /Header NumPart_Total has {} entries, expected 6", files[f], total.size());
-      std::uint64_t high_word = 0;
-      if (r.has_attribute("/Header", "NumPart_Total_HighWord")) {
-        auto high = r.attribute_array<std::uint64_t>("/Header", "NumPart_Total_HighWord");
-        if (high.size() > 1) high_word = high[1];
-      }
-      snap.header.num_total = gadget_total_count(total[1], high_word);
-      if (!(snap.header.box_mpc_h > 0) || !(snap.header.a > 0))
-        fail("'{}': BoxSize = {} and Time = {} must be positive", files[f], snap.header.box_mpc_h, snap.header.a);
-    }
     auto counts = r.attribute_array<std::uint64_t>("/Header", "NumPart_ThisFile");
     for (std::size_t type = 0; type < counts.size(); ++type)
       if (type != 1 && counts[type] != 0)
         fail("'{}' holds {} particles of type {}: orbis simulates dark matter only (PartType1)",
              files[f], counts[type], type);
-    const std::uint64_t n = counts.size() > 1 ? counts[1] : 0;
+    in_file[f] = counts.size() > 1 ? counts[1] : 0;
+  }
+  std::uint64_t sum = 0;
+  for (auto c : in_file) sum += c;
+  if (sum != snap.header.num_total)
+    fail("snapshot '{}': its files hold {} particles but NumPart_Total[1] says {}", path, sum, snap.header.num_total);
+  const std::uint64_t mine_lo = share_begin(sum, ranks, rank), mine_hi = share_begin(sum, ranks, rank + 1);
+
+  bool mass_set = false;
+  std::uint64_t file_first = 0;
+  for (std::size_t f = 0; f < files.size(); file_first += in_file[f], ++f) {
+    const std::uint64_t n = in_file[f];
     if (n == 0) continue;
-    auto pos = r.read<double>("/PartType1/Coordinates");
-    auto vel = r.read<double>("/PartType1/Velocities");
-    auto ids = r.read<std::uint64_t>("/PartType1/ParticleIDs");
-    if (pos.size() != 3 * n || vel.size() != 3 * n || ids.size() != n)
-      fail("'{}': PartType1 datasets disagree with NumPart_ThisFile[1] = {} (Coordinates {}, "
-           "Velocities {}, ParticleIDs {} values)", files[f], n, pos.size(), vel.size(), ids.size());
+    // The particle mass comes from the first file with particles (every rank reads it).
+    const std::uint64_t lo = std::max(mine_lo, file_first), hi = std::min(mine_hi, file_first + n);
+    if (hi <= lo && mass_set) continue;
+    H5Reader r(files[f]);
+    const std::uint64_t first = hi > lo ? lo - file_first : 0, count = hi > lo ? hi - lo : 0;
     const double mass_table = r.attribute_array<double>("/Header", "MassTable").at(1);
     double mass = mass_table;
     if (mass_table == 0) {
       if (!r.has("/PartType1/Masses"))
         fail("'{}': MassTable[1] is 0 and there is no /PartType1/Masses dataset", files[f]);
-      auto masses = r.read<double>("/PartType1/Masses");
+      auto masses = r.read_rows<double>("/PartType1/Masses", first, std::max<std::uint64_t>(count, 1));
       for (double m : masses)
         if (std::abs(m - masses[0]) > 1e-6 * masses[0])
           fail("'{}': particles of PartType1 have different masses; orbis needs equal masses", files[f]);
@@ -176,13 +261,21 @@ Snapshot read_snapshot(const std::string& path) {
     mass *= units.mass;
     if (mass_set && std::abs(mass - p.mass) > 1e-6 * p.mass)
       fail("'{}': particle mass {} differs from the first file's {}", files[f], mass, p.mass);
-    p.mass = mass;
+    if (!mass_set) p.mass = mass;
     mass_set = true;
+    if (count == 0) continue;
+    auto pos = r.read_rows<double>("/PartType1/Coordinates", first, count);
+    auto vel = r.read_rows<double>("/PartType1/Velocities", first, count);
+    auto ids = r.read_rows<std::uint64_t>("/PartType1/ParticleIDs", first, count);
+    if (pos.size() != 3 * count || vel.size() != 3 * count || ids.size() != count ||
+        r.shape("/PartType1/ParticleIDs").at(0) != n)
+      fail("'{}': PartType1 datasets disagree with NumPart_ThisFile[1] = {} (Coordinates, Velocities, "
+           "ParticleIDs must have {} rows)", files[f], n, n);
     const double box = snap.header.box_mpc_h;
     const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
     const std::size_t offset = p.size();
-    p.resize(offset + n);
-    for (std::size_t i = 0; i < n; ++i) {
+    p.resize(offset + count);
+    for (std::size_t i = 0; i < count; ++i) {
       for (int d = 0; d < 3; ++d) {
         p.pos[offset + i][d] = periodic_wrap_position(pos[3 * i + d] * units.length, box);
         p.mom[offset + i][d] = vel[3 * i + d] * momentum_factor;
@@ -190,8 +283,14 @@ Snapshot read_snapshot(const std::string& path) {
       p.id[offset + i] = ids[i];
     }
   }
-  if (p.size() != snap.header.num_total)
-    fail("snapshot '{}': read {} particles but NumPart_Total[1] says {}", path, p.size(), snap.header.num_total);
+  return snap;
+}
+
+}  // namespace
+
+Snapshot read_snapshot(const std::string& path, const Comm& comm) {
+  Snapshot snap;
+  run_collectively(comm, [&] { snap = read_share(path, comm.rank(), comm.size()); });
   return snap;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/particles.hpp"
 
 namespace orbis {
@@ -32,10 +33,19 @@ struct Snapshot {
   Particles particles;     // momenta converted to p = a^2 dx/dt
 };
 
-// Writes one file. `accelerations` (comoving, dp/dt per unit a: see the attribute text) may
-// be null. Box and cosmology come from `params`.
-void write_snapshot(const std::string& path, const Particles& particles, double a,
-                    const Params& params, const std::vector<Vec3d>* accelerations = nullptr);
+// Writes the particles of every rank of `comm` (collective), in rank order, as
+// output.files_per_snapshot files (GADGET-4's NumFilesPerSnapshot): PATH itself for one file,
+// else STEM.0.hdf5, STEM.1.hdf5, ... (STEM: PATH without ".hdf5"), each holding an equal share
+// of the particles in order. Serial HDF5: each file's particles are sent to one writer rank
+// (files spread over the ranks), which writes it atomically; the files are renamed onto their
+// names only once every writer has succeeded, and a failure on any rank is an error on all.
+// `accelerations` (comoving, dp/dt per unit a: see the attribute text) may be null. Box and
+// cosmology come from `params`. Returns the file names.
+std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
+                                        const Params& params, const std::vector<Vec3d>* accelerations = nullptr,
+                                        const Comm& comm = Comm::self());
+// The files write_snapshot makes for PATH and `files` files.
+std::vector<std::string> snapshot_file_names(const std::string& path, int files);
 
 // The total particle count from a header's NumPart_Total and NumPart_Total_HighWord. GADGET-2/3
 // store the low 32 bits in NumPart_Total and the high ones in HighWord; GADGET-4 (and orbis)
@@ -45,7 +55,9 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
 
 // Reads a snapshot or IC file: PATH itself, or PATH.0.hdf5, PATH.1.hdf5, ... (also PATH
 // ending in ".0.hdf5") for multi-file sets. Only PartType1 is read; every other type must be
-// empty. Positions are wrapped into [0, BoxSize).
-Snapshot read_snapshot(const std::string& path);
+// empty. Positions are wrapped into [0, BoxSize). Over several ranks (collective), rank r
+// reads the particles [r N / P, (r + 1) N / P) of the set, in file order; the header is the
+// whole set's on every rank.
+Snapshot read_snapshot(const std::string& path, const Comm& comm = Comm::self());
 
 }  // namespace orbis

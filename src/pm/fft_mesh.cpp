@@ -1,49 +1,75 @@
 #include "pm/fft_mesh.hpp"
 
-#include <fftw3.h>
 #include <omp.h>
 
-#include <mutex>
+#include <algorithm>
+#include <cstring>
 
 #include "core/error.hpp"
+#include "pm/fft_lines.hpp"
+#include "pm/fftw_traits.hpp"
+
+#ifdef ORBIS_HAVE_MPI
+#include <fftw3-mpi.h>
+#include <mpi.h>
+#endif
 
 namespace orbis {
+
+std::mutex& fftw_planner_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+SlabPlanes slab_planes(int n, int ranks, int rank) {
+  const int block = (n + ranks - 1) / ranks;
+  SlabPlanes s;
+  s.first = std::min(n, block * rank);
+  s.count = std::max(0, std::min(block, n - s.first));
+  return s;
+}
+
+int slab_owner(int i, int n, int ranks) { return i / ((n + ranks - 1) / ranks); }
+
 namespace {
 
-// FFTW's planner is not thread-safe and its threads must be set up once per precision.
-std::mutex g_planner_mutex;
+#ifdef ORBIS_HAVE_MPI
+MPI_Comm mpi_comm(const Comm& comm) {
+  MPI_Comm out;
+  const std::intptr_t handle = comm.native_handle();
+  std::memcpy(&out, &handle, sizeof(MPI_Comm));
+  return out;
+}
 
-template <typename Real> struct Fftw;
-template <> struct Fftw<double> {
+// FFTW-MPI for float and double.
+template <typename Real> struct FftwMpi;
+template <> struct FftwMpi<double> {
   using plan = fftw_plan;
-  static void init_threads() { static const int ok = fftw_init_threads(); (void)ok; }
-  static void plan_with_nthreads(int n) { fftw_plan_with_nthreads(n); }
-  static double* malloc(std::size_t n) { return static_cast<double*>(fftw_malloc(n * sizeof(double))); }
-  static void free(double* p) { fftw_free(p); }
-  static plan r2c(int n, double* data) {
-    return fftw_plan_dft_r2c_3d(n, n, n, data, reinterpret_cast<fftw_complex*>(data), FFTW_ESTIMATE);
+  static void init() { static const int ok = (fftw_mpi_init(), 1); (void)ok; }
+  static std::ptrdiff_t local_size(int n, MPI_Comm c, std::ptrdiff_t& nx, std::ptrdiff_t& x0) {
+    return fftw_mpi_local_size_3d(n, n, n / 2 + 1, c, &nx, &x0);
   }
-  static plan c2r(int n, double* data) {
-    return fftw_plan_dft_c2r_3d(n, n, n, reinterpret_cast<fftw_complex*>(data), data, FFTW_ESTIMATE);
+  static plan r2c(int n, double* d, MPI_Comm c) {
+    return fftw_mpi_plan_dft_r2c_3d(n, n, n, d, reinterpret_cast<fftw_complex*>(d), c, FFTW_ESTIMATE);
   }
-  static void execute(plan p) { fftw_execute(p); }
-  static void destroy(plan p) { fftw_destroy_plan(p); }
+  static plan c2r(int n, double* d, MPI_Comm c) {
+    return fftw_mpi_plan_dft_c2r_3d(n, n, n, reinterpret_cast<fftw_complex*>(d), d, c, FFTW_ESTIMATE);
+  }
 };
-template <> struct Fftw<float> {
+template <> struct FftwMpi<float> {
   using plan = fftwf_plan;
-  static void init_threads() { static const int ok = fftwf_init_threads(); (void)ok; }
-  static void plan_with_nthreads(int n) { fftwf_plan_with_nthreads(n); }
-  static float* malloc(std::size_t n) { return static_cast<float*>(fftwf_malloc(n * sizeof(float))); }
-  static void free(float* p) { fftwf_free(p); }
-  static plan r2c(int n, float* data) {
-    return fftwf_plan_dft_r2c_3d(n, n, n, data, reinterpret_cast<fftwf_complex*>(data), FFTW_ESTIMATE);
+  static void init() { static const int ok = (fftwf_mpi_init(), 1); (void)ok; }
+  static std::ptrdiff_t local_size(int n, MPI_Comm c, std::ptrdiff_t& nx, std::ptrdiff_t& x0) {
+    return fftwf_mpi_local_size_3d(n, n, n / 2 + 1, c, &nx, &x0);
   }
-  static plan c2r(int n, float* data) {
-    return fftwf_plan_dft_c2r_3d(n, n, n, reinterpret_cast<fftwf_complex*>(data), data, FFTW_ESTIMATE);
+  static plan r2c(int n, float* d, MPI_Comm c) {
+    return fftwf_mpi_plan_dft_r2c_3d(n, n, n, d, reinterpret_cast<fftwf_complex*>(d), c, FFTW_ESTIMATE);
   }
-  static void execute(plan p) { fftwf_execute(p); }
-  static void destroy(plan p) { fftwf_destroy_plan(p); }
+  static plan c2r(int n, float* d, MPI_Comm c) {
+    return fftwf_mpi_plan_dft_c2r_3d(n, n, n, reinterpret_cast<fftwf_complex*>(d), d, c, FFTW_ESTIMATE);
+  }
 };
+#endif
 
 }  // namespace
 
@@ -53,41 +79,89 @@ struct FftMesh<Real>::Plans {
 };
 
 template <typename Real>
-FftMesh<Real>::FftMesh(int n, int plan_threads) : n_(n), local_nx_(n), plans_(std::make_unique<Plans>()) {
+FftMesh<Real>::FftMesh(int n, int plan_threads) : FftMesh(n, Comm::self(), FftPlan::fast, plan_threads) {}
+
+template <typename Real>
+FftMesh<Real>::FftMesh(int n, const Comm& comm, FftPlan plan, int plan_threads)
+    : n_(n), local_nx_(n), comm_(comm), plan_(plan), plans_(std::make_unique<Plans>()) {
   if (n < 2 || n % 2 != 0) fail("FFT mesh size {} must be even and at least 2", n);
-  const std::size_t count = static_cast<std::size_t>(n) * n * nz_padded();
-  data_ = Fftw<Real>::malloc(count);
-  if (!data_) fail("cannot allocate an FFT mesh of {}^3 ({:.1f} MiB)", n, count * sizeof(Real) / 1048576.0);
-  std::lock_guard<std::mutex> lock(g_planner_mutex);
-  Fftw<Real>::init_threads();
-  Fftw<Real>::plan_with_nthreads(plan_threads > 0 ? plan_threads : omp_get_max_threads());
-  plans_->forward = Fftw<Real>::r2c(n, data_);
-  plans_->backward = Fftw<Real>::c2r(n, data_);
-  if (!plans_->forward || !plans_->backward) fail("FFTW could not plan a {}^3 transform", n);
+  const SlabPlanes slab = slab_planes(n, comm.size(), comm.rank());
+  local_x0_ = slab.first;
+  local_nx_ = slab.count;
+  allocated_ = std::max<std::size_t>(local_real_count(), 2);
+  const int threads = plan_threads > 0 ? plan_threads : omp_get_max_threads();
+  const bool mpi_plan = plan == FftPlan::fast && comm.size() > 1;
+#ifdef ORBIS_HAVE_MPI
+  std::ptrdiff_t mpi_nx = 0, mpi_x0 = 0;
+  if (mpi_plan) {
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    Fftw<Real>::init_threads();
+    FftwMpi<Real>::init();
+    const std::ptrdiff_t complex_count = FftwMpi<Real>::local_size(n, mpi_comm(comm), mpi_nx, mpi_x0);
+    if (mpi_nx != local_nx_ || mpi_x0 != local_x0_)
+      fail("FFTW-MPI gives rank {} the x planes [{}, {}), orbis expected [{}, {})", comm.rank(), mpi_x0,
+           mpi_x0 + mpi_nx, local_x0_, local_x0_ + local_nx_);
+    allocated_ = std::max<std::size_t>(allocated_, 2 * static_cast<std::size_t>(complex_count));
+  }
+#else
+  if (mpi_plan) fail("internal: a distributed FFT mesh in a build without MPI");
+#endif
+  data_ = Fftw<Real>::malloc(allocated_);
+  if (!data_)
+    fail("cannot allocate an FFT mesh slab of {} x {}^2 ({:.1f} MiB)", local_nx_, n,
+         allocated_ * sizeof(Real) / 1048576.0);
+  if (plan == FftPlan::reproducible) {
+    lines_ = std::make_unique<ReproducibleFft<Real>>(n, comm, local_x0_, local_nx_);
+  } else {
+    // FFTW-MPI plans are collective: every rank plans, the lock only guards this process.
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    Fftw<Real>::init_threads();
+    Fftw<Real>::plan_with_nthreads(threads);
+#ifdef ORBIS_HAVE_MPI
+    if (mpi_plan) {
+      plans_->forward = FftwMpi<Real>::r2c(n, data_, mpi_comm(comm));
+      plans_->backward = FftwMpi<Real>::c2r(n, data_, mpi_comm(comm));
+    }
+#endif
+    if (!mpi_plan) {
+      plans_->forward = Fftw<Real>::r2c_3d(n, data_);
+      plans_->backward = Fftw<Real>::c2r_3d(n, data_);
+    }
+    if (!plans_->forward || !plans_->backward) fail("FFTW could not plan a {}^3 transform", n);
+  }
   fill_real(0);
 }
 
 template <typename Real>
 FftMesh<Real>::~FftMesh() {
-  std::lock_guard<std::mutex> lock(g_planner_mutex);
-  if (plans_->forward) Fftw<Real>::destroy(plans_->forward);
-  if (plans_->backward) Fftw<Real>::destroy(plans_->backward);
+  {
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    if (plans_->forward) Fftw<Real>::destroy(plans_->forward);
+    if (plans_->backward) Fftw<Real>::destroy(plans_->backward);
+  }
+  lines_.reset();
   Fftw<Real>::free(data_);
 }
 
 template <typename Real>
 void FftMesh<Real>::fill_real(Real value) {
-  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(local_nx_) * n_ * nz_padded();
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(local_real_count());
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < count; ++i) data_[i] = value;
 }
 
-template <typename Real> void FftMesh<Real>::forward() { Fftw<Real>::execute(plans_->forward); }
-template <typename Real> void FftMesh<Real>::backward() { Fftw<Real>::execute(plans_->backward); }
+template <typename Real> void FftMesh<Real>::forward() {
+  if (lines_) lines_->forward(data_);
+  else Fftw<Real>::execute(plans_->forward);
+}
+template <typename Real> void FftMesh<Real>::backward() {
+  if (lines_) lines_->backward(data_);
+  else Fftw<Real>::execute(plans_->backward);
+}
 
 template <typename Real>
 std::size_t FftMesh<Real>::bytes() const {
-  return static_cast<std::size_t>(local_nx_) * n_ * nz_padded() * sizeof(Real);
+  return allocated_ * sizeof(Real);
 }
 
 template class FftMesh<float>;

@@ -1,25 +1,51 @@
-// A periodic n^3 mesh with its real-to-complex FFT (FFTW, in place), in float or double.
-// Layout: real values at ((i*n + j) * padded + k), padded = 2*(n/2+1); the transform's
-// complex values at ((i*n + j) * (n/2+1) + k). The mesh is held as an x-slab
-// [local_x0, local_x0 + local_nx) so FFTW-MPI slabs drop in; serially the slab is whole.
-// Transforms are unnormalised: forward() computes sum_x f(x) exp(-i k.x), backward() the
-// inverse without the 1/n^3.
+// A periodic n^3 mesh with its real-to-complex FFT (FFTW, in place), in float or double,
+// held as x slabs over the ranks of a communicator.
+//
+// Layout: rank r holds the x planes [local_x0, local_x0 + local_nx) (slab_planes: FFTW-MPI's
+// blocks of ceil(n / ranks) planes, so the last ranks may hold fewer or none); real values at
+// (((i - x0) * n + j) * padded + k), padded = 2*(n/2+1); the transform's complex values at
+// (((i - x0) * n + j) * (n/2+1) + k), the same x slab (not transposed). Transforms are
+// unnormalised: forward() computes sum_x f(x) exp(-i k.x), backward() the inverse without
+// the 1/n^3. Both are collective over the communicator.
+//
+// Two ways to transform (FftPlan):
+//   fast          one rank: FFTW's 3D plan (multithreaded); several: FFTW-MPI. Results
+//                 differ in the last bits with the rank count and the FFTW thread count.
+//   reproducible  the same one-dimensional FFTW transforms of every line (z, then y, then x,
+//                 one thread each) whatever the ranks and threads, with explicit transposes
+//                 between the x slabs and y slabs for the x lines: bitwise the same result
+//                 for any decomposition (the ICs need this). About 1.5x the fast serial time.
 #pragma once
 #include <complex>
 #include <cstddef>
 #include <memory>
 
+#include "core/comm.hpp"
+
 namespace orbis {
+
+template <typename Real> class ReproducibleFft;
+
+enum class FftPlan { fast, reproducible };
+
+// The planes [first, first + count) of an n-plane axis that rank `rank` of `ranks` holds:
+// FFTW-MPI's default blocks of ceil(n / ranks).
+struct SlabPlanes {
+  int first = 0, count = 0;
+};
+SlabPlanes slab_planes(int n, int ranks, int rank);
+// The rank holding plane i (0 <= i < n) of an n-plane axis over `ranks` ranks.
+int slab_owner(int i, int n, int ranks);
 
 template <typename Real>
 class FftMesh {
  public:
   using Complex = std::complex<Real>;
 
-  // plan_threads: FFTW threads for the transforms (0: all OpenMP threads). FFTW's threaded
-  // plans are not bitwise stable across thread counts (seen at 100^3), so whatever must be
-  // identical for any thread count (the ICs) plans with 1.
+  // One rank. plan_threads: FFTW threads for the fast transforms (0: all OpenMP threads).
   explicit FftMesh(int n, int plan_threads = 0);
+  // Slabs over `comm`; collective.
+  FftMesh(int n, const Comm& comm, FftPlan plan = FftPlan::fast, int plan_threads = 0);
   ~FftMesh();
   FftMesh(const FftMesh&) = delete;
   FftMesh& operator=(const FftMesh&) = delete;
@@ -29,6 +55,10 @@ class FftMesh {
   int local_nx() const { return local_nx_; }
   int nz_complex() const { return n_ / 2 + 1; }
   int nz_padded() const { return 2 * (n_ / 2 + 1); }
+  const Comm& comm() const { return comm_; }
+  bool distributed() const { return comm_.size() > 1; }
+  // Real values of the local slab (padding included), local_nx * n * nz_padded.
+  std::size_t local_real_count() const { return static_cast<std::size_t>(local_nx_) * n_ * nz_padded(); }
 
   Real* real_data() { return data_; }
   const Real* real_data() const { return data_; }
@@ -48,18 +78,22 @@ class FftMesh {
   const Complex& mode(int i, int j, int k) const { return complex_data()[complex_index(i, j, k)]; }
 
   void fill_real(Real value);        // padding included
-  void forward();                    // real -> complex
-  void backward();                   // complex -> real
+  void forward();                    // real -> complex; collective
+  void backward();                   // complex -> real; collective
 
   // Signed integer wavenumber of index i on an n-point axis: 0, 1, ..., n/2, -n/2+1, ..., -1.
   static int signed_index(int i, int n) { return i <= n / 2 ? i : i - n; }
-  std::size_t bytes() const;
+  std::size_t bytes() const;         // held by this rank
 
  private:
   struct Plans;
   int n_, local_x0_ = 0, local_nx_;
+  Comm comm_;
+  FftPlan plan_;
+  std::size_t allocated_ = 0;        // Reals
   Real* data_ = nullptr;
   std::unique_ptr<Plans> plans_;
+  std::unique_ptr<ReproducibleFft<Real>> lines_;   // FftPlan::reproducible
 };
 
 extern template class FftMesh<float>;

@@ -35,7 +35,7 @@ orbis::ic::PowerCheck check_field(orbis::FftMesh<double>& mesh, const PowerFunct
                                   orbis::ic::FieldOptions options) {
   orbis::ic::make_gaussian_field(mesh, kBox, generate, options);
   const PowerFunction truth = [](double k) { return linear_power()(k); };
-  const auto bins = orbis::ic::bin_power(mesh.complex_data(), kN, kBox, 1.0, truth);
+  const auto bins = orbis::ic::bin_power(mesh, mesh.complex_data(), kBox, 1.0, truth);
   return orbis::ic::check_power(bins, kHalfNyquist, options.fixed_amplitude);
 }
 

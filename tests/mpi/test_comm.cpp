@@ -1,0 +1,89 @@
+// The communicator's collectives on 1, 2 and 3 ranks: every result is checked against what
+// it must be from the ranks' inputs, which each rank can compute alone.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/vec3.hpp"
+
+using orbis::Comm;
+
+TEST_CASE("reductions, scans and gathers") {
+  const Comm world = Comm::world();
+  const int r = world.rank(), p = world.size();
+  CHECK(world.sum(r + 1) == p * (p + 1) / 2);
+  CHECK(world.max(static_cast<double>(r)) == p - 1);
+  CHECK(world.min(std::int64_t{10} - r) == 10 - (p - 1));
+  CHECK(world.sum(std::uint64_t{1} << 40) == (std::uint64_t{1} << 40) * p);
+  CHECK(world.exclusive_sum(std::uint64_t(r + 1)) == std::uint64_t(r * (r + 1) / 2));
+  CHECK(world.any(r == p - 1));
+  CHECK_FALSE(world.all(r == 0 && p > 1));
+
+  std::vector<double> v{1.0 * r, 2.0, -1.0 * r};
+  world.reduce(v, Comm::Op::sum);
+  CHECK(v[0] == p * (p - 1) / 2.0);
+  CHECK(v[1] == 2.0 * p);
+
+  const auto ranks = world.allgather(r * 10);
+  REQUIRE(ranks.size() == static_cast<std::size_t>(p));
+  for (int q = 0; q < p; ++q) CHECK(ranks[q] == q * 10);
+
+  // Rank q contributes q elements (rank 0 none): the concatenation in rank order.
+  std::vector<orbis::Vec3d> mine(r);
+  for (int k = 0; k < r; ++k) mine[k] = {1.0 * r, 1.0 * k, 0.5};
+  const auto all = world.allgatherv(mine);
+  const auto at_root = world.gatherv(mine, 0);
+  CHECK(all.size() == static_cast<std::size_t>(p * (p - 1) / 2));
+  CHECK(at_root.size() == (r == 0 ? all.size() : 0));
+  std::size_t at = 0;
+  for (int q = 0; q < p; ++q)
+    for (int k = 0; k < q; ++k, ++at) {
+      CHECK(all[at].x == q);
+      CHECK(all[at].y == k);
+      if (r == 0) CHECK(at_root[at].x == q);
+    }
+
+  std::vector<int> values;
+  std::string text;
+  if (r == 0) values = {3, 1, 4, 1, 5}, text = "orbis";
+  world.broadcast(values);
+  world.broadcast(text);
+  CHECK(values == std::vector<int>{3, 1, 4, 1, 5});
+  CHECK(text == "orbis");
+}
+
+TEST_CASE("alltoallv: each rank sends (dest + 1) * (rank + 1) values to each destination") {
+  const Comm world = Comm::world();
+  const int r = world.rank(), p = world.size();
+  std::vector<std::size_t> counts(p);
+  std::vector<std::int64_t> send;
+  for (int d = 0; d < p; ++d) {
+    counts[d] = static_cast<std::size_t>((d + 1) * (r + 1)) - (d == 0 && r == 0 ? 1 : 0);   // one empty-ish
+    for (std::size_t k = 0; k < counts[d]; ++k) send.push_back(1000 * r + 100 * d + static_cast<std::int64_t>(k));
+  }
+  std::vector<std::size_t> recv_counts;
+  const auto got = world.alltoallv(send, counts, &recv_counts);
+  std::size_t at = 0;
+  for (int s = 0; s < p; ++s) {
+    const std::size_t expected = static_cast<std::size_t>((r + 1) * (s + 1)) - (r == 0 && s == 0 ? 1 : 0);
+    CHECK(recv_counts[s] == expected);
+    for (std::size_t k = 0; k < expected; ++k, ++at) CHECK(got[at] == 1000 * s + 100 * r + static_cast<std::int64_t>(k));
+  }
+  CHECK(at == got.size());
+  if (p > 1) CHECK(world.stats().calls > 0);   // one rank: copies, no MPI call
+}
+
+TEST_CASE("split: odd and even ranks form their own communicators; self is one rank") {
+  const Comm world = Comm::world();
+  const Comm half = world.split(world.rank() % 2, world.rank());
+  CHECK(half.size() == (world.size() + 1 - world.rank() % 2) / 2);
+  CHECK(half.rank() == world.rank() / 2);
+  CHECK(half.sum(1) == half.size());
+  const Comm self = Comm::self();
+  CHECK(self.size() == 1);
+  CHECK(self.rank() == 0);
+  CHECK(self.sum(7) == 7);
+}
