@@ -107,9 +107,15 @@ void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     return;
   }
   // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P while
-  // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end).
-  (void)min_active_bin;
-  short_range_->begin(particles_.pos, *p2p_);
+  // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end). Steps with all
+  // particles active build a new tree; between them the tree is refitted (refit_tree_).
+  ShortRangeTargets targets;
+  if (min_active_bin > 0) {
+    targets.bins = &particles_.time_bin;
+    targets.min_bin = min_active_bin;
+    targets.refit_tree = refit_tree_;
+  }
+  short_range_->begin(particles_.pos, *p2p_, targets);
   if (long_range) {
     pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
     stats.times.add("pm", sum_of(pm_times));
