@@ -236,7 +236,11 @@ void CudaStepEngine::load(Particles particles) {
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
   ORBIS_CUDA_CHECK(cudaMemcpy(m.id.data(), particles.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
-  ORBIS_CUDA_CHECK(cudaMemset(m.bin.data(), 0, n));   // every particle in bin 0
+  if (particles.time_bin.size() == n)
+    ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), particles.time_bin.data(), n, cudaMemcpyHostToDevice));
+  else
+    ORBIS_CUDA_CHECK(cudaMemset(m.bin.data(), 0, n));   // every particle in bin 0
+  particles.time_bin.resize(n);   // the host copy's (assign_bins keeps it current)
   ORBIS_CUDA_CHECK(cudaMemset(m.acc_long.data(), 0, 3 * n * sizeof(double)));
   if (m.short_double) ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_d.data(), 0, 3 * n * sizeof(double)));
   else ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_f.data(), 0, 3 * n * sizeof(float)));
@@ -373,6 +377,38 @@ double CudaStepEngine::max_acceleration() {
   double max2 = 0;
   std::memcpy(&max2, m.host_reduction.data(), sizeof(max2));
   return std::sqrt(max2);
+}
+
+bool CudaStepEngine::has_short_range() const { return impl_->treepm; }
+
+// Stopgaps on the host (the state downloaded) so that the run loop can drive this engine;
+// a device reduction and a bin kernel are to replace them. The sum runs in fixed blocks, in
+// order, as the host engine's (the same bits for any thread count).
+double CudaStepEngine::rms_momentum() {
+  const Particles& p = particles();
+  constexpr std::size_t kBlock = 4096;
+  double total = 0;
+  for (std::size_t b = 0; b < p.size(); b += kBlock) {
+    double s = 0;
+    for (std::size_t i = b; i < std::min(p.size(), b + kBlock); ++i) s += norm2(p.mom[i]);
+    total += s;
+  }
+  return p.size() > 0 ? std::sqrt(total / static_cast<double>(p.size())) : 0.0;
+}
+
+BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
+  Impl& m = *impl_;
+  const std::vector<Vec3d>& g = accelerations();
+  std::vector<std::uint8_t>& bins = m.host.time_bin;
+  bins.resize(m.n);
+  ORBIS_CUDA_CHECK(cudaMemcpy(bins.data(), m.bin.data(), m.n, cudaMemcpyDeviceToHost));
+  BinCounts counts{};
+  for (std::size_t i = 0; i < m.n; ++i) {
+    if (bins[i] >= rule.min_active_bin) bins[i] = static_cast<std::uint8_t>(bin_for_acceleration(norm2(g[i]), rule));
+    ++counts[bins[i]];
+  }
+  ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), bins.data(), m.n, cudaMemcpyHostToDevice));
+  return counts;
 }
 
 std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params) {

@@ -30,6 +30,9 @@ class CudaStepEngine final : public StepEngine {
   void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
   void kick(const KickPlan& plan) override;
   void drift(double drift_factor) override;
+  bool has_short_range() const override;
+  double rms_momentum() override;
+  BinCounts assign_bins(const BinRule& rule) override;
 
   // Beyond the seam (the run loop's step criterion, tests, the benchmark).
   double max_acceleration();                   // max |g_long + g_short| over all particles

@@ -4,10 +4,22 @@
 
 namespace orbis {
 
-void kick(std::vector<Vec3d>& momenta, const std::vector<Vec3d>& acc, double kick_factor) {
+void kick(const KickPlan& plan, const std::vector<std::uint8_t>& bins, const std::vector<Vec3d>& g_long,
+          const std::vector<Vec3d>* g_short, std::vector<Vec3d>& momenta) {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(momenta.size());
+  const double long_factor = plan.long_range;
 #pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < n; ++i) momenta[i] += acc[i] * kick_factor;
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    const int bin = bins[i];
+    const bool active = g_short && bin >= plan.min_active_bin;
+    const double short_factor = active ? plan.short_range[bin] : 0.0;
+    if (active && short_factor == long_factor) {
+      momenta[i] += (g_long[i] + (*g_short)[i]) * long_factor;   // one kick with the whole force
+    } else {
+      if (long_factor != 0) momenta[i] += g_long[i] * long_factor;
+      if (active) momenta[i] += (*g_short)[i] * short_factor;
+    }
+  }
 }
 
 void drift(std::vector<Vec3d>& positions, const std::vector<Vec3d>& momenta, double drift_factor,

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
-#include "integrate/kdk.hpp"
+#include "integrate/cost_model.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/step_log.hpp"
 #include "core/units.hpp"
@@ -62,8 +62,8 @@ Simulation::Simulation(const Params& params)
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
-  gravity_ = make_gravity_solver(params);
-  limits_.softening = gravity_->softening();
+  engine_ = make_step_engine(params);
+  limits_.softening = engine_->softening();
   out_dir_ = params.get_string("output.directory");
   if (schedule_.a_end > Cosmology::a_max)
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
@@ -90,74 +90,115 @@ RunSummary Simulation::run() {
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
-double Simulation::max_acceleration() const {
-  double max2 = 0;
-  for (const auto& g : acc_) max2 = std::max(max2, norm2(g));
-  return std::sqrt(max2);
-}
-
 RunSummary Simulation::run_from(Particles particles, double a) {
   RunSummary summary;
   Stopwatch run_watch;
-  particles_ = std::move(particles);
   make_directories(out_dir_);
   write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
-  log::info("gravity: {}", gravity_->describe());
+  log::info("gravity: {}", engine_->describe());
+  engine_->load(std::move(particles));
+  state_ = RunState{};
+  state_.a = a;
 
   ForceStats stats;
-  gravity_->accelerations(particles_, acc_, stats);
-  if (schedule_.is_output(a)) write_outputs(a, summary);
+  engine_->compute_forces(true, 0, stats);
+  if (schedule_.is_output(a)) write_outputs(summary);
 
-  const double log_span = std::log(schedule_.a_end / schedule_.a_begin);
-  while (a < schedule_.a_end * (1 - 1e-12)) {
-    Stopwatch step_watch;
-    const double dln = allowed_dln_a(limits_, cosmology_, a, max_acceleration());
-    const double a_next = next_scale_factor(a, schedule_.next_after(a), dln);
-    const double a_half = std::sqrt(a * a_next);   // half step in ln a
-
-    ForceStats step_stats;
-    {
-      ScopedPhase phase(step_stats.times, "kdk");
-      kick(particles_.mom, acc_, cosmology_.kick_factor(a, a_half));
-      drift(particles_.pos, particles_.mom, cosmology_.drift_factor(a, a_next),
-            params_.get_real("box.size_mpc_h"));
-    }
-    gravity_->accelerations(particles_, acc_, step_stats);
-    {
-      ScopedPhase phase(step_stats.times, "kdk");
-      kick(particles_.mom, acc_, cosmology_.kick_factor(a_half, a_next));
-    }
-    const double da = a_next - a;
-    a = a_next;
-    ++summary.steps;
-
-    Stopwatch io_watch;
-    if (schedule_.is_output(a)) write_outputs(a, summary);
-    StepReport report;
-    report.step = summary.steps;
-    report.a = a;
-    report.da = da;
-    report.io_seconds = io_watch.seconds();
-    report.seconds = step_watch.seconds();
-    report.particles = particles_.size();
-    report.progress = std::log(a / schedule_.a_begin) / log_span;
-    report.elapsed = run_watch.seconds();
-    report.force = &step_stats;
-    log::info("{}", step_line(report));
-    print_progress_bar(report.progress, report.elapsed * (1 - report.progress) / std::max(report.progress, 1e-9));
+  while (state_.a < schedule_.a_end * (1 - 1e-12)) {
+    begin_pm_step();
+    while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
   }
-  summary.a_final = a;
+  const double n = static_cast<double>(engine_->particles().size());
+  summary.steps = state_.steps;
+  summary.a_final = state_.a;
   summary.seconds = run_watch.seconds();
-  log::info("finished: {} steps to z = {:.4f} in {:.1f} s; {} files written", summary.steps, 1 / a - 1,
-            summary.seconds, summary.outputs.size());
+  summary.particle_steps = state_.particle_steps;
+  summary.full_step_equivalents = n > 0 ? state_.particle_steps / n : 0;
+  log::info("finished: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
+            "{} files written", summary.steps, 1 / state_.a - 1, summary.seconds, summary.particle_steps,
+            summary.full_step_equivalents, summary.outputs.size());
   return summary;
 }
 
-void Simulation::write_outputs(double a, RunSummary& summary) {
-  OutputContext context{params_, cosmology_, out_dir_, output_count_, a};
-  auto files = write_run_outputs(context, particles_, acc_);
+// A PM step begins with every particle synchronised: its length, the particles' bins for it,
+// and the kicks that open it (the long-range half kick and each bin's first half kick).
+void Simulation::begin_pm_step() {
+  const double a = state_.a;
+  const double dln = allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
+  state_.pm_a_begin = a;
+  state_.pm_a_end = next_scale_factor(a, schedule_.next_after(a), dln);
+  state_.tick = 0;
+  ++state_.pm_steps;
+  state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0};
+  BinRule rule;
+  rule.min_active_bin = 0;
+  rule.max_bin = 0;   // one global step: every particle in bin 0
+  state_.bins = engine_->assign_bins(rule);
+  engine_->kick(opening_kicks(cosmology_, state_.pm_a_begin, state_.pm_a_end, 0, 0, deepest_bin(state_.bins), true));
+}
+
+// One sync point: drift every particle to the next tick at which a bin's step ends, forces
+// for the particles active there (the long-range force too at the PM step's end), their
+// closing half kicks, then (inside the PM step) their new bins and opening half kicks.
+void Simulation::sync_step(RunSummary& summary, double run_start_seconds) {
+  Stopwatch step_watch;
+  ForceStats stats;
+  const std::uint64_t tick = state_.tick;
+  const std::uint64_t next = next_sync_tick(tick, state_.bins);
+  const bool pm_end = next == kPmTicks;
+  const int min_active = first_active_bin(next);
+  const std::uint64_t active = active_particles(next, state_.bins);
+  const double a_old = state_.a;
+  const double a = scale_factor_at(state_.pm_a_begin, state_.pm_a_end, next);
+  {
+    ScopedPhase phase(stats.times, "kdk");
+    engine_->drift(cosmology_.drift_factor(a_old, a));
+  }
+  engine_->compute_forces(pm_end, min_active, stats);
+  {
+    ScopedPhase phase(stats.times, "kdk");
+    const int deepest = deepest_bin(state_.bins);
+    engine_->kick(closing_kicks(cosmology_, state_.pm_a_begin, state_.pm_a_end, next, min_active, deepest, pm_end));
+  }
+  state_.tick = next;
+  state_.a = a;
+  ++state_.steps;
+  state_.particle_steps += static_cast<double>(active);
+  state_.pm_cost.particle_steps += static_cast<double>(active);
+
+  const double step_seconds = step_watch.seconds();
+  state_.seconds += step_seconds;
+  state_.pm_cost.seconds += step_seconds;
+  Stopwatch io_watch;
+  if (pm_end) {
+    state_.cost_history.push_back(state_.pm_cost);
+    state_.pm_cost = CostRecord{};
+    if (schedule_.is_output(a)) write_outputs(summary);
+  }
+
+  StepReport report;
+  report.step = state_.steps;
+  report.a = a;
+  report.da = a - a_old;
+  report.io_seconds = io_watch.seconds();
+  report.seconds = step_watch.seconds();
+  report.particles = engine_->particles().size();
+  report.active = active;
+  report.bins = state_.bins;
+  report.particle_steps = state_.particle_steps;
+  report.elapsed = run_start_seconds + report.seconds;
+  report.eta_seconds = predicted_remaining_seconds(state_, std::log(schedule_.a_end));
+  report.force = &stats;
+  log::info("{}", step_line(report));
+  const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
+  print_progress_bar(progress, report.eta_seconds);
+}
+
+void Simulation::write_outputs(RunSummary& summary) {
+  OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
+  auto files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
-  ++output_count_;
+  ++state_.output_index;
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides) {

@@ -1,5 +1,6 @@
-// The run: ICs, the KDK loop with a global adaptive step, and the outputs (snapshot, power
-// spectrum, halo catalogue) at every output redshift. It owns all state (STYLE.md §9).
+// The run: ICs, the KDK loop with block time steps (or one global step), and the outputs
+// (snapshot, power spectrum, halo catalogue) at every output redshift. It owns the run's
+// state (RunState) and the step engine that holds the particles (STYLE.md §9).
 #pragma once
 #include <memory>
 #include <string>
@@ -8,17 +9,20 @@
 #include "core/params.hpp"
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
-#include "integrate/gravity.hpp"
 #include "integrate/output_schedule.hpp"
+#include "integrate/run_state.hpp"
+#include "integrate/step_engine.hpp"
 #include "integrate/timestep.hpp"
 
 namespace orbis {
 
 struct RunSummary {
-  int steps = 0;
+  std::int64_t steps = 0;           // sync points
   double a_final = 0;
   double seconds = 0;
-  std::vector<std::string> outputs;   // files written
+  double particle_steps = 0;        // force evaluations (active particles summed over steps)
+  double full_step_equivalents = 0; // particle_steps / particles
+  std::vector<std::string> outputs; // files written
 };
 
 class Simulation {
@@ -32,12 +36,15 @@ class Simulation {
   // Runs from the given state at scale factor a (tests, restarts).
   RunSummary run_from(Particles particles, double a);
 
-  const Particles& particles() const { return particles_; }
+  // The particles now (on the host: the CUDA engine downloads them).
+  const Particles& particles() { return engine_->particles(); }
   const Cosmology& cosmology() const { return cosmology_; }
+  const RunState& state() const { return state_; }
 
  private:
-  void write_outputs(double a, RunSummary& summary);
-  double max_acceleration() const;
+  void begin_pm_step();
+  void sync_step(RunSummary& summary, double run_start_seconds);
+  void write_outputs(RunSummary& summary);
 
   Params params_;
   Cosmology cosmology_;
@@ -45,11 +52,9 @@ class Simulation {
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
-  std::unique_ptr<GravitySolver> gravity_;
-  Particles particles_;
-  std::vector<Vec3d> acc_;
+  std::unique_ptr<StepEngine> engine_;
+  RunState state_;
   std::string out_dir_;
-  int output_count_ = 0;
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.

@@ -1,9 +1,10 @@
 // The seam between the run loop and where the particles live. The run loop (one piece of code
 // for every backend) decides the times, the time bins and the kick and drift factors; a
-// StepEngine holds the particle state and does the work: forces, kicks, drifts and the
-// per-particle step criterion. The host engine keeps the particles in host memory (PM with
-// FFTW, the FMM on the CPU, P2P on any P2PEvaluator); the CUDA engine keeps them in device
-// memory across steps and gives them to the host only for outputs and checkpoints.
+// StepEngine holds the particle state and does the work: forces, kicks, drifts, the
+// per-particle step criterion and the few reductions the step criteria need. The host engine
+// (host_engine.hpp) keeps the particles in host memory (PM with FFTW, the FMM on the CPU,
+// P2P on any P2PEvaluator); the CUDA engine keeps them in device memory across steps and
+// gives them to the host only for outputs and checkpoints. make_step_engine picks one.
 //
 // Block time steps (power-of-two bins, as GADGET-4, PKDGRAV3, SWIFT): the long-range (PM) step
 // spans dln_pm in ln a; a particle in bin k takes short-range steps of dln_pm / 2^k, so bin 0
@@ -11,19 +12,41 @@
 // k >= min_active_bin (the bins whose steps end there); at the start and end of a PM step
 // every particle is active (min_active_bin = 0). The bins travel with the particles
 // (Particles::time_bin), so checkpoints and MPI migration carry them.
+//
+// Every verb is a loop over the particle arrays (a kernel) or a reduction whose result does
+// not depend on the thread count or the order of arrival (the run is bitwise reproducible).
+// Units: positions comoving Mpc/h, momenta p = a^2 dx/dt in km/s, accelerations comoving
+// g = -grad(phi) in (km/s)^2/(Mpc/h) (p += g * int da/(a^2 H)), as everywhere in orbis.
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "core/hostdevice.hpp"
 #include "core/particles.hpp"
-#include "integrate/gravity.hpp"
+#include "core/timer.hpp"
 
 namespace orbis {
+
+class Params;
+
+// What one force computation cost (the step log sums them per step).
+struct ForceStats {
+  PhaseTimes times;            // pm, tree, walk, m2l, p2p, ...
+  double p2p_interactions = 0;
+  double m2l_interactions = 0;
+  std::string p2p_where;       // "cpu (2 threads)", "cuda (...)", or empty
+};
 
 constexpr int kMaxTimeBins = 32;
 
 // The kicks of one sync point; momenta p += g * factor with factor = int da/(a^2 H).
+// A particle whose short-range factor equals long_range is kicked with its whole force,
+// p += (g_long + g_short) * factor (one rounding, as a single global step does); otherwise
+// p += g_long * long_range, then p += g_short * short_range[bin] when it is active.
 struct KickPlan {
   double long_range = 0;                          // every particle: p += g_long * long_range
   int min_active_bin = kMaxTimeBins;              // particles with bin >= this get ...
@@ -33,14 +56,37 @@ struct KickPlan {
 // Particles per bin after assign_bins (all particles, active or not).
 using BinCounts = std::array<std::uint64_t, kMaxTimeBins>;
 
+// The per-particle step criterion as assign_bins applies it. The run loop turns the
+// acceleration criterion (integrate/block_steps.hpp) into one threshold: bin 0's step is short
+// enough for |g| <= acc_bin0, and since the allowed step scales as |g|^(-1/2), bin k's for
+// |g| <= acc_bin0 * 4^k (g = g_long + g_short, comoving (km/s)^2/(Mpc/h)).
+struct BinRule {
+  int min_active_bin = 0;            // only particles with bin >= this are (re)assigned ...
+  int max_bin = kMaxTimeBins - 1;    // ... to a bin in [min_active_bin, max_bin]
+  double acc_bin0 = HUGE_VAL;         // infinite: no criterion (every particle to min_active_bin)
+};
+
+// The bin of a particle with |g|^2 = g2 under `rule` (both engines use this one definition):
+// the smallest k >= min_active_bin with g2 <= (acc_bin0 4^k)^2, at most max_bin. The thresholds
+// are exact (products by 16), so the choice is the same on every backend.
+ORBIS_HD int bin_for_acceleration(double g2, const BinRule& rule) {
+  int k = 0;
+  for (double threshold = rule.acc_bin0 * rule.acc_bin0; k < rule.max_bin && g2 > threshold; ++k) threshold *= 16;
+  k = k < rule.min_active_bin ? rule.min_active_bin : k;
+  return k > rule.max_bin ? rule.max_bin : k;
+}
+
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
   virtual std::string describe() const = 0;
   // Plummer-equivalent softening, comoving Mpc/h (the step criterion); 0 when unsoftened.
   virtual double softening() const = 0;
+  // True when there is a short-range force (TreePM): without one (PM only) there is nothing
+  // to kick on the bins, and every particle stays in bin 0.
+  virtual bool has_short_range() const = 0;
 
-  // Takes the run's particles (time_bin empty: all in bin 0).
+  // Takes the run's particles (time_bin empty: all in bin 0; else one bin per particle).
   virtual void load(Particles particles) = 0;
   // The state on the host, brought up to date (the CUDA engine downloads it): outputs and
   // checkpoints. Valid until the next call that changes the state.
@@ -56,6 +102,18 @@ class StepEngine {
   virtual void kick(const KickPlan& plan) = 0;
   // Every particle: x += p * drift_factor, wrapped into [0, box).
   virtual void drift(double drift_factor) = 0;
+
+  // The reductions of the step criteria.
+  // max over particles of |g_long + g_short|, (km/s)^2/(Mpc/h): the global step's criterion.
+  virtual double max_acceleration() = 0;
+  // sqrt(mean |p|^2) over particles, km/s: the PM step's criterion.
+  virtual double rms_momentum() = 0;
+  // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
+  // their |g_long + g_short|); returns the particles per bin, all of them.
+  virtual BinCounts assign_bins(const BinRule& rule) = 0;
 };
+
+// The engine for [gravity] and [gpu]: every setting is checked here, before any work.
+std::unique_ptr<StepEngine> make_step_engine(const Params& params);
 
 }  // namespace orbis

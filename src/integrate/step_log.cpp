@@ -1,5 +1,6 @@
 #include "integrate/step_log.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -28,10 +29,17 @@ std::string step_line(const StepReport& r) {
   if (r.force && r.force->p2p_interactions > 0)
     interactions = fmt::format(" | p2p {:.3g} m2l {:.3g} on {}", r.force->p2p_interactions,
                                r.force->m2l_interactions, r.force->p2p_where);
-  const double eta = r.progress > 0 ? r.elapsed * (1 - r.progress) / r.progress : -1;
-  return fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | {:.3f} s:{}{} | {:.3g} part/s | ETA {}",
-                     r.step, r.a, 1 / r.a - 1, r.da, r.seconds, phases, interactions,
-                     r.seconds > 0 ? r.particles / r.seconds : 0.0, duration(eta));
+  int lowest = kMaxTimeBins, deepest = 0;
+  for (int k = 0; k < kMaxTimeBins; ++k)
+    if (r.bins[k] > 0) lowest = std::min(lowest, k), deepest = k;
+  const std::string bins = lowest == deepest || lowest == kMaxTimeBins ? fmt::format("{}", deepest)
+                                                                       : fmt::format("{}-{}", lowest, deepest);
+  const double n = static_cast<double>(r.particles);
+  return fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | active {} bins {} | {:.3f} s:{}{} | {:.3g} part/s | "
+                     "evals {:.4g} ({:.1f} full) | ETA {}",
+                     r.step, r.a, 1 / r.a - 1, r.da, r.active, bins, r.seconds, phases, interactions,
+                     r.seconds > 0 ? static_cast<double>(r.active) / r.seconds : 0.0, r.particle_steps,
+                     n > 0 ? r.particle_steps / n : 0.0, duration(r.eta_seconds));
 }
 
 void print_progress_bar(double progress, double eta_seconds) {

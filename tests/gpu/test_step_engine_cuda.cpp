@@ -14,9 +14,10 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "gpu/step_engine_cuda.hpp"
-#include "integrate/gravity.hpp"
 #include "integrate/kdk.hpp"
+#include "integrate/step_engine.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/engine_forces.hpp"
 #include "support/ewald.hpp"
 #include "support/gpu_skip.hpp"
 
@@ -71,10 +72,9 @@ TEST_CASE("GPU step engine: the host TreePM's forces and Ewald error") {
   // CPU's division) to ~1e-5 of the rms force for a few particles.
   const std::string double_mesh = "pm_mesh_precision = \"double\"\n";
   {
-    auto host = make_gravity_solver(params_for("cpu", "", double_mesh));
-    std::vector<Vec3d> ref;
+    auto host = make_step_engine(params_for("cpu", "", double_mesh));
     ForceStats host_stats;
-    host->accelerations(p, ref, host_stats);
+    const std::vector<Vec3d> ref = test::engine_accelerations(*host, p, host_stats);
     CudaStepEngine engine(params_for("cuda", "", double_mesh));
     engine.load(p);
     ForceStats stats;
@@ -87,10 +87,9 @@ TEST_CASE("GPU step engine: the host TreePM's forces and Ewald error") {
   }
 
   // The run's defaults (float meshes): the error against Ewald as the host's.
-  auto host = make_gravity_solver(params_for("cpu"));
-  std::vector<Vec3d> ref;
+  auto host = make_step_engine(params_for("cpu"));
   ForceStats host_stats;
-  host->accelerations(p, ref, host_stats);
+  const std::vector<Vec3d> ref = test::engine_accelerations(*host, p, host_stats);
   CudaStepEngine engine(params_for("cuda"));
   engine.load(p);
   ForceStats stats;
@@ -129,7 +128,7 @@ TEST_CASE("GPU step engine: drift as the host's, bitwise; kick as the host's; tw
   plan.short_range.fill(f_kick);
   a.kick(plan);
   std::vector<Vec3d> mom = p.mom;
-  kick(mom, g, f_kick);   // p + (g_long + g_short) f; the engine adds the two kicks apart
+  kick(plan, std::vector<std::uint8_t>(p.size(), 0), g, nullptr, mom);   // p + (g_long + g_short) f; the engine adds the two kicks apart
   CHECK(max_over_rms(a.particles().mom, mom) < 1e-12);
 
   // b repeats a's steps: the same bits throughout.

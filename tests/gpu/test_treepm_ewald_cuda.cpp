@@ -11,7 +11,8 @@
 #include <string>
 
 #include "core/params.hpp"
-#include "integrate/gravity.hpp"
+#include "integrate/step_engine.hpp"
+#include "support/engine_forces.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/ewald.hpp"
 #include "support/gpu_skip.hpp"
@@ -31,10 +32,9 @@ TEST_CASE("TreePM vs Ewald: the same error with the CUDA and the CPU backend") {
             "\n[gpu]\nbackend = \"" + backend + "\"\np2p_precision = \"" + precision +
             "\"\n[gravity]\nsolver = \"treepm\"\nsoftening_over_spacing = 0.0\n",
         "treepm_ewald_cuda.toml");
-    auto gravity = make_gravity_solver(params);
-    std::vector<Vec3d> acc;
+    auto engine = make_step_engine(params);
     ForceStats stats;
-    gravity->accelerations(p, acc, stats);
+    const std::vector<Vec3d> acc = test::engine_accelerations(*engine, p, stats);
     const test::ForceErrors e = test::relative_force_errors(acc, reference);
     std::printf("  %-5s %-7s %10.3e %10.3e %10.3e   %s\n", backend.c_str(), precision.c_str(), e.median, e.p99,
                 e.max, stats.p2p_where.c_str());

@@ -1,0 +1,164 @@
+#include "integrate/host_engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "core/units.hpp"
+#include "integrate/kdk.hpp"
+
+namespace orbis {
+namespace {
+
+double sum_of(const PhaseTimes& times) {
+  double total = 0;
+  for (const auto& [phase, seconds] : times.all()) total += seconds;
+  return total;
+}
+
+// The particle mass a parameter file implies: all matter in N^3 equal particles.
+double nominal_particle_mass(const Params& params) {
+  const double box = params.get_real("box.size_mpc_h");
+  const double n = static_cast<double>(params.get_int("box.particles_per_side"));
+  return params.get_real("cosmology.omega_m") * units::rho_crit0 * box * box * box / (n * n * n);
+}
+
+// sum_i f(i) in fixed blocks, each summed in order, then the block sums in order: the same
+// bits for any thread count (an OpenMP reduction combines its partial sums in no fixed order).
+template <typename F>
+double ordered_sum(std::size_t n, F f) {
+  constexpr std::size_t kBlock = 4096;
+  const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(n_blocks);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(n_blocks); ++b) {
+    double s = 0;
+    const std::size_t end = std::min(n, (static_cast<std::size_t>(b) + 1) * kBlock);
+    for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < end; ++i) s += f(i);
+    partial[static_cast<std::size_t>(b)] = s;
+  }
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace
+
+HostStepEngine::HostStepEngine(const Params& params)
+    : box_mpc_h_(params.get_real("box.size_mpc_h")), pm_(PmSettings::from_params(params)) {
+  if (params.get_string("gravity.solver") == "pm") return;
+  // TreePM: PM long range (Gaussian-filtered at r_s) plus the FMM short range (erfc-truncated
+  // at r_cut) with P2P on the [gpu] backend; they add up to 1/r^2.
+  short_settings_ = short_range_settings(params, nominal_particle_mass(params));
+  short_range_.emplace(short_settings_);
+  p2p_ = make_p2p_evaluator(params.get_string("gpu.backend"), static_cast<int>(params.get_int("gpu.device")));
+  if (std::abs(pm_.settings().r_s_mpc_h - short_settings_.r_s) > 1e-12 * short_settings_.r_s)
+    fail("internal: PM and short-range split scales differ ({} vs {})", pm_.settings().r_s_mpc_h, short_settings_.r_s);
+}
+
+HostStepEngine::~HostStepEngine() = default;
+
+std::string HostStepEngine::describe() const {
+  const auto& pm = pm_.settings();
+  if (!short_range_)
+    return fmt::format("PM only, {}^3 mesh ({} window, cell {:.4g} Mpc/h), {:.1f} MiB", pm.grid_side,
+                       window_name(pm.window), pm.box_mpc_h / pm.grid_side, pm_.bytes() / 1048576.0);
+  const ShortRangeSettings& s = short_settings_;
+  return fmt::format("TreePM: PM {}^3 mesh ({}), r_s = {:.4g} Mpc/h, r_cut = {:.4g} Mpc/h; FMM theta = {}, "
+                     "p = {}, max_leaf = {}; P2P on {} (Taylor order {}, {} nodes), softening {:.4g} Mpc/h",
+                     pm.grid_side, window_name(pm.window), s.r_s, s.r_cut, s.theta, s.multipole_order, s.max_leaf,
+                     p2p_->name(), s.taylor_order, s.taylor_table_size, s.softening);
+}
+
+double HostStepEngine::softening() const { return short_range_ ? short_settings_.softening : 0.0; }
+
+void HostStepEngine::load(Particles particles) {
+  const std::size_t n = particles.size();
+  if (particles.time_bin.empty()) particles.time_bin.assign(n, 0);
+  if (particles.time_bin.size() != n)
+    fail("step engine: {} time bins for {} particles", particles.time_bin.size(), n);
+  for (std::uint8_t bin : particles.time_bin)
+    if (bin >= kMaxTimeBins) fail("step engine: time bin {} (bins are 0..{})", bin, kMaxTimeBins - 1);
+  particles_ = std::move(particles);
+  acc_long_.assign(n, Vec3d{});
+  acc_short_.assign(short_range_ ? n : 0, Vec3d{});
+  if (short_range_ && std::abs(units::G * particles_.mass - short_settings_.g_mass) > 1e-12 * short_settings_.g_mass) {
+    short_settings_.g_mass = units::G * particles_.mass;   // particles not from this file's grid ICs
+    short_range_.emplace(short_settings_);
+  }
+}
+
+const std::vector<Vec3d>& HostStepEngine::accelerations() {
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
+  acc_total_.resize(acc_long_.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < n; ++i) acc_total_[i] = short_range_ ? acc_long_[i] + acc_short_[i] : acc_long_[i];
+  return acc_total_;
+}
+
+void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceStats& stats) {
+  PhaseTimes pm_times;
+  if (!short_range_) {
+    if (long_range) pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
+    stats.times.add("pm", sum_of(pm_times));
+    return;
+  }
+  // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P while
+  // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end).
+  (void)min_active_bin;
+  short_range_->begin(particles_.pos, *p2p_);
+  if (long_range) {
+    pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
+    stats.times.add("pm", sum_of(pm_times));
+  }
+  const ShortRangeStats s = short_range_->end(acc_short_);
+  stats.times.add("tree", s.tree_seconds + s.multipole_seconds);
+  stats.times.add("walk", s.walk_seconds);
+  stats.times.add("m2l", s.m2l_seconds);
+  stats.times.add("p2p", s.p2p_seconds);
+  stats.p2p_interactions += s.p2p_interactions;
+  stats.m2l_interactions += s.m2l_interactions;
+  stats.p2p_where = s.p2p_where;
+}
+
+void HostStepEngine::kick(const KickPlan& plan) {
+  orbis::kick(plan, particles_.time_bin, acc_long_, short_range_ ? &acc_short_ : nullptr, particles_.mom);
+}
+
+void HostStepEngine::drift(double drift_factor) {
+  orbis::drift(particles_.pos, particles_.mom, drift_factor, box_mpc_h_);
+}
+
+double HostStepEngine::max_acceleration() {
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
+  double max2 = 0;   // max is exact: the same for any thread count
+#pragma omp parallel for schedule(static) reduction(max : max2)
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    max2 = std::max(max2, norm2(short_range_ ? acc_long_[i] + acc_short_[i] : acc_long_[i]));
+  return std::sqrt(max2);
+}
+
+double HostStepEngine::rms_momentum() {
+  const std::size_t n = particles_.size();
+  if (n == 0) return 0;
+  return std::sqrt(ordered_sum(n, [&](std::size_t i) { return norm2(particles_.mom[i]); }) / static_cast<double>(n));
+}
+
+BinCounts HostStepEngine::assign_bins(const BinRule& rule) {
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
+  std::vector<std::uint8_t>& bins = particles_.time_bin;
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    if (bins[i] < rule.min_active_bin) continue;
+    const double g2 = norm2(short_range_ ? acc_long_[i] + acc_short_[i] : acc_long_[i]);
+    bins[i] = static_cast<std::uint8_t>(bin_for_acceleration(g2, rule));
+  }
+  BinCounts counts{};
+  for (std::uint8_t bin : bins) ++counts[bin];
+  return counts;
+}
+
+}  // namespace orbis

@@ -1,0 +1,51 @@
+// The host step engine (step_engine.hpp): the particles in host memory; the long-range force
+// from the PM (FFTW), the short-range force from the FMM on the CPU with P2P on the [gpu]
+// backend's evaluator (the CPU one, or the CUDA one, which then also builds the tree and
+// walks it on its device on full steps). gravity.solver = "pm" runs the PM alone, whose
+// force is then the whole force (the long-range one, kicked on the PM step).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fmm/p2p.hpp"
+#include "fmm/short_range.hpp"
+#include "integrate/step_engine.hpp"
+#include "pm/pm_solver.hpp"
+
+namespace orbis {
+
+class HostStepEngine final : public StepEngine {
+ public:
+  // Checks every [gravity] and [gpu] setting before any work.
+  explicit HostStepEngine(const Params& params);
+  ~HostStepEngine() override;
+
+  std::string describe() const override;
+  double softening() const override;
+  bool has_short_range() const override { return short_range_.has_value(); }
+  void load(Particles particles) override;
+  const Particles& particles() override { return particles_; }
+  const std::vector<Vec3d>& accelerations() override;
+  void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
+  void kick(const KickPlan& plan) override;
+  void drift(double drift_factor) override;
+  double max_acceleration() override;
+  double rms_momentum() override;
+  BinCounts assign_bins(const BinRule& rule) override;
+
+ private:
+  double box_mpc_h_ = 0;
+  PmSolver pm_;
+  // TreePM only:
+  ShortRangeSettings short_settings_;
+  std::optional<ShortRangeSolver> short_range_;
+  std::unique_ptr<P2PEvaluator> p2p_;
+
+  Particles particles_;
+  std::vector<Vec3d> acc_long_, acc_short_;   // per particle, (km/s)^2/(Mpc/h)
+  std::vector<Vec3d> acc_total_;              // accelerations()
+};
+
+}  // namespace orbis

@@ -1,0 +1,35 @@
+// Everything the run loop carries from one step to the next, besides the particles (which the
+// step engine holds, time bins included): one plain struct, so that a checkpoint can save it
+// and a restart continue bitwise where the run stopped.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "integrate/step_engine.hpp"
+#include "integrate/time_bins.hpp"
+
+namespace orbis {
+
+// The measured cost of one completed PM step (the ETA's history).
+struct CostRecord {
+  double ln_a = 0;            // ln a at the step's start
+  double dln_a = 0;           // its length in ln a
+  double particle_steps = 0;  // force evaluations in it (active particles summed over sync points)
+  double seconds = 0;         // wall seconds of its sync points (outputs not included)
+};
+
+struct RunState {
+  double a = 0;                          // scale factor now (a sync point)
+  double pm_a_begin = 0, pm_a_end = 0;   // the PM step in progress: a = scale_factor_at(.., tick)
+  std::uint64_t tick = kPmTicks;         // position in it; kPmTicks: ended, the next not begun
+  BinCounts bins{};                      // particles per time bin
+  std::int64_t steps = 0;                // sync points (force computations) since the start
+  std::int64_t pm_steps = 0;             // PM steps begun
+  double particle_steps = 0;             // force evaluations since the start
+  int output_index = 0;                  // number of the next output (snapshot_NNN)
+  double seconds = 0;                    // wall seconds spent in steps (outputs not included)
+  CostRecord pm_cost;                    // the PM step in progress, so far
+  std::vector<CostRecord> cost_history;  // the completed PM steps
+};
+
+}  // namespace orbis
