@@ -1,4 +1,4 @@
-// Power-spectrum outputs (DESIGN.md "Files"): a text table and an HDF5 file, both written
+// Power-spectrum outputs (docs/design.md, "Files"): a text table and an HDF5 file, both written
 // atomically, and the `orbis pk SNAPSHOT` command that measures any GADGET-layout snapshot.
 //
 // Text: one header line naming the columns and their units (plus a, z, box, N and the

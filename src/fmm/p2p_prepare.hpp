@@ -1,5 +1,5 @@
 // What every P2P backend does before its kernel: check the call, and express positions
-// relative to their leaf's centre (DESIGN.md "Positions and precision"). A float relative
+// relative to their leaf's centre (docs/design.md, "Positions and precision"). A float relative
 // position keeps ~1e-7 of the leaf size instead of ~1e-7 of the box (1 Gpc/h: 0.1 kpc/h
 // absolute), and a source enters a target's frame through one shift per task,
 //   shift = centre_j + image * box - centre_i   (computed in double, then rounded),

@@ -6,15 +6,9 @@
 
 #include "core/hostdevice.hpp"
 #include "core/vec3.hpp"
+#include "tree/leaf.hpp"
 
 namespace orbis {
-
-// A leaf of the ORB tree: particles [first, first + count) in tree order.
-struct Leaf {
-  std::uint32_t first = 0;
-  std::uint32_t count = 0;
-  Vec3d centre;   // geometric centre of the leaf's bounding box, Mpc/h
-};
 
 // One interaction between a target (i) and a source (j): two leaves for P2P, two tree nodes
 // for M2L. The source is seen in the periodic image x_j + image * BoxSize, which the walk

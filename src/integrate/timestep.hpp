@@ -1,4 +1,4 @@
-// Global adaptive step (DESIGN.md): the step in ln a is limited by time.max_dln_a and, when
+// Global adaptive step (docs/design.md, "Time stepping"): the step in ln a is limited by time.max_dln_a and, when
 // the force is softened, by dt <= eta sqrt(eps_phys / |g_phys|) = eta sqrt(eps a^3 / |g|)
 // (eps comoving, g comoving: g_phys = g / a^2). Steps are then evened out so that they land
 // exactly on the next output instead of leaving a sliver.

@@ -1,5 +1,5 @@
 // The particle-mesh gravity solver: the long-range force of TreePM, or the whole force of a
-// PM-only run (DESIGN.md "Force split").
+// PM-only run (docs/design.md, "Force split").
 //
 // Long range (r_s > 0, TreePM), on one mesh:
 //   rho(x)  = m sum_p W(x - x_p) / cell^3                  (CIC or TSC, mass_assignment.hpp)

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/vec3.hpp"
-#include "fmm/tasks.hpp"
+#include "tree/leaf.hpp"
 
 namespace orbis {
 
