@@ -37,7 +37,8 @@ struct PkCommandOptions {
 
 // `orbis pk`: reads the snapshot (read_snapshot: ours, GADGET-4, N-GenIC, MUSIC, monofonIC),
 // measures P(k) and writes the two files. No parameter file is needed; the settings used are
-// recorded in /Parameters like a run's.
-void run_pk_command(const PkCommandOptions& options);
+// recorded in /Parameters like a run's. Over several ranks (collective) each reads a share
+// of the snapshot, the mesh is distributed, and rank 0 writes.
+void run_pk_command(const PkCommandOptions& options, const Comm& comm = Comm::world());
 
 }  // namespace orbis
