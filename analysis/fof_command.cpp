@@ -5,6 +5,7 @@
 #include <map>
 
 #include "analysis/halo_catalogue.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -75,6 +76,9 @@ std::string default_catalogue_path(const std::string& snapshot) {
 }
 
 int run_fof_command(const FofCommandOptions& options) {
+  if (Comm::world().size() > 1)
+    fail("orbis fof runs on one rank for now (the friends-of-friends merge across ranks is not written yet); "
+         "run it without mpirun");
   const std::string file = first_file(options.snapshot);
   Snapshot snap = read_snapshot(options.snapshot);
   const SnapshotHeader& head = snap.header;

@@ -10,6 +10,7 @@
 #include "core/params.hpp"
 #include "core/units.hpp"
 #include "pm/fft_mesh.hpp"
+#include "pm/slab_routing.hpp"
 
 namespace orbis {
 namespace {
@@ -80,19 +81,27 @@ struct BinSums {
   }
 };
 
-// One spectrum of positions in [0, box): binned sums over the modes of the mesh.
-BinSums binned_spectrum(const std::vector<Vec3d>& pos, double box, const PowerSpectrumSettings& s,
-                        const Binning& binning) {
+// One spectrum of positions in [0, box) (this rank's; `count` over all ranks): binned sums
+// over the modes of the mesh, summed over the ranks.
+BinSums binned_spectrum(const std::vector<Vec3d>& pos_in, double count, double box, const PowerSpectrumSettings& s,
+                        const Binning& binning, const Comm& comm) {
   const int n = s.grid_side, nzc = n / 2 + 1;
-  const double count = static_cast<double>(pos.size());
   const double volume = box * box * box;
-  FftMesh<double> mesh(n);
+  // Several ranks: the particles go to their stencils' slabs (ghost planes: window order,
+  // enough for the half-cell-shifted mesh too).
+  const int ghosts = window_order(s.window);
+  std::vector<Vec3d> routed;
+  if (comm.size() > 1) SlabRouting().route(pos_in, box, n, s.window, comm, routed);
+  const std::vector<Vec3d>& pos = comm.size() > 1 ? routed : pos_in;
+  FftMesh<double> mesh(n, comm, FftPlan::fast, 0, ghosts);
   assign_to_mesh(mesh, pos, box, s.window, 1.0);
+  mesh.add_ghost_planes();
   mesh.forward();
   std::unique_ptr<FftMesh<double>> shifted;
   if (s.interlacing) {
-    shifted = std::make_unique<FftMesh<double>>(n);
+    shifted = std::make_unique<FftMesh<double>>(n, comm, FftPlan::fast, 0, ghosts);
     assign_to_mesh(*shifted, pos, box, s.window, 1.0, 0.5);
+    shifted->add_ghost_planes();
     shifted->forward();
   }
   const AxisTables axis(s.window, n);
@@ -133,6 +142,10 @@ BinSums binned_spectrum(const std::vector<Vec3d>& pos, double box, const PowerSp
   }
   BinSums total(binning.count);
   for (const auto& p : planes) total.add(p);
+  comm.reduce(total.k, Comm::Op::sum);
+  comm.reduce(total.power, Comm::Op::sum);
+  comm.reduce(total.shot, Comm::Op::sum);
+  comm.reduce(total.modes, Comm::Op::sum);
   return total;
 }
 
@@ -156,16 +169,17 @@ PowerSpectrumSettings PowerSpectrumSettings::from_params(const Params& params) {
 
 PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
                                      const PowerSpectrumSettings& settings,
-                                     const LinearPowerFn& linear) {
+                                     const LinearPowerFn& linear, const Comm& comm) {
   const int n = settings.grid_side;
   if (n < 4 || n % 2 != 0) fail("P(k): mesh side {} must be even and at least 4", n);
   if (!(box_mpc_h > 0)) fail("P(k): box size {} Mpc/h must be positive", box_mpc_h);
   if (settings.fold_factor < 1) fail("P(k): fold factor {} must be at least 1", settings.fold_factor);
-  if (pos.empty()) fail("P(k): no particles");
+  const std::uint64_t total = comm.sum(static_cast<std::uint64_t>(pos.size()));
+  if (total == 0) fail("P(k): no particles");
   PowerSpectrum out;
   out.settings = settings;
   out.box_mpc_h = box_mpc_h;
-  out.num_particles = pos.size();
+  out.num_particles = total;
   const Binning binning(settings, n);
   const double k_fundamental = 2.0 * units::pi / box_mpc_h;
   const double k_switch = 0.5 * (n / 2) * k_fundamental;   // half the unfolded Nyquist frequency
@@ -186,7 +200,7 @@ PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_m
       out.bins.push_back(bin);
     }
   };
-  append(binned_spectrum(pos, box_mpc_h, settings, binning), 1, true);
+  append(binned_spectrum(pos, static_cast<double>(total), box_mpc_h, settings, binning, comm), 1, true);
   if (settings.fold_factor > 1) {
     // Positions modulo L/F, stretched back to [0, L): mesh mode m is the box's mode F m.
     const int f = settings.fold_factor;
@@ -195,7 +209,7 @@ PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_m
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(pos.size()); ++p)
       for (int d = 0; d < 3; ++d) folded[p][d] = periodic_wrap_position(pos[p][d], sub) * f;
-    append(binned_spectrum(folded, box_mpc_h, settings, binning), f, false);
+    append(binned_spectrum(folded, static_cast<double>(total), box_mpc_h, settings, binning, comm), f, false);
   }
   return out;
 }

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/vec3.hpp"
 #include "pm/mass_assignment.hpp"
 
@@ -62,8 +63,12 @@ struct PowerSpectrum {
 //   [&](double k) { return power(k) * d * d; }   (LinearPower power, D = cosmology.growth(a))
 using LinearPowerFn = std::function<double(double)>;
 
+// The spectrum of the particles of every rank of comm (collective; each rank passes its own):
+// the mesh is distributed in slabs (pm/fft_mesh.hpp) and the particles travel to their slabs
+// (pm/slab_routing.hpp); the result is the same on every rank and equals one rank's to
+// rounding.
 PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
                                      const PowerSpectrumSettings& settings,
-                                     const LinearPowerFn& linear = {});
+                                     const LinearPowerFn& linear = {}, const Comm& comm = Comm::self());
 
 }  // namespace orbis

@@ -88,16 +88,16 @@ void write_power_spectrum(const std::string& base_path, const PowerSpectrum& pk,
   write_power_spectrum_hdf5(base_path + ".hdf5", pk, a, params);
 }
 
-void run_pk_command(const PkCommandOptions& o) {
+void run_pk_command(const PkCommandOptions& o, const Comm& comm) {
   Stopwatch watch;
   // Cheap checks first, so a typo does not cost a snapshot read (the schema checks the rest).
   parse_window(o.window);
   if (o.binning != "linear" && o.binning != "log") fail("pk: --binning {}: expected linear or log", o.binning);
   if (o.grid != 0 && (o.grid < 4 || o.grid % 2 != 0)) fail("pk: --grid {}: expected an even number >= 4", o.grid);
   if (o.fold < 1) fail("pk: --fold {}: expected an integer >= 1", o.fold);
-  const Snapshot snap = read_snapshot(o.snapshot);
+  const Snapshot snap = read_snapshot(o.snapshot, comm);
   const auto& h = snap.header;
-  const std::size_t count = snap.particles.size();
+  const std::size_t count = h.num_total;
   log::info("pk: read {} particles from '{}' (box {} Mpc/h, a = {:.6g}, z = {:.6g})", count,
             o.snapshot, h.box_mpc_h, h.a, h.redshift);
   if (count == 0) fail("pk: snapshot '{}' holds no particles", o.snapshot);
@@ -121,7 +121,7 @@ void run_pk_command(const PkCommandOptions& o) {
   const Params params = Params::parse(toml, "orbis pk " + o.snapshot);
   const PowerSpectrumSettings settings = PowerSpectrumSettings::from_params(params);
 
-  const PowerSpectrum pk = measure_power_spectrum(snap.particles.pos, h.box_mpc_h, settings);
+  const PowerSpectrum pk = measure_power_spectrum(snap.particles.pos, h.box_mpc_h, settings, {}, comm);
   std::string base = o.out;
   if (base.empty()) {
     base = o.snapshot;
@@ -130,7 +130,9 @@ void run_pk_command(const PkCommandOptions& o) {
       base.resize(base.size() - ext.size());
     base += "_pk";
   }
-  write_power_spectrum(base, pk, h.a, params);
+  run_collectively(comm, [&] {
+    if (comm.is_root()) write_power_spectrum(base, pk, h.a, params);
+  });
   log::info("pk: {} bins ({}) written to {}.txt and {}.hdf5 in {:.2f} s", pk.bins.size(),
             settings_summary(pk), base, base, watch.seconds());
 }

@@ -1,4 +1,4 @@
-// Power-spectrum outputs (DESIGN.md "Files"): a text table and an HDF5 file, both written
+// Power-spectrum outputs (docs/design.md, "Files"): a text table and an HDF5 file, both written
 // atomically, and the `orbis pk SNAPSHOT` command that measures any GADGET-layout snapshot.
 //
 // Text: one header line naming the columns and their units (plus a, z, box, N and the
@@ -37,7 +37,8 @@ struct PkCommandOptions {
 
 // `orbis pk`: reads the snapshot (read_snapshot: ours, GADGET-4, N-GenIC, MUSIC, monofonIC),
 // measures P(k) and writes the two files. No parameter file is needed; the settings used are
-// recorded in /Parameters like a run's.
-void run_pk_command(const PkCommandOptions& options);
+// recorded in /Parameters like a run's. Over several ranks (collective) each reads a share
+// of the snapshot, the mesh is distributed, and rank 0 writes.
+void run_pk_command(const PkCommandOptions& options, const Comm& comm = Comm::world());
 
 }  // namespace orbis

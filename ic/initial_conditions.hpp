@@ -1,4 +1,4 @@
-// Grid initial conditions (DESIGN.md "Layout"): a Gaussian random field with the linear
+// Grid initial conditions (the ic/ layer): a Gaussian random field with the linear
 // P(k) (ic/gaussian_field.hpp), Zel'dovich or 2LPT displacements and momenta (ic/lpt.hpp),
 // at a_init = 1 / (1 + ic.z_init).
 //   positions   q + D1 psi1 + D2 psi2 wrapped into [0, L), q = (ix, iy, iz) L / N

@@ -1,4 +1,4 @@
-// Provenance for people and files (STYLE.md §10): the build summary printed by --version and
+// Provenance for people and files: the build summary printed by --version and
 // stored in every output's /Config, and the start banner (build, ranks, threads).
 #pragma once
 #include <string>

@@ -31,6 +31,8 @@ class Comm {
  public:
   enum class Op { sum, max, min };
 
+  // This process alone (as self()).
+  Comm() : Comm(self()) {}
   // Every rank of the run (MPI_COMM_WORLD; one rank without MPI).
   static Comm world();
   // This process alone.

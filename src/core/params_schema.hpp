@@ -1,4 +1,4 @@
-// The one table of run parameters (STYLE.md §7): parsing, validation, --help, the reference
+// The one table of run parameters: parsing, validation, --help, the reference
 // table in params/README.md and the echo in used_parameters.toml all come from it.
 #pragma once
 #include <limits>

@@ -1,4 +1,4 @@
-// Internal units (GADGET convention, DESIGN.md): length comoving Mpc/h, mass 1e10 Msun/h,
+// Internal units (GADGET convention, docs/design.md): length comoving Mpc/h, mass 1e10 Msun/h,
 // velocity km/s, so time is (Mpc/h)/(km/s) = 977.8 Gyr/h and H0 = 100 in these units.
 #pragma once
 

@@ -42,7 +42,7 @@ class Cosmology {
   double growth2(double a) const;           // D2(a), -> -3/7 D1^2 early
   double growth_rate2(double a) const;      // f2 = dln D2 / dln a
 
-  // Exact KDK factors (DESIGN.md): drift = int da/(a^3 H), kick = int da/(a^2 H), in the
+  // Exact KDK factors: drift = int da/(a^3 H), kick = int da/(a^2 H), in the
   // internal time unit (Mpc/h)/(km/s). x += p * drift; p += g * kick.
   double drift_factor(double a1, double a2) const;
   double kick_factor(double a1, double a2) const;

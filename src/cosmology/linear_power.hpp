@@ -1,5 +1,6 @@
 // The z = 0 linear matter power spectrum P(k), (Mpc/h)^3 for k in h/Mpc, shared by the IC
-// generator and the analysis (DESIGN.md "Layout"). Sources:
+// generator and the analysis (both sit above cosmology/, neither
+// depends on the other). Sources:
 //   eisenstein_hu           P = A k^n_s T_EH(k)^2, EH98 with baryon wiggles
 //   eisenstein_hu_nowiggle  the same with the EH98 no-wiggle shape (eqs. 29-31)
 //   camb_transfer           P = A k^n_s T(k)^2 from a CAMB transfer file (column 1 k/h in h/Mpc,

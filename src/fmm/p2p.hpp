@@ -1,4 +1,4 @@
-// The seam between the walk and the P2P backends (STYLE.md §2): one interface, a CPU
+// The seam between the walk and the P2P backends: one interface, a CPU
 // (OpenMP) and a CUDA implementation that compute the same sums with the same host+device
 // interaction code (p2p_kernel.hpp). Only p2p_backend.cpp knows both implementations.
 #pragma once

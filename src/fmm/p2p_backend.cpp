@@ -1,5 +1,5 @@
 // The P2P backend factory: the one file that knows both the CPU and the CUDA evaluator
-// (STYLE.md §2). "cuda" that cannot run is an error before any work; "auto" takes the GPU
+// (docs/design.md, "Layers"). "cuda" that cannot run is an error before any work; "auto" takes the GPU
 // when one is usable and says which it chose.
 #include <memory>
 #include <string>

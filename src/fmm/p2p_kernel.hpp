@@ -1,5 +1,5 @@
 // The P2P pair interaction, written once for the CPU evaluator and the CUDA kernel
-// (STYLE.md §1). For a target i and a source j at d = x_j - x_i (the source already in its
+// (core/hostdevice.hpp). For a target i and a source j at d = x_j - x_i (the source already in its
 // periodic image, both relative to the target leaf's centre):
 //
 //   a_i += G m  d T(s / 2r_s) / s^3,   s^2 = |d|^2 + eps^2   (pairs with |d| < r_cut)
@@ -64,8 +64,8 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
   return c;
 }
 
-// 1/sqrt: the hardware approximation on the GPU (rsqrtf, 2 ulp; DEVICE.md's kernels use
-// it), an exactly rounded sqrt and divide on the host.
+// 1/sqrt: the hardware approximation on the GPU (rsqrtf, 2 ulp, one special-function
+// instruction instead of a sqrt and a divide), an exactly rounded sqrt and divide on the host.
 ORBIS_HD float p2p_rsqrt(float x) {
 #if defined(__CUDA_ARCH__)
   // rsqrtf() wraps MUFU.RSQ in 4 instructions of denormal handling; x >= 1e-20 here.

@@ -1,5 +1,5 @@
 // What every P2P backend does before its kernel: check the call, and express positions
-// relative to their leaf's centre (DESIGN.md "Positions and precision"). A float relative
+// relative to their leaf's centre (docs/design.md, "Positions and precision"). A float relative
 // position keeps ~1e-7 of the leaf size instead of ~1e-7 of the box (1 Gpc/h: 0.1 kpc/h
 // absolute), and a source enters a target's frame through one shift per task,
 //   shift = centre_j + image * box - centre_i   (computed in double, then rounded),
@@ -25,6 +25,11 @@ void check_p2p_call(const P2PSettings& settings, const P2PInput& input,
 // pack_p2p_tasks). Accepts input.task_spans in place of input.tasks.
 void check_p2p_settings(const P2PSettings& settings, const P2PInput& input,
                         std::uint32_t max_leaf_count);
+
+// Fails (orbis::Error) when a tree of n_leaves leaves is too large for the GPU's packed P2P
+// format (more than kMaxPackedLeaves), naming the parameter that lowers the count
+// ([gravity] max_leaf). `who` names the caller in the message.
+void check_packed_leaves(std::size_t n_leaves, const char* who);
 
 // The task list of a call as spans: input.task_spans, or one span over *input.tasks.
 std::vector<TaskSpan> task_spans_of(const P2PInput& input);

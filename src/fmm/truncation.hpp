@@ -1,4 +1,4 @@
-// The short-range truncation function of the force split (DESIGN.md "Force split"):
+// The short-range truncation function of the force split (docs/design.md, "Force split"):
 //   T(x) = erfc(x) + (2x/sqrt(pi)) exp(-x^2),  x = r / 2r_s,
 // exactly, and as the tabulated Taylor series of PhotoNs-GPU eq. 2, which replaces erfc and
 // exp (about 70 GPU instructions) by two table loads and a short polynomial.
@@ -7,7 +7,7 @@
 //   E_i = -4 exp(-x_i^2) / sqrt(pi)      (so that T'(x_i) = x_i^2 E_i)
 //   T_i = erfc(x_i) - x_i E_i / 2        (= T(x_i))
 // and with eps = x - x_i for the NEAREST node (|eps| <= h/2, 4-8x more accurate than the
-// floor node at the same cost; DEVICE.md):
+// floor node at the same cost, tests/unit/test_truncation.cpp):
 //   T = T_i + x_i^2 E_i eps - x_i (x_i^2 - 1) E_i eps^2
 //         + (2/3 x_i^4 - 5/3 x_i^2 + 1/3) E_i eps^3 - x_i (1/3 x_i^4 - 3/2 x_i^2 + 1) E_i eps^4
 // truncated after the term of the requested order (0..4). The error of order n is
@@ -18,7 +18,7 @@
 // returns 0 there. The exact path is valid for every x >= 0.
 //
 // Everything that runs per pair is ORBIS_HD, shared by the CPU evaluator and the CUDA kernel
-// (STYLE.md §1). Tables are built in double on the host and stored in float or double.
+// (core/hostdevice.hpp). Tables are built in double on the host and stored in float or double.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,6 @@
 // Every CUDA runtime call is checked; a failure becomes an orbis::Error naming the call, the
-// file and line, and CUDA's message (METHOD.md: exit code 0 proves nothing).
+// file and line, and CUDA's message (a failed launch or a kernel's fault does not show in
+// the exit code unless it is asked for).
 #pragma once
 #include <cuda_runtime.h>
 

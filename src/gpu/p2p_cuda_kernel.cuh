@@ -1,4 +1,4 @@
-// The P2P kernel (PhotoNs-GPU Algorithms 1 and 2, with the DEVICE.md lessons).
+// The P2P kernel (Wang et al. 2021, PhotoNs-GPU, Algorithms 1 and 2).
 //
 // Work unit: one target-leaf group (GroupIdx) per thread block at a time; persistent blocks
 // take groups from an integer counter (which block takes a group does not change its sums:

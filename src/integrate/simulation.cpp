@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/banner.hpp"
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -182,6 +183,8 @@ void Simulation::write_outputs(RunSummary& summary) {
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides) {
+  if (Comm::world().size() > 1)
+    fail("orbis run works on one rank for now (domains and ghosts are not written yet); run it without mpirun");
   Params params = Params::load(file, overrides);
   log::info("{}", banner("run " + file));
   Simulation simulation(params);   // every check before any work

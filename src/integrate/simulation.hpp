@@ -1,6 +1,6 @@
 // The run: ICs, the KDK loop with block time steps (or one global step), and the outputs
 // (snapshot, power spectrum, halo catalogue) at every output redshift. It owns the run's
-// state (RunState) and the step engine that holds the particles (STYLE.md §9).
+// state (RunState) and the step engine that holds the particles; no global state.
 #pragma once
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-// The step criteria of a run, in ln a (DESIGN.md "One step"):
+// The step criteria of a run, in ln a (docs/design.md, "Time stepping"):
 // - the per-particle criterion dt_i <= eta sqrt(eps_phys / |g_phys|) = eta sqrt(eps a^3 / |g_i|)
 //   in physical time (eps comoving, so eps_phys = eps a; g comoving, so g_phys = g / a^2),
 //   d ln a = H dt. Hierarchical steps put each particle in the bin it needs; a global step

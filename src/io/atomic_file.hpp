@@ -1,4 +1,4 @@
-// Atomic output (DESIGN.md "Files"): a file is written under a temporary name in the same
+// Atomic output: a file is written under a temporary name in the same
 // folder, flushed to disk, then renamed onto its final name, so a killed run never leaves
 // a half-written file under a final name.
 #pragma once

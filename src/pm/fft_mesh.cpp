@@ -31,6 +31,10 @@ SlabPlanes slab_planes(int n, int ranks, int rank) {
 
 int slab_owner(int i, int n, int ranks) { return i / ((n + ranks - 1) / ranks); }
 
+int ghost_plane_count(int n, const SlabPlanes& slab, int wanted) {
+  return slab.count == 0 ? 0 : std::max(0, std::min(wanted, n - slab.count));
+}
+
 namespace {
 
 #ifdef ORBIS_HAVE_MPI
@@ -82,13 +86,15 @@ template <typename Real>
 FftMesh<Real>::FftMesh(int n, int plan_threads) : FftMesh(n, Comm::self(), FftPlan::fast, plan_threads) {}
 
 template <typename Real>
-FftMesh<Real>::FftMesh(int n, const Comm& comm, FftPlan plan, int plan_threads)
+FftMesh<Real>::FftMesh(int n, const Comm& comm, FftPlan plan, int plan_threads, int ghost_planes)
     : n_(n), local_nx_(n), comm_(comm), plan_(plan), plans_(std::make_unique<Plans>()) {
   if (n < 2 || n % 2 != 0) fail("FFT mesh size {} must be even and at least 2", n);
   const SlabPlanes slab = slab_planes(n, comm.size(), comm.rank());
   local_x0_ = slab.first;
   local_nx_ = slab.count;
-  allocated_ = std::max<std::size_t>(local_real_count(), 2);
+  requested_ghosts_ = ghost_planes;
+  ghost_planes_ = ghost_plane_count(n, slab, ghost_planes);
+  allocated_ = std::max<std::size_t>(static_cast<std::size_t>(held_planes()) * n * nz_padded(), 2);
   const int threads = plan_threads > 0 ? plan_threads : omp_get_max_threads();
   const bool mpi_plan = plan == FftPlan::fast && comm.size() > 1;
 #ifdef ORBIS_HAVE_MPI
@@ -98,7 +104,7 @@ FftMesh<Real>::FftMesh(int n, const Comm& comm, FftPlan plan, int plan_threads)
     Fftw<Real>::init_threads();
     FftwMpi<Real>::init();
     const std::ptrdiff_t complex_count = FftwMpi<Real>::local_size(n, mpi_comm(comm), mpi_nx, mpi_x0);
-    if (mpi_nx != local_nx_ || mpi_x0 != local_x0_)
+    if (mpi_nx != local_nx_ || (mpi_nx > 0 && mpi_x0 != local_x0_))
       fail("FFTW-MPI gives rank {} the x planes [{}, {}), orbis expected [{}, {})", comm.rank(), mpi_x0,
            mpi_x0 + mpi_nx, local_x0_, local_x0_ + local_nx_);
     allocated_ = std::max<std::size_t>(allocated_, 2 * static_cast<std::size_t>(complex_count));
@@ -144,8 +150,80 @@ FftMesh<Real>::~FftMesh() {
 }
 
 template <typename Real>
+void FftMesh<Real>::add_ghost_planes() { exchange_ghost_planes(true); }
+template <typename Real>
+void FftMesh<Real>::fetch_ghost_planes() { exchange_ghost_planes(false); }
+
+// Ghost plane g of rank s is the global plane (x0_s + nx_s + g) mod n. Each rank computes
+// every rank's ghost list from the slab rule alone, so both sides of the all-to-all agree
+// on which planes travel and in what order (ghost order within a source, sources in rank
+// order: the sums do not depend on timing).
+template <typename Real>
+void FftMesh<Real>::exchange_ghost_planes(bool add) {
+  const int p = comm_.size();
+  if (p == 1) return;
+  const std::size_t plane = static_cast<std::size_t>(n_) * nz_padded();
+  auto ghosts_of = [&](int s) {
+    // The ghost planes that rank s holds: (global index, owner) pairs in ghost order (every
+    // rank asked for the same count; what each keeps depends on its slab).
+    std::vector<std::pair<int, int>> out;
+    const SlabPlanes slab = slab_planes(n_, p, s);
+    const int count = ghost_plane_count(n_, slab, requested_ghosts_);
+    for (int g = 0; g < count; ++g) {
+      const int i = (slab.first + slab.count + g) % n_;
+      out.emplace_back(i, slab_owner(i, n_, p));
+    }
+    return out;
+  };
+  const int me = comm_.rank();
+  std::vector<std::size_t> counts(p, 0);
+  std::vector<Real> send;
+  if (add) {
+    // Mine to their owners, grouped by owner.
+    const auto mine = ghosts_of(me);
+    for (int dest = 0; dest < p; ++dest)
+      for (std::size_t g = 0; g < mine.size(); ++g)
+        if (mine[g].second == dest) {
+          const Real* src = plane_row(local_nx_ + static_cast<int>(g), 0);
+          send.insert(send.end(), src, src + plane);
+          counts[dest] += plane;
+        }
+  } else {
+    // My planes to the ranks that hold them as ghosts.
+    for (int dest = 0; dest < p; ++dest)
+      for (const auto& [i, owner] : ghosts_of(dest))
+        if (owner == me) {
+          const Real* src = plane_row(i - local_x0_, 0);
+          send.insert(send.end(), src, src + plane);
+          counts[dest] += plane;
+        }
+  }
+  const std::vector<Real> got = comm_.alltoallv(send, counts);
+  std::size_t at = 0;
+  if (add) {
+    for (int source = 0; source < p; ++source)
+      for (const auto& [i, owner] : ghosts_of(source))
+        if (owner == me) {
+          Real* dst = plane_row(i - local_x0_, 0);
+          for (std::size_t k = 0; k < plane; ++k) dst[k] += got[at + k];
+          at += plane;
+        }
+    std::fill(data_ + static_cast<std::size_t>(local_nx_) * plane, data_ + static_cast<std::size_t>(held_planes()) * plane,
+              Real(0));
+  } else {
+    const auto mine = ghosts_of(me);
+    for (int source = 0; source < p; ++source)
+      for (std::size_t g = 0; g < mine.size(); ++g)
+        if (mine[g].second == source) {
+          std::copy_n(got.data() + at, plane, plane_row(local_nx_ + static_cast<int>(g), 0));
+          at += plane;
+        }
+  }
+}
+
+template <typename Real>
 void FftMesh<Real>::fill_real(Real value) {
-  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(local_real_count());
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(held_planes()) * n_ * nz_padded();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < count; ++i) data_[i] = value;
 }

@@ -36,10 +36,8 @@ int slab_width(int n, int order) {
 // runs which slab: the mesh is bitwise identical for any thread count.
 template <int P, typename Real>
 void scatter(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
-  const int n = mesh.n(), yb = sorted.y_blocks;
-  const int x0 = mesh.local_x0(), x1 = mesh.local_x0() + mesh.local_nx();
+  const int n = mesh.n(), yb = sorted.y_blocks, held = mesh.held_planes();
   const int width = slab_width(n, P), slabs = n / width;
-  Real* data = mesh.real_data();
   for (int colour = 0; colour < 2; ++colour) {
 #pragma omp parallel for schedule(dynamic, 1)
     for (int slab = colour; slab < slabs; slab += 2) {
@@ -48,10 +46,11 @@ void scatter(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
       for (std::size_t q = begin; q < end; ++q) {
         const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
         for (int o = 0; o < P; ++o) {
-          if (s.i[o] < x0 || s.i[o] >= x1) continue;   // another rank's slab
+          const int plane = mesh.local_plane(s.i[o]);
+          if (plane >= held) continue;   // another rank's plane, not a ghost of this one
           const double vx = value * s.wx[o];
           for (int a = 0; a < P; ++a) {
-            Real* row = data + mesh.real_index(s.i[o], s.j[a], 0);
+            Real* row = mesh.plane_row(plane, s.j[a]);
             const double vxy = vx * s.wy[a];
             for (int c = 0; c < P; ++c) row[s.k[c]] += static_cast<Real>(vxy * s.wz[c]);
           }
@@ -66,15 +65,15 @@ void gather(const FftMesh<Real>& mesh, const SortedParticles& sorted, double sca
             std::vector<Vec3d>& out_sorted, int component) {
   const int n = mesh.n();
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(sorted.size());
-  const Real* data = mesh.real_data();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t q = 0; q < count; ++q) {
     const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
     double sum = 0;
     for (int o = 0; o < P; ++o) {
+      const int plane = mesh.local_plane(s.i[o]);
       double sx = 0;
       for (int a = 0; a < P; ++a) {
-        const Real* row = data + mesh.real_index(s.i[o], s.j[a], 0);
+        const Real* row = mesh.plane_row(plane, s.j[a]);
         double sy = 0;
         for (int c = 0; c < P; ++c) sy += s.wz[c] * row[s.k[c]];
         sx += s.wy[a] * sy;
@@ -97,9 +96,10 @@ void gather3(const FftMesh<Real>* const meshes[3], const SortedParticles& sorted
     const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
     double sum[3] = {0, 0, 0};
     for (int o = 0; o < P; ++o) {
+      const int plane = meshes[0]->local_plane(s.i[o]);
       double sx[3] = {0, 0, 0};
       for (int a = 0; a < P; ++a) {
-        const std::size_t row = meshes[0]->real_index(s.i[o], s.j[a], 0);
+        const std::size_t row = meshes[0]->plane_row(plane, s.j[a]) - meshes[0]->real_data();
         double sy[3] = {0, 0, 0};
         for (int c = 0; c < P; ++c)
           for (int d = 0; d < 3; ++d) sy[d] += s.wz[c] * data[d][row + s.k[c]];
@@ -119,7 +119,8 @@ void interpolate_vector_from_meshes(const FftMesh<Real>& x, const FftMesh<Real>&
   const int n = x.n();
   if (sorted.n != n || y.n() != n || z.n() != n)
     fail("interpolate_vector_from_meshes: meshes and particles sorted for different mesh sizes");
-  if (x.local_nx() != n) fail("interpolate_vector_from_meshes needs whole meshes (serial slab)");
+  if (x.held_planes() != y.held_planes() || x.held_planes() != z.held_planes() || x.local_x0() != y.local_x0())
+    fail("interpolate_vector_from_meshes: the three meshes hold different planes");
   out_sorted.resize(sorted.size());
   const FftMesh<Real>* meshes[3] = {&x, &y, &z};
   if (sorted.window == Window::cic) gather3<2>(meshes, sorted, scale, out_sorted);
@@ -216,7 +217,6 @@ void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sor
                            std::vector<Vec3d>& out_sorted, int component) {
   const int n = mesh.n();
   if (sorted.n != n) fail("interpolate_from_mesh: particles sorted for a {}^3 mesh, not {}^3", sorted.n, n);
-  if (mesh.local_nx() != n) fail("interpolate_from_mesh needs the whole mesh (serial slab)");
   if (out_sorted.size() != sorted.size())
     fail("interpolate_from_mesh: output holds {} particles, not {}", out_sorted.size(), sorted.size());
   if (sorted.window == Window::cic) gather<2>(mesh, sorted, scale, out_sorted, component);

@@ -11,8 +11,13 @@
 // in two colours: slabs of one colour write disjoint mesh planes, and each cell receives its
 // contributions in an order fixed by the mesh, the window and the particles alone. The mesh is
 // bitwise identical for 1 or 64 threads, with no atomics and no per-thread mesh copies.
-// The sort also makes both passes walk the mesh in memory order. Only the local x slab of the
-// mesh is written (FFTW-MPI ready).
+// The sort also makes both passes walk the mesh in memory order.
+//
+// Distributed meshes (pm/fft_mesh.hpp): assignment writes the local slab and the ghost planes
+// (stencil nodes on other planes are dropped), so particles must first go to the rank that
+// holds their stencil's first plane (pm/slab_routing.hpp) and the ghost planes be added to
+// their owners afterwards (FftMesh::add_ghost_planes); interpolation reads the slab and the
+// ghost planes, which must hold the owners' values (FftMesh::fetch_ghost_planes).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -133,7 +138,7 @@ void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double v
 // out_sorted[q][component] = scale * sum_node W(x_node - x_q) mesh(node) for the particles in
 // *sorted* order (sequential writes; unsort() puts them back once all components are done):
 // the transpose of assignment, so a PM force built on it conserves momentum.
-// Serial meshes only: every stencil node must be in the local slab.
+// Every stencil node must be a held plane (the slab or a fetched ghost plane).
 template <typename Real>
 void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
                            std::vector<Vec3d>& out_sorted, int component);

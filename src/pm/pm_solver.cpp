@@ -42,6 +42,7 @@
 #include "core/units.hpp"
 #include "pm/interlaced_influence.hpp"
 #include "pm/pm_modes.hpp"
+#include "pm/slab_routing.hpp"
 
 namespace orbis {
 namespace {
@@ -84,7 +85,7 @@ void PmSettings::check() const {
 
 const std::vector<const char*>& PmSolver::phase_names() {
   static const std::vector<const char*> names{"pm_assign", "pm_fft", "pm_green", "pm_gradient",
-                                              "pm_interpolate"};
+                                              "pm_interpolate", "pm_exchange"};
   return names;
 }
 
@@ -93,12 +94,16 @@ struct PmSolver::Meshes {
   // One mesh: density, then phi(k), then g_z; and g_x, g_y. Three meshes rather than two (one
   // component of g at a time) because interpolating all components in one pass is 1.5 (TSC)
   // to 2 (CIC) times faster: one stencil per particle instead of three.
+  // Distributed: ghost planes for the window's stencil (one more than it reaches from its
+  // first plane, for mesh B's half-cell shift).
   struct Set {
-    explicit Set(int n) : rho(n), gx(n), gy(n) {}
+    Set(int n, const Comm& comm, int ghosts)
+        : rho(n, comm, FftPlan::fast, 0, ghosts), gx(n, comm, FftPlan::fast, 0, ghosts),
+          gy(n, comm, FftPlan::fast, 0, ghosts) {}
     FftMesh<Real> rho, gx, gy;
   };
-  Meshes(int n, bool interlaced) : a(n) {
-    if (interlaced) b = std::make_unique<Set>(n);
+  Meshes(int n, bool interlaced, const Comm& comm, int ghosts) : a(n, comm, ghosts) {
+    if (interlaced) b = std::make_unique<Set>(n, comm, ghosts);
   }
   Set a;                    // assigned at the particle positions
   std::unique_ptr<Set> b;   // PM-only: assigned at the positions + (h/2)(1,1,1)
@@ -112,9 +117,12 @@ struct PmSolver::Impl {
   std::unique_ptr<Meshes<double>> twice;
   PmAxisTables axes;   // k, 1/W^2 and the half-cell phase per axis index (pm_modes.hpp)
 
-  // Reused from step to step: the particles sorted for each mesh and g in sorted order.
+  // Reused from step to step: the particles sorted for each mesh and g in sorted order; over
+  // several ranks, the particles routed to this rank's slab and their g.
   SortedParticles sorted, sorted_b;
   std::vector<Vec3d> acc_sorted;
+  SlabRouting routing;
+  std::vector<Vec3d> routed, acc_routed;
 
   template <typename Real>
   void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
@@ -125,12 +133,14 @@ struct PmSolver::Impl {
   void run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
 };
 
-PmSolver::PmSolver(const PmSettings& settings) : settings_(settings), impl_(std::make_unique<Impl>()) {
+PmSolver::PmSolver(const PmSettings& settings, const Comm& comm)
+    : settings_(settings), comm_(comm), impl_(std::make_unique<Impl>()) {
   const int n = settings.grid_side;
   settings.check();
   const bool full = settings.r_s_mpc_h == 0;
-  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, full);
-  else impl_->single = std::make_unique<Meshes<float>>(n, full);
+  const int ghosts = window_order(settings.window);
+  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, full, comm, ghosts);
+  else impl_->single = std::make_unique<Meshes<float>>(n, full, comm, ghosts);
   if (full) {
     const std::vector<double> g = interlaced_optimal_influence(settings.window, n);
     if (impl_->twice) impl_->twice->influence = g;
@@ -183,8 +193,19 @@ void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass
   PhaseTimes local;
   PhaseTimes& t = times ? *times : local;
   acc.resize(pos.size());
-  if (impl_->twice) impl_->run(settings_, *impl_->twice, pos, particle_mass, acc, t);
-  else impl_->run(settings_, *impl_->single, pos, particle_mass, acc, t);
+  if (comm_.size() == 1) {
+    if (impl_->twice) impl_->run(settings_, *impl_->twice, pos, particle_mass, acc, t);
+    else impl_->run(settings_, *impl_->single, pos, particle_mass, acc, t);
+    return;
+  }
+  {
+    ScopedPhase phase(t, "pm_exchange");
+    impl_->routing.route(pos, settings_.box_mpc_h, settings_.grid_side, settings_.window, comm_, impl_->routed);
+  }
+  if (impl_->twice) impl_->run(settings_, *impl_->twice, impl_->routed, particle_mass, impl_->acc_routed, t);
+  else impl_->run(settings_, *impl_->single, impl_->routed, particle_mass, impl_->acc_routed, t);
+  ScopedPhase phase(t, "pm_exchange");
+  impl_->routing.send_back(impl_->acc_routed, acc);
 }
 
 template <typename Real>
@@ -201,8 +222,22 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
       assign_to_mesh(m.b->rho, sorted_b, density);
     }
   }
+  if (m.a.rho.distributed()) {
+    ScopedPhase phase(times, "pm_exchange");
+    m.a.rho.add_ghost_planes();
+    if (m.b) m.b->rho.add_ghost_planes();
+  }
   if (m.b) run_full(s, m, times);
   else run_long_range(s, m, times);
+  if (m.a.rho.distributed()) {
+    ScopedPhase phase(times, "pm_exchange");
+    for (auto* set : {&m.a, m.b.get()}) {
+      if (!set) continue;
+      set->gx.fetch_ghost_planes();
+      set->gy.fetch_ghost_planes();
+      set->rho.fetch_ghost_planes();
+    }
+  }
   {
     // PM-only: g(x) = (g_A(x) + g_B(x + shift)) / 2.
     ScopedPhase phase(times, "pm_interpolate");

@@ -1,5 +1,5 @@
 // The particle-mesh gravity solver: the long-range force of TreePM, or the whole force of a
-// PM-only run (DESIGN.md "Force split").
+// PM-only run (docs/design.md, "Force split").
 //
 // Long range (r_s > 0, TreePM), on one mesh:
 //   rho(x)  = m sum_p W(x - x_p) / cell^3                  (CIC or TSC, mass_assignment.hpp)
@@ -30,14 +30,20 @@
 // bytes per cell, one set for the long range, two for PM-only (plus its influence table, two
 // values per (n/2+1)^3, ~1/4 of one mesh), plus 56 bytes per particle per set (the particles
 // sorted for the mesh and g in that order), all kept from step to step. Mesh loops run over
-// the local x slab of FftMesh, so an FFTW-MPI slab mesh can replace the serial one
-// (interpolation will then need ghost planes).
+// the local x slab of FftMesh.
+//
+// Over several ranks (a communicator given): the meshes are FFTW-MPI x slabs with window-order
+// ghost planes; each rank sends its particles to the owners of their stencils' slabs
+// (pm/slab_routing.hpp), the owners assign them, add the ghost planes into their neighbours'
+// slabs, transform, fetch the force meshes' ghost planes, interpolate, and send the forces
+// back. The result equals the one-rank solver's to rounding (the sums' order differs).
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/vec3.hpp"
 #include "pm/mass_assignment.hpp"
 
@@ -63,16 +69,18 @@ struct PmSettings {
 
 class PmSolver {
  public:
-  explicit PmSolver(const PmSettings& settings);
+  // Collective over comm: every rank of it calls accelerations() together.
+  explicit PmSolver(const PmSettings& settings, const Comm& comm = Comm::self());
   ~PmSolver();
   PmSolver(const PmSolver&) = delete;
   PmSolver& operator=(const PmSolver&) = delete;
 
   const PmSettings& settings() const { return settings_; }
 
-  // acc[p] = g(x_p) for every particle, all of mass particle_mass (1e10 Msun/h); positions in
-  // Mpc/h (wrapped into the box here). Phases are added to `times` (may be null) as
-  // "pm_assign", "pm_fft", "pm_green", "pm_gradient", "pm_interpolate".
+  // acc[p] = g(x_p) for every particle (this rank's), all of mass particle_mass (1e10 Msun/h);
+  // positions in Mpc/h (wrapped into the box here). Phases are added to `times` (may be null)
+  // as "pm_assign", "pm_fft", "pm_green", "pm_gradient", "pm_interpolate", "pm_exchange"
+  // (particles to the slabs and back, ghost planes; several ranks only).
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass,
                      std::vector<Vec3d>& acc, PhaseTimes* times = nullptr);
 
@@ -87,6 +95,7 @@ class PmSolver {
   struct Impl;
   template <typename Real> struct Meshes;
   PmSettings settings_;
+  Comm comm_;
   std::unique_ptr<Impl> impl_;
 };
 

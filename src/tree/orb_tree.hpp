@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/vec3.hpp"
-#include "fmm/tasks.hpp"
+#include "tree/leaf.hpp"
 
 namespace orbis {
 
@@ -50,6 +50,8 @@ class OrbTree {
   void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0,
              std::uint32_t parallel_min = kParallelMin);
   static constexpr std::uint32_t kParallelMin = 32768;
+  // Particle indices and node ranges are 32-bit (node links signed): at most this many.
+  static constexpr std::int64_t kMaxParticles = (std::int64_t{1} << 31) - 1;
 
   // Refits the last tree to new positions of the same particles (caller order, as given to
   // build): the same nodes, leaves and order, with every box, centre of mass, radius and
@@ -63,6 +65,8 @@ class OrbTree {
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
   // know every node's range before it sees a position.
   static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
+  // The leaves of that shape (counted, not built).
+  static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
   // Takes a tree built elsewhere (the device build) as if build() had made it, filled into
   // this tree's own arrays: begin_adopt sizes them (a no-op from the second step of a run
   // on, so no allocation or first touch of tens of MB per step) and returns them; the
@@ -119,7 +123,6 @@ class OrbTree {
   void finish_node(std::int32_t index, bool parallel);
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
-  static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
   void derive_levels();
   void refit_subtree(std::int32_t index);
   void refit_node(std::int32_t index);

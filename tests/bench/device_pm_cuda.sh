@@ -1,7 +1,7 @@
 #!/bin/bash
 # The CUDA PM on the GPU machine in one call: build every GPU test and bench_pm_cuda, run the
 # GPU tests (ctest -L gpu), then bench_pm_cuda (its arguments in BENCH, default all sizes).
-# Source the carried libraries' unpack-debs.sh first so CMake finds them. Results go to $OUT
+# The libraries of .ci/debian-packages must be findable by CMake. Results go to $OUT
 # (or ./device_out).
 #   usage, from the source root there: [BENCH="512 3 512"] tests/bench/device_pm_cuda.sh
 set -o pipefail

@@ -1,7 +1,8 @@
 #!/bin/bash
-# The issue #5 short-range bar on the GPU machine, in one call (../shared/DEVICE.md): build
-# (reusing /tmp/b when the machine is still warm), GPU tests, then bench_short_range. Source
-# unpack-debs.sh first (DEVICE.md) so CMake finds the carried libraries.
+# The short-range step, CUDA vs CPU backend, on a GPU machine in one call: build (reusing
+# /tmp/b when it is still there), GPU tests, then bench_short_range. The libraries of
+# .ci/debian-packages must be findable by CMake (installed, or on CMAKE_PREFIX_PATH and
+# PKG_CONFIG_PATH).
 #   usage, from the source root there: [BENCH=...] tests/bench/device_short_range.sh [build|tests|bench ...]
 #   stages default to "build tests bench"; results go to $OUT (or ./device_out).
 set -o pipefail

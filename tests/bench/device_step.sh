@@ -1,7 +1,7 @@
 #!/bin/bash
-# The GPU-resident step (issue #12) on the GPU machine, in one call: build (reusing /tmp/b
-# when the machine is still warm), the GPU tests, then bench_step_cuda on the issue's two
-# scenes. Source unpack-debs.sh first so CMake finds the carried libraries.
+# The GPU-resident step on a GPU machine, in one call: build (reusing /tmp/b when it is still
+# there), the GPU tests, then bench_step_cuda on the two scenes of the README's table. The
+# libraries of .ci/debian-packages must be findable by CMake.
 #   usage, from the source root there: [BENCH=...] tests/bench/device_step.sh [build|tests|bench ...]
 #   stages default to "build tests bench"; logs go to $OUT (or ./device_out).
 set -o pipefail

@@ -160,7 +160,7 @@ TEST_CASE("short range: accuracy against the exact truncated direct sum (cluster
       if (theta == 0.4 && p == 6) at_high = e, far_high = f;
     }
   }
-  // Defaults (theta 0.5, p 4): DESIGN.md's target on the short-range part alone.
+  // Defaults (theta 0.5, p 4): the TreePM target (99% < 1e-3) on the short-range part alone.
   CHECK(at_default.p99 < 1e-3);
   // High accuracy (theta 0.4, p 6).
   CHECK(at_high.median < 1e-5);

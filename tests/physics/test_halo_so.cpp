@@ -38,7 +38,7 @@ TEST_CASE("SO: M200c and M200m of a sampled NFW halo match the analytic profile"
   const Cosmology cosmo(CosmologyParams{0.3, 0.7, -1.0});
   const double rho_c = 200.0 * halo::rho_crit_comoving(cosmo, a);   // 200 rho_crit, comoving
   const double rho_m = 200.0 * halo::rho_mean_comoving(cosmo);
-  // 3 H0^2 / (8 pi G) with G = 43.0071 (DESIGN.md); the textbook 2.77537e11 h^2 Msun/Mpc^3
+  // 3 H0^2 / (8 pi G) with G = 43.0071 (core/units.hpp); the textbook 2.77537e11 h^2 Msun/Mpc^3
   // differs by 5e-5 through the value of G.
   const double rho_crit0 = 3.0 * 100.0 * 100.0 / (8.0 * units::pi * 43.0071);
   CHECK(rho_crit0 == doctest::Approx(27.7537).epsilon(1e-4));

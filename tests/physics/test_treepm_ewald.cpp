@@ -1,6 +1,6 @@
 // The whole TreePM force (PM long range + FMM short range, as the run loop computes it)
 // against the exact periodic force from an Ewald sum, on a clustered set: a Zel'dovich-like
-// displaced grid with two dense Plummer haloes. DESIGN.md: defaults reach 99% < 1e-3.
+// displaced grid with two dense Plummer haloes. The bar: defaults reach 99% < 1e-3.
 // Also the split itself: for an isolated pair, PM long + short range = periodic 1/r^2.
 #include <doctest/doctest.h>
 
@@ -41,7 +41,7 @@ TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
     std::string extra;
     double p99_bar, median_bar;
   };
-  // Defaults carry the DESIGN bar; the rest show how the error moves with each setting.
+  // Defaults carry the bar (99% < 1e-3); the rest show how the error moves with each setting.
   const Case cases[] = {
       {"defaults", "", 1e-3, 2e-4},
       {"theta 0.7", "theta = 0.7\n", 1.0, 1.0},

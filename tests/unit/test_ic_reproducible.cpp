@@ -1,4 +1,4 @@
-// The ICs are bitwise identical for 1, 2 and 4 OpenMP threads (DESIGN.md "MPI": the ICs do
+// The ICs are bitwise identical for 1, 2 and 4 OpenMP threads (the ICs do
 // not depend on how the work is split), and the white noise at a grid point does not depend
 // on the grid it sits in.
 #include <doctest/doctest.h>

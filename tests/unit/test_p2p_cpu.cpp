@@ -1,5 +1,5 @@
 // The CPU P2P evaluator against plain double loops that know nothing of leaves, grouping
-// or tables (STYLE.md §3). "Relative difference" is per particle: |a - a_ref| / |a_ref|,
+// or tables. "Relative difference" is per particle: |a - a_ref| / |a_ref|,
 // with a_ref the double all-pairs sum (minimal image, exact erfc/exp) for that particle.
 // Particles with a pair within 1e-6 of r_cut are left out of the max (float and double
 // may disagree about which side of the cut such a pair falls; T(x_cut) = 0.018 makes that

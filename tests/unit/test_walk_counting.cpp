@@ -1,4 +1,4 @@
-// Counting test of the dual-tree walk (STYLE.md §4): with a dummy "kernel" that only
+// Counting test of the dual-tree walk: with a dummy "kernel" that only
 // counts, every ordered particle pair (i, j) within r_cut (minimal image) must be covered
 // exactly once, by a P2P task (i in the target leaf, j in the source leaf, within r_cut in
 // the task's image) or by an M2L task between a target ancestor-or-self of i and a source
