@@ -66,7 +66,6 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
 // min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there.
 P2PSettings p2p_settings_of(const ShortRangeSettings& settings);
 
-<<<<<<< HEAD
 // Whose forces a computation needs (block time steps: the active particles) and how the
 // tree is made. The default is every particle on a new tree.
 struct ShortRangeTargets {
@@ -76,7 +75,7 @@ struct ShortRangeTargets {
   // the last begin() must have had as many particles.
   bool refit_tree = false;
 };
-=======
+
 // P2P entries (a mutual pair is one) per tree leaf that the device memory plan reserves and
 // the count check below assumes: measured 79 (512^3, z = 99) and 84 (256^3 in 1 Gpc/h, z = 0).
 inline constexpr double kPlannedP2PEntriesPerLeaf = 96;
@@ -96,7 +95,6 @@ enum class ShortRangeGpu { none, p2p, walk_and_p2p };
 // kMaxWalkLaunchEntries: a sufficient bound). Fails (orbis::Error) naming the count, its
 // limit and the parameters that lower it (the max_leaf that would do).
 void check_short_range_counts(std::size_t particles, int max_leaf, ShortRangeGpu gpu);
->>>>>>> main
 
 struct ShortRangeStats {
   double tree_seconds = 0;        // ORB build
