@@ -92,6 +92,12 @@ std::vector<TaskSpan> task_spans_of(const P2PInput& in) {
   return {};
 }
 
+void check_packed_leaves(std::size_t n_leaves, const char* who) {
+  if (n_leaves > kMaxPackedLeaves)
+    fail("{}: {} tree leaves, but the GPU's packed P2P tasks hold at most {}: a larger [gravity] max_leaf, fewer "
+         "particles per GPU, or [gpu] backend = \"cpu\"", who, n_leaves, kMaxPackedLeaves);
+}
+
 std::size_t span_entries(const std::vector<TaskSpan>& spans) {
   std::size_t n = 0;
   for (const TaskSpan& s : spans) n += s.size;
@@ -101,7 +107,7 @@ std::size_t span_entries(const std::vector<TaskSpan>& spans) {
 PackedCount pack_p2p_tasks(const std::vector<TaskSpan>& spans, std::size_t begin, std::size_t end,
                            const std::vector<Leaf>& leaves, std::uint32_t* targets, std::uint32_t* packed) {
   const std::size_t nl = leaves.size();
-  if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
+  check_packed_leaves(nl, "P2P");
   const std::vector<Piece> pieces = pieces_of(spans, begin, end);
   std::uint64_t pairs = 0, tasks = 0;
   bool bad = false;
@@ -157,7 +163,7 @@ PackedCount pack_p2p_tasks_chunked(const std::vector<TaskSpan>& spans, const std
                                    const std::vector<std::uint32_t>& bounds, std::uint32_t* targets,
                                    std::uint32_t* packed, std::vector<std::size_t>& offsets) {
   const std::size_t nl = leaves.size();
-  if (nl > kPackedLeafLimit) fail("P2P: {} leaves exceed the GPU task format's 2^{}", nl, kPackedLeafBits);
+  check_packed_leaves(nl, "P2P");
   if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() < nl)
     fail("internal: P2P chunk bounds must run from 0 to the number of leaves");
   const std::size_t n_chunks = bounds.size() - 1;

@@ -26,6 +26,11 @@ void check_p2p_call(const P2PSettings& settings, const P2PInput& input,
 void check_p2p_settings(const P2PSettings& settings, const P2PInput& input,
                         std::uint32_t max_leaf_count);
 
+// Fails (orbis::Error) when a tree of n_leaves leaves is too large for the GPU's packed P2P
+// format (more than kMaxPackedLeaves), naming the parameter that lowers the count
+// ([gravity] max_leaf). `who` names the caller in the message.
+void check_packed_leaves(std::size_t n_leaves, const char* who);
+
 // The task list of a call as spans: input.task_spans, or one span over *input.tasks.
 std::vector<TaskSpan> task_spans_of(const P2PInput& input);
 // Entries of the spans (a kMutualTask entry is one entry and two tasks).

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "fmm/tasks.hpp"
 #include "fmm/truncation.hpp"
 
 namespace orbis {
@@ -31,6 +33,37 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
     fail("{}: r_cut = r_cut_over_rs * r_s = {} Mpc/h must be < BoxSize/2 = {} Mpc/h",
          params.describe("gravity.r_cut_over_rs"), s.r_cut, 0.5 * s.box_mpc_h);
   return s;
+}
+
+void check_short_range_counts(std::size_t particles, int max_leaf_setting, ShortRangeGpu gpu) {
+  const auto n = static_cast<std::int64_t>(particles);
+  if (n > OrbTree::kMaxParticles)
+    fail("{} particles in one process, but the ORB tree indexes particles in 32 bits (at most {}): a smaller "
+         "[box] particles_per_side (at most 1290 on one process)", particles, OrbTree::kMaxParticles);
+  if (gpu == ShortRangeGpu::none || n == 0) return;
+  const int max_leaf = std::max(max_leaf_setting, 1);
+  const bool walk = gpu == ShortRangeGpu::walk_and_p2p;
+  const auto entries_of = [](std::int64_t leaves) { return kPlannedP2PEntriesPerLeaf * static_cast<double>(leaves); };
+  const auto fits = [&](int m) {
+    const std::int64_t l = OrbTree::subtree_leaves(n, m);
+    return l <= static_cast<std::int64_t>(kMaxPackedLeaves) &&
+           (!walk || entries_of(l) <= static_cast<double>(kMaxWalkLaunchEntries));
+  };
+  if (fits(max_leaf)) return;
+  int enough = max_leaf;   // the smallest power-of-two multiple of max_leaf that would do
+  while (!fits(enough) && enough < (1 << 20)) enough *= 2;
+  const std::int64_t leaves = OrbTree::subtree_leaves(n, max_leaf);
+  if (leaves > static_cast<std::int64_t>(kMaxPackedLeaves))
+    fail("{} particles in leaves of at most [gravity] max_leaf = {} make {} tree leaves, but the GPU's packed P2P "
+         "tasks hold at most {} leaves: a larger [gravity] max_leaf ({} would do), fewer particles per GPU, or "
+         "[gpu] backend = \"cpu\"",
+         particles, max_leaf_setting, leaves, kMaxPackedLeaves, enough);
+  fail("{} tree leaves ({} particles, [gravity] max_leaf = {}) make about {:.3g} P2P entries for the GPU walk "
+       "({} per leaf), but one launch of the walk places at most {} with its 32-bit offsets: a larger "
+       "[gravity] max_leaf ({} would do), a smaller [gravity] r_cut_over_rs, fewer particles per GPU, or "
+       "[gpu] backend = \"cpu\"",
+       leaves, particles, max_leaf_setting, entries_of(leaves), kPlannedP2PEntriesPerLeaf, kMaxWalkLaunchEntries,
+       enough);
 }
 
 P2PSettings p2p_settings_of(const ShortRangeSettings& s) {

@@ -17,6 +17,7 @@
 //
 // The solver owns its buffers and reuses them from one call to the next.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,26 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
 // The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or
 // min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there.
 P2PSettings p2p_settings_of(const ShortRangeSettings& settings);
+
+// P2P entries (a mutual pair is one) per tree leaf that the device memory plan reserves and
+// the count check below assumes: measured 79 (512^3, z = 99) and 84 (256^3 in 1 Gpc/h, z = 0).
+inline constexpr double kPlannedP2PEntriesPerLeaf = 96;
+// The most P2P entries one launch of the GPU walk places (its offsets are 32-bit; the same
+// number as gpu::DeviceWalk::kMaxLaunchEntries, which the walk checks as it runs).
+inline constexpr std::uint64_t kMaxWalkLaunchEntries = 4294967295u;
+
+// Where the short-range step runs: all on the CPU, P2P alone on the GPU (the host engine
+// with a GPU backend), or the tree walk and P2P on the GPU (the CUDA step engine).
+enum class ShortRangeGpu { none, p2p, walk_and_p2p };
+
+// The counts of the short-range step that stay 32-bit, checked before any work for a process
+// holding `particles` particles in leaves of at most max_leaf: the tree's particle indices
+// (fewer than 2^31 particles); with P2P on the GPU its packed source leaf (at most
+// kMaxPackedLeaves leaves, fmm/tasks.hpp); with the walk on the GPU too, its 32-bit offsets
+// (all P2P entries, estimated at kPlannedP2PEntriesPerLeaf per leaf, within one launch's
+// kMaxWalkLaunchEntries: a sufficient bound). Fails (orbis::Error) naming the count, its
+// limit and the parameters that lower it (the max_leaf that would do).
+void check_short_range_counts(std::size_t particles, int max_leaf, ShortRangeGpu gpu);
 
 struct ShortRangeStats {
   double tree_seconds = 0;        // ORB build

@@ -1,6 +1,7 @@
 // The task lists the dual-tree walk emits and the P2P backends read (PhotoNs-GPU §3).
 // Plain structs of fixed size, so the GPU backend can copy the arrays as they are.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -38,6 +39,8 @@ struct TaskSpan {
 constexpr std::uint32_t kMutualBit = std::uint32_t{1} << 31;
 constexpr unsigned kPackedLeafBits = 26;
 constexpr std::uint32_t kPackedLeafLimit = std::uint32_t{1} << kPackedLeafBits;
+// The most leaves a tree may have for its P2P to run on the GPU (leaf indices 0 .. 2^26 - 1).
+constexpr std::size_t kMaxPackedLeaves = kPackedLeafLimit;
 ORBIS_HD std::uint32_t pack_source(std::uint32_t source, const std::int8_t image[3]) {
   return source | (static_cast<std::uint32_t>(image[0] + 1) << kPackedLeafBits) |
          (static_cast<std::uint32_t>(image[1] + 1) << (kPackedLeafBits + 2)) |

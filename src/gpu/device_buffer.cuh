@@ -1,7 +1,11 @@
 // Grow-only device and pinned host arrays: the run loop calls P2P every step with similar
 // sizes, so buffers are allocated once (with 1/8 headroom) and reused; contents are not
-// kept when an array grows (unless ensure_keeping asks for it). Pinned host memory makes the uploads and downloads truly
-// asynchronous, so the CPU can work while they run.
+// kept when an array grows, so whoever fills an array sizes it first. Pinned host memory
+// makes the uploads and downloads truly asynchronous, so the CPU can work while they run.
+//
+// Growing frees the old array while work queued earlier, on any stream, may still read or
+// write it: ensure() waits for the device first (cudaDeviceSynchronize, said explicitly
+// rather than left to cudaFree's implicit wait). Growth happens in a run's first steps.
 #pragma once
 #include <cstddef>
 
@@ -39,23 +43,16 @@ class DeviceArray {
   std::size_t capacity() const { return cap_; }
   // Bytes an ensure(n) would newly allocate (for the memory check before any allocation).
   std::size_t growth_bytes(std::size_t n) const { return n <= cap_ ? 0 : grown(n) * sizeof(T); }
+  // Room for n elements; a grown array holds no data.
   void ensure(std::size_t n) {
     if (n <= cap_) return;
-    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
+    if (p_) {
+      ORBIS_CUDA_CHECK(cudaDeviceSynchronize());   // queued work may still use the old array
+      ORBIS_CUDA_CHECK(cudaFree(p_));
+    }
     p_ = nullptr;
     cap_ = 0;
     p_ = static_cast<T*>(device_alloc(grown(n) * sizeof(T)));
-    cap_ = grown(n);
-  }
-  // Room for n keeping the first `used` elements (copied on `stream`): for outputs that
-  // accumulate while their final size is unknown (the walk's, level by level).
-  void ensure_keeping(std::size_t n, std::size_t used, cudaStream_t stream) {
-    if (n <= cap_) return;
-    T* q = static_cast<T*>(device_alloc(grown(n) * sizeof(T)));
-    if (used > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(q, p_, used * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-    // cudaFree waits for the device, so the copy is done before the old array goes.
-    if (p_) ORBIS_CUDA_CHECK(cudaFree(p_));
-    p_ = q;
     cap_ = grown(n);
   }
 
@@ -73,9 +70,13 @@ class PinnedArray {
   PinnedArray& operator=(const PinnedArray&) = delete;
   ~PinnedArray() { if (p_) cudaFreeHost(p_); }
   T* data() const { return p_; }
+  std::size_t capacity() const { return cap_; }
   void ensure(std::size_t n) {
     if (n <= cap_) return;
-    if (p_) ORBIS_CUDA_CHECK(cudaFreeHost(p_));
+    if (p_) {
+      ORBIS_CUDA_CHECK(cudaDeviceSynchronize());   // a queued copy may still use the old array
+      ORBIS_CUDA_CHECK(cudaFreeHost(p_));
+    }
     p_ = nullptr;
     cap_ = 0;
     const std::size_t want = n + n / 8 + 1;

@@ -26,8 +26,8 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
 }
 
 // Task lists per tree leaf / node that the plan reserves: P2P entries (a mutual pair is one
-// entry) per leaf, M2L tasks per node, and the largest frontier of node pairs per leaf.
-constexpr double kP2PEntriesPerLeaf = 96;   // measured: 79 (512^3, z = 99), 84 (256^3 in 1 Gpc/h, z = 0)
+// entry) per leaf (kPlannedP2PEntriesPerLeaf, fmm/short_range.hpp), M2L tasks per node, and
+// the largest frontier of node pairs per leaf.
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
 
@@ -71,7 +71,7 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // lists, axis, radius, geometry; per leaf its record and node; the sorts' temporaries.
     const std::size_t tree = padded(n * (24 + 12 + 8 + 16 + 4 + 4 + 1 + 24 + 8) + nn * (24 + 4 + 1 + 8 + 80) + nl * 36);
     plan.parts.push_back({"tree", tree});
-    const auto entries = static_cast<std::size_t>(kP2PEntriesPerLeaf * static_cast<double>(nl));
+    const auto entries = static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(nl));
     const std::size_t tasks = 2 * entries;
     const auto m2l = static_cast<std::size_t>(kM2LPerNode * static_cast<double>(nn));
     const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
@@ -91,6 +91,13 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   plan.parts.push_back({"PM", in.pm_bytes});
   plan.parts.push_back({"CUDA and CUB reserve", std::size_t{256} << 20});
   return plan;
+}
+
+std::size_t p2p_chunk_tasks(std::size_t usable, std::size_t fixed, std::size_t bytes_per_task, std::size_t requested,
+                            std::size_t max_tasks) {
+  std::size_t tasks = usable > fixed ? (usable - fixed) / std::max<std::size_t>(bytes_per_task, 1) : 0;
+  if (requested > 0) tasks = std::min(tasks, requested);
+  return std::min(tasks, max_tasks);
 }
 
 std::size_t usable_device_memory(std::size_t free_bytes, double limit_gib) {

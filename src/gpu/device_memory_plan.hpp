@@ -42,6 +42,17 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in);
 // building it).
 std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
 
+// The most P2P tasks the device expands, sorts and groups at once (one chunk of target
+// leaves): a chunk's groups hold task positions in 32 bits, and CUB's run-length encoding
+// counts in int (gpu::kCubMaxItems, the same number).
+inline constexpr std::size_t kMaxP2PChunkTasks = 2147483647;
+
+// Tasks per chunk: what `usable` bytes hold beside `fixed` ones at bytes_per_task each, at
+// most `requested` when that is positive (a test hook), never more than max_tasks; 0 when
+// not one task fits. Free memory alone would allow more than 2^31 tasks on a large GPU.
+std::size_t p2p_chunk_tasks(std::size_t usable, std::size_t fixed, std::size_t bytes_per_task,
+                            std::size_t requested, std::size_t max_tasks = kMaxP2PChunkTasks);
+
 // The bytes the run may use: free_bytes, or limit_gib GiB ([gpu] memory_limit_gib) when that
 // is positive and smaller.
 std::size_t usable_device_memory(std::size_t free_bytes, double limit_gib);

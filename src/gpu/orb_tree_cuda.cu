@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include "core/error.hpp"
+#include "gpu/cub_counts.cuh"
 
 // Compiled with --fmad=false (src/CMakeLists.txt): every double expression below is written
 // as the host writes it (Vec3 operators, same operand order), so without contraction into
@@ -92,16 +91,18 @@ __global__ void flag_level(std::uint32_t n, bool root, const DeviceShapeNode* no
   flag[j] = p - nd.first < nd.count / 2;
 }
 
+// The left flag at position i of the three lists (i < 3n: a 64-bit index).
 struct FlagOf {
   const std::uint32_t* lists;
   const std::uint8_t* flag;
-  __host__ __device__ std::uint32_t operator()(std::uint32_t i) const { return flag[lists[i]]; }
+  __host__ __device__ std::uint32_t operator()(std::size_t i) const { return flag[lists[i]]; }
 };
-using FlagIter = thrust::transform_iterator<FlagOf, thrust::counting_iterator<std::uint32_t>>;
+using FlagIter = thrust::transform_iterator<FlagOf, thrust::counting_iterator<std::size_t>>;
 
 // Stable partition of each list inside every internal node's segment: the left particles
 // keep their order at the front, the right ones theirs behind (blockIdx.y: the list).
-// before[i]: left particles in the lists before position i (exclusive scan over all three).
+// before[i]: left particles in the lists before position i (exclusive scan over all three,
+// 32-bit: differences inside one segment are exact even if the running sum wrapped).
 __global__ void partition_level(std::uint32_t n, const DeviceShapeNode* nodes, const std::int32_t* node_of,
                                 const std::uint32_t* in, const std::uint32_t* before, const std::uint8_t* flag,
                                 std::uint32_t* out) {
@@ -302,13 +303,10 @@ void DeviceOrbTree::ensure_buffers(std::size_t n) {
   leaves_.ensure(n_leaves_);
   ties_.ensure(3);
   dev_ties_.ensure(3);
-  std::size_t sort_bytes = 0, scan_bytes = 0;
-  cub::DoubleBuffer<std::uint64_t> keys(nullptr, nullptr);
-  cub::DoubleBuffer<std::uint32_t> vals(nullptr, nullptr);
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, keys, vals, static_cast<int>(n)));
-  const FlagIter flags(thrust::counting_iterator<std::uint32_t>(0), FlagOf{nullptr, nullptr});
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, flags, scan_.data(), static_cast<int>(3 * n)));
-  temp_.ensure(std::max({sort_bytes, scan_bytes, std::size_t{1}}));
+  const std::size_t sort_bytes = radix_sort_pairs_bytes<std::uint64_t, std::uint32_t>(n, 0, 64, max_cub_items_);
+  const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{nullptr, nullptr});
+  const std::size_t scan_bytes = exclusive_sum_bytes(flags, scan_.data(), 3 * n, max_cub_items_);
+  temp_.ensure(std::max(sort_bytes, scan_bytes));
   for (cudaEvent_t& e : events_)
     if (!e) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
 }
@@ -320,8 +318,7 @@ void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std:
   ORBIS_CUDA_CHECK(cudaGetLastError());
   cub::DoubleBuffer<std::uint64_t> keys(sort_keys_[0].data(), sort_keys_[1].data());
   cub::DoubleBuffer<std::uint32_t> vals(sort_vals_[0].data(), sort_vals_[1].data());
-  std::size_t bytes = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), bytes, keys, vals, static_cast<int>(n), 0, 64, stream));
+  radix_sort_pairs(temp_.data(), temp_.capacity(), keys, vals, n_, 0, 64, stream, max_cub_items_);
   if (tie) {
     find_ties<<<blocks_for(n), kThreads, 0, stream>>>(keys.Current(), n, tie);
     ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -372,10 +369,8 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
     flag_level<<<blocks_for(n), kThreads, 0, stream>>>(nn, d == 0, nodes_.data(), axis_.data(), node_of_.data(), in,
                                                        flag_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
-    const FlagIter flags(thrust::counting_iterator<std::uint32_t>(0), FlagOf{in, flag_.data()});
-    std::size_t bytes = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), bytes, flags, scan_.data(), static_cast<int>(3 * n),
-                                                   stream));
+    const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{in, flag_.data()});
+    exclusive_sum(temp_.data(), temp_.capacity(), flags, scan_.data(), 3 * n, stream, max_cub_items_);
     partition_level<<<dim3(blocks_for(n), 3), kThreads, 0, stream>>>(nn, nodes_.data(), node_of_.data(), in,
                                                                        scan_.data(), flag_.data(),
                                                                        lists_[1 - cur].data());

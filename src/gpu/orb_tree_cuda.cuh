@@ -19,6 +19,7 @@
 
 #include "core/vec3.hpp"
 #include "fmm/walk_pair.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_tree.cuh"
 #include "gpu/p2p_cuda_kernel.cuh"
@@ -52,6 +53,10 @@ class DeviceOrbTree {
   // overlap, which the walk allows (its tests use each node's own box and radius); with
   // unchanged positions the result is build()'s bit for bit.
   void refit(const double* x, const double* y, const double* z, cudaStream_t stream);
+
+  // Test hook: at most this many items per CUB call (gpu/cub_counts.cuh), so that a small
+  // tree takes the split paths of a tree of more than 2^31 / 3 particles.
+  void set_max_cub_items(std::size_t items) { max_cub_items_ = items; }
 
   std::size_t size() const { return n_; }
   std::size_t n_nodes() const { return shape_.size(); }
@@ -99,6 +104,7 @@ class DeviceOrbTree {
                     cudaStream_t stream);
 
   std::size_t n_ = 0, n_leaves_ = 0;
+  std::size_t max_cub_items_ = kCubMaxItems;
   int max_leaf_ = 0;
   double particle_mass_ = 1.0;
   std::vector<TreeNode> shape_;

@@ -24,8 +24,10 @@
 #include "fmm/truncation.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
+#include "gpu/device_memory_plan.hpp"
 #include "gpu/orb_tree_cuda.cuh"
 #include "gpu/p2p_cuda_grouping.cuh"
+#include "gpu/p2p_cuda_launch.cuh"
 #include "gpu/p2p_cuda_kernel.cuh"
 #include "gpu/walk_cuda.cuh"
 
@@ -69,37 +71,6 @@ __global__ void deinterleave_kernel(const double* xyz, std::size_t n, double* ou
   }
 }
 
-// leaf_relative_positions (p2p_prepare.hpp) on the device: one warp per leaf, the same
-// double arithmetic, rounded to R once.
-template <typename R>
-__global__ void leaf_relative_kernel(const double* x, const double* y, const double* z, const gpu::DeviceLeaf* leaves,
-                                     std::size_t n_leaves, std::size_t n, double scale, R* out) {
-  const std::size_t warp = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
-  if (warp >= n_leaves) return;
-  const gpu::DeviceLeaf leaf = leaves[warp];
-  for (std::uint32_t p = leaf.first + threadIdx.x % 32; p < leaf.first + leaf.count; p += 32) {
-    out[p] = static_cast<R>((x[p] - leaf.cx) * scale);
-    out[n + p] = static_cast<R>((y[p] - leaf.cy) * scale);
-    out[2 * n + p] = static_cast<R>((z[p] - leaf.cz) * scale);
-  }
-}
-
-// Particle pairs of the walk's P2P entries (a mutual one counts both directions): the
-// interaction count the host path gets from packing. Integer sums: exact in any order.
-__global__ void count_pairs_kernel(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
-                                   const gpu::DeviceLeaf* leaves, unsigned long long* pairs) {
-  unsigned long long sum = 0;
-  for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < entries;
-       e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t t = targets[e];
-    const unsigned long long c = static_cast<unsigned long long>(leaves[t & ~kMutualBit].count) *
-                                 leaves[packed_leaf(sources[e])].count;
-    sum += (t & kMutualBit) ? 2 * c : c;
-  }
-  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
-  if (threadIdx.x % 32 == 0 && sum > 0) atomicAdd(pairs, sum);
-}
-
 unsigned grid_for(std::size_t items, unsigned block) {
   return static_cast<unsigned>(std::min<std::size_t>((items + block - 1) / block + 1, 65535u * 16u));
 }
@@ -117,7 +88,6 @@ struct CudaP2PEvaluator::Impl {
   gpu::DeviceGrouping grouping;
   DeviceArray<float> pos_f;          // x | y | z, n each
   DeviceArray<double> pos_d;
-  DeviceArray<std::uint32_t> task_targets, task_sources;   // one chunk, as uploaded
   DeviceArray<gpu::DeviceLeaf> leaves;
   DeviceArray<double> acc;           // 3n
   DeviceArray<float2> table_f;       // {T_i, E_i}
@@ -273,7 +243,7 @@ void CudaP2PEvaluator::Impl::launch_groups(const KernelPlan<R>& plan, const P2PS
                                            const gpu::DeviceLeaf* dleaves, std::size_t nl, std::size_t entries,
                                            std::size_t tasks, std::size_t targets_here, cudaEvent_t grouped) {
   ORBIS_CUDA_CHECK(cudaMemsetAsync(next_group.data(), 0, sizeof(std::uint32_t), stream));
-  grouping.run(stream, entries, tasks, task_targets.data(), task_sources.data(), nl);
+  grouping.run(stream, entries, tasks, nl);
   ORBIS_CUDA_CHECK(cudaEventRecord(grouped, stream));
   if (tasks == 0) return;
   DeviceArray<R>& dpos = *[&] {
@@ -327,7 +297,6 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const std::size_t held = dpos.capacity() * sizeof(R) + acc.capacity() * sizeof(double) +
                            leaves.capacity() * sizeof(gpu::DeviceLeaf) +
-                           (task_targets.capacity() + task_sources.capacity()) * sizeof(std::uint32_t) +
                            grouping.held_bytes();
   const std::size_t usable = free_bytes + held > kMargin ? free_bytes + held - kMargin : 0;
   auto padded = [](std::size_t bytes) { return bytes + bytes / 8 + 64; };
@@ -339,10 +308,9 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
          "{:.2f} GiB of {:.2f} GiB are free: run on more MPI ranks (fewer particles each) or use "
          "[gpu] p2p_precision = \"float\"",
          device, name, gib(fixed + kMargin), n, nl, gib(free_bytes + held), gib(total_bytes));
-  const std::size_t per_task = 24;   // 20 bytes, +1/8 array headroom
-  std::size_t cap = (usable - fixed) / per_task;
-  if (max_chunk_tasks > 0) cap = std::min(cap, max_chunk_tasks);
-  cap = std::max<std::size_t>(cap, 1);
+  // 20 bytes a task (+1/8 array headroom), at most what one grouping holds.
+  const std::size_t cap =
+      std::max<std::size_t>(p2p_chunk_tasks(usable, fixed, 24, max_chunk_tasks, gpu::DeviceGrouping::kMaxTasks), 1);
 
   std::vector<std::uint32_t> bounds{0, static_cast<std::uint32_t>(nl)};
   std::vector<std::size_t> chunk_offsets{0, entries};   // entries per chunk (= tasks when chunked)
@@ -379,8 +347,6 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
     // Slices of entries packed on the host while the previous slice is in flight.
     std::uint32_t* up_t = grouping.upload_targets(nt_plan);
     std::uint32_t* up_s = grouping.upload_sources(nt_plan);
-    task_targets.ensure(std::max<std::size_t>(nt_plan, 1));
-    task_sources.ensure(std::max<std::size_t>(nt_plan, 1));
     for (std::size_t a = 0; a < entries; a += kSliceTasks) {
       const std::size_t b = std::min(entries, a + kSliceTasks);
       const PackedCount part = pack_p2p_tasks(spans, a, b, host_leaves, host_targets.data() + a, host_sources.data() + a);
@@ -398,8 +364,6 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
     for (std::size_t c = 0; c < n_chunks; ++c) chunk_tasks.push_back(chunk_offsets[c + 1] - chunk_offsets[c]);
   }
   const std::size_t chunk_max = *std::max_element(chunk_tasks.begin(), chunk_tasks.end());
-  task_targets.ensure(std::max<std::size_t>(chunk_max, 1));
-  task_sources.ensure(std::max<std::size_t>(chunk_max, 1));
   interactions = static_cast<double>(packed.pairs);
   timings.host_prepare = prep.seconds();
 
@@ -484,10 +448,11 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
   // chunks of whole target leaves: the same tasks in the same order, so the same sums.
   std::size_t free_bytes = 0, total_bytes = 0;
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const std::size_t need = grouping.growth_bytes(entries, tasks, nl) + task_targets.growth_bytes(tasks) * 2 +
-                           (std::is_same_v<R, float> ? pos_f.growth_bytes(3 * n) : pos_d.growth_bytes(3 * n)) +
-                           acc.growth_bytes(3 * n) + kMargin;
-  if (need > free_bytes || (max_chunk_tasks > 0 && tasks > max_chunk_tasks)) {
+  // Likewise a task list longer than one grouping holds (gpu::DeviceGrouping::kMaxTasks).
+  const bool too_many = tasks > gpu::DeviceGrouping::kMaxTasks || (max_chunk_tasks > 0 && tasks > max_chunk_tasks);
+  if (too_many || grouping.growth_bytes(entries, tasks, nl) +
+                          (std::is_same_v<R, float> ? pos_f.growth_bytes(3 * n) : pos_d.growth_bytes(3 * n)) +
+                          acc.growth_bytes(3 * n) + kMargin > free_bytes) {
     tree.download(*out.tree, positions, copy_stream);
     walk.download_m2l(*out.m2l, *out.m2l_offsets, copy_stream);
     std::vector<std::uint32_t> targets, sources;
@@ -516,11 +481,8 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
   next_group.ensure(1);
   counters.ensure(3);   // occupancy (2), pairs
   host_acc.ensure(3 * n + 1);
-  task_targets.ensure(std::max<std::size_t>(tasks, 1));
-  task_sources.ensure(std::max<std::size_t>(tasks, 1));
-  leaf_relative_kernel<R><<<grid_for(32 * nl, 256), 256, 0, stream>>>(
-      tree.tree_x(), tree.tree_y(), tree.tree_z(), tree.leaves(), nl, n, plan.k.length_scale, dpos.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
+  gpu::device_leaf_relative_positions(tree.tree_x(), tree.tree_y(), tree.tree_z(), tree.leaves(), nl, n,
+                                      plan.k.length_scale, dpos.data(), stream);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, 3 * n * sizeof(double), stream));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters.data(), 0, 3 * sizeof(unsigned long long), stream));
   if (entries > 0) {
@@ -528,9 +490,8 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
                                      entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(grouping.upload_sources(tasks), walk.p2p_sources(),
                                      entries * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice, stream));
-    count_pairs_kernel<<<grid_for(entries, 256), 256, 0, stream>>>(walk.p2p_targets(), walk.p2p_sources(), entries,
-                                                                   tree.leaves(), counters.data() + 2);
-    ORBIS_CUDA_CHECK(cudaGetLastError());
+    gpu::P2PKernelRunner::count_pairs(walk.p2p_targets(), walk.p2p_sources(), entries, tree.leaves(), nullptr,
+                                      counters.data() + 2, stream);
   }
   ORBIS_CUDA_CHECK(cudaEventRecord(event(1), stream));
   launch_groups<R>(plan, s, n, tree.leaves(), nl, entries, tasks, nl, event(2));
@@ -681,15 +642,13 @@ GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask
   std::vector<Leaf> dummy(n_leaves);
   std::vector<std::uint32_t> targets(nt), packed(nt);
   pack_p2p_tasks({TaskSpan{host_tasks.data(), nt}}, 0, nt, dummy, targets.data(), packed.data());
-  m.task_targets.ensure(std::max<std::size_t>(nt, 1));
-  m.task_sources.ensure(std::max<std::size_t>(nt, 1));
   if (nt > 0) {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_targets(nt), targets.data(), nt * sizeof(std::uint32_t),
                                      cudaMemcpyHostToDevice, m.stream));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.grouping.upload_sources(nt), packed.data(), nt * sizeof(std::uint32_t),
                                      cudaMemcpyHostToDevice, m.stream));
   }
-  m.grouping.run(m.stream, nt, nt, m.task_targets.data(), m.task_sources.data(), n_leaves);
+  m.grouping.run(m.stream, nt, nt, n_leaves);
   std::uint32_t n_groups = 0;
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(&n_groups, m.grouping.n_groups(), sizeof(n_groups),
                                    cudaMemcpyDeviceToHost, m.stream));

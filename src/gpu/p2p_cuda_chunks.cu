@@ -2,14 +2,13 @@
 
 #include <algorithm>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_run_length_encode.cuh>
-#include <cub/device/device_scan.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include "core/error.hpp"
 #include "fmm/tasks.hpp"
+#include "gpu/cub_counts.cuh"
+#include "gpu/device_memory_plan.hpp"
 
 namespace orbis::gpu {
 namespace {
@@ -131,8 +130,11 @@ std::size_t DeviceP2PChunks::held_bytes() const {
 void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std::size_t entries, std::size_t tasks,
                           std::size_t n_leaves, std::size_t max_tasks, const P2PKernelRunner& runner, P2PLaunch launch,
                           cudaStream_t stream) {
-  if (tasks > static_cast<std::size_t>(INT32_MAX) && (max_tasks == 0 || max_tasks > static_cast<std::size_t>(INT32_MAX)))
-    max_tasks = INT32_MAX;   // CUB's sorts count in int
+  // A chunk's groups hold task positions in 32 bits, and CUB's run-length encoding counts in
+  // int: never more than kMaxP2PChunkTasks tasks at once, whatever the caller allows.
+  static_assert(kMaxP2PChunkTasks == kCubMaxItems, "a chunk is one run-length encoding");
+  const std::size_t most = std::min(kMaxP2PChunkTasks, max_cub_items_);
+  if (tasks > most && (max_tasks == 0 || max_tasks > most)) max_tasks = most;
   // Chunks of consecutive target leaves, greedily up to max_tasks tasks each.
   bounds_.assign({0, static_cast<std::uint32_t>(n_leaves)});
   chunk_tasks_.assign({tasks});
@@ -151,8 +153,9 @@ void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std:
     for (std::size_t l = 0; l < n_leaves; ++l) {
       const std::uint32_t c = host_counts_.data()[l];
       if (c > max_tasks)
-        fail("P2P on the GPU: target leaf {} alone has {} tasks, more than the {} a chunk may hold: lower [gravity] "
-             "max_leaf or free device memory", l, c, max_tasks);
+        fail("P2P on the GPU: target leaf {} alone has {} tasks, more than the {} a chunk may hold: a larger "
+             "[gravity] max_leaf (fewer, larger source leaves), a smaller [gravity] r_cut_over_rs, or more free "
+             "device memory", l, c, max_tasks);
       if (in_chunk + c > max_tasks) {
         bounds_.push_back(static_cast<std::uint32_t>(l));
         chunk_tasks_.push_back(in_chunk);
@@ -176,16 +179,14 @@ void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std:
   n_groups_.ensure(1);
   groups_.ensure(most_leaves);
   // Temporary storage for the largest call of each kind.
-  std::size_t scan = 0, sort = 0, rle = 0, group_scan = 0;
   const TaskCountIter sizes(thrust::counting_iterator<std::size_t>(0), TasksInChunk{et, es, 0, 0});
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, sizes, position_.data(), entries));
-  cub::DoubleBuffer<std::uint32_t> k0(nullptr, nullptr), v0(nullptr, nullptr);
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, k0, v0, static_cast<int>(cap), 0, key_bits(n_leaves)));
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, keys_[0].data(), unique_.data(), counts_.data(),
-                                                      n_groups_.data(), static_cast<int>(cap)));
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, group_scan, counts_.data(), starts_.data(),
-                                                 static_cast<int>(most_leaves)));
-  temp_.ensure(std::max({scan, sort, rle, group_scan, std::size_t{1}}));
+  const std::size_t scan = exclusive_sum_bytes(sizes, position_.data(), entries, max_cub_items_);
+  const std::size_t sort = radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(cap, 0, key_bits(n_leaves),
+                                                                                 max_cub_items_);
+  const std::size_t rle = run_length_encode_bytes(keys_[0].data(), unique_.data(), counts_.data(), n_groups_.data(),
+                                                  cap, max_cub_items_);
+  const std::size_t group_scan = exclusive_sum_bytes(counts_.data(), starts_.data(), most_leaves, max_cub_items_);
+  temp_.ensure(std::max({scan, sort, rle, group_scan}));
 
   events_used_ = 0;
   for (std::size_t c = 0; c + 1 < bounds_.size(); ++c) {
@@ -194,24 +195,18 @@ void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std:
     ORBIS_CUDA_CHECK(cudaEventRecord(event(events_used_), stream));
     const std::uint32_t lo = bounds_[c], hi = bounds_[c + 1];
     const std::uint32_t leaves = hi - lo;
-    std::size_t bytes = temp_.capacity();
     const TaskCountIter in_range(thrust::counting_iterator<std::size_t>(0), TasksInChunk{et, es, lo, hi});
-    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), bytes, in_range, position_.data(), entries, stream));
+    exclusive_sum(temp_.data(), temp_.capacity(), in_range, position_.data(), entries, stream, max_cub_items_);
     expand_chunk<<<blocks_for(entries), kThreads, 0, stream>>>(et, es, entries, lo, hi, position_.data(),
                                                                keys_[0].data(), values_[0].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     cub::DoubleBuffer<std::uint32_t> keys(keys_[0].data(), keys_[1].data()), values(values_[0].data(), values_[1].data());
-    bytes = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), bytes, keys, values, static_cast<int>(n), 0,
-                                                     key_bits(n_leaves), stream));
+    radix_sort_pairs(temp_.data(), temp_.capacity(), keys, values, n, 0, key_bits(n_leaves), stream, max_cub_items_);
     // Counts past the last run stay zero, so the scan over all `leaves` entries is valid.
     ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, leaves * sizeof(std::uint32_t), stream));
-    bytes = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), bytes, keys.Current(), unique_.data(),
-                                                        counts_.data(), n_groups_.data(), static_cast<int>(n), stream));
-    bytes = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), bytes, counts_.data(), starts_.data(),
-                                                   static_cast<int>(leaves), stream));
+    run_length_encode(temp_.data(), temp_.capacity(), static_cast<const std::uint32_t*>(keys.Current()),
+                      unique_.data(), counts_.data(), n_groups_.data(), n, stream, max_cub_items_);
+    exclusive_sum(temp_.data(), temp_.capacity(), counts_.data(), starts_.data(), leaves, stream, max_cub_items_);
     pack_groups<<<blocks_for(leaves), kThreads, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
                                                              n_groups_.data(), groups_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "fmm/p2p_grouping.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/p2p_cuda_launch.cuh"
 
@@ -31,6 +32,9 @@ class DeviceP2PChunks {
            P2PLaunch launch, cudaStream_t stream);
 
   ~DeviceP2PChunks();
+  // Test hook: at most this many items per CUB call (gpu/cub_counts.cuh), hence per chunk
+  // too, so that a small step takes the paths of one with more than 2^31 tasks.
+  void set_max_cub_items(std::size_t items) { max_cub_items_ = items; }
   int chunks() const { return static_cast<int>(bounds_.size()) - 1; }
   // Device seconds of the last run in selecting and sorting the tasks, and in the kernel
   // (wait for the run).
@@ -51,6 +55,7 @@ class DeviceP2PChunks {
   std::vector<std::size_t> chunk_tasks_;
   std::vector<cudaEvent_t> events_;   // per chunk: start, sorted, done
   std::size_t events_used_ = 0;
+  std::size_t max_cub_items_ = kCubMaxItems;
   cudaEvent_t event(std::size_t i);
 };
 

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_run_length_encode.cuh>
-#include <cub/device/device_scan.cuh>
+#include "core/error.hpp"
 
 namespace orbis::gpu {
 namespace {
@@ -57,30 +55,27 @@ std::size_t max_groups(std::size_t n_tasks, std::size_t n_leaves) {
 }  // namespace
 
 std::size_t DeviceGrouping::temp_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
-  const int n = static_cast<int>(n_tasks);
-  const int ng = static_cast<int>(max_groups(n_tasks, n_leaves));
-  std::size_t sort = 0, rle = 0, scan = 0, expand = 0;
-  cub::DoubleBuffer<std::uint32_t> keys(nullptr, nullptr), values(nullptr, nullptr);
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort, keys, values, n, 0, key_bits(n_leaves)));
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(nullptr, rle, up_targets_.data(), unique_.data(),
-                                                      counts_.data(), n_groups_.data(), n));
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan, counts_.data(), starts_.data(), ng));
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, expand, counts_in_.data(), positions_.data(),
-                                                 static_cast<int>(std::max<std::size_t>(n_entries, 1))));
-  return std::max({sort, rle, scan, expand, std::size_t{1}});
+  const std::size_t ng = max_groups(n_tasks, n_leaves);
+  const std::size_t sort = radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n_tasks, 0, key_bits(n_leaves));
+  const std::size_t rle = run_length_encode_bytes(up_targets_.data(), unique_.data(), counts_.data(),
+                                                  n_groups_.data(), n_tasks);
+  const std::size_t scan = exclusive_sum_bytes(counts_.data(), starts_.data(), ng);
+  const std::size_t expand = exclusive_sum_bytes(counts_in_.data(), positions_.data(), std::max<std::size_t>(n_entries, 1));
+  return std::max({sort, rle, scan, expand});
 }
 
 std::size_t DeviceGrouping::growth_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
   const std::size_t ng = max_groups(n_tasks, n_leaves);
-  return up_targets_.growth_bytes(n_tasks) + up_sources_.growth_bytes(n_tasks) +
-         counts_in_.growth_bytes(n_entries) + positions_.growth_bytes(n_entries) + unique_.growth_bytes(ng) +
-         counts_.growth_bytes(ng) + starts_.growth_bytes(ng) + groups_.growth_bytes(ng) +
+  return up_targets_.growth_bytes(n_tasks) + up_sources_.growth_bytes(n_tasks) + targets_.growth_bytes(n_tasks) +
+         sources_.growth_bytes(n_tasks) + counts_in_.growth_bytes(n_entries) + positions_.growth_bytes(n_entries) +
+         unique_.growth_bytes(ng) + counts_.growth_bytes(ng) + starts_.growth_bytes(ng) + groups_.growth_bytes(ng) +
          temp_.growth_bytes(temp_bytes(n_entries, n_tasks, n_leaves)) + 64;
 }
 
 std::size_t DeviceGrouping::held_bytes() const {
-  return (up_targets_.capacity() + up_sources_.capacity() + counts_in_.capacity() + positions_.capacity() +
-          unique_.capacity() + counts_.capacity() + starts_.capacity()) * sizeof(std::uint32_t) +
+  return (up_targets_.capacity() + up_sources_.capacity() + targets_.capacity() + sources_.capacity() +
+          counts_in_.capacity() + positions_.capacity() + unique_.capacity() + counts_.capacity() +
+          starts_.capacity()) * sizeof(std::uint32_t) +
          groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
 }
 
@@ -93,11 +88,17 @@ std::uint32_t* DeviceGrouping::upload_sources(std::size_t n_tasks) {
   return up_sources_.data();
 }
 
-void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::uint32_t* targets,
-                         std::uint32_t* sources, std::size_t n_leaves) {
+void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves) {
+  if (n_tasks > kMaxTasks)
+    fail("P2P grouping on the GPU: {} tasks at once, more than the {} one grouping holds (32-bit task positions); "
+         "the caller must split them into chunks of target leaves", n_tasks, kMaxTasks);
+  if (n_entries > n_tasks || up_targets_.capacity() < n_tasks || up_sources_.capacity() < n_tasks)
+    fail("internal: P2P grouping of {} entries ({} tasks) with upload arrays for {} and {}: upload_targets() and "
+         "upload_sources() size them before they are filled", n_entries, n_tasks, up_targets_.capacity(),
+         up_sources_.capacity());
   const std::size_t ng = max_groups(n_tasks, n_leaves);
-  upload_targets(n_tasks);
-  upload_sources(n_tasks);
+  targets_.ensure(std::max<std::size_t>(n_tasks, 1));
+  sources_.ensure(std::max<std::size_t>(n_tasks, 1));
   counts_in_.ensure(std::max<std::size_t>(n_entries, 1));
   positions_.ensure(std::max<std::size_t>(n_entries, 1));
   for (auto* a : {&unique_, &counts_, &starts_}) a->ensure(ng);
@@ -105,38 +106,30 @@ void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t
   groups_.ensure(ng);
   temp_.ensure(temp_bytes(n_entries, n_tasks, n_leaves));
   ORBIS_CUDA_CHECK(cudaMemsetAsync(n_groups_.data(), 0, sizeof(std::uint32_t), stream));
-  sorted_targets_ = targets;
-  sorted_sources_ = sources;
+  sorted_targets_ = targets_.data();
+  sorted_sources_ = sources_.data();
   if (n_tasks == 0) return;
 
   // Expansion: positions by an exclusive scan of the entry sizes, then one scatter.
   const auto ne = static_cast<std::uint32_t>(n_entries);
   entry_sizes<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), ne, counts_in_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  std::size_t temp = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_in_.data(), positions_.data(),
-                                                 static_cast<int>(ne), stream));
+  exclusive_sum(temp_.data(), temp_.capacity(), counts_in_.data(), positions_.data(), n_entries, stream);
   expand_entries<<<blocks_for(ne), 256, 0, stream>>>(up_targets_.data(), up_sources_.data(), positions_.data(), ne,
-                                                     targets, sources);
+                                                     targets_.data(), sources_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
 
-  const int n = static_cast<int>(n_tasks);
-  temp = temp_.capacity();
   // Double-buffer sort: the upload arrays are free again and serve as the second buffers.
-  cub::DoubleBuffer<std::uint32_t> keys(targets, up_targets_.data()), values(sources, up_sources_.data());
-  ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, keys, values, n, 0,
-                                                   key_bits(n_leaves), stream));
+  cub::DoubleBuffer<std::uint32_t> keys(targets_.data(), up_targets_.data()),
+      values(sources_.data(), up_sources_.data());
+  radix_sort_pairs(temp_.data(), temp_.capacity(), keys, values, n_tasks, 0, key_bits(n_leaves), stream);
   sorted_targets_ = keys.Current();
   sorted_sources_ = values.Current();
   // Counts past the last run stay zero, so the scan over all ng entries is valid for the runs.
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, ng * sizeof(std::uint32_t), stream));
-  temp = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceRunLengthEncode::Encode(temp_.data(), temp, sorted_targets_,
-                                                      unique_.data(), counts_.data(),
-                                                      n_groups_.data(), n, stream));
-  temp = temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp_.data(), temp, counts_.data(), starts_.data(),
-                                                 static_cast<int>(ng), stream));
+  run_length_encode(temp_.data(), temp_.capacity(), sorted_targets_, unique_.data(), counts_.data(), n_groups_.data(),
+                    n_tasks, stream);
+  exclusive_sum(temp_.data(), temp_.capacity(), counts_.data(), starts_.data(), ng, stream);
   pack_groups<<<blocks_for(ng), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
                                                   n_groups_.data(), groups_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());

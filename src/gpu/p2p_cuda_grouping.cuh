@@ -15,28 +15,34 @@
 
 #include "fmm/p2p_grouping.hpp"
 #include "fmm/tasks.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/device_buffer.cuh"
 
 namespace orbis::gpu {
 
 class DeviceGrouping {
  public:
+  // The most tasks one run() groups: GroupIdx holds task positions in 32 bits and CUB's
+  // run-length encoding counts in int. Callers chunk longer lists (by target leaves).
+  static constexpr std::size_t kMaxTasks = kCubMaxItems;
+
   // Bytes that run() for n_entries uploaded entries expanding to n_tasks would newly allocate.
   std::size_t growth_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves);
   // Bytes it holds now (given back if the arrays had to grow).
   std::size_t held_bytes() const;
   // Where the caller uploads the packed entries (targets with kMutualBit, packed sources;
   // tasks.hpp) before run(): room for n_tasks (expanded), so the same arrays then serve as
-  // the sort's second buffers.
+  // the sort's second buffers. Call before filling them: a grown array holds no data.
   std::uint32_t* upload_targets(std::size_t n_tasks);
   std::uint32_t* upload_sources(std::size_t n_tasks);
-  // Queues on stream: the expansion of the n_entries uploaded entries into targets/sources
-  // (each mutual entry becomes its task and, right after, the reverse one: n_tasks in all),
-  // then their stable sort by target and the GroupIdx. targets/sources (room for n_tasks)
-  // are the sort's other double buffers: the sorted tasks end up there or in the upload
-  // arrays (sorted_targets/sorted_sources say which).
-  void run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::uint32_t* targets,
-           std::uint32_t* sources, std::size_t n_leaves);
+  // Queues on stream: the expansion of the n_entries uploaded entries into the expansion
+  // arrays (each mutual entry becomes its task and, right after, the reverse one: n_tasks in
+  // all), then their stable sort by target and the GroupIdx. run() never resizes the upload
+  // arrays (that would drop the caller's data): it fails unless they hold n_tasks. The
+  // expansion arrays hold nothing before the call and are sized here; they are the sort's
+  // other double buffers, so the sorted tasks end up there or in the upload arrays
+  // (sorted_targets/sorted_sources say which). Fails when n_tasks exceeds kMaxTasks.
+  void run(cudaStream_t stream, std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves);
   const std::uint32_t* sorted_targets() const { return sorted_targets_; }
   const std::uint32_t* sorted_sources() const { return sorted_sources_; }
   const GroupIdx* groups() const { return groups_.data(); }
@@ -45,6 +51,7 @@ class DeviceGrouping {
  private:
   std::size_t temp_bytes(std::size_t n_entries, std::size_t n_tasks, std::size_t n_leaves);
   DeviceArray<std::uint32_t> up_targets_, up_sources_, counts_in_, positions_;
+  DeviceArray<std::uint32_t> targets_, sources_;   // the expanded tasks (the sort's other buffers)
   DeviceArray<std::uint32_t> unique_, counts_, starts_;
   DeviceArray<std::uint32_t> n_groups_;
   DeviceArray<GroupIdx> groups_;

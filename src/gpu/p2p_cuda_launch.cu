@@ -56,6 +56,19 @@ __global__ void count_pairs_kernel(const std::uint32_t* targets, const std::uint
 
 }  // namespace
 
+template <typename R>
+void device_leaf_relative_positions(const double* x, const double* y, const double* z, const DeviceLeaf* leaves,
+                                    std::size_t n_leaves, std::size_t n, double scale, R* rel, cudaStream_t stream) {
+  if (n_leaves == 0) return;
+  const auto grid = static_cast<unsigned>((32 * n_leaves + 255) / 256);
+  leaf_relative_kernel<R><<<grid, 256, 0, stream>>>(x, y, z, leaves, n_leaves, n, scale, rel);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+template void device_leaf_relative_positions<float>(const double*, const double*, const double*, const DeviceLeaf*,
+                                                    std::size_t, std::size_t, double, float*, cudaStream_t);
+template void device_leaf_relative_positions<double>(const double*, const double*, const double*, const DeviceLeaf*,
+                                                     std::size_t, std::size_t, double, double*, cudaStream_t);
+
 void P2PKernelRunner::count_pairs(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
                                   const DeviceLeaf* leaves, const std::uint8_t* leaf_active, unsigned long long* pairs,
                                   cudaStream_t stream) {
@@ -124,15 +137,10 @@ void P2PKernelRunner::prepare_as() {
 void P2PKernelRunner::relative_positions(const double* x, const double* y, const double* z, const DeviceLeaf* leaves,
                                          std::size_t n_leaves, std::size_t n, void* rel, cudaStream_t stream) const {
   if (!prepared_) fail("P2PKernelRunner: relative_positions() before prepare()");
-  if (n_leaves == 0) return;
-  const auto grid = static_cast<unsigned>((32 * n_leaves + 255) / 256);
   if (double_precision())
-    leaf_relative_kernel<double><<<grid, 256, 0, stream>>>(x, y, z, leaves, n_leaves, n, length_scale_,
-                                                           static_cast<double*>(rel));
+    device_leaf_relative_positions(x, y, z, leaves, n_leaves, n, length_scale_, static_cast<double*>(rel), stream);
   else
-    leaf_relative_kernel<float><<<grid, 256, 0, stream>>>(x, y, z, leaves, n_leaves, n, length_scale_,
-                                                          static_cast<float*>(rel));
-  ORBIS_CUDA_CHECK(cudaGetLastError());
+    device_leaf_relative_positions(x, y, z, leaves, n_leaves, n, length_scale_, static_cast<float*>(rel), stream);
 }
 
 void P2PKernelRunner::launch(const P2PLaunch& in, cudaStream_t stream) const {

@@ -28,6 +28,12 @@ struct P2PLaunch {
   const std::uint8_t* leaf_active = nullptr;    // null: every target leaf
 };
 
+// rel = (x - leaf box centre) * scale per particle of every leaf, rounded once to R (float
+// or double): leaf_relative_positions (fmm/p2p_prepare.hpp) on the device, queued on stream.
+template <typename R>
+void device_leaf_relative_positions(const double* x, const double* y, const double* z, const DeviceLeaf* leaves,
+                                    std::size_t n_leaves, std::size_t n, double scale, R* rel, cudaStream_t stream);
+
 class P2PKernelRunner {
  public:
   explicit P2PKernelRunner(int device);

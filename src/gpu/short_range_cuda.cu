@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include <cub/device/device_scan.cuh>
-
 #include "core/error.hpp"
+#include "gpu/cub_counts.cuh"
+#include "gpu/device_memory_plan.hpp"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/p2p_cuda.hpp"
 
@@ -69,12 +69,9 @@ void DeviceShortRange::flag_active(const std::uint8_t* bin, int min_active_bin, 
   leaf_active_.ensure(nl);
   active_flags<<<blocks_for(n + 1), kThreads, 0, stream>>>(tree_.order(), bin, min_active_bin, n, prefix_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  std::size_t bytes = 0;
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, prefix_.data(), prefix_.data(), static_cast<int>(n + 1)));
-  scan_temp_.ensure(bytes);
-  bytes = scan_temp_.capacity();
-  ORBIS_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), bytes, prefix_.data(), prefix_.data(),
-                                                 static_cast<int>(n + 1), stream));
+  scan_temp_.ensure(exclusive_sum_bytes(prefix_.data(), prefix_.data(), n + 1, max_cub_items_));
+  exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), prefix_.data(), prefix_.data(), n + 1, stream,
+                max_cub_items_);
   active_nodes<<<blocks_for(nn), kThreads, 0, stream>>>(tree_.shape_nodes(), nn, prefix_.data(), n,
                                                         node_active_.data(), leaf_active_.data(), counters_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -165,8 +162,8 @@ std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks
   const std::size_t usable = (allocation_cap_ > 0 ? std::min(free_bytes, allocation_cap_) : free_bytes) +
                              chunks_.held_bytes();
   const std::size_t fixed = DeviceP2PChunks::bytes_for(entries, 0, n_leaves) + others + margin;
-  std::size_t limit = usable > fixed ? (usable - fixed) / 24 : 0;   // 20 bytes a task, +1/8 headroom
-  if (max_chunk_tasks_ > 0) limit = std::min(limit, max_chunk_tasks_);
+  // 20 bytes a task (+1/8 headroom), at most kMaxP2PChunkTasks however much memory is free.
+  const std::size_t limit = p2p_chunk_tasks(usable, fixed, 24, max_chunk_tasks_);
   if (limit == 0) fail("P2P on the GPU: no device memory left for the tasks ({:.2f} GiB free)", free_bytes / 1073741824.0);
   return limit >= tasks ? 0 : limit;
 }

@@ -68,6 +68,14 @@ class DeviceShortRange {
   // At most this many P2P tasks expanded and sorted at once (0: as many as free device
   // memory holds): beyond it the tasks go in chunks of target leaves, bitwise the same.
   void set_max_chunk_tasks(std::size_t tasks) { max_chunk_tasks_ = tasks; }
+  // Test hook: at most this many items per CUB call (gpu/cub_counts.cuh) and so per P2P
+  // chunk, so that a small step takes the 64-bit-count and chunked paths of a large one.
+  void set_max_cub_items(std::size_t items) {
+    max_cub_items_ = items;
+    tree_.set_max_cub_items(items);
+    walk_.set_max_cub_items(items);
+    chunks_.set_max_cub_items(items);
+  }
   // The step may allocate at most this many more bytes than it holds (the engine's
   // [gpu] memory_limit_gib less what it uses); 0: free device memory is the only limit.
   void set_allocation_cap(std::size_t bytes) { allocation_cap_ = bytes; }
@@ -107,7 +115,7 @@ class DeviceShortRange {
   bool active_subset_ = false;
   bool rebuilt_ = false, pending_ = false;
   int max_refits_ = 8, refits_ = 0;
-  std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0;
+  std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0, max_cub_items_ = kCubMaxItems;
   double growth_ = 1.1, pairs_at_build_ = 0;
   cudaEvent_t events_[7] = {};
   std::size_t n_ = 0;

@@ -201,7 +201,8 @@ void CudaStepEngine::load(Particles particles) {
     if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box))
       fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
 
-  // The memory plan, checked before anything is allocated.
+  // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
+  if (m.treepm) check_short_range_counts(n, m.sr.max_leaf, ShortRangeGpu::walk_and_p2p);
   DeviceMemoryInput in;
   in.particles = n;
   in.short_range = m.treepm;

@@ -6,12 +6,15 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_radix_sort.cuh>
 
 #include "core/error.hpp"
+#include "fmm/p2p_prepare.hpp"
+#include "fmm/short_range.hpp"
 #include "fmm/walk_pair.hpp"
+#include "gpu/cub_counts.cuh"
 
 namespace orbis::gpu {
+static_assert(DeviceWalk::kMaxLaunchEntries == kMaxWalkLaunchEntries, "the planning check assumes the walk's limit");
 namespace {
 
 constexpr unsigned kBlock = 256;
@@ -126,17 +129,23 @@ __device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkP
 }
 
 // The walk's counters, on the device (the host reads them once, after the last launch).
-// Frontier sizes alternate between n[0] and n[1] with the launch's parity.
+// Frontier sizes alternate between n[0] and n[1] with the launch's parity. overflow: 1 when
+// an output buffer was too small (the walk is run again with larger ones), kCountLimit when
+// one launch's outputs exceed what its 32-bit offsets hold (the walk stops: a clear error).
+constexpr std::uint32_t kCountLimit = 2;
 struct WalkState {
   std::uint32_t n[2];
   std::uint32_t overflow, launches;
+  unsigned long long launch_p2p, launch_m2l, launch_children;   // the launch that hit kCountLimit
   unsigned long long p2p, mutual, m2l, pairs;   // totals of the levels done
   unsigned long long p2p_base, m2l_base;        // where this launch's outputs start
   unsigned long long need_p2p, need_m2l, need_frontier;   // the most each buffer was asked for
 };
 
+// Buffer capacities, and the most one launch may emit (DeviceWalk::kMaxLaunchEntries/Pairs).
 struct WalkLimits {
   unsigned long long p2p, m2l, frontier;
+  unsigned long long launch_entries, launch_pairs;
 };
 
 constexpr int kTile = 256;           // pairs per tile = threads per block of the pair kernels
@@ -178,10 +187,14 @@ __global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int pa
                                                            WalkLimits limits) {
   __shared__ typename SumScan::TempStorage temp;
   __shared__ WalkCounts carry;
+  __shared__ unsigned long long wide[3];   // the launch's totals in 64 bits: carry may wrap
   if (st->overflow) return;
   const std::uint32_t n = st->n[parity];
   const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
-  if (threadIdx.x == 0) carry = kZero;
+  if (threadIdx.x == 0) {
+    carry = kZero;
+    wide[0] = wide[1] = wide[2] = 0;
+  }
   __syncthreads();
   for (std::uint32_t base = 0; base < n_tiles; base += kScanThreads) {
     const std::uint32_t k = base + threadIdx.x;
@@ -191,11 +204,23 @@ __global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int pa
     const WalkCounts c = carry;
     if (k < n_tiles) tiles[k] = add(c, before);
     __syncthreads();   // everyone has read carry
-    if (threadIdx.x == 0) carry = add(c, total);
+    if (threadIdx.x == 0) {
+      carry = add(c, total);
+      wide[0] += total.p2p;
+      wide[1] += total.m2l;
+      wide[2] += total.children;
+    }
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
   const WalkCounts tot = carry;
+  if (wide[0] > limits.launch_entries || wide[1] > limits.launch_entries || wide[2] > limits.launch_pairs) {
+    st->overflow = kCountLimit;
+    st->launch_p2p = wide[0];
+    st->launch_m2l = wide[1];
+    st->launch_children = wide[2];
+    return;
+  }
   st->need_p2p = st->p2p + tot.p2p;
   st->need_m2l = st->m2l + tot.m2l;
   st->need_frontier = max(st->need_frontier, static_cast<unsigned long long>(tot.children));
@@ -255,19 +280,19 @@ int pair_levels(std::size_t n_leaves) {
   return 2 * (d + 1) + 1;
 }
 
-__global__ void m2l_keys(const InteractionTask* tasks, std::uint32_t n, std::uint32_t* keys) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+__global__ void m2l_keys(const InteractionTask* tasks, std::size_t n, std::uint32_t* keys) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) keys[i] = tasks[i].target;
 }
 
 // offsets[k] = the first sorted task of target >= k (k = 0 .. n_nodes), by binary search.
-__global__ void m2l_group_offsets(const std::uint32_t* keys, std::uint32_t n, std::uint32_t n_nodes,
+__global__ void m2l_group_offsets(const std::uint32_t* keys, std::size_t n, std::uint32_t n_nodes,
                                   std::uint64_t* offsets) {
   const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k > n_nodes) return;
-  std::uint32_t lo = 0, hi = n;
+  std::size_t lo = 0, hi = n;
   while (lo < hi) {
-    const std::uint32_t mid = lo + (hi - lo) / 2;
+    const std::size_t mid = lo + (hi - lo) / 2;
     if (keys[mid] < k) lo = mid + 1;
     else hi = mid;
   }
@@ -322,7 +347,9 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   m2l_raw_.ensure(std::max<std::size_t>(capacity_.m2l, 1));
   // What the arrays hold now (ensure rounds up): the limits the scan checks.
   const WalkLimits limits{std::min(p2p_t_.capacity(), p2p_s_.capacity()), m2l_raw_.capacity(),
-                          std::min(frontier_[0].capacity(), frontier_[1].capacity())};
+                          std::min(frontier_[0].capacity(), frontier_[1].capacity()),
+                          std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchEntries),
+                          std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchPairs)};
   tiles_.ensure(limits.frontier / kTile + 1);
   auto* st = reinterpret_cast<WalkState*>(state_.data());
   init_walk<<<1, 1, 0, stream>>>(st, frontier_[0].data(), n_nodes > 0);
@@ -353,6 +380,11 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   need_.p2p = std::max<std::size_t>(need_.p2p, out.need_p2p);
   need_.m2l = std::max<std::size_t>(need_.m2l, out.need_m2l);
   need_.frontier = std::max<std::size_t>(need_.frontier, out.need_frontier);
+  if (out.overflow == kCountLimit)
+    fail("device walk: one launch of the walk emits {} P2P entries, {} M2L tasks and {} node pairs, but its "
+         "32-bit offsets hold at most {} entries or tasks and {} pairs: a larger [gravity] max_leaf (fewer "
+         "leaves), a smaller [gravity] r_cut_over_rs, fewer particles per GPU, or [gpu] backend = \"cpu\"",
+         out.launch_p2p, out.launch_m2l, out.launch_children, limits.launch_entries, limits.launch_pairs);
   if (out.overflow) return false;
   if (out.n[k & 1] != 0)   // the frontier the last launch left
     fail("device walk: pairs left after {} pair levels (the tree is deeper than its {} leaves allow)", levels,
@@ -368,7 +400,7 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
 void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
                      const WalkSettings& settings, cudaStream_t stream, const std::uint8_t* node_active) {
   check_walk_settings(settings);
-  if (n_leaves >= kPackedLeafLimit) fail("device walk: {} leaves exceed the packed P2P format", n_leaves);
+  check_packed_leaves(n_leaves, "device walk");
   if (n_nodes >= (std::size_t{1} << 31)) fail("device walk: {} nodes exceed the pair format", n_nodes);
   const WalkPairParams params = walk_pair_params(settings);
   n_nodes_ = n_nodes;
@@ -401,23 +433,16 @@ void DeviceWalk::group_m2l(std::size_t n_nodes, cudaStream_t stream) {
   m2l_values_.ensure(std::max<std::size_t>(n, 1));
   m2l_sorted_ = m2l_values_.data();
   if (n > 0) {
-    const auto ni = static_cast<std::uint32_t>(n);
-    m2l_keys<<<blocks_for(n), kBlock, 0, stream>>>(m2l_raw_.data(), ni, m2l_keys_[0].data());
+    m2l_keys<<<blocks_for(n), kBlock, 0, stream>>>(m2l_raw_.data(), n, m2l_keys_[0].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     const int bits = key_bits(n_nodes);
-    std::size_t temp = 0;
-    ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, m2l_keys_[0].data(), m2l_keys_[1].data(),
-                                                     m2l_raw_.data(), m2l_values_.data(), static_cast<int>(n), 0,
-                                                     bits, stream));
-    temp_.ensure(temp);
-    temp = temp_.capacity();
-    ORBIS_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp_.data(), temp, m2l_keys_[0].data(), m2l_keys_[1].data(),
-                                                     m2l_raw_.data(), m2l_values_.data(), static_cast<int>(n), 0,
-                                                     bits, stream));
+    temp_.ensure(radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, bits, max_cub_items_));
+    radix_sort_pairs_copy(temp_.data(), temp_.capacity(), m2l_keys_[0].data(), m2l_keys_[1].data(),
+                          static_cast<const InteractionTask*>(m2l_raw_.data()), m2l_values_.data(), n, 0, bits,
+                          stream, max_cub_items_);
   }
   m2l_group_offsets<<<blocks_for(n_nodes + 1), kBlock, 0, stream>>>(
-      m2l_keys_[1].data(), static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(n_nodes),
-      m2l_offsets_.data());
+      m2l_keys_[1].data(), n, static_cast<std::uint32_t>(n_nodes), m2l_offsets_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

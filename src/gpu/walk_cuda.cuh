@@ -27,6 +27,7 @@
 
 #include "fmm/tasks.hpp"
 #include "fmm/walk.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_tree.cuh"
 #include "tree/orb_tree.hpp"
@@ -83,6 +84,16 @@ class DeviceWalk {
                                std::size_t n_nodes);
   std::size_t held_bytes() const;
 
+  // One launch's outputs are counted and placed with 32-bit offsets: fewer than 2^32 P2P
+  // entries and M2L tasks, and fewer than 2^31 child pairs (the next frontier, whose tile
+  // indices are 32-bit too). A walk that exceeds them stops with an error naming the
+  // parameters that lower them; the memory plan's check (check_short_range_counts) keeps
+  // planned runs well inside. The test hook lowers all three, so a small walk hits them.
+  static constexpr std::uint64_t kMaxLaunchEntries = 4294967295u, kMaxLaunchPairs = 2147483647u;
+  void set_max_launch_outputs(std::uint64_t n) { max_launch_outputs_ = n; }
+  // Test hook: at most this many items per CUB call in the M2L sort (gpu/cub_counts.cuh).
+  void set_max_cub_items(std::size_t items) { max_cub_items_ = items; }
+
  private:
   struct Capacity {
     std::size_t p2p = 0, m2l = 0, frontier = 0;
@@ -106,6 +117,8 @@ class DeviceWalk {
   int sm_count_ = 0;
   mutable PinnedArray<InteractionTask> host_m2l_;   // download_m2l's landing buffer
   const InteractionTask* m2l_sorted_ = nullptr;
+  std::uint64_t max_launch_outputs_ = kMaxLaunchEntries;
+  std::size_t max_cub_items_ = kCubMaxItems;
   std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
   int levels_ = 0, reruns_ = 0;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;

@@ -47,8 +47,11 @@ double ordered_sum(std::size_t n, F f) {
 
 }  // namespace
 
-HostStepEngine::HostStepEngine(const Params& params)
-    : box_mpc_h_(params.get_real("box.size_mpc_h")), pm_(PmSettings::from_params(params)) {
+HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
+    : box_mpc_h_(params.get_real("box.size_mpc_h")),
+      comm_(comm),
+      pm_(PmSettings::from_params(params), comm),
+      domains_(box_mpc_h_, comm) {
   if (params.get_string("gravity.solver") == "pm") return;
   // TreePM: PM long range (Gaussian-filtered at r_s) plus the FMM short range (erfc-truncated
   // at r_cut) with P2P on the [gpu] backend; they add up to 1/r^2.
@@ -109,12 +112,30 @@ void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P while
   // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end).
   (void)min_active_bin;
-  short_range_->begin(particles_.pos, *p2p_);
+  if (comm_.size() > 1) {
+    Stopwatch domain_watch;
+    if (long_range) {
+      domains_.update(particles_, work_since_update_);
+      work_since_update_ = 0;
+      acc_long_.assign(particles_.size(), Vec3d{});
+      acc_short_.assign(particles_.size(), Vec3d{});
+    }
+    const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut);
+    stats.times.add("domain", domain_watch.seconds());
+    short_range_->begin(sources, *p2p_);
+  } else {
+    short_range_->begin(particles_.pos, *p2p_);
+  }
   if (long_range) {
     pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
     stats.times.add("pm", sum_of(pm_times));
   }
-  const ShortRangeStats s = short_range_->end(acc_short_);
+  const ShortRangeStats s = short_range_->end(comm_.size() > 1 ? acc_with_ghosts_ : acc_short_);
+  if (comm_.size() > 1) {
+    std::copy(acc_with_ghosts_.begin(), acc_with_ghosts_.begin() + static_cast<std::ptrdiff_t>(particles_.size()),
+              acc_short_.begin());
+    work_since_update_ += s.p2p_interactions + s.m2l_interactions;
+  }
   stats.times.add("tree", s.tree_seconds + s.multipole_seconds);
   stats.times.add("walk", s.walk_seconds);
   stats.times.add("m2l", s.m2l_seconds);
@@ -138,13 +159,14 @@ double HostStepEngine::max_acceleration() {
 #pragma omp parallel for schedule(static) reduction(max : max2)
   for (std::ptrdiff_t i = 0; i < n; ++i)
     max2 = std::max(max2, norm2(short_range_ ? acc_long_[i] + acc_short_[i] : acc_long_[i]));
-  return std::sqrt(max2);
+  return std::sqrt(comm_.max(max2));
 }
 
 double HostStepEngine::rms_momentum() {
   const std::size_t n = particles_.size();
-  if (n == 0) return 0;
-  return std::sqrt(ordered_sum(n, [&](std::size_t i) { return norm2(particles_.mom[i]); }) / static_cast<double>(n));
+  const double sum = comm_.sum(ordered_sum(n, [&](std::size_t i) { return norm2(particles_.mom[i]); }));
+  const std::uint64_t total = comm_.sum<std::uint64_t>(n);
+  return total == 0 ? 0.0 : std::sqrt(sum / static_cast<double>(total));
 }
 
 BinCounts HostStepEngine::assign_bins(const BinRule& rule) {
@@ -158,6 +180,7 @@ BinCounts HostStepEngine::assign_bins(const BinRule& rule) {
   }
   BinCounts counts{};
   for (std::uint8_t bin : bins) ++counts[bin];
+  comm_.reduce(counts.data(), counts.size(), Comm::Op::sum);
   return counts;
 }
 

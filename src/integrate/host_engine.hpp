@@ -3,12 +3,21 @@
 // backend's evaluator (the CPU one, or the CUDA one, which then also builds the tree and
 // walks it on its device on full steps). gravity.solver = "pm" runs the PM alone, whose
 // force is then the whole force (the long-range one, kicked on the PM step).
+//
+// Over several ranks (a communicator of more than one): each engine holds its rank's
+// particles. The PM is FFTW-MPI slabs (pm/pm_solver.hpp); for TreePM the particles move to
+// their ORB domains at every PM step (rebuilt when the measured work is out of balance:
+// domain/rank_domains.hpp), and each rank's short-range solver runs on its particles plus
+// the ghosts within r_cut, which makes their sums complete. The reductions (largest
+// acceleration, rms momentum, bin counts) are over every rank.
 #pragma once
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
+#include "domain/rank_domains.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/short_range.hpp"
 #include "integrate/step_engine.hpp"
@@ -19,7 +28,7 @@ namespace orbis {
 class HostStepEngine final : public StepEngine {
  public:
   // Checks every [gravity] and [gpu] setting before any work.
-  explicit HostStepEngine(const Params& params);
+  explicit HostStepEngine(const Params& params, const Comm& comm = Comm::world());
   ~HostStepEngine() override;
 
   std::string describe() const override;
@@ -37,7 +46,10 @@ class HostStepEngine final : public StepEngine {
 
  private:
   double box_mpc_h_ = 0;
+  Comm comm_;
   PmSolver pm_;
+  RankDomains domains_;
+  double work_since_update_ = 0;   // this rank's interactions since the last domain update
   // TreePM only:
   ShortRangeSettings short_settings_;
   std::optional<ShortRangeSolver> short_range_;
@@ -46,6 +58,7 @@ class HostStepEngine final : public StepEngine {
   Particles particles_;
   std::vector<Vec3d> acc_long_, acc_short_;   // per particle, (km/s)^2/(Mpc/h)
   std::vector<Vec3d> acc_total_;              // accelerations()
+  std::vector<Vec3d> acc_with_ghosts_;        // the short-range solver's, ghosts after the particles
 };
 
 }  // namespace orbis

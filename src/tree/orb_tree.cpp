@@ -196,7 +196,8 @@ std::int64_t OrbTree::subtree_nodes(std::int64_t n, int max_leaf) { return 2 * s
 std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
   if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
   if (n == 0) fail("ORB tree: no particles");
-  if (n >= (std::size_t{1} << 31)) fail("ORB tree: {} particles exceed 2^31", n);
+  if (n > static_cast<std::size_t>(kMaxParticles))
+    fail("ORB tree: {} particles, more than its 32-bit indices hold ({})", n, kMaxParticles);
   std::vector<TreeNode> nodes(static_cast<std::size_t>(subtree_nodes(static_cast<std::int64_t>(n), max_leaf)));
   nodes[0].count = static_cast<std::uint32_t>(n);
   // Preorder numbering: a node's children are its successor and the node after its left
@@ -263,7 +264,8 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
                     std::uint32_t parallel_min) {
   if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
   if (positions.empty()) fail("ORB tree: no particles");
-  if (positions.size() >= (std::size_t{1} << 31)) fail("ORB tree: {} particles exceed 2^31", positions.size());
+  if (positions.size() > static_cast<std::size_t>(kMaxParticles))
+    fail("ORB tree: {} particles, more than its 32-bit indices hold ({})", positions.size(), kMaxParticles);
   max_leaf_ = max_leaf;
   particle_mass_ = particle_mass;
   const std::size_t n = positions.size();

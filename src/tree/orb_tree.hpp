@@ -50,11 +50,15 @@ class OrbTree {
   void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0,
              std::uint32_t parallel_min = kParallelMin);
   static constexpr std::uint32_t kParallelMin = 32768;
+  // Particle indices and node ranges are 32-bit (node links signed): at most this many.
+  static constexpr std::int64_t kMaxParticles = (std::int64_t{1} << 31) - 1;
 
   // The nodes build() would make for n particles (first, count, left, right, parent, leaf,
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
   // know every node's range before it sees a position.
   static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
+  // The leaves of that shape (counted, not built).
+  static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
   // Takes a tree built elsewhere (the device build) as if build() had made it, filled into
   // this tree's own arrays: begin_adopt sizes them (a no-op from the second step of a run
   // on, so no allocation or first touch of tens of MB per step) and returns them; the
@@ -111,7 +115,6 @@ class OrbTree {
   void finish_node(std::int32_t index, bool parallel);
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
-  static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
   void derive_levels();
   void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
                   std::int32_t depth, std::int32_t leaf_base);

@@ -46,14 +46,19 @@ std::vector<T> download_array(const T* dev, std::size_t n) {
 
 // Builds both trees and compares everything the device tree exposes; mismatches are
 // counted (not CHECKed one by one) so a broken build reports a number, not 10^5 lines.
-void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double particle_mass = 1.5) {
+// max_cub_items: the most items per CUB call (gpu/cub_counts.cuh; lowered, the build takes
+// the 64-bit-count path of a tree of more than 2^31 / 3 particles).
+void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double particle_mass = 1.5,
+                       std::size_t max_cub_items = gpu::kCubMaxItems) {
   CAPTURE(pos.size());
   CAPTURE(max_leaf);
+  CAPTURE(max_cub_items);
   OrbTree host;
   host.build(pos, max_leaf, particle_mass);
 
   DevicePositions dp(pos);
   gpu::DeviceOrbTree dev;
+  dev.set_max_cub_items(max_cub_items);
   dev.build(dp.x.data(), dp.y.data(), dp.z.data(), pos.size(), max_leaf, particle_mass, nullptr);
   OrbTree got;
   dev.download(got, pos, nullptr);
@@ -147,6 +152,12 @@ TEST_CASE("device ORB tree equals the host tree: uniform positions") {
   const auto pos = test::uniform_particles(100003, 100.0, 21);
   compare_with_host(pos, 32);
   compare_with_host(pos, 7);
+}
+
+TEST_CASE("device ORB tree with CUB calls limited to 1000 items (the path beyond 2^31 items) equals the host tree") {
+  test::require_gpu_or_skip();
+  compare_with_host(test::uniform_particles(100003, 100.0, 22), 32, 1.5, 1000);
+  compare_with_host(test::clustered_particles(32, 100.0, 5), 7, 1.5, 1000);
 }
 
 TEST_CASE("device ORB tree equals the host tree: clustered positions") {

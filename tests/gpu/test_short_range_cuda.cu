@@ -102,6 +102,17 @@ TEST_CASE("device short-range step: the host solver's forces, bitwise repeatable
   }
   sr.set_max_chunk_tasks(0);
 
+  // Every CUB call limited to 1000 items, a fresh step (a full build): the tree build and the
+  // M2L sort take CUB's path beyond 2^31 items, and the P2P tasks go in chunks of at most
+  // 1000 (one chunk's run-length encoding): bitwise the same.
+  {
+    gpu::DeviceShortRange limited(s, 0);
+    limited.set_max_cub_items(1000);
+    limited.compute(dpos.soa.data(), n, nullptr, 0, out.data(), nullptr);
+    CHECK(limited.stats().p2p_chunks >= static_cast<int>(st.p2p_tasks / 1000));
+    CHECK(std::memcmp(full.data(), download(out, 3 * n).data(), full.size() * sizeof(float)) == 0);
+  }
+
   // Active subset: bin 3 (active at min_active_bin = 3) for the particles with x < 0.3 L and
   // for every fifth particle with x < 0.6 L (leaves partly active), bins 0..2 for the rest
   // (x >= 0.6 L: leaves wholly inactive); the forces go into an array holding a marker.

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/error.hpp"
 #include "fmm/walk.hpp"
 #include "gpu/device_buffer.cuh"
 #include "gpu/walk_cuda.cuh"
@@ -165,7 +167,11 @@ TEST_CASE("device walk is deterministic") {
   const DeviceResult b = device_walk(walk, tree, st);   // reused buffers
   gpu::DeviceWalk other;
   const DeviceResult c = device_walk(other, tree, st);   // fresh buffers
-  for (const DeviceResult* r : {&b, &c}) {
+  gpu::DeviceWalk limited;   // the M2L sort on CUB's path beyond 2^31 items
+  limited.set_max_cub_items(100);
+  const DeviceResult d = device_walk(limited, tree, st);
+  REQUIRE(a.m2l.size() > 100);
+  for (const DeviceResult* r : {&b, &c, &d}) {
     CHECK(r->p2p_t == a.p2p_t);
     CHECK(r->p2p_s == a.p2p_s);
     CHECK(r->m2l_offsets == a.m2l_offsets);
@@ -174,6 +180,26 @@ TEST_CASE("device walk is deterministic") {
       return m2l_key(x) == m2l_key(y);
     }));
   }
+}
+
+TEST_CASE("device walk: a launch beyond its 32-bit offsets stops with the parameters that lower it") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int side = 32;
+  OrbTree tree;
+  tree.build(test::clustered_particles(side, box, 9), 32);
+  gpu::DeviceWalk walk;
+  walk.set_max_launch_outputs(50);   // an artificial limit: the real ones are 2^32 - 1 and 2^31 - 1
+  std::string message;
+  try {
+    device_walk(walk, tree, run_settings(box, side));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  CHECK(message.find("at most 50 entries or tasks and 50 pairs") != std::string::npos);
+  CHECK(message.find("[gravity] max_leaf") != std::string::npos);
+  CHECK(message.find("r_cut_over_rs") != std::string::npos);
 }
 
 namespace {

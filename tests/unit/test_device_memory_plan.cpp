@@ -86,6 +86,22 @@ TEST_CASE("a plan beyond the usable memory fails before any work, saying why") {
   CHECK(message.find("max_leaf") != std::string::npos);
   CHECK(message.find("test GPU") != std::string::npos);
 }
+
+TEST_CASE("P2P chunks: what free memory holds, never more than one grouping's 32-bit task positions") {
+  // 1000 bytes beside 200 fixed at 8 a task: 100 tasks; a request lowers it, never raises it.
+  CHECK(p2p_chunk_tasks(1000, 200, 8, 0, 1000) == 100);
+  CHECK(p2p_chunk_tasks(1000, 200, 8, 40, 1000) == 40);
+  CHECK(p2p_chunk_tasks(1000, 200, 8, 500, 1000) == 100);
+  // The ceiling (a small artificial one here) holds however much memory is free.
+  CHECK(p2p_chunk_tasks(std::size_t{1} << 40, 0, 24, 0, 64) == 64);
+  CHECK(p2p_chunk_tasks(std::size_t{1} << 40, 0, 24, 1000, 64) == 64);
+  // Not one task fits: 0 (the caller's clear error).
+  CHECK(p2p_chunk_tasks(100, 200, 8, 0, 1000) == 0);
+  CHECK(p2p_chunk_tasks(200, 200, 8, 0, 1000) == 0);
+  // The real ceiling: 141 GB free at 24 bytes a task would be ~6e9 tasks in one chunk.
+  CHECK(kMaxP2PChunkTasks == 2147483647u);
+  CHECK(p2p_chunk_tasks(std::size_t{141} << 30, std::size_t{1} << 30, 24, 0) == kMaxP2PChunkTasks);
+}
 #else
 TEST_CASE("the GPU memory plan needs a CUDA build") {
   std::printf("SKIPPED: this build has no CUDA (configure with -DORBIS_CUDA=ON)\n");

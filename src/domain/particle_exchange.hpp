@@ -1,0 +1,36 @@
+// Particles to the ranks whose domains hold them (domain/orb_domains.hpp), and the ghost
+// particles each rank needs for its short-range forces.
+//
+// Ghosts: a rank's short-range sums are complete when it holds, besides its own particles,
+// every other particle within r_cut of one of them. Each rank publishes the extent of its
+// particles (a box around its domain's centre, unwrapped across the periodic boundary, so a
+// particle that drifted out of its domain since the last migration still counts); every
+// particle within r_cut of another rank's extent (nearest periodic image) goes there. Its
+// position is sent as it is, in [0, box): the short-range solver takes the nearest image
+// itself. Volume per step: the particles of a shell of thickness r_cut around each domain,
+// 24 bytes each, against the whole top tree and its remote leaves for a distributed tree:
+// for r_cut of a few mesh cells the shell is the smaller (and needs one exchange, no
+// round trips).
+#pragma once
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/particles.hpp"
+#include "core/vec3.hpp"
+#include "domain/orb_domains.hpp"
+
+namespace orbis {
+
+// Collective: every particle to domains.owner(pos); afterwards this rank holds exactly the
+// particles of its domain, sorted by id (the same order whatever the rank count and the
+// order of arrival). An empty time_bin means bin 0 for every particle; afterwards it holds
+// one bin per particle.
+void migrate_particles(Particles& particles, const OrbDomains& domains, const Comm& comm);
+
+// Collective: the positions of the other ranks' particles within r_cut of this rank's
+// particles' extent (above), by source rank and in their order there. `centre`: this rank's
+// domain centre. One rank: none.
+std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& centre, double r_cut, double box,
+                                 const Comm& comm);
+
+}  // namespace orbis

@@ -1,0 +1,46 @@
+#include "domain/rank_domains.hpp"
+
+#include "domain/particle_exchange.hpp"
+
+namespace orbis {
+
+RankDomains::RankDomains(double box_mpc_h, const Comm& comm) : comm_(comm), box_(box_mpc_h), domains_(box_mpc_h) {}
+
+void RankDomains::update(Particles& particles, double work) {
+  report_.rebuilt = false;
+  report_.migrated = 0;
+  if (comm_.size() == 1) return;
+  const double most = comm_.max(work);
+  const double mean = comm_.sum(work) / comm_.size();
+  report_.imbalance = mean > 0 ? most / mean : 1.0;
+  if (!built_ || report_.imbalance > kRebalance) {
+    // Each particle weighs its rank's work per particle; a rank that measured none, the
+    // run's mean per particle; nothing measured anywhere (the first step): 1 each.
+    std::vector<double> weight;
+    if (mean > 0) {
+      const double n_total = static_cast<double>(comm_.sum<std::uint64_t>(particles.size()));
+      const double per_particle = work > 0 && !particles.pos.empty() ? work / static_cast<double>(particles.size())
+                                           : mean * comm_.size() / n_total;
+      weight.assign(particles.size(), per_particle);
+    }
+    domains_ = OrbDomains::build(particles.pos, weight, box_, comm_);
+    built_ = true;
+    report_.rebuilt = true;
+  }
+  std::uint64_t leaving = 0;
+  for (const Vec3d& x : particles.pos) leaving += domains_.owner(x) != comm_.rank();
+  report_.migrated = leaving;
+  migrate_particles(particles, domains_, comm_);
+}
+
+const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut) {
+  with_ghosts_ = pos;
+  if (comm_.size() == 1) return with_ghosts_;
+  const DomainBox& mine = domains_.domain(comm_.rank());
+  const std::vector<Vec3d> ghosts = import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut, box_, comm_);
+  report_.ghosts = ghosts.size();
+  with_ghosts_.insert(with_ghosts_.end(), ghosts.begin(), ghosts.end());
+  return with_ghosts_;
+}
+
+}  // namespace orbis

@@ -1,0 +1,56 @@
+// A rank's part of a distributed run's particles: the ORB domains (domain/orb_domains.hpp),
+// kept from PM step to PM step and rebuilt when the measured work is out of balance, the
+// migration of the particles into them, and the ghosts their short-range forces need
+// (domain/particle_exchange.hpp). The step engines call it; on one rank it does nothing.
+//
+// Balance: each rank reports the work of its last force computations (interactions counted
+// by the short-range solver: deterministic, unlike timings, so a run's domains and results
+// are the same every time). When the largest exceeds the mean by more than kRebalance, the
+// domains are rebuilt with each particle weighted by its rank's work per particle, which
+// moves the cuts towards the expensive (clustered) regions.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/particles.hpp"
+#include "core/vec3.hpp"
+#include "domain/orb_domains.hpp"
+
+namespace orbis {
+
+struct DomainReport {
+  double imbalance = 1;         // largest rank's measured work / the mean (1: none measured)
+  bool rebuilt = false;         // the domains were (re)built at the last update
+  std::uint64_t migrated = 0;   // particles that left this rank at the last update
+  std::uint64_t ghosts = 0;     // ghosts imported at the last with_ghosts()
+};
+
+class RankDomains {
+ public:
+  static constexpr double kRebalance = 1.1;
+
+  RankDomains(double box_mpc_h, const Comm& comm);
+
+  // Collective. At a PM step, before the forces: (re)builds the domains if there are none
+  // or the work reported since the last update is out of balance, then moves every particle
+  // to its domain's rank (sorted by id there). work: this rank's interactions since then.
+  void update(Particles& particles, double work);
+  // Collective: pos followed by the other ranks' particles within r_cut of them (one rank:
+  // pos itself). Valid until the next call.
+  const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut);
+
+  const OrbDomains& domains() const { return domains_; }
+  const DomainReport& report() const { return report_; }
+  const Comm& comm() const { return comm_; }
+
+ private:
+  Comm comm_;
+  double box_;
+  bool built_ = false;
+  OrbDomains domains_;
+  DomainReport report_;
+  std::vector<Vec3d> with_ghosts_;
+};
+
+}  // namespace orbis
