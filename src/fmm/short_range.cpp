@@ -290,6 +290,10 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
       const auto begin = offsets[static_cast<std::size_t>(t)], end = offsets[static_cast<std::size_t>(t) + 1];
+      if (subset_ && !sinks_[static_cast<std::size_t>(t)]) {   // no target below: never read
+        active_[static_cast<std::size_t>(t)] = 0;
+        continue;
+      }
       std::fill_n(local_.data() + static_cast<std::size_t>(t) * nl, nl, 0.0);
       active_[static_cast<std::size_t>(t)] = begin < end;
       if (begin == end) continue;
