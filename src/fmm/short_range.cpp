@@ -314,7 +314,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& levels = tree_.levels();
   for (std::size_t lev = 1; lev < levels.size(); ++lev) {
     const auto& list = levels[lev];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (list.size() >= Multipoles::kParallelLevel)
     for (long q = 0; q < static_cast<long>(list.size()); ++q) {
       const auto c = static_cast<std::size_t>(list[static_cast<std::size_t>(q)]);
       const auto parent = static_cast<std::size_t>(nodes[c].parent);

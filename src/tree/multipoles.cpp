@@ -22,9 +22,11 @@ void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsig
     fail("multipoles: {} 'needed' flags for {} nodes", needed->size(), nodes.size());
   // wanted: needed, or a descendant of a needed node (top-down over the levels).
   wanted_.resize(nodes.size());
+  // (Small levels serially, here and below: a parallel region per level costs more than
+  // its few nodes, most of all when the steps of block time steps come many and small.)
   for (std::size_t lev = 0; lev < levels.size(); ++lev) {
     const auto& list = levels[lev];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (list.size() >= kParallelLevel)
     for (long q = 0; q < static_cast<long>(list.size()); ++q) {
       const auto i = static_cast<std::size_t>(list[static_cast<std::size_t>(q)]);
       const int parent = nodes[i].parent;
@@ -57,7 +59,7 @@ void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsig
   for (std::size_t lev = levels.size(); lev-- > 0;) {
     const auto& list = levels[lev];
     const long n_here = static_cast<long>(list.size());
-#pragma omp parallel
+#pragma omp parallel if (list.size() >= kParallelLevel)
     {
       std::vector<double> mono(static_cast<std::size_t>(nc));
 #pragma omp for schedule(static)

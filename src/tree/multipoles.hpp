@@ -24,6 +24,9 @@ class Multipoles {
   // M2M needs); the moments of the other nodes are left unspecified.
   void compute(const OrbTree& tree, int order, const std::vector<unsigned char>* needed = nullptr);
 
+  // Tree levels with fewer nodes than this are processed by one thread.
+  static constexpr std::size_t kParallelLevel = 256;
+
   int order() const { return set_ ? set_->order() : -1; }
   const MultiIndexSet& set() const { return *set_; }
   int stride() const { return set_->size(); }
