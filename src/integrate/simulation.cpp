@@ -14,6 +14,7 @@
 #include "integrate/outputs.hpp"
 #include "integrate/step_log.hpp"
 #include "core/units.hpp"
+#include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
 #include "io/snapshot.hpp"
 #include "ic/ic_power.hpp"
@@ -24,8 +25,9 @@ namespace orbis {
 
 namespace {
 
-// [ic] file: the particles of an IC or snapshot file, checked against the parameters.
-Particles read_ic_file(const Params& params, double& a_start) {
+// [ic] file: the particles of an IC or snapshot file, checked against the parameters; this
+// rank's share of them (every rank reads the file; the engine moves them to their domains).
+Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) {
   std::string path = params.get_string("ic.file");
   if (!path.empty() && path[0] != '/') path = join_path(params.directory(), path);
   const Snapshot snap = read_snapshot(path);
@@ -48,21 +50,30 @@ Particles read_ic_file(const Params& params, double& a_start) {
               snap.particles.mass / expected_mass - 1);
   log::info("initial conditions from '{}': {} particles at z = {}", path, snap.particles.size(), snap.header.redshift);
   a_start = snap.header.a;
-  return snap.particles;
+  if (comm.size() == 1) return snap.particles;
+  Particles share;
+  share.mass = snap.particles.mass;
+  for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < snap.particles.size(); i += comm.size()) {
+    share.pos.push_back(snap.particles.pos[i]);
+    share.mom.push_back(snap.particles.mom[i]);
+    share.id.push_back(snap.particles.id[i]);
+  }
+  return share;
 }
 
 }  // namespace
 
-Simulation::Simulation(const Params& params)
+Simulation::Simulation(const Params& params, const Comm& comm)
     : params_(params),
+      comm_(comm),
       cosmology_(Cosmology::from_params(params)),
-      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_)),
+      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_, comm_)),
       schedule_(OutputSchedule::from_params(
           params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
-  engine_ = make_step_engine(params);
+  engine_ = make_step_engine(params, comm_);
   limits_.softening = engine_->softening();
   out_dir_ = params.get_string("output.directory");
   if (schedule_.a_end > Cosmology::a_max)
@@ -79,22 +90,27 @@ RunSummary Simulation::run() {
   const IcSettings settings = IcSettings::from_params(params_);
   log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
   IcReport report;
-  Particles particles = make_initial_conditions(settings, cosmology_, power, &report);
+  Particles particles = make_initial_conditions(settings, cosmology_, power, &report, comm_);
   log_ic_report(settings, report);
-  if (settings.self_test) {
-    make_directories(out_dir_);
-    const std::string path = join_path(out_dir_, "ic_power.txt");
-    write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
-    log::info("IC self-test: wrote {}", path);
-  }
+  if (settings.self_test)
+    run_collectively(comm_, [&] {
+      if (!comm_.is_root()) return;
+      make_directories(out_dir_);
+      const std::string path = join_path(out_dir_, "ic_power.txt");
+      write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
+      log::info("IC self-test: wrote {}", path);
+    });
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
 RunSummary Simulation::run_from(Particles particles, double a) {
   RunSummary summary;
   Stopwatch run_watch;
-  make_directories(out_dir_);
-  write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+  run_collectively(comm_, [&] {
+    if (!comm_.is_root()) return;
+    make_directories(out_dir_);
+    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+  });
   log::info("gravity: {}", engine_->describe());
   engine_->load(std::move(particles));
   state_ = RunState{};
@@ -108,7 +124,7 @@ RunSummary Simulation::run_from(Particles particles, double a) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
   }
-  const double n = static_cast<double>(engine_->particles().size());
+  const double n = static_cast<double>(comm_.sum<std::uint64_t>(engine_->particles().size()));
   summary.steps = state_.steps;
   summary.a_final = state_.a;
   summary.seconds = run_watch.seconds();
@@ -182,7 +198,7 @@ void Simulation::sync_step(RunSummary& summary, double run_start_seconds) {
   report.da = a - a_old;
   report.io_seconds = io_watch.seconds();
   report.seconds = step_watch.seconds();
-  report.particles = engine_->particles().size();
+  report.particles = comm_.sum<std::uint64_t>(engine_->particles().size());
   report.active = active;
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
@@ -191,19 +207,32 @@ void Simulation::sync_step(RunSummary& summary, double run_start_seconds) {
   report.force = &stats;
   log::info("{}", step_line(report));
   const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
-  print_progress_bar(progress, report.eta_seconds);
+  if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);
 }
 
 void Simulation::write_outputs(RunSummary& summary) {
   OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
-  auto files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
+  std::vector<std::string> files;
+  if (comm_.size() == 1) {
+    files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
+  } else {
+    // Rank 0 writes every output of the gathered particles (domain/gather_particles.hpp).
+    const bool with_acc = params_.get_bool("output.accelerations");
+    const GatheredParticles all =
+        gather_particles(engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{}, comm_);
+    run_collectively(comm_, [&] {
+      if (comm_.is_root()) files = write_run_outputs(context, all.particles, all.values);
+    });
+    std::size_t count = files.size();
+    comm_.broadcast(count);
+    files.resize(count);
+    for (std::string& f : files) comm_.broadcast(f);
+  }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides) {
-  if (Comm::world().size() > 1)
-    fail("orbis run works on one rank for now (domains and ghosts are not written yet); run it without mpirun");
   Params params = Params::load(file, overrides);
   log::info("{}", banner("run " + file));
   Simulation simulation(params);   // every check before any work

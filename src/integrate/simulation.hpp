@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/params.hpp"
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
@@ -28,7 +29,9 @@ struct RunSummary {
 class Simulation {
  public:
   // Validates every parameter and their combinations; does no work.
-  explicit Simulation(const Params& params);
+  // Over several ranks (comm): each holds its share of the particles (step_engine.hpp, the
+  // host engine); ICs are made in shares, outputs gathered on rank 0, logs from rank 0.
+  explicit Simulation(const Params& params, const Comm& comm = Comm::world());
   ~Simulation();
 
   // Generates the ICs (built-in, or [ic] file) and runs to z_final.
@@ -36,7 +39,7 @@ class Simulation {
   // Runs from the given state at scale factor a (tests, restarts).
   RunSummary run_from(Particles particles, double a);
 
-  // The particles now (on the host: the CUDA engine downloads them).
+  // This rank's particles now (on the host: the CUDA engine downloads them).
   const Particles& particles() { return engine_->particles(); }
   const Cosmology& cosmology() const { return cosmology_; }
   const RunState& state() const { return state_; }
@@ -47,6 +50,7 @@ class Simulation {
   void write_outputs(RunSummary& summary);
 
   Params params_;
+  Comm comm_;
   Cosmology cosmology_;
   double file_a_ = 0;        // scale factor of [ic] file (0: built-in ICs); before file_ics_,
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
