@@ -26,12 +26,18 @@ struct RunSummary {
   std::vector<std::string> outputs; // files written
 };
 
+// How `orbis run` was asked to treat the output folder.
+struct RunOptions {
+  bool overwrite = false;   // replace files of the folder that this run writes (else: refuse before any work)
+};
+
 class Simulation {
  public:
-  // Validates every parameter and their combinations; does no work.
+  // Validates every parameter and their combinations, and checks the output folder (writable,
+  // room for an output, no file the run would replace unless `options.overwrite`); does no work.
   // Over several ranks (comm): each holds its share of the particles (step_engine.hpp, the
   // host engine); ICs are made in shares, outputs gathered on rank 0, logs from rank 0.
-  explicit Simulation(const Params& params, const Comm& comm = Comm::world());
+  explicit Simulation(const Params& params, const RunOptions& options = {}, const Comm& comm = Comm::world());
   ~Simulation();
 
   // Generates the ICs (built-in, or [ic] file) and runs to z_final.
@@ -48,6 +54,7 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double run_start_seconds);
   void write_outputs(RunSummary& summary);
+  void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 
   Params params_;
   Comm comm_;
@@ -62,6 +69,7 @@ class Simulation {
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
-int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides);
+int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,
+                           const RunOptions& options = {});
 
 }  // namespace orbis

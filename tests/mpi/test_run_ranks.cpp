@@ -56,9 +56,9 @@ TEST_CASE("a TreePM run on several ranks ends where the one-rank run ends") {
   const Comm world = Comm::world();
   const orbis::test::SharedScratchDir dir("run_ranks", world);
   const std::string one = dir.file("one"), many = dir.file("many");
-  if (world.is_root()) orbis::Simulation(run_params(one), Comm::self()).run();
+  if (world.is_root()) orbis::Simulation(run_params(one), {}, Comm::self()).run();
   world.barrier();
-  const orbis::RunSummary summary = orbis::Simulation(run_params(many), world).run();
+  const orbis::RunSummary summary = orbis::Simulation(run_params(many), {}, world).run();
   CHECK(summary.steps > 2);
   if (!world.is_root()) return;
 
