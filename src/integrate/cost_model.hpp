@@ -1,10 +1,7 @@
-// The ETA of the step log from the run's measured cost. A sync point costs a fixed part
-// (drifting every particle, refitting the tree, the walk's and the far field's passes) plus a
-// part per active particle: seconds = alpha * evaluations + beta * sync points, alpha and
-// beta fitted by least squares to the recent PM steps. What remains is predicted from the
-// time bins: exactly for the PM step in progress (the evaluations and sync points its bins
-// still make); for the later PM steps from the current bins' rates per unit ln a, grown as
-// they grew over the recent PM steps (the bins deepen as structure forms).
+// The ETA of the step log from the run's measured cost: the force evaluations still to come
+// are predicted from the time bins (exactly for the PM step in progress; for the later PM
+// steps from the bins' evaluation rate per unit ln a, grown as it grew over the recent PM
+// steps), and priced at the recent wall seconds per evaluation.
 #pragma once
 #include <cstddef>
 

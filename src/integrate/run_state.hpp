@@ -16,7 +16,6 @@ struct CostRecord {
   double dln_a = 0;           // its length in ln a
   double particle_steps = 0;  // force evaluations in it (active particles summed over sync points)
   double seconds = 0;         // wall seconds of its sync points (outputs not included)
-  double sync_points = 0;     // its sync points (force computations)
 };
 
 struct RunState {

@@ -172,7 +172,7 @@ void Simulation::begin_pm_step() {
   const double dln = hierarchical_ ? pm_step_dln_a(limits_, cosmology_, a, engine_->rms_momentum())
                                    : allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
   stepper_->begin_pm_step(state_, next_scale_factor(a, schedule_.next_after(a), dln));
-  state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0, 0};
+  state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0};
 }
 
 // One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
