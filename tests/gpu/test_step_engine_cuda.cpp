@@ -3,9 +3,11 @@
 // P2P's summation order, with the same error against an exact Ewald sum; its drift is the
 // host's bit for bit; two engines given the same particles stay bitwise identical through
 // forces, kicks and drifts; and a memory plan that does not fit stops load() with a message
-// before anything is allocated. Returns 77 without a usable GPU.
+// before anything is allocated; the reductions of the step criteria (rms momentum, the new
+// bins and their counts) are the host's. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -161,4 +163,54 @@ TEST_CASE("GPU step engine: a memory plan beyond [gpu] memory_limit_gib stops lo
   CHECK(message.find("memory_limit_gib = 0.001") != std::string::npos);
   CHECK(message.find("max_leaf") != std::string::npos);
   CHECK(engine.peak_device_bytes() == 0);   // no step ran
+}
+
+TEST_CASE("GPU step engine: rms momentum is the host engine's, bitwise; bins and counts as bin_for_acceleration's") {
+  test::require_gpu_or_skip();
+  const Particles p = moving_particles();
+  CudaStepEngine engine(params_for("cuda"));
+  engine.load(p);
+  auto host = make_step_engine(params_for("cpu"));
+  host->load(p);
+  // The host engine's ordered sum (the same blocks, in the same order): the same bits.
+  const double rms = engine.rms_momentum(), rms_host = host->rms_momentum();
+  MESSAGE("rms momentum: GPU " << rms << " km/s, host " << rms_host << " km/s");
+  CHECK(std::memcmp(&rms, &rms_host, sizeof(double)) == 0);
+  CHECK(rms > 100);
+
+  ForceStats stats;
+  engine.compute_forces(true, 0, stats);
+  const std::vector<Vec3d> g = engine.accelerations();
+  double g_max = 0;
+  for (const Vec3d& a : g) g_max = std::max(g_max, std::sqrt(norm2(a)));
+  CHECK(engine.max_acceleration() == doctest::Approx(g_max).epsilon(1e-15));
+
+  // Thresholds that spread the particles over several bins; first every particle (bins
+  // 0..6), then only those in bins >= 2 (into 2..5), the others keeping theirs.
+  std::vector<std::uint8_t> expected(p.size(), 0);
+  BinRule rule;
+  rule.acc_bin0 = g_max / 300;
+  rule.max_bin = 6;
+  for (int pass = 0; pass < 2; ++pass) {
+    CAPTURE(pass);
+    if (pass == 1) {
+      rule.min_active_bin = 2;
+      rule.max_bin = 5;
+      rule.acc_bin0 = g_max / 40;
+    }
+    BinCounts counts_expected{};
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (expected[i] >= rule.min_active_bin)
+        expected[i] = static_cast<std::uint8_t>(bin_for_acceleration(norm2(g[i]), rule));
+      ++counts_expected[expected[i]];
+    }
+    const BinCounts counts = engine.assign_bins(rule);
+    const std::vector<std::uint8_t>& bins = engine.particles().time_bin;
+    int used = 0;
+    for (std::uint64_t c : counts) used += c > 0;
+    MESSAGE("pass " << pass << ": " << used << " bins in use");
+    CHECK(used >= 3);
+    CHECK(counts == counts_expected);
+    CHECK(bins == expected);
+  }
 }
