@@ -1,9 +1,14 @@
 // Whole runs with the CUDA step engine (make_step_engine picks it for [gpu] backend = "cuda"):
 // two runs of the same small configuration write bitwise identical snapshots, and the demo
 // (params/demo.toml) run on the GPU and on the CPU (host engine, CPU P2P) ends with the same
-// z = 0 power spectrum within 0.1% for k <= 1 h/Mpc. The CPU run is the reference: the two
-// differ only in summation order (float P2P, the far field, the PM's FFTs). Returns 77
-// without a usable GPU.
+// z = 0 power spectrum. The CPU run is the reference: the two differ only in rounding
+// (summation order of the float P2P, the far field, the PM's FFTs), which the orbits'
+// chaos amplifies. How much rounding alone moves the demo's z = 0 P(k) (measured on an H100
+// and 16 cores): the CPU run with float vs double P2P differ by up to 6e-4 for k <= 1 h/Mpc,
+// the GPU run with float vs double P2P by up to 1.3e-3, both below 2e-4 for k <= 0.5 h/Mpc.
+// So the bars: 0.1% for k <= 0.5 h/Mpc, where that noise is five times smaller, and 0.2% for
+// k <= 1 h/Mpc, about the noise itself; a force error of 0.1% on the GPU alone would
+// exceed them. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -67,7 +72,7 @@ TEST_CASE("GPU runs: two runs of the same configuration write bitwise identical 
   CHECK_FALSE(same_bits(z3.particles.pos, z1.particles.pos));
 }
 
-TEST_CASE("GPU run of the demo: the z = 0 power spectrum of the CPU run within 0.1% for k <= 1 h/Mpc") {
+TEST_CASE("GPU run of the demo: the z = 0 power spectrum of the CPU run within 0.1% (k <= 0.5 h/Mpc), 0.2% (k <= 1)") {
   test::require_gpu_or_skip();
   test::ScratchDir dir("run_cuda_demo");
   const std::string demo = std::string(ORBIS_SOURCE_DIR) + "/params/demo.toml";
@@ -87,19 +92,22 @@ TEST_CASE("GPU run of the demo: the z = 0 power spectrum of the CPU run within 0
   std::printf("demo to z = 0: GPU %lld steps in %.1f s, CPU %lld steps in %.1f s\n     k [h/Mpc]   P_cpu         P_gpu/P_cpu - 1\n",
               static_cast<long long>(gpu_run.steps), gpu_run.seconds, static_cast<long long>(cpu_run.steps),
               cpu_run.seconds);
-  double worst = 0;
+  double worst_half = 0, worst = 0;
   int compared = 0;
   for (std::size_t i = 0; i < cpu.bins.size(); ++i) {
     const PowerSpectrumBin &c = cpu.bins[i], &g = gpu.bins[i];
     if (c.k_mean > 1.0) break;
-    const double d = g.power / c.power - 1;
-    worst = std::max(worst, std::fabs(d));
+    const double d = std::fabs(g.power / c.power - 1);
+    worst = std::max(worst, d);
+    if (c.k_mean <= 0.5) worst_half = std::max(worst_half, d);
     ++compared;
-    if (i % 2 == 0) std::printf("  %10.4f  %12.5e  %+.3e\n", c.k_mean, c.power, d);
+    if (i % 2 == 0) std::printf("  %10.4f  %12.5e  %+.3e\n", c.k_mean, c.power, g.power / c.power - 1);
   }
-  std::printf("largest |P_gpu/P_cpu - 1| for k <= 1 h/Mpc: %.3e over %d bins\n", worst, compared);
+  std::printf("largest |P_gpu/P_cpu - 1|: %.3e for k <= 0.5 h/Mpc, %.3e for k <= 1 h/Mpc (%d bins)\n", worst_half, worst,
+              compared);
   std::fflush(stdout);
   CHECK(gpu_run.steps == cpu_run.steps);
   CHECK(compared > 10);
-  CHECK(worst < 1e-3);
+  CHECK(worst_half < 1e-3);
+  CHECK(worst < 2e-3);
 }
