@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
 
 namespace orbis {
@@ -80,6 +81,11 @@ int run_fof_command(const FofCommandOptions& options) {
     fail("orbis fof runs on one rank for now (the friends-of-friends merge across ranks is not written yet); "
          "run it without mpirun");
   const std::string file = first_file(options.snapshot);
+  // Before reading anything: a catalogue of that name may be another code's (GADGET-4 writes
+  // fof_tab_NNN.hdf5 next to its snapshots too), and the folder must take the new one.
+  const std::string out = options.out.empty() ? default_catalogue_path(options.snapshot) : options.out;
+  refuse_to_replace({out, halo::mass_function_path(out)}, options.overwrite, "orbis fof");
+  check_folder_writable(parent_folder(out), options.out.empty() ? "the snapshot's folder" : "--out");
   Snapshot snap = read_snapshot(options.snapshot);
   const SnapshotHeader& head = snap.header;
   if (snap.particles.size() == 0) fail("snapshot '{}' holds no particles", options.snapshot);
@@ -118,7 +124,6 @@ int run_fof_command(const FofCommandOptions& options) {
   log::info("fof: {} particles from '{}', box {} Mpc/h, a = {:.6g} (z = {:.4g})", snap.particles.size(),
             options.snapshot, head.box_mpc_h, head.a, head.redshift);
   const GroupCatalogue catalogue = halo::find_haloes(snap.particles, head.box_mpc_h, head.a, params);
-  const std::string out = options.out.empty() ? default_catalogue_path(options.snapshot) : options.out;
   halo::write_halo_outputs(out, catalogue, params);
   return 0;
 }

@@ -20,6 +20,7 @@ struct FofCommandOptions {
   double linking_length = -1;            // b; < 0: from the parameters (default 0.2)
   std::int64_t min_members = -1;         // < 0: from the parameters (default 32)
   std::vector<std::string> overrides;    // "section.key=value"
+  bool overwrite = false;                // replace an existing catalogue (else: refuse before any work)
 };
 
 // The catalogue path used when --out is not given: SNAPDIR/fof_tab_NNN.hdf5 for a snapshot

@@ -11,6 +11,7 @@
 #include "core/timer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/output_guard.hpp"
 #include "io/provenance.hpp"
 #include "io/snapshot.hpp"
 
@@ -22,6 +23,16 @@ std::string settings_summary(const PowerSpectrum& pk) {
   return fmt::format("grid {}^3, {}, interlacing {}, fold {}, {} bins, shot noise {}", s.grid_side,
                      window_name(s.window), s.interlacing ? "on" : "off", s.fold_factor,
                      s.log_bins ? "log" : "linear", s.subtract_shot_noise ? "subtracted" : "not subtracted");
+}
+
+// --out, or the snapshot's path without .hdf5 plus "_pk".
+std::string output_base(const PkCommandOptions& o) {
+  if (!o.out.empty()) return o.out;
+  std::string base = o.snapshot;
+  const std::string ext = ".hdf5";
+  if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
+    base.resize(base.size() - ext.size());
+  return base + "_pk";
 }
 
 }  // namespace
@@ -95,6 +106,9 @@ void run_pk_command(const PkCommandOptions& o, const Comm& comm) {
   if (o.binning != "linear" && o.binning != "log") fail("pk: --binning {}: expected linear or log", o.binning);
   if (o.grid != 0 && (o.grid < 4 || o.grid % 2 != 0)) fail("pk: --grid {}: expected an even number >= 4", o.grid);
   if (o.fold < 1) fail("pk: --fold {}: expected an integer >= 1", o.fold);
+  const std::string base = output_base(o);
+  refuse_to_replace({base + ".txt", base + ".hdf5"}, o.overwrite, "orbis pk");
+  check_folder_writable(parent_folder(base), o.out.empty() ? "the snapshot's folder" : "--out");
   const Snapshot snap = read_snapshot(o.snapshot, comm);
   const auto& h = snap.header;
   const std::size_t count = h.num_total;
@@ -122,14 +136,6 @@ void run_pk_command(const PkCommandOptions& o, const Comm& comm) {
   const PowerSpectrumSettings settings = PowerSpectrumSettings::from_params(params);
 
   const PowerSpectrum pk = measure_power_spectrum(snap.particles.pos, h.box_mpc_h, settings, {}, comm);
-  std::string base = o.out;
-  if (base.empty()) {
-    base = o.snapshot;
-    const std::string ext = ".hdf5";
-    if (base.size() > ext.size() && base.compare(base.size() - ext.size(), ext.size(), ext) == 0)
-      base.resize(base.size() - ext.size());
-    base += "_pk";
-  }
   run_collectively(comm, [&] {
     if (comm.is_root()) write_power_spectrum(base, pk, h.a, params);
   });

@@ -33,12 +33,14 @@ struct PkCommandOptions {
   std::string binning = "linear";
   int num_bins = 0;
   bool subtract_shot_noise = false;
+  bool overwrite = false;        // replace existing output files (else: refuse before any work)
 };
 
 // `orbis pk`: reads the snapshot (read_snapshot: ours, GADGET-4, N-GenIC, MUSIC, monofonIC),
 // measures P(k) and writes the two files. No parameter file is needed; the settings used are
 // recorded in /Parameters like a run's. Over several ranks (collective) each reads a share
-// of the snapshot, the mesh is distributed, and rank 0 writes.
+// of the snapshot, the mesh is distributed, and rank 0 writes. Existing output files are
+// replaced only with `overwrite`; otherwise the command stops before reading the snapshot.
 void run_pk_command(const PkCommandOptions& options, const Comm& comm = Comm::world());
 
 }  // namespace orbis

@@ -41,13 +41,19 @@ int main(int argc, char** argv) {
   fof_cmd->add_option("--set", fof_options.overrides,
                       "override a parameter, e.g. --set cosmology.omega_m=0.3 (needed when the snapshot "
                       "has no cosmology)");
+  fof_cmd->add_flag("--overwrite", fof_options.overwrite,
+                    "replace an existing catalogue of the same name (without it: an error before any work)");
 
   std::string run_file;
   std::vector<std::string> run_overrides;
+  orbis::RunOptions run_options;
   auto* run_cmd = app.add_subcommand("run", "run a simulation from built-in ICs to time.z_final, with "
                                             "snapshots, power spectra and halo catalogues at the outputs");
   run_cmd->add_option("FILE", run_file, "parameter file (TOML)")->required();
   run_cmd->add_option("--set", run_overrides, "override a parameter: section.key=value (repeatable)");
+  run_cmd->add_flag("--overwrite", run_options.overwrite,
+                    "replace files in the output folder that this run would write (without it: an error "
+                    "before any work when one exists)");
 
   std::string ic_file;
   std::vector<std::string> ic_overrides;
@@ -68,6 +74,7 @@ int main(int argc, char** argv) {
   pk_cmd->add_option("--bins", pk.num_bins, "number of bins (0: one per k_F, or 10 per decade)");
   pk_cmd->add_flag("--subtract-shot-noise", pk.subtract_shot_noise, "subtract the shot noise from P(k)");
   pk_cmd->add_option("--out", pk.out, "output base path: writes OUT.txt and OUT.hdf5 (default SNAPSHOT_pk)");
+  pk_cmd->add_flag("--overwrite", pk.overwrite, "replace existing OUT.txt / OUT.hdf5 (without it: an error before any work)");
 
   int status = 0;
   try {
@@ -75,7 +82,7 @@ int main(int argc, char** argv) {
     if (params_cmd->parsed()) {
       fmt::print("{}", orbis::schema_markdown());
     } else if (run_cmd->parsed()) {
-      status = orbis::run_simulation_command(run_file, run_overrides);
+      status = orbis::run_simulation_command(run_file, run_overrides, run_options);
     } else if (ic_cmd->parsed()) {
       status = orbis::run_ic_command(ic_file, ic_overrides);
     } else if (fof_cmd->parsed()) {

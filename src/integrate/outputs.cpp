@@ -11,17 +11,62 @@
 #include "cosmology/cosmology.hpp"
 #include "cosmology/linear_power.hpp"
 #include "io/atomic_file.hpp"
+#include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
 
 namespace orbis {
+namespace {
+
+// The names of output `index`'s files; empty: not written.
+struct OutputNames {
+  std::string snapshot, pk_base, catalogue;
+};
+
+OutputNames output_names(const Params& params, const std::string& directory, int index) {
+  const std::string number = fmt::format("{:03d}", index);
+  OutputNames names;
+  if (params.get_bool("output.snapshots")) names.snapshot = join_path(directory, "snapshot_" + number + ".hdf5");
+  if (params.get_bool("analysis.pk")) names.pk_base = join_path(directory, "powerspec_" + number);
+  if (params.get_bool("analysis.fof")) names.catalogue = join_path(directory, halo::catalogue_file_name(index));
+  return names;
+}
+
+}  // namespace
 
 void validate_outputs(const Params& params) {
-  // Building the settings checks them; nothing is measured or written here.
+  // Building the settings checks them; nothing is measured here.
   if (params.get_bool("analysis.pk")) {
     PowerSpectrumSettings::from_params(params);
     LinearPower::from_params(params);
   }
   if (params.get_bool("analysis.fof")) fof::config_from_params(params);
+  check_folder_writable(params.get_string("output.directory"), params.describe("output.directory"));
+}
+
+std::vector<std::string> output_file_names(const Params& params, const std::string& directory, int index) {
+  const OutputNames names = output_names(params, directory, index);
+  std::vector<std::string> files;
+  if (!names.snapshot.empty())
+    files = snapshot_file_names(names.snapshot, static_cast<int>(params.get_int("output.files_per_snapshot")));
+  if (!names.pk_base.empty()) {
+    files.push_back(names.pk_base + ".txt");
+    files.push_back(names.pk_base + ".hdf5");
+  }
+  if (!names.catalogue.empty()) {
+    files.push_back(names.catalogue);
+    files.push_back(halo::mass_function_path(names.catalogue));
+  }
+  return files;
+}
+
+double output_file_bytes(const Params& params, std::uint64_t particles) {
+  const double n = static_cast<double>(particles);
+  double bytes = 1 << 20;   // headers, /Parameters, P(k), mass function: well under a MiB
+  // Coordinates and Velocities in double, 64-bit IDs, Acceleration when asked for.
+  if (params.get_bool("output.snapshots")) bytes += n * (48 + 8 + (params.get_bool("output.accelerations") ? 24 : 0));
+  // At most every particle in a group: its ID in /IDs/ID.
+  if (params.get_bool("analysis.fof")) bytes += 8 * n;
+  return bytes;
 }
 
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
@@ -29,31 +74,29 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   std::vector<std::string> files;
   const Params& params = c.params;
   const double box = params.get_real("box.size_mpc_h");
-  const std::string number = fmt::format("{:03d}", c.index);
-  log::info("output {} at a = {:.6f} (z = {:.4f})", number, c.a, 1 / c.a - 1);
+  const OutputNames names = output_names(params, c.directory, c.index);
+  log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
 
-  if (params.get_bool("output.snapshots")) {
-    const std::string path = join_path(c.directory, "snapshot_" + number + ".hdf5");
-    write_snapshot(path, particles, c.a, params, params.get_bool("output.accelerations") ? &accelerations : nullptr);
-    files.push_back(path);
+  if (!names.snapshot.empty()) {
+    const auto written = write_snapshot(names.snapshot, particles, c.a, params,
+                                        params.get_bool("output.accelerations") ? &accelerations : nullptr);
+    files.insert(files.end(), written.begin(), written.end());
   }
-  if (params.get_bool("analysis.pk")) {
+  if (!names.pk_base.empty()) {
     const LinearPower power = LinearPower::from_params(params);
     const double d = c.cosmology.growth(c.a);
     const PowerSpectrum pk = measure_power_spectrum(particles.pos, box, PowerSpectrumSettings::from_params(params),
                                                     [&](double k) { return power(k) * d * d; });
-    const std::string base = join_path(c.directory, "powerspec_" + number);
-    write_power_spectrum(base, pk, c.a, params);
-    files.push_back(base + ".txt");
-    files.push_back(base + ".hdf5");
+    write_power_spectrum(names.pk_base, pk, c.a, params);
+    files.push_back(names.pk_base + ".txt");
+    files.push_back(names.pk_base + ".hdf5");
   }
-  if (params.get_bool("analysis.fof")) {
-    const std::string path = join_path(c.directory, halo::catalogue_file_name(c.index));
+  if (!names.catalogue.empty()) {
     const GroupCatalogue catalogue = halo::find_haloes(particles, box, c.a, params);
-    halo::write_halo_outputs(path, catalogue, params);
+    halo::write_halo_outputs(names.catalogue, catalogue, params);
     log::info("  {} haloes with at least {} particles", catalogue.len.size(), params.get_int("analysis.fof_min_members"));
-    files.push_back(path);
-    files.push_back(halo::mass_function_path(path));
+    files.push_back(names.catalogue);
+    files.push_back(halo::mass_function_path(names.catalogue));
   }
   for (const auto& f : files) log::info("  wrote {}", f);
   return files;

@@ -15,6 +15,7 @@
 #include "integrate/step_log.hpp"
 #include "core/units.hpp"
 #include "io/atomic_file.hpp"
+#include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
 #include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
@@ -53,7 +54,7 @@ Particles read_ic_file(const Params& params, double& a_start) {
 
 }  // namespace
 
-Simulation::Simulation(const Params& params)
+Simulation::Simulation(const Params& params, const RunOptions& options)
     : params_(params),
       cosmology_(Cosmology::from_params(params)),
       file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_)),
@@ -69,6 +70,22 @@ Simulation::Simulation(const Params& params)
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
+  check_output_folder(options);
+}
+
+// Before any work: the run never replaces a file it did not write (another run's outputs, a
+// GADGET-4 catalogue) unless told to, and the folder's disk takes at least its first output.
+void Simulation::check_output_folder(const RunOptions& options) const {
+  std::vector<std::string> files{join_path(out_dir_, "used_parameters.toml")};
+  for (int index = 0; index < static_cast<int>(schedule_.a_outputs.size()); ++index)
+    for (auto& file : output_file_names(params_, out_dir_, index)) files.push_back(std::move(file));
+  refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
+                    "pass --overwrite to replace them, or choose another [output] directory");
+  const auto side = static_cast<std::uint64_t>(params_.get_int("box.particles_per_side"));
+  const std::uint64_t particles = file_a_ > 0 ? file_ics_.size() : side * side * side;
+  check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
+                  fmt::format("one output of {} particles", particles),
+                  "[box] particles_per_side (or turn off [output] snapshots)");
 }
 
 Simulation::~Simulation() = default;
@@ -201,12 +218,13 @@ void Simulation::write_outputs(RunSummary& summary) {
   ++state_.output_index;
 }
 
-int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides) {
+int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,
+                           const RunOptions& options) {
   if (Comm::world().size() > 1)
     fail("orbis run works on one rank for now (domains and ghosts are not written yet); run it without mpirun");
   Params params = Params::load(file, overrides);
   log::info("{}", banner("run " + file));
-  Simulation simulation(params);   // every check before any work
+  Simulation simulation(params, options);   // every check before any work
   for (const auto& [name, value] : params.flat()) log::info("  {} = {}", name, value);
   simulation.run();
   return 0;

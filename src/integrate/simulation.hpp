@@ -25,10 +25,16 @@ struct RunSummary {
   std::vector<std::string> outputs; // files written
 };
 
+// How `orbis run` was asked to treat the output folder.
+struct RunOptions {
+  bool overwrite = false;   // replace files of the folder that this run writes (else: refuse before any work)
+};
+
 class Simulation {
  public:
-  // Validates every parameter and their combinations; does no work.
-  explicit Simulation(const Params& params);
+  // Validates every parameter and their combinations, and checks the output folder (writable,
+  // room for an output, no file the run would replace unless `options.overwrite`); does no work.
+  explicit Simulation(const Params& params, const RunOptions& options = {});
   ~Simulation();
 
   // Generates the ICs (built-in, or [ic] file) and runs to z_final.
@@ -45,6 +51,7 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double run_start_seconds);
   void write_outputs(RunSummary& summary);
+  void check_output_folder(const RunOptions& options) const;
 
   Params params_;
   Cosmology cosmology_;
@@ -58,6 +65,7 @@ class Simulation {
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
-int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides);
+int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,
+                           const RunOptions& options = {});
 
 }  // namespace orbis
