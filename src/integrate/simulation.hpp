@@ -9,6 +9,7 @@
 #include "core/params.hpp"
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
+#include "integrate/block_stepper.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/run_state.hpp"
 #include "integrate/step_engine.hpp"
@@ -49,7 +50,7 @@ class Simulation {
 
  private:
   void begin_pm_step();
-  void sync_step(RunSummary& summary, double run_start_seconds);
+  void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
   void check_output_folder(const RunOptions& options) const;
 
@@ -59,8 +60,12 @@ class Simulation {
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
+  bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
+  std::unique_ptr<CosmicTimeline> timeline_;
+  std::unique_ptr<BlockStepper> stepper_;
   RunState state_;
+  std::size_t n_particles_ = 0;
   std::string out_dir_;
 };
 
