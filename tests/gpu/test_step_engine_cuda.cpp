@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.hpp"
@@ -213,4 +214,60 @@ TEST_CASE("GPU step engine: rms momentum is the host engine's, bitwise; bins and
     CHECK(counts == counts_expected);
     CHECK(bins == expected);
   }
+}
+
+TEST_CASE("GPU step engine: a step of the active bins gives them the host engine's forces and keeps the others'") {
+  test::require_gpu_or_skip();
+  // Bins: 2 in a slab and every fifth particle of the next slab (leaves partly active), 1 in
+  // a third slab, 0 elsewhere; min_active_bin = 2 makes the first group active.
+  Particles p = moving_particles();
+  p.time_bin.assign(p.size(), 0);
+  std::size_t n_active = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double x = p.pos[i].x / kBox;
+    if (x < 0.25 || (x < 0.5 && i % 5 == 0)) p.time_bin[i] = 2;
+    else if (x < 0.75) p.time_bin[i] = 1;
+    n_active += p.time_bin[i] >= 2;
+  }
+  const std::string double_mesh = "pm_mesh_precision = \"double\"\n";   // the PMs agree to ~1e-12
+  auto host = make_step_engine(params_for("cpu", "", double_mesh));
+  CudaStepEngine subset(params_for("cuda", "", double_mesh)), full(params_for("cuda", "", double_mesh));
+  ForceStats stats;
+  for (StepEngine* e : std::initializer_list<StepEngine*>{host.get(), &subset, &full}) {
+    e->load(p);
+    e->compute_forces(true, 0, stats);
+  }
+  const std::vector<Vec3d> before = subset.accelerations();
+  for (StepEngine* e : std::initializer_list<StepEngine*>{host.get(), &subset, &full}) e->drift(2e-3);
+  host->compute_forces(false, 2, stats);
+  ForceStats subset_stats, full_stats;
+  subset.compute_forces(false, 2, subset_stats);
+  full.compute_forces(false, 0, full_stats);
+  const std::vector<Vec3d>& g_host = host->accelerations();
+  const std::vector<Vec3d>& g_subset = subset.accelerations();
+  const std::vector<Vec3d>& g_full = full.accelerations();
+
+  std::size_t kept = 0, as_full = 0, moved = 0;
+  double rms = 0, worst = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p.time_bin[i] < 2) {
+      kept += std::memcmp(&g_subset[i], &before[i], sizeof(Vec3d)) == 0;
+      continue;
+    }
+    as_full += std::memcmp(&g_subset[i], &g_full[i], sizeof(Vec3d)) == 0;
+    moved += std::memcmp(&g_subset[i], &before[i], sizeof(Vec3d)) != 0;
+    rms += norm2(g_host[i]);
+    worst = std::max(worst, std::sqrt(norm2(g_subset[i] - g_host[i])));
+  }
+  const double d = worst / std::sqrt(rms / static_cast<double>(n_active));
+  MESSAGE(n_active << " of " << p.size() << " particles active; GPU vs host engine: max |diff| / rms " << d
+                   << "; P2P pairs " << subset_stats.p2p_interactions << " (subset) vs " << full_stats.p2p_interactions
+                   << " (all)");
+  CHECK(n_active > p.size() / 5);
+  CHECK(n_active < p.size() / 2);
+  CHECK(kept == p.size() - n_active);     // the inactive particles keep their forces, bitwise
+  CHECK(moved == n_active);               // the active ones got new ones ...
+  CHECK(as_full == n_active);             // ... bitwise those of every particle's computation
+  CHECK(d < 2e-6);                        // ... and the host engine's, up to the float P2P's order
+  CHECK(subset_stats.p2p_interactions < 0.8 * full_stats.p2p_interactions);
 }
