@@ -16,7 +16,7 @@
 
 namespace orbis {
 
-std::unique_ptr<StepEngine> make_step_engine(const Params& params) {
+std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
   const std::string backend = params.get_string("gpu.backend");
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
   if (params.get_string("gravity.solver") != "pm") {
@@ -28,7 +28,7 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params) {
   // "auto" with a usable GPU, on one rank; the host engine otherwise (over several ranks its
   // P2P still runs on the [gpu] backend, which also reports a "cuda" that cannot run).
 #if defined(ORBIS_HAVE_CUDA)
-  if (backend != "cpu" && Comm::world().size() == 1) {
+  if (backend != "cpu" && comm.size() == 1) {
     const int device = static_cast<int>(params.get_int("gpu.device"));
     std::string why;
     if (cuda_device_usable(device, &why)) {
@@ -38,7 +38,7 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params) {
     if (backend == "cuda") fail("{} = \"cuda\", but {}", params.describe("gpu.backend"), why);
   }
 #endif
-  return std::make_unique<HostStepEngine>(params);
+  return std::make_unique<HostStepEngine>(params, comm);
 }
 
 }  // namespace orbis
