@@ -18,6 +18,8 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& c
   // ---- The CUDA step engine (particles resident on the device) is chosen here, for
   // [gpu] backend = "cuda", or "auto" with a usable GPU: return make_cuda_step_engine(params).
   // Until then the host engine serves every backend (its P2P runs on the [gpu] backend).
+  // Over several ranks (comm.size() > 1) only the host engine has domains and ghosts, so it
+  // must serve them until the CUDA engine has them too.
   return std::make_unique<HostStepEngine>(params, comm);
 }
 
