@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--overwrite", run_options.overwrite,
                     "replace files in the output folder that this run would write (without it: an error "
                     "before any work when one exists)");
+  auto* overwrite_flag = run_cmd->get_option("--overwrite");
+  run_cmd->add_flag("--restart", run_options.restart,
+                    "continue the run from the newest complete checkpoint in its output folder (the physics "
+                    "parameters must be the checkpoint's; z_final and the outputs may change)")
+      ->excludes(overwrite_flag);
 
   std::string ic_file;
   std::vector<std::string> ic_overrides;

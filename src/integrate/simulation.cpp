@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -10,9 +11,11 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "integrate/checkpoint.hpp"
 #include "integrate/cost_model.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/step_log.hpp"
+#include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
@@ -70,17 +73,28 @@ Simulation::Simulation(const Params& params, const RunOptions& options)
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  check_output_folder(options);
+  options_ = options;
+  if (options.restart) {
+    restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_));
+    check_restart_parameters(*restart_, params_);
+    if (restart_->state.tick != kPmTicks)
+      fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
+  } else {
+    check_output_folder(options);
+  }
 }
 
 // Before any work: the run never replaces a file it did not write (another run's outputs, a
 // GADGET-4 catalogue) unless told to, and the folder's disk takes at least its first output.
 void Simulation::check_output_folder(const RunOptions& options) const {
-  std::vector<std::string> files{join_path(out_dir_, "used_parameters.toml")};
+  std::vector<std::string> files = find_checkpoints(out_dir_);   // another run's (--restart continues it)
+  files.push_back(join_path(out_dir_, "used_parameters.toml"));
+  if (file_a_ == 0 && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
   for (int index = 0; index < static_cast<int>(schedule_.a_outputs.size()); ++index)
     for (auto& file : output_file_names(params_, out_dir_, index)) files.push_back(std::move(file));
   refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
-                    "pass --overwrite to replace them, or choose another [output] directory");
+                    "pass --restart to continue the run that wrote them, --overwrite to replace them, or choose "
+                    "another [output] directory");
   const auto side = static_cast<std::uint64_t>(params_.get_int("box.particles_per_side"));
   const std::uint64_t particles = file_a_ > 0 ? file_ics_.size() : side * side * side;
   check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
@@ -91,6 +105,7 @@ void Simulation::check_output_folder(const RunOptions& options) const {
 Simulation::~Simulation() = default;
 
 RunSummary Simulation::run() {
+  if (restart_) return resume();
   if (file_a_ > 0) return run_from(std::move(file_ics_), file_a_);
   const LinearPower power = LinearPower::from_params(params_);
   const IcSettings settings = IcSettings::from_params(params_);
@@ -107,23 +122,76 @@ RunSummary Simulation::run() {
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
-RunSummary Simulation::run_from(Particles particles, double a) {
-  RunSummary summary;
-  Stopwatch run_watch;
+// What every run does first: the output folder, the parameters in force, the engine.
+void Simulation::start(const std::string& how) {
   make_directories(out_dir_);
+  if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
+    for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
   write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+  log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
+}
+
+RunSummary Simulation::run_from(Particles particles, double a) {
+  Stopwatch run_watch;
+  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
 
   ForceStats stats;
   engine_->compute_forces(true, 0, stats);
+  RunSummary summary;
   if (schedule_.is_output(a)) write_outputs(summary);
+  return advance(std::move(summary), run_watch);
+}
 
+// The checkpoint's state, and the forces at its positions: every engine computes them from
+// the positions alone, bit for bit as the run that wrote it did (step_engine.hpp), so the run
+// goes on exactly as it would have.
+RunSummary Simulation::resume() {
+  Stopwatch run_watch;
+  Checkpoint checkpoint = std::move(*restart_);
+  restart_.reset();
+  if (const int removed = remove_stale_temporaries(out_dir_))
+    log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
+  start(fmt::format("restart from '{}': step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
+                    checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
+                    checkpoint.state.output_index));
+  engine_->load(std::move(checkpoint.particles));
+  state_ = checkpoint.state;
+  ForceStats stats;
+  engine_->compute_forces(true, 0, stats);
+  return advance(RunSummary{}, run_watch);
+}
+
+// PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
+// written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
+RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
+  const StopSignals signals;
+  const auto every_steps = params_.get_int("checkpoint.every_steps");
+  const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
+  std::int64_t steps_at_checkpoint = state_.steps;
+  Stopwatch since_checkpoint;
   while (state_.a < schedule_.a_end * (1 - 1e-12)) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
+    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
+    const int signal = signals.received();
+    const bool due = (every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
+                     (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds);
+    if (signal == 0 && !due) continue;
+    Stopwatch write_watch;
+    const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, params_);
+    log::info("checkpoint '{}' written in {:.2f} s", path, write_watch.seconds());
+    steps_at_checkpoint = state_.steps;
+    since_checkpoint.restart();
+    if (signal != 0) {
+      summary.stopped_by = StopSignals::name(signal);
+      log::info("{} received: stopped at a = {:.6g} after writing '{}'; `orbis run FILE --restart` continues",
+                summary.stopped_by, state_.a, path);
+      break;
+    }
   }
   const double n = static_cast<double>(engine_->particles().size());
   summary.steps = state_.steps;
@@ -131,9 +199,9 @@ RunSummary Simulation::run_from(Particles particles, double a) {
   summary.seconds = run_watch.seconds();
   summary.particle_steps = state_.particle_steps;
   summary.full_step_equivalents = n > 0 ? state_.particle_steps / n : 0;
-  log::info("finished: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
-            "{} files written", summary.steps, 1 / state_.a - 1, summary.seconds, summary.particle_steps,
-            summary.full_step_equivalents, summary.outputs.size());
+  log::info("{}: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
+            "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
+            summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
   return summary;
 }
 

@@ -97,7 +97,11 @@ class StepEngine {
 
   // Forces at the current positions: the long-range force of every particle when
   // `long_range`, the short-range force of the active particles (bin >= min_active_bin);
-  // the others keep the forces they have.
+  // the others keep the forces they have. Restarts rely on this: at the end of a PM step
+  // compute_forces(true, 0) must give the same bits whether the engine ran the steps before
+  // or was just load()ed with the checkpoint's particles (checkpoints hold no forces). An
+  // engine that carries state between force computations (a tree refitted between
+  // rebuilds) rebuilds it from the positions at every long-range computation.
   virtual void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) = 0;
   virtual void kick(const KickPlan& plan) = 0;
   // Every particle: x += p * drift_factor, wrapped into [0, box).

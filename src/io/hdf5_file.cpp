@@ -39,7 +39,9 @@ H5Writer::~H5Writer() {
 }
 
 void H5Writer::create_group(const std::string& path) {
-  Handle group(H5Gcreate2(id_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  Handle properties(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  H5Pset_obj_track_times(properties, false);   // reproducible bytes, as for datasets
+  Handle group(H5Gcreate2(id_, path.c_str(), H5P_DEFAULT, properties, H5P_DEFAULT), H5Gclose);
   if (!group.ok()) fail("cannot create group '{}' in '{}'", path, file_.final_path());
 }
 
@@ -47,7 +49,11 @@ void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, 
                          std::size_t cols) {
   hsize_t dims[2] = {rows, cols};
   Handle space(H5Screate_simple(cols ? 2 : 1, dims, nullptr), H5Sclose);
-  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  // No modification times in the object headers: the same data gives the same bytes (a
+  // restarted run's outputs are identical files to an uninterrupted run's).
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(properties, false);
+  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose);
   if (!set.ok()) fail("cannot create dataset '{}' in '{}'", path, file_.final_path());
   if (rows > 0 && H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
     fail("cannot write dataset '{}' in '{}' (disk full?)", path, file_.final_path());
