@@ -74,6 +74,17 @@ void wait_for_log(const std::string& log, const std::string& text) {
   for (int i = 0; i < 6000 && !log_has(log, text); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
+// Waits until the log holds `count` step lines (or the run has ended).
+void wait_for_step_lines(const std::string& log, int count) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string text = read_whole_file(log);
+    int lines = 0;
+    for (std::size_t at = text.find(" | active "); at != std::string::npos; at = text.find(" | active ", at + 1)) ++lines;
+    if (lines >= count || text.find("finished:") != std::string::npos) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // Every file under a final name in the folder is complete: HDF5 files open, checkpoints read
 // back with their checksums; anything half-written is a hidden temporary.
 void check_only_complete_files(const std::string& out) {
@@ -140,8 +151,11 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 0; --restart ends with identica
 
 TEST_CASE("kill -9 at random moments leaves only complete files; restarts end with identical files") {
   test::ScratchDir dir("restart_kill");
+  // A random moment: after a random number of step lines of the attempt (so that a loaded
+  // machine does not push every kill before the first checkpoint), plus a random delay that
+  // lands anywhere in a step, a checkpoint or an output.
   std::mt19937 rng(2024);
-  std::uniform_int_distribution<int> delay_ms(100, 2500);
+  std::uniform_int_distribution<int> steps(0, 12), delay_ms(0, 150);
   int restarts = 0;
   for (int trial = 0; trial < 3; ++trial) {
     const std::string cut = prepare(dir, "kill" + std::to_string(trial));
@@ -152,6 +166,7 @@ TEST_CASE("kill -9 at random moments leaves only complete files; restarts end wi
       const std::string log = cut + "/log" + std::to_string(attempt) + ".txt";
       const pid_t pid = start_command(orbis_run(cut, resume ? "--restart" : "--overwrite"), log);
       if (kills < 2) {
+        wait_for_step_lines(log, steps(rng));
         std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
         ::kill(pid, SIGKILL);
       }
@@ -164,5 +179,5 @@ TEST_CASE("kill -9 at random moments leaves only complete files; restarts end wi
     REQUIRE(status == 0);
     check_same_outputs(reference_run(), cut);
   }
-  CHECK(restarts > 0);   // the kills came late enough for checkpoints to exist
+  CHECK(restarts > 0);
 }
