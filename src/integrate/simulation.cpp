@@ -14,6 +14,7 @@
 #include "integrate/checkpoint.hpp"
 #include "integrate/cost_model.hpp"
 #include "integrate/outputs.hpp"
+#include "integrate/run_memory.hpp"
 #include "integrate/step_log.hpp"
 #include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
@@ -64,6 +65,8 @@ Simulation::Simulation(const Params& params, const RunOptions& options)
       schedule_(OutputSchedule::from_params(
           params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
+  const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
+  check_host_memory(params, file_a_ > 0 ? file_ics_.size() : side * side * side);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   engine_ = make_step_engine(params);
