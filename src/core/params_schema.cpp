@@ -88,11 +88,19 @@ const std::vector<ParamSpec> kSchema = {
      "nodes of the T(x) table on [0, 3]"},
     // ------------------------------------------------------------------ time
     {"time", "z_final", T::real, "0.0", 0, 1e4, false, nullptr, "", "final redshift"},
+    {"time", "stepping", T::string, "\"hierarchical\"", -inf, inf, false, "hierarchical|global", "",
+     "hierarchical: block time steps (GADGET-4, PKDGRAV3, SWIFT): the long-range force kicked on the PM step, "
+     "each particle's short-range force on its own power-of-two bin of it; global: one step for every particle, "
+     "set by the most accelerated one (a PM-only run always steps globally)"},
     {"time", "max_dln_a", T::real, "0.025", 0, 0.5, true, nullptr, "",
-     "largest step in ln a"},
+     "largest step in ln a (the PM step, or the global step)"},
     {"time", "eta", T::real, "0.2", 0, 10, false, nullptr, "",
-     "step criterion dt <= eta sqrt(softening / |g|) for the most accelerated particle (one global "
-     "step); 0: off, Delta ln a alone sets the step"},
+     "per-particle step criterion dt <= eta sqrt(softening a^3 / |g|) in physical time (GADGET's "
+     "ErrTolIntAccuracy is eta^2 / 2); sets each particle's bin (hierarchical) or the step of the most "
+     "accelerated particle (global); 0: off"},
+    {"time", "pm_rms_displacement", T::real, "0.25", 0, 10, false, nullptr, "",
+     "hierarchical: the PM step moves the particles by at most this fraction of min(r_s, mean spacing) in rms "
+     "(GADGET's MaxRMSDisplacementFac); 0: off, max_dln_a alone sets the PM step"},
     {"time", "output_redshifts", T::real_list, "[3.0, 1.0, 0.5, 0.0]", 0, 1e4, false, nullptr, "",
      "redshifts of snapshots, power spectra and halo catalogues (steps land on them exactly)"},
     // ------------------------------------------------------------------ output

@@ -2,6 +2,7 @@
 // (OpenMP) and a CUDA implementation that compute the same sums with the same host+device
 // interaction code (p2p_kernel.hpp). Only p2p_backend.cpp knows both implementations.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ struct P2PInput {
   // consecutive pieces (the walk's buffers, so it need not be grouped or concatenated
   // first), in any order; a task flagged kMutualTask (tasks.hpp) stands for two.
   const std::vector<TaskSpan>* task_spans = nullptr;
+  // Optional, tree order: the particles whose forces are wanted (block time steps); an
+  // evaluator may then skip the others of a target leaf (the tiled CPU kernel does, with
+  // the same bits for the flagged ones), and their entries are unspecified.
+  const std::vector<std::uint8_t>* targets = nullptr;
 };
 
 struct P2PStats {

@@ -206,7 +206,7 @@ std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision) co
 }
 
 template <typename R>
-void CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<Vec3d>& acc) {
+bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<Vec3d>& acc) {
   const std::vector<Leaf>& leaves = *in.leaves;
   const std::uint32_t max_count = max_leaf_count(leaves);
   const GroupedTasks grouped = group_tasks_by_target(*in.tasks, leaves.size());
@@ -236,13 +236,16 @@ void CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
       job.table = &coef_layout_;
       job.max_count = max_count;
       job.acc = &acc;
+      job.targets = in.targets ? in.targets->data() : nullptr;
       p2p_tiled::run(level_, s.taylor_order, job);
-      return;
+      return true;
     }
   }
+  // The generic loop runs every particle of a target leaf (in the SIMD lanes).
   evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, k, (*table)->t().data(),
                      (*table)->e().data(), select_leaf_pair<R>(s.taylor_order, level_),
                      max_count, acc);
+  return false;
 }
 
 P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& input,
@@ -250,11 +253,10 @@ P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& 
   Stopwatch watch;
   check_p2p_call(settings, input, UINT32_MAX);
   acc.assign(input.positions->size(), Vec3d{});
-  if (settings.double_precision) run<double>(settings, input, acc);
-  else run<float>(settings, input, acc);
+  const bool only_targets = settings.double_precision ? run<double>(settings, input, acc) : run<float>(settings, input, acc);
   P2PStats stats;
   stats.seconds = watch.seconds();
-  stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks);
+  stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks, only_targets ? input.targets : nullptr);
   stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(),
                             variant(settings.taylor_order, settings.double_precision),
                             settings.double_precision ? "double" : "float");

@@ -40,8 +40,9 @@ class CpuP2PEvaluator : public P2PEvaluator {
   std::string variant(int taylor_order, bool double_precision) const;
 
  private:
+  // Returns whether it computed only P2PInput::targets (the tiled kernels) or every particle.
   template <typename R>
-  void run(const P2PSettings& settings, const P2PInput& input, std::vector<Vec3d>& acc);
+  bool run(const P2PSettings& settings, const P2PInput& input, std::vector<Vec3d>& acc);
 
   CpuP2POptions options_;
   int level_ = 0;   // the SIMD level in use

@@ -53,6 +53,10 @@ struct Job {
   const CoefLayout* table = nullptr;
   std::uint32_t max_count = 0;    // largest leaf
   std::vector<Vec3d>* acc = nullptr;   // written once per particle of every target leaf
+  // Tree order, optional: only the flagged particles of a target leaf are computed and
+  // written (each one's sums are the same as without the flags: the tile is built for the
+  // whole leaf either way).
+  const std::uint8_t* targets = nullptr;
 };
 
 // Whether a tiled kernel exists for this SIMD level (as CpuP2POptions) and Taylor order.

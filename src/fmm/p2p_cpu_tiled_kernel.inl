@@ -145,8 +145,8 @@ struct Scratch {
 // double lanes once per tile. (Two targets per pass, sharing the source loads, measured the
 // same: the loop is bound by the FMA ports, not by loads.)
 template <int Order>
-[[gnu::always_inline]] inline void tile(const float* xi, const float* yi, const float* zi, int ni,
-                                        const Scratch& sc, int m, const Consts& c_in,
+[[gnu::always_inline]] inline void tile(const float* xi, const float* yi, const float* zi, const std::uint8_t* wanted,
+                                        int ni, const Scratch& sc, int m, const Consts& c_in,
                                         const Bases& b_in, double* sums) {
   const Consts c = c_in;   // local copies: kept in registers, not re-read per pair
   const Bases b = b_in;
@@ -155,6 +155,7 @@ template <int Order>
   const float* sy = sc.sy.p;
   const float* sz = sc.sz.p;
   for (int i = 0; i < ni; ++i) {
+    if (wanted && !wanted[i]) continue;
     const F x = S::set1(xi[i]), y = S::set1(yi[i]), z = S::set1(zi[i]);
     F ax = S::zero(), ay = ax, az = ax;
     for (int v = 0; v < nv; ++v)
@@ -183,7 +184,8 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
   const float* xi = job.x + li.first;
   const float* yi = job.y + li.first;
   const float* zi = job.z + li.first;
-  double r_max2 = 0;
+  const std::uint8_t* wanted = job.targets ? job.targets + li.first : nullptr;
+  double r_max2 = 0;   // over every particle of the leaf, wanted or not: the same tiles
   for (int i = 0; i < ni; ++i)
     r_max2 = std::max(r_max2, double(xi[i]) * xi[i] + double(yi[i]) * yi[i] + double(zi[i]) * zi[i]);
   const double reach = (std::sqrt(double(job.k.rcut2)) + std::sqrt(r_max2)) * (1 + 1e-5) + 1e-3;
@@ -212,11 +214,12 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
     // r_cut from every target, so the cut drops it; and near enough that 1/s^3 cannot
     // underflow to a denormal (a microcode assist costs ~100 cycles on Intel).
     for (int q = m; q < m + S::W; ++q) sc.sx.p[q] = sc.sy.p[q] = sc.sz.p[q] = pad;
-    tile<Order>(xi, yi, zi, ni, sc, m, c, b, sums);
+    tile<Order>(xi, yi, zi, wanted, ni, sc, m, c, b, sums);
   }
   const double gm = job.k.acc_scale;
   Vec3d* out = job.acc->data() + li.first;
   for (int i = 0; i < ni; ++i) {
+    if (wanted && !wanted[i]) continue;
     const double* d = sums + 3 * S::W * std::size_t(i);
     out[i] = Vec3d{gm * S::reduce(d), gm * S::reduce(d + S::W), gm * S::reduce(d + 2 * S::W)};
   }

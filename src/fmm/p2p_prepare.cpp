@@ -281,13 +281,26 @@ void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& ac
   }
 }
 
-double p2p_interaction_count(const std::vector<Leaf>& leaves,
-                             const std::vector<InteractionTask>& tasks) {
+double p2p_interaction_count(const std::vector<Leaf>& leaves, const std::vector<InteractionTask>& tasks,
+                             const std::vector<std::uint8_t>* targets) {
+  // Per leaf, the particles evaluated: all, or the flagged ones.
+  std::vector<std::uint32_t> wanted;
+  if (targets) {
+    wanted.resize(leaves.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t l = 0; l < static_cast<std::int64_t>(leaves.size()); ++l) {
+      const Leaf& leaf = leaves[static_cast<std::size_t>(l)];
+      std::uint32_t c = 0;
+      for (std::uint32_t t = leaf.first; t < leaf.first + leaf.count; ++t) c += (*targets)[t] != 0;
+      wanted[static_cast<std::size_t>(l)] = c;
+    }
+  }
   const auto n = static_cast<std::int64_t>(tasks.size());
   std::uint64_t sum = 0;   // integer: exact, so the same for any thread count
 #pragma omp parallel for schedule(static) reduction(+ : sum)
   for (std::int64_t q = 0; q < n; ++q)
-    sum += std::uint64_t{leaves[tasks[q].target].count} * leaves[tasks[q].source].count;
+    sum += std::uint64_t{targets ? wanted[tasks[q].target] : leaves[tasks[q].target].count} *
+           leaves[tasks[q].source].count;
   return static_cast<double>(sum);
 }
 

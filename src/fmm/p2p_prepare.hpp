@@ -86,9 +86,10 @@ inline Vec3d task_shift(const std::vector<Leaf>& leaves, const InteractionTask& 
 // download); OpenMP copy, here because nvcc-compiled files do not get OpenMP.
 void copy_accelerations(const double* xyz, std::size_t n, std::vector<Vec3d>& acc);
 
-// Pairs evaluated: sum over tasks of count_i * count_j (exact integer sum, OpenMP).
-double p2p_interaction_count(const std::vector<Leaf>& leaves,
-                             const std::vector<InteractionTask>& tasks);
+// Pairs evaluated: sum over tasks of count_i * count_j (exact integer sum, OpenMP); with
+// `targets` (tree order flags) count_i is the flagged particles of the target leaf.
+double p2p_interaction_count(const std::vector<Leaf>& leaves, const std::vector<InteractionTask>& tasks,
+                             const std::vector<std::uint8_t>* targets = nullptr);
 
 // The largest leaf count (sizes per-thread buffers and GPU shared memory).
 std::uint32_t max_leaf_count(const std::vector<Leaf>& leaves);

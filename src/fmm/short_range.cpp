@@ -104,8 +104,13 @@ ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P
   return end(acc);
 }
 
-void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p) {
+void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
+                             const ShortRangeTargets& targets) {
   if (p2p_) fail("short-range solver: begin() called twice without end()");
+  if (targets.bins && targets.bins->size() != positions.size())
+    fail("short-range solver: {} time bins for {} particles", targets.bins->size(), positions.size());
+  targets_ = targets;
+  subset_ = targets.bins && targets.min_bin > 0;
   const ShortRangeSettings& s = settings_;
   const double box = s.box_mpc_h;
   const auto n = static_cast<std::int64_t>(positions.size());
@@ -126,7 +131,7 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   p2p_ = &p2p;
   const WalkSettings ws{box, ps.r_cut, s.theta};
 
-  device_step_ = s.tree_on_device && p2p.builds_tree();
+  device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree;
   if (device_step_) {
     // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
     // the far field, which end() computes while the P2P runs.
@@ -146,18 +151,27 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   }
 
   Stopwatch phase;
-  tree_.build(positions, s.max_leaf);
+  if (targets.refit_tree) {
+    if (tree_.size() != positions.size())
+      fail("short-range solver: a tree refit to {} particles, but the last tree holds {}", positions.size(),
+           tree_.size());
+    tree_.refit(positions);
+  } else {
+    tree_.build(positions, s.max_leaf);
+  }
+  if (subset_) mark_sinks();
   stats_.tree_seconds = phase.seconds();
   // A backend that expands and groups on its own and reads the walk's buffers in place
   // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
   const bool spans = p2p.accepts_task_spans();
   phase.restart();
-  walk_.run(tree_, ws, tasks_, spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped);
+  walk_.run(tree_, ws, tasks_, spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped,
+            subset_ ? &sinks_ : nullptr);
   stats_.walk_seconds = phase.seconds();
   stats_.p2p_tasks = walk_.p2p_count();
 
   P2PInput in{&tree_.positions(), &tree_.leaves(), spans ? nullptr : &tasks_.p2p,
-              spans ? &walk_.p2p_spans() : nullptr};
+              spans ? &walk_.p2p_spans() : nullptr, subset_ ? &targets_tree_ : nullptr};
   if (s.overlap_p2p) {
     // The CUDA backend queues its work and returns; the CPU one only records the call.
     phase.restart();
@@ -181,16 +195,19 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   // field, where r_cut keeps every pair within a few leaves, there are none at all.
   Stopwatch phase;
   const auto& m2l = tasks_.m2l;
+  // No M2L task (every pair within r_cut reached P2P; early times, or small active sets):
+  // no multipoles, no far field (the zeros it would add).
+  const bool far_field = !m2l.empty();
   needed_.assign(tree_.nodes().size(), 0);
   const auto n_m2l = static_cast<std::int64_t>(m2l.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t q = 0; q < n_m2l; ++q)   // the same byte from several threads: atomic
     __atomic_store_n(&needed_[m2l[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
                      __ATOMIC_RELAXED);
-  multipoles_.compute(tree_, settings_.multipole_order, &needed_);
+  if (far_field) multipoles_.compute(tree_, settings_.multipole_order, &needed_);
   stats_.multipole_seconds = phase.seconds();
   phase.restart();
-  evaluate_far_field(far_);
+  if (far_field) evaluate_far_field(far_);
   stats_.m2l_seconds = phase.seconds();
   if (settings_.overlap_p2p || device_step_) {
     phase.restart();
@@ -201,11 +218,20 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   if (acc_tree_.size() != n)
     fail("short-range solver: the P2P evaluator '{}' returned {} accelerations for {} particles",
          p2p.name(), acc_tree_.size(), n);
-  acc.resize(n);
   const auto& order = tree_.order();
   const auto ni = static_cast<std::int64_t>(n);
+  if (subset_) {
+    if (acc.size() != n) fail("short-range solver: {} accelerations to update for {} particles", acc.size(), n);
+    const std::vector<std::uint8_t>& bins = *targets_.bins;
+    const int min_bin = targets_.min_bin;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t t = 0; t < ni; ++t) acc[order[t]] = acc_tree_[t] + far_[t];
+    for (std::int64_t t = 0; t < ni; ++t)
+      if (bins[order[t]] >= min_bin) acc[order[t]] = acc_tree_[t] + (far_field ? far_[t] : Vec3d{0, 0, 0});
+  } else {
+    acc.resize(n);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t t = 0; t < ni; ++t) acc[order[t]] = acc_tree_[t] + (far_field ? far_[t] : Vec3d{0, 0, 0});
+  }
 
   ShortRangeStats stats = stats_;
   stats.total_seconds = total_.seconds();
@@ -215,6 +241,32 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   stats.leaves = tree_.leaves().size();
   stats.p2p_where = p2p_stats_.where;
   return stats;
+}
+
+// sinks_[node]: the node holds a target (bins[i] >= min_bin); leaves from their particles,
+// then every internal node from its children, deepest level first.
+void ShortRangeSolver::mark_sinks() {
+  const auto& nodes = tree_.nodes();
+  const auto& order = tree_.order();
+  const auto& leaf_node = tree_.leaf_node();
+  const std::vector<std::uint8_t>& bins = *targets_.bins;
+  const int min_bin = targets_.min_bin;
+  sinks_.assign(nodes.size(), 0);
+  targets_tree_.resize(order.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t l = 0; l < static_cast<std::int64_t>(leaf_node.size()); ++l) {
+    const auto node = static_cast<std::size_t>(leaf_node[static_cast<std::size_t>(l)]);
+    unsigned char any = 0;
+    for (std::uint32_t t = nodes[node].first; t < nodes[node].first + nodes[node].count; ++t) {
+      targets_tree_[t] = bins[order[t]] >= min_bin;
+      any |= targets_tree_[t];
+    }
+    sinks_[node] = any;
+  }
+  // Preorder: children follow their parent, so a backward pass sees them first.
+  for (std::size_t i = nodes.size(); i-- > 0;)
+    if (!nodes[i].is_leaf())
+      sinks_[i] = sinks_[static_cast<std::size_t>(nodes[i].left)] | sinks_[static_cast<std::size_t>(nodes[i].right)];
 }
 
 void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
@@ -262,7 +314,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
     for (long q = 0; q < static_cast<long>(list.size()); ++q) {
       const auto c = static_cast<std::size_t>(list[static_cast<std::size_t>(q)]);
       const auto parent = static_cast<std::size_t>(nodes[c].parent);
-      if (!active_[parent]) continue;
+      if (!active_[parent] || (subset_ && !sinks_[c])) continue;
       ops_.l2l(local_.data() + parent * nl, nodes[c].centre - nodes[parent].centre, local_.data() + c * nl);
       active_[c] = 1;
     }
@@ -270,12 +322,13 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
 
   // L2P: the gradient of each leaf's expansion at its particles, times G m.
   const auto& pos = tree_.positions();
-  far.resize(pos.size());   // the leaves cover every particle: each is written below
+  far.resize(pos.size());   // the leaves cover every particle: each target's is written below
   const auto& leaf_node = tree_.leaf_node();
   const double g_mass = settings_.g_mass;
 #pragma omp parallel for schedule(dynamic, 16)
   for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
     const auto n = static_cast<std::size_t>(leaf_node[static_cast<std::size_t>(l)]);
+    if (subset_ && !sinks_[n]) continue;   // no target here: its far field is not read
     const double* local = local_.data() + n * nl;
     for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t)
       far[t] = active_[n] ? g_mass * ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};

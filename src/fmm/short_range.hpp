@@ -66,6 +66,16 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
 // min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there.
 P2PSettings p2p_settings_of(const ShortRangeSettings& settings);
 
+// Whose forces a computation needs (block time steps: the active particles) and how the
+// tree is made. The default is every particle on a new tree.
+struct ShortRangeTargets {
+  const std::vector<std::uint8_t>* bins = nullptr;   // caller order; null: every particle
+  int min_bin = 0;                                   // the targets: bins[i] >= min_bin
+  // Refit the last tree to the positions (OrbTree::refit) instead of building a new one;
+  // the last begin() must have had as many particles.
+  bool refit_tree = false;
+};
+
 // P2P entries (a mutual pair is one) per tree leaf that the device memory plan reserves and
 // the count check below assumes: measured 79 (512^3, z = 99) and 84 (256^3 in 1 Gpc/h, z = 0).
 inline constexpr double kPlannedP2PEntriesPerLeaf = 96;
@@ -114,8 +124,14 @@ class ShortRangeSolver {
   // compute() in two halves, so the caller can work while the P2P runs (the PM, in the run
   // loop): begin() builds the tree, walks, and starts the P2P; end() computes the
   // multipoles and M2L/L2L/L2P, finishes the P2P and returns what compute() returns.
-  // positions and p2p must stay alive and unchanged in between.
-  void begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p);
+  // positions, p2p and the targets' bins must stay alive and unchanged in between.
+  //
+  // With a subset of targets, the walk, M2L/L2L/L2P and P2P run only for the tree nodes
+  // that hold a target (DualTreeWalk's sinks) and end() writes acc[i] of the targets only
+  // (acc must hold one entry per particle; the others are left as they are). The targets'
+  // forces are bitwise those of the whole computation on the same tree. Such a step always
+  // takes the host tree and walk (the CUDA evaluator then runs the P2P of their tasks).
+  void begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, const ShortRangeTargets& targets = {});
   ShortRangeStats end(std::vector<Vec3d>& acc);
 
   const ShortRangeSettings& settings() const { return settings_; }
@@ -127,6 +143,7 @@ class ShortRangeSolver {
 
  private:
   void evaluate_far_field(std::vector<Vec3d>& far);
+  void mark_sinks();
 
   ShortRangeSettings settings_;
   OrbTree tree_;
@@ -140,6 +157,10 @@ class ShortRangeSolver {
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
   std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)
+  std::vector<unsigned char> sinks_;   // node holds a target (a subset of targets only)
+  std::vector<std::uint8_t> targets_tree_;   // particle is a target, tree order (likewise)
+  ShortRangeTargets targets_;          // of the last begin()
+  bool subset_ = false;                // it named a subset of the particles
   std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order
   // Between begin() and end().
   P2PEvaluator* p2p_ = nullptr;

@@ -51,6 +51,9 @@ struct DualTreeWalk::Context {
   const std::vector<WalkNode>& nodes;
   WalkPairParams params;
   bool half_p2p;
+  const unsigned char* sinks;   // per node: holds a target (null: every node does)
+
+  bool is_sink(std::int32_t node) const { return !sinks || sinks[node]; }
 
   // Where the pair test's outcome goes: the tasks to `out`, the child pairs to `split`.
   struct Sink {
@@ -60,11 +63,11 @@ struct DualTreeWalk::Context {
     Pair* split;
     int n = 0;
     void m2l(const std::int8_t image[3]) {
-      emit(out.m2l, static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s), image, t != s);
+      ctx.emit(out.m2l, t, s, static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(s), image, false);
     }
     void p2p(const std::int8_t image[3]) {
-      ctx.emit_p2p(out.p2p, static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(t)].leaf),
-                   static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(s)].leaf), image, t != s);
+      ctx.emit(out.p2p, t, s, static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(t)].leaf),
+               static_cast<std::uint32_t>(ctx.nodes[static_cast<std::size_t>(s)].leaf), image, ctx.half_p2p);
     }
     void child(std::int32_t a, std::int32_t b) { split[n++] = Pair{a, b}; }
   };
@@ -79,26 +82,28 @@ struct DualTreeWalk::Context {
     return sink.n;
   }
 
-  // P2P: in half mode a mutual pair is one task flagged kMutualTask (the backend expands
-  // it into the same two tasks, in the same order).
-  void emit_p2p(std::vector<InteractionTask>& list, std::uint32_t t, std::uint32_t s,
-                const std::int8_t image[3], bool mutual) const {
-    if (half_p2p && mutual)
-      list.push_back(InteractionTask{t, s, {image[0], image[1], image[2]}, kMutualTask});
-    else
-      emit(list, t, s, image, mutual);
-  }
-
-  static void emit(std::vector<InteractionTask>& list, std::uint32_t t, std::uint32_t s,
-                   const std::int8_t image[3], bool mutual) {
-    list.push_back(InteractionTask{t, s, {image[0], image[1], image[2]}, 0});
-    if (mutual)
-      list.push_back(InteractionTask{s, t,
+  // The task (target, source, image) of node pair (t, s) and, when t != s, (source, target,
+  // -image), each only if its target node is a sink. In half mode (`half`, P2P) a mutual
+  // pair whose both directions are wanted is one task flagged kMutualTask (the backend
+  // expands it into the same two tasks, in the same order).
+  void emit(std::vector<InteractionTask>& list, std::int32_t t, std::int32_t s, std::uint32_t target,
+            std::uint32_t source, const std::int8_t image[3], bool half) const {
+    const bool mutual = t != s;
+    const bool forward = is_sink(t), backward = mutual && is_sink(s);
+    if (half && forward && backward) {
+      list.push_back(InteractionTask{target, source, {image[0], image[1], image[2]}, kMutualTask});
+      return;
+    }
+    if (forward) list.push_back(InteractionTask{target, source, {image[0], image[1], image[2]}, 0});
+    if (backward)
+      list.push_back(InteractionTask{source, target,
                                      {static_cast<std::int8_t>(-image[0]), static_cast<std::int8_t>(-image[1]),
                                       static_cast<std::int8_t>(-image[2])}, 0});
   }
 
+  // Below the serial top: a pair none of whose nodes holds a sink has no task to give.
   void recurse(std::int32_t t, std::int32_t s, TaskLists& out) const {
+    if (!is_sink(t) && !is_sink(s)) return;
     Pair split[4];
     const int n = step(t, s, out, split);
     for (int i = 0; i < n; ++i) recurse(split[i].target, split[i].source, out);
@@ -106,17 +111,21 @@ struct DualTreeWalk::Context {
 };
 
 void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-                       P2POutput output) {
+                       P2POutput output, const std::vector<unsigned char>* sinks) {
   check_walk_settings(settings);
+  if (sinks && sinks->size() != tree.nodes().size())
+    fail("dual-tree walk: {} sink flags for {} nodes", sinks->size(), tree.nodes().size());
   const bool half = output == P2POutput::kHalfSpans;
   walk_nodes_of(tree, walk_nodes_);
-  const Context ctx{walk_nodes_, walk_pair_params(settings), half};
+  const Context ctx{walk_nodes_, walk_pair_params(settings), half, sinks ? sinks->data() : nullptr};
 
   Stopwatch watch;
   if (chunks_.empty()) chunks_.resize(1);
   TaskLists& top = chunks_[0];
   top.p2p.clear();
   top.m2l.clear();
+  // The serial top is never pruned (only its tasks are filtered), so the frontier, and with
+  // it the order of every target's tasks, is the same with sinks as without.
   frontier_.assign(1, Pair{0, 0});
   while (!frontier_.empty() && frontier_.size() < kFrontierPairs) {
     next_.clear();

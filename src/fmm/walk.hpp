@@ -53,8 +53,12 @@ class DualTreeWalk {
 
   // Fills `lists` (overwritten): p2p (see P2POutput) and m2l grouped by target, each group
   // in increasing target order. Throws if r_cut >= box/2.
+  // With `sinks` (one flag per node: the node holds a particle whose force is wanted; block
+  // time steps), only tasks whose target node is a sink are emitted, and pairs with no sink
+  // below them are not walked: every sink's tasks are exactly those of the full walk, in the
+  // same order, so the forces on the sinks' particles are bitwise the full walk's.
   void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-           P2POutput output = P2POutput::kGrouped);
+           P2POutput output = P2POutput::kGrouped, const std::vector<unsigned char>* sinks = nullptr);
 
   // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
   // m2l_offsets() per node.

@@ -110,9 +110,18 @@ void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     return;
   }
   // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P while
-  // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end).
-  (void)min_active_bin;
-  if (comm_.size() > 1) {
+  // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end). Steps with all
+  // particles active build a new tree; between them only the active particles' forces are
+  // computed, on the last tree refitted (refit_tree_; one rank: the ghosts change between
+  // steps on several).
+  const bool ranks = comm_.size() > 1;
+  ShortRangeTargets targets;
+  if (min_active_bin > 0) {
+    targets.bins = &particles_.time_bin;
+    targets.min_bin = min_active_bin;
+    targets.refit_tree = refit_tree_ && !ranks;
+  }
+  if (ranks) {
     Stopwatch domain_watch;
     if (long_range) {
       domains_.update(particles_, work_since_update_);
@@ -122,18 +131,26 @@ void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     }
     const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut);
     stats.times.add("domain", domain_watch.seconds());
-    short_range_->begin(sources, *p2p_);
+    if (targets.bins) {   // ghosts are never targets (their owners compute their forces)
+      bins_with_ghosts_ = particles_.time_bin;
+      bins_with_ghosts_.resize(sources.size(), 0);
+      targets.bins = &bins_with_ghosts_;
+      acc_with_ghosts_.resize(sources.size());
+    }
+    short_range_->begin(sources, *p2p_, targets);
   } else {
-    short_range_->begin(particles_.pos, *p2p_);
+    short_range_->begin(particles_.pos, *p2p_, targets);
   }
   if (long_range) {
     pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
     stats.times.add("pm", sum_of(pm_times));
   }
-  const ShortRangeStats s = short_range_->end(comm_.size() > 1 ? acc_with_ghosts_ : acc_short_);
-  if (comm_.size() > 1) {
-    std::copy(acc_with_ghosts_.begin(), acc_with_ghosts_.begin() + static_cast<std::ptrdiff_t>(particles_.size()),
-              acc_short_.begin());
+  const ShortRangeStats s = short_range_->end(ranks ? acc_with_ghosts_ : acc_short_);
+  if (ranks) {   // the rank's own particles come first; only the targets' entries are new
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < n; ++i)
+      if (particles_.time_bin[i] >= min_active_bin) acc_short_[i] = acc_with_ghosts_[i];
     work_since_update_ += s.p2p_interactions + s.m2l_interactions;
   }
   stats.times.add("tree", s.tree_seconds + s.multipole_seconds);

@@ -44,6 +44,10 @@ class HostStepEngine final : public StepEngine {
   double rms_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
 
+  // Steps with some particles inactive refit the last tree instead of building a new one
+  // (a tuning knob and benchmark hook; the default is the measured choice).
+  void set_tree_refit(bool refit) { refit_tree_ = refit; }
+
  private:
   double box_mpc_h_ = 0;
   Comm comm_;
@@ -54,11 +58,13 @@ class HostStepEngine final : public StepEngine {
   ShortRangeSettings short_settings_;
   std::optional<ShortRangeSolver> short_range_;
   std::unique_ptr<P2PEvaluator> p2p_;
+  bool refit_tree_ = true;
 
   Particles particles_;
   std::vector<Vec3d> acc_long_, acc_short_;   // per particle, (km/s)^2/(Mpc/h)
   std::vector<Vec3d> acc_total_;              // accelerations()
   std::vector<Vec3d> acc_with_ghosts_;        // the short-range solver's, ghosts after the particles
+  std::vector<std::uint8_t> bins_with_ghosts_;  // time bins likewise (ghosts 0: never targets)
 };
 
 }  // namespace orbis

@@ -24,6 +24,8 @@
 #include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
 #include "cosmology/linear_power.hpp"
+#include "integrate/time_bins.hpp"
+#include "pm/pm_solver.hpp"
 
 namespace orbis {
 
@@ -67,10 +69,16 @@ Simulation::Simulation(const Params& params, const RunOptions& options)
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
   const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
   check_host_memory(params, file_a_ > 0 ? file_ics_.size() : side * side * side);
+  engine_ = make_step_engine(params);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
-  engine_ = make_step_engine(params);
   limits_.softening = engine_->softening();
+  limits_.pm_rms_displacement = params.get_real("time.pm_rms_displacement");
+  const double spacing = params.get_real("box.size_mpc_h") / static_cast<double>(params.get_int("box.particles_per_side"));
+  limits_.pm_length = std::min(spacing, PmSettings::from_params(params).r_s_mpc_h);
+  hierarchical_ = params.get_string("time.stepping") == "hierarchical" && engine_->has_short_range();
+  timeline_ = std::make_unique<CosmicTimeline>(cosmology_, limits_);
+  stepper_ = std::make_unique<BlockStepper>(*engine_, *timeline_, hierarchical_ ? kDeepestBin : 0);
   out_dir_ = params.get_string("output.directory");
   if (schedule_.a_end > Cosmology::a_max)
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
@@ -138,6 +146,7 @@ void Simulation::start(const std::string& how) {
 RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
   start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
+  n_particles_ = particles.size();
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
@@ -161,6 +170,7 @@ RunSummary Simulation::resume() {
   start(fmt::format("restart from '{}': step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
+  n_particles_ = checkpoint.particles.size();
   engine_->load(std::move(checkpoint.particles));
   state_ = checkpoint.state;
   ForceStats stats;
@@ -196,7 +206,7 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
       break;
     }
   }
-  const double n = static_cast<double>(engine_->particles().size());
+  const double n = static_cast<double>(n_particles_);
   summary.steps = state_.steps;
   summary.a_final = state_.a;
   summary.seconds = run_watch.seconds();
@@ -208,57 +218,29 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
   return summary;
 }
 
-// A PM step begins with every particle synchronised: its length, the particles' bins for it,
-// and the kicks that open it (the long-range half kick and each bin's first half kick).
+// A PM step begins with every particle synchronised. Its length: hierarchical steps take the
+// PM step's own criterion (the particles' criterion sets their bins); a global step the most
+// accelerated particle's criterion.
 void Simulation::begin_pm_step() {
   const double a = state_.a;
-  const double dln = allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
-  state_.pm_a_begin = a;
-  state_.pm_a_end = next_scale_factor(a, schedule_.next_after(a), dln);
-  state_.tick = 0;
-  ++state_.pm_steps;
+  const double dln = hierarchical_ ? pm_step_dln_a(limits_, cosmology_, a, engine_->rms_momentum())
+                                   : allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
+  stepper_->begin_pm_step(state_, next_scale_factor(a, schedule_.next_after(a), dln));
   state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0};
-  BinRule rule;
-  rule.min_active_bin = 0;
-  rule.max_bin = 0;   // one global step: every particle in bin 0
-  state_.bins = engine_->assign_bins(rule);
-  engine_->kick(opening_kicks(cosmology_, state_.pm_a_begin, state_.pm_a_end, 0, 0, deepest_bin(state_.bins), true));
 }
 
-// One sync point: drift every particle to the next tick at which a bin's step ends, forces
-// for the particles active there (the long-range force too at the PM step's end), their
-// closing half kicks, then (inside the PM step) their new bins and opening half kicks.
-void Simulation::sync_step(RunSummary& summary, double run_start_seconds) {
+// One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
+void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   Stopwatch step_watch;
   ForceStats stats;
-  const std::uint64_t tick = state_.tick;
-  const std::uint64_t next = next_sync_tick(tick, state_.bins);
-  const bool pm_end = next == kPmTicks;
-  const int min_active = first_active_bin(next);
-  const std::uint64_t active = active_particles(next, state_.bins);
   const double a_old = state_.a;
-  const double a = scale_factor_at(state_.pm_a_begin, state_.pm_a_end, next);
-  {
-    ScopedPhase phase(stats.times, "kdk");
-    engine_->drift(cosmology_.drift_factor(a_old, a));
-  }
-  engine_->compute_forces(pm_end, min_active, stats);
-  {
-    ScopedPhase phase(stats.times, "kdk");
-    const int deepest = deepest_bin(state_.bins);
-    engine_->kick(closing_kicks(cosmology_, state_.pm_a_begin, state_.pm_a_end, next, min_active, deepest, pm_end));
-  }
-  state_.tick = next;
-  state_.a = a;
-  ++state_.steps;
-  state_.particle_steps += static_cast<double>(active);
-  state_.pm_cost.particle_steps += static_cast<double>(active);
-
+  const SyncPoint sync = stepper_->sync_step(state_, stats);
+  const double a = state_.a;
   const double step_seconds = step_watch.seconds();
   state_.seconds += step_seconds;
   state_.pm_cost.seconds += step_seconds;
   Stopwatch io_watch;
-  if (pm_end) {
+  if (sync.pm_end) {
     state_.cost_history.push_back(state_.pm_cost);
     state_.pm_cost = CostRecord{};
     if (schedule_.is_output(a)) write_outputs(summary);
@@ -270,11 +252,11 @@ void Simulation::sync_step(RunSummary& summary, double run_start_seconds) {
   report.da = a - a_old;
   report.io_seconds = io_watch.seconds();
   report.seconds = step_watch.seconds();
-  report.particles = engine_->particles().size();
-  report.active = active;
+  report.particles = n_particles_;
+  report.active = sync.active;
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
-  report.elapsed = run_start_seconds + report.seconds;
+  report.elapsed = elapsed_seconds + report.seconds;
   report.eta_seconds = predicted_remaining_seconds(state_, std::log(schedule_.a_end));
   report.force = &stats;
   log::info("{}", step_line(report));

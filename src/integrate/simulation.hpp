@@ -9,6 +9,7 @@
 #include "core/params.hpp"
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
+#include "integrate/block_stepper.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/run_state.hpp"
 #include "integrate/step_engine.hpp"
@@ -60,7 +61,7 @@ class Simulation {
   void start(const std::string& how);
   RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
   void begin_pm_step();
-  void sync_step(RunSummary& summary, double run_start_seconds);
+  void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
   void check_output_folder(const RunOptions& options) const;
 
@@ -70,8 +71,12 @@ class Simulation {
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
+  bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
+  std::unique_ptr<CosmicTimeline> timeline_;
+  std::unique_ptr<BlockStepper> stepper_;
   RunState state_;
+  std::size_t n_particles_ = 0;
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it

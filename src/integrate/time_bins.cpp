@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.hpp"
-#include "cosmology/cosmology.hpp"
 
 namespace orbis {
 
@@ -50,28 +49,6 @@ double scale_factor_at(double a_begin, double a_end, std::uint64_t tick) {
       t_lo = t_mid;
     }
   }
-}
-
-KickPlan opening_kicks(const Cosmology& c, double a_begin, double a_end, std::uint64_t tick, int min_active_bin,
-                       int deepest, bool long_range) {
-  KickPlan plan;
-  plan.min_active_bin = min_active_bin;
-  const double a = scale_factor_at(a_begin, a_end, tick);
-  for (int k = min_active_bin; k <= deepest; ++k)
-    plan.short_range[k] = c.kick_factor(a, scale_factor_at(a_begin, a_end, tick + bin_ticks(k) / 2));
-  if (long_range) plan.long_range = c.kick_factor(a_begin, scale_factor_at(a_begin, a_end, kPmTicks / 2));
-  return plan;
-}
-
-KickPlan closing_kicks(const Cosmology& c, double a_begin, double a_end, std::uint64_t tick, int min_active_bin,
-                       int deepest, bool long_range) {
-  KickPlan plan;
-  plan.min_active_bin = min_active_bin;
-  const double a = scale_factor_at(a_begin, a_end, tick);
-  for (int k = min_active_bin; k <= deepest; ++k)
-    plan.short_range[k] = c.kick_factor(scale_factor_at(a_begin, a_end, tick - bin_ticks(k) / 2), a);
-  if (long_range) plan.long_range = c.kick_factor(scale_factor_at(a_begin, a_end, kPmTicks / 2), a_end);
-  return plan;
 }
 
 }  // namespace orbis

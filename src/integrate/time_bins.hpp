@@ -8,8 +8,6 @@
 
 namespace orbis {
 
-class Cosmology;
-
 constexpr int kTickBits = kMaxTimeBins - 1;
 constexpr std::uint64_t kPmTicks = std::uint64_t{1} << kTickBits;
 // The deepest bin: its half step is still a whole number of ticks.
@@ -31,13 +29,5 @@ int deepest_bin(const BinCounts& counts);
 // a_begin)^(tick / kPmTicks), by repeated geometric midpoints, so that it is exactly a_begin,
 // a_end at the ends and sqrt(a_begin a_end) half way (a global step's half kick).
 double scale_factor_at(double a_begin, double a_end, std::uint64_t tick);
-
-// Kicks of the bins in [min_active_bin, deepest] at `tick` of the PM step [a_begin, a_end]:
-// the half steps that open (tick .. tick + half a bin step) or close (tick - half a bin
-// step .. tick) each bin's step; the long-range half kick of the PM step when `long_range`.
-KickPlan opening_kicks(const Cosmology& cosmology, double a_begin, double a_end, std::uint64_t tick,
-                       int min_active_bin, int deepest, bool long_range);
-KickPlan closing_kicks(const Cosmology& cosmology, double a_begin, double a_end, std::uint64_t tick,
-                       int min_active_bin, int deepest, bool long_range);
 
 }  // namespace orbis

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cosmology/cosmology.hpp"
+#include "integrate/time_bins.hpp"
 
 namespace orbis {
 
@@ -16,11 +17,33 @@ double allowed_dln_a(const StepLimits& limits, const Cosmology& cosmology, doubl
   return dln;
 }
 
+double pm_step_dln_a(const StepLimits& limits, const Cosmology& cosmology, double a, double p_rms) {
+  double dln = limits.max_dln_a;
+  if (limits.pm_rms_displacement > 0 && limits.pm_length > 0 && p_rms > 0)
+    dln = std::min(dln, limits.pm_rms_displacement * limits.pm_length * a * a * cosmology.hubble(a) / p_rms);
+  return dln;
+}
+
 double next_scale_factor(double a, double target, double dln_a) {
   const double remaining = std::log(target / a);
   if (remaining <= dln_a * (1 + 1e-12)) return target;
   const double steps = std::ceil(remaining / dln_a - 1e-9);
   return a * std::exp(remaining / steps);
+}
+
+double CosmicTimeline::at(double begin, double end, std::uint64_t tick) const {
+  return scale_factor_at(begin, end, tick);
+}
+
+double CosmicTimeline::drift_factor(double from, double to) const { return cosmology_.drift_factor(from, to); }
+
+double CosmicTimeline::kick_factor(double from, double to) const { return cosmology_.kick_factor(from, to); }
+
+// eta sqrt(eps a^3 / |g|) H >= dln_pm  <=>  |g| <= eps a^3 (eta H / dln_pm)^2.
+double CosmicTimeline::bin0_acceleration(double a, double begin, double end) const {
+  if (!(limits_.eta > 0 && limits_.softening > 0)) return HUGE_VAL;
+  const double x = limits_.eta * cosmology_.hubble(a) / std::log(end / begin);
+  return limits_.softening * a * a * a * x * x;
 }
 
 }  // namespace orbis

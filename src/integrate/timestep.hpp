@@ -1,8 +1,18 @@
-// Global adaptive step (docs/design.md, "Time stepping"): the step in ln a is limited by time.max_dln_a and, when
-// the force is softened, by dt <= eta sqrt(eps_phys / |g_phys|) = eta sqrt(eps a^3 / |g|)
-// (eps comoving, g comoving: g_phys = g / a^2). Steps are then evened out so that they land
-// exactly on the next output instead of leaving a sliver.
+// The step criteria of a run, in ln a (docs/design.md, "Time stepping"):
+// - the per-particle criterion dt_i <= eta sqrt(eps_phys / |g_phys|) = eta sqrt(eps a^3 / |g_i|)
+//   in physical time (eps comoving, so eps_phys = eps a; g comoving, so g_phys = g / a^2),
+//   d ln a = H dt. Hierarchical steps put each particle in the bin it needs; a global step
+//   takes the most accelerated particle's. (GADGET's dt = sqrt(2 eta_G eps / |a|) is this
+//   with eta = sqrt(2 eta_G): eta_G = 0.025 is eta = 0.22.)
+// - the PM step (hierarchical): d ln a <= f min(r_s, mean spacing) a^2 H / p_rms, the rms
+//   particle moving by at most f of the long-range force's scale (GADGET's
+//   MaxRMSDisplacementFac; dx/d ln a = p / (a^2 H));
+// - both capped by time.max_dln_a.
+// Steps are evened out so that they land exactly on the next output instead of leaving a sliver.
 #pragma once
+#include <cstdint>
+
+#include "integrate/block_stepper.hpp"
 
 namespace orbis {
 
@@ -10,13 +20,33 @@ class Cosmology;
 
 struct StepLimits {
   double max_dln_a = 0.025;
-  double eta = 0.2;        // 0: no force criterion
-  double softening = 0;   // comoving Mpc/h; 0: no force criterion
+  double eta = 0.2;                 // 0: no per-particle criterion
+  double softening = 0;             // comoving Mpc/h; 0: no per-particle criterion
+  double pm_rms_displacement = 0;   // f; 0: no PM-step criterion
+  double pm_length = 0;             // min(r_s, mean spacing), comoving Mpc/h
 };
 
-// The ln-a step the criteria allow at scale factor a, given the largest |g| of any particle.
+// A global step: the ln-a step the criteria allow at scale factor a, given the largest |g| of
+// any particle.
 double allowed_dln_a(const StepLimits& limits, const Cosmology& cosmology, double a, double max_acc);
+// The PM step of hierarchical steps at scale factor a, given the rms momentum p_rms (km/s).
+double pm_step_dln_a(const StepLimits& limits, const Cosmology& cosmology, double a, double p_rms);
 // The end of the next step from a towards `target`, with steps of at most dln_a, all equal.
 double next_scale_factor(double a, double target, double dln_a);
+
+// The run's time line for block steps: the scale factor (ln a linear in the ticks), the exact
+// kick and drift integrals, and the per-particle criterion above.
+class CosmicTimeline final : public StepTimeline {
+ public:
+  CosmicTimeline(const Cosmology& cosmology, const StepLimits& limits) : cosmology_(cosmology), limits_(limits) {}
+  double at(double begin, double end, std::uint64_t tick) const override;
+  double drift_factor(double from, double to) const override;
+  double kick_factor(double from, double to) const override;
+  double bin0_acceleration(double a, double begin, double end) const override;
+
+ private:
+  const Cosmology& cosmology_;
+  StepLimits limits_;
+};
 
 }  // namespace orbis

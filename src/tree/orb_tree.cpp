@@ -394,6 +394,64 @@ void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double pa
   times_.output = watch.seconds();
 }
 
+void OrbTree::refit(const std::vector<Vec3d>& positions) {
+  const std::size_t n = pos_.size();
+  if (positions.size() != n || nodes_.empty())
+    fail("ORB tree: refit to {} positions of a tree of {} particles", positions.size(), n);
+  const auto ni = static_cast<std::int64_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t t = 0; t < ni; ++t) pos_[t] = positions[order_[t]];
+  // The subtrees under the first level of at least 64 nodes, one per thread; the levels
+  // above them serially, deepest first (one parallel region: refits come at every sync
+  // point of block steps, often with little else to do).
+  std::size_t split = 0;
+  while (split + 1 < levels_.size() && levels_[split].size() < 64) ++split;
+  const auto& roots = levels_[split];
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::int64_t q = 0; q < static_cast<std::int64_t>(roots.size()); ++q)
+    refit_subtree(roots[static_cast<std::size_t>(q)]);
+  for (std::size_t lev = split; lev-- > 0;)
+    for (std::int32_t index : levels_[lev]) refit_node(index);
+}
+
+void OrbTree::refit_subtree(std::int32_t index) {
+  const TreeNode& node = nodes_[static_cast<std::size_t>(index)];
+  if (!node.is_leaf()) {
+    refit_subtree(node.left);
+    refit_subtree(node.right);
+  }
+  refit_node(index);
+}
+
+// One node from its members' positions (pos_) and, if internal, its refitted children: the
+// box as build() finds it (min and max are exact, so the children's union is the members'
+// box), a leaf's centre summed in tree order and an internal node's from its children, the
+// exact radius.
+void OrbTree::refit_node(std::int32_t index) {
+  TreeNode& node = nodes_[static_cast<std::size_t>(index)];
+  const Vec3d* begin = pos_.data() + node.first;
+  const Vec3d* end = begin + node.count;
+  if (node.is_leaf()) {
+    node.lo = node.hi = *begin;
+    Vec3d sum{0, 0, 0};
+    for (const Vec3d* x = begin; x != end; ++x) {
+      for (int d = 0; d < 3; ++d) node.lo[d] = std::min(node.lo[d], (*x)[d]), node.hi[d] = std::max(node.hi[d], (*x)[d]);
+      sum += *x;
+    }
+    node.centre = sum * (1.0 / node.count);
+    leaves_[static_cast<std::size_t>(node.leaf)].centre = node.box_centre();
+  } else {
+    const TreeNode& a = nodes_[static_cast<std::size_t>(node.left)];
+    const TreeNode& b = nodes_[static_cast<std::size_t>(node.right)];
+    for (int d = 0; d < 3; ++d) node.lo[d] = std::min(a.lo[d], b.lo[d]), node.hi[d] = std::max(a.hi[d], b.hi[d]);
+    node.centre = (static_cast<double>(a.count) * a.centre + static_cast<double>(b.count) * b.centre) *
+                  (1.0 / node.count);
+  }
+  double r2 = 0;
+  for (const Vec3d* x = begin; x != end; ++x) r2 = std::max(r2, norm2(*x - node.centre));
+  node.radius = std::sqrt(r2);
+}
+
 // A node of a top level split by one thread, in place in `base`: box, nth_element, children.
 void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
   Item* begin = base + p.first;

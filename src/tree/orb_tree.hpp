@@ -53,6 +53,14 @@ class OrbTree {
   // Particle indices and node ranges are 32-bit (node links signed): at most this many.
   static constexpr std::int64_t kMaxParticles = (std::int64_t{1} << 31) - 1;
 
+  // Refits the last tree to new positions of the same particles (caller order, as given to
+  // build): the same nodes, leaves and order, with every box, centre of mass, radius and
+  // leaf centre recomputed from the members' new positions (the arithmetic of build(), so a
+  // refit to unchanged positions gives back build()'s tree bit for bit). Between rebuilds in
+  // block time steps: O(N depth) and no partitioning; the nodes still bound their members,
+  // only less tightly than a new build's would as the particles move.
+  void refit(const std::vector<Vec3d>& positions);
+
   // The nodes build() would make for n particles (first, count, left, right, parent, leaf,
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
   // know every node's range before it sees a position.
@@ -116,6 +124,8 @@ class OrbTree {
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
   void derive_levels();
+  void refit_subtree(std::int32_t index);
+  void refit_node(std::int32_t index);
   void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
                   std::int32_t depth, std::int32_t leaf_base);
 
