@@ -1,5 +1,6 @@
 #include "domain/rank_domains.hpp"
 
+#include "core/log.hpp"
 #include "domain/particle_exchange.hpp"
 
 namespace orbis {
@@ -31,6 +32,13 @@ void RankDomains::update(Particles& particles, double work) {
   for (const Vec3d& x : particles.pos) leaving += domains_.owner(x) != comm_.rank();
   report_.migrated = leaving;
   migrate_particles(particles, domains_, comm_);
+  // The per-rank load, in the log: particles and measured work per rank.
+  const std::uint64_t fewest = comm_.min<std::uint64_t>(particles.size());
+  const std::uint64_t most_particles = comm_.max<std::uint64_t>(particles.size());
+  const std::uint64_t moved = comm_.sum(report_.migrated);
+  log::info("domains {} on {} ranks: {}..{} particles per rank, {} migrated; work imbalance of the last steps {:.3f} "
+            "(largest rank / mean)", report_.rebuilt ? "rebuilt" : "kept", comm_.size(), fewest, most_particles, moved,
+            report_.imbalance);
 }
 
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut) {

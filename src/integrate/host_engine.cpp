@@ -103,6 +103,12 @@ const std::vector<Vec3d>& HostStepEngine::accelerations() {
 }
 
 void HostStepEngine::compute_forces(bool long_range, int min_active_bin, ForceStats& stats) {
+  const double comm_before = comm_.stats().seconds;
+  forces(long_range, min_active_bin, stats);
+  if (comm_.size() > 1) stats.times.add("comm", comm_.stats().seconds - comm_before);
+}
+
+void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& stats) {
   PhaseTimes pm_times;
   if (!short_range_) {
     if (long_range) pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);

@@ -9,7 +9,9 @@
 // their ORB domains at every PM step (rebuilt when the measured work is out of balance:
 // domain/rank_domains.hpp), and each rank's short-range solver runs on its particles plus
 // the ghosts within r_cut, which makes their sums complete. The reductions (largest
-// acceleration, rms momentum, bin counts) are over every rank.
+// acceleration, rms momentum, bin counts) are over every rank. The phase "domain" is the
+// migration and ghost import, "comm" the time inside communication (waiting included) of
+// every phase, a part of their times.
 #pragma once
 #include <memory>
 #include <optional>
@@ -49,6 +51,8 @@ class HostStepEngine final : public StepEngine {
   void set_tree_refit(bool refit) { refit_tree_ = refit; }
 
  private:
+  void forces(bool long_range, int min_active_bin, ForceStats& stats);
+
   double box_mpc_h_ = 0;
   Comm comm_;
   PmSolver pm_;

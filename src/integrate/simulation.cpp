@@ -18,6 +18,7 @@
 #include "integrate/step_log.hpp"
 #include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
+#include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
@@ -31,8 +32,9 @@ namespace orbis {
 
 namespace {
 
-// [ic] file: the particles of an IC or snapshot file, checked against the parameters.
-Particles read_ic_file(const Params& params, double& a_start) {
+// [ic] file: the particles of an IC or snapshot file, checked against the parameters; this
+// rank's share of them (every rank reads the file; the engine moves them to their domains).
+Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) {
   std::string path = params.get_string("ic.file");
   if (!path.empty() && path[0] != '/') path = join_path(params.directory(), path);
   const Snapshot snap = read_snapshot(path);
@@ -55,21 +57,31 @@ Particles read_ic_file(const Params& params, double& a_start) {
               snap.particles.mass / expected_mass - 1);
   log::info("initial conditions from '{}': {} particles at z = {}", path, snap.particles.size(), snap.header.redshift);
   a_start = snap.header.a;
-  return snap.particles;
+  if (comm.size() == 1) return snap.particles;
+  Particles share;
+  share.mass = snap.particles.mass;
+  for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < snap.particles.size(); i += comm.size()) {
+    share.pos.push_back(snap.particles.pos[i]);
+    share.mom.push_back(snap.particles.mom[i]);
+    share.id.push_back(snap.particles.id[i]);
+  }
+  return share;
 }
 
 }  // namespace
 
-Simulation::Simulation(const Params& params, const RunOptions& options)
+Simulation::Simulation(const Params& params, const RunOptions& options, const Comm& comm)
     : params_(params),
+      comm_(comm),
       cosmology_(Cosmology::from_params(params)),
-      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_)),
+      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_, comm_)),
       schedule_(OutputSchedule::from_params(
           params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
   const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
-  check_host_memory(params, file_a_ > 0 ? file_ics_.size() : side * side * side);
-  engine_ = make_step_engine(params);
+  const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
+  check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
+  engine_ = make_step_engine(params, comm_);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   limits_.softening = engine_->softening();
@@ -86,18 +98,21 @@ Simulation::Simulation(const Params& params, const RunOptions& options)
   validate_outputs(params);
   options_ = options;
   if (options.restart) {
+    if (comm_.size() > 1) fail("--restart: checkpoints are written on one rank only for now; restart without mpirun");
     restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_));
     check_restart_parameters(*restart_, params_);
     if (restart_->state.tick != kPmTicks)
       fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
   } else {
-    check_output_folder(options);
+    run_collectively(comm_, [&] {
+      if (comm_.is_root()) check_output_folder(options, particles);
+    });
   }
 }
 
 // Before any work: the run never replaces a file it did not write (another run's outputs, a
 // GADGET-4 catalogue) unless told to, and the folder's disk takes at least its first output.
-void Simulation::check_output_folder(const RunOptions& options) const {
+void Simulation::check_output_folder(const RunOptions& options, std::uint64_t particles) const {
   std::vector<std::string> files = find_checkpoints(out_dir_);   // another run's (--restart continues it)
   files.push_back(join_path(out_dir_, "used_parameters.toml"));
   if (file_a_ == 0 && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
@@ -106,8 +121,6 @@ void Simulation::check_output_folder(const RunOptions& options) const {
   refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
                     "pass --restart to continue the run that wrote them, --overwrite to replace them, or choose "
                     "another [output] directory");
-  const auto side = static_cast<std::uint64_t>(params_.get_int("box.particles_per_side"));
-  const std::uint64_t particles = file_a_ > 0 ? file_ics_.size() : side * side * side;
   check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
                   fmt::format("one output of {} particles", particles),
                   "[box] particles_per_side (or turn off [output] snapshots)");
@@ -122,23 +135,28 @@ RunSummary Simulation::run() {
   const IcSettings settings = IcSettings::from_params(params_);
   log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
   IcReport report;
-  Particles particles = make_initial_conditions(settings, cosmology_, power, &report);
+  Particles particles = make_initial_conditions(settings, cosmology_, power, &report, comm_);
   log_ic_report(settings, report);
-  if (settings.self_test) {
-    make_directories(out_dir_);
-    const std::string path = join_path(out_dir_, "ic_power.txt");
-    write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
-    log::info("IC self-test: wrote {}", path);
-  }
+  if (settings.self_test)
+    run_collectively(comm_, [&] {
+      if (!comm_.is_root()) return;
+      make_directories(out_dir_);
+      const std::string path = join_path(out_dir_, "ic_power.txt");
+      write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
+      log::info("IC self-test: wrote {}", path);
+    });
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
 // What every run does first: the output folder, the parameters in force, the engine.
 void Simulation::start(const std::string& how) {
-  make_directories(out_dir_);
-  if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
-    for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
-  write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+  run_collectively(comm_, [&] {
+    if (!comm_.is_root()) return;
+    make_directories(out_dir_);
+    if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
+      for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
+    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+  });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
 }
@@ -146,7 +164,7 @@ void Simulation::start(const std::string& how) {
 RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
   start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
-  n_particles_ = particles.size();
+  n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
@@ -181,7 +199,9 @@ RunSummary Simulation::resume() {
 // PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
 // written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
 RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
-  const StopSignals signals;
+  // Over several ranks there are no checkpoints yet, and the signals keep their default action.
+  const bool one_rank = comm_.size() == 1;
+  const auto signals = one_rank ? std::make_unique<StopSignals>() : nullptr;
   const auto every_steps = params_.get_int("checkpoint.every_steps");
   const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
   std::int64_t steps_at_checkpoint = state_.steps;
@@ -190,9 +210,9 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
     if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
-    const int signal = signals.received();
-    const bool due = (every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
-                     (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds);
+    const int signal = signals ? signals->received() : 0;
+    const bool due = one_rank && ((every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
+                     (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds));
     if (signal == 0 && !due) continue;
     Stopwatch write_watch;
     const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, params_);
@@ -261,20 +281,33 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   report.force = &stats;
   log::info("{}", step_line(report));
   const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
-  print_progress_bar(progress, report.eta_seconds);
+  if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);
 }
 
 void Simulation::write_outputs(RunSummary& summary) {
   OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
-  auto files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
+  std::vector<std::string> files;
+  if (comm_.size() == 1) {
+    files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
+  } else {
+    // Rank 0 writes every output of the gathered particles (domain/gather_particles.hpp).
+    const bool with_acc = params_.get_bool("output.accelerations");
+    const GatheredParticles all =
+        gather_particles(engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{}, comm_);
+    run_collectively(comm_, [&] {
+      if (comm_.is_root()) files = write_run_outputs(context, all.particles, all.values);
+    });
+    std::size_t count = files.size();
+    comm_.broadcast(count);
+    files.resize(count);
+    for (std::string& f : files) comm_.broadcast(f);
+  }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,
                            const RunOptions& options) {
-  if (Comm::world().size() > 1)
-    fail("orbis run works on one rank for now (domains and ghosts are not written yet); run it without mpirun");
   Params params = Params::load(file, overrides);
   log::info("{}", banner("run " + file));
   Simulation simulation(params, options);   // every check before any work

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/params.hpp"
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
@@ -41,8 +42,10 @@ class Simulation {
   // Validates every parameter and their combinations, and checks the output folder (writable,
   // room for an output, no file the run would replace unless `options.overwrite`); with
   // `options.restart`, reads the newest complete checkpoint and checks its parameters against
-  // these. No work.
-  explicit Simulation(const Params& params, const RunOptions& options = {});
+  // these. No work. Over several ranks (comm): each holds its share of the particles
+  // (step_engine.hpp, the host engine); ICs are made in shares, outputs gathered on rank 0,
+  // logs from rank 0; checkpoints are not written yet.
+  explicit Simulation(const Params& params, const RunOptions& options = {}, const Comm& comm = Comm::world());
   ~Simulation();
 
   // Generates the ICs (built-in, or [ic] file), or takes the checkpoint's state, and runs to
@@ -51,7 +54,7 @@ class Simulation {
   // Runs from the given state at scale factor a (tests, restarts).
   RunSummary run_from(Particles particles, double a);
 
-  // The particles now (on the host: the CUDA engine downloads them).
+  // This rank's particles now (on the host: the CUDA engine downloads them).
   const Particles& particles() { return engine_->particles(); }
   const Cosmology& cosmology() const { return cosmology_; }
   const RunState& state() const { return state_; }
@@ -63,9 +66,10 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
-  void check_output_folder(const RunOptions& options) const;
+  void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 
   Params params_;
+  Comm comm_;
   Cosmology cosmology_;
   double file_a_ = 0;        // scale factor of [ic] file (0: built-in ICs); before file_ics_,
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)

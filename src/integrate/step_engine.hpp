@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/hostdevice.hpp"
 #include "core/particles.hpp"
 #include "core/timer.hpp"
@@ -117,7 +118,8 @@ class StepEngine {
   virtual BinCounts assign_bins(const BinRule& rule) = 0;
 };
 
-// The engine for [gravity] and [gpu]: every setting is checked here, before any work.
-std::unique_ptr<StepEngine> make_step_engine(const Params& params);
+// The engine for [gravity] and [gpu]: every setting is checked here, before any work. Over
+// several ranks (comm) each rank's engine holds its share of the particles.
+std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm = Comm::world());
 
 }  // namespace orbis

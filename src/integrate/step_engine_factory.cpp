@@ -8,7 +8,7 @@
 
 namespace orbis {
 
-std::unique_ptr<StepEngine> make_step_engine(const Params& params) {
+std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
   if (params.get_string("gravity.solver") != "pm") {
     const auto side = static_cast<std::size_t>(params.get_int("box.particles_per_side"));
@@ -18,7 +18,7 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params) {
   // ---- The CUDA step engine (particles resident on the device) is chosen here, for
   // [gpu] backend = "cuda", or "auto" with a usable GPU: return make_cuda_step_engine(params).
   // Until then the host engine serves every backend (its P2P runs on the [gpu] backend).
-  return std::make_unique<HostStepEngine>(params);
+  return std::make_unique<HostStepEngine>(params, comm);
 }
 
 }  // namespace orbis
