@@ -137,12 +137,13 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     }
     const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut);
     stats.times.add("domain", domain_watch.seconds());
-    if (targets.bins) {   // ghosts are never targets (their owners compute their forces)
-      bins_with_ghosts_ = particles_.time_bin;
-      bins_with_ghosts_.resize(sources.size(), 0);
-      targets.bins = &bins_with_ghosts_;
-      acc_with_ghosts_.resize(sources.size());
-    }
+    // Ghosts are never targets (their owners compute their forces), on full steps either:
+    // the mask is 1 for this rank's active particles, 0 for the rest and the ghosts.
+    target_mask_.assign(sources.size(), 0);
+    for (std::size_t i = 0; i < particles_.size(); ++i) target_mask_[i] = particles_.time_bin[i] >= min_active_bin;
+    targets.bins = &target_mask_;
+    targets.min_bin = 1;
+    acc_with_ghosts_.resize(sources.size());
     short_range_->begin(sources, *p2p_, targets);
   } else {
     short_range_->begin(particles_.pos, *p2p_, targets);

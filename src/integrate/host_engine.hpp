@@ -68,7 +68,7 @@ class HostStepEngine final : public StepEngine {
   std::vector<Vec3d> acc_long_, acc_short_;   // per particle, (km/s)^2/(Mpc/h)
   std::vector<Vec3d> acc_total_;              // accelerations()
   std::vector<Vec3d> acc_with_ghosts_;        // the short-range solver's, ghosts after the particles
-  std::vector<std::uint8_t> bins_with_ghosts_;  // time bins likewise (ghosts 0: never targets)
+  std::vector<std::uint8_t> target_mask_;       // likewise: 1 for an active own particle, else 0
 };
 
 }  // namespace orbis
