@@ -9,6 +9,7 @@
 #include "core/banner.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "integrate/checkpoint.hpp"
@@ -252,6 +253,7 @@ void Simulation::begin_pm_step() {
 // One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
 void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   Stopwatch step_watch;
+  reset_peak_resident_bytes();   // the log's peak is this step's
   ForceStats stats;
   const double a_old = state_.a;
   const SyncPoint sync = stepper_->sync_step(state_, stats);
@@ -279,6 +281,12 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   report.elapsed = elapsed_seconds + report.seconds;
   report.eta_seconds = predicted_remaining_seconds(state_, std::log(schedule_.a_end));
   report.force = &stats;
+  report.host_peak_bytes = peak_resident_bytes();
+  if (sync.pm_end) {   // every particle synchronised: the total momentum means something
+    const Vec3d p = engine_->total_momentum();
+    const double p_rms = engine_->rms_momentum();
+    if (std::isfinite(p.x) && p_rms > 0) report.momentum_ratio = norm(p) / (static_cast<double>(n_particles_) * p_rms);
+  }
   log::info("{}", step_line(report));
   const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
   if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);

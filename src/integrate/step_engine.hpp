@@ -40,6 +40,7 @@ struct ForceStats {
   double p2p_interactions = 0;
   double m2l_interactions = 0;
   std::string p2p_where;       // "cpu (2 threads)", "cuda (...)", or empty
+  std::size_t device_bytes = 0;  // device memory the engine holds after the step (the log); 0: none or not reported
 };
 
 constexpr int kMaxTimeBins = 32;
@@ -113,6 +114,9 @@ class StepEngine {
   virtual double max_acceleration() = 0;
   // sqrt(mean |p|^2) over particles, km/s: the PM step's criterion.
   virtual double rms_momentum() = 0;
+  // The sum of p over all particles, km/s (times the mass: the total momentum, which gravity
+  // conserves): the step log's check at the end of each PM step. NaN: not provided.
+  virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;
