@@ -96,6 +96,41 @@ __global__ void max_norm2_kernel(const double* a, const Gb* b, std::size_t n, un
   if ((threadIdx.x & 31) == 0 && best > 0) atomicMax(out, best);
 }
 
+// One thread per block of kNorm2Block particles, in order (the host's ordered sum); the
+// blocks are few (n / 4096), so each thread's loop is the whole cost: a sweep of 3n doubles.
+__global__ void block_norm2_kernel(const double* p, std::size_t n, std::size_t blocks, double* partial) {
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (k >= blocks) return;
+  const std::size_t end = min(n, (k + 1) * kNorm2Block);
+  double s = 0;
+  for (std::size_t i = k * kNorm2Block; i < end; ++i) {
+    const double x = p[i], y = p[n + i], z = p[2 * n + i];
+    s += x * x + y * y + z * z;   // norm2 (core/vec3.hpp), no FMA (--fmad=false)
+  }
+  partial[k] = s;
+}
+
+template <typename Gb>
+__global__ void assign_bins_kernel(const double* a, const Gb* b, std::size_t n, BinRule rule, std::uint8_t* bin,
+                                   unsigned long long* counts) {
+  __shared__ unsigned int local[kMaxTimeBins];
+  if (threadIdx.x < kMaxTimeBins) local[threadIdx.x] = 0;
+  __syncthreads();
+  ORBIS_FOR_EACH(i, n) {
+    int k = bin[i];
+    if (k >= rule.min_active_bin) {
+      const double gx = a[i] + static_cast<double>(b[i]);
+      const double gy = a[n + i] + static_cast<double>(b[n + i]);
+      const double gz = a[2 * n + i] + static_cast<double>(b[2 * n + i]);
+      k = bin_for_acceleration(gx * gx + gy * gy + gz * gz, rule);
+      bin[i] = static_cast<std::uint8_t>(k);
+    }
+    atomicAdd(&local[k], 1u);
+  }
+  __syncthreads();
+  if (threadIdx.x < kMaxTimeBins && local[threadIdx.x] > 0) atomicAdd(counts + threadIdx.x, local[threadIdx.x]);
+}
+
 }  // namespace
 
 template <typename Ga>
@@ -148,13 +183,31 @@ void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long lo
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
+void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream) {
+  const std::size_t blocks = norm2_block_count(n);
+  if (blocks == 0) return;
+  block_norm2_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, partial);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Gb>
+void assign_bins(const double* a, const Gb* b, std::size_t n, const BinRule& rule, std::uint8_t* bin,
+                 unsigned long long* counts, cudaStream_t stream) {
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts, 0, kMaxTimeBins * sizeof(unsigned long long), stream));
+  if (n == 0) return;
+  assign_bins_kernel<Gb><<<grid_for(n), kThreads, 0, stream>>>(a, b, n, rule, bin, counts);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
 #define ORBIS_INSTANTIATE(T)                                                                                   \
   template void kick_particles<T>(double*, const double*, double, const T*, const std::uint8_t*, int,          \
                                   const double*, std::size_t, cudaStream_t);                                  \
   template void interleave_sum<T>(const double*, const T*, std::size_t, double*, cudaStream_t);               \
   template void scatter_short_range<T>(const double*, const std::uint32_t*, const std::uint8_t*, int,          \
                                        std::size_t, T*, cudaStream_t);                                         \
-  template void max_norm2_sum<T>(const double*, const T*, std::size_t, unsigned long long*, cudaStream_t);
+  template void max_norm2_sum<T>(const double*, const T*, std::size_t, unsigned long long*, cudaStream_t);        \
+  template void assign_bins<T>(const double*, const T*, std::size_t, const BinRule&, std::uint8_t*,             \
+                               unsigned long long*, cudaStream_t);
 ORBIS_INSTANTIATE(float)
 ORBIS_INSTANTIATE(double)
 #undef ORBIS_INSTANTIATE

@@ -9,6 +9,8 @@
 
 #include <cuda_runtime.h>
 
+#include "integrate/step_engine.hpp"
+
 namespace orbis::gpu {
 
 // p += g_long * long_factor (when long_factor != 0, every particle), then, for particles with
@@ -41,5 +43,20 @@ void scatter_short_range(const double* acc_tree, const std::uint32_t* order, con
 // the run loop's step criterion. Non-negative doubles order like their bits.
 template <typename Gb>
 void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long long* out, cudaStream_t stream);
+
+// The particles' sum of |p|^2 in blocks of kNorm2Block: partial[k] = sum over i in block k, in
+// order, of px^2 + py^2 + pz^2 (p: x | y | z), one thread per block; partial holds
+// norm2_block_count(n) doubles. Summing the partials in order on the host gives the host
+// engine's bits (its ordered sum has the same blocks).
+constexpr std::size_t kNorm2Block = 4096;
+inline std::size_t norm2_block_count(std::size_t n) { return (n + kNorm2Block - 1) / kNorm2Block; }
+void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
+
+// New bins (bin_for_acceleration of |a + b|^2, a and b x | y | z) for the particles with
+// bin >= rule.min_active_bin, and the particles per bin, all of them, into counts
+// (kMaxTimeBins integers on the device, zeroed here): integer sums, exact in any order.
+template <typename Gb>
+void assign_bins(const double* a, const Gb* b, std::size_t n, const BinRule& rule, std::uint8_t* bin,
+                 unsigned long long* counts, cudaStream_t stream);
 
 }  // namespace orbis::gpu

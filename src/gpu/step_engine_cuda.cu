@@ -70,9 +70,11 @@ struct CudaStepEngine::Impl {
   DeviceArray<std::uint8_t> bin;
   DeviceArray<double> kick_factors;
   DeviceArray<unsigned long long> reduction;
+  DeviceArray<double> norm2_partial;   // rms_momentum's block sums
   PinnedArray<double> host_staging;   // 3n
   PinnedArray<double> host_factors;
   PinnedArray<unsigned long long> host_reduction;
+  PinnedArray<double> host_partial;
 
   Particles host;                      // particles(): valid while host_current
   std::vector<Vec3d> host_acc;         // accelerations(): valid while acc_current
@@ -155,8 +157,8 @@ CudaStepEngine::CudaStepEngine(const Params& params) : impl_(std::make_unique<Im
   m.baseline = Impl::used_now();
   m.kick_factors.ensure(kMaxTimeBins);
   m.host_factors.ensure(kMaxTimeBins);
-  m.reduction.ensure(1);
-  m.host_reduction.ensure(1);
+  m.reduction.ensure(kMaxTimeBins);   // one maximum, or the bin counts
+  m.host_reduction.ensure(kMaxTimeBins);
 }
 
 CudaStepEngine::~CudaStepEngine() {
@@ -197,6 +199,10 @@ void CudaStepEngine::load(Particles particles) {
   if (n == 0) fail("GPU step engine: no particles");
   if (particles.mom.size() != n || particles.id.size() != n)
     fail("GPU step engine: {} positions, {} momenta, {} ids", n, particles.mom.size(), particles.id.size());
+  if (!particles.time_bin.empty() && particles.time_bin.size() != n)
+    fail("GPU step engine: {} time bins for {} particles", particles.time_bin.size(), n);
+  for (std::uint8_t b : particles.time_bin)
+    if (b >= kMaxTimeBins) fail("GPU step engine: time bin {} (bins are 0..{})", b, kMaxTimeBins - 1);
   for (const Vec3d& x : particles.pos)
     if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box))
       fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
@@ -241,7 +247,7 @@ void CudaStepEngine::load(Particles particles) {
     ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), particles.time_bin.data(), n, cudaMemcpyHostToDevice));
   else
     ORBIS_CUDA_CHECK(cudaMemset(m.bin.data(), 0, n));   // every particle in bin 0
-  particles.time_bin.resize(n);   // the host copy's (assign_bins keeps it current)
+  particles.time_bin.resize(n);   // all in bin 0 when it came empty, as on the device
   ORBIS_CUDA_CHECK(cudaMemset(m.acc_long.data(), 0, 3 * n * sizeof(double)));
   if (m.short_double) ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_d.data(), 0, 3 * n * sizeof(double)));
   else ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_f.data(), 0, 3 * n * sizeof(float)));
@@ -259,6 +265,8 @@ const Particles& CudaStepEngine::particles() {
   m.host.id.resize(m.n);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host.id.data(), m.id.data(), m.n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
                                    m.stream));
+  m.host.time_bin.resize(m.n);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host.time_bin.data(), m.bin.data(), m.n, cudaMemcpyDeviceToHost, m.stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   m.host.mass = m.mass;
   m.host_current = true;
@@ -382,33 +390,38 @@ double CudaStepEngine::max_acceleration() {
 
 bool CudaStepEngine::has_short_range() const { return impl_->treepm; }
 
-// Stopgaps on the host (the state downloaded) so that the run loop can drive this engine;
-// a device reduction and a bin kernel are to replace them. The sum runs in fixed blocks, in
-// order, as the host engine's (the same bits for any thread count).
+// The block sums on the device, then their sum in order here: the host engine's ordered sum
+// (the same blocks, the same order), so both engines give the same bits.
 double CudaStepEngine::rms_momentum() {
-  const Particles& p = particles();
-  constexpr std::size_t kBlock = 4096;
+  Impl& m = *impl_;
+  if (m.n == 0) return 0.0;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t blocks = gpu::norm2_block_count(m.n);
+  m.norm2_partial.ensure(blocks);
+  m.host_partial.ensure(blocks);
+  gpu::block_norm2_sums(m.mom.data(), m.n, m.norm2_partial.data(), m.stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_partial.data(), m.norm2_partial.data(), blocks * sizeof(double),
+                                   cudaMemcpyDeviceToHost, m.stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   double total = 0;
-  for (std::size_t b = 0; b < p.size(); b += kBlock) {
-    double s = 0;
-    for (std::size_t i = b; i < std::min(p.size(), b + kBlock); ++i) s += norm2(p.mom[i]);
-    total += s;
-  }
-  return p.size() > 0 ? std::sqrt(total / static_cast<double>(p.size())) : 0.0;
+  for (std::size_t k = 0; k < blocks; ++k) total += m.host_partial.data()[k];
+  return std::sqrt(total / static_cast<double>(m.n));
 }
 
 BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   Impl& m = *impl_;
-  const std::vector<Vec3d>& g = accelerations();
-  std::vector<std::uint8_t>& bins = m.host.time_bin;
-  bins.resize(m.n);
-  ORBIS_CUDA_CHECK(cudaMemcpy(bins.data(), m.bin.data(), m.n, cudaMemcpyDeviceToHost));
   BinCounts counts{};
-  for (std::size_t i = 0; i < m.n; ++i) {
-    if (bins[i] >= rule.min_active_bin) bins[i] = static_cast<std::uint8_t>(bin_for_acceleration(norm2(g[i]), rule));
-    ++counts[bins[i]];
-  }
-  ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), bins.data(), m.n, cudaMemcpyHostToDevice));
+  if (m.n == 0) return counts;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  if (m.short_double)
+    gpu::assign_bins(m.acc_long.data(), m.acc_short_d.data(), m.n, rule, m.bin.data(), m.reduction.data(), m.stream);
+  else
+    gpu::assign_bins(m.acc_long.data(), m.acc_short_f.data(), m.n, rule, m.bin.data(), m.reduction.data(), m.stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_reduction.data(), m.reduction.data(), kMaxTimeBins * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, m.stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  for (int k = 0; k < kMaxTimeBins; ++k) counts[k] = m.host_reduction.data()[k];
+  m.host_current = false;   // the bins changed
   return counts;
 }
 

@@ -31,11 +31,11 @@ class CudaStepEngine final : public StepEngine {
   void kick(const KickPlan& plan) override;
   void drift(double drift_factor) override;
   bool has_short_range() const override;
+  double max_acceleration() override;
   double rms_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
 
-  // Beyond the seam (the run loop's step criterion, tests, the benchmark).
-  double max_acceleration();                   // max |g_long + g_short| over all particles
+  // Beyond the seam (tests, the benchmark).
   std::size_t planned_device_bytes() const;    // the memory plan of the last load()
   std::size_t peak_device_bytes() const;       // device memory the engine added, the most seen after a step
   std::string device_name() const;

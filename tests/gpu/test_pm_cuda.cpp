@@ -16,6 +16,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -157,7 +158,8 @@ TEST_CASE("CUDA PM is deterministic: bitwise repeats, any particle order, device
     std::vector<Vec3d> device_call(n);
     for (std::size_t i = 0; i < n; ++i) device_call[i] = Vec3d{host[i], host[n + i], host[2 * n + i]};
     CHECK(same_bits(first, device_call));
-    for (const char* phase : PmSolver::phase_names()) CHECK(times.get(phase) > 0);
+    for (const std::string phase : PmSolver::phase_names())   // one device: no exchange between ranks
+      if (phase != "pm_exchange") CHECK(times.get(phase) > 0);
     cudaFree(d_pos);
     cudaFree(d_acc);
     cudaStreamDestroy(stream);

@@ -3,12 +3,15 @@
 // P2P's summation order, with the same error against an exact Ewald sum; its drift is the
 // host's bit for bit; two engines given the same particles stay bitwise identical through
 // forces, kicks and drifts; and a memory plan that does not fit stops load() with a message
-// before anything is allocated. Returns 77 without a usable GPU.
+// before anything is allocated; the reductions of the step criteria (rms momentum, the new
+// bins and their counts) are the host's. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.hpp"
@@ -161,4 +164,110 @@ TEST_CASE("GPU step engine: a memory plan beyond [gpu] memory_limit_gib stops lo
   CHECK(message.find("memory_limit_gib = 0.001") != std::string::npos);
   CHECK(message.find("max_leaf") != std::string::npos);
   CHECK(engine.peak_device_bytes() == 0);   // no step ran
+}
+
+TEST_CASE("GPU step engine: rms momentum is the host engine's, bitwise; bins and counts as bin_for_acceleration's") {
+  test::require_gpu_or_skip();
+  const Particles p = moving_particles();
+  CudaStepEngine engine(params_for("cuda"));
+  engine.load(p);
+  auto host = make_step_engine(params_for("cpu"));
+  host->load(p);
+  // The host engine's ordered sum (the same blocks, in the same order): the same bits.
+  const double rms = engine.rms_momentum(), rms_host = host->rms_momentum();
+  MESSAGE("rms momentum: GPU " << rms << " km/s, host " << rms_host << " km/s");
+  CHECK(std::memcmp(&rms, &rms_host, sizeof(double)) == 0);
+  CHECK(rms > 100);
+
+  ForceStats stats;
+  engine.compute_forces(true, 0, stats);
+  const std::vector<Vec3d> g = engine.accelerations();
+  double g_max = 0;
+  for (const Vec3d& a : g) g_max = std::max(g_max, std::sqrt(norm2(a)));
+  CHECK(engine.max_acceleration() == doctest::Approx(g_max).epsilon(1e-15));
+
+  // Thresholds that spread the particles over several bins; first every particle (bins
+  // 0..6), then only those in bins >= 2 (into 2..5), the others keeping theirs.
+  std::vector<std::uint8_t> expected(p.size(), 0);
+  BinRule rule;
+  rule.acc_bin0 = g_max / 300;
+  rule.max_bin = 6;
+  for (int pass = 0; pass < 2; ++pass) {
+    CAPTURE(pass);
+    if (pass == 1) {
+      rule.min_active_bin = 2;
+      rule.max_bin = 5;
+      rule.acc_bin0 = g_max / 40;
+    }
+    BinCounts counts_expected{};
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      if (expected[i] >= rule.min_active_bin)
+        expected[i] = static_cast<std::uint8_t>(bin_for_acceleration(norm2(g[i]), rule));
+      ++counts_expected[expected[i]];
+    }
+    const BinCounts counts = engine.assign_bins(rule);
+    const std::vector<std::uint8_t>& bins = engine.particles().time_bin;
+    int used = 0;
+    for (std::uint64_t c : counts) used += c > 0;
+    MESSAGE("pass " << pass << ": " << used << " bins in use");
+    CHECK(used >= 3);
+    CHECK(counts == counts_expected);
+    CHECK(bins == expected);
+  }
+}
+
+TEST_CASE("GPU step engine: a step of the active bins gives them the host engine's forces and keeps the others'") {
+  test::require_gpu_or_skip();
+  // Bins: 2 in a slab and every fifth particle of the next slab (leaves partly active), 1 in
+  // a third slab, 0 elsewhere; min_active_bin = 2 makes the first group active.
+  Particles p = moving_particles();
+  p.time_bin.assign(p.size(), 0);
+  std::size_t n_active = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const double x = p.pos[i].x / kBox;
+    if (x < 0.25 || (x < 0.5 && i % 5 == 0)) p.time_bin[i] = 2;
+    else if (x < 0.75) p.time_bin[i] = 1;
+    n_active += p.time_bin[i] >= 2;
+  }
+  const std::string double_mesh = "pm_mesh_precision = \"double\"\n";   // the PMs agree to ~1e-12
+  auto host = make_step_engine(params_for("cpu", "", double_mesh));
+  CudaStepEngine subset(params_for("cuda", "", double_mesh)), full(params_for("cuda", "", double_mesh));
+  ForceStats stats;
+  for (StepEngine* e : std::initializer_list<StepEngine*>{host.get(), &subset, &full}) {
+    e->load(p);
+    e->compute_forces(true, 0, stats);
+  }
+  const std::vector<Vec3d> before = subset.accelerations();
+  for (StepEngine* e : std::initializer_list<StepEngine*>{host.get(), &subset, &full}) e->drift(2e-3);
+  host->compute_forces(false, 2, stats);
+  ForceStats subset_stats, full_stats;
+  subset.compute_forces(false, 2, subset_stats);
+  full.compute_forces(false, 0, full_stats);
+  const std::vector<Vec3d>& g_host = host->accelerations();
+  const std::vector<Vec3d>& g_subset = subset.accelerations();
+  const std::vector<Vec3d>& g_full = full.accelerations();
+
+  std::size_t kept = 0, as_full = 0, moved = 0;
+  double rms = 0, worst = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (p.time_bin[i] < 2) {
+      kept += std::memcmp(&g_subset[i], &before[i], sizeof(Vec3d)) == 0;
+      continue;
+    }
+    as_full += std::memcmp(&g_subset[i], &g_full[i], sizeof(Vec3d)) == 0;
+    moved += std::memcmp(&g_subset[i], &before[i], sizeof(Vec3d)) != 0;
+    rms += norm2(g_host[i]);
+    worst = std::max(worst, std::sqrt(norm2(g_subset[i] - g_host[i])));
+  }
+  const double d = worst / std::sqrt(rms / static_cast<double>(n_active));
+  MESSAGE(n_active << " of " << p.size() << " particles active; GPU vs host engine: max |diff| / rms " << d
+                   << "; P2P pairs " << subset_stats.p2p_interactions << " (subset) vs " << full_stats.p2p_interactions
+                   << " (all)");
+  CHECK(n_active > p.size() / 5);
+  CHECK(n_active < p.size() / 2);
+  CHECK(kept == p.size() - n_active);     // the inactive particles keep their forces, bitwise
+  CHECK(moved == n_active);               // the active ones got new ones ...
+  CHECK(as_full == n_active);             // ... bitwise those of every particle's computation
+  CHECK(d < 2e-6);                        // ... and the host engine's, up to the float P2P's order
+  CHECK(subset_stats.p2p_interactions < 0.8 * full_stats.p2p_interactions);
 }
