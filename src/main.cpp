@@ -4,18 +4,39 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "analysis/fof_command.hpp"
 #include "analysis/power_spectrum_io.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "core/parallel.hpp"
 #include "core/params_schema.hpp"
 #include "ic/ic_command.hpp"
 #include "integrate/simulation.hpp"
+#include "io/output_guard.hpp"
 #include "core/banner.hpp"
+
+namespace {
+
+// Every rank that fails says so; an error on some ranks only must not leave the others
+// waiting in a collective, so a multi-rank run ends all of them. Returns the exit status.
+int report_error(const std::string& message) {
+  if (orbis::parallel::size() > 1)
+    fmt::print(stderr, "orbis: error (rank {} of {}): {}\n", orbis::parallel::rank(), orbis::parallel::size(), message);
+  else
+    fmt::print(stderr, "orbis: error: {}\n", message);
+  std::fflush(stderr);
+  orbis::parallel::abort_all(1);
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   orbis::parallel::init(&argc, &argv);
@@ -54,6 +75,11 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--overwrite", run_options.overwrite,
                     "replace files in the output folder that this run would write (without it: an error "
                     "before any work when one exists)");
+  auto* overwrite_flag = run_cmd->get_option("--overwrite");
+  run_cmd->add_flag("--restart", run_options.restart,
+                    "continue the run from the newest complete checkpoint in its output folder (the physics "
+                    "parameters must be the checkpoint's; z_final and the outputs may change)")
+      ->excludes(overwrite_flag);
 
   std::string ic_file;
   std::vector<std::string> ic_overrides;
@@ -94,16 +120,23 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     status = app.exit(e);
   } catch (const orbis::Error& e) {
-    // Every rank that fails says so; an error on some ranks only must not leave the others
-    // waiting in a collective, so a multi-rank run ends all of them.
-    if (orbis::parallel::size() > 1)
-      fmt::print(stderr, "orbis: error (rank {} of {}): {}\n", orbis::parallel::rank(), orbis::parallel::size(), e.what());
-    else
-      fmt::print(stderr, "orbis: error: {}\n", e.what());
-    std::fflush(stderr);
-    orbis::parallel::abort_all(1);
-    status = 1;
+    status = report_error(e.what());
+  } catch (const std::bad_alloc&) {
+    // The run's host memory is checked before any work (integrate/run_memory.hpp) for what it
+    // surely needs; this is the rest: the tree, the analysis, or another process's growth.
+    status = report_error(fmt::format(
+        "out of host memory (an allocation failed with {} in use by this process at its peak): lower "
+        "[box] particles_per_side, [gravity] pm_grid_side or [analysis] pk_grid_side, or free memory",
+        orbis::format_bytes(static_cast<double>(orbis::peak_resident_bytes()))));
+  } catch (const std::exception& e) {
+    status = report_error(fmt::format("internal error: {}", e.what()));
   }
   orbis::parallel::finalize();
+  if (status != 0) {
+    // After an error, skip the libraries' exit handlers: HDF5 would close again a file whose
+    // write failed (the disk full) and crash; every complete file is already closed.
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
   return status;
 }

@@ -114,6 +114,15 @@ const std::vector<ParamSpec> kSchema = {
      "GADGET-4's NumFilesPerSnapshot: 1 writes snapshot_NNN.hdf5 (and ics.hdf5), more write "
      "snapshot_NNN.0.hdf5, .1, ... with equal shares of the particles, spread over the MPI "
      "ranks as writers"},
+    // ------------------------------------------------------------------ checkpoint
+    {"checkpoint", "every_steps", T::integer, "0", 0, 1e12, false, nullptr, "",
+     "write a checkpoint (checkpoint_SSSSSSSS.orbis in the output folder) at the first end of a "
+     "PM step at least this many steps after the last one; 0: not by steps. SIGTERM, SIGINT and "
+     "SIGUSR1 always write one at the end of the PM step in progress, then stop (exit 0); "
+     "`orbis run FILE --restart` continues from the newest complete one"},
+    {"checkpoint", "every_minutes", T::real, "60", 0, inf, false, nullptr, "min",
+     "write a checkpoint at the first end of a PM step at least this many wall-clock minutes "
+     "after the run's start or the last checkpoint; 0: not by time"},
     // ------------------------------------------------------------------ analysis
     {"analysis", "pk", T::boolean, "true", -inf, inf, false, nullptr, "",
      "measure the power spectrum at every output"},

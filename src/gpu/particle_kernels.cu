@@ -110,6 +110,17 @@ __global__ void block_norm2_kernel(const double* p, std::size_t n, std::size_t b
   partial[k] = s;
 }
 
+__global__ void block_component_kernel(const double* p, std::size_t n, std::size_t blocks, double* partial) {
+  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (k >= blocks) return;
+  const std::size_t end = min(n, (k + 1) * kNorm2Block);
+  for (int d = 0; d < 3; ++d) {
+    double s = 0;
+    for (std::size_t i = k * kNorm2Block; i < end; ++i) s += p[d * n + i];
+    partial[3 * k + d] = s;
+  }
+}
+
 template <typename Gb>
 __global__ void assign_bins_kernel(const double* a, const Gb* b, std::size_t n, BinRule rule, std::uint8_t* bin,
                                    unsigned long long* counts) {
@@ -187,6 +198,13 @@ void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStrea
   const std::size_t blocks = norm2_block_count(n);
   if (blocks == 0) return;
   block_norm2_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, partial);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream) {
+  const std::size_t blocks = norm2_block_count(n);
+  if (blocks == 0) return;
+  block_component_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, partial);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -51,6 +51,9 @@ void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long lo
 constexpr std::size_t kNorm2Block = 4096;
 inline std::size_t norm2_block_count(std::size_t n) { return (n + kNorm2Block - 1) / kNorm2Block; }
 void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
+// The same blocks for the components: partial[3 k + d] = sum over i in block k, in order, of
+// p_d (3 norm2_block_count(n) doubles).
+void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
 
 // New bins (bin_for_acceleration of |a + b|^2, a and b x | y | z) for the particles with
 // bin >= rule.min_active_bin, and the particles per bin, all of them, into counts

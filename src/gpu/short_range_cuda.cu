@@ -88,8 +88,9 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
     if (!active_subset_) last_pairs = static_cast<double>(host_counters_.data()[0]);
     if (rebuilt_ && !active_subset_) pairs_at_build_ = last_pairs;
   }
-  const bool rebuild = tree_.size() != n || refits_ >= max_refits_ ||
+  const bool rebuild = rebuild_next_ || tree_.size() != n || refits_ >= max_refits_ ||
                        (pairs_at_build_ > 0 && last_pairs > growth_ * pairs_at_build_);
+  rebuild_next_ = false;
   n_ = n;
   active_subset_ = bin != nullptr && min_active_bin > 0;
   const double* y = x + n;

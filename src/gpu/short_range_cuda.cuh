@@ -65,6 +65,9 @@ class DeviceShortRange {
   // last rebuild by the factor `growth`; otherwise it refits the last tree to the new
   // positions (DeviceOrbTree::refit). max_refits = 0: rebuild every step.
   void set_tree_policy(int max_refits, double growth);
+  // The next compute() builds the tree afresh (the engine's long-range steps: its forces then
+  // depend on the positions alone, as a restart from a checkpoint needs).
+  void rebuild_next() { rebuild_next_ = true; }
   // At most this many P2P tasks expanded and sorted at once (0: as many as free device
   // memory holds): beyond it the tasks go in chunks of target leaves, bitwise the same.
   void set_max_chunk_tasks(std::size_t tasks) { max_chunk_tasks_ = tasks; }
@@ -113,7 +116,7 @@ class DeviceShortRange {
   DeviceArray<unsigned long long> counters_;     // pairs, active particles, active leaves
   PinnedArray<unsigned long long> host_counters_;
   bool active_subset_ = false;
-  bool rebuilt_ = false, pending_ = false;
+  bool rebuilt_ = false, pending_ = false, rebuild_next_ = false;
   int max_refits_ = 8, refits_ = 0;
   std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0, max_cub_items_ = kCubMaxItems;
   double growth_ = 1.1, pairs_at_build_ = 0;

@@ -70,7 +70,7 @@ struct CudaStepEngine::Impl {
   DeviceArray<std::uint8_t> bin;
   DeviceArray<double> kick_factors;
   DeviceArray<unsigned long long> reduction;
-  DeviceArray<double> norm2_partial;   // rms_momentum's block sums
+  DeviceArray<double> norm2_partial;   // rms_momentum's and total_momentum's block sums
   PinnedArray<double> host_staging;   // 3n
   PinnedArray<double> host_factors;
   PinnedArray<unsigned long long> host_reduction;
@@ -122,13 +122,14 @@ struct CudaStepEngine::Impl {
   }
   // The engine's device memory after a step (what the device has in use beyond what it had
   // before the engine), logged when it grows by a tenth.
-  void note_memory() {
+  std::size_t note_memory() {
     const std::size_t now = used_now();
     const std::size_t used = now > baseline ? now - baseline : 0;
     if (used > peak + peak / 10)
       log::info("GPU memory held by the step engine: {:.2f} GiB ({:.0f} bytes per particle; planned {:.2f} GiB)", gib(used),
                 static_cast<double>(used) / std::max<std::size_t>(n, 1), gib(planned));
     peak = std::max(peak, used);
+    return used;
   }
 };
 
@@ -304,6 +305,9 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
       const std::size_t now = Impl::used_now(), used = now > m.baseline ? now - m.baseline : 0;
       m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
     }
+    // A long-range step builds the tree afresh: its forces then depend on the positions
+    // alone, bitwise those of an engine just loaded with them (restarts from checkpoints).
+    if (long_range) m.short_range->rebuild_next();
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
     if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
     else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
@@ -322,7 +326,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, m.pm_events[0], m.pm_events[1]));
     stats.times.add("pm", 1e-3 * ms);
   }
-  m.note_memory();
+  stats.device_bytes = m.note_memory();
   m.acc_current = false;
 }
 
@@ -406,6 +410,24 @@ double CudaStepEngine::rms_momentum() {
   double total = 0;
   for (std::size_t k = 0; k < blocks; ++k) total += m.host_partial.data()[k];
   return std::sqrt(total / static_cast<double>(m.n));
+}
+
+// The host engine's blocks and order again, per component.
+Vec3d CudaStepEngine::total_momentum() {
+  Impl& m = *impl_;
+  if (m.n == 0) return Vec3d{};
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t blocks = gpu::norm2_block_count(m.n);
+  m.norm2_partial.ensure(3 * blocks);
+  m.host_partial.ensure(3 * blocks);
+  gpu::block_component_sums(m.mom.data(), m.n, m.norm2_partial.data(), m.stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_partial.data(), m.norm2_partial.data(), 3 * blocks * sizeof(double),
+                                   cudaMemcpyDeviceToHost, m.stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  Vec3d total{};
+  for (int d = 0; d < 3; ++d)
+    for (std::size_t k = 0; k < blocks; ++k) total[d] += m.host_partial.data()[3 * k + d];
+  return total;
 }
 
 BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {

@@ -33,6 +33,7 @@ class CudaStepEngine final : public StepEngine {
   bool has_short_range() const override;
   double max_acceleration() override;
   double rms_momentum() override;
+  Vec3d total_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
 
   // Beyond the seam (tests, the benchmark).

@@ -193,6 +193,13 @@ double HostStepEngine::rms_momentum() {
   return total == 0 ? 0.0 : std::sqrt(sum / static_cast<double>(total));
 }
 
+Vec3d HostStepEngine::total_momentum() {
+  Vec3d total;
+  for (int d = 0; d < 3; ++d)
+    total[d] = comm_.sum(ordered_sum(particles_.size(), [&](std::size_t i) { return particles_.mom[i][d]; }));
+  return total;
+}
+
 BinCounts HostStepEngine::assign_bins(const BinRule& rule) {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
   std::vector<std::uint8_t>& bins = particles_.time_bin;

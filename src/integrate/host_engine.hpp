@@ -44,6 +44,7 @@ class HostStepEngine final : public StepEngine {
   void drift(double drift_factor) override;
   double max_acceleration() override;
   double rms_momentum() override;
+  Vec3d total_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
 
   // Steps with some particles inactive refit the last tree instead of building a new one

@@ -2,17 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "core/banner.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "integrate/checkpoint.hpp"
 #include "integrate/cost_model.hpp"
 #include "integrate/outputs.hpp"
+#include "integrate/run_memory.hpp"
 #include "integrate/step_log.hpp"
+#include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
 #include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
@@ -74,6 +79,9 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
       schedule_(OutputSchedule::from_params(
           params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
           file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
+  const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
+  const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
+  check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
   engine_ = make_step_engine(params, comm_);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
@@ -89,21 +97,31 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  const auto side = static_cast<std::uint64_t>(params_.get_int("box.particles_per_side"));
-  const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
-  run_collectively(comm_, [&] {
-    if (comm_.is_root()) check_output_folder(options, particles);
-  });
+  options_ = options;
+  if (options.restart) {
+    if (comm_.size() > 1) fail("--restart: checkpoints are written on one rank only for now; restart without mpirun");
+    restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_));
+    check_restart_parameters(*restart_, params_);
+    if (restart_->state.tick != kPmTicks)
+      fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
+  } else {
+    run_collectively(comm_, [&] {
+      if (comm_.is_root()) check_output_folder(options, particles);
+    });
+  }
 }
 
 // Before any work: the run never replaces a file it did not write (another run's outputs, a
 // GADGET-4 catalogue) unless told to, and the folder's disk takes at least its first output.
 void Simulation::check_output_folder(const RunOptions& options, std::uint64_t particles) const {
-  std::vector<std::string> files{join_path(out_dir_, "used_parameters.toml")};
+  std::vector<std::string> files = find_checkpoints(out_dir_);   // another run's (--restart continues it)
+  files.push_back(join_path(out_dir_, "used_parameters.toml"));
+  if (file_a_ == 0 && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
   for (int index = 0; index < static_cast<int>(schedule_.a_outputs.size()); ++index)
     for (auto& file : output_file_names(params_, out_dir_, index)) files.push_back(std::move(file));
   refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
-                    "pass --overwrite to replace them, or choose another [output] directory");
+                    "pass --restart to continue the run that wrote them, --overwrite to replace them, or choose "
+                    "another [output] directory");
   check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
                   fmt::format("one output of {} particles", particles),
                   "[box] particles_per_side (or turn off [output] snapshots)");
@@ -112,6 +130,7 @@ void Simulation::check_output_folder(const RunOptions& options, std::uint64_t pa
 Simulation::~Simulation() = default;
 
 RunSummary Simulation::run() {
+  if (restart_) return resume();
   if (file_a_ > 0) return run_from(std::move(file_ics_), file_a_);
   const LinearPower power = LinearPower::from_params(params_);
   const IcSettings settings = IcSettings::from_params(params_);
@@ -130,15 +149,22 @@ RunSummary Simulation::run() {
   return run_from(std::move(particles), schedule_.a_begin);
 }
 
-RunSummary Simulation::run_from(Particles particles, double a) {
-  RunSummary summary;
-  Stopwatch run_watch;
+// What every run does first: the output folder, the parameters in force, the engine.
+void Simulation::start(const std::string& how) {
   run_collectively(comm_, [&] {
     if (!comm_.is_root()) return;
     make_directories(out_dir_);
+    if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
+      for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
     write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
   });
+  log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
+}
+
+RunSummary Simulation::run_from(Particles particles, double a) {
+  Stopwatch run_watch;
+  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
   engine_->load(std::move(particles));
   state_ = RunState{};
@@ -146,11 +172,60 @@ RunSummary Simulation::run_from(Particles particles, double a) {
 
   ForceStats stats;
   engine_->compute_forces(true, 0, stats);
+  RunSummary summary;
   if (schedule_.is_output(a)) write_outputs(summary);
+  return advance(std::move(summary), run_watch);
+}
 
+// The checkpoint's state, and the forces at its positions: every engine computes them from
+// the positions alone, bit for bit as the run that wrote it did (step_engine.hpp), so the run
+// goes on exactly as it would have.
+RunSummary Simulation::resume() {
+  Stopwatch run_watch;
+  Checkpoint checkpoint = std::move(*restart_);
+  restart_.reset();
+  if (const int removed = remove_stale_temporaries(out_dir_))
+    log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
+  start(fmt::format("restart from '{}': step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
+                    checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
+                    checkpoint.state.output_index));
+  n_particles_ = checkpoint.particles.size();
+  engine_->load(std::move(checkpoint.particles));
+  state_ = checkpoint.state;
+  ForceStats stats;
+  engine_->compute_forces(true, 0, stats);
+  return advance(RunSummary{}, run_watch);
+}
+
+// PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
+// written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
+RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
+  // Over several ranks there are no checkpoints yet, and the signals keep their default action.
+  const bool one_rank = comm_.size() == 1;
+  const auto signals = one_rank ? std::make_unique<StopSignals>() : nullptr;
+  const auto every_steps = params_.get_int("checkpoint.every_steps");
+  const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
+  std::int64_t steps_at_checkpoint = state_.steps;
+  Stopwatch since_checkpoint;
   while (state_.a < schedule_.a_end * (1 - 1e-12)) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
+    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
+    const int signal = signals ? signals->received() : 0;
+    const bool due = one_rank && ((every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
+                     (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds));
+    if (signal == 0 && !due) continue;
+    Stopwatch write_watch;
+    const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, params_);
+    log::info("checkpoint '{}' written in {:.2f} s", path, write_watch.seconds());
+    steps_at_checkpoint = state_.steps;
+    since_checkpoint.restart();
+    if (signal != 0) {
+      summary.stopped_by = StopSignals::name(signal);
+      log::info("{} received: stopped at a = {:.6g} after writing '{}'; `orbis run FILE --restart` continues",
+                summary.stopped_by, state_.a, path);
+      break;
+    }
   }
   const double n = static_cast<double>(n_particles_);
   summary.steps = state_.steps;
@@ -158,9 +233,9 @@ RunSummary Simulation::run_from(Particles particles, double a) {
   summary.seconds = run_watch.seconds();
   summary.particle_steps = state_.particle_steps;
   summary.full_step_equivalents = n > 0 ? state_.particle_steps / n : 0;
-  log::info("finished: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
-            "{} files written", summary.steps, 1 / state_.a - 1, summary.seconds, summary.particle_steps,
-            summary.full_step_equivalents, summary.outputs.size());
+  log::info("{}: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
+            "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
+            summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
   return summary;
 }
 
@@ -178,6 +253,7 @@ void Simulation::begin_pm_step() {
 // One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
 void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   Stopwatch step_watch;
+  reset_peak_resident_bytes();   // the log's peak is this step's
   ForceStats stats;
   const double a_old = state_.a;
   const SyncPoint sync = stepper_->sync_step(state_, stats);
@@ -205,6 +281,12 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   report.elapsed = elapsed_seconds + report.seconds;
   report.eta_seconds = predicted_remaining_seconds(state_, std::log(schedule_.a_end));
   report.force = &stats;
+  report.host_peak_bytes = peak_resident_bytes();
+  if (sync.pm_end) {   // every particle synchronised: the total momentum means something
+    const Vec3d p = engine_->total_momentum();
+    const double p_rms = engine_->rms_momentum();
+    if (std::isfinite(p.x) && p_rms > 0) report.momentum_ratio = norm(p) / (static_cast<double>(n_particles_) * p_rms);
+  }
   log::info("{}", step_line(report));
   const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
   if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);

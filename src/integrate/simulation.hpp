@@ -15,6 +15,7 @@
 #include "integrate/run_state.hpp"
 #include "integrate/step_engine.hpp"
 #include "integrate/timestep.hpp"
+#include "core/timer.hpp"
 
 namespace orbis {
 
@@ -25,23 +26,30 @@ struct RunSummary {
   double particle_steps = 0;        // force evaluations (active particles summed over steps)
   double full_step_equivalents = 0; // particle_steps / particles
   std::vector<std::string> outputs; // files written
+  std::string stopped_by;           // the signal that stopped the run at a checkpoint ("" : ran to the end)
 };
+
+struct Checkpoint;
 
 // How `orbis run` was asked to treat the output folder.
 struct RunOptions {
   bool overwrite = false;   // replace files of the folder that this run writes (else: refuse before any work)
+  bool restart = false;     // continue from the newest complete checkpoint in the output folder
 };
 
 class Simulation {
  public:
   // Validates every parameter and their combinations, and checks the output folder (writable,
-  // room for an output, no file the run would replace unless `options.overwrite`); does no work.
-  // Over several ranks (comm): each holds its share of the particles (step_engine.hpp, the
-  // host engine); ICs are made in shares, outputs gathered on rank 0, logs from rank 0.
+  // room for an output, no file the run would replace unless `options.overwrite`); with
+  // `options.restart`, reads the newest complete checkpoint and checks its parameters against
+  // these. No work. Over several ranks (comm): each holds its share of the particles
+  // (step_engine.hpp, the host engine); ICs are made in shares, outputs gathered on rank 0,
+  // logs from rank 0; checkpoints are not written yet.
   explicit Simulation(const Params& params, const RunOptions& options = {}, const Comm& comm = Comm::world());
   ~Simulation();
 
-  // Generates the ICs (built-in, or [ic] file) and runs to z_final.
+  // Generates the ICs (built-in, or [ic] file), or takes the checkpoint's state, and runs to
+  // z_final; checkpoints as [checkpoint] asks, and on SIGTERM, SIGINT, SIGUSR1 (then stops).
   RunSummary run();
   // Runs from the given state at scale factor a (tests, restarts).
   RunSummary run_from(Particles particles, double a);
@@ -52,6 +60,9 @@ class Simulation {
   const RunState& state() const { return state_; }
 
  private:
+  RunSummary resume();
+  void start(const std::string& how);
+  RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
@@ -71,6 +82,8 @@ class Simulation {
   RunState state_;
   std::size_t n_particles_ = 0;
   std::string out_dir_;
+  RunOptions options_;
+  std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.

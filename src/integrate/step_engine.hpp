@@ -40,6 +40,7 @@ struct ForceStats {
   double p2p_interactions = 0;
   double m2l_interactions = 0;
   std::string p2p_where;       // "cpu (2 threads)", "cuda (...)", or empty
+  std::size_t device_bytes = 0;  // device memory the engine holds after the step (the log); 0: none or not reported
 };
 
 constexpr int kMaxTimeBins = 32;
@@ -98,7 +99,11 @@ class StepEngine {
 
   // Forces at the current positions: the long-range force of every particle when
   // `long_range`, the short-range force of the active particles (bin >= min_active_bin);
-  // the others keep the forces they have.
+  // the others keep the forces they have. Restarts rely on this: at the end of a PM step
+  // compute_forces(true, 0) must give the same bits whether the engine ran the steps before
+  // or was just load()ed with the checkpoint's particles (checkpoints hold no forces). An
+  // engine that carries state between force computations (a tree refitted between
+  // rebuilds) rebuilds it from the positions at every long-range computation.
   virtual void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) = 0;
   virtual void kick(const KickPlan& plan) = 0;
   // Every particle: x += p * drift_factor, wrapped into [0, box).
@@ -109,6 +114,9 @@ class StepEngine {
   virtual double max_acceleration() = 0;
   // sqrt(mean |p|^2) over particles, km/s: the PM step's criterion.
   virtual double rms_momentum() = 0;
+  // The sum of p over all particles, km/s (times the mass: the total momentum, which gravity
+  // conserves): the step log's check at the end of each PM step. NaN: not provided.
+  virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "io/output_guard.hpp"
 
 namespace orbis {
 namespace {
@@ -35,11 +36,14 @@ std::string step_line(const StepReport& r) {
   const std::string bins = lowest == deepest || lowest == kMaxTimeBins ? fmt::format("{}", deepest)
                                                                        : fmt::format("{}-{}", lowest, deepest);
   const double n = static_cast<double>(r.particles);
-  return fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | active {} bins {} | {:.3f} s:{}{} | {:.3g} part/s | "
+  std::string checks = " | peak host " + (r.host_peak_bytes > 0 ? format_bytes(static_cast<double>(r.host_peak_bytes)) : "?");
+  if (r.force && r.force->device_bytes > 0) checks += " device " + format_bytes(static_cast<double>(r.force->device_bytes));
+  if (r.momentum_ratio >= 0) checks += fmt::format(" | |sum p|/(N p_rms) {:.2e}", r.momentum_ratio);
+  return checks.insert(0, fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | active {} bins {} | {:.3f} s:{}{} | {:.3g} part/s | "
                      "evals {:.4g} ({:.1f} full) | ETA {}",
                      r.step, r.a, 1 / r.a - 1, r.da, r.active, bins, r.seconds, phases, interactions,
                      r.seconds > 0 ? static_cast<double>(r.active) / r.seconds : 0.0, r.particle_steps,
-                     n > 0 ? r.particle_steps / n : 0.0, duration(r.eta_seconds));
+                     n > 0 ? r.particle_steps / n : 0.0, duration(r.eta_seconds)));
 }
 
 void print_progress_bar(double progress, double eta_seconds) {

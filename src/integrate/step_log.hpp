@@ -1,6 +1,9 @@
 // One log line per step (sync point): step, a, z, Delta a, time per phase, interactions, the
 // active particles and the populated time bins, the force evaluations so far, particles per
-// second and the ETA; plus a progress bar on a terminal.
+// second and the ETA; at the end of a PM step the total momentum relative to N p_rms (gravity
+// conserves it: it stays at the level of rounding and of the forces' asymmetry); the peak
+// host memory of the step (and the engine's device memory where it reports it); plus a
+// progress bar on a terminal.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +25,8 @@ struct StepReport {
   double eta_seconds = -1;       // predicted remaining wall time (negative: unknown)
   const ForceStats* force = nullptr;
   double io_seconds = 0;
+  double momentum_ratio = -1;        // |sum p| / (N p_rms) at a PM step's end; negative: not measured
+  std::uint64_t host_peak_bytes = 0; // peak resident set during the step (0: unknown)
 };
 
 std::string step_line(const StepReport& report);

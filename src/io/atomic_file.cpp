@@ -1,6 +1,7 @@
 #include "io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,22 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     if (!out) fail("cannot write '{}' (disk full?)", file.temp_path());
   }
   file.commit();
+}
+
+int remove_stale_temporaries(const std::string& directory) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory.empty() ? "." : directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::size_t mark = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || mark == std::string::npos || mark + 5 >= name.size()) continue;
+    const std::string digits = name.substr(mark + 5);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;   // its writer may still run
+    if (std::filesystem::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 void make_directories(const std::string& path) {

@@ -24,6 +24,9 @@ class AtomicFile {
 };
 
 void write_text_atomically(const std::string& path, const std::string& text);
+// Removes the temporary files in `directory` that AtomicFile left behind in a process that
+// no longer runs (killed while writing: ".NAME.tmp.PID" whose PID is gone); returns how many.
+int remove_stale_temporaries(const std::string& directory);
 void make_directories(const std::string& path);   // mkdir -p; an error names the path
 std::string join_path(const std::string& directory, const std::string& name);
 

@@ -1,5 +1,9 @@
 #include "io/hdf5_file.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "core/error.hpp"
 
 namespace orbis {
@@ -26,12 +30,38 @@ class Handle {
   herr_t (*close_)(hid_t);
 };
 
+// The most specific description on HDF5's error stack ("truncated file: eof = 96, ...") and,
+// when a system call failed, its errno text ("File too large"): what a message should say.
+std::string hdf5_error_detail() {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD,
+           [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+             auto* text = static_cast<std::string*>(data);
+             if (text->empty() && e->desc && *e->desc) *text = e->desc;
+             return 0;
+           },
+           &detail);
+  H5Eclear2(H5E_DEFAULT);
+  return detail.empty() ? std::string("no detail from HDF5") : detail;
+}
+
+// The detail plus errno's text when the failure came from the file system (disk full, ...).
+std::string write_error_detail(int saved_errno) {
+  std::string detail = hdf5_error_detail();
+  if (saved_errno != 0) detail += std::string("; ") + std::strerror(saved_errno);
+  return detail;
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------- writer
 H5Writer::H5Writer(const std::string& final_path) : file_(final_path) {
+  errno = 0;
   id_ = H5Fcreate(file_.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (id_ < 0) fail("cannot create the HDF5 file '{}' (is the folder writable?)", file_.temp_path());
+  if (id_ < 0) {
+    const int saved = errno;
+    fail("cannot create the HDF5 file '{}': {}", file_.temp_path(), write_error_detail(saved));
+  }
 }
 
 H5Writer::~H5Writer() {
@@ -39,7 +69,9 @@ H5Writer::~H5Writer() {
 }
 
 void H5Writer::create_group(const std::string& path) {
-  Handle group(H5Gcreate2(id_, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  Handle properties(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+  H5Pset_obj_track_times(properties, false);   // reproducible bytes, as for datasets
+  Handle group(H5Gcreate2(id_, path.c_str(), H5P_DEFAULT, properties, H5P_DEFAULT), H5Gclose);
   if (!group.ok()) fail("cannot create group '{}' in '{}'", path, file_.final_path());
 }
 
@@ -47,10 +79,17 @@ void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, 
                          std::size_t cols) {
   hsize_t dims[2] = {rows, cols};
   Handle space(H5Screate_simple(cols ? 2 : 1, dims, nullptr), H5Sclose);
-  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  // No modification times in the object headers: the same data gives the same bytes (a
+  // restarted run's outputs are identical files to an uninterrupted run's).
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(properties, false);
+  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose);
   if (!set.ok()) fail("cannot create dataset '{}' in '{}'", path, file_.final_path());
-  if (rows > 0 && H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    fail("cannot write dataset '{}' in '{}' (disk full?)", path, file_.final_path());
+  errno = 0;
+  if (rows > 0 && H5Dwrite(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    const int saved = errno;
+    fail("cannot write dataset '{}' of '{}': {}", path, file_.final_path(), write_error_detail(saved));
+  }
 }
 
 void H5Writer::attribute_raw(const std::string& object, const std::string& name, hid_t type,
@@ -78,16 +117,32 @@ void H5Writer::attribute(const std::string& object, const std::string& name, con
 }
 
 void H5Writer::commit() {
-  if (H5Fclose(id_) < 0) fail("cannot close '{}' (disk full?)", file_.temp_path());
+  // Closing flushes what HDF5 still holds in its caches: a full disk often shows only here.
+  errno = 0;
+  const herr_t closed = H5Fclose(id_);
+  const int saved = errno;
   id_ = -1;
+  if (closed < 0) fail("cannot finish writing '{}': {}", file_.final_path(), write_error_detail(saved));
   file_.commit();
 }
 
 // ------------------------------------------------------------------------------- reader
 H5Reader::H5Reader(const std::string& path) : path_(path) {
-  if (H5Fis_hdf5(path.c_str()) <= 0) fail("'{}' does not exist or is not an HDF5 file", path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) fail("'{}' does not exist", path);
+  if (std::filesystem::is_directory(path, ec)) fail("'{}' is a folder, not an HDF5 file", path);
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    fail("'{}' is not an HDF5 file (no HDF5 signature at its start: another format, or a corrupt file)", path);
+  }
   id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id_ < 0) fail("cannot open the HDF5 file '{}'", path);
+  if (id_ < 0) {
+    const std::string detail = hdf5_error_detail();
+    const bool truncated = detail.find("truncated") != std::string::npos;
+    fail("cannot open the HDF5 file '{}': {}{}", path, detail,
+         truncated ? " (the file is shorter than its header says: a write or a copy that did not finish)"
+                   : " (a corrupt or incomplete file?)");
+  }
 }
 
 H5Reader::~H5Reader() {
@@ -128,7 +183,7 @@ void H5Reader::read_raw(const std::string& dataset, hid_t type, void* out) const
   if (!set.ok()) fail("'{}' has no dataset '{}'", path_, dataset);
   if (element_count(dataset) == 0) return;
   if (H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    fail("cannot read dataset '{}' of '{}' (its type does not convert to a number?)", dataset, path_);
+    fail("cannot read dataset '{}' of '{}': {}", dataset, path_, hdf5_error_detail());
 }
 
 void H5Reader::read_rows_raw(const std::string& dataset, hid_t type, std::size_t first, std::size_t count,
@@ -147,7 +202,8 @@ void H5Reader::read_rows_raw(const std::string& dataset, hid_t type, std::size_t
   H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, size, nullptr);
   Handle memory(H5Screate_simple(rank, size, nullptr), H5Sclose);
   if (H5Dread(set, type, memory, space, H5P_DEFAULT, out) < 0)
-    fail("cannot read rows of dataset '{}' of '{}' (its type does not convert to a number?)", dataset, path_);
+    fail("cannot read rows [{}, {}) of dataset '{}' of '{}': {}", first, first + count, dataset, path_,
+         hdf5_error_detail());
 }
 
 std::size_t H5Reader::attribute_count(const std::string& object, const std::string& name) const {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/params.hpp"
 #include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
@@ -193,6 +194,49 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
 
 namespace {
 
+// PartType1 of a file with n particles: Coordinates and Velocities n x 3, ParticleIDs n.
+void check_particle_layout(const H5Reader& r, std::uint64_t n) {
+  for (const std::string name : {"Coordinates", "Velocities", "ParticleIDs"}) {
+    const std::string set = "/PartType1/" + name;
+    if (!r.has(set))
+      fail("'{}' has no dataset {}, but its /Header says it holds {} particles of type 1: not a GADGET-layout "
+           "snapshot, or an incomplete one", r.path(), set, n);
+    const auto dims = r.shape(set);
+    const bool ids = name == "ParticleIDs";
+    const bool ok = ids ? dims.size() == 1 && dims[0] == n : dims.size() == 2 && dims[0] == n && dims[1] == 3;
+    if (!ok) {
+      std::string shape;
+      for (auto d : dims) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+      fail("'{}': dataset {} is {}, expected {} ({} particles, NumPart_ThisFile[1])", r.path(), set,
+           dims.empty() ? std::string("a scalar") : "of shape " + shape, ids ? std::to_string(n) : std::to_string(n) + " x 3", n);
+    }
+  }
+}
+
+// Positions outside [0, BoxSize). Within one box length they are periodic images (IC codes
+// and float rounding put particles at exactly BoxSize or a hair below 0): they are wrapped
+// into the box, as every periodic code does, with one warning. Farther out a coordinate is
+// no rounding but the wrong unit (kpc/h coordinates with a BoxSize in Mpc/h) or a corrupt
+// file, and wrapping would scramble the particles silently: an error.
+struct OutsideTheBox {
+  std::uint64_t count = 0;
+  double farthest = 0;   // Mpc/h beyond the nearer face
+  void add(double x, double box, const std::string& file, std::uint64_t index, std::uint64_t id) {
+    if (x >= 0 && x < box) return;
+    const double beyond = x < 0 ? -x : x - box;
+    if (x < -box || x >= 2 * box)
+      fail("'{}': particle {} (ID {}) has coordinate {} Mpc/h, more than one box length outside [0, {}): "
+           "not a periodic image but the wrong unit (kpc/h coordinates?) or a corrupt file", file, index, id, x, box);
+    ++count;
+    farthest = std::max(farthest, beyond);
+  }
+  void report(const std::string& path, double box) const {
+    if (count > 0)
+      log::warn("'{}': {} particle coordinates lie outside [0, BoxSize = {}) Mpc/h, at most {:.3g} Mpc/h out; "
+                "wrapped periodically into the box", path, count, box, farthest);
+  }
+};
+
 // This rank's share of a snapshot (read_snapshot).
 Snapshot read_share(const std::string& path, int rank, int ranks) {
   Snapshot snap;
@@ -237,6 +281,7 @@ Snapshot read_share(const std::string& path, int rank, int ranks) {
     fail("snapshot '{}': its files hold {} particles but NumPart_Total[1] says {}", path, sum, snap.header.num_total);
   const std::uint64_t mine_lo = share_begin(sum, ranks, rank), mine_hi = share_begin(sum, ranks, rank + 1);
 
+  OutsideTheBox outside;
   bool mass_set = false;
   std::uint64_t file_first = 0;
   for (std::size_t f = 0; f < files.size(); file_first += in_file[f], ++f) {
@@ -264,25 +309,29 @@ Snapshot read_share(const std::string& path, int rank, int ranks) {
     if (!mass_set) p.mass = mass;
     mass_set = true;
     if (count == 0) continue;
+    check_particle_layout(r, n);
     auto pos = r.read_rows<double>("/PartType1/Coordinates", first, count);
     auto vel = r.read_rows<double>("/PartType1/Velocities", first, count);
     auto ids = r.read_rows<std::uint64_t>("/PartType1/ParticleIDs", first, count);
-    if (pos.size() != 3 * count || vel.size() != 3 * count || ids.size() != count ||
-        r.shape("/PartType1/ParticleIDs").at(0) != n)
-      fail("'{}': PartType1 datasets disagree with NumPart_ThisFile[1] = {} (Coordinates, Velocities, "
-           "ParticleIDs must have {} rows)", files[f], n, n);
     const double box = snap.header.box_mpc_h;
     const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
     const std::size_t offset = p.size();
     p.resize(offset + count);
     for (std::size_t i = 0; i < count; ++i) {
       for (int d = 0; d < 3; ++d) {
-        p.pos[offset + i][d] = periodic_wrap_position(pos[3 * i + d] * units.length, box);
-        p.mom[offset + i][d] = vel[3 * i + d] * momentum_factor;
+        const double x = pos[3 * i + d] * units.length, u = vel[3 * i + d];
+        if (!std::isfinite(x) || !std::isfinite(u))
+          fail("'{}': particle {} (ID {}) has {} {} in /PartType1/{} (a corrupt file, or ICs made from a broken "
+               "power spectrum)", files[f], first + i, ids[i], std::isfinite(x) ? "velocity" : "position",
+               std::isfinite(x) ? u : x, std::isfinite(x) ? "Velocities" : "Coordinates");
+        outside.add(x, box, files[f], first + i, ids[i]);
+        p.pos[offset + i][d] = x >= 0 && x < box ? x : periodic_wrap_position(x, box);
+        p.mom[offset + i][d] = u * momentum_factor;
       }
       p.id[offset + i] = ids[i];
     }
   }
+  outside.report(path, snap.header.box_mpc_h);
   return snap;
 }
 

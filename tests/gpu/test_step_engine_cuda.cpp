@@ -178,6 +178,11 @@ TEST_CASE("GPU step engine: rms momentum is the host engine's, bitwise; bins and
   MESSAGE("rms momentum: GPU " << rms << " km/s, host " << rms_host << " km/s");
   CHECK(std::memcmp(&rms, &rms_host, sizeof(double)) == 0);
   CHECK(rms > 100);
+  const Vec3d total = engine.total_momentum(), total_host = host->total_momentum();
+  MESSAGE("total momentum / particles: GPU " << total.x / p.size() << " " << total.y / p.size() << " "
+                                             << total.z / p.size() << " km/s");
+  CHECK(std::memcmp(&total, &total_host, sizeof(Vec3d)) == 0);
+  CHECK(std::fabs(total.x) > 0);
 
   ForceStats stats;
   engine.compute_forces(true, 0, stats);
@@ -270,4 +275,25 @@ TEST_CASE("GPU step engine: a step of the active bins gives them the host engine
   CHECK(as_full == n_active);             // ... bitwise those of every particle's computation
   CHECK(d < 2e-6);                        // ... and the host engine's, up to the float P2P's order
   CHECK(subset_stats.p2p_interactions < 0.8 * full_stats.p2p_interactions);
+}
+
+TEST_CASE("GPU step engine: a long-range step's forces depend on the positions alone (restarts)") {
+  test::require_gpu_or_skip();
+  // A: steps with refits between (a full short-range step, then a long-range one); B: an
+  // engine just loaded with A's particles, as a restart from a checkpoint. Both compute the
+  // long-range step's forces at the same positions: the same bits.
+  const Particles p = moving_particles();
+  CudaStepEngine a(params_for("cuda"));
+  a.load(p);
+  ForceStats stats;
+  a.compute_forces(true, 0, stats);
+  a.drift(2e-3);
+  a.compute_forces(false, 0, stats);   // refits the tree of the first step
+  a.drift(2e-3);
+  a.compute_forces(true, 0, stats);
+  CHECK(stats.device_bytes > 0);
+  CudaStepEngine b(params_for("cuda"));
+  b.load(a.particles());
+  b.compute_forces(true, 0, stats);
+  CHECK(same_bits(a.accelerations(), b.accelerations()));
 }

@@ -1,0 +1,246 @@
+#include "integrate/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "io/atomic_file.hpp"
+#include "io/checked_file.hpp"
+
+namespace orbis {
+namespace {
+
+const std::string kPrefix = "checkpoint_", kSuffix = ".orbis";
+
+// RunState as bytes: its fields in a fixed order, then the cost history.
+class Bytes {
+ public:
+  template <typename T>
+  void put(const T& value) {
+    const auto* p = reinterpret_cast<const char*>(&value);
+    text_.append(p, sizeof(T));
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+class BytesReader {
+ public:
+  BytesReader(const std::string& text, const std::string& path) : text_(text), path_(path) {}
+  template <typename T>
+  void get(T& value) {
+    if (at_ + sizeof(T) > text_.size()) fail("'{}': its run state is shorter than this orbis expects", path_);
+    std::memcpy(&value, text_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+  }
+  bool done() const { return at_ == text_.size(); }
+
+ private:
+  const std::string& text_;
+  const std::string& path_;
+  std::size_t at_ = 0;
+};
+
+std::string state_bytes(const RunState& s) {
+  Bytes b;
+  b.put(s.a);
+  b.put(s.pm_a_begin);
+  b.put(s.pm_a_end);
+  b.put(s.tick);
+  b.put(s.bins);
+  b.put(s.steps);
+  b.put(s.pm_steps);
+  b.put(s.particle_steps);
+  b.put(s.output_index);
+  b.put(s.seconds);
+  b.put(s.pm_cost);
+  b.put(static_cast<std::uint64_t>(s.cost_history.size()));
+  for (const CostRecord& c : s.cost_history) b.put(c);
+  return b.text();
+}
+
+RunState state_from(const std::string& text, const std::string& path) {
+  RunState s;
+  BytesReader r(text, path);
+  r.get(s.a);
+  r.get(s.pm_a_begin);
+  r.get(s.pm_a_end);
+  r.get(s.tick);
+  r.get(s.bins);
+  r.get(s.steps);
+  r.get(s.pm_steps);
+  r.get(s.particle_steps);
+  r.get(s.output_index);
+  r.get(s.seconds);
+  r.get(s.pm_cost);
+  std::uint64_t history = 0;
+  r.get(history);
+  if (history > (std::uint64_t{1} << 32)) fail("'{}': a step history of {} entries", path, history);
+  s.cost_history.resize(history);
+  for (CostRecord& c : s.cost_history) r.get(c);
+  if (!r.done()) fail("'{}': its run state is longer than this orbis expects", path);
+  return s;
+}
+
+// "section.key\tvalue\n" per parameter.
+std::string parameter_text(const std::vector<std::pair<std::string, std::string>>& parameters) {
+  std::string text;
+  for (const auto& [name, value] : parameters) text += name + '\t' + value + '\n';
+  return text;
+}
+
+std::vector<std::pair<std::string, std::string>> parameters_from(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const std::size_t end = text.find('\n', at), tab = text.find('\t', at);
+    if (end == std::string::npos || tab == std::string::npos || tab > end) break;
+    out.emplace_back(text.substr(at, tab - at), text.substr(tab + 1, end - tab - 1));
+    at = end + 1;
+  }
+  return out;
+}
+
+std::int64_t steps_of(const std::string& file_name) {
+  if (file_name.size() <= kPrefix.size() + kSuffix.size() || file_name.rfind(kPrefix, 0) != 0 ||
+      file_name.compare(file_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+    return -1;
+  const std::string digits = file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& directory, std::int64_t steps) {
+  return join_path(directory, fmt::format("{}{:08d}{}", kPrefix, steps, kSuffix));
+}
+
+std::vector<std::string> find_checkpoints(const std::string& directory) {
+  std::vector<std::pair<std::int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory.empty() ? "." : directory, ec)) {
+    const std::int64_t steps = steps_of(entry.path().filename().string());
+    if (steps >= 0) found.emplace_back(steps, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::string> paths;
+  for (auto& f : found) paths.push_back(std::move(f.second));
+  return paths;
+}
+
+std::string write_checkpoint(const std::string& directory, const Particles& particles, const RunState& state,
+                             const Params& params) {
+  const std::string path = checkpoint_path(directory, state.steps);
+  const auto parameters = params.flat();
+  const std::uint64_t hash = physics_hash(parameters);
+  CheckedFileWriter file(path);
+  file.section("parameters", parameter_text(parameters).data(), parameter_text(parameters).size());
+  file.section("physics_hash", &hash, sizeof hash);
+  const std::string state_text = state_bytes(state);
+  file.section("run_state", state_text.data(), state_text.size());
+  file.section("mass", &particles.mass, sizeof particles.mass);
+  file.section("pos", particles.pos);
+  file.section("mom", particles.mom);
+  file.section("id", particles.id);
+  file.section("time_bin", particles.time_bin);
+  file.commit();
+  // The new one is complete: the previous one stays (a fallback should this one be damaged
+  // later), older ones go.
+  const auto all = find_checkpoints(directory);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (i >= 2 && all[i] != path) std::filesystem::remove(all[i]);
+  return path;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  CheckedFileReader file(path);
+  Checkpoint c;
+  c.path = path;
+  c.parameters = parameters_from(file.bytes("parameters"));
+  const auto hash = file.take<std::uint64_t>("physics_hash");
+  if (hash.size() != 1) fail("'{}': its parameter hash is not one number", path);
+  c.physics_hash = hash[0];
+  c.state = state_from(file.bytes("run_state"), path);
+  const auto mass = file.take<double>("mass");
+  if (mass.size() != 1) fail("'{}': its particle mass is not one number", path);
+  c.particles.mass = mass[0];
+  c.particles.pos = file.take<Vec3d>("pos");
+  c.particles.mom = file.take<Vec3d>("mom");
+  c.particles.id = file.take<std::uint64_t>("id");
+  c.particles.time_bin = file.take<std::uint8_t>("time_bin");
+  const std::size_t n = c.particles.pos.size();
+  if (c.particles.mom.size() != n || c.particles.id.size() != n || c.particles.time_bin.size() != n)
+    fail("'{}': its particle arrays differ in length ({} positions, {} momenta, {} IDs, {} bins)", path, n,
+         c.particles.mom.size(), c.particles.id.size(), c.particles.time_bin.size());
+  return c;
+}
+
+Checkpoint read_newest_checkpoint(const std::string& directory) {
+  const auto paths = find_checkpoints(directory);
+  if (paths.empty())
+    fail("--restart: the output folder '{}' holds no checkpoint ({}*{}); nothing to continue. Run without "
+         "--restart to start the run afresh", directory, kPrefix, kSuffix);
+  std::string problems;
+  for (const auto& path : paths) {
+    try {
+      Checkpoint c = read_checkpoint(path);
+      if (!problems.empty()) log::warn("restart from an older checkpoint, '{}': {}", path, problems);
+      return c;
+    } catch (const Error& e) {
+      log::warn("checkpoint unusable: {}", e.what());
+      problems += (problems.empty() ? "" : "; ") + std::string(e.what());
+    }
+  }
+  fail("--restart: no checkpoint in '{}' reads back whole: {}", directory, problems);
+}
+
+bool is_physics_parameter(const std::string& name) {
+  for (const char* section : {"output.", "analysis.", "checkpoint."})
+    if (name.rfind(section, 0) == 0) return false;
+  for (const char* key : {"time.z_final", "time.output_redshifts", "gpu.backend", "gpu.device", "gpu.memory_limit_gib"})
+    if (name == key) return false;
+  return true;
+}
+
+std::uint64_t physics_hash(const std::vector<std::pair<std::string, std::string>>& parameters) {
+  Checksum64 sum;
+  for (const auto& [name, value] : parameters)
+    if (is_physics_parameter(name)) {
+      const std::string line = name + '=' + value + '\n';
+      sum.add(line.data(), line.size());
+    }
+  return sum.value();
+}
+
+void check_restart_parameters(const Checkpoint& checkpoint, const Params& now) {
+  const auto current = now.flat();
+  if (physics_hash(current) == checkpoint.physics_hash) return;
+  std::map<std::string, std::string> saved(checkpoint.parameters.begin(), checkpoint.parameters.end());
+  std::string changed;
+  for (const auto& [name, value] : current) {
+    if (!is_physics_parameter(name)) continue;
+    const auto it = saved.find(name);
+    const std::string before = it == saved.end() ? "(not set)" : it->second;
+    if (before != value) changed += fmt::format("{}{} = {} (the checkpoint has {})", changed.empty() ? "" : "; ",
+                                                now.describe(name), value, before);
+  }
+  for (const auto& [name, value] : saved)
+    if (is_physics_parameter(name) && !now.has(name))
+      changed += fmt::format("{}{} = {} in the checkpoint, unknown now", changed.empty() ? "" : "; ", name, value);
+  if (changed.empty()) changed = "(the parameter hash differs, but no value does: a checkpoint of another orbis version?)";
+  fail("--restart: '{}' was written by a run with other physics parameters: {}. Only [time] z_final and "
+       "output_redshifts, [output], [analysis], [checkpoint] and where P2P runs may change on a restart",
+       checkpoint.path, changed);
+}
+
+}  // namespace orbis

@@ -1,0 +1,165 @@
+// Checkpoint files: a checked file reads back bit for bit and any flipped byte or truncation
+// is found; a checkpoint keeps the particles and the run state exactly, the previous one is
+// kept and taken when the newest is damaged; changed physics parameters are named.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "integrate/checkpoint.hpp"
+#include "io/checked_file.hpp"
+#include "support/run_command.hpp"
+#include "support/scratch_dir.hpp"
+
+using namespace orbis;
+using test::read_whole_file;
+using test::write_whole_file;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Bitwise equality of two arrays (Vec3 has no operator==).
+template <typename T>
+bool same_bytes(const std::vector<T>& x, const std::vector<T>& y) {
+  return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0);
+}
+
+void flip_byte(const std::string& path, std::size_t at) {
+  std::string bytes = read_whole_file(path);
+  REQUIRE(at < bytes.size());
+  bytes[at] = static_cast<char>(bytes[at] ^ 0x10);
+  write_whole_file(path, bytes);
+}
+
+Particles random_particles(std::size_t n) {
+  Particles p;
+  p.resize(n);
+  p.mass = 0.1234567890123;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    p.pos[i] = {u(rng) * 50, u(rng) * 50, u(rng) * 50};
+    p.mom[i] = {u(rng) - 0.5, 1e-300 * u(rng), -1e300 * u(rng)};
+    p.id[i] = rng();
+    p.time_bin[i] = static_cast<std::uint8_t>(rng() % 7);
+  }
+  return p;
+}
+
+RunState some_state(std::int64_t steps) {
+  RunState s;
+  s.a = 0.123456789;
+  s.pm_a_begin = 0.12;
+  s.pm_a_end = 0.123456789;
+  s.tick = kPmTicks;
+  s.bins[0] = 10;
+  s.bins[3] = 22;
+  s.steps = steps;
+  s.pm_steps = steps / 2;
+  s.particle_steps = 1e9 / 3;
+  s.output_index = 4;
+  s.seconds = 77.5;
+  s.cost_history = {{-3.0, 0.02, 32, 0.5}, {-2.98, 0.021, 40, 0.6}};
+  return s;
+}
+
+const char* kParams = "[box]\nsize_mpc_h = 50.0\nparticles_per_side = 10\n[time]\nz_final = 1.0\n";
+
+}  // namespace
+
+TEST_CASE("a checked file reads back bit for bit; a flipped byte or a truncation is an error") {
+  test::ScratchDir dir("checked_file");
+  const std::string path = dir.file("x.orbis");
+  std::vector<double> values(1000);
+  std::iota(values.begin(), values.end(), 0.5);
+  {
+    CheckedFileWriter file(path);
+    file.section("values", values);
+    file.section("text", "hello", 5);
+    file.commit();
+  }
+  {
+    CheckedFileReader file(path);
+    CHECK(file.bytes("text") == "hello");
+    CHECK(file.take<double>("values") == values);
+    CHECK_THROWS_WITH_AS(file.bytes("other"), doctest::Contains("no section 'other'"), Error);
+  }
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator{}) == 1);   // no temporary left
+
+  const std::string good = read_whole_file(path);
+  for (std::size_t at : {std::size_t{3}, std::size_t{13}, std::size_t{30}, good.size() / 2, good.size() - 17,
+                         good.size() - 12, good.size() - 1}) {
+    CAPTURE(at);
+    write_whole_file(path, good);
+    flip_byte(path, at);
+    CHECK_THROWS_AS(CheckedFileReader{path}, Error);
+  }
+  write_whole_file(path, good.substr(0, good.size() - 40));
+  CHECK_THROWS_WITH_AS(CheckedFileReader{path}, doctest::Contains("truncated"), Error);
+  write_whole_file(path, "not a checkpoint at all");
+  CHECK_THROWS_WITH_AS(CheckedFileReader{path}, doctest::Contains("not an orbis checkpoint"), Error);
+}
+
+TEST_CASE("a checkpoint keeps particles and run state exactly; the previous one is kept and used when needed") {
+  test::ScratchDir dir("checkpoints");
+  const Params params = Params::parse(kParams, "run.toml");
+  const Particles p = random_particles(1000);
+  write_checkpoint(dir.path(), p, some_state(5), params);
+  write_checkpoint(dir.path(), p, some_state(9), params);
+  write_checkpoint(dir.path(), p, some_state(12), params);
+  const auto paths = find_checkpoints(dir.path());
+  REQUIRE(paths.size() == 2);   // the newest and the previous one
+  CHECK(paths[0] == checkpoint_path(dir.path(), 12));
+  CHECK(paths[1] == checkpoint_path(dir.path(), 9));
+
+  const Checkpoint c = read_newest_checkpoint(dir.path());
+  CHECK(c.path == paths[0]);
+  CHECK(same_bytes(c.particles.pos, p.pos));
+  CHECK(same_bytes(c.particles.mom, p.mom));
+  CHECK(c.particles.id == p.id);
+  CHECK(c.particles.time_bin == p.time_bin);
+  CHECK(c.particles.mass == p.mass);
+  const RunState s = some_state(12);
+  CHECK(c.state.a == s.a);
+  CHECK(c.state.pm_a_begin == s.pm_a_begin);
+  CHECK(c.state.pm_a_end == s.pm_a_end);
+  CHECK(c.state.tick == s.tick);
+  CHECK(c.state.bins == s.bins);
+  CHECK(c.state.steps == 12);
+  CHECK(c.state.pm_steps == s.pm_steps);
+  CHECK(c.state.particle_steps == s.particle_steps);
+  CHECK(c.state.output_index == s.output_index);
+  CHECK(c.state.seconds == s.seconds);
+  REQUIRE(c.state.cost_history.size() == 2);
+  CHECK(c.state.cost_history[1].dln_a == s.cost_history[1].dln_a);
+  CHECK(c.physics_hash == physics_hash(params.flat()));
+
+  // A flipped byte in the newest: it is found, and the previous one is taken.
+  flip_byte(paths[0], read_whole_file(paths[0]).size() / 2);
+  CHECK(read_newest_checkpoint(dir.path()).path == paths[1]);
+  flip_byte(paths[1], 100);
+  CHECK_THROWS_WITH_AS(read_newest_checkpoint(dir.path()), doctest::Contains("reads back whole"), Error);
+}
+
+TEST_CASE("a restart with other physics parameters is an error naming them; z_final and outputs may change") {
+  test::ScratchDir dir("restart_parameters");
+  const Params params = Params::parse(kParams, "run.toml");
+  write_checkpoint(dir.path(), random_particles(10), some_state(3), params);
+  const Checkpoint c = read_newest_checkpoint(dir.path());
+  CHECK_NOTHROW(check_restart_parameters(c, params));
+  CHECK_NOTHROW(check_restart_parameters(
+      c, Params::parse(kParams, "run.toml", {"time.z_final=0", "time.output_redshifts=[2.0]", "analysis.fof=false",
+                                             "checkpoint.every_steps=4", "gpu.backend=cpu"})));
+  const auto changed = Params::parse(kParams, "run.toml", {"cosmology.omega_m=0.3", "gravity.theta=0.7"});
+  CHECK_THROWS_WITH_AS(check_restart_parameters(c, changed), doctest::Contains("omega_m = 0.3"), Error);
+  CHECK_THROWS_WITH_AS(check_restart_parameters(c, changed), doctest::Contains("theta = 0.7"), Error);
+  CHECK_THROWS_WITH_AS(check_restart_parameters(c, Params::parse(kParams, "run.toml", {"time.max_dln_a=0.01"})),
+                       doctest::Contains("max_dln_a"), Error);
+  CHECK(physics_hash(params.flat()) != physics_hash(changed.flat()));
+}
