@@ -89,6 +89,8 @@ class Simulation {
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
+  double output_seconds_ = 0;             // wall seconds in write_outputs (the ETA's output cost)
+  int outputs_timed_ = 0;
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
