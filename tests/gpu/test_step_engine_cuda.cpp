@@ -166,6 +166,32 @@ TEST_CASE("GPU step engine: a memory plan beyond [gpu] memory_limit_gib stops lo
   CHECK(engine.peak_device_bytes() == 0);   // no step ran
 }
 
+TEST_CASE("GPU step engine: the memory plan bounds the device peak, and the phases share their memory") {
+  test::require_gpu_or_skip();
+  // 128^3 particles in 200 Mpc/h (the default 256^3 PM mesh): large enough that the
+  // per-particle arrays, not the fixed reserve, make the plan.
+  const int side = 128;
+  const Params params = Params::parse("[box]\nsize_mpc_h = 200\nparticles_per_side = " + std::to_string(side) +
+                                          "\n[gpu]\nbackend = \"cuda\"\n[gravity]\nsolver = \"treepm\"\n",
+                                      "memory_plan.toml");
+  Particles p = test::clustered_particle_set(side, 200.0, 11);
+  p.mom.assign(p.size(), Vec3d{});
+  CudaStepEngine engine(params);
+  engine.load(p);
+  ForceStats stats;
+  engine.compute_forces(true, 0, stats);
+  engine.compute_forces(false, 0, stats);
+  const double n = static_cast<double>(p.size());
+  const double peak = static_cast<double>(engine.peak_device_bytes());
+  const double planned = static_cast<double>(engine.planned_device_bytes());
+  const double reserve = 256.0 * 1048576.0;
+  MESSAGE(p.size() << " particles: device peak " << peak / n << " bytes per particle, planned " << planned / n
+          << " (" << (planned - reserve) / n << " without the fixed reserve); " << engine.last_step_details());
+  CHECK(peak > 0);
+  CHECK(peak <= planned);                  // the plan is an upper bound of the real use
+  CHECK(peak >= 0.6 * (planned - reserve));   // and not a loose one
+}
+
 TEST_CASE("GPU step engine: rms momentum is the host engine's, bitwise; bins and counts as bin_for_acceleration's") {
   test::require_gpu_or_skip();
   const Particles p = moving_particles();
