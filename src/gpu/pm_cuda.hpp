@@ -77,9 +77,9 @@ class CudaPmSolver {
   void set_phase_timing(bool on);
   PhaseTimes phase_times() const;
 
-  // Device memory of a call (the meshes and work area held while it runs), and what a solver for
-  // `settings` needs for n particles (the device-pointer call; no staging), computed without allocating (cuFFT is asked for its
-  // work area on the current device).
+  // Device memory of a call (the meshes and work area while it runs, the tables), and what
+  // a solver for `settings` needs for n particles (the device-pointer call; no staging),
+  // computed without allocating (cuFFT is asked for its work area on the current device).
   CudaPmMemory memory() const;
   std::size_t bytes() const { return memory().total(); }
   static CudaPmMemory plan_memory(const PmSettings& settings, std::size_t n_particles);
