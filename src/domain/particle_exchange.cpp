@@ -47,24 +47,31 @@ void migrate_particles(Particles& particles, const OrbDomains& domains, const Co
 }
 
 std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& centre, double r_cut, double box,
-                                 const Comm& comm) {
+                                 const Comm& comm, GhostRoutes* routes) {
+  if (routes) *routes = GhostRoutes{{}, std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), 0)};
   if (comm.size() == 1) return {};
   const std::vector<PeriodicExtent> extents = comm.allgather(PeriodicExtent::around(pos, centre, box));
   const double r_cut2 = r_cut * r_cut;
-  std::vector<std::vector<Vec3d>> outgoing(static_cast<std::size_t>(comm.size()));
+  std::vector<Vec3d> send;
+  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
   for (int r = 0; r < comm.size(); ++r) {
     const PeriodicExtent& e = extents[static_cast<std::size_t>(r)];
     if (r == comm.rank() || e.empty) continue;
-    for (const Vec3d& x : pos)
-      if (e.distance2(x, box) <= r_cut2) outgoing[static_cast<std::size_t>(r)].push_back(x);
+    for (std::size_t i = 0; i < pos.size(); ++i)
+      if (e.distance2(pos[i], box) <= r_cut2) {
+        send.push_back(pos[i]);
+        ++counts[static_cast<std::size_t>(r)];
+        if (routes) routes->sent.push_back(static_cast<std::uint32_t>(i));
+      }
   }
-  std::vector<Vec3d> send;
-  std::vector<std::size_t> counts;
-  for (const auto& list : outgoing) {
-    counts.push_back(list.size());
-    send.insert(send.end(), list.begin(), list.end());
-  }
+  if (routes) routes->counts = counts;
   return comm.alltoallv(send, counts);
+}
+
+std::vector<Vec3d> refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm) {
+  std::vector<Vec3d> send(routes.sent.size());
+  for (std::size_t k = 0; k < send.size(); ++k) send[k] = pos[routes.sent[k]];
+  return comm.alltoallv(send, routes.counts);
 }
 
 }  // namespace orbis
