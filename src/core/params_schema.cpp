@@ -147,6 +147,16 @@ const std::vector<ParamSpec> kSchema = {
      "linking length b in units of the mean inter-particle spacing"},
     {"analysis", "fof_min_members", T::integer, "32", 2, 1e9, false, nullptr, "",
      "smallest group kept"},
+    {"analysis", "energy_check", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "check the Layzer-Irvine cosmic energy equation d[a (K + W)]/da = -K where every particle is "
+     "synchronised (the ends of PM steps): K at each, the potential energy W at the start, at every output "
+     "and every energy_check_every PM steps; the log gives the running residual relative to |a W|. W costs "
+     "a PM assignment and FFT on the host and a direct sum over the pairs within r_cut (on the [gpu] "
+     "backend). TreePM on one rank"},
+    {"analysis", "energy_check_every", T::integer, "0", 0, 1e12, false, nullptr, "",
+     "compute W (and log the residual) also every this many PM steps; 0: at the outputs only"},
+    {"analysis", "energy_drift_warning", T::real, "0.01", 0, inf, true, nullptr, "",
+     "warn when the Layzer-Irvine residual exceeds this fraction of |a W|"},
     // ------------------------------------------------------------------ gpu
     {"gpu", "backend", T::string, "\"auto\"", -inf, inf, false, "auto|cpu|cuda", "",
      "where P2P runs: auto (CUDA when a GPU is usable), cpu, or cuda (an error without one)"},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "fmm/pair_energy.hpp"
 #include "core/vec3.hpp"
 #include "fmm/tasks.hpp"
 #include "fmm/walk.hpp"
@@ -98,6 +99,10 @@ class P2PEvaluator {
   virtual void start_tree_step(const P2PSettings&, const DeviceTreeStep&, DeviceTreeResult&) {
     fail("the P2P evaluator '{}' cannot build the tree itself", name());
   }
+
+  // The pair sum of the potential energy diagnostic (fmm/pair_energy.hpp): on the CPU, unless
+  // the evaluator has a device of its own.
+  virtual double pair_potential_sum(const PairPotentialInput& input) { return pair_potential_sum_cpu(input); }
 
  private:
   P2PSettings pending_settings_;

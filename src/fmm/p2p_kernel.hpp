@@ -116,4 +116,19 @@ ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Rea
   az += g * dz;
 }
 
+// The pair potential whose negative gradient is p2p_pair's force (the potential energy
+// diagnostic, integrate/energy.hpp): psi(r) = erfc(s / 2r_s) / s with s^2 = r^2 + eps^2, so
+// that a pair's energy is -G m m psi. Why it matches: d/ds [erfc(s/2r_s)/s] = -T(s/2r_s)/s^2
+// (the erfc term and the Gaussian from differentiating erfc make T), and ds/dr = r/s, so
+// -grad_i(-G m m psi) = G m m d T/s^3 with d = x_j - x_i: p2p_pair's softened, truncated
+// force. Pairs at r2 >= cut2 contribute nothing (the same cut as the force), and so does
+// r2 = 0 without softening (the particle itself: the self-energy is the caller's term).
+// Exact erfc in double: the diagnostic needs no table.
+ORBIS_HD double p2p_pair_potential(double r2, double eps2, double inv_two_rs, double cut2) {
+  const double s2 = r2 + eps2;
+  if (r2 >= cut2 || s2 == 0) return 0.0;
+  const double s = sqrt(s2);
+  return erfc(s * inv_two_rs) / s;
+}
+
 }  // namespace orbis

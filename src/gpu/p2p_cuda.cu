@@ -23,6 +23,7 @@
 #include "fmm/p2p_prepare.hpp"
 #include "fmm/truncation.hpp"
 #include "gpu/cuda_check.cuh"
+#include "gpu/pair_energy_cuda.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/orb_tree_cuda.cuh"
@@ -675,6 +676,10 @@ GroupedTasks CudaP2PEvaluator::group_on_device(const std::vector<InteractionTask
 }
 
 // ------------------------------------------------------------------ factory hooks
+
+double CudaP2PEvaluator::pair_potential_sum(const PairPotentialInput& input) {
+  return gpu::pair_potential_sum(input, impl_->device);
+}
 
 bool cuda_device_usable(int device, std::string* why) {
   auto say = [why](std::string s) {

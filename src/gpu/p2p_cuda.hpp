@@ -54,6 +54,8 @@ class CudaP2PEvaluator : public P2PEvaluator {
   // the task lists never cross the bus, the host gets the tree and the M2L lists back.
   bool builds_tree() const override { return true; }
   void start_tree_step(const P2PSettings& settings, const DeviceTreeStep& step, DeviceTreeResult& out) override;
+  // The energy diagnostic's pair sum on this device (gpu/pair_energy_cuda.cuh).
+  double pair_potential_sum(const PairPotentialInput& input) override;
 
   std::string device_name() const;
   const CudaP2PTimings& timings() const;

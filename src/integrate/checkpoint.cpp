@@ -148,6 +148,7 @@ std::string write_checkpoint(const std::string& directory, const Particles& part
   file.section("physics_hash", &hash, sizeof hash);
   const std::string state_text = state_bytes(state);
   file.section("run_state", state_text.data(), state_text.size());
+  file.section("energy_budget", &state.energy, sizeof state.energy);   // apart: older checkpoints lack it
   file.section("mass", &particles.mass, sizeof particles.mass);
   file.section("pos", particles.pos);
   file.section("mom", particles.mom);
@@ -171,6 +172,11 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (hash.size() != 1) fail("'{}': its parameter hash is not one number", path);
   c.physics_hash = hash[0];
   c.state = state_from(file.bytes("run_state"), path);
+  if (file.has("energy_budget")) {
+    const auto energy = file.take<EnergyBudget>("energy_budget");
+    if (energy.size() != 1) fail("'{}': its energy budget is not one record", path);
+    c.state.energy = energy[0];
+  }
   const auto mass = file.take<double>("mass");
   if (mass.size() != 1) fail("'{}': its particle mass is not one number", path);
   c.particles.mass = mass[0];

@@ -18,6 +18,18 @@ struct CostRecord {
   double seconds = 0;         // wall seconds of its sync points (outputs not included)
 };
 
+// The Layzer-Irvine energy budget (integrate/energy.hpp), comoving code units: what it
+// started at and the running integral of K da over the ends of the PM steps so far.
+struct EnergyBudget {
+  std::uint64_t started = 0;   // 1 once it has (not a bool: checkpoints store these bytes, no padding)
+  double a_start = 0;      // where the budget starts (the run's start, or the restart that turned it on)
+  double ak_start = 0;     // a K and a W there
+  double aw_start = 0;
+  double a_last = 0;       // the last end of a PM step, and K there
+  double k_last = 0;
+  double k_integral = 0;   // int K da from a_start to a_last (trapezoids between PM-step ends)
+};
+
 struct RunState {
   double a = 0;                          // scale factor now (a sync point)
   double pm_a_begin = 0, pm_a_end = 0;   // the PM step in progress: a = scale_factor_at(.., tick)
@@ -30,6 +42,7 @@ struct RunState {
   double seconds = 0;                    // wall seconds spent in steps (outputs not included)
   CostRecord pm_cost;                    // the PM step in progress, so far
   std::vector<CostRecord> cost_history;  // the completed PM steps
+  EnergyBudget energy;                   // the Layzer-Irvine check's
 };
 
 }  // namespace orbis

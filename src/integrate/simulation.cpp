@@ -14,6 +14,7 @@
 #include "core/timer.hpp"
 #include "integrate/checkpoint.hpp"
 #include "integrate/cost_model.hpp"
+#include "integrate/energy.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/run_memory.hpp"
 #include "integrate/step_log.hpp"
@@ -96,6 +97,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
+  energy_ = std::make_unique<EnergyCheck>(params, comm_.size());
   options_ = options;
   if (options.restart) {
     if (comm_.size() > 1) fail("--restart: checkpoints are written on one rank only for now; restart without mpirun");
@@ -159,18 +161,26 @@ void Simulation::start(const std::string& how) {
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
+  if (energy_->enabled())
+    log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
+              "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
+              fmt::format(" and every {} PM steps", energy_->every()) : std::string());
+  else
+    log::info("energy check off: {}", energy_->why_off());
 }
 
 RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
   start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
+  particle_mass_ = particles.mass;
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
 
   ForceStats stats;
   engine_->compute_forces(true, 0, stats);
+  check_energy();   // the budget's start
   RunSummary summary;
   if (schedule_.is_output(a)) write_outputs(summary);
   return advance(std::move(summary), run_watch);
@@ -189,10 +199,12 @@ RunSummary Simulation::resume() {
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
   n_particles_ = checkpoint.particles.size();
+  particle_mass_ = checkpoint.particles.mass;
   engine_->load(std::move(checkpoint.particles));
   state_ = checkpoint.state;
   ForceStats stats;
   engine_->compute_forces(true, 0, stats);
+  if (!state_.energy.started) check_energy();   // the check was off, or the checkpoint older: it starts here
   return advance(RunSummary{}, run_watch);
 }
 
@@ -287,8 +299,36 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
     if (std::isfinite(p.x) && p_rms > 0) report.momentum_ratio = norm(p) / (static_cast<double>(n_particles_) * p_rms);
   }
   log::info("{}", step_line(report));
+  if (sync.pm_end) check_energy();
   const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
   if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);
+}
+
+// At the start and at the ends of PM steps (every particle synchronised): K into the
+// Layzer-Irvine budget, and where due W and the residual, logged (integrate/energy.hpp).
+void Simulation::check_energy() {
+  if (!energy_->enabled()) return;
+  const bool landmark = schedule_.is_output(state_.a) || state_.a >= schedule_.a_end * (1 - 1e-12);
+  const bool with_w = !state_.energy.started || energy_->due(state_.pm_steps, landmark);
+  const double p_rms = engine_->rms_momentum();
+  const double sum_p2 = p_rms * p_rms * static_cast<double>(n_particles_);
+  Stopwatch watch;
+  PotentialEnergy w;
+  if (with_w) w = energy_->potential(engine_->particles());
+  const bool starting = !state_.energy.started;
+  const double residual = EnergyCheck::update(state_.energy, state_.a, sum_p2, particle_mass_, with_w ? &w : nullptr);
+  if (!with_w) return;
+  const double ak = scaled_kinetic_energy(sum_p2, particle_mass_, state_.a);
+  log::info("energy check at a = {:.6g} (PM step {}{}): aK = {:.6e}, aW = {:.6e} (mesh {:.4e}, pairs {:.4e}, self "
+            "{:.4e}, background {:.4e}), int K da = {:.6e}; Layzer-Irvine residual {:+.3e} of |aW| ({:.2f} s)",
+            state_.a, state_.pm_steps, starting ? ", the budget starts" : "", ak, w.total(), w.mesh, w.pairs, w.self,
+            w.background, state_.energy.k_integral, residual, watch.seconds());
+  if (std::abs(residual) > energy_->warning_threshold() && !energy_warned_) {
+    energy_warned_ = true;
+    log::warn("the Layzer-Irvine residual {:+.3e} exceeds [analysis] energy_drift_warning = {} of |aW| at a = {:.6g}: "
+              "the time steps ([time] eta, max_dln_a) or the force accuracy may be too coarse",
+              residual, energy_->warning_threshold(), state_.a);
+  }
 }
 
 void Simulation::write_outputs(RunSummary& summary) {

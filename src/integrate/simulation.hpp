@@ -30,6 +30,7 @@ struct RunSummary {
 };
 
 struct Checkpoint;
+class EnergyCheck;
 
 // How `orbis run` was asked to treat the output folder.
 struct RunOptions {
@@ -66,6 +67,7 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
+  void check_energy();
   void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 
   Params params_;
@@ -81,6 +83,9 @@ class Simulation {
   std::unique_ptr<BlockStepper> stepper_;
   RunState state_;
   std::size_t n_particles_ = 0;
+  double particle_mass_ = 0;
+  std::unique_ptr<EnergyCheck> energy_;   // the Layzer-Irvine check (integrate/energy.hpp)
+  bool energy_warned_ = false;
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it

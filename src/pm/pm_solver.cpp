@@ -128,6 +128,8 @@ struct PmSolver::Impl {
   void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
            std::vector<Vec3d>& acc, PhaseTimes& times);
   template <typename Real>
+  double mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass);
+  template <typename Real>
   void run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
   template <typename Real>
   void run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
@@ -249,6 +251,52 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
       unsort_add(sorted_b, acc_sorted, acc);
     }
   }
+}
+
+double PmSolver::potential_energy(const std::vector<Vec3d>& pos, double particle_mass) {
+  if (settings_.r_s_mpc_h == 0) fail("PM solver: the potential energy is computed for the long-range (TreePM) force only");
+  const std::vector<Vec3d>* mine = &pos;
+  if (comm_.size() > 1) {
+    impl_->routing.route(pos, settings_.box_mpc_h, settings_.grid_side, settings_.window, comm_, impl_->routed);
+    mine = &impl_->routed;
+  }
+  const double local = impl_->twice ? impl_->mesh_energy(settings_, *impl_->twice, *mine, particle_mass)
+                                    : impl_->mesh_energy(settings_, *impl_->single, *mine, particle_mass);
+  return comm_.sum(local);
+}
+
+template <typename Real>
+double PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass) {
+  const int n = s.grid_side, nzc = m.a.rho.nz_complex();
+  const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
+  const double cell = s.box_mpc_h / n;
+  sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
+  assign_to_mesh(m.a.rho, sorted, mass / (cell * cell * cell));
+  if (m.a.rho.distributed()) m.a.rho.add_ghost_planes();
+  m.a.rho.forward();
+  // One partial sum per x plane, then the planes in order: no dependence on the threads.
+  // The half-complex mesh holds k_z in [0, n/2]: the others are the conjugates of 0 < k_z < n/2.
+  const double norm = long_range_norm(n), rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
+  std::vector<double> plane(static_cast<std::size_t>(nx), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int i = x0; i < x0 + nx; ++i) {
+    double sum = 0;
+    for (int j = 0; j < n; ++j) {
+      const double kxy2 = axes.k[i] * axes.k[i] + axes.k[j] * axes.k[j];
+      const double wxy = axes.inv_w2[i] * axes.inv_w2[j];
+      for (int k = 0; k < nzc; ++k) {
+        const auto rho = m.a.rho.mode(i, j, k);
+        const double power = static_cast<double>(rho.real()) * rho.real() + static_cast<double>(rho.imag()) * rho.imag();
+        const double weight = (k == 0 || 2 * k == n) ? 1.0 : 2.0;
+        sum += weight * power *
+               long_range_green(kxy2 + axes.k[k] * axes.k[k], rs2, norm, wxy, axes.inv_w2[k]);
+      }
+    }
+    plane[static_cast<std::size_t>(i - x0)] = sum;
+  }
+  double total = 0;
+  for (double p : plane) total += p;
+  return 0.5 * cell * cell * cell * total;
 }
 
 template <typename Real>

@@ -84,6 +84,17 @@ class PmSolver {
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass,
                      std::vector<Vec3d>& acc, PhaseTimes* times = nullptr);
 
+  // The long-range potential energy W_mesh = (1/2) sum_p m phi_long(x_p), phi_long the
+  // potential whose gradient accelerations() interpolates (the same window, deconvolved
+  // twice), comoving: (km/s)^2 times 1e10 Msun/h. Since the interpolation is the assignment's
+  // transpose it is the mesh sum (1/2) cell^3 sum_x rho(x) phi(x) = (1/2) cell^3 sum_k
+  // G(k) |rho(k)|^2 (Parseval; G the Green's function above, the inverse FFT's 1/n^3 in it):
+  // one assignment and one forward FFT, no interpolation. It includes each particle's own
+  // smooth potential (the caller's self-energy term removes it). Long range (TreePM) only;
+  // collective over comm like accelerations(); the same bits for any thread count. The
+  // meshes are reused: call it between force computations.
+  double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
+
   std::size_t bytes() const;   // memory held by the meshes
   // "PM 256^3 float mesh, tsc, long range, r_s = 0.47 Mpc/h (1.2 cells), 192 MiB"
   std::string describe() const;

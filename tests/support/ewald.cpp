@@ -61,6 +61,38 @@ Vec3d EwaldSum::acceleration(const Vec3d& x) const {
   return acc;
 }
 
+double EwaldSum::potential(const Vec3d& x) const {
+  // Real space, minimal image: -m erfc(alpha r) / r; a source at r = 0 gives instead the
+  // removal of its own term from the k-space sum, + m 2 alpha / sqrt(pi) (the limit of
+  // erf(alpha r) / r).
+  double phi = 0, total_mass = 0;
+  for (std::size_t j = 0; j < pos_.size(); ++j) {
+    total_mass += mass_[j];
+    Vec3d d{periodic_wrap_delta(pos_[j].x - x.x, box_), periodic_wrap_delta(pos_[j].y - x.y, box_),
+            periodic_wrap_delta(pos_[j].z - x.z, box_)};
+    const double r = std::sqrt(norm2(d));
+    phi += r == 0 ? mass_[j] * 2 * alpha_ / std::sqrt(kPi) : -mass_[j] * std::erfc(alpha_ * r) / r;
+  }
+  // k space: -sum_k (4 pi / L^3) e^{-k^2/4a^2} / k^2 Re[e^{-i k.x} S(k)] over both half spaces.
+  for (std::size_t q = 0; q < kvec_.size(); ++q) {
+    const double phase = dot(kvec_[q], x);
+    phi -= kfactor_[q] * (std::complex<double>(std::cos(phase), -std::sin(phase)) * structure_[q]).real();
+  }
+  // The background of density -M / L^3 (the k = 0 mode): + pi M / (L^3 alpha^2).
+  return phi + kPi * total_mass / (box_ * box_ * box_ * alpha_ * alpha_);
+}
+
+double ewald_potential_energy(const std::vector<Vec3d>& positions, double mass, double box) {
+  const EwaldSum ewald(positions, std::vector<double>(positions.size(), mass), box);
+  std::vector<double> phi(positions.size());
+  const auto n = static_cast<std::int64_t>(positions.size());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::int64_t i = 0; i < n; ++i) phi[static_cast<std::size_t>(i)] = ewald.potential(positions[static_cast<std::size_t>(i)]);
+  double sum = 0;
+  for (double p : phi) sum += p;
+  return 0.5 * units::G * mass * sum;   // phi holds the sources' masses
+}
+
 Vec3d ewald_acceleration(const Vec3d& dx, double box) {
   EwaldSum sum({dx}, {1.0}, box);
   return sum.acceleration(Vec3d{0, 0, 0});

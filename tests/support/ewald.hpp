@@ -22,6 +22,10 @@ class EwaldSum {
   // Periodic acceleration at x due to every source (a source at distance 0 is skipped, so a
   // particle's own position gives the force from all the others).
   Vec3d acceleration(const Vec3d& x) const;
+  // Periodic potential at x (G = 1, so negative) of every source with the neutralising
+  // background, a source at distance 0 excluded (its images included): a particle's own
+  // position gives its potential in the field of all the others.
+  double potential(const Vec3d& x) const;
 
  private:
   std::vector<Vec3d> pos_;
@@ -34,6 +38,10 @@ class EwaldSum {
 
 // Acceleration at the origin due to a unit mass at dx (G = 1), all periodic images.
 Vec3d ewald_acceleration(const Vec3d& dx, double box);
+
+// The periodic potential energy (1/2) sum_i m phi(x_i) of equal masses with the neutralising
+// background, G included ((km/s)^2 times 1e10 Msun/h for masses in 1e10 Msun/h).
+double ewald_potential_energy(const std::vector<Vec3d>& positions, double mass, double box);
 
 // Every stride-th particle of a set of equal masses and its exact acceleration (G included,
 // (km/s)^2/(Mpc/h) for masses in 1e10 Msun/h): the reference the TreePM tests compare with.

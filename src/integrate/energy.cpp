@@ -1,0 +1,88 @@
+#include "integrate/energy.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "core/units.hpp"
+
+namespace orbis {
+namespace {
+
+// int_0^X u erfc(u) du = X^2 erfc(X) / 2 - X exp(-X^2) / (2 sqrt(pi)) + erf(X) / 4 (-> 1/4).
+double integral_u_erfc(double x) {
+  return 0.5 * x * x * std::erfc(x) - x * std::exp(-x * x) / (2 * std::sqrt(units::pi)) + 0.25 * std::erf(x);
+}
+
+}  // namespace
+
+double split_self_energy(std::size_t n, double g_mass, double mass, double r_s) {
+  return static_cast<double>(n) * g_mass * mass / (2 * std::sqrt(units::pi) * r_s);
+}
+
+// (1/2) G M rho_bar 4 pi int_0^cut r erfc(r/2r_s) dr = 8 pi G M^2 r_s^2 I(cut / 2r_s) / V.
+double split_background_energy(std::size_t n, double g_mass, double mass, double box, double r_s, double cut) {
+  const double total_mass = static_cast<double>(n) * mass;
+  return 8 * units::pi * g_mass * total_mass * static_cast<double>(n) * r_s * r_s * integral_u_erfc(cut / (2 * r_s)) /
+         (box * box * box);
+}
+
+EnergyCheck::EnergyCheck(const Params& params, int ranks) {
+  every_ = params.get_int("analysis.energy_check_every");
+  warning_ = params.get_real("analysis.energy_drift_warning");
+  if (!params.get_bool("analysis.energy_check")) why_off_ = params.describe("analysis.energy_check") + " = false";
+  else if (params.get_string("gravity.solver") != "treepm") why_off_ = "it needs the TreePM split ([gravity] solver)";
+  else if (ranks > 1) why_off_ = "one rank only for now";
+  enabled_ = why_off_.empty();
+  if (!enabled_) return;
+  box_ = params.get_real("box.size_mpc_h");
+  short_ = short_range_settings(params, 1.0);
+  cut_ = p2p_settings_of(short_).r_cut;   // the force's: min(r_cut, 6 r_s) with the table
+  pm_settings_ = PmSettings::from_params(params);
+  backend_ = params.get_string("gpu.backend");
+  device_ = static_cast<int>(params.get_int("gpu.device"));
+}
+
+EnergyCheck::~EnergyCheck() = default;
+
+PotentialEnergy EnergyCheck::potential(const Particles& particles) {
+  if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
+  if (!pm_) pm_ = std::make_unique<PmSolver>(pm_settings_);
+  if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
+  const double m = particles.mass, g_mass = units::G * m;
+  PotentialEnergy w;
+  w.mesh = pm_->potential_energy(particles.pos, m);
+  PairPotentialInput pairs;
+  pairs.positions = &particles.pos;
+  pairs.box = box_;
+  pairs.r_s = short_.r_s;
+  pairs.cut = cut_;
+  pairs.softening = short_.softening;
+  w.pairs = -g_mass * m * pairs_->pair_potential_sum(pairs);
+  w.self = split_self_energy(particles.size(), g_mass, m, short_.r_s);
+  w.background = split_background_energy(particles.size(), g_mass, m, box_, short_.r_s, cut_);
+  return w;
+}
+
+double EnergyCheck::update(EnergyBudget& b, double a, double sum_p2, double mass, const PotentialEnergy* potential) {
+  const double k = scaled_kinetic_energy(sum_p2, mass, a) / a;   // K itself
+  if (!b.started) {
+    if (!potential) return NAN;   // it starts where W is known
+    b = EnergyBudget{};
+    b.started = 1;
+    b.a_start = b.a_last = a;
+    b.k_last = k;
+    b.ak_start = a * k;
+    b.aw_start = potential->total();
+    return 0.0;
+  }
+  b.k_integral += 0.5 * (k + b.k_last) * (a - b.a_last);
+  b.a_last = a;
+  b.k_last = k;
+  if (!potential) return NAN;
+  const double aw = potential->total();
+  return (a * k + aw + b.k_integral - (b.ak_start + b.aw_start)) / std::max(std::abs(aw), a * k);
+}
+
+}  // namespace orbis
