@@ -12,6 +12,7 @@
 #include "cosmology/cosmology.hpp"
 #include "integrate/block_stepper.hpp"
 #include "integrate/output_schedule.hpp"
+#include "integrate/outputs.hpp"
 #include "integrate/run_state.hpp"
 #include "integrate/step_engine.hpp"
 #include "integrate/timestep.hpp"
@@ -89,6 +90,7 @@ class Simulation {
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
+  BackgroundOutputs outputs_;   // last: it waits for an output, which reads the members above
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
