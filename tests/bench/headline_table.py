@@ -63,8 +63,9 @@ def parse(run_dir):
     if os.path.exists(time_path):
         for line in open(time_path):
             if m := re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([0-9.]+)", line):
-                h, mnt, s = m.groups()
-                r["wall"] = (int(h or 0) * 60 + int(mnt)) * 60 + float(s)
+                h, mnt, s = m.groups()   # a run in restarted pieces: one line per piece
+                r["wall"] = r.get("wall", 0) + (int(h or 0) * 60 + int(mnt)) * 60 + float(s)
+                r["pieces"] = r.get("pieces", 0) + 1
             if m := re.search(r"Maximum resident set size \(kbytes\): (\d+)", line):
                 r["rss_gib"] = int(m.group(1)) / 2**20
     return r
@@ -82,11 +83,14 @@ def main():
     print("| phase | seconds |")
     print("|---|---|")
     if "wall" in r:
-        print(f"| **time to solution** (wall, /usr/bin/time: start-up, ICs, steps, outputs) | **{r['wall']:.1f}** |")
+        pieces = f", {r['pieces']} restarted pieces" if r["pieces"] > 1 else ""
+        print(f"| **time to solution** (wall, /usr/bin/time: start-up, ICs, steps, outputs{pieces}) "
+              f"| **{r['wall']:.1f}** |")
     print(f"| start-up and ICs (log time at the first step's start) | {r.get('run_start', 0):.1f} |")
     if "ics_detail" in r:
         print(f"| &nbsp;&nbsp;ICs by phase | {r['ics_detail']} |")
-    print(f"| run loop (first step to the end, incl. waiting for the last output) | {r['loop_seconds']:.1f} |")
+    print(f"| run loop (first step to the end, incl. waiting for the last output; last piece) "
+          f"| {r['loop_seconds']:.1f} |")
     for name in PHASES:
         label = {"io": "io (the step's copy of the particles for an output)", "kdk": "kicks and drifts",
                  "p2p": "P2P (GPU)", "m2l": "M2L/L2L/L2P"}.get(name, name)
@@ -97,7 +101,7 @@ def main():
               f"FoF {o[4]:.1f} | ({o[1]:.1f}) |")
     print(f"| waited at the end for the last output | {r['wait']:.1f} |")
     print()
-    pss = r["particle_steps"] / r["loop_seconds"]
+    pss = r["particle_steps"] / r["loop_seconds"] if r.get("pieces", 1) == 1 else float("nan")
     print(f"- steps (sync points): {r['steps']}; force evaluations: {r['evals']:.3g} particle-forces "
           f"({r['full']:.0f} full-step equivalents); particle-steps per second over the run loop: {pss:.3g}")
     if "rss_gib" in r:
