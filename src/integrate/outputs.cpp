@@ -1,5 +1,7 @@
 #include "integrate/outputs.hpp"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "analysis/fof.hpp"
@@ -9,6 +11,7 @@
 #include "core/comm.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/timer.hpp"
 #include "cosmology/cosmology.hpp"
 #include "cosmology/linear_power.hpp"
 #include "domain/gather_particles.hpp"
@@ -79,6 +82,8 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   const OutputNames names = output_names(params, c.directory, c.index);
   log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
   const bool with_acc = params.get_bool("output.accelerations");
+  Stopwatch total, part;
+  double snapshot_seconds = 0, pk_seconds = 0, fof_seconds = 0;
 
   if (!names.snapshot.empty()) {
     if (comm.size() == 1) {
@@ -93,8 +98,10 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
       const auto written = snapshot_file_names(names.snapshot, static_cast<int>(params.get_int("output.files_per_snapshot")));
       files.insert(files.end(), written.begin(), written.end());
     }
+    snapshot_seconds = part.seconds();
   }
   if (!names.pk_base.empty()) {
+    part.restart();
     const LinearPower power = LinearPower::from_params(params);
     const double d = c.cosmology.growth(c.a);
     // Collective: the mesh in slabs over the ranks, the particles where they are.
@@ -105,8 +112,10 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
     });
     files.push_back(names.pk_base + ".txt");
     files.push_back(names.pk_base + ".hdf5");
+    pk_seconds = part.seconds();
   }
   if (!names.catalogue.empty()) {
+    part.restart();
     // Collective: groups linked across ranks, the catalogue on rank 0.
     const GroupCatalogue catalogue = halo::find_haloes_across_ranks(particles, box, c.a, params, comm);
     run_collectively(comm, [&] {
@@ -116,9 +125,41 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
     });
     files.push_back(names.catalogue);
     files.push_back(halo::mass_function_path(names.catalogue));
+    fof_seconds = part.seconds();
   }
   for (const auto& f : files) log::info("  wrote {}", f);
+  log::info("output {:03d} written in {:.2f} s: snapshot {:.2f} s, P(k) {:.2f} s, FoF catalogue {:.2f} s", c.index,
+            total.seconds(), snapshot_seconds, pk_seconds, fof_seconds);
   return files;
+}
+
+BackgroundOutputs::~BackgroundOutputs() {
+  if (!pending_.valid()) return;
+  try {
+    pending_.get();
+  } catch (const std::exception& e) {
+    log::info("output not completed: {}", e.what());
+  }
+}
+
+void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
+                              std::vector<std::string>& files) {
+  finish(files);
+  pending_ = std::async(std::launch::async,
+                        [context, particles = std::move(particles), accelerations = std::move(accelerations)] {
+                          return write_run_outputs(context, particles, accelerations);
+                        });
+}
+
+void BackgroundOutputs::poll(std::vector<std::string>& files) {
+  if (pending_.valid() && pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) finish(files);
+}
+
+void BackgroundOutputs::finish(std::vector<std::string>& files) {
+  if (!pending_.valid()) return;
+  auto future = std::move(pending_);   // invalid from here on, even if get() throws
+  const std::vector<std::string> written = future.get();
+  files.insert(files.end(), written.begin(), written.end());
 }
 
 }  // namespace orbis

@@ -2,6 +2,7 @@
 // spectrum (text + HDF5) and the FoF halo catalogue (fof_tab layout), as the parameters ask.
 #pragma once
 #include <cstdint>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,32 @@ double output_file_bytes(const Params& params, std::uint64_t particles);
 // across ranks (analysis/fof_ranks.hpp), neither of which gathers the particles.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self());
+
+// Writes one output at a time on a host thread, from its own copy of the particles, while the
+// run goes on (the snapshot, P(k) and FoF of a 256^3 run take seconds of host time that the
+// steps on a GPU do not need). The files stay atomic (write_run_outputs). An output's error
+// comes back from the next poll() or finish(). The run calls finish() before every checkpoint
+// and at its end, so a checkpoint never stands for an output that is not complete on disk.
+// The context's references must outlive the output (the Simulation's members).
+class BackgroundOutputs {
+ public:
+  BackgroundOutputs() = default;
+  BackgroundOutputs(const BackgroundOutputs&) = delete;
+  BackgroundOutputs& operator=(const BackgroundOutputs&) = delete;
+  ~BackgroundOutputs();   // waits for the output in progress (its error, if any, is logged)
+
+  // Starts output context.index once the one in progress has finished (its files go to
+  // `files`).
+  void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
+             std::vector<std::string>& files);
+  // Appends the files of an output that has finished to `files`; never waits.
+  void poll(std::vector<std::string>& files);
+  // Waits for the output in progress, if any, and appends its files to `files`.
+  void finish(std::vector<std::string>& files);
+  bool busy() const { return pending_.valid(); }
+
+ private:
+  std::future<std::vector<std::string>> pending_;
+};
 
 }  // namespace orbis

@@ -227,6 +227,7 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
     const bool due = one_rank && ((every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
                      (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds));
     if (signal == 0 && !due) continue;
+    outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
     Stopwatch write_watch;
     const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, params_);
     log::info("checkpoint '{}' written in {:.2f} s", path, write_watch.seconds());
@@ -238,6 +239,11 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
                 summary.stopped_by, state_.a, path);
       break;
     }
+  }
+  if (outputs_.busy()) {
+    Stopwatch wait_watch;
+    outputs_.finish(summary.outputs);
+    log::info("waited {:.2f} s for the last output", wait_watch.seconds());
   }
   const double n = static_cast<double>(n_particles_);
   summary.steps = state_.steps;
@@ -264,6 +270,7 @@ void Simulation::begin_pm_step() {
 
 // One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
 void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
+  outputs_.poll(summary.outputs);   // an output's error stops the run here
   Stopwatch step_watch;
   reset_peak_resident_bytes();   // the log's peak is this step's
   ForceStats stats;
@@ -341,8 +348,16 @@ void Simulation::check_energy() {
 void Simulation::write_outputs(RunSummary& summary) {
   Stopwatch watch;
   OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
-  const std::vector<std::string> files =
-      write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);
+  const bool with_acc = params_.get_bool("output.accelerations");
+  std::vector<std::string> files;
+  if (comm_.size() == 1) {
+    // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp).
+    outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
+                   summary.outputs);
+  } else {
+    // Collective: each rank's particles where they are (integrate/outputs.hpp).
+    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);
+  }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
   output_seconds_ += watch.seconds();

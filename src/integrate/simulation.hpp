@@ -12,6 +12,7 @@
 #include "cosmology/cosmology.hpp"
 #include "integrate/block_stepper.hpp"
 #include "integrate/output_schedule.hpp"
+#include "integrate/outputs.hpp"
 #include "integrate/run_state.hpp"
 #include "integrate/step_engine.hpp"
 #include "integrate/timestep.hpp"
@@ -91,6 +92,7 @@ class Simulation {
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
   double output_seconds_ = 0;             // wall seconds in write_outputs (the ETA's output cost)
   int outputs_timed_ = 0;
+  BackgroundOutputs outputs_;   // last: it waits for an output, which reads the members above
 };
 
 // `orbis run FILE [--set ...]`: everything above, with the banner and the parameter echo.
