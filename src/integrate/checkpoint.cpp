@@ -250,3 +250,20 @@ void check_restart_parameters(const Checkpoint& checkpoint, const Params& now) {
 }
 
 }  // namespace orbis
+
+namespace orbis {
+
+void check_restart_schedule(const Checkpoint& checkpoint, const OutputSchedule& schedule, const Params& now) {
+  const double a = checkpoint.state.a;
+  if (schedule.a_end <= a * (1 + 1e-12))
+    fail("--restart: '{}' is at z = {:.6g}, but {} = {} ends the run there or before: nothing to continue (a lower "
+         "z_final continues it)", checkpoint.path, 1 / a - 1, now.describe("time.z_final"), 1 / schedule.a_end - 1);
+  int before = 0;
+  for (double out : schedule.a_outputs) before += out <= a * (1 + 1e-12);
+  if (before != checkpoint.state.output_index)
+    fail("--restart: {} puts {} output(s) at or before the checkpoint's z = {:.6g} ('{}'), where the run wrote {}: "
+         "outputs before a checkpoint cannot change (those after it may)", now.describe("time.output_redshifts"), before,
+         1 / a - 1, checkpoint.path, checkpoint.state.output_index);
+}
+
+}  // namespace orbis

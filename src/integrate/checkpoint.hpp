@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/particles.hpp"
+#include "integrate/output_schedule.hpp"
 #include "integrate/run_state.hpp"
 
 namespace orbis {
@@ -49,5 +50,9 @@ std::uint64_t physics_hash(const std::vector<std::pair<std::string, std::string>
 // An Error naming every physics parameter whose value in `now` differs from the checkpoint's
 // (with both values): a restart continues the same run or none.
 void check_restart_parameters(const Checkpoint& checkpoint, const Params& now);
+// An Error when the output schedule cannot continue the checkpoint's run: z_final at or
+// before the checkpoint, or outputs before it that differ in number from those the run wrote
+// (their files are numbered; outputs after the checkpoint may change freely).
+void check_restart_schedule(const Checkpoint& checkpoint, const OutputSchedule& schedule, const Params& now);
 
 }  // namespace orbis

@@ -104,6 +104,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     if (comm_.size() > 1) fail("--restart: checkpoints are written on one rank only for now; restart without mpirun");
     restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_));
     check_restart_parameters(*restart_, params_);
+    check_restart_schedule(*restart_, schedule_, params_);
     if (restart_->state.tick != kPmTicks)
       fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
   } else {

@@ -133,6 +133,23 @@ TEST_CASE("--restart without a checkpoint, or with other physics, says so") {
   CHECK(log_has(dir.file("again.txt"), "pass --restart"));
 }
 
+TEST_CASE("--restart with z_final before the checkpoint, or other outputs before it, says so and writes nothing") {
+  test::ScratchDir dir("restart_schedule");
+  const std::string reference = reference_run();
+  const auto before = fs::last_write_time(reference + "/out/snapshot_001.hdf5");
+  const std::size_t files = std::distance(fs::directory_iterator(reference + "/out"), fs::directory_iterator{});
+  CHECK(run_command(orbis_run(reference, "--restart --set time.z_final=12.0"), dir.file("z_final.txt")) == 1);
+  CHECK(log_has(dir.file("z_final.txt"), "z_final = 12 ends the run there or before"));
+  // The newest checkpoint is past the output at z = 15 (output 000): one output before it.
+  CHECK(run_command(orbis_run(reference, "--restart --set 'time.output_redshifts=[18.0, 15.0]'"),
+                    dir.file("outputs.txt")) == 1);
+  CHECK(log_has(dir.file("outputs.txt"), "puts 2 output(s) at or before the checkpoint"));
+  CHECK(log_has(dir.file("outputs.txt"), "where the run wrote 1"));
+  CHECK(fs::last_write_time(reference + "/out/snapshot_001.hdf5") == before);
+  CHECK(std::distance(fs::directory_iterator(reference + "/out"), fs::directory_iterator{}) ==
+        static_cast<std::ptrdiff_t>(files));
+}
+
 TEST_CASE("SIGTERM writes a checkpoint and exits 0; --restart ends with identical files") {
   test::ScratchDir dir("restart_sigterm");
   const std::string cut = prepare(dir, "sigterm");
