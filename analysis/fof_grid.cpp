@@ -15,7 +15,7 @@ constexpr std::int64_t kMaxFinePerCoarse = 1625;
 
 }  // namespace
 
-CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h)
+CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h, std::size_t sizing_count)
     : box_(box_mpc_h), link_(link_mpc_h) {
   const std::size_t n = pos.size();
   if (!(box_ > 0)) fail("fof_grid.cpp: box side {} Mpc/h must be positive", box_);
@@ -30,7 +30,7 @@ CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_
   // linking length even after rounding of x/h.
   const double fine_needed = std::ceil(box_ * std::sqrt(3.0) / link_ * (1.0 + 1e-9));
   // Coarse cells: ~4 particles each, side >= link (then m >= sqrt(3) >= 2 follows).
-  std::int64_t nc = static_cast<std::int64_t>(std::cbrt(static_cast<double>(n) / kParticlesPerCoarseCell));
+  std::int64_t nc = static_cast<std::int64_t>(std::cbrt(static_cast<double>(sizing_count ? sizing_count : n) / kParticlesPerCoarseCell));
   nc = std::clamp<std::int64_t>(nc, 1, static_cast<std::int64_t>(std::floor(box_ / link_)));
   nc = std::min<std::int64_t>(nc, 1024);
   std::int64_t m = static_cast<std::int64_t>(std::ceil(fine_needed / static_cast<double>(nc)));

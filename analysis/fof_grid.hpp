@@ -27,7 +27,9 @@ class CellGrid {
  public:
   // `link_mpc_h` is the linking length; it fixes the fine cells (side <= link/sqrt(3)) and
   // the lower bound of the coarse cells. Requires 0 < link < box/2 and < 2^32 particles.
-  CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h);
+  // The cells are sized for `sizing_count` particles (0: pos.size()): a grid over part of a
+  // set (the members of groups gathered from several ranks) then has the whole set's cells.
+  CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h, std::size_t sizing_count = 0);
 
   double box() const { return box_; }
   double link() const { return link_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/fof_ranks.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -78,6 +79,82 @@ GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double 
   const auto haloes = compute_properties(grid, particles, groups, cosmo, a);
   log::info("haloes: FoF {:.2f} s, properties {:.2f} s", t_fof, watch.seconds() - t_fof);
   return make_catalogue(particles, groups, haloes, box_mpc_h, a, config, params);
+}
+
+namespace {
+
+// One rank's answer to a batch of overdensity spheres: the squared distances of its particles
+// in each, concatenated, and how many per sphere.
+void local_distances(const fof::CellGrid& grid, const Particles& local, const std::vector<Vec3d>& centres,
+                     const std::vector<double>& radii, std::vector<double>& flat, std::vector<std::uint64_t>& counts) {
+  std::vector<std::vector<double>> r2(centres.size());
+#pragma omp parallel for schedule(dynamic, 8)
+  for (std::size_t k = 0; k < centres.size(); ++k) sphere_distances(grid, local.pos, centres[k], radii[k], r2[k]);
+  flat.clear();
+  counts.resize(centres.size());
+  for (std::size_t k = 0; k < centres.size(); ++k) {
+    counts[k] = r2[k].size();
+    flat.insert(flat.end(), r2[k].begin(), r2[k].end());
+  }
+}
+
+}  // namespace
+
+GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,
+                                        const Comm& comm) {
+  if (comm.size() == 1) return find_haloes(local, box_mpc_h, a, params);
+  if (!(a > 0)) fail("halo_catalogue.cpp: scale factor a = {} must be positive", a);
+  Stopwatch watch;
+  const fof::FofConfig config = fof::config_from_params(params);
+  const std::uint64_t total = comm.sum<std::uint64_t>(local.size());
+  const double link = fof::linking_length(total, box_mpc_h, config.linking_length_over_spacing);
+  const fof::GatheredGroups found = fof::find_groups_across_ranks(local, box_mpc_h, link, config.min_members, comm);
+  const double t_fof = watch.seconds();
+  const fof::CellGrid local_grid(local.pos, box_mpc_h, link);
+  std::vector<double> flat;
+  std::vector<std::uint64_t> counts;
+  // Each round: root broadcasts the spheres (none: the end), every rank answers for its own
+  // particles, root collects the answers by sphere.
+  if (!comm.is_root()) {
+    for (;;) {
+      std::vector<Vec3d> centres;
+      std::vector<double> radii;
+      comm.broadcast(centres);
+      if (centres.empty()) return GroupCatalogue{};
+      comm.broadcast(radii);
+      local_distances(local_grid, local, centres, radii, flat, counts);
+      comm.gatherv(counts);
+      comm.gatherv(flat);
+    }
+  }
+  const Cosmology cosmo = Cosmology::from_params(params);
+  const fof::CellGrid grid(found.members.pos, box_mpc_h, link, total);   // the cells of the whole set
+  std::vector<HaloProperties> haloes = member_properties(grid, found.members, found.groups, a);
+  overdensity_masses(haloes, box_mpc_h, found.members.mass, cosmo, a,
+                     [&](const std::vector<Vec3d>& centres, const std::vector<double>& radii,
+                         std::vector<std::vector<double>>& r2) {
+                       std::vector<Vec3d> c(centres);
+                       std::vector<double> r(radii);
+                       comm.broadcast(c);
+                       comm.broadcast(r);
+                       local_distances(local_grid, local, c, r, flat, counts);
+                       const std::vector<std::uint64_t> all_counts = comm.gatherv(counts);
+                       const std::vector<double> all = comm.gatherv(flat);
+                       r2.assign(c.size(), {});
+                       std::size_t next = 0;
+                       for (int rank = 0; rank < comm.size(); ++rank)
+                         for (std::size_t k = 0; k < c.size(); ++k) {
+                           const std::size_t m = all_counts[static_cast<std::size_t>(rank) * c.size() + k];
+                           r2[k].insert(r2[k].end(), all.begin() + next, all.begin() + next + m);
+                           next += m;
+                         }
+                     });
+  std::vector<Vec3d> end;
+  comm.broadcast(end);
+  log::info("haloes: FoF {:.2f} s, properties {:.2f} s ({} ranks)", t_fof, watch.seconds() - t_fof, comm.size());
+  GroupCatalogue c = make_catalogue(found.members, found.groups, haloes, box_mpc_h, a, config, params);
+  c.num_particles = total;
+  return c;
 }
 
 std::string catalogue_file_name(int output_number) { return fmt::format("fof_tab_{:03d}.hdf5", output_number); }

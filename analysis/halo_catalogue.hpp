@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analysis/halo_properties.hpp"
+#include "core/comm.hpp"
 #include "io/catalogue.hpp"
 
 namespace orbis {
@@ -26,6 +27,14 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
 // Grid, FoF ([analysis] fof_linking_length, fof_min_members), properties and catalogue for
 // particles in a periodic box at scale factor a; cosmology from [cosmology].
 GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params);
+
+// Collective over comm: the catalogue find_haloes makes of every rank's particles together
+// (each rank passes its own), on root and empty elsewhere, without gathering the particles:
+// groups across ranks (fof_ranks.hpp), the members' properties on root, and the particles
+// around the overdensity spheres' centres counted by the ranks that hold them. Bitwise the
+// same catalogue as one rank's (the same members in the same order, the same distances).
+GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,
+                                        const Comm& comm);
 
 // "fof_tab_003.hdf5" for output number 3 (GADGET-4's naming).
 std::string catalogue_file_name(int output_number);

@@ -98,9 +98,10 @@ std::uint32_t densest_member(const fof::CellGrid& grid, const Particles& p, cons
   return chosen;
 }
 
-// Squared minimum-image distances from `centre` of every particle within `radius`.
-void gather(const fof::CellGrid& grid, const Particles& p, const Vec3d& centre, double radius,
-            std::vector<double>& r2) {
+}  // namespace
+
+void sphere_distances(const fof::CellGrid& grid, const std::vector<Vec3d>& pos, const Vec3d& centre, double radius,
+                      std::vector<double>& r2) {
   r2.clear();
   const std::int64_t nc = grid.coarse_side();
   const double lc = grid.coarse_length(), box = grid.box(), rad2 = radius * radius;
@@ -116,13 +117,11 @@ void gather(const fof::CellGrid& grid, const Particles& p, const Vec3d& centre, 
       for (std::int64_t z = lo[2]; z <= hi[2]; ++z) {
         const std::size_t c = grid.coarse_index(x, y, z);
         for (std::uint32_t s = grid.cell_begin(c); s < grid.cell_end(c); ++s) {
-          const double d2 = norm2(wrap_delta(p.pos[order[s]] - centre, box));
+          const double d2 = norm2(wrap_delta(pos[order[s]] - centre, box));
           if (d2 <= rad2) r2.push_back(d2);
         }
       }
 }
-
-}  // namespace
 
 double rho_crit_comoving(const Cosmology& cosmo, double a) {
   const double e = cosmo.E(a);
@@ -151,18 +150,14 @@ bool spherical_overdensity(std::vector<double>& r2, double search_radius, double
   return inside < r2.size() || radius <= search_radius;
 }
 
-std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& p,
-                                               const fof::FofGroups& groups, const Cosmology& cosmo,
-                                               double a) {
+std::vector<HaloProperties> member_properties(const fof::CellGrid& grid, const Particles& p,
+                                              const fof::FofGroups& groups, double a) {
   if (!(a > 0)) fail("halo_properties.cpp: scale factor a = {} must be positive", a);
   if (grid.size() != p.size())
     fail("halo_properties.cpp: the grid indexes {} particles, the set has {}", grid.size(), p.size());
   const double box = grid.box(), m = p.mass;
-  const double thresholds[2] = {kOverdensity * rho_crit_comoving(cosmo, a),
-                                kOverdensity * rho_mean_comoving(cosmo)};
   std::vector<HaloProperties> out(groups.size());
-  bool capped = false;
-#pragma omp parallel reduction(|| : capped)
+#pragma omp parallel
   {
     Scratch s;
 #pragma omp for schedule(dynamic, 8)
@@ -187,35 +182,91 @@ std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const 
       const std::uint32_t densest = densest_member(grid, p, members, h.len, s);
       h.densest_pos = p.pos[densest];
       h.densest_id = p.id[densest];
+    }
+  }
+  return out;
+}
 
-      // Search radius per threshold: 1.25 x the radius that would hold the FoF mass at that
-      // density (FoF masses at b = 0.2 exceed M200m, so this almost always suffices), doubled
-      // while the enclosed density at the search radius is still above the threshold. One
-      // gather at the larger (mean-density) radius serves both thresholds.
-      double search[2];
-      for (int t = 0; t < 2; ++t) search[t] = 1.25 * std::cbrt(h.mass / (thresholds[t] * kFourThirdsPi));
-      double* results[2][2] = {{&h.m_crit200, &h.r_crit200}, {&h.m_mean200, &h.r_mean200}};
-      bool done[2] = {false, false};
-      while (!(done[0] && done[1])) {
-        const bool last = std::max(search[0], search[1]) >= 0.5 * box;
-        for (double& r : search) r = std::min(r, 0.5 * box);
-        gather(grid, p, h.densest_pos, std::max(search[0], search[1]), s.all_r2);
-        for (int t = 0; t < 2; ++t) {
-          if (done[t]) continue;
-          s.r2.clear();
-          const double limit = search[t] * search[t];
-          for (double v : s.all_r2)
-            if (v <= limit) s.r2.push_back(v);
-          const bool found = spherical_overdensity(s.r2, search[t], m, thresholds[t], *results[t][0], *results[t][1]);
-          if (!found && last) capped = true;
-          done[t] = found || last;
-          if (!done[t]) search[t] *= 2.0;
+void overdensity_masses(std::vector<HaloProperties>& haloes, double box, double m, const Cosmology& cosmo, double a,
+                        const SphereQuery& query) {
+  const double thresholds[2] = {kOverdensity * rho_crit_comoving(cosmo, a),
+                                kOverdensity * rho_mean_comoving(cosmo)};
+  // Search radius per threshold: 1.25 x the radius that would hold the FoF mass at that
+  // density (FoF masses at b = 0.2 exceed M200m, so this almost always suffices), doubled
+  // while the enclosed density at the search radius is still above the threshold. One
+  // query at the larger (mean-density) radius serves both thresholds. Haloes go in batches,
+  // which bounds the distances held at once.
+  constexpr std::size_t kBatch = 4096;
+  struct Search {
+    double radius[2];
+    bool done[2] = {false, false};
+  };
+  bool capped = false;
+  for (std::size_t b0 = 0; b0 < haloes.size(); b0 += kBatch) {
+    const std::size_t b1 = std::min(haloes.size(), b0 + kBatch);
+    std::vector<Search> search(b1 - b0);
+    std::vector<std::size_t> open;
+    for (std::size_t g = b0; g < b1; ++g) {
+      for (int t = 0; t < 2; ++t)
+        search[g - b0].radius[t] = 1.25 * std::cbrt(haloes[g].mass / (thresholds[t] * kFourThirdsPi));
+      open.push_back(g);
+    }
+    while (!open.empty()) {
+      std::vector<Vec3d> centres(open.size());
+      std::vector<double> radii(open.size());
+      std::vector<char> last(open.size());
+      for (std::size_t k = 0; k < open.size(); ++k) {
+        Search& s = search[open[k] - b0];
+        last[k] = std::max(s.radius[0], s.radius[1]) >= 0.5 * box;
+        for (double& r : s.radius) r = std::min(r, 0.5 * box);
+        centres[k] = haloes[open[k]].densest_pos;
+        radii[k] = std::max(s.radius[0], s.radius[1]);
+      }
+      std::vector<std::vector<double>> r2;
+      query(centres, radii, r2);
+#pragma omp parallel reduction(|| : capped)
+      {
+        std::vector<double> inside;
+#pragma omp for schedule(dynamic, 8)
+        for (std::size_t k = 0; k < open.size(); ++k) {
+          HaloProperties& h = haloes[open[k]];
+          Search& s = search[open[k] - b0];
+          double* results[2][2] = {{&h.m_crit200, &h.r_crit200}, {&h.m_mean200, &h.r_mean200}};
+          for (int t = 0; t < 2; ++t) {
+            if (s.done[t]) continue;
+            inside.clear();
+            const double limit = s.radius[t] * s.radius[t];
+            for (double v : r2[k])
+              if (v <= limit) inside.push_back(v);
+            const bool found = spherical_overdensity(inside, s.radius[t], m, thresholds[t], *results[t][0], *results[t][1]);
+            if (!found && last[k]) capped = true;
+            s.done[t] = found || last[k];
+            if (!s.done[t]) s.radius[t] *= 2.0;
+          }
         }
       }
+      std::vector<std::size_t> still;
+      for (std::size_t g : open)
+        if (!(search[g - b0].done[0] && search[g - b0].done[1])) still.push_back(g);
+      open.swap(still);
     }
   }
   if (capped)
     log::warn("halo properties: an overdensity radius reached half the box; its M200 is a lower bound");
+}
+
+std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& p,
+                                               const fof::FofGroups& groups, const Cosmology& cosmo,
+                                               double a) {
+  std::vector<HaloProperties> out = member_properties(grid, p, groups, a);
+  overdensity_masses(out, grid.box(), p.mass, cosmo, a,
+                     [&](const std::vector<Vec3d>& centres, const std::vector<double>& radii,
+                         std::vector<std::vector<double>>& r2) {
+                       r2.resize(centres.size());
+#pragma omp parallel for schedule(dynamic, 8)
+                       for (std::size_t k = 0; k < centres.size(); ++k)
+                         sphere_distances(grid, p.pos, centres[k], radii[k], r2[k]);
+                     });
   return out;
 }
 

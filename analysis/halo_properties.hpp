@@ -26,6 +26,7 @@
 //                    doubled while the density at its edge is still above 200 rho_ref.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "analysis/fof.hpp"
@@ -61,6 +62,26 @@ double rho_mean_comoving(const Cosmology& cosmo);
 bool spherical_overdensity(std::vector<double>& r2, double search_radius, double particle_mass,
                            double rho_threshold, double& mass, double& radius);
 
+// Squared minimum-image distances from `centre` of every particle (pos, indexed by grid)
+// within `radius`, appended to r2 after clearing it.
+void sphere_distances(const fof::CellGrid& grid, const std::vector<Vec3d>& pos, const Vec3d& centre, double radius,
+                      std::vector<double>& r2);
+
+// The properties that need the members alone (len to densest_*; the overdensity fields stay
+// 0). `grid` indexes `particles`, its cells those of the whole set (fof_grid.hpp).
+std::vector<HaloProperties> member_properties(const fof::CellGrid& grid, const Particles& particles,
+                                              const fof::FofGroups& groups, double a);
+
+// For each sphere (centres[k], radii[k]): r2[k] = the squared distances of every particle
+// of the set within it, in any order.
+using SphereQuery = std::function<void(const std::vector<Vec3d>& centres, const std::vector<double>& radii,
+                                       std::vector<std::vector<double>>& r2)>;
+// The overdensity fields (m/r_crit200, m/r_mean200) of each halo around its densest_pos,
+// asking `query` for the particles around the centres.
+void overdensity_masses(std::vector<HaloProperties>& haloes, double box_mpc_h, double particle_mass,
+                        const Cosmology& cosmo, double a, const SphereQuery& query);
+
+// Both for one set of particles (grid over all of them).
 // Uses OpenMP threads over groups; results do not depend on the thread count.
 std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& particles,
                                                const fof::FofGroups& groups, const Cosmology& cosmo,

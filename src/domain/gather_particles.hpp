@@ -1,8 +1,7 @@
 // Every rank's particles on one rank, in id order: the same arrays a one-rank run holds, for
-// the outputs that are not written across ranks yet (snapshots, power spectra and halo
-// catalogues of the run loop; the snapshot writer and P(k) can work in shares, the
-// friends-of-friends merge across ranks is not written). The gathering rank needs the memory
-// of the whole particle set.
+// the snapshots of a run on several ranks (written by rank 0 until they are written in
+// shares; power spectra and halo catalogues are measured across ranks). The gathering rank
+// needs the memory of the whole particle set.
 #pragma once
 #include <vector>
 

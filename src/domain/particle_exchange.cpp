@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "core/periodic_extent.hpp"
 
 namespace orbis {
 namespace {
@@ -15,34 +16,6 @@ struct ParticleRecord {
   std::uint64_t id;
   std::uint64_t time_bin;   // a whole word: no padding bytes travel uninitialised
 };
-
-// Where x lies relative to c, in [-box/2, box/2): the nearest periodic image.
-double wrapped(double x, double c, double box) {
-  double d = x - c;
-  d -= box * std::floor(d / box + 0.5);
-  return d;
-}
-
-// The extent of a rank's particles around its domain centre; empty when it has none.
-struct Extent {
-  Vec3d centre, lo, hi;   // lo, hi relative to centre
-  std::uint64_t empty;
-};
-
-// Squared distance from x to the extent, over the periodic images.
-double distance2(const Vec3d& x, const Extent& e, double box) {
-  double d2 = 0;
-  for (int a = 0; a < 3; ++a) {
-    const double u = wrapped(x[a], e.centre[a], box);
-    double best = HUGE_VAL;
-    for (int m = -1; m <= 1; ++m) {
-      const double v = u + m * box;
-      best = std::min(best, v < e.lo[a] ? e.lo[a] - v : (v > e.hi[a] ? v - e.hi[a] : 0.0));
-    }
-    d2 += best * best;
-  }
-  return d2;
-}
 
 }  // namespace
 
@@ -74,31 +47,31 @@ void migrate_particles(Particles& particles, const OrbDomains& domains, const Co
 }
 
 std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& centre, double r_cut, double box,
-                                 const Comm& comm) {
+                                 const Comm& comm, GhostRoutes* routes) {
+  if (routes) *routes = GhostRoutes{{}, std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), 0)};
   if (comm.size() == 1) return {};
-  Extent mine{centre, Vec3d{HUGE_VAL, HUGE_VAL, HUGE_VAL}, Vec3d{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL}, pos.empty() ? 1u : 0u};
-  for (const Vec3d& x : pos)
-    for (int a = 0; a < 3; ++a) {
-      const double u = wrapped(x[a], centre[a], box);
-      mine.lo[a] = std::min(mine.lo[a], u);
-      mine.hi[a] = std::max(mine.hi[a], u);
-    }
-  const std::vector<Extent> extents = comm.allgather(mine);
+  const std::vector<PeriodicExtent> extents = comm.allgather(PeriodicExtent::around(pos, centre, box));
   const double r_cut2 = r_cut * r_cut;
-  std::vector<std::vector<Vec3d>> outgoing(static_cast<std::size_t>(comm.size()));
-  for (int r = 0; r < comm.size(); ++r) {
-    const Extent& e = extents[static_cast<std::size_t>(r)];
-    if (r == comm.rank() || e.empty) continue;
-    for (const Vec3d& x : pos)
-      if (distance2(x, e, box) <= r_cut2) outgoing[static_cast<std::size_t>(r)].push_back(x);
-  }
   std::vector<Vec3d> send;
-  std::vector<std::size_t> counts;
-  for (const auto& list : outgoing) {
-    counts.push_back(list.size());
-    send.insert(send.end(), list.begin(), list.end());
+  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
+  for (int r = 0; r < comm.size(); ++r) {
+    const PeriodicExtent& e = extents[static_cast<std::size_t>(r)];
+    if (r == comm.rank() || e.empty) continue;
+    for (std::size_t i = 0; i < pos.size(); ++i)
+      if (e.distance2(pos[i], box) <= r_cut2) {
+        send.push_back(pos[i]);
+        ++counts[static_cast<std::size_t>(r)];
+        if (routes) routes->sent.push_back(static_cast<std::uint32_t>(i));
+      }
   }
+  if (routes) routes->counts = counts;
   return comm.alltoallv(send, counts);
+}
+
+std::vector<Vec3d> refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm) {
+  std::vector<Vec3d> send(routes.sent.size());
+  for (std::size_t k = 0; k < send.size(); ++k) send[k] = pos[routes.sent[k]];
+  return comm.alltoallv(send, routes.counts);
 }
 
 }  // namespace orbis

@@ -27,10 +27,21 @@ namespace orbis {
 // one bin per particle.
 void migrate_particles(Particles& particles, const OrbDomains& domains, const Comm& comm);
 
+// Which of this rank's particles went where as ghosts: sent[] holds local indices, grouped
+// by destination rank, counts[r] of them for rank r.
+struct GhostRoutes {
+  std::vector<std::uint32_t> sent;
+  std::vector<std::size_t> counts;
+};
+
 // Collective: the positions of the other ranks' particles within r_cut of this rank's
 // particles' extent (above), by source rank and in their order there. `centre`: this rank's
-// domain centre. One rank: none.
+// domain centre. One rank: none. `routes` (if given) receives what this rank sent.
 std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& centre, double r_cut, double box,
-                                 const Comm& comm);
+                                 const Comm& comm, GhostRoutes* routes = nullptr);
+
+// Collective: the current positions of the same ghosts as the import that made `routes`
+// (the particles have moved, none has changed rank): one exchange, no selection.
+std::vector<Vec3d> refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm);
 
 }  // namespace orbis

@@ -1,5 +1,8 @@
 #include "domain/rank_domains.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/log.hpp"
 #include "domain/particle_exchange.hpp"
 
@@ -32,6 +35,7 @@ void RankDomains::update(Particles& particles, double work) {
   for (const Vec3d& x : particles.pos) leaving += domains_.owner(x) != comm_.rank();
   report_.migrated = leaving;
   migrate_particles(particles, domains_, comm_);
+  ghosts_chosen_ = false;   // the particles are others now, in another order
   // The per-rank load, in the log: particles and measured work per rank.
   const std::uint64_t fewest = comm_.min<std::uint64_t>(particles.size());
   const std::uint64_t most_particles = comm_.max<std::uint64_t>(particles.size());
@@ -41,11 +45,30 @@ void RankDomains::update(Particles& particles, double work) {
             report_.imbalance);
 }
 
-const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut) {
+const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {
   with_ghosts_ = pos;
+  if (same_set) *same_set = false;
   if (comm_.size() == 1) return with_ghosts_;
-  const DomainBox& mine = domains_.domain(comm_.rank());
-  const std::vector<Vec3d> ghosts = import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut, box_, comm_);
+  // The largest displacement since the choice, over every rank.
+  double moved2 = ghosts_chosen_ && chosen_at_.size() == pos.size() && chosen_r_cut_ == r_cut ? 0.0 : HUGE_VAL;
+  if (moved2 == 0.0)
+    for (std::size_t i = 0; i < pos.size(); ++i) {
+      Vec3d d = pos[i] - chosen_at_[i];
+      for (int a = 0; a < 3; ++a) d[a] = periodic_wrap_delta(d[a], box_);
+      moved2 = std::max(moved2, norm2(d));
+    }
+  const double allowed = 0.5 * kGhostMargin * r_cut;
+  std::vector<Vec3d> ghosts;
+  if (comm_.max(moved2) <= allowed * allowed) {
+    ghosts = refresh_ghosts(pos, routes_, comm_);
+    if (same_set) *same_set = true;
+  } else {
+    const DomainBox& mine = domains_.domain(comm_.rank());
+    ghosts = import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut * (1 + kGhostMargin), box_, comm_, &routes_);
+    chosen_at_ = pos;
+    chosen_r_cut_ = r_cut;
+    ghosts_chosen_ = true;
+  }
   report_.ghosts = ghosts.size();
   with_ghosts_.insert(with_ghosts_.end(), ghosts.begin(), ghosts.end());
   return with_ghosts_;

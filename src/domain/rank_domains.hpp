@@ -16,6 +16,7 @@
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
 #include "domain/orb_domains.hpp"
+#include "domain/particle_exchange.hpp"
 
 namespace orbis {
 
@@ -38,7 +39,14 @@ class RankDomains {
   void update(Particles& particles, double work);
   // Collective: pos followed by the other ranks' particles within r_cut of them (one rank:
   // pos itself). Valid until the next call.
-  const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut);
+  // The ghosts are chosen within r_cut (1 + kGhostMargin) and kept, only their positions
+  // exchanged, while no particle has moved more than r_cut kGhostMargin / 2 since the choice
+  // (two particles approach by at most twice that) and none has changed rank; then they are
+  // chosen again. Between PM steps this saves the selection and lets the short-range
+  // solver refit its tree instead of building it. *same_set: the result holds the same
+  // particles in the same order as at the last call.
+  const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
+  static constexpr double kGhostMargin = 0.25;
 
   const OrbDomains& domains() const { return domains_; }
   const DomainReport& report() const { return report_; }
@@ -51,6 +59,11 @@ class RankDomains {
   OrbDomains domains_;
   DomainReport report_;
   std::vector<Vec3d> with_ghosts_;
+  // The current ghost choice: what was sent where, at which positions and r_cut.
+  bool ghosts_chosen_ = false;
+  GhostRoutes routes_;
+  std::vector<Vec3d> chosen_at_;
+  double chosen_r_cut_ = 0;
 };
 
 }  // namespace orbis

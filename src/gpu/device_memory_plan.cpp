@@ -13,7 +13,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Grow-only device arrays take 1/8 more than asked (gpu/device_buffer.cuh).
+// Grow-only device arrays of changing size take 1/8 more than asked (gpu/device_buffer.cuh).
 std::size_t padded(std::size_t bytes) { return bytes + bytes / 8; }
 
 std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::size_t>& memo) {
@@ -39,20 +39,62 @@ std::size_t orb_tree_leaves(std::size_t n, int max_leaf) {
   return leaves_of(n, std::max(max_leaf, 1), memo);
 }
 
-std::size_t DeviceMemoryPlan::total() const {
+std::size_t DeviceMemoryPlan::held() const {
   std::size_t t = 0;
-  for (const Part& p : parts) t += p.bytes;
+  for (const Part& p : parts)
+    if (p.phase.empty()) t += p.bytes;
   return t;
 }
 
+std::size_t DeviceMemoryPlan::phase_bytes(const std::string& phase) const {
+  std::size_t t = 0;
+  for (const Part& p : parts)
+    if (p.phase == phase) t += p.bytes;
+  return t;
+}
+
+std::string DeviceMemoryPlan::largest_phase() const {
+  std::string largest;
+  for (const Part& p : parts)
+    if (!p.phase.empty() && (largest.empty() || phase_bytes(p.phase) > phase_bytes(largest))) largest = p.phase;
+  return largest;
+}
+
+std::size_t DeviceMemoryPlan::total() const {
+  const std::string largest = largest_phase();
+  return held() + (largest.empty() ? 0 : phase_bytes(largest));
+}
+
 std::string DeviceMemoryPlan::describe() const {
-  std::string out;
+  const auto gib = [](std::size_t b) { return fmt::format("{:.2f} GiB", b / kGiB); };
+  std::string held_text, phases_text;
+  std::vector<std::string> phases;
   for (const Part& p : parts) {
-    if (!out.empty()) out += ", ";
-    out += fmt::format("{} {:.2f} GiB", p.name, p.bytes / kGiB);
+    if (p.phase.empty()) {
+      held_text += fmt::format("{}{} {}", held_text.empty() ? "" : ", ", p.name, gib(p.bytes));
+    } else if (std::find(phases.begin(), phases.end(), p.phase) == phases.end()) {
+      phases.push_back(p.phase);
+    }
   }
-  return fmt::format("{}; {:.2f} GiB in all ({:.0f} bytes per particle)", out, total() / kGiB,
-                     particles > 0 ? static_cast<double>(total()) / particles : 0.0);
+  for (const std::string& phase : phases) {
+    std::string inside;
+    int count = 0;
+    for (const Part& p : parts)
+      if (p.phase == phase) {
+        inside += fmt::format("{}{} {}", inside.empty() ? "" : ", ", p.name, gib(p.bytes));
+        ++count;
+      }
+    phases_text += fmt::format("{}{} {}{}", phases_text.empty() ? "" : ", ", phase, gib(phase_bytes(phase)),
+                               count > 1 ? " (" + inside + ")" : std::string());
+  }
+  return fmt::format("held: {}; phases, one at a time: {}; {} in all ({:.0f} bytes per particle)", held_text,
+                     phases_text, gib(total()), particles > 0 ? static_cast<double>(total()) / particles : 0.0);
+}
+
+std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf) {
+  const auto entries =
+      static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(orb_tree_leaves(n, max_leaf)));
+  return std::max<std::size_t>(2 * entries / 4, 1);
 }
 
 DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
@@ -62,34 +104,40 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   // Positions, momenta, ids, time bins, long-range (double) and short-range accelerations;
   // PM only: the transfers' staging (TreePM borrows the short-range step's).
   plan.parts.push_back(
-      {"state", padded(n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)))});
+      {"state", n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)), ""});
   if (in.short_range) {
     const ShortRangeSettings& s = in.settings;
     const std::size_t nl = orb_tree_leaves(n, s.max_leaf), nn = 2 * nl - 1;
-    // Device ORB tree: three sorted index lists twice, their scan, the sort's keys and values,
-    // order, node of each particle, flags, tree-order positions; per node the shape, level
-    // lists, axis, radius, geometry; per leaf its record and node; the sorts' temporaries.
-    const std::size_t tree = padded(n * (24 + 12 + 8 + 16 + 4 + 4 + 1 + 24 + 8) + nn * (24 + 4 + 1 + 8 + 80) + nl * 36);
-    plan.parts.push_back({"tree", tree});
+    // The device ORB tree kept from step to step: tree order and tree-order positions per
+    // particle; per node the shape, level lists, axis, radius and geometry; per leaf its
+    // record and node.
+    plan.parts.push_back({"tree", n * (4 + 24) + padded(nn * (24 + 4 + 1 + 8 + 80) + nl * 36), ""});
+    // Its build: three sorted index lists twice, their scan, the sorts' keys and values,
+    // node of each particle, flags, the sorts' temporaries.
+    plan.parts.push_back({"build", n * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});
     const auto entries = static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(nl));
-    const std::size_t tasks = 2 * entries;
     const auto m2l = static_cast<std::size_t>(kM2LPerNode * static_cast<double>(nn));
     const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
-    // Walk: entries, M2L tasks (raw, sorted, keys), two frontiers; its node records.
-    plan.parts.push_back({"walk", padded(entries * 8 + m2l * 32 + frontier * 16 + nn * (96 + 8))});
-    // The tasks of one chunk of target leaves, selected, expanded and sorted by target: per
-    // entry its position, per task keys and values twice and the sort's temporaries, per leaf
-    // the groups (gpu/p2p_cuda_chunks.cuh). A step takes them in as few chunks as memory
-    // allows; the plan reserves a quarter of them (four chunks).
-    plan.parts.push_back({"P2P tasks", padded(entries * 4 + tasks / 4 * 20 + nl * 24)});
-    // Leaf-relative positions, tree-order accelerations, active flags and their scan.
-    plan.parts.push_back({"P2P", padded(n * (3 * (s.p2p_double ? 8 : 4) + 24 + 4) + nn + nl)});
+    // The short-range step: the walk's outputs (P2P entries with 1/4 headroom, M2L tasks
+    // sorted, offsets) live through it; beside them, in turn, the walk's work arrays (two
+    // frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
+    // (per entry its position in the chunk, the tasks of one chunk expanded and sorted in two
+    // buffers, per leaf the groups; leaf-relative positions and tree-order accelerations),
+    // then the far field's (expansions per node, the accelerations).
+    const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8;
+    const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96;
+    const std::size_t acc_tree = n * 24;
+    const std::size_t p2p =
+        entries * 4 + planned_p2p_chunk_tasks(n, s.max_leaf) * 16 + nl * 24 + n * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =
-        (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 1;
-    plan.parts.push_back({"far field", padded(nn * per_node)});
+        (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
+    const std::size_t far_field = padded(nn * per_node) + acc_tree;
+    plan.parts.push_back({"walk outputs", outputs, "short range"});
+    plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, far_field}), "short range"});
   }
-  plan.parts.push_back({"PM", in.pm_bytes});
-  plan.parts.push_back({"CUDA and CUB reserve", std::size_t{256} << 20});
+  plan.parts.push_back({"PM", in.pm_bytes, "PM"});
+  plan.parts.push_back({"PM tables", in.pm_held_bytes, ""});
+  plan.parts.push_back({"CUDA and CUB reserve", std::size_t{256} << 20, ""});
   return plan;
 }
 

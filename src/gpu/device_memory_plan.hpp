@@ -15,16 +15,25 @@
 
 namespace orbis {
 
+// Parts held for the whole run (phase empty), and parts of the step's phases, which are never
+// live at the same time: each phase takes its arrays from the device's stream-ordered pool
+// when it starts and gives them back when it ends (gpu/device_buffer.cuh). The device holds
+// the held parts plus the largest phase.
 struct DeviceMemoryPlan {
   struct Part {
     std::string name;
     std::size_t bytes = 0;
+    std::string phase;   // empty: held for the whole run
   };
   std::vector<Part> parts;
   std::size_t particles = 0;
 
-  std::size_t total() const;
-  // "state 1.2 GiB, tree 2.0 GiB, ...; 5.1 GiB in all (310 bytes per particle)"
+  std::size_t held() const;
+  std::size_t phase_bytes(const std::string& phase) const;
+  std::string largest_phase() const;
+  std::size_t total() const;   // held() + the largest phase
+  // "held: state 1.2 GiB, tree 0.4 GiB, ...; phases, one at a time: PM 2.0 GiB, tree build
+  // 1.1 GiB, short range 2.1 GiB (walk ..., P2P ...); 5.1 GiB in all (310 bytes per particle)"
   std::string describe() const;
 };
 
@@ -32,7 +41,8 @@ struct DeviceMemoryInput {
   std::size_t particles = 0;
   bool short_range = true;          // TreePM; false: PM only
   ShortRangeSettings settings;      // when short_range
-  std::size_t pm_bytes = 0;         // the PM's own device memory
+  std::size_t pm_bytes = 0;         // the PM's meshes and cuFFT work area (its phase)
+  std::size_t pm_held_bytes = 0;    // the PM's tables (held)
   bool short_acc_double = false;    // short-range accelerations kept in double
 };
 
@@ -41,6 +51,12 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in);
 // Leaves of the ORB tree of n particles with max_leaf (OrbTree::shape, counted without
 // building it).
 std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
+
+// The P2P tasks a step expands and sorts at once at most (one chunk of target leaves): a
+// quarter of the tasks the plan reserves for n particles (kPlannedP2PEntriesPerLeaf entries
+// a leaf, two tasks an entry at most), so that the short-range step stays within its part of
+// the plan however much memory is free (four chunks cost ~2% of a 512^3 step on an H100).
+std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf);
 
 // The most P2P tasks the device expands, sorts and groups at once (one chunk of target
 // leaves): a chunk's groups hold task positions in 32 bits, and CUB's run-length encoding

@@ -328,6 +328,13 @@ std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
   return n_nodes * per_node + n_nodes * per_node / 8 + 4096;
 }
 
+void DeviceFmm::release() {
+  m_.release();
+  l_.release();
+  active_.release();
+  wanted_.release();
+}
+
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                         std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream) {
   const std::size_t nn = tree.n_nodes;

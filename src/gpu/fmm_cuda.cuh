@@ -61,6 +61,9 @@ class DeviceFmm {
 
   // Device bytes compute() holds for a tree of n_nodes nodes.
   static std::size_t bytes_for(int multipole_order, std::size_t n_nodes);
+  // Gives the expansions and flags back to the device pool, queued on the allocation stream
+  // (after compute(): the next compute() allocates them again).
+  void release();
   int multipole_size() const { return nm_; }
   int local_size() const { return nl_; }
   // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes

@@ -287,16 +287,18 @@ void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
 
 void DeviceOrbTree::ensure_buffers(std::size_t n) {
   const std::size_t n_nodes = shape_.size();
-  for (auto& l : lists_) l.ensure(3 * n);
-  scan_.ensure(3 * n);
-  for (auto& v : sort_vals_) v.ensure(n);
-  for (auto& k : sort_keys_) k.ensure(n);
-  order_.ensure(n);
-  node_of_.ensure(n);
-  flag_.ensure(n);
-  tx_.ensure(n);
-  ty_.ensure(n);
-  tz_.ensure(n);
+  // Kept from build to build (the refits', the walk's and P2P's), then the build's own
+  // arrays, which release_build_arrays() gives back to the pool when the build is queued.
+  order_.ensure_exact(n);
+  tx_.ensure_exact(n);
+  ty_.ensure_exact(n);
+  tz_.ensure_exact(n);
+  for (auto& l : lists_) l.ensure_exact(3 * n);
+  scan_.ensure_exact(3 * n);
+  for (auto& v : sort_vals_) v.ensure_exact(n);
+  for (auto& k : sort_keys_) k.ensure_exact(n);
+  node_of_.ensure_exact(n);
+  flag_.ensure_exact(n);
   axis_.ensure(n_nodes);
   r2_.ensure(n_nodes);
   geom_.ensure(n_nodes);
@@ -306,9 +308,19 @@ void DeviceOrbTree::ensure_buffers(std::size_t n) {
   const std::size_t sort_bytes = radix_sort_pairs_bytes<std::uint64_t, std::uint32_t>(n, 0, 64, max_cub_items_);
   const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{nullptr, nullptr});
   const std::size_t scan_bytes = exclusive_sum_bytes(flags, scan_.data(), 3 * n, max_cub_items_);
-  temp_.ensure(std::max(sort_bytes, scan_bytes));
+  temp_.ensure_exact(std::max(sort_bytes, scan_bytes));
   for (cudaEvent_t& e : events_)
     if (!e) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+void DeviceOrbTree::release_build_arrays() {
+  for (auto& l : lists_) l.release();
+  scan_.release();
+  for (auto& v : sort_vals_) v.release();
+  for (auto& k : sort_keys_) k.release();
+  node_of_.release();
+  flag_.release();
+  temp_.release();
 }
 
 void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,
@@ -329,6 +341,7 @@ void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std:
 void DeviceOrbTree::build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
                           double particle_mass, cudaStream_t stream) {
   set_shape(n, max_leaf);   // checks n and max_leaf as OrbTree does
+  AllocationStream on_stream(stream);   // the build's arrays come from the pool and go back to it
   ensure_buffers(n);
   particle_mass_ = particle_mass;
   const auto nn = static_cast<std::uint32_t>(n);
@@ -385,6 +398,7 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
   ORBIS_CUDA_CHECK(cudaGetLastError());
   finish_geometry(stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
+  release_build_arrays();
 }
 
 // Leaf records and centres, internal centres (deepest first), radii: from the tree-order

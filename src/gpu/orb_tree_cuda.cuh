@@ -98,6 +98,10 @@ class DeviceOrbTree {
   void set_shape(std::size_t n, int max_leaf);
   void finish_geometry(cudaStream_t stream);
   void ensure_buffers(std::size_t n);
+  // Gives the build's own arrays (sorted lists, their scan, the sorts' keys and values, node
+  // of each particle, flags, temporaries: ~65 bytes a particle) back to the device pool,
+  // queued on the build's stream: they are not live beside the PM or the short-range step.
+  void release_build_arrays();
   // Stable sort of idx (null: 0..n-1) by coordinate c into out; flags *tie if two keys
   // are equal (when tie is not null).
   void sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,

@@ -121,6 +121,15 @@ std::size_t DeviceP2PChunks::bytes_for(std::size_t entries, std::size_t chunk_ta
   return entries * 4 + chunk_tasks * 20 + n_leaves * 24 + (std::size_t{16} << 20);
 }
 
+void DeviceP2PChunks::release() {
+  position_.release();
+  for (auto& k : keys_) k.release();
+  for (auto& v : values_) v.release();
+  for (auto* a : {&unique_, &counts_, &starts_}) a->release();
+  groups_.release();
+  temp_.release();
+}
+
 std::size_t DeviceP2PChunks::held_bytes() const {
   return (position_.capacity() + keys_[0].capacity() + keys_[1].capacity() + values_[0].capacity() +
           values_[1].capacity() + unique_.capacity() + counts_.capacity() + starts_.capacity()) * 4 +
@@ -170,10 +179,11 @@ void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std:
   std::uint32_t most_leaves = 1;
   for (std::size_t c = 0; c + 1 < bounds_.size(); ++c) most_leaves = std::max(most_leaves, bounds_[c + 1] - bounds_[c]);
 
-  position_.ensure(std::max<std::size_t>(entries, 1));
+  // Exact sizes: the step gives these back to the pool after its P2P (release()).
+  position_.ensure_exact(std::max<std::size_t>(entries, 1));
   for (int b = 0; b < 2; ++b) {
-    keys_[b].ensure(cap);
-    values_[b].ensure(cap);
+    keys_[b].ensure_exact(cap);
+    values_[b].ensure_exact(cap);
   }
   for (auto* a : {&unique_, &counts_, &starts_}) a->ensure(most_leaves);
   n_groups_.ensure(1);

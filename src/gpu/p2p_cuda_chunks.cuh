@@ -43,6 +43,9 @@ class DeviceP2PChunks {
   // Device bytes for `chunk_tasks` tasks per chunk and `entries` entries over n_leaves.
   static std::size_t bytes_for(std::size_t entries, std::size_t chunk_tasks, std::size_t n_leaves);
   std::size_t held_bytes() const;
+  // Gives the task arrays back to the device pool, queued on the allocation stream (after
+  // run(): they are not live beside the PM or the tree build).
+  void release();
 
  private:
   DeviceArray<std::uint32_t> position_;            // per entry: its first task in the chunk

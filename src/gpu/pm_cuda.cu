@@ -95,27 +95,16 @@ CudaPmMemory memory_plan(const PmSettings& s, std::size_t fft_work_bytes) {
   return m;
 }
 
-// One device allocation, freed with its owner.
-struct DeviceBlock {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-  void allocate(std::size_t n) {
-    if (n == 0) return;
-    p = gpu::device_alloc(n);
-    bytes = n;
-  }
-  ~DeviceBlock() {
-    if (p) cudaFree(p);
-  }
-};
-
 }  // namespace
 
 struct CudaPmSolver::Impl {
   explicit Impl(const PmSettings& s) : plans(s) {}
   FftPlans plans;
   CudaPmMemory planned;
-  DeviceBlock meshes, fft_work, tables;
+  // The meshes and the cuFFT work area: one block from the device pool for the length of a
+  // call (gpu/device_buffer.cuh), so that between calls the memory serves the other phases
+  // of a step. The tables are kept.
+  gpu::DeviceArray<unsigned char> work_block, tables;
   const double* k_axis = nullptr;
   const double* inv_w2 = nullptr;
   const ModeComplex* shift = nullptr;
@@ -160,6 +149,7 @@ CudaPmSolver::CudaPmSolver(const PmSettings& settings, int device) : settings_(s
   m.planned = memory_plan(settings, m.plans.work_bytes);
   std::size_t free_bytes = 0, total_bytes = 0;
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  free_bytes = gpu::device_available_bytes();   // the pool's unused memory is free for the meshes
   if (m.planned.total() > free_bytes)
     fail("PM on the GPU: a {}^3 {} mesh needs {:.2f} GiB of device memory ({} meshes {:.2f} GiB, cuFFT work "
          "area {:.2f} GiB, tables {:.2f} GiB) but {:.2f} GiB of {:.2f} GiB are free. A smaller [gravity] "
@@ -167,18 +157,12 @@ CudaPmSolver::CudaPmSolver(const PmSettings& settings, int device) : settings_(s
          settings.grid_side, settings.double_mesh ? "double" : "float", gib(m.planned.total()),
          mesh_count(settings), gib(m.planned.meshes), gib(m.planned.fft_work), gib(m.planned.tables),
          gib(free_bytes), gib(total_bytes));
-  m.meshes.allocate(m.planned.meshes);
-  m.fft_work.allocate(m.planned.fft_work);
-  m.tables.allocate(m.planned.tables);
-  if (m.fft_work.p) {
-    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.forward, m.fft_work.p));
-    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.backward, m.fft_work.p));
-  }
+  m.tables.ensure_exact(m.planned.tables);
 
   // Tables: the CPU path's own (make_pm_axis_tables, interlaced_optimal_influence), uploaded.
   const int n = settings.grid_side;
   const PmAxisTables axes = make_pm_axis_tables(settings);
-  char* t = static_cast<char*>(m.tables.p);
+  char* t = reinterpret_cast<char*>(m.tables.data());
   ORBIS_CUDA_CHECK(cudaMemcpy(t, axes.k.data(), n * sizeof(double), cudaMemcpyHostToDevice));
   m.k_axis = reinterpret_cast<const double*>(t);
   t += n * sizeof(double);
@@ -250,11 +234,23 @@ PhaseTimes CudaPmSolver::phase_times() const {
 
 void CudaPmSolver::accelerations(const double* x, const double* y, const double* z, std::size_t n,
                                  double particle_mass, double* ax, double* ay, double* az, CUstream_st* stream) {
-  impl_->marks = 0;
+  Impl& m = *impl_;
+  m.marks = 0;
   double* const acc[3] = {ax, ay, az};
-  if (settings_.double_mesh) impl_->run<double>(settings_, x, y, z, n, particle_mass, acc, stream);
-  else impl_->run<float>(settings_, x, y, z, n, particle_mass, acc, stream);
-  impl_->mark(nullptr, stream);
+  // The meshes and work area, queued on the stream: taken from the pool here and given back
+  // when the stream has passed the last interpolation.
+  gpu::AllocationStream on_stream(stream);
+  const std::size_t work_offset = (m.planned.meshes + 255) / 256 * 256;   // cuFFT's alignment
+  m.work_block.ensure_exact(work_offset + m.planned.fft_work);
+  if (m.planned.fft_work > 0) {
+    void* work = m.work_block.data() + work_offset;
+    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.forward, work));
+    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.backward, work));
+  }
+  if (settings_.double_mesh) m.run<double>(settings_, x, y, z, n, particle_mass, acc, stream);
+  else m.run<float>(settings_, x, y, z, n, particle_mass, acc, stream);
+  m.mark(nullptr, stream);
+  m.work_block.release();
 }
 
 void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
@@ -314,7 +310,7 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = s.grid_side;
   const bool full = full_force(s);
-  Real* a = static_cast<Real*>(meshes.p);
+  Real* a = reinterpret_cast<Real*>(work_block.data());
   Real* b = full ? a + mesh_reals(n) : nullptr;
   Real* work = (full ? b : a) + mesh_reals(n);
   auto modes = [](Real* mesh) { return reinterpret_cast<C*>(mesh); };

@@ -4,8 +4,11 @@
 // live in device memory. No CUDA header is needed here: a stream is a CUstream_st* (what
 // cudaStream_t names).
 //
-// Device memory, all allocated at construction and kept from step to step (plan_bytes()
-// gives it before anything is allocated):
+// Device memory (plan_bytes() gives it before anything is allocated): the tables are
+// allocated at construction and kept; the meshes and the cuFFT work area are one block taken
+// from the device's stream-ordered pool by each device-pointer accelerations() call and given
+// back, queued on its stream, when it ends, so that between calls the same memory serves the
+// tree and the short-range step (gpu/device_buffer.cuh):
 //   - one complex mesh per mesh set (phi(k); two for PM-only), n^2 * 2(n/2+1) reals each,
 //   - one work mesh of the same size: the fixed-point density while assigning, then each
 //     gradient component in turn (transformed and interpolated one at a time, so the three
@@ -74,9 +77,9 @@ class CudaPmSolver {
   void set_phase_timing(bool on);
   PhaseTimes phase_times() const;
 
-  // Device memory held now, and what a solver for `settings` needs for n particles (the
-  // device-pointer call; no staging), computed without allocating (cuFFT is asked for its
-  // work area on the current device).
+  // Device memory of a call (the meshes and work area while it runs, the tables), and what
+  // a solver for `settings` needs for n particles (the device-pointer call; no staging),
+  // computed without allocating (cuFFT is asked for its work area on the current device).
   CudaPmMemory memory() const;
   std::size_t bytes() const { return memory().total(); }
   static CudaPmMemory plan_memory(const PmSettings& settings, std::size_t n_particles);

@@ -92,6 +92,9 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
                        (pairs_at_build_ > 0 && last_pairs > growth_ * pairs_at_build_);
   rebuild_next_ = false;
   n_ = n;
+  // Every array of the step from the device pool, queued on the stream; each phase gives
+  // its own back when it is queued, so the next phase reuses the memory (device_buffer.cuh).
+  AllocationStream on_stream(stream);
   active_subset_ = bin != nullptr && min_active_bin > 0;
   const double* y = x + n;
   const double* z = x + 2 * n;
@@ -116,6 +119,8 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   walk_nodes_.ensure(nn);
   tree_.walk_nodes(walk_nodes_.data(), stream);
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
+  walk_.release_work();
+  walk_nodes_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
 
   const std::size_t entries = walk_.p2p_entries(), tasks = walk_.p2p_tasks();
@@ -126,8 +131,8 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
   // and sorted by target a chunk of target leaves at a time (writes every particle of every
   // evaluated target leaf).
-  rel_.ensure(3 * n * runner_.position_bytes());
-  acc_tree_.ensure(3 * n);
+  rel_.ensure_exact(3 * n * runner_.position_bytes());
+  acc_tree_.ensure_exact(3 * n);
   runner_.relative_positions(tree_.tree_x(), tree_.tree_y(), tree_.tree_z(), tree_.leaves(), nl, n, rel_.data(),
                              stream);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_tree_.data(), 0, 3 * n * sizeof(double), stream));
@@ -139,15 +144,23 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   launch.leaf_active = leaf_active;
   chunks_.run(walk_.p2p_targets(), walk_.p2p_sources(), entries, tasks, nl, chunk_limit(entries, tasks, nl), runner_,
               launch, stream);
+  chunks_.release();
+  rel_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
   // Far field: added to the P2P sums of the leaves that have a local expansion.
   if (walk_.m2l_count() > 0)
     fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
                  settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
+  fmm_.release();
+  walk_.release_outputs();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
                           stream);
+  acc_tree_.release();
+  for (auto* a : {&leaf_active_, &node_active_}) a->release();
+  prefix_.release();
+  scan_temp_.release();
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), 3 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[6], stream));
@@ -156,15 +169,19 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
 std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const {
   // What free device memory holds beside the step's other arrays (and a margin for CUDA and
   // the sorts), counting the chunk arrays held now as free.
-  std::size_t free_bytes = 0, total_bytes = 0;
-  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // The pool's unused memory (the PM's meshes, the tree's build arrays, given back) counts as
+  // free.
+  const std::size_t free_bytes = device_available_bytes();
   const std::size_t margin = std::size_t{512} << 20;
   const std::size_t others = rel_.growth_bytes(3 * n_ * runner_.position_bytes()) + acc_tree_.growth_bytes(3 * n_);
   const std::size_t usable = (allocation_cap_ > 0 ? std::min(free_bytes, allocation_cap_) : free_bytes) +
                              chunks_.held_bytes();
   const std::size_t fixed = DeviceP2PChunks::bytes_for(entries, 0, n_leaves) + others + margin;
-  // 20 bytes a task (+1/8 headroom), at most kMaxP2PChunkTasks however much memory is free.
-  const std::size_t limit = p2p_chunk_tasks(usable, fixed, 24, max_chunk_tasks_);
+  // 16 bytes a task, at most kMaxP2PChunkTasks however much memory is free, and at most the
+  // memory plan's chunk (a quarter of the planned tasks), so that the short-range step's
+  // arrays stay within the plan's largest phase whatever memory is free.
+  const std::size_t most = max_chunk_tasks_ > 0 ? max_chunk_tasks_ : planned_p2p_chunk_tasks(n_, settings_.max_leaf);
+  const std::size_t limit = p2p_chunk_tasks(usable, fixed, 16, most);
   if (limit == 0) fail("P2P on the GPU: no device memory left for the tasks ({:.2f} GiB free)", free_bytes / 1073741824.0);
   return limit >= tasks ? 0 : limit;
 }
@@ -211,7 +228,7 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
 }
 
 double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
-  acc_tree_.ensure(doubles);
+  acc_tree_.ensure_exact(doubles);
   return acc_tree_.data();
 }
 

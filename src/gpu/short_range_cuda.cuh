@@ -79,6 +79,10 @@ class DeviceShortRange {
     walk_.set_max_cub_items(items);
     chunks_.set_max_cub_items(items);
   }
+  // Test hook: at most this many P2P entries and M2L tasks per walk launch (the walk's
+  // 32-bit launch offsets, DeviceWalk::kMaxLaunchEntries), so that a small walk goes in the
+  // launches of a large one.
+  void set_max_launch_outputs(std::uint64_t n) { walk_.set_max_launch_outputs(n); }
   // The step may allocate at most this many more bytes than it holds (the engine's
   // [gpu] memory_limit_gib less what it uses); 0: free device memory is the only limit.
   void set_allocation_cap(std::size_t bytes) { allocation_cap_ = bytes; }

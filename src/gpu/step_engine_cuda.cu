@@ -91,7 +91,7 @@ struct CudaStepEngine::Impl {
   // memory of their own.
   double* staging() {
     if (short_range) return short_range->borrow_scratch(3 * n);
-    own_staging.ensure(3 * n);
+    own_staging.ensure_exact(3 * n);
     return own_staging.data();
   }
   // Interleaved host vector <-> x | y | z device block, through pinned memory.
@@ -155,6 +155,9 @@ CudaStepEngine::CudaStepEngine(const Params& params) : impl_(std::make_unique<Im
   }
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   for (cudaEvent_t& e : m.pm_events) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+  // What the device pool kept from earlier work goes back first, so that the engine's use
+  // (its pool's high-water mark included) is what it adds to this baseline.
+  gpu::trim_device_pool();
   m.baseline = Impl::used_now();
   m.kick_factors.ensure(kMaxTimeBins);
   m.host_factors.ensure(kMaxTimeBins);
@@ -172,6 +175,13 @@ CudaStepEngine::~CudaStepEngine() {
 
   for (cudaEvent_t e : impl_->pm_events)
     if (e) cudaEventDestroy(e);
+  impl_.reset();
+  // The pool keeps what the engine gave back: return it to the driver (no throw here).
+  cudaMemPool_t pool = nullptr;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
+      cudaDeviceSynchronize() == cudaSuccess)
+    cudaMemPoolTrimTo(pool, 0);
 }
 
 std::string CudaStepEngine::describe() const {
@@ -215,10 +225,11 @@ void CudaStepEngine::load(Particles particles) {
   in.short_range = m.treepm;
   in.settings = m.sr;
   in.short_acc_double = m.short_double;
-  in.pm_bytes = m.pm ? 0 : CudaPmSolver::plan_bytes(m.pm_settings, n);   // a PM of an earlier load() stays
+  const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, n);
+  in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
+  in.pm_held_bytes = m.pm ? 0 : pm_memory.tables;        // a PM of an earlier load() stays
   const DeviceMemoryPlan plan = plan_device_memory(in);
-  std::size_t free_bytes = 0, total_bytes = 0;
-  ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::size_t free_bytes = gpu::device_available_bytes();
   check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
                       m.name);
   m.planned = plan.total();
@@ -233,14 +244,14 @@ void CudaStepEngine::load(Particles particles) {
     m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
   if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
-  m.pos.ensure(3 * n);
-  m.mom.ensure(3 * n);
-  m.acc_long.ensure(3 * n);
-  m.id.ensure(n);
-  m.bin.ensure(n);
+  m.pos.ensure_exact(3 * n);
+  m.mom.ensure_exact(3 * n);
+  m.acc_long.ensure_exact(3 * n);
+  m.id.ensure_exact(n);
+  m.bin.ensure_exact(n);
   m.host_staging.ensure(3 * n);
-  if (m.short_double) m.acc_short_d.ensure(3 * n);
-  else m.acc_short_f.ensure(3 * n);
+  if (m.short_double) m.acc_short_d.ensure_exact(3 * n);
+  else m.acc_short_f.ensure_exact(3 * n);
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
   ORBIS_CUDA_CHECK(cudaMemcpy(m.id.data(), particles.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
@@ -302,7 +313,9 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   if (m.treepm) {
     if (m.memory_limit_gib > 0) {   // what the limit leaves for the step's task chunks
       const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
-      const std::size_t now = Impl::used_now(), used = now > m.baseline ? now - m.baseline : 0;
+      // In use: what the device holds beyond the baseline less what the pool holds unused.
+      const std::size_t now = Impl::used_now() - std::min(Impl::used_now(), gpu::pool_unused_bytes());
+      const std::size_t used = now > m.baseline ? now - m.baseline : 0;
       m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
     }
     // A long-range step builds the tree afresh: its forces then depend on the positions

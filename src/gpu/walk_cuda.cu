@@ -340,11 +340,12 @@ std::size_t DeviceWalk::held_bytes() const {
 
 bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
                          const WalkPairParams& params, const std::uint8_t* node_active, cudaStream_t stream) {
-  frontier_[0].ensure(std::max<std::size_t>(capacity_.frontier, 1));
-  frontier_[1].ensure(std::max<std::size_t>(capacity_.frontier, 1));
-  p2p_t_.ensure(std::max<std::size_t>(capacity_.p2p, 1));
-  p2p_s_.ensure(std::max<std::size_t>(capacity_.p2p, 1));
-  m2l_raw_.ensure(std::max<std::size_t>(capacity_.m2l, 1));
+  // capacity_ has its own headroom (run()).
+  frontier_[0].ensure_exact(std::max<std::size_t>(capacity_.frontier, 1));
+  frontier_[1].ensure_exact(std::max<std::size_t>(capacity_.frontier, 1));
+  p2p_t_.ensure_exact(std::max<std::size_t>(capacity_.p2p, 1));
+  p2p_s_.ensure_exact(std::max<std::size_t>(capacity_.p2p, 1));
+  m2l_raw_.ensure_exact(std::max<std::size_t>(capacity_.m2l, 1));
   // What the arrays hold now (ensure rounds up): the limits the scan checks.
   const WalkLimits limits{std::min(p2p_t_.capacity(), p2p_s_.capacity()), m2l_raw_.capacity(),
                           std::min(frontier_[0].capacity(), frontier_[1].capacity()),
@@ -444,6 +445,22 @@ void DeviceWalk::group_m2l(std::size_t n_nodes, cudaStream_t stream) {
   m2l_group_offsets<<<blocks_for(n_nodes + 1), kBlock, 0, stream>>>(
       m2l_keys_[1].data(), n, static_cast<std::uint32_t>(n_nodes), m2l_offsets_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void DeviceWalk::release_work() {
+  for (auto& f : frontier_) f.release();
+  tiles_.release();
+  m2l_raw_.release();
+  for (auto& k : m2l_keys_) k.release();
+  temp_.release();
+}
+
+void DeviceWalk::release_outputs() {
+  p2p_t_.release();
+  p2p_s_.release();
+  m2l_values_.release();
+  m2l_offsets_.release();
+  m2l_sorted_ = nullptr;
 }
 
 void DeviceWalk::download_m2l(std::vector<InteractionTask>& tasks, std::vector<std::size_t>& offsets,

@@ -83,6 +83,12 @@ class DeviceWalk {
   static std::size_t bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
                                std::size_t n_nodes);
   std::size_t held_bytes() const;
+  // Give arrays back to the device pool (gpu/device_buffer.cuh), queued on the allocation
+  // stream; the next run() allocates them again at the sizes walks needed so far. The work
+  // arrays (frontiers, their tiles, the unsorted M2L tasks, the sort's keys and temporaries)
+  // are free once run() is queued; the outputs once the P2P and far field are.
+  void release_work();
+  void release_outputs();
 
   // One launch's outputs are counted and placed with 32-bit offsets: fewer than 2^32 P2P
   // entries and M2L tasks, and fewer than 2^31 child pairs (the next frontier, whose tile

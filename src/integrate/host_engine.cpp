@@ -118,14 +118,14 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
   // Tree, walk and the start of P2P first: with the CUDA backend the GPU computes P2P while
   // the CPU does the PM and then M2L/L2L/L2P (ShortRangeSolver::begin/end). Steps with all
   // particles active build a new tree; between them only the active particles' forces are
-  // computed, on the last tree refitted (refit_tree_; one rank: the ghosts change between
-  // steps on several).
+  // computed, on the last tree refitted (refit_tree_; on several ranks while the ghosts
+  // are the same particles).
   const bool ranks = comm_.size() > 1;
   ShortRangeTargets targets;
   if (min_active_bin > 0) {
     targets.bins = &particles_.time_bin;
     targets.min_bin = min_active_bin;
-    targets.refit_tree = refit_tree_ && !ranks;
+    targets.refit_tree = refit_tree_ && !ranks;   // several ranks: below
   }
   if (ranks) {
     Stopwatch domain_watch;
@@ -135,8 +135,11 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
       acc_long_.assign(particles_.size(), Vec3d{});
       acc_short_.assign(particles_.size(), Vec3d{});
     }
-    const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut);
+    bool same_sources = false;
+    const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut, &same_sources);
     stats.times.add("domain", domain_watch.seconds());
+    // Between PM steps the ghosts stay the same particles (rank_domains.hpp): refit the tree.
+    targets.refit_tree = min_active_bin > 0 && refit_tree_ && same_sources;
     // Ghosts are never targets (their owners compute their forces), on full steps either:
     // the mask is 1 for this rank's active particles, 0 for the rest and the ghosts.
     target_mask_.assign(sources.size(), 0);

@@ -6,10 +6,12 @@
 #include "analysis/halo_catalogue.hpp"
 #include "analysis/power_spectrum.hpp"
 #include "analysis/power_spectrum_io.hpp"
+#include "core/comm.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "cosmology/cosmology.hpp"
 #include "cosmology/linear_power.hpp"
+#include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
@@ -70,31 +72,48 @@ double output_file_bytes(const Params& params, std::uint64_t particles) {
 }
 
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations) {
+                                           const std::vector<Vec3d>& accelerations, const Comm& comm) {
   std::vector<std::string> files;
   const Params& params = c.params;
   const double box = params.get_real("box.size_mpc_h");
   const OutputNames names = output_names(params, c.directory, c.index);
   log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
+  const bool with_acc = params.get_bool("output.accelerations");
 
   if (!names.snapshot.empty()) {
-    const auto written = write_snapshot(names.snapshot, particles, c.a, params,
-                                        params.get_bool("output.accelerations") ? &accelerations : nullptr);
-    files.insert(files.end(), written.begin(), written.end());
+    if (comm.size() == 1) {
+      const auto written = write_snapshot(names.snapshot, particles, c.a, params, with_acc ? &accelerations : nullptr);
+      files.insert(files.end(), written.begin(), written.end());
+    } else {
+      // Rank 0 writes the gathered particles (domain/gather_particles.hpp).
+      const GatheredParticles all = gather_particles(particles, with_acc ? accelerations : std::vector<Vec3d>{}, comm);
+      run_collectively(comm, [&] {
+        if (comm.is_root()) write_snapshot(names.snapshot, all.particles, c.a, params, with_acc ? &all.values : nullptr);
+      });
+      const auto written = snapshot_file_names(names.snapshot, static_cast<int>(params.get_int("output.files_per_snapshot")));
+      files.insert(files.end(), written.begin(), written.end());
+    }
   }
   if (!names.pk_base.empty()) {
     const LinearPower power = LinearPower::from_params(params);
     const double d = c.cosmology.growth(c.a);
+    // Collective: the mesh in slabs over the ranks, the particles where they are.
     const PowerSpectrum pk = measure_power_spectrum(particles.pos, box, PowerSpectrumSettings::from_params(params),
-                                                    [&](double k) { return power(k) * d * d; });
-    write_power_spectrum(names.pk_base, pk, c.a, params);
+                                                    [&](double k) { return power(k) * d * d; }, comm);
+    run_collectively(comm, [&] {
+      if (comm.is_root()) write_power_spectrum(names.pk_base, pk, c.a, params);
+    });
     files.push_back(names.pk_base + ".txt");
     files.push_back(names.pk_base + ".hdf5");
   }
   if (!names.catalogue.empty()) {
-    const GroupCatalogue catalogue = halo::find_haloes(particles, box, c.a, params);
-    halo::write_halo_outputs(names.catalogue, catalogue, params);
-    log::info("  {} haloes with at least {} particles", catalogue.len.size(), params.get_int("analysis.fof_min_members"));
+    // Collective: groups linked across ranks, the catalogue on rank 0.
+    const GroupCatalogue catalogue = halo::find_haloes_across_ranks(particles, box, c.a, params, comm);
+    run_collectively(comm, [&] {
+      if (!comm.is_root()) return;
+      halo::write_halo_outputs(names.catalogue, catalogue, params);
+      log::info("  {} haloes with at least {} particles", catalogue.len.size(), params.get_int("analysis.fof_min_members"));
+    });
     files.push_back(names.catalogue);
     files.push_back(halo::mass_function_path(names.catalogue));
   }

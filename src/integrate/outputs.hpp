@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/particles.hpp"
 
 namespace orbis {
@@ -29,8 +30,12 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
 // The bytes of one output's files for `particles` particles, an upper estimate (the snapshot
 // dominates).
 double output_file_bytes(const Params& params, std::uint64_t particles);
-// Writes the outputs at context.a and returns the files written.
+// Collective over comm (each rank passes its own particles and accelerations): writes the
+// outputs at context.a and returns the files written (the same list on every rank). Rank 0
+// writes the files: the snapshot of the gathered particles, the power spectrum measured on
+// the mesh in slabs (analysis/power_spectrum.hpp) and the halo catalogue of groups linked
+// across ranks (analysis/fof_ranks.hpp), neither of which gathers the particles.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations);
+                                           const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self());
 
 }  // namespace orbis

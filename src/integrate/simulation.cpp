@@ -20,7 +20,6 @@
 #include "integrate/step_log.hpp"
 #include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
-#include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
@@ -342,22 +341,8 @@ void Simulation::check_energy() {
 void Simulation::write_outputs(RunSummary& summary) {
   Stopwatch watch;
   OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
-  std::vector<std::string> files;
-  if (comm_.size() == 1) {
-    files = write_run_outputs(context, engine_->particles(), engine_->accelerations());
-  } else {
-    // Rank 0 writes every output of the gathered particles (domain/gather_particles.hpp).
-    const bool with_acc = params_.get_bool("output.accelerations");
-    const GatheredParticles all =
-        gather_particles(engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{}, comm_);
-    run_collectively(comm_, [&] {
-      if (comm_.is_root()) files = write_run_outputs(context, all.particles, all.values);
-    });
-    std::size_t count = files.size();
-    comm_.broadcast(count);
-    files.resize(count);
-    for (std::string& f : files) comm_.broadcast(f);
-  }
+  const std::vector<std::string> files =
+      write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
   output_seconds_ += watch.seconds();

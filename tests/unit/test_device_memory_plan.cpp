@@ -62,6 +62,45 @@ TEST_CASE("the memory plan grows with what should raise it") {
   CHECK(plan_device_memory(more).total() < base.total());
 }
 
+TEST_CASE("the plan holds the persistent parts plus the largest phase, not every phase at once") {
+  DeviceMemoryInput in;
+  in.particles = std::size_t{1} << 27;   // 512^3
+  in.settings = settings(32, 4);
+  in.pm_bytes = std::size_t{1024} * 1024 * 1026 * 4 * 2;   // a 1024^3 float mesh and its work mesh
+  in.pm_held_bytes = 1 << 20;
+  const DeviceMemoryPlan plan = plan_device_memory(in);
+  std::size_t all = 0;
+  for (const auto& part : plan.parts) all += part.bytes;
+  const std::string largest = plan.largest_phase();
+  CHECK(!largest.empty());
+  CHECK(plan.total() == plan.held() + plan.phase_bytes(largest));
+  for (const char* phase : {"PM", "tree build", "short range"}) {
+    CAPTURE(phase);
+    CHECK(plan.phase_bytes(phase) > 0);
+    CHECK(plan.phase_bytes(phase) <= plan.phase_bytes(largest));
+  }
+  CHECK(plan.total() < all);   // the phases share their memory
+  CHECK(plan.phase_bytes("PM") == in.pm_bytes);
+  MESSAGE(plan.describe());
+  CHECK(plan.describe().find("phases, one at a time") != std::string::npos);
+  // The bar at 512^3 with the 1024^3 mesh: at most 250 bytes per particle planned.
+  CHECK(static_cast<double>(plan.total()) / static_cast<double>(in.particles) <= 250.0);
+  // A larger mesh raises the plan only once the PM is the largest phase.
+  DeviceMemoryInput bigger = in;
+  bigger.pm_bytes = plan.phase_bytes(largest) + (std::size_t{1} << 30);
+  CHECK(plan_device_memory(bigger).largest_phase() == "PM");
+  CHECK(plan_device_memory(bigger).total() == plan.held() + bigger.pm_bytes);
+}
+
+TEST_CASE("a step's P2P chunk is a quarter of the planned tasks") {
+  const std::size_t n = std::size_t{1} << 27;
+  const std::size_t leaves = orb_tree_leaves(n, 32);
+  const auto planned_tasks = static_cast<std::size_t>(2 * kPlannedP2PEntriesPerLeaf * static_cast<double>(leaves));
+  CHECK(planned_p2p_chunk_tasks(n, 32) == planned_tasks / 4);
+  CHECK(planned_p2p_chunk_tasks(n, 64) < planned_p2p_chunk_tasks(n, 32));
+  CHECK(planned_p2p_chunk_tasks(1, 32) >= 1);
+}
+
 TEST_CASE("a plan beyond the usable memory fails before any work, saying why") {
   CHECK(usable_device_memory(1000, 0) == 1000);
   CHECK(usable_device_memory(std::size_t{8} << 30, 1.0) == std::size_t{1} << 30);

@@ -1,0 +1,66 @@
+#include "core/periodic_extent.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace orbis {
+namespace {
+
+// Where x lies relative to c, in [-box/2, box/2): the nearest periodic image.
+double wrapped(double x, double c, double box) {
+  double d = x - c;
+  d -= box * std::floor(d / box + 0.5);
+  return d;
+}
+
+}  // namespace
+
+PeriodicExtent PeriodicExtent::around(const std::vector<Vec3d>& pos, const Vec3d& centre, double box) {
+  PeriodicExtent e{centre, Vec3d{HUGE_VAL, HUGE_VAL, HUGE_VAL}, Vec3d{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL},
+                   pos.empty() ? 1u : 0u};
+  for (const Vec3d& x : pos)
+    for (int a = 0; a < 3; ++a) {
+      const double u = wrapped(x[a], centre[a], box);
+      e.lo[a] = std::min(e.lo[a], u);
+      e.hi[a] = std::max(e.hi[a], u);
+    }
+  return e;
+}
+
+PeriodicExtent PeriodicExtent::of(const std::vector<Vec3d>& pos, double box) {
+  // Occupancy of 256 bins per axis; the centre lies half a box from the middle of the longest
+  // run of empty bins (circularly), so no point is on the far side of the cut.
+  constexpr int kBins = 256;
+  Vec3d centre{0.5 * box, 0.5 * box, 0.5 * box};
+  for (int a = 0; a < 3 && !pos.empty(); ++a) {
+    std::vector<char> used(kBins, 0);
+    for (const Vec3d& x : pos) used[std::clamp(static_cast<int>(x[a] / box * kBins), 0, kBins - 1)] = 1;
+    int best_len = 0, best_start = 0;
+    for (int start = 0; start < kBins; ++start) {
+      if (used[start] || used[(start + kBins - 1) % kBins] == 0) continue;   // runs start after a used bin
+      int len = 0;
+      while (len < kBins && !used[(start + len) % kBins]) ++len;
+      if (len > best_len) best_len = len, best_start = start;
+    }
+    if (best_len == 0) continue;   // every bin used: any centre is as good
+    const double gap_middle = (best_start + 0.5 * best_len) * box / kBins;
+    centre[a] = std::fmod(gap_middle + 0.5 * box, box);
+  }
+  return around(pos, centre, box);
+}
+
+double PeriodicExtent::distance2(const Vec3d& x, double box) const {
+  double d2 = 0;
+  for (int a = 0; a < 3; ++a) {
+    const double u = wrapped(x[a], centre[a], box);
+    double best = HUGE_VAL;
+    for (int m = -1; m <= 1; ++m) {
+      const double v = u + m * box;
+      best = std::min(best, v < lo[a] ? lo[a] - v : (v > hi[a] ? v - hi[a] : 0.0));
+    }
+    d2 += best * best;
+  }
+  return d2;
+}
+
+}  // namespace orbis
