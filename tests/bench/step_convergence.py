@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convergence study of the time-step parameters ([time] eta, max_dln_a, pm_rms_displacement):
 z = 0 power spectrum and FoF mass function of hierarchical runs against a reference with 4x
-finer global steps (stepping = "global", max_dln_a / 4 and eta / 16 of the earlier defaults
+finer global steps (stepping = "global", max_dln_a / 4 and eta / 16 of the defaults
 0.025 and 0.2: the criterion's step is linear in eta, so the steps are 4x finer where the cap
 sets them and 16x finer where the criterion does), versus the force evaluations (full-step equivalents) and the wall time.
 
