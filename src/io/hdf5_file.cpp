@@ -9,11 +9,13 @@
 namespace orbis {
 namespace {
 
-// HDF5 prints its own error stack by default; orbis reports errors itself.
-struct SilenceHdf5 {
-  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-};
-const SilenceHdf5 silence_hdf5;
+// HDF5 prints its own error stack by default; orbis reports errors itself. A thread-safe
+// HDF5 keeps that setting per thread, and files are also written from the background output
+// thread: every thread that opens a file silences its own stack first.
+void silence_hdf5_in_this_thread() {
+  thread_local const bool silenced = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  (void)silenced;
+}
 
 // Closes an HDF5 identifier at scope exit.
 class Handle {
@@ -57,6 +59,7 @@ std::string write_error_detail(int saved_errno) {
 // ------------------------------------------------------------------------------- writer
 H5Writer::H5Writer(const std::string& final_path) : file_(final_path) {
   errno = 0;
+  silence_hdf5_in_this_thread();
   id_ = H5Fcreate(file_.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (id_ < 0) {
     const int saved = errno;
@@ -135,6 +138,7 @@ H5Reader::H5Reader(const std::string& path) : path_(path) {
     H5Eclear2(H5E_DEFAULT);
     fail("'{}' is not an HDF5 file (no HDF5 signature at its start: another format, or a corrupt file)", path);
   }
+  silence_hdf5_in_this_thread();
   id_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id_ < 0) {
     const std::string detail = hdf5_error_detail();
