@@ -2,6 +2,7 @@
 // every value in force (defaults included) is echoed.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -110,4 +111,15 @@ TEST_CASE("params/README.md is the table generated from the schema") {
   text << in.rdbuf();
   CHECK_MESSAGE(text.str() == orbis::schema_markdown(),
                 "params/README.md is stale: regenerate it with `orbis params > params/README.md`");
+}
+
+TEST_CASE("every parameter file shipped in params/ is valid") {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ORBIS_SOURCE_DIR) + "/params")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++files;
+    INFO(entry.path().string());
+    CHECK_NOTHROW(Params::load(entry.path().string()));
+  }
+  CHECK(files >= 3);
 }
