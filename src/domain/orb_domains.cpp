@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "core/error.hpp"
 
@@ -158,6 +159,66 @@ int OrbDomains::owner(const Vec3d& x) const {
     if (child < 0) return -(child + 1);
     node = child;
   }
+}
+
+// Field by field (no struct padding in the bytes): box, cut count, cuts (axis, at, left,
+// right), box count, boxes (lo, hi).
+std::string OrbDomains::to_bytes() const {
+  std::string out;
+  const auto put = [&out](const auto& value) { out.append(reinterpret_cast<const char*>(&value), sizeof value); };
+  put(box_);
+  put(static_cast<std::uint64_t>(cuts_.size()));
+  for (const Cut& c : cuts_) {
+    put(static_cast<std::int32_t>(c.axis));
+    put(c.at);
+    put(static_cast<std::int32_t>(c.left));
+    put(static_cast<std::int32_t>(c.right));
+  }
+  put(static_cast<std::uint64_t>(boxes_.size()));
+  for (const DomainBox& b : boxes_) {
+    put(b.lo);
+    put(b.hi);
+  }
+  return out;
+}
+
+OrbDomains OrbDomains::from_bytes(const std::string& bytes, int ranks, const std::string& what) {
+  std::size_t at = 0;
+  const auto get = [&](auto& value) {
+    if (at + sizeof value > bytes.size()) fail("{}: its rank domains are cut short ({} bytes)", what, bytes.size());
+    std::memcpy(&value, bytes.data() + at, sizeof value);
+    at += sizeof value;
+  };
+  OrbDomains d;
+  get(d.box_);
+  std::uint64_t n_cuts = 0, n_boxes = 0;
+  get(n_cuts);
+  if (n_cuts + 1 != static_cast<std::uint64_t>(ranks) && !(ranks == 1 && n_cuts == 0))
+    fail("{}: its rank domains have {} cuts, {} ranks need {}", what, n_cuts, ranks, ranks - 1);
+  d.cuts_.resize(n_cuts);
+  for (Cut& c : d.cuts_) {
+    std::int32_t axis = 0, left = 0, right = 0;
+    get(axis);
+    get(c.at);
+    get(left);
+    get(right);
+    c.axis = axis;
+    c.left = left;
+    c.right = right;
+    const auto valid_child = [&](int child) { return child < 0 ? -(child + 1) < ranks : child < static_cast<int>(n_cuts); };
+    if (axis < 0 || axis > 2 || !valid_child(left) || !valid_child(right) || !(c.at >= 0 && c.at <= d.box_))
+      fail("{}: its rank domains hold an invalid cut", what);
+  }
+  get(n_boxes);
+  if (n_boxes != static_cast<std::uint64_t>(ranks))
+    fail("{}: its rank domains are for {} ranks, this run has {}", what, n_boxes, ranks);
+  d.boxes_.resize(n_boxes);
+  for (DomainBox& b : d.boxes_) {
+    get(b.lo);
+    get(b.hi);
+  }
+  if (at != bytes.size()) fail("{}: its rank domains are longer than this orbis expects", what);
+  return d;
 }
 
 }  // namespace orbis

@@ -12,6 +12,7 @@
 // while deciding, and each round costs one small reduction. Every rank computes the same
 // domains from the same reductions.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/comm.hpp"
@@ -39,6 +40,13 @@ class OrbDomains {
   const DomainBox& domain(int rank) const { return boxes_[static_cast<std::size_t>(rank)]; }
   // The rank whose domain holds x (in [0, box)).
   int owner(const Vec3d& x) const;
+
+  // The domains as bytes (checkpoints: a restart must continue with the same cuts, which
+  // depend on the measured work of every step before it) and back; from_bytes checks the
+  // layout, the rank count and that the cut tree leads to every rank (an Error naming
+  // `what` otherwise).
+  std::string to_bytes() const;
+  static OrbDomains from_bytes(const std::string& bytes, int ranks, const std::string& what);
 
  private:
   // The cut tree: node k splits its piece at `at` on `axis`; a child index < 0 is the leaf

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "domain/particle_exchange.hpp"
 
@@ -43,6 +44,16 @@ void RankDomains::update(Particles& particles, double work) {
   log::info("domains {} on {} ranks: {}..{} particles per rank, {} migrated; work imbalance of the last steps {:.3f} "
             "(largest rank / mean)", report_.rebuilt ? "rebuilt" : "kept", comm_.size(), fewest, most_particles, moved,
             report_.imbalance);
+}
+
+std::string RankDomains::state() const { return built_ ? domains_.to_bytes() : std::string(); }
+
+void RankDomains::restore(const std::string& state, const std::string& what) {
+  ghosts_chosen_ = false;
+  built_ = !state.empty();
+  domains_ = built_ ? OrbDomains::from_bytes(state, comm_.size(), what) : OrbDomains(box_);
+  if (built_ && std::abs(domains_.box() - box_) > 1e-12 * box_)
+    fail("{}: its rank domains are for a box of {} Mpc/h, this run's is {}", what, domains_.box(), box_);
 }
 
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {

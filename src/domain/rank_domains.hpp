@@ -48,6 +48,17 @@ class RankDomains {
   const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
   static constexpr double kGhostMargin = 0.25;
 
+  // What decides the domains of the steps to come, for a checkpoint written at the end of a
+  // PM step (right after update()): the cuts in force ("" while there are none: one rank, or
+  // before the first update). restore() takes it back in a fresh RankDomains; its first
+  // update() then keeps those cuts (the work it is given is what the restart measured
+  // since, none) and moves no particle that the checkpoint's rank held. What else decides
+  // the trajectory is not kept: the ghosts are chosen afresh at every update() (the
+  // uninterrupted run chooses them there too), and the work since the update is counted
+  // again by the restart's first force computation, which repeats the one after it.
+  std::string state() const;
+  void restore(const std::string& state, const std::string& what);
+
   const OrbDomains& domains() const { return domains_; }
   const DomainReport& report() const { return report_; }
   const Comm& comm() const { return comm_; }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -16,7 +17,7 @@
 namespace orbis {
 namespace {
 
-const std::string kPrefix = "checkpoint_", kSuffix = ".orbis";
+const std::string kPrefix = "checkpoint_", kSuffix = ".orbis", kRank = "_rank_", kOf = "_of_";
 
 // RunState as bytes: its fields in a fixed order, then the cost history.
 class Bytes {
@@ -109,57 +110,137 @@ std::vector<std::pair<std::string, std::string>> parameters_from(const std::stri
   return out;
 }
 
-std::int64_t steps_of(const std::string& file_name) {
+// What a checkpoint file's name says: checkpoint_SSSSSSSS.orbis (rank 0 of 1) or
+// checkpoint_SSSSSSSS_rank_RRRR_of_NNNN.orbis; steps < 0: not a checkpoint's name.
+struct FileName {
+  std::int64_t steps = -1;
+  int rank = 0, ranks = 1;
+};
+
+bool all_digits(const std::string& text) {
+  return !text.empty() && text.size() <= 18 &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+FileName parse_name(const std::string& file_name) {
+  FileName out;
   if (file_name.size() <= kPrefix.size() + kSuffix.size() || file_name.rfind(kPrefix, 0) != 0 ||
       file_name.compare(file_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-    return -1;
-  const std::string digits = file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return -1;
-  return std::stoll(digits);
+    return out;
+  const std::string body = file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
+  const std::size_t rank_at = body.find(kRank), of_at = body.find(kOf);
+  if (rank_at == std::string::npos) {
+    if (all_digits(body)) out.steps = std::stoll(body);
+    return out;
+  }
+  if (of_at == std::string::npos || of_at < rank_at) return out;
+  const std::string steps = body.substr(0, rank_at), rank = body.substr(rank_at + kRank.size(), of_at - rank_at - kRank.size()),
+                    ranks = body.substr(of_at + kOf.size());
+  if (!all_digits(steps) || !all_digits(rank) || !all_digits(ranks) || ranks.size() > 9) return out;
+  out.rank = std::stoi(rank);
+  out.ranks = std::stoi(ranks);
+  if (out.ranks < 2 || out.rank >= out.ranks) return out;
+  out.steps = std::stoll(steps);
+  return out;
+}
+
+// The checkpoints of a folder: for each (steps, ranks), how many of its files are there.
+struct FileSet {
+  std::int64_t steps = 0;
+  std::int32_t ranks = 1;
+  std::int32_t present = 0;
+  bool complete() const { return present == ranks; }
+};
+
+// Newest first (most steps; at equal steps, more ranks first: an order, nothing more).
+std::vector<FileSet> list_sets(const std::string& directory) {
+  std::map<std::pair<std::int64_t, int>, std::set<int>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory.empty() ? "." : directory, ec)) {
+    const FileName name = parse_name(entry.path().filename().string());
+    if (name.steps >= 0) found[{name.steps, name.ranks}].insert(name.rank);
+  }
+  std::vector<FileSet> sets;
+  for (const auto& [key, ranks] : found)
+    sets.push_back(FileSet{key.first, key.second, static_cast<std::int32_t>(ranks.size())});
+  std::sort(sets.begin(), sets.end(), [](const FileSet& x, const FileSet& y) {
+    return x.steps != y.steps ? x.steps > y.steps : x.ranks > y.ranks;
+  });
+  return sets;
+}
+
+std::string set_name(const std::string& directory, const FileSet& set) {
+  return set.ranks == 1 ? fmt::format("'{}'", checkpoint_path(directory, set.steps))
+                        : fmt::format("the {} files of step {} ('{}', ...)", set.ranks, set.steps,
+                                      checkpoint_path(directory, set.steps, 0, set.ranks));
+}
+
+void remove_set(const std::string& directory, const FileSet& set) {
+  std::error_code ec;
+  for (int r = 0; r < set.ranks; ++r) std::filesystem::remove(checkpoint_path(directory, set.steps, r, set.ranks), ec);
 }
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& directory, std::int64_t steps) {
-  return join_path(directory, fmt::format("{}{:08d}{}", kPrefix, steps, kSuffix));
+std::string checkpoint_path(const std::string& directory, std::int64_t steps, int rank, int ranks) {
+  if (ranks == 1) return join_path(directory, fmt::format("{}{:08d}{}", kPrefix, steps, kSuffix));
+  return join_path(directory, fmt::format("{}{:08d}{}{:04d}{}{:04d}{}", kPrefix, steps, kRank, rank, kOf, ranks, kSuffix));
 }
 
 std::vector<std::string> find_checkpoints(const std::string& directory) {
   std::vector<std::pair<std::int64_t, std::string>> found;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(directory.empty() ? "." : directory, ec)) {
-    const std::int64_t steps = steps_of(entry.path().filename().string());
+    const std::int64_t steps = parse_name(entry.path().filename().string()).steps;
     if (steps >= 0) found.emplace_back(steps, entry.path().string());
   }
-  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::sort(found.begin(), found.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
   std::vector<std::string> paths;
   for (auto& f : found) paths.push_back(std::move(f.second));
   return paths;
 }
 
 std::string write_checkpoint(const std::string& directory, const Particles& particles, const RunState& state,
-                             const Params& params) {
-  const std::string path = checkpoint_path(directory, state.steps);
-  const auto parameters = params.flat();
-  const std::uint64_t hash = physics_hash(parameters);
-  CheckedFileWriter file(path);
-  file.section("parameters", parameter_text(parameters).data(), parameter_text(parameters).size());
-  file.section("physics_hash", &hash, sizeof hash);
-  const std::string state_text = state_bytes(state);
-  file.section("run_state", state_text.data(), state_text.size());
-  file.section("energy_budget", &state.energy, sizeof state.energy);   // apart: older checkpoints lack it
-  file.section("mass", &particles.mass, sizeof particles.mass);
-  file.section("pos", particles.pos);
-  file.section("mom", particles.mom);
-  file.section("id", particles.id);
-  file.section("time_bin", particles.time_bin);
-  file.commit();
-  // The new one is complete: the previous one stays (a fallback should this one be damaged
-  // later), older ones go.
-  const auto all = find_checkpoints(directory);
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (i >= 2 && all[i] != path) std::filesystem::remove(all[i]);
+                             const Params& params, const std::string& domains, const Comm& comm) {
+  const std::string path = checkpoint_path(directory, state.steps, comm.rank(), comm.size());
+  run_collectively(comm, [&] {
+    const auto parameters = params.flat();
+    const std::uint64_t hash = physics_hash(parameters);
+    CheckedFileWriter file(path);
+    file.section("parameters", parameter_text(parameters).data(), parameter_text(parameters).size());
+    file.section("physics_hash", &hash, sizeof hash);
+    const std::string state_text = state_bytes(state);
+    file.section("run_state", state_text.data(), state_text.size());
+    file.section("energy_budget", &state.energy, sizeof state.energy);   // apart: older checkpoints lack it
+    // Which share of which checkpoint (a file renamed by hand is not taken for another).
+    const std::int64_t share[3] = {state.steps, comm.rank(), comm.size()};
+    file.section("share", share, sizeof share);
+    if (!domains.empty()) file.section("domains", domains.data(), domains.size());
+    file.section("mass", &particles.mass, sizeof particles.mass);
+    file.section("pos", particles.pos);
+    file.section("mom", particles.mom);
+    file.section("id", particles.id);
+    file.section("time_bin", particles.time_bin);
+    file.commit();
+  });
+  // Every rank's file is complete (run_collectively waited for all): the previous complete
+  // checkpoint stays (a fallback should this one be damaged later), older ones go, and so do
+  // the pieces of older interrupted writes. Newer ones are left: a restart from an older
+  // checkpoint passes their steps again and replaces them.
+  run_collectively(comm, [&] {
+    if (!comm.is_root()) return;
+    bool kept_previous = false;
+    for (const FileSet& set : list_sets(directory)) {
+      if (set.steps > state.steps || (set.steps == state.steps && set.ranks == comm.size())) continue;
+      if (!kept_previous && set.complete() && set.steps < state.steps) {
+        kept_previous = true;
+        continue;
+      }
+      remove_set(directory, set);
+    }
+  });
   return path;
 }
 
@@ -172,6 +253,14 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (hash.size() != 1) fail("'{}': its parameter hash is not one number", path);
   c.physics_hash = hash[0];
   c.state = state_from(file.bytes("run_state"), path);
+  if (file.has("share")) {   // older checkpoints (one rank only) lack it
+    const auto share = file.take<std::int64_t>("share");
+    if (share.size() != 3 || share[2] < 1 || share[1] < 0 || share[1] >= share[2] || share[0] != c.state.steps)
+      fail("'{}': its share record is damaged", path);
+    c.rank = static_cast<int>(share[1]);
+    c.ranks = static_cast<int>(share[2]);
+  }
+  if (file.has("domains")) c.domains = file.bytes("domains");
   if (file.has("energy_budget")) {
     const auto energy = file.take<EnergyBudget>("energy_budget");
     if (energy.size() != 1) fail("'{}': its energy budget is not one record", path);
@@ -191,21 +280,48 @@ Checkpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
-Checkpoint read_newest_checkpoint(const std::string& directory) {
-  const auto paths = find_checkpoints(directory);
-  if (paths.empty())
+Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm) {
+  // Rank 0's view of the folder for every rank: all take the same decisions.
+  std::vector<FileSet> sets;
+  if (comm.is_root()) sets = list_sets(directory);
+  comm.broadcast(sets);
+  if (sets.empty())
     fail("--restart: the output folder '{}' holds no checkpoint ({}*{}); nothing to continue. Run without "
          "--restart to start the run afresh", directory, kPrefix, kSuffix);
   std::string problems;
-  for (const auto& path : paths) {
-    try {
-      Checkpoint c = read_checkpoint(path);
-      if (!problems.empty()) log::warn("restart from an older checkpoint, '{}': {}", path, problems);
-      return c;
-    } catch (const Error& e) {
-      log::warn("checkpoint unusable: {}", e.what());
-      problems += (problems.empty() ? "" : "; ") + std::string(e.what());
+  const auto note = [&](const std::string& problem) {
+    log::warn_root("checkpoint unusable: {}", problem);
+    problems += (problems.empty() ? "" : "; ") + problem;
+  };
+  for (const FileSet& set : sets) {
+    if (!set.complete()) {   // killed while writing, or a file lost
+      note(fmt::format("{} of {} files of step {} are there ('{}', ...): an interrupted write", set.present, set.ranks,
+                       set.steps, checkpoint_path(directory, set.steps, 0, set.ranks)));
+      continue;
     }
+    if (set.ranks != comm.size())
+      fail("--restart: the newest complete checkpoint in '{}', {}, was written by {} rank(s), and this run has {}: "
+           "a run continues (bitwise) only on the rank count that wrote it; restart it with mpirun -np {}{}",
+           directory, set_name(directory, set), set.ranks, comm.size(), set.ranks,
+           problems.empty() ? std::string() : fmt::format(" (newer ones are unusable: {})", problems));
+    Checkpoint c;
+    std::string message;
+    try {
+      c = read_checkpoint(checkpoint_path(directory, set.steps, comm.rank(), comm.size()));
+      if (c.rank != comm.rank() || c.ranks != comm.size() || c.state.steps != set.steps)
+        fail("'{}' holds the file of rank {} of {} at step {}, not the one its name says", c.path, c.rank, c.ranks,
+             c.state.steps);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    // The lowest failing rank's reason, for every rank's log and the error.
+    const int first_bad = comm.min(message.empty() ? comm.size() : comm.rank());
+    if (first_bad == comm.size()) {
+      if (!problems.empty()) log::warn_root("restart from an older checkpoint, {}: {}", set_name(directory, set), problems);
+      return c;
+    }
+    comm.broadcast(message, first_bad);
+    note(message);
   }
   fail("--restart: no checkpoint in '{}' reads back whole: {}", directory, problems);
 }

@@ -1,16 +1,20 @@
 // Checkpoints: everything a run needs to continue bitwise where it stopped, written at the
 // end of a PM step (every particle synchronised): the particles (positions, momenta, IDs,
 // time bins, mass), the run loop's state (RunState: scale factor, steps, PM step, output
-// index, the step-cost history) and the parameters in force with a hash of the ones that
-// change the trajectory. No accelerations: a restart recomputes the forces at the saved
-// positions, which every engine must reproduce bit for bit (step_engine.hpp). One
-// checksummed file each (io/checked_file.hpp), checkpoint_SSSSSSSS.orbis by step count,
-// written atomically; the previous one is kept until the next is complete.
+// index, the step-cost history), the step engine's rank domains (several ranks) and the
+// parameters in force with a hash of the ones that change the trajectory. No accelerations:
+// a restart recomputes the forces at the saved positions, which every engine must reproduce
+// bit for bit (step_engine.hpp). One checksummed file (io/checked_file.hpp) per rank, written
+// atomically: checkpoint_SSSSSSSS.orbis on one rank (SSSSSSSS: the steps), on N ranks one
+// share per rank, checkpoint_SSSSSSSS_rank_RRRR_of_NNNN.orbis, each holding its rank's
+// particles where they are (no rank gathers them). A checkpoint counts when all its files
+// are there and read back whole; the previous complete one is kept until the next one is.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/particles.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/run_state.hpp"
@@ -20,27 +24,37 @@ namespace orbis {
 class Params;
 
 struct Checkpoint {
-  std::string path;
+  std::string path;           // this rank's file
+  int rank = 0, ranks = 1;    // its share: of the checkpoint of `ranks` ranks, rank `rank`'s
   Particles particles;
   RunState state;
   std::vector<std::pair<std::string, std::string>> parameters;   // (section.key, value) in force
   std::uint64_t physics_hash = 0;
+  std::string domains;        // StepEngine::domain_state() of the rank that wrote it
 };
 
-// checkpoint_SSSSSSSS.orbis in `directory` for a run `steps` sync points in.
-std::string checkpoint_path(const std::string& directory, std::int64_t steps);
-// The checkpoints in `directory`, newest (most steps) first.
+// The file of rank `rank` of `ranks` of the checkpoint `steps` sync points into a run, in
+// `directory` (one rank: checkpoint_SSSSSSSS.orbis).
+std::string checkpoint_path(const std::string& directory, std::int64_t steps, int rank = 0, int ranks = 1);
+// Every checkpoint file in `directory` (whole or not, of any rank count), newest (most
+// steps) first.
 std::vector<std::string> find_checkpoints(const std::string& directory);
 
-// Writes the checkpoint atomically, then removes the ones older than the previous one.
-// Returns its path.
+// Collective over comm: each rank writes its file of the checkpoint atomically; once every
+// rank's is complete, the checkpoints older than the previous complete one are removed (by
+// rank 0). `domains`: StepEngine::domain_state(). Returns this rank's path; an Error on
+// every rank when any rank's write failed.
 std::string write_checkpoint(const std::string& directory, const Particles& particles, const RunState& state,
-                             const Params& params);
+                             const Params& params, const std::string& domains = {},
+                             const Comm& comm = Comm::self());
 // Reads one checkpoint, its checksum verified (an Error otherwise).
 Checkpoint read_checkpoint(const std::string& path);
-// The newest checkpoint in `directory` that reads back whole; each newer one that does not
-// is named in a warning. An Error when there is none.
-Checkpoint read_newest_checkpoint(const std::string& directory);
+// Collective over comm: this rank's file of the newest checkpoint in `directory` whose
+// files are all there and all read back whole (each newer one that is not is named in a
+// warning; files of an interrupted write are ignored). An Error on every rank when there is
+// none, or when the newest complete one was written by another number of ranks (a restart
+// continues bitwise only on the rank count that wrote it; the message names both).
+Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm = Comm::self());
 
 // The parameters that change the trajectory: all but the output list and z_final ([time]
 // output_redshifts, z_final), [output], [analysis], [checkpoint] and where P2P runs ([gpu]

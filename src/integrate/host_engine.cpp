@@ -94,6 +94,12 @@ void HostStepEngine::load(Particles particles) {
   }
 }
 
+void HostStepEngine::restore_domain_state(const std::string& state, const std::string& what) {
+  if (comm_.size() == 1) return StepEngine::restore_domain_state(state, what);
+  domains_.restore(state, what);
+  work_since_update_ = 0;
+}
+
 const std::vector<Vec3d>& HostStepEngine::accelerations() {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
   acc_total_.resize(acc_long_.size());

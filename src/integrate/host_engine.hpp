@@ -46,6 +46,8 @@ class HostStepEngine final : public StepEngine {
   double rms_momentum() override;
   Vec3d total_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
+  std::string domain_state() const override { return domains_.state(); }
+  void restore_domain_state(const std::string& state, const std::string& what) override;
 
   // Steps with some particles inactive refit the last tree instead of building a new one
   // (a tuning knob and benchmark hook; the default is the measured choice).

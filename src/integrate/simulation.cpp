@@ -100,12 +100,14 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   energy_ = std::make_unique<EnergyCheck>(params, comm_.size());
   options_ = options;
   if (options.restart) {
-    if (comm_.size() > 1) fail("--restart: checkpoints are written on one rank only for now; restart without mpirun");
-    restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_));
-    check_restart_parameters(*restart_, params_);
-    check_restart_schedule(*restart_, schedule_, params_);
-    if (restart_->state.tick != kPmTicks)
-      fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
+    // Each rank its own file of the checkpoint (collective: every rank takes the same one).
+    restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_, comm_));
+    run_collectively(comm_, [&] {
+      check_restart_parameters(*restart_, params_);
+      check_restart_schedule(*restart_, schedule_, params_);
+      if (restart_->state.tick != kPmTicks)
+        fail("'{}' was not written at the end of a PM step (tick {})", restart_->path, restart_->state.tick);
+    });
   } else {
     run_collectively(comm_, [&] {
       if (comm_.is_root()) check_output_folder(options, particles);
@@ -194,13 +196,19 @@ RunSummary Simulation::resume() {
   Stopwatch run_watch;
   Checkpoint checkpoint = std::move(*restart_);
   restart_.reset();
-  if (const int removed = remove_stale_temporaries(out_dir_))
-    log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
+  run_collectively(comm_, [&] {
+    if (!comm_.is_root()) return;
+    if (const int removed = remove_stale_temporaries(out_dir_))
+      log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
+  });
   start(fmt::format("restart from '{}': step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
-  n_particles_ = checkpoint.particles.size();
+  n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
   particle_mass_ = checkpoint.particles.mass;
+  // The domains before the particles: each rank holds what it held when the checkpoint was
+  // written, in the same order, and the first force computation moves none of them.
+  run_collectively(comm_, [&] { engine_->restore_domain_state(checkpoint.domains, "'" + checkpoint.path + "'"); });
   engine_->load(std::move(checkpoint.particles));
   state_ = checkpoint.state;
   ForceStats stats;
@@ -211,10 +219,12 @@ RunSummary Simulation::resume() {
 
 // PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
 // written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
+// Over several ranks the ranks decide together, at the end of every PM step: a signal that
+// reached any rank, or a checkpoint due on any rank's clock, is one for all (one small
+// reduction per PM step), so that every rank writes its file at the same step and all
+// stop together.
 RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
-  // Over several ranks there are no checkpoints yet, and the signals keep their default action.
-  const bool one_rank = comm_.size() == 1;
-  const auto signals = one_rank ? std::make_unique<StopSignals>() : nullptr;
+  StopSignals signals;
   const auto every_steps = params_.get_int("checkpoint.every_steps");
   const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
   std::int64_t steps_at_checkpoint = state_.steps;
@@ -223,20 +233,30 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
     if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
-    const int signal = signals ? signals->received() : 0;
-    const bool due = one_rank && ((every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
-                     (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds));
+    int signal = signals.received();
+    bool due = (every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
+               (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds);
+    if (comm_.size() > 1) {
+      signal = comm_.max(signal);   // any rank's (the largest number, when several differ)
+      due = comm_.any(due);
+    }
     if (signal == 0 && !due) continue;
     outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
     Stopwatch write_watch;
-    const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, params_);
-    log::info("checkpoint '{}' written in {:.2f} s", path, write_watch.seconds());
+    const std::string path =
+        write_checkpoint(out_dir_, engine_->particles(), state_, params_, engine_->domain_state(), comm_);
+    const std::string what =
+        comm_.size() == 1 ? fmt::format("'{}'", path)
+                          : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
+                                        comm_.size(), checkpoint_path(out_dir_, state_.steps, 0, comm_.size()));
+    log::info("{}{} written in {:.2f} s", comm_.size() == 1 ? "checkpoint " : "", what, write_watch.seconds());
     steps_at_checkpoint = state_.steps;
     since_checkpoint.restart();
     if (signal != 0) {
       summary.stopped_by = StopSignals::name(signal);
-      log::info("{} received: stopped at a = {:.6g} after writing '{}'; `orbis run FILE --restart` continues",
-                summary.stopped_by, state_.a, path);
+      log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
+                summary.stopped_by, state_.a, what,
+                comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
       break;
     }
   }

@@ -46,7 +46,7 @@ class Simulation {
   // `options.restart`, reads the newest complete checkpoint and checks its parameters against
   // these. No work. Over several ranks (comm): each holds its share of the particles
   // (step_engine.hpp, the host engine); ICs are made in shares, outputs gathered on rank 0,
-  // logs from rank 0; checkpoints are not written yet.
+  // logs from rank 0; each rank writes its own file of a checkpoint (checkpoint.hpp).
   explicit Simulation(const Params& params, const RunOptions& options = {}, const Comm& comm = Comm::world());
   ~Simulation();
 

@@ -120,6 +120,14 @@ class StepEngine {
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;
+
+  // Over several ranks: the state besides the particles that decides which rank computes
+  // what in the steps to come (the rank domains), as bytes for a checkpoint written at the
+  // end of a PM step; "" when there is none (one rank). restore_domain_state takes it back
+  // before load(), so that the restart's first compute_forces(true, 0) finds each particle
+  // where the run that wrote it had it. `what` names the checkpoint in errors.
+  virtual std::string domain_state() const { return {}; }
+  virtual void restore_domain_state(const std::string& state, const std::string& what);
 };
 
 // The engine for [gravity] and [gpu]: every setting is checked here, before any work. Over
