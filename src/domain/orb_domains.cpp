@@ -205,7 +205,9 @@ OrbDomains OrbDomains::from_bytes(const std::string& bytes, int ranks, const std
     c.axis = axis;
     c.left = left;
     c.right = right;
-    const auto valid_child = [&](int child) { return child < 0 ? -(child + 1) < ranks : child < static_cast<int>(n_cuts); };
+    const auto valid_child = [&](int child) {
+      return child < 0 ? -(child + 1) < ranks : child < static_cast<int>(n_cuts);
+    };
     if (axis < 0 || axis > 2 || !valid_child(left) || !valid_child(right) || !(c.at >= 0 && c.at <= d.box_))
       fail("{}: its rank domains hold an invalid cut", what);
   }

@@ -134,8 +134,9 @@ FileName parse_name(const std::string& file_name) {
     return out;
   }
   if (of_at == std::string::npos || of_at < rank_at) return out;
-  const std::string steps = body.substr(0, rank_at), rank = body.substr(rank_at + kRank.size(), of_at - rank_at - kRank.size()),
-                    ranks = body.substr(of_at + kOf.size());
+  const std::string steps = body.substr(0, rank_at);
+  const std::string rank = body.substr(rank_at + kRank.size(), of_at - rank_at - kRank.size());
+  const std::string ranks = body.substr(of_at + kOf.size());
   if (!all_digits(steps) || !all_digits(rank) || !all_digits(ranks) || ranks.size() > 9) return out;
   out.rank = std::stoi(rank);
   out.ranks = std::stoi(ranks);
@@ -184,7 +185,8 @@ void remove_set(const std::string& directory, const FileSet& set) {
 
 std::string checkpoint_path(const std::string& directory, std::int64_t steps, int rank, int ranks) {
   if (ranks == 1) return join_path(directory, fmt::format("{}{:08d}{}", kPrefix, steps, kSuffix));
-  return join_path(directory, fmt::format("{}{:08d}{}{:04d}{}{:04d}{}", kPrefix, steps, kRank, rank, kOf, ranks, kSuffix));
+  return join_path(directory,
+                   fmt::format("{}{:08d}{}{:04d}{}{:04d}{}", kPrefix, steps, kRank, rank, kOf, ranks, kSuffix));
 }
 
 std::vector<std::string> find_checkpoints(const std::string& directory) {
@@ -317,7 +319,8 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
     // The lowest failing rank's reason, for every rank's log and the error.
     const int first_bad = comm.min(message.empty() ? comm.size() : comm.rank());
     if (first_bad == comm.size()) {
-      if (!problems.empty()) log::warn_root("restart from an older checkpoint, {}: {}", set_name(directory, set), problems);
+      if (!problems.empty())
+        log::warn_root("restart from an older checkpoint, {}: {}", set_name(directory, set), problems);
       return c;
     }
     comm.broadcast(message, first_bad);

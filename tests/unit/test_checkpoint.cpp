@@ -163,3 +163,37 @@ TEST_CASE("a restart with other physics parameters is an error naming them; z_fi
                        doctest::Contains("max_dln_a"), Error);
   CHECK(physics_hash(params.flat()) != physics_hash(changed.flat()));
 }
+
+TEST_CASE("checkpoint files of several ranks: names, which checkpoint counts, what a new one removes") {
+  test::ScratchDir dir("checkpoint_sets");
+  const Params params = Params::parse(kParams, "run.toml");
+  const std::string d = dir.path();
+  CHECK(checkpoint_path(d, 12) == d + "/checkpoint_00000012.orbis");
+  CHECK(checkpoint_path(d, 12, 1, 3) == d + "/checkpoint_00000012_rank_0001_of_0003.orbis");
+  // Stand-ins for the files of other rank counts: one rank's file under their names (the
+  // names decide which checkpoints are complete; the contents are read only when chosen).
+  const std::string one = write_checkpoint(d, random_particles(10), some_state(5), params);
+  const auto copy_as = [&](std::int64_t steps, int rank, int ranks) {
+    fs::copy_file(one, checkpoint_path(d, steps, rank, ranks), fs::copy_options::overwrite_existing);
+  };
+  copy_as(7, 0, 2);
+  copy_as(7, 1, 2);   // step 7 on 2 ranks: complete
+  copy_as(9, 1, 2);   // step 9 on 2 ranks: rank 0's file missing (an interrupted write)
+  write_whole_file(d + "/checkpoint_00000010_rank_0002_of_0002.orbis", "no such rank");   // not a checkpoint's name
+  CHECK(find_checkpoints(d).size() == 4);
+  // The newest complete one is step 7's, of 2 ranks: a one-rank restart says so.
+  CHECK_THROWS_WITH_AS(read_newest_checkpoint(d), doctest::Contains("was written by 2 rank(s), and this run has 1"),
+                       Error);
+  // A new checkpoint keeps itself and the newest complete one before it (step 7's); the
+  // interrupted step 9 and the older step 5 go.
+  write_checkpoint(d, random_particles(10), some_state(12), params);
+  const auto left = find_checkpoints(d);
+  REQUIRE(left.size() == 3);
+  CHECK(left[0] == checkpoint_path(d, 12));
+  CHECK(left[1] == checkpoint_path(d, 7, 0, 2));
+  CHECK(left[2] == checkpoint_path(d, 7, 1, 2));
+  CHECK(read_newest_checkpoint(d).state.steps == 12);
+  // A file whose share record disagrees with its name is not taken for that share.
+  fs::copy_file(checkpoint_path(d, 12), checkpoint_path(d, 20), fs::copy_options::overwrite_existing);
+  CHECK(read_newest_checkpoint(d).state.steps == 12);   // step 20's file says step 12: unusable
+}
