@@ -201,7 +201,8 @@ RunSummary Simulation::resume() {
     if (const int removed = remove_stale_temporaries(out_dir_))
       log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
   });
-  start(fmt::format("restart from '{}': step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
+  start(fmt::format("restart from '{}'{}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
+                    comm_.size() > 1 ? fmt::format(" and the files of the other {} ranks", comm_.size() - 1) : "",
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
   n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
