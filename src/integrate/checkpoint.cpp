@@ -301,18 +301,31 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
                        set.steps, checkpoint_path(directory, set.steps, 0, set.ranks)));
       continue;
     }
-    if (set.ranks != comm.size())
-      fail("--restart: the newest complete checkpoint in '{}', {}, was written by {} rank(s), and this run has {}: "
-           "a run continues (bitwise) only on the rank count that wrote it; restart it with mpirun -np {}{}",
-           directory, set_name(directory, set), set.ranks, comm.size(), set.ranks,
-           problems.empty() ? std::string() : fmt::format(" (newer ones are unusable: {})", problems));
+    // This rank's file; on another rank count, the files f with f % size == rank (a rank
+    // may then get several, or none).
     Checkpoint c;
+    c.rank = -1;
+    c.ranks = set.ranks;
     std::string message;
     try {
-      c = read_checkpoint(checkpoint_path(directory, set.steps, comm.rank(), comm.size()));
-      if (c.rank != comm.rank() || c.ranks != comm.size() || c.state.steps != set.steps)
-        fail("'{}' holds the file of rank {} of {} at step {}, not the one its name says", c.path, c.rank, c.ranks,
-             c.state.steps);
+      for (int f = comm.rank(); f < set.ranks; f += comm.size()) {
+        Checkpoint part = read_checkpoint(checkpoint_path(directory, set.steps, f, set.ranks));
+        if (part.rank != f || part.ranks != set.ranks || part.state.steps != set.steps)
+          fail("'{}' holds the file of rank {} of {} at step {}, not the one its name says", part.path, part.rank,
+               part.ranks, part.state.steps);
+        if (c.rank < 0) {
+          c = std::move(part);
+          continue;
+        }
+        if (part.particles.mass != c.particles.mass)
+          fail("'{}': its particle mass {} differs from '{}''s {}", part.path, part.particles.mass, c.path,
+               c.particles.mass);
+        Particles& p = c.particles;
+        p.pos.insert(p.pos.end(), part.particles.pos.begin(), part.particles.pos.end());
+        p.mom.insert(p.mom.end(), part.particles.mom.begin(), part.particles.mom.end());
+        p.id.insert(p.id.end(), part.particles.id.begin(), part.particles.id.end());
+        p.time_bin.insert(p.time_bin.end(), part.particles.time_bin.begin(), part.particles.time_bin.end());
+      }
     } catch (const Error& e) {
       message = e.what();
     }
@@ -321,6 +334,26 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
     if (first_bad == comm.size()) {
       if (!problems.empty())
         log::warn_root("restart from an older checkpoint, {}: {}", set_name(directory, set), problems);
+      if (set.ranks != comm.size()) {
+        // Rank 0 read file 0: its record for the ranks that read none; the domains were
+        // those of another rank count.
+        std::string state = state_bytes(c.state), parameters = parameter_text(c.parameters), path = c.path;
+        comm.broadcast(state);
+        comm.broadcast(parameters);
+        comm.broadcast(path);
+        EnergyBudget energy = c.state.energy;
+        comm.broadcast(energy);
+        comm.broadcast(c.physics_hash);
+        comm.broadcast(c.particles.mass);
+        if (c.rank < 0) {
+          c.state = state_from(state, path);
+          c.state.energy = energy;
+          c.parameters = parameters_from(parameters);
+          c.path = path;
+        }
+        c.rank = -1;
+        c.domains.clear();
+      }
       return c;
     }
     comm.broadcast(message, first_bad);

@@ -24,8 +24,9 @@ namespace orbis {
 class Params;
 
 struct Checkpoint {
-  std::string path;           // this rank's file
-  int rank = 0, ranks = 1;    // its share: of the checkpoint of `ranks` ranks, rank `rank`'s
+  std::string path;           // this rank's file (the first of them; rank 0's when none)
+  int rank = 0, ranks = 1;    // the checkpoint of `ranks` ranks, and rank `rank`'s file of it (-1: none, or
+                              // several, when this run has another rank count)
   Particles particles;
   RunState state;
   std::vector<std::pair<std::string, std::string>> parameters;   // (section.key, value) in force
@@ -51,9 +52,11 @@ std::string write_checkpoint(const std::string& directory, const Particles& part
 Checkpoint read_checkpoint(const std::string& path);
 // Collective over comm: this rank's file of the newest checkpoint in `directory` whose
 // files are all there and all read back whole (each newer one that is not is named in a
-// warning; files of an interrupted write are ignored). An Error on every rank when there is
-// none, or when the newest complete one was written by another number of ranks (a restart
-// continues bitwise only on the rank count that wrote it; the message names both).
+// warning; files of an interrupted write are ignored); an Error on every rank when there is
+// none. A checkpoint of another rank count N is read too: rank r takes the particles of the
+// files f with f % comm.size() == r (none when r >= N), the run state of its first file
+// (rank 0's when none), and no domains: the run goes on, but not bitwise as it would have
+// on N ranks (Checkpoint::ranks tells).
 Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm = Comm::self());
 
 // The parameters that change the trajectory: all but the output list and z_final ([time]

@@ -102,7 +102,12 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).
     restart_ = std::make_unique<Checkpoint>(read_newest_checkpoint(out_dir_, comm_));
+    const std::uint64_t saved = comm_.sum<std::uint64_t>(restart_->particles.size());
     run_collectively(comm_, [&] {
+      if (saved != particles)
+        fail("--restart: the checkpoint '{}'{} holds {} particles, this run has {}", restart_->path,
+             restart_->ranks > 1 ? fmt::format(" (with the other files of its {} ranks)", restart_->ranks) : "", saved,
+             particles);
       check_restart_parameters(*restart_, params_);
       check_restart_schedule(*restart_, schedule_, params_);
       if (restart_->state.tick != kPmTicks)
@@ -201,15 +206,26 @@ RunSummary Simulation::resume() {
     if (const int removed = remove_stale_temporaries(out_dir_))
       log::info("removed {} temporary file(s) that the interrupted run left in '{}'", removed, out_dir_);
   });
-  start(fmt::format("restart from '{}'{}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", checkpoint.path,
-                    comm_.size() > 1 ? fmt::format(" and the files of the other {} ranks", comm_.size() - 1) : "",
+  const std::string from =
+      checkpoint.ranks == 1 ? fmt::format("'{}'", checkpoint.path)
+                            : fmt::format("the {} files of step {} ('{}', ...)", checkpoint.ranks, checkpoint.state.steps,
+                                          checkpoint_path(out_dir_, checkpoint.state.steps, 0, checkpoint.ranks));
+  start(fmt::format("restart from {}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", from,
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
   n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
   particle_mass_ = checkpoint.particles.mass;
   // The domains before the particles: each rank holds what it held when the checkpoint was
   // written, in the same order, and the first force computation moves none of them.
-  run_collectively(comm_, [&] { engine_->restore_domain_state(checkpoint.domains, "'" + checkpoint.path + "'"); });
+  // On another rank count, no domains: the first force computation builds them afresh.
+  const bool same_ranks = checkpoint.ranks == comm_.size();
+  if (!same_ranks)
+    log::warn_root("the checkpoint was written by {} rank(s), this run has {}: it continues, but not bitwise as it would "
+                   "have on {} (new rank domains, other sums); restart with mpirun -np {} for that", checkpoint.ranks,
+                   comm_.size(), checkpoint.ranks, checkpoint.ranks);
+  run_collectively(comm_, [&] {
+    engine_->restore_domain_state(same_ranks ? checkpoint.domains : std::string(), "'" + checkpoint.path + "'");
+  });
   engine_->load(std::move(checkpoint.particles));
   state_ = checkpoint.state;
   ForceStats stats;
