@@ -14,7 +14,6 @@
 #include "core/timer.hpp"
 #include "cosmology/cosmology.hpp"
 #include "cosmology/linear_power.hpp"
-#include "domain/gather_particles.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
@@ -86,18 +85,9 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   double snapshot_seconds = 0, pk_seconds = 0, fof_seconds = 0;
 
   if (!names.snapshot.empty()) {
-    if (comm.size() == 1) {
-      const auto written = write_snapshot(names.snapshot, particles, c.a, params, with_acc ? &accelerations : nullptr);
-      files.insert(files.end(), written.begin(), written.end());
-    } else {
-      // Rank 0 writes the gathered particles (domain/gather_particles.hpp).
-      const GatheredParticles all = gather_particles(particles, with_acc ? accelerations : std::vector<Vec3d>{}, comm);
-      run_collectively(comm, [&] {
-        if (comm.is_root()) write_snapshot(names.snapshot, all.particles, c.a, params, with_acc ? &all.values : nullptr);
-      });
-      const auto written = snapshot_file_names(names.snapshot, static_cast<int>(params.get_int("output.files_per_snapshot")));
-      files.insert(files.end(), written.begin(), written.end());
-    }
+    // Collective: each file's particles go to its writer rank, none gathers them all.
+    const auto written = write_snapshot(names.snapshot, particles, c.a, params, with_acc ? &accelerations : nullptr, comm);
+    files.insert(files.end(), written.begin(), written.end());
     snapshot_seconds = part.seconds();
   }
   if (!names.pk_base.empty()) {

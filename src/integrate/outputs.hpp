@@ -32,10 +32,11 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
 // dominates).
 double output_file_bytes(const Params& params, std::uint64_t particles);
 // Collective over comm (each rank passes its own particles and accelerations): writes the
-// outputs at context.a and returns the files written (the same list on every rank). Rank 0
-// writes the files: the snapshot of the gathered particles, the power spectrum measured on
-// the mesh in slabs (analysis/power_spectrum.hpp) and the halo catalogue of groups linked
-// across ranks (analysis/fof_ranks.hpp), neither of which gathers the particles.
+// outputs at context.a and returns the files written (the same list on every rank): the
+// snapshot in ID order, each file written by one rank from its share (io/snapshot.hpp); the
+// power spectrum measured on the mesh in slabs (analysis/power_spectrum.hpp) and the halo
+// catalogue of groups linked across ranks (analysis/fof_ranks.hpp), both written by rank 0.
+// No rank gathers the particles.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self());
 

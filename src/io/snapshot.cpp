@@ -12,6 +12,7 @@
 #include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/id_order.hpp"
 #include "io/provenance.hpp"
 
 namespace orbis {
@@ -92,10 +93,18 @@ int writer_of(int f, int files, int ranks) {
   return static_cast<int>(static_cast<std::int64_t>(f) * ranks / files);
 }
 
-// One file of a snapshot: `count` particles of the `total` in `files` files.
-void write_file(H5Writer& file, const Vec3d* pos, const Vec3d* mom, const std::uint64_t* ids, const Vec3d* acc,
-                std::uint64_t count, std::uint64_t total, int files, double particle_mass, double a,
-                const Params& params) {
+// One particle of a snapshot file; 80 bytes, no padding, so it travels between ranks as is.
+struct SnapshotRow {
+  Vec3d pos, mom, acc;
+  std::uint64_t id;
+};
+
+// One file of a snapshot: `count` particles of the `total` in `files` files, row(i) for
+// i in [0, count). Each column is built and written in turn, so the writer holds one column
+// beside its rows.
+template <typename Row>
+void write_file(H5Writer& file, const Row& row, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
+                double particle_mass, double a, const Params& params) {
   file.create_group("/Header");
   file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
   file.attribute("/Header", "Time", a);
@@ -116,17 +125,28 @@ void write_file(H5Writer& file, const Vec3d* pos, const Vec3d* mom, const std::u
   file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
   file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
 
-  auto rows = [count](const Vec3d* v) { return std::vector<Vec3d>(v, v + count); };
+  auto column = [&](Vec3d SnapshotRow::*member, double scale) {
+    std::vector<double> out(3 * count);
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const Vec3d v = row(i).*member;
+      for (int d = 0; d < 3; ++d) out[3 * i + d] = v[d] * scale;
+    }
+    return out;
+  };
   file.create_group("/PartType1");
-  file.write("/PartType1/Coordinates", flatten(rows(pos), 1.0).data(), count, 3);
+  file.write("/PartType1/Coordinates", column(&SnapshotRow::pos, 1.0).data(), count, 3);
   describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
   // GADGET convention: u = sqrt(a) dx/dt = p / a^(3/2); v_pec = sqrt(a) u.
-  file.write("/PartType1/Velocities", flatten(rows(mom), std::pow(a, -1.5)).data(), count, 3);
+  file.write("/PartType1/Velocities", column(&SnapshotRow::mom, std::pow(a, -1.5)).data(), count, 3);
   describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
                    "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
-  file.write("/PartType1/ParticleIDs", ids, count);
-  if (acc) {
-    file.write("/PartType1/Acceleration", flatten(rows(acc), 1.0).data(), count, 3);
+  {
+    std::vector<std::uint64_t> ids(count);
+    for (std::uint64_t i = 0; i < count; ++i) ids[i] = row(i).id;
+    file.write("/PartType1/ParticleIDs", ids.data(), count);
+  }
+  if (with_acc) {
+    file.write("/PartType1/Acceleration", column(&SnapshotRow::acc, 1.0).data(), count, 3);
     describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
                      "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
                     "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
@@ -155,33 +175,62 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
   const int ranks = comm.size();
   if (accelerations && accelerations->size() != particles.size())
     fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
+  const bool with_acc = accelerations != nullptr;
   const std::vector<std::string> names = snapshot_file_names(path, files);
-  const std::uint64_t local = particles.size();
-  const std::uint64_t offset = comm.exclusive_sum(local), total = comm.sum(local);
+  const std::uint64_t local = particles.size(), total = comm.sum(local);
+  const double mass = comm.max(particles.mass);   // a rank without particles may not know it
+  // File f holds the particles at positions [bounds[f], bounds[f + 1]) of the whole set in ID
+  // order, whatever the rank count.
+  std::vector<std::uint64_t> bounds(static_cast<std::size_t>(files) + 1);
+  for (int f = 0; f <= files; ++f) bounds[f] = share_begin(total, files, f);
 
-  // Each particle goes to the writer of its file. Files hold consecutive particles and their
-  // writers do not decrease with the file number, so the local order is already grouped by
-  // destination, and each writer receives its files' particles in file order.
-  std::vector<std::size_t> counts(ranks, 0);
-  for (int f = 0; f < files; ++f) {
-    const std::uint64_t lo = std::max(share_begin(total, files, f), offset);
-    const std::uint64_t hi = std::min(share_begin(total, files, f + 1), offset + local);
-    if (hi > lo) counts[writer_of(f, files, ranks)] += hi - lo;
+  // This rank's particles in ID order: local_row(k) is the k-th.
+  const std::vector<std::size_t> order = id_sort_order(particles.id);
+  auto local_row = [&](std::size_t k) {
+    const std::size_t j = order.empty() ? k : order[k];
+    return SnapshotRow{particles.pos[j], particles.mom[j], with_acc ? (*accelerations)[j] : Vec3d{}, particles.id[j]};
+  };
+  // On several ranks each particle goes to the writer of its file: the rows of this rank's
+  // files, in ID order. One rank writes its own particles where they are.
+  std::vector<SnapshotRow> received;
+  if (ranks > 1) {
+    std::vector<std::uint64_t> sorted_ids;
+    if (!order.empty()) {
+      sorted_ids.resize(local);
+      for (std::size_t k = 0; k < local; ++k) sorted_ids[k] = particles.id[order[k]];
+    }
+    const std::vector<std::size_t> cuts = id_order_cuts(order.empty() ? particles.id : sorted_ids, bounds, comm);
+    // The files' ID ranges ascend with f and their writers do not decrease with f, so the
+    // local ID order is already grouped by destination.
+    std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), 0);
+    for (int f = 0; f < files; ++f) counts[writer_of(f, files, ranks)] += cuts[f + 1] - cuts[f];
+    std::vector<SnapshotRow> send(local);
+    for (std::size_t k = 0; k < local; ++k) send[k] = local_row(k);
+    received = comm.alltoallv(send, counts);
+    std::sort(received.begin(), received.end(), [](const SnapshotRow& x, const SnapshotRow& y) { return x.id < y.id; });
+    const std::uint64_t most = comm.max(static_cast<std::uint64_t>(received.size()));
+    log::info("snapshot {}: {} file{} written by {} of {} ranks, at most {} particles on one writer{}", path, files,
+              files == 1 ? "" : "s", std::min(files, ranks), ranks, most,
+              files < ranks ? " ([output] files_per_snapshot = a multiple of the rank count spreads them over every rank)"
+                            : "");
   }
-  const std::vector<Vec3d> pos = comm.alltoallv(particles.pos, counts);
-  const std::vector<Vec3d> mom = comm.alltoallv(particles.mom, counts);
-  const std::vector<std::uint64_t> ids = comm.alltoallv(particles.id, counts);
-  const std::vector<Vec3d> acc = accelerations ? comm.alltoallv(*accelerations, counts) : std::vector<Vec3d>{};
+  auto row = [&](std::uint64_t k) { return ranks > 1 ? received[k] : local_row(k); };
 
   std::vector<std::unique_ptr<H5Writer>> written;
   run_collectively(comm, [&] {
-    std::size_t at = 0;
+    std::uint64_t mine = 0;
+    for (int f = 0; f < files; ++f)
+      if (writer_of(f, files, ranks) == comm.rank()) mine += bounds[f + 1] - bounds[f];
+    if (ranks > 1 && received.size() != mine)
+      fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
+           path, received.size(), mine);
+    std::uint64_t at = 0;
     for (int f = 0; f < files; ++f) {
       if (writer_of(f, files, ranks) != comm.rank()) continue;
-      const std::uint64_t count = share_begin(total, files, f + 1) - share_begin(total, files, f);
+      const std::uint64_t count = bounds[f + 1] - bounds[f];
       written.push_back(std::make_unique<H5Writer>(names[f]));
-      write_file(*written.back(), pos.data() + at, mom.data() + at, ids.data() + at,
-                 accelerations ? acc.data() + at : nullptr, count, total, files, particles.mass, a, params);
+      write_file(*written.back(), [&](std::uint64_t i) { return row(at + i); }, with_acc, count, total, files,
+                 mass, a, params);
       at += count;
     }
   });

@@ -33,14 +33,20 @@ struct Snapshot {
   Particles particles;     // momenta converted to p = a^2 dx/dt
 };
 
-// Writes the particles of every rank of `comm` (collective), in rank order, as
-// output.files_per_snapshot files (GADGET-4's NumFilesPerSnapshot): PATH itself for one file,
-// else STEM.0.hdf5, STEM.1.hdf5, ... (STEM: PATH without ".hdf5"), each holding an equal share
-// of the particles in order. Serial HDF5: each file's particles are sent to one writer rank
-// (files spread over the ranks), which writes it atomically; the files are renamed onto their
-// names only once every writer has succeeded, and a failure on any rank is an error on all.
-// `accelerations` (comoving, dp/dt per unit a: see the attribute text) may be null. Box and
-// cosmology come from `params`. Returns the file names.
+// Writes the particles of every rank of `comm` (collective) as output.files_per_snapshot
+// files (GADGET-4's NumFilesPerSnapshot): PATH itself for one file, else STEM.0.hdf5,
+// STEM.1.hdf5, ... (STEM: PATH without ".hdf5"). The files hold the whole set in ID order,
+// file f the positions [f N / F, (f + 1) N / F) of it (N particles, F files), so the files
+// are the same for every rank count and every order of the particles on the ranks.
+// Serial HDF5, no gather: the ranks find the files' ID ranges together (io/id_order.hpp),
+// each particle goes to the writer of its file (files spread evenly over the ranks: rank
+// r writes files f with f P / F = r, P ranks), which holds only its files' particles and
+// writes each file under a temporary name. With F >= P every rank writes and holds about
+// N / P; with F < P only F ranks write and each holds N / F (F = 1: one rank holds all).
+// The files are renamed onto their names only once every writer has succeeded, and a
+// failure on any rank is an error on all. `accelerations` (comoving, dp/dt per unit a: see
+// the attribute text) may be null. Box and cosmology come from `params`. Returns the file
+// names.
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
                                         const Params& params, const std::vector<Vec3d>* accelerations = nullptr,
                                         const Comm& comm = Comm::self());

@@ -1,6 +1,8 @@
 // A whole run across ranks against the same run on one rank: built-in ICs (made in shares),
-// TreePM steps with ORB domains, ghosts and migration, outputs gathered on rank 0. Rank 0
-// first runs the reference alone (Comm::self()), then every rank runs the distributed one.
+// TreePM steps with ORB domains, ghosts and migration, the snapshot written in shares (three
+// files, each from its writer rank's share: io/snapshot.hpp), P(k) and FoF across ranks.
+// Rank 0 first runs the reference alone (Comm::self(), one snapshot file), then every rank
+// runs the distributed one.
 //
 // With every pair inside r_cut summed directly and double precision throughout, the runs
 // differ only in the order of the sums: particle positions at the end agree to 1e-9 Mpc/h,
@@ -17,6 +19,7 @@
 #include "core/params.hpp"
 #include "integrate/simulation.hpp"
 #include "io/catalogue.hpp"
+#include "io/hdf5_file.hpp"
 #include "io/snapshot.hpp"
 #include "support/mpi_scratch.hpp"
 
@@ -24,14 +27,15 @@ using orbis::Comm;
 
 namespace {
 
-orbis::Params run_params(const std::string& directory) {
+orbis::Params run_params(const std::string& directory, int files) {
   return orbis::Params::parse(
       "[box]\nsize_mpc_h = 64.0\nparticles_per_side = 16\n[ic]\nz_init = 1.0\nseed = 4242\n"
       "[gpu]\nbackend = \"cpu\"\np2p_precision = \"double\"\n"
       "[gravity]\nsolver = \"treepm\"\nrs_over_cell = 1.25\nr_cut_over_rs = 4.5\ntheta = 0.02\n"
       "taylor_order = -1\npm_mesh_precision = \"double\"\n"
       "[time]\nz_final = 0.0\noutput_redshifts = [0.0]\nmax_dln_a = 0.1\neta = 0.0\n"
-      "[analysis]\nfof_min_members = 8\n[output]\ndirectory = \"" + directory + "\"\n",
+      "[analysis]\nfof_min_members = 8\n[output]\ndirectory = \"" + directory + "\"\nfiles_per_snapshot = " +
+          std::to_string(files) + "\n",
       "run_ranks.toml");
 }
 
@@ -56,15 +60,37 @@ TEST_CASE("a TreePM run on several ranks ends where the one-rank run ends") {
   const Comm world = Comm::world();
   const orbis::test::SharedScratchDir dir("run_ranks", world);
   const std::string one = dir.file("one"), many = dir.file("many");
-  if (world.is_root()) orbis::Simulation(run_params(one), {}, Comm::self()).run();
+  if (world.is_root()) orbis::Simulation(run_params(one, 1), {}, Comm::self()).run();
   world.barrier();
-  const orbis::RunSummary summary = orbis::Simulation(run_params(many), {}, world).run();
+  const int files = 3;   // more files than ranks at np 1 and 2, as many at np 3
+  const orbis::RunSummary summary = orbis::Simulation(run_params(many, files), {}, world).run();
   CHECK(summary.steps > 2);
   if (!world.is_root()) return;
 
   const orbis::Snapshot a = orbis::read_snapshot(one + "/snapshot_000.hdf5");
-  const orbis::Snapshot b = orbis::read_snapshot(many + "/snapshot_000.hdf5");
+  const orbis::Snapshot b = orbis::read_snapshot(many + "/snapshot_000");   // finds snapshot_000.0.hdf5
   REQUIRE(a.particles.size() == 16u * 16u * 16u);
+  CHECK(b.header.num_files == files);
+  // Each file: its third of the particles in ID order, the headers' counts right.
+  std::uint64_t next_first = 0;
+  const auto names = orbis::snapshot_file_names(many + "/snapshot_000.hdf5", files);
+  for (std::uint64_t f = 0; f < names.size(); ++f) {
+    const orbis::H5Reader r(names[f]);
+    const auto ids = r.read<std::uint64_t>("/PartType1/ParticleIDs");
+    const std::uint64_t n = 16 * 16 * 16;
+    CHECK(r.attribute_array<std::uint64_t>("/Header", "NumPart_ThisFile") ==
+          std::vector<std::uint64_t>{0, ids.size(), 0, 0, 0, 0});
+    CHECK(r.attribute_array<std::uint64_t>("/Header", "NumPart_Total") == std::vector<std::uint64_t>{0, n, 0, 0, 0, 0});
+    CHECK(r.attribute<std::int32_t>("/Header", "NumFilesPerSnapshot") == files);
+    const std::uint64_t parts = files;
+    CHECK(ids.size() == n * (f + 1) / parts - n * f / parts);
+    // Grid IDs 1..n: the file holding positions [first, first + count) holds IDs first + 1, ...
+    bool consecutive = !ids.empty();
+    for (std::size_t i = 0; i < ids.size(); ++i) consecutive = consecutive && ids[i] == next_first + 1 + i;
+    CHECK(consecutive);
+    next_first += ids.size();
+  }
+  CHECK(next_first == 16u * 16u * 16u);
   REQUIRE(b.particles.size() == a.particles.size());
   CHECK(a.particles.id == b.particles.id);   // both in id order
   double worst = 0;
