@@ -6,7 +6,8 @@ usage: test_pynbody_yt.py ORBIS_BINARY
 Runs a small simulation with orbis (the demo's box and cosmology, 32^3 particles, outputs at
 the demo's redshifts), then reads its files with h5py, pynbody and yt and checks box size,
 cosmology, unit of length, positions, velocities and masses against what orbis wrote and
-against values computed here (the parameter file, rho_crit). Then it runs the Python blocks of
+against values computed here (the parameter file, rho_crit); the ICs written in three files (as
+runs on several ranks write snapshots) are read as a set by both. Then it runs the Python blocks of
 the README's "Outputs" section on the same files and checks what they compute.
 
 Needs pynbody and yt (tests/ecosystem/requirements.txt): without them it prints why and exits
@@ -119,6 +120,29 @@ def raw_snapshot(path):
             "u": f["PartType1/Velocities"][:][order],
             "mass": float(f["Header"].attrs["MassTable"][1]),
         }
+
+
+def check_split_snapshot(stem, files, whole):
+    """A multi-file set (stem.0.hdf5, ...): headers, ID order, and the particles of `whole`."""
+    import h5py
+    import numpy as np
+    ids, pos, u, first = [], [], [], 0
+    for f in range(files):
+        name = f"{stem}.{f}.hdf5"
+        with h5py.File(name, "r") as h5:
+            header = h5["Header"].attrs
+            these = h5["PartType1/ParticleIDs"][:]
+            check(int(header["NumFilesPerSnapshot"]) == files and int(header["NumPart_ThisFile"][1]) == len(these) and
+                  int(header["NumPart_Total"][1]) == len(whole["ids"]),
+                  f"{name}: NumFilesPerSnapshot = {files}, NumPart_ThisFile[1] = {len(these)}, NumPart_Total[1] = "
+                  f"{len(whole['ids'])}")
+            ids.append(these)
+            pos.append(h5["PartType1/Coordinates"][:])
+            u.append(h5["PartType1/Velocities"][:])
+    ids, pos, u = np.concatenate(ids), np.concatenate(pos), np.concatenate(u)
+    check(bool(np.all(ids[1:] > ids[:-1])), f"{stem}.*.hdf5: the files in order hold the particles in ID order")
+    check(np.array_equal(ids, whole["ids"]) and np.array_equal(pos, whole["pos"]) and np.array_equal(u, whole["u"]),
+          f"{stem}.*.hdf5: the particles of the single file, bit for bit")
 
 
 def by_id(ids, values):
@@ -298,6 +322,11 @@ def main():
         ic = subprocess.run([orbis, "ic", "small.toml", "--set", "output.directory=ics"],
                             capture_output=True, text=True)
         check(ic.returncode == 0, "orbis ic small.toml")
+        # The same ICs in three files (as a run on several ranks writes them, one file per
+        # writer rank): pynbody reads the set by its stem, yt by its first file.
+        split = subprocess.run([orbis, "ic", "small.toml", "--set", "output.directory=ics_split",
+                                "--set", "output.files_per_snapshot=3"], capture_output=True, text=True)
+        check(split.returncode == 0, "orbis ic small.toml in 3 files")
         import pynbody, yt
         print(f"python {sys.version.split()[0]}, pynbody {pynbody.__version__}, yt {yt.__version__}, "
               f"numpy {np.__version__}")
@@ -314,6 +343,10 @@ def main():
             attempt(f"yt {path}", check_yt_snapshot, path, raw)
             if "ics" not in path and s is not None:
                 attempt(f"catalogue of {path}", check_catalogue, path.replace("snapshot_", "fof_tab_"), raw, s)
+        raw = raw_snapshot("ics/ics.hdf5")
+        check_split_snapshot("ics_split/ics", 3, raw)
+        attempt("pynbody ics_split/ics (3 files)", check_pynbody_snapshot, "ics_split/ics", raw)
+        attempt("yt ics_split/ics.0.hdf5 (3 files)", check_yt_snapshot, "ics_split/ics.0.hdf5", raw)
         check_readme(raw_snapshot("output/demo/snapshot_003.hdf5"))
     finally:
         os.chdir("/")
