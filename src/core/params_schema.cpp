@@ -112,9 +112,9 @@ const std::vector<ParamSpec> kSchema = {
      "add /PartType1/Acceleration to snapshots"},
     {"output", "files_per_snapshot", T::integer, "1", 1, 65536, false, nullptr, "",
      "GADGET-4's NumFilesPerSnapshot: 1 writes snapshot_NNN.hdf5 (and ics.hdf5), more write "
-     "snapshot_NNN.0.hdf5, .1, ... with equal shares of the particles; every file in ID order. On "
-     "several ranks each file is written by one rank from the particles sent to it: files = a multiple "
-     "of the rank count spreads them over every rank (1: one rank holds them all)"},
+     "snapshot_NNN.0.hdf5, .1, ... with equal shares of the particles; every file in ID order and "
+     "the same for any rank count. On several ranks no rank gathers the particles; with at least as "
+     "many files as ranks the files are written at the same time, with fewer in turns"},
     // ------------------------------------------------------------------ checkpoint
     {"checkpoint", "every_steps", T::integer, "0", 0, 1e12, false, nullptr, "",
      "write a checkpoint (checkpoint_SSSSSSSS.orbis in the output folder) at the first end of a "

@@ -95,6 +95,38 @@ void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, 
   }
 }
 
+void H5Writer::create_raw(const std::string& path, hid_t type, std::size_t rows, std::size_t cols) {
+  hsize_t dims[2] = {rows, cols};
+  Handle space(H5Screate_simple(cols ? 2 : 1, dims, nullptr), H5Sclose);
+  Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(properties, false);   // as write_raw
+  Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("cannot create dataset '{}' in '{}'", path, file_.final_path());
+}
+
+void H5Writer::write_rows_raw(const std::string& path, hid_t type, const void* data, std::size_t first,
+                              std::size_t count) {
+  Handle set(H5Dopen2(id_, path.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!set.ok()) fail("internal: no dataset '{}' in '{}' to write rows into", path, file_.final_path());
+  if (count == 0) return;
+  Handle space(H5Dget_space(set), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  hsize_t dims[2] = {0, 1};
+  H5Sget_simple_extent_dims(space, dims, nullptr);
+  if (rank < 1 || rank > 2 || first + count > dims[0])
+    fail("internal: rows [{}, {}) of dataset '{}' of '{}', which has {}", first, first + count, path,
+         file_.final_path(), dims[0]);
+  const hsize_t start[2] = {first, 0}, size[2] = {count, dims[1]};
+  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, size, nullptr);
+  Handle memory(H5Screate_simple(rank, size, nullptr), H5Sclose);
+  errno = 0;
+  if (H5Dwrite(set, type, memory, space, H5P_DEFAULT, data) < 0) {
+    const int saved = errno;
+    fail("cannot write rows [{}, {}) of dataset '{}' of '{}': {}", first, first + count, path, file_.final_path(),
+         write_error_detail(saved));
+  }
+}
+
 void H5Writer::attribute_raw(const std::string& object, const std::string& name, hid_t type,
                              const void* data, std::size_t n, bool scalar) {
   hsize_t dims[1] = {n};

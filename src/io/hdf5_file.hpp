@@ -39,6 +39,16 @@ class H5Writer {
   template <typename T> void write(const std::string& path, const std::vector<T>& data) {
     write(path, data.data(), data.size());
   }
+  // A dataset of `rows` x `cols` elements (cols = 0: one-dimensional) whose rows are written
+  // later, piece by piece, with write_rows (a snapshot file filled from several ranks' shares).
+  template <typename T> void create_dataset(const std::string& path, std::size_t rows, std::size_t cols = 0) {
+    create_raw(path, h5_native_type<T>(), rows, cols);
+  }
+  // Rows [first, first + count) of a dataset made by create_dataset, row-major.
+  template <typename T>
+  void write_rows(const std::string& path, const T* data, std::size_t first, std::size_t count) {
+    write_rows_raw(path, h5_native_type<T>(), data, first, count);
+  }
   template <typename T>
   void attribute(const std::string& object, const std::string& name, const T& value) {
     attribute_raw(object, name, h5_native_type<T>(), &value, 1, true);
@@ -56,6 +66,8 @@ class H5Writer {
 
  private:
   void write_raw(const std::string& path, hid_t type, const void* data, std::size_t rows, std::size_t cols);
+  void create_raw(const std::string& path, hid_t type, std::size_t rows, std::size_t cols);
+  void write_rows_raw(const std::string& path, hid_t type, const void* data, std::size_t first, std::size_t count);
   void attribute_raw(const std::string& object, const std::string& name, hid_t type,
                      const void* data, std::size_t n, bool scalar);
   AtomicFile file_;

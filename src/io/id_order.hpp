@@ -10,6 +10,13 @@
 
 namespace orbis {
 
+// Part p of `parts` equal shares of `total` items begins at equal_share_begin(total, parts, p)
+// (p = parts: the end). total * p fits 64 bits: at most 8192^3 particles (2^39) times 2^16
+// files or ranks.
+inline std::uint64_t equal_share_begin(std::uint64_t total, int parts, int p) {
+  return total * static_cast<std::uint64_t>(p) / static_cast<std::uint64_t>(parts);
+}
+
 // The order that sorts `ids` ascending (indices into ids); empty when they are sorted
 // already, which saves the permutation's memory in the common case (a rank's particles are
 // kept in ID order: domain/particle_exchange.hpp).

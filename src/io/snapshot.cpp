@@ -1,19 +1,14 @@
 #include "io/snapshot.hpp"
 
-#include <array>
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
-#include <memory>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "core/params.hpp"
-#include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
-#include "io/provenance.hpp"
 
 namespace orbis {
 namespace {
@@ -79,166 +74,6 @@ struct FileUnits {
 std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t high_word) {
   constexpr std::uint64_t two_to_32 = std::uint64_t{1} << 32;
   return num_part_total < two_to_32 ? num_part_total + (high_word << 32) : num_part_total;
-}
-
-namespace {
-
-// Part p of `parts` equal shares of `total` items begins at share_begin(p) (p = parts: the end).
-// total * p fits 64 bits: at most 8192^3 particles (2^39) times 2^16 files or ranks.
-std::uint64_t share_begin(std::uint64_t total, int parts, int p) {
-  return total * static_cast<std::uint64_t>(p) / static_cast<std::uint64_t>(parts);
-}
-// The rank that writes file f of `files` over `ranks` ranks: the files spread evenly.
-int writer_of(int f, int files, int ranks) {
-  return static_cast<int>(static_cast<std::int64_t>(f) * ranks / files);
-}
-
-// One particle of a snapshot file; 80 bytes, no padding, so it travels between ranks as is.
-struct SnapshotRow {
-  Vec3d pos, mom, acc;
-  std::uint64_t id;
-};
-
-// One file of a snapshot: `count` particles of the `total` in `files` files, row(i) for
-// i in [0, count). Each column is built and written in turn, so the writer holds one column
-// beside its rows.
-template <typename Row>
-void write_file(H5Writer& file, const Row& row, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
-                double particle_mass, double a, const Params& params) {
-  file.create_group("/Header");
-  file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
-  file.attribute("/Header", "Time", a);
-  file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
-  file.attribute("/Header", "NumPart_ThisFile", std::vector<std::uint64_t>{0, count, 0, 0, 0, 0});
-  file.attribute("/Header", "NumPart_Total", std::vector<std::uint64_t>{0, total, 0, 0, 0, 0});
-  // NumPart_Total holds the whole 64-bit count (GADGET-4), so the high words are 0: readers
-  // that add HighWord << 32 (the GADGET-2 convention) then count right too.
-  file.attribute("/Header", "NumPart_Total_HighWord", std::vector<std::uint32_t>(6, 0));
-  file.attribute("/Header", "MassTable", std::vector<double>{0, particle_mass, 0, 0, 0, 0});
-  const CosmologyParams cosmology = cosmology_params(params);
-  file.attribute("/Header", "Omega0", cosmology.omega_m);
-  file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
-  file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
-  file.attribute("/Header", "NumFilesPerSnapshot", static_cast<std::int32_t>(files));
-  file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
-  file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
-  file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
-  file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
-
-  auto column = [&](Vec3d SnapshotRow::*member, double scale) {
-    std::vector<double> out(3 * count);
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const Vec3d v = row(i).*member;
-      for (int d = 0; d < 3; ++d) out[3 * i + d] = v[d] * scale;
-    }
-    return out;
-  };
-  file.create_group("/PartType1");
-  file.write("/PartType1/Coordinates", column(&SnapshotRow::pos, 1.0).data(), count, 3);
-  describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
-  // GADGET convention: u = sqrt(a) dx/dt = p / a^(3/2); v_pec = sqrt(a) u.
-  file.write("/PartType1/Velocities", column(&SnapshotRow::mom, std::pow(a, -1.5)).data(), count, 3);
-  describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
-                   "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
-  {
-    std::vector<std::uint64_t> ids(count);
-    for (std::uint64_t i = 0; i < count; ++i) ids[i] = row(i).id;
-    file.write("/PartType1/ParticleIDs", ids.data(), count);
-  }
-  if (with_acc) {
-    file.write("/PartType1/Acceleration", column(&SnapshotRow::acc, 1.0).data(), count, 3);
-    describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
-                     "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
-                    "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
-                    "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
-  }
-  write_provenance(file, params);
-}
-
-}  // namespace
-
-std::vector<std::string> snapshot_file_names(const std::string& path, int files) {
-  if (files <= 1) return {path};
-  const std::string ext = ".hdf5";
-  std::string stem = path;
-  if (stem.size() > ext.size() && stem.compare(stem.size() - ext.size(), ext.size(), ext) == 0)
-    stem.resize(stem.size() - ext.size());
-  std::vector<std::string> out;
-  for (int f = 0; f < files; ++f) out.push_back(stem + "." + std::to_string(f) + ext);
-  return out;
-}
-
-std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
-                                        const Params& params, const std::vector<Vec3d>* accelerations,
-                                        const Comm& comm) {
-  const int files = static_cast<int>(params.get_int("output.files_per_snapshot"));
-  const int ranks = comm.size();
-  if (accelerations && accelerations->size() != particles.size())
-    fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
-  const bool with_acc = accelerations != nullptr;
-  const std::vector<std::string> names = snapshot_file_names(path, files);
-  const std::uint64_t local = particles.size(), total = comm.sum(local);
-  const double mass = comm.max(particles.mass);   // a rank without particles may not know it
-  // File f holds the particles at positions [bounds[f], bounds[f + 1]) of the whole set in ID
-  // order, whatever the rank count.
-  std::vector<std::uint64_t> bounds(static_cast<std::size_t>(files) + 1);
-  for (int f = 0; f <= files; ++f) bounds[f] = share_begin(total, files, f);
-
-  // This rank's particles in ID order: local_row(k) is the k-th.
-  const std::vector<std::size_t> order = id_sort_order(particles.id);
-  auto local_row = [&](std::size_t k) {
-    const std::size_t j = order.empty() ? k : order[k];
-    return SnapshotRow{particles.pos[j], particles.mom[j], with_acc ? (*accelerations)[j] : Vec3d{}, particles.id[j]};
-  };
-  // On several ranks each particle goes to the writer of its file: the rows of this rank's
-  // files, in ID order. One rank writes its own particles where they are.
-  std::vector<SnapshotRow> received;
-  if (ranks > 1) {
-    std::vector<std::uint64_t> sorted_ids;
-    if (!order.empty()) {
-      sorted_ids.resize(local);
-      for (std::size_t k = 0; k < local; ++k) sorted_ids[k] = particles.id[order[k]];
-    }
-    const std::vector<std::size_t> cuts = id_order_cuts(order.empty() ? particles.id : sorted_ids, bounds, comm);
-    // The files' ID ranges ascend with f and their writers do not decrease with f, so the
-    // local ID order is already grouped by destination.
-    std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), 0);
-    for (int f = 0; f < files; ++f) counts[writer_of(f, files, ranks)] += cuts[f + 1] - cuts[f];
-    std::vector<SnapshotRow> send(local);
-    for (std::size_t k = 0; k < local; ++k) send[k] = local_row(k);
-    received = comm.alltoallv(send, counts);
-    std::sort(received.begin(), received.end(), [](const SnapshotRow& x, const SnapshotRow& y) { return x.id < y.id; });
-    const std::uint64_t most = comm.max(static_cast<std::uint64_t>(received.size()));
-    log::info("snapshot {}: {} file{} written by {} of {} ranks, at most {} particles on one writer{}", path, files,
-              files == 1 ? "" : "s", std::min(files, ranks), ranks, most,
-              files < ranks ? " ([output] files_per_snapshot = a multiple of the rank count spreads them over every rank)"
-                            : "");
-  }
-  auto row = [&](std::uint64_t k) { return ranks > 1 ? received[k] : local_row(k); };
-
-  std::vector<std::unique_ptr<H5Writer>> written;
-  run_collectively(comm, [&] {
-    std::uint64_t mine = 0;
-    for (int f = 0; f < files; ++f)
-      if (writer_of(f, files, ranks) == comm.rank()) mine += bounds[f + 1] - bounds[f];
-    if (ranks > 1 && received.size() != mine)
-      fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
-           path, received.size(), mine);
-    std::uint64_t at = 0;
-    for (int f = 0; f < files; ++f) {
-      if (writer_of(f, files, ranks) != comm.rank()) continue;
-      const std::uint64_t count = bounds[f + 1] - bounds[f];
-      written.push_back(std::make_unique<H5Writer>(names[f]));
-      write_file(*written.back(), [&](std::uint64_t i) { return row(at + i); }, with_acc, count, total, files,
-                 mass, a, params);
-      at += count;
-    }
-  });
-  // Only once every file is complete do they take their final names.
-  run_collectively(comm, [&] {
-    for (auto& file : written) file->commit();
-  });
-  return names;
 }
 
 namespace {
@@ -328,7 +163,7 @@ Snapshot read_share(const std::string& path, int rank, int ranks) {
   for (auto c : in_file) sum += c;
   if (sum != snap.header.num_total)
     fail("snapshot '{}': its files hold {} particles but NumPart_Total[1] says {}", path, sum, snap.header.num_total);
-  const std::uint64_t mine_lo = share_begin(sum, ranks, rank), mine_hi = share_begin(sum, ranks, rank + 1);
+  const std::uint64_t mine_lo = equal_share_begin(sum, ranks, rank), mine_hi = equal_share_begin(sum, ranks, rank + 1);
 
   OutsideTheBox outside;
   bool mass_set = false;

@@ -38,15 +38,16 @@ struct Snapshot {
 // STEM.1.hdf5, ... (STEM: PATH without ".hdf5"). The files hold the whole set in ID order,
 // file f the positions [f N / F, (f + 1) N / F) of it (N particles, F files), so the files
 // are the same for every rank count and every order of the particles on the ranks.
-// Serial HDF5, no gather: the ranks find the files' ID ranges together (io/id_order.hpp),
-// each particle goes to the writer of its file (files spread evenly over the ranks: rank
-// r writes files f with f P / F = r, P ranks), which holds only its files' particles and
-// writes each file under a temporary name. With F >= P every rank writes and holds about
-// N / P; with F < P only F ranks write and each holds N / F (F = 1: one rank holds all).
-// The files are renamed onto their names only once every writer has succeeded, and a
-// failure on any rank is an error on all. `accelerations` (comoving, dp/dt per unit a: see
-// the attribute text) may be null. Box and cosmology come from `params`. Returns the file
-// names.
+// Serial HDF5 and no gather (io/snapshot_write.cpp): the ranks find the ID ranges together
+// (io/id_order.hpp) and each file is written by one rank (file f by rank f P / F of P).
+// With F >= P each particle goes to its file's writer, which writes whole files and holds
+// at most 2 N / P particles; with F < P each rank first takes N / P consecutive particles
+// of the ID order, then in P turns each rank sends its rows to the files' writers, which
+// write them in place (at most about 2 N / P on a writer; the writing is sequential).
+// The files are written under temporary names and renamed onto theirs only once every
+// writer has succeeded; a failure on any rank is an error on all. `accelerations`
+// (comoving, dp/dt per unit a: see the attribute text) may be null. Box and cosmology come
+// from `params`. Returns the file names.
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
                                         const Params& params, const std::vector<Vec3d>* accelerations = nullptr,
                                         const Comm& comm = Comm::self());

@@ -1,16 +1,19 @@
 // Snapshots written in shares over ranks (io/snapshot.hpp): no rank gathers the particles,
-// and the files are those one rank writes from the whole set. The particles are spread over
+// and the files are those one rank writes from the whole set, with fewer files than ranks
+// (filled in turns) or more (each written whole by its writer). The particles are spread over
 // the ranks in no particular order (sparse IDs, shuffled, the last rank of several holding
 // none), like a run's domains; the reference is the same set written by rank 0 alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <numeric>
 #include <random>
 #include <string>
 
 #include "core/comm.hpp"
+#include "core/error.hpp"
 #include "core/params.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
@@ -104,8 +107,10 @@ TEST_CASE("id_order_cuts: each rank's share of every position in the global ID o
 TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file, in ID order") {
   const Comm world = Comm::world();
   const orbis::test::SharedScratchDir dir("snapshot_shares", world);
-  // 10 particles in 16 files: six files are empty.
-  for (auto [n, files] : {std::pair{997, 1}, {997, 2}, {997, 3}, {997, 4}, {997, 7}, {10, 16}}) {
+  // Fewer files than ranks (filled in turns) and at least as many (written whole); 10
+  // particles in 16 files: six files are empty; 2 particles: a rank's share of the ID order
+  // is empty at np 3.
+  for (auto [n, files] : {std::pair{997, 1}, {997, 2}, {997, 3}, {997, 4}, {997, 7}, {10, 16}, {2, 1}, {5, 2}}) {
     INFO(n << " particles in " << files << " files, " << world.size() << " ranks");
     const TestSet all = make_set(static_cast<std::size_t>(n));
     const TestSet mine = my_part(all, world);
@@ -156,5 +161,18 @@ TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file,
       }
     CHECK(same_pos);
     CHECK(same_mom);
+  }
+}
+
+TEST_CASE("a snapshot that cannot be written is an error on every rank, none left waiting") {
+  const Comm world = Comm::world();
+  const orbis::test::SharedScratchDir dir("snapshot_shares_fail", world);
+  const TestSet all = make_set(100);
+  const TestSet mine = my_part(all, world);
+  for (int files : {1, 4}) {   // at np 2 and 3: filled in turns, then written whole
+    INFO(files << " files, " << world.size() << " ranks");
+    const std::string path = dir.file("no_such_folder/snapshot.hdf5");
+    CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), nullptr, world), orbis::Error);
+    CHECK(!std::filesystem::exists(dir.file("no_such_folder")));
   }
 }
