@@ -264,6 +264,13 @@ TEST_CASE("CUDA backend: a step that does not fit in device memory is a clear er
   }
   cudaFree(blob);
   MESSAGE("with " << leave / (1 << 20) << " MB free: " << message);
-  CHECK(message.find("GPU memory exhausted") != std::string::npos);
-  CHECK(message.find("MiB free of") != std::string::npos);
+  // Either the memory plan refuses the step before any work (bytes needed vs free), or an
+  // allocation inside it fails with what was asked and what is free; both name a setting
+  // that needs less.
+  const bool refused_by_plan = message.find("of device memory for") != std::string::npos &&
+                               message.find("are free") != std::string::npos;
+  const bool allocation_failed = message.find("GPU memory exhausted") != std::string::npos &&
+                                 message.find("MiB free of") != std::string::npos;
+  CHECK((refused_by_plan || allocation_failed));
+  CHECK(message.find("p2p_precision") != std::string::npos);
 }

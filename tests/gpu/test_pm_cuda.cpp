@@ -177,7 +177,12 @@ TEST_CASE("CUDA PM memory plan: what plan_bytes promises is what the solver take
     const PmSettings s = settings_for(128, Window::tsc, false, long_range);
     const CudaPmMemory plan = CudaPmSolver::plan_memory(s, 1 << 20);
     std::size_t free_before = 0, free_after = 0, total = 0;
+    // Device arrays come from the stream-ordered pool, which keeps what earlier solvers freed:
+    // given back first, the solver's arrays show in cudaMemGetInfo.
     cudaDeviceSynchronize();
+    cudaMemPool_t pool = nullptr;
+    REQUIRE(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess);
+    REQUIRE(cudaMemPoolTrimTo(pool, 0) == cudaSuccess);
     cudaMemGetInfo(&free_before, &total);
     {
       CudaPmSolver gpu(s);

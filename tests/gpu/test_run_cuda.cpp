@@ -111,7 +111,12 @@ TEST_CASE("GPU run of the demo: the z = 0 power spectrum of the CPU run within 0
   std::printf("largest |P_gpu/P_cpu - 1|: %.3e for k <= 0.5 h/Mpc, %.3e for k <= 1 h/Mpc (%d bins)\n", worst_half, worst,
               compared);
   std::fflush(stdout);
-  CHECK(gpu_run.steps == cpu_run.steps);
+  // Hierarchical steps: a particle whose |g| sits at a bin threshold may take a neighbouring
+  // bin on the other backend (float vs double rounding), so the sync points may differ a little;
+  // both runs must end at z = 0.
+  CHECK(gpu_run.a_final == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(cpu_run.a_final == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(std::abs(static_cast<double>(gpu_run.steps) / static_cast<double>(cpu_run.steps) - 1) < 0.05);
   CHECK(compared > 10);
   CHECK(worst_half < 1e-3);
   CHECK(worst < 2e-3);
