@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/comm.hpp"
+#include "core/error.hpp"
 #include "core/hostdevice.hpp"
 #include "core/particles.hpp"
 #include "core/timer.hpp"
@@ -126,8 +127,12 @@ class StepEngine {
   // end of a PM step; "" when there is none (one rank). restore_domain_state takes it back
   // before load(), so that the restart's first compute_forces(true, 0) finds each particle
   // where the run that wrote it had it. `what` names the checkpoint in errors.
+  // Defined here, not in a .cpp: the class stays header-only, so that the engines of lower
+  // layers (gpu/step_engine_cuda) link without the integrate library.
   virtual std::string domain_state() const { return {}; }
-  virtual void restore_domain_state(const std::string& state, const std::string& what);
+  virtual void restore_domain_state(const std::string& state, const std::string& what) {
+    if (!state.empty()) fail("{}: it holds rank domains, which this step engine ({}) does not keep", what, describe());
+  }
 };
 
 // The engine for [gravity] and [gpu]: every setting is checked here, before any work. Over

@@ -16,10 +16,6 @@
 
 namespace orbis {
 
-void StepEngine::restore_domain_state(const std::string& state, const std::string& what) {
-  if (!state.empty()) fail("{}: it holds rank domains, which this step engine ({}) does not keep", what, describe());
-}
-
 std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
   const std::string backend = params.get_string("gpu.backend");
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
