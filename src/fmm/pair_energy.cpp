@@ -65,6 +65,9 @@ ChainingMesh::ChainingMesh(const std::vector<Vec3d>& pos, double box, double cut
 double pair_potential_sum_cpu(const PairPotentialInput& in) {
   const std::vector<Vec3d>& pos = *in.positions;
   const double box = in.box;
+  if (in.ghosts > pos.size()) fail("internal: pair energy: {} ghosts among {} positions", in.ghosts, pos.size());
+  const std::size_t own_count = pos.size() - in.ghosts;
+  const bool ghosts = in.ghosts > 0;
   const ChainingMesh mesh(pos, box, in.cut);
   const double cut2 = in.cut * in.cut, eps2 = in.softening * in.softening, inv_two_rs = 0.5 / in.r_s;
   const ErfcTable erfc_table(std::sqrt(cut2 + eps2) * inv_two_rs);
@@ -75,27 +78,36 @@ double pair_potential_sum_cpu(const PairPotentialInput& in) {
 #pragma omp parallel for schedule(dynamic, 256)
   for (std::ptrdiff_t q = 0; q < n; ++q) {
     const std::uint32_t i = mesh.order[static_cast<std::size_t>(q)];
+    if (i >= own_count) continue;   // a ghost: its pairs with this rank's particles are theirs
     const Vec3d& x = pos[i];
     const int ci = chaining_cell(x.x, box, side), cj = chaining_cell(x.y, box, side), ck = chaining_cell(x.z, box, side);
     double sum = 0;
     for (int di = -reach; di <= reach; ++di)
       for (int dj = -reach; dj <= reach; ++dj)
         for (int dk = -reach; dk <= reach; ++dk) {
+          // This rank's partners in the half stencil (in the own cell: those after it), ghosts
+          // in every cell of the stencil (the ghost's own rank never takes the pair from here).
           const bool own = di == 0 && dj == 0 && dk == 0;
-          if (!own && !chaining_forward(di, dj, dk)) continue;
+          const bool forward = own || chaining_forward(di, dj, dk);
+          if (!forward && !ghosts) continue;
           double sx, sy, sz;
           const int ni = chaining_neighbour(ci + di, side, box, sx), nj = chaining_neighbour(cj + dj, side, box, sy),
                     nk = chaining_neighbour(ck + dk, side, box, sz);
           const std::size_t c = (static_cast<std::size_t>(ni) * side + nj) * side + nk;
           const double ox = sx - x.x, oy = sy - x.y, oz = sz - x.z;
-          for (std::uint32_t at = own ? static_cast<std::uint32_t>(q) + 1 : mesh.start[c]; at < mesh.start[c + 1]; ++at) {
+          const auto after = static_cast<std::uint32_t>(q) + 1;
+          for (std::uint32_t at = own && !ghosts ? after : mesh.start[c]; at < mesh.start[c + 1]; ++at) {
             const std::uint32_t j = mesh.order[at];
+            double weight = 1;
+            if (j >= own_count) weight = ghost_pair_weight(x, pos[j]);
+            else if (!(own ? at >= after : forward)) continue;
+            if (weight == 0) continue;
             double dx = pos[j].x + ox, dy = pos[j].y + oy, dz = pos[j].z + oz;
             if (side == 1) dx = periodic_wrap_delta(dx, box), dy = periodic_wrap_delta(dy, box), dz = periodic_wrap_delta(dz, box);
             const double r2 = dx * dx + dy * dy + dz * dz;
             if (r2 >= cut2) continue;
             const double s = std::sqrt(r2 + eps2);
-            if (s > 0) sum += erfc_table(s * inv_two_rs) / s;
+            if (s > 0) sum += weight * (erfc_table(s * inv_two_rs) / s);
           }
         }
     psi[static_cast<std::size_t>(q)] = sum;

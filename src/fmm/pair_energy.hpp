@@ -9,6 +9,14 @@
 // particle's sum is formed in a fixed order and the particles' sums are added in cell order,
 // so the result does not depend on the thread count. P2PEvaluator::pair_potential_sum runs
 // it on the CPU (this file) or the GPU (gpu/pair_energy_cuda.cu).
+//
+// Over several ranks (CPU only) a rank sums the pairs of its own particles with each other
+// and with its ghosts, the other ranks' particles within the cut (the last `ghosts`
+// positions); a ghost's pairs with other ghosts belong to other ranks. A pair of particles on
+// two ranks is seen by both, and exactly one takes it: the rank whose particle comes first in
+// (x, y, z) order (ghost_pair_weight; the same bits on both ranks, so both decide alike), half
+// each on the measure-zero tie of equal positions. Summed over the ranks, every pair within
+// the cut counts once, as on one rank.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -25,7 +33,18 @@ struct PairPotentialInput {
   double r_s = 0;
   double cut = 0;         // pairs at r >= cut contribute nothing; cut < box / 2
   double softening = 0;   // Plummer-equivalent eps, Mpc/h
+  std::size_t ghosts = 0; // the last `ghosts` positions are other ranks' particles (CPU sum only)
 };
+
+// The share of the pair of this rank's particle at `own` and another rank's at `ghost` that
+// this rank takes: 1 when `own` comes first in (x, y, z) order, 0 when `ghost` does, 1/2 for
+// equal positions. The other rank, asking with the roles swapped, takes the rest.
+inline double ghost_pair_weight(const Vec3d& own, const Vec3d& ghost) {
+  if (own.x != ghost.x) return own.x < ghost.x ? 1.0 : 0.0;
+  if (own.y != ghost.y) return own.y < ghost.y ? 1.0 : 0.0;
+  if (own.z != ghost.z) return own.z < ghost.z ? 1.0 : 0.0;
+  return 0.5;
+}
 
 // The chaining mesh: reach 2 if the box holds at least 5 cells of side >= cut / 2, else
 // reach 1 if it holds 3 of side >= cut (fewer would visit a cell twice), else one cell holds
@@ -54,7 +73,7 @@ ORBIS_HD bool chaining_forward(int di, int dj, int dk) {
   return di > 0 || (di == 0 && (dj > 0 || (dj == 0 && dk > 0)));
 }
 
-// The sum on the CPU (OpenMP).
+// The sum on the CPU (OpenMP): this rank's share of it, with ghosts.
 double pair_potential_sum_cpu(const PairPotentialInput& in);
 
 }  // namespace orbis
