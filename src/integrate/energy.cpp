@@ -5,7 +5,10 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "core/periodic_extent.hpp"
 #include "core/units.hpp"
+#include "domain/particle_exchange.hpp"
+#include "fmm/pair_energy.hpp"
 
 namespace orbis {
 namespace {
@@ -28,12 +31,11 @@ double split_background_energy(std::size_t n, double g_mass, double mass, double
          (box * box * box);
 }
 
-EnergyCheck::EnergyCheck(const Params& params, int ranks) {
+EnergyCheck::EnergyCheck(const Params& params, const Comm& comm) : comm_(comm) {
   every_ = params.get_int("analysis.energy_check_every");
   warning_ = params.get_real("analysis.energy_drift_warning");
   if (!params.get_bool("analysis.energy_check")) why_off_ = params.describe("analysis.energy_check") + " = false";
   else if (params.get_string("gravity.solver") != "treepm") why_off_ = "it needs the TreePM split ([gravity] solver)";
-  else if (ranks > 1) why_off_ = "one rank only for now";
   enabled_ = why_off_.empty();
   if (!enabled_) return;
   box_ = params.get_real("box.size_mpc_h");
@@ -48,20 +50,36 @@ EnergyCheck::~EnergyCheck() = default;
 
 PotentialEnergy EnergyCheck::potential(const Particles& particles) {
   if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
-  if (!pm_) pm_ = std::make_unique<PmSolver>(pm_settings_);
-  if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
-  const double m = particles.mass, g_mass = units::G * m;
+  if (!pm_) pm_ = std::make_unique<PmSolver>(pm_settings_, comm_);
+  // The mass every rank agrees on (a rank left with no particles may not know it).
+  const double m = comm_.max(particles.mass), g_mass = units::G * m;
+  const auto n = static_cast<std::size_t>(comm_.sum<std::uint64_t>(particles.size()));
   PotentialEnergy w;
-  w.mesh = pm_->potential_energy(particles.pos, m);
+  w.mesh = pm_->potential_energy(particles.pos, m);   // summed over the ranks
   PairPotentialInput pairs;
-  pairs.positions = &particles.pos;
   pairs.box = box_;
   pairs.r_s = short_.r_s;
   pairs.cut = cut_;
   pairs.softening = short_.softening;
-  w.pairs = -g_mass * m * pairs_->pair_potential_sum(pairs);
-  w.self = split_self_energy(particles.size(), g_mass, m, short_.r_s);
-  w.background = split_background_energy(particles.size(), g_mass, m, box_, short_.r_s, cut_);
+  if (comm_.size() == 1) {
+    if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
+    pairs.positions = &particles.pos;
+    w.pairs = -g_mass * m * pairs_->pair_potential_sum(pairs);
+  } else {
+    // This rank's particles, then the ghosts: every other rank's particle within the cut of
+    // one of them (a hair more, so that no pair just inside the cut is lost to the rounding
+    // of the extent's distance; the sum applies the cut itself). The extent's centre is
+    // where this rank's particles are, wherever its domain lies.
+    std::vector<Vec3d> with_ghosts = particles.pos;
+    const std::vector<Vec3d> ghosts =
+        import_ghosts(particles.pos, PeriodicExtent::of(particles.pos, box_).centre, cut_ * (1 + 1e-9), box_, comm_);
+    with_ghosts.insert(with_ghosts.end(), ghosts.begin(), ghosts.end());
+    pairs.positions = &with_ghosts;
+    pairs.ghosts = ghosts.size();
+    w.pairs = -g_mass * m * comm_.sum(pair_potential_sum_cpu(pairs));
+  }
+  w.self = split_self_energy(n, g_mass, m, short_.r_s);
+  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);
   return w;
 }
 

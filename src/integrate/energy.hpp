@@ -25,13 +25,23 @@
 // each of them (the trapezoid rule between them integrates K da); W, which costs a PM
 // assignment and FFT on the host plus the pair sum within the cut (on the GPU with a CUDA
 // backend), from the particles on the host (the CUDA engine downloads them), at the start,
-// at every output and every [analysis] energy_check_every PM steps. TreePM, one rank.
+// at every output and every [analysis] energy_check_every PM steps. TreePM.
+//
+// Over several ranks each rank holds its domain's particles, and every term is a sum over
+// the ranks: K from the engine's reduced sum |p|^2; the mesh term from the distributed PM
+// mesh (FFTW-MPI slabs, the particles routed to them as for the forces); the pairs from each
+// rank's particles with each other and with ghosts, the other ranks' particles within the
+// cut, imported for the check (domain/particle_exchange.hpp), a pair between two ranks taken
+// by exactly one of them (fmm/pair_energy.hpp), on the CPU; self and background from the
+// global count. Every rank gets the same W, so the budget (RunState, saved in every rank's
+// checkpoint file) is the same on every rank, and it equals the one-rank run's to rounding.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
 #include "fmm/p2p.hpp"
@@ -59,8 +69,9 @@ inline double scaled_kinetic_energy(double sum_p2, double mass, double a) { retu
 class EnergyCheck {
  public:
   // From [analysis] energy_check, energy_check_every and energy_drift_warning; off
-  // (enabled() false) when asked, for a PM-only run, or over several ranks (why_off() says).
-  EnergyCheck(const Params& params, int ranks);
+  // (enabled() false) when asked, or for a PM-only run (why_off() says). Over the ranks of
+  // comm, each holding its share of the particles.
+  explicit EnergyCheck(const Params& params, const Comm& comm = Comm::self());
   ~EnergyCheck();
 
   bool enabled() const { return enabled_; }
@@ -73,7 +84,8 @@ class EnergyCheck {
   double warning_threshold() const { return warning_; }
   std::int64_t every() const { return every_; }
 
-  // a W of the particles (positions in [0, box)).
+  // a W of the particles (positions in [0, box)): over several ranks, of every rank's
+  // (collective; each rank passes its own, and every rank gets the whole W).
   PotentialEnergy potential(const Particles& particles);
 
   // The budget at an end of a PM step at scale factor a, with sum |p|^2: starts it (needs W:
@@ -86,12 +98,13 @@ class EnergyCheck {
   std::int64_t every_ = 0;
   double warning_ = 0;
   std::string why_off_;
+  Comm comm_;
   double box_ = 0;
   ShortRangeSettings short_;
   double cut_ = 0;
   PmSettings pm_settings_;
   std::unique_ptr<PmSolver> pm_;   // its own meshes, made at the first potential()
-  std::string backend_;            // [gpu]: where the pair sum runs
+  std::string backend_;            // [gpu]: where the pair sum runs (one rank; the CPU over several)
   int device_ = 0;
   std::unique_ptr<P2PEvaluator> pairs_;
 };

@@ -97,7 +97,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  energy_ = std::make_unique<EnergyCheck>(params, comm_.size());
+  energy_ = std::make_unique<EnergyCheck>(params, comm_);
   options_ = options;
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).
@@ -357,6 +357,8 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
 
 // At the start and at the ends of PM steps (every particle synchronised): K into the
 // Layzer-Irvine budget, and where due W and the residual, logged (integrate/energy.hpp).
+// Over several ranks K and W are reduced over the ranks (W collectively: every rank takes
+// the same decision from the same global state), so every rank keeps the same budget.
 void Simulation::check_energy() {
   if (!energy_->enabled()) return;
   const bool landmark = schedule_.is_output(state_.a) || state_.a >= schedule_.a_end * (1 - 1e-12);
@@ -374,11 +376,12 @@ void Simulation::check_energy() {
             "{:.4e}, background {:.4e}), int K da = {:.6e}; Layzer-Irvine residual {:+.3e} of |aW| ({:.2f} s)",
             state_.a, state_.pm_steps, starting ? ", the budget starts" : "", ak, w.total(), w.mesh, w.pairs, w.self,
             w.background, state_.energy.k_integral, residual, watch.seconds());
+  energy_checks_.push_back(EnergyCheckRecord{state_.pm_steps, state_.a, ak, w.total(), residual});
   if (std::abs(residual) > energy_->warning_threshold() && !energy_warned_) {
     energy_warned_ = true;
-    log::warn("the Layzer-Irvine residual {:+.3e} exceeds [analysis] energy_drift_warning = {} of |aW| at a = {:.6g}: "
-              "the time steps ([time] eta, max_dln_a) or the force accuracy may be too coarse",
-              residual, energy_->warning_threshold(), state_.a);
+    log::warn_root("the Layzer-Irvine residual {:+.3e} exceeds [analysis] energy_drift_warning = {} of |aW| at a = "
+                   "{:.6g}: the time steps ([time] eta, max_dln_a) or the force accuracy may be too coarse",
+                   residual, energy_->warning_threshold(), state_.a);
   }
 }
 

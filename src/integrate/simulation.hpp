@@ -33,6 +33,14 @@ struct RunSummary {
 struct Checkpoint;
 class EnergyCheck;
 
+// One Layzer-Irvine check as the log gives it (integrate/energy.hpp), the same on every rank.
+struct EnergyCheckRecord {
+  std::int64_t pm_steps = 0;   // at the end of this PM step (0: the run's start)
+  double a = 0;
+  double ak = 0, aw = 0;       // a K and a W, (km/s)^2 times 1e10 Msun/h
+  double residual = 0;         // (C(a) - C(a0)) / max(|a W|, a K)
+};
+
 // How `orbis run` was asked to treat the output folder.
 struct RunOptions {
   bool overwrite = false;   // replace files of the folder that this run writes (else: refuse before any work)
@@ -60,6 +68,8 @@ class Simulation {
   const Particles& particles() { return engine_->particles(); }
   const Cosmology& cosmology() const { return cosmology_; }
   const RunState& state() const { return state_; }
+  // The energy checks this Simulation logged, in order (a restart's from the restart on).
+  const std::vector<EnergyCheckRecord>& energy_checks() const { return energy_checks_; }
 
  private:
   RunSummary resume();
@@ -87,6 +97,7 @@ class Simulation {
   double particle_mass_ = 0;
   std::unique_ptr<EnergyCheck> energy_;   // the Layzer-Irvine check (integrate/energy.hpp)
   bool energy_warned_ = false;
+  std::vector<EnergyCheckRecord> energy_checks_;
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it

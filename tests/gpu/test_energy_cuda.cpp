@@ -42,8 +42,7 @@ TEST_CASE("GPU pair sum of the energy check: the CPU's; a W on the GPU: the Ewal
   const Particles p = test::clustered_particle_set(16, 32.0, 99);
   const double ewald = test::ewald_potential_energy(p.pos, p.mass, 32.0);
   EnergyCheck check(Params::parse("[box]\nsize_mpc_h = 32.0\nparticles_per_side = 16\n[gravity]\npm_grid_side = 64\n"
-                                  "softening_over_spacing = 0.0\n[gpu]\nbackend = \"cuda\"\n", "energy_cuda.toml"),
-                    1);
+                                  "softening_over_spacing = 0.0\n[gpu]\nbackend = \"cuda\"\n", "energy_cuda.toml"));
   const double w = check.potential(p).total();
   std::printf("aW with the pair sum on the GPU %.8e, Ewald %.8e (%.1e)\n", w, ewald, w / ewald - 1);
   CHECK(std::abs(w / ewald - 1) < 1e-5);
@@ -66,7 +65,7 @@ TEST_CASE("a short run on the CUDA step engine keeps the Layzer-Irvine residual 
   double sum_p2 = 0;
   for (const Vec3d& m : p.mom) sum_p2 += norm2(m);
   const double ak = 0.5 * p.mass * sum_p2 / a;
-  EnergyCheck check(params, 1);
+  EnergyCheck check(params);
   const double aw = check.potential(p).total();
   const double residual = (ak + aw + b.k_integral - (b.ak_start + b.aw_start)) / std::abs(aw);
   std::printf("CUDA engine, z = 19 -> 2 in %lld steps: aK %.5e, aW %.5e, int K da %.5e; Layzer-Irvine residual %.3e\n",

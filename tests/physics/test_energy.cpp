@@ -44,7 +44,7 @@ TEST_CASE("a W of a clustered periodic set: the Ewald sum's within 1e-5") {
   // 32^3 one (r_s = 2.4 Mpc/h: 2 cells, so every pair is tried).
   for (int pm_side : {64, 32}) {
     CAPTURE(pm_side);
-    EnergyCheck check(energy_params(pm_side), 1);
+    EnergyCheck check(energy_params(pm_side));
     REQUIRE(check.enabled());
     const PotentialEnergy w = check.potential(p);
     const double error = w.total() / ewald - 1;
@@ -112,7 +112,7 @@ TEST_CASE("a short run keeps the Layzer-Irvine residual small; W's sign or facto
   double sum_p2 = 0;
   for (const Vec3d& m : p.mom) sum_p2 += norm2(m);
   const double ak = 0.5 * p.mass * sum_p2 / a;
-  EnergyCheck check(params, 1);
+  EnergyCheck check(params);
   const double aw = check.potential(p).total();
   const double integral = b.k_integral;
   const double residual = (ak + aw + integral - (b.ak_start + b.aw_start)) / std::abs(aw);
