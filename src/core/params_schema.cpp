@@ -153,7 +153,7 @@ const std::vector<ParamSpec> kSchema = {
      "synchronised (the ends of PM steps): K at each, the potential energy W at the start, at every output "
      "and every energy_check_every PM steps; the log gives the running residual relative to |a W|. W costs "
      "a PM assignment and FFT on the host and a direct sum over the pairs within r_cut (on the [gpu] "
-     "backend). TreePM on one rank"},
+     "backend; over several ranks on the CPU, each pair between two ranks counted once). TreePM only"},
     {"analysis", "energy_check_every", T::integer, "0", 0, 1e12, false, nullptr, "",
      "compute W (and log the residual) also every this many PM steps; 0: at the outputs only"},
     {"analysis", "energy_drift_warning", T::real, "0.01", 0, inf, true, nullptr, "",
