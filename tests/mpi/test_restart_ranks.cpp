@@ -34,6 +34,7 @@
 #include "io/hdf5_file.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/mpi_scratch.hpp"
+#include "support/power_text.hpp"
 
 using orbis::Comm;
 namespace fs = std::filesystem;
@@ -253,21 +254,6 @@ static void damaged_or_missing_file(const Reference& ref) {
   world.barrier();
 }
 
-// The P(k) column of a powerspec_NNN.txt.
-static std::vector<double> power_column(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<double> p;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    double k = 0, power = 0;
-    fields >> k >> power;
-    p.push_back(power);
-  }
-  return p;
-}
-
 // A restart on another rank count continues, not bitwise: every particle once, the run to
 // its end, the final P(k) close to the uninterrupted run's.
 static void other_rank_count(const Reference& ref) {
@@ -318,8 +304,8 @@ static void other_rank_count(const Reference& ref) {
   }
   world.barrier();
   if (world.is_root()) {
-    const std::vector<double> a = power_column(ref.folder + "/powerspec_001.txt");
-    const std::vector<double> b = power_column(folder + "/powerspec_001.txt");
+    const std::vector<double> a = orbis::test::power_column(ref.folder + "/powerspec_001.txt");
+    const std::vector<double> b = orbis::test::power_column(folder + "/powerspec_001.txt");
     CHECK(a.size() == b.size());
     CHECK(!a.empty());
     double worst = a.size() == b.size() ? 0.0 : HUGE_VAL;

@@ -22,6 +22,7 @@
 #include "io/hdf5_file.hpp"
 #include "io/snapshot.hpp"
 #include "support/mpi_scratch.hpp"
+#include "support/power_text.hpp"
 
 using orbis::Comm;
 
@@ -37,21 +38,6 @@ orbis::Params run_params(const std::string& directory, int files) {
       "[analysis]\nfof_min_members = 8\n[output]\ndirectory = \"" + directory + "\"\nfiles_per_snapshot = " +
           std::to_string(files) + "\n",
       "run_ranks.toml");
-}
-
-// The P(k) column of a powerspec_NNN.txt.
-std::vector<double> power_column(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<double> p;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    double k = 0, power = 0;
-    fields >> k >> power;
-    p.push_back(power);
-  }
-  return p;
 }
 
 }  // namespace
@@ -102,8 +88,8 @@ TEST_CASE("a TreePM run on several ranks ends where the one-rank run ends") {
   MESSAGE(world.size() << " ranks: largest position difference " << worst << " Mpc/h");
   CHECK(worst < 1e-9);
 
-  const std::vector<double> pa = power_column(one + "/powerspec_000.txt");
-  const std::vector<double> pb = power_column(many + "/powerspec_000.txt");
+  const std::vector<double> pa = orbis::test::power_column(one + "/powerspec_000.txt");
+  const std::vector<double> pb = orbis::test::power_column(many + "/powerspec_000.txt");
   REQUIRE(pa.size() == pb.size());
   CHECK(!pa.empty());
   for (std::size_t i = 0; i < pa.size(); ++i) CHECK(pb[i] == doctest::Approx(pa[i]).epsilon(1e-9));
