@@ -446,10 +446,39 @@ void OrbTree::refit_node(std::int32_t index) {
     for (int d = 0; d < 3; ++d) node.lo[d] = std::min(a.lo[d], b.lo[d]), node.hi[d] = std::max(a.hi[d], b.hi[d]);
     node.centre = (static_cast<double>(a.count) * a.centre + static_cast<double>(b.count) * b.centre) *
                   (1.0 / node.count);
+    // The exact radius from the refitted children: only the members that might lie
+    // farther than the farthest found so far are looked at (farthest2).
+    const double reach_a = std::sqrt(norm2(a.centre - node.centre)) + a.radius;
+    const double reach_b = std::sqrt(norm2(b.centre - node.centre)) + b.radius;
+    const bool a_first = reach_a >= reach_b;
+    double r2 = farthest2(a_first ? node.left : node.right, node.centre, 0.0);
+    r2 = farthest2(a_first ? node.right : node.left, node.centre, r2);
+    node.radius = std::sqrt(r2);
+    return;
   }
   double r2 = 0;
   for (const Vec3d* x = begin; x != end; ++x) r2 = std::max(r2, norm2(*x - node.centre));
   node.radius = std::sqrt(r2);
+}
+
+// max(r2, the largest norm2(x - c) over the members of node `index`), each member's norm2
+// computed as the loop over all members computes it, so the result is that loop's bit for
+// bit: a subtree is skipped only when its ball (centre and radius, already refitted) cannot
+// reach beyond sqrt(r2), with a margin far above the rounding of the bound.
+double OrbTree::farthest2(std::int32_t index, const Vec3d& c, double r2) const {
+  const TreeNode& node = nodes_[static_cast<std::size_t>(index)];
+  const double reach = std::sqrt(norm2(node.centre - c)) + node.radius;
+  if (reach * reach * (1 + 1e-9) < r2) return r2;
+  if (node.is_leaf()) {
+    const Vec3d* begin = pos_.data() + node.first;
+    for (const Vec3d* x = begin; x != begin + node.count; ++x) r2 = std::max(r2, norm2(*x - c));
+    return r2;
+  }
+  const TreeNode& a = nodes_[static_cast<std::size_t>(node.left)];
+  const TreeNode& b = nodes_[static_cast<std::size_t>(node.right)];
+  const bool a_first = std::sqrt(norm2(a.centre - c)) + a.radius >= std::sqrt(norm2(b.centre - c)) + b.radius;
+  r2 = farthest2(a_first ? node.left : node.right, c, r2);
+  return farthest2(a_first ? node.right : node.left, c, r2);
 }
 
 // A node of a top level split by one thread, in place in `base`: box, nth_element, children.

@@ -57,7 +57,8 @@ class OrbTree {
   // build): the same nodes, leaves and order, with every box, centre of mass, radius and
   // leaf centre recomputed from the members' new positions (the arithmetic of build(), so a
   // refit to unchanged positions gives back build()'s tree bit for bit). Between rebuilds in
-  // block time steps: O(N depth) and no partitioning; the nodes still bound their members,
+  // block time steps: O(N) for the radii in practice (a branch and bound over the refitted
+  // children, the same exact maximum) and no partitioning; the nodes still bound their members,
   // only less tightly than a new build's would as the particles move.
   void refit(const std::vector<Vec3d>& positions);
 
@@ -126,6 +127,7 @@ class OrbTree {
   void derive_levels();
   void refit_subtree(std::int32_t index);
   void refit_node(std::int32_t index);
+  double farthest2(std::int32_t index, const Vec3d& c, double r2) const;
   void build_node(std::int32_t node, std::int32_t parent, std::uint32_t first, std::uint32_t count,
                   std::int32_t depth, std::int32_t leaf_base);
 

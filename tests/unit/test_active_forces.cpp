@@ -5,6 +5,7 @@
 // active bins updates only their forces. CPU P2P, the run's default settings, clustered set.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -119,6 +120,29 @@ TEST_CASE("a refit to unchanged positions gives back the built tree, bit for bit
   }
   CHECK(differ == 0);
   for (std::size_t l = 0; l < built.leaves().size(); ++l) CHECK(same_bits(built.leaves()[l].centre, refitted.leaves()[l].centre));
+}
+
+// The refit finds each internal node's radius by a branch and bound over its children's
+// balls (OrbTree::farthest2): it must be the maximum over all the members all the same.
+TEST_CASE("a refit's radii are the exact maxima over each node's members, after a shear and random moves") {
+  std::vector<Vec3d> pos = test::clustered_particles(kSide, kBox, 77);
+  OrbTree tree;
+  tree.build(pos, 32);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> kick(-0.5, 0.5);
+  for (Vec3d& x : pos) {
+    x.x = periodic_wrap_position(x.x + 0.05 * x.y + kick(rng), kBox);
+    x.y = periodic_wrap_position(x.y + kick(rng), kBox);
+  }
+  tree.refit(pos);
+  std::size_t differ = 0;
+  for (const TreeNode& node : tree.nodes()) {
+    double r2 = 0;
+    for (std::uint32_t t = node.first; t < node.first + node.count; ++t)
+      r2 = std::max(r2, norm2(tree.positions()[t] - node.centre));
+    differ += node.radius != std::sqrt(r2);
+  }
+  CHECK(differ == 0);
 }
 
 TEST_CASE("host step engine: a step of the active bins updates only their forces") {
