@@ -46,7 +46,7 @@ class RankDomains {
   // solver refit its tree instead of building it. *same_set: the result holds the same
   // particles in the same order as at the last call.
   const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
-  static constexpr double kGhostMargin = 0.25;
+  static constexpr double kGhostMargin = 0.1;
 
   // What decides the domains of the steps to come, for a checkpoint written at the end of a
   // PM step (right after update()): the cuts in force ("" while there are none: one rank, or
