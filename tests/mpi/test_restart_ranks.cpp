@@ -34,7 +34,7 @@
 #include "io/hdf5_file.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/mpi_scratch.hpp"
-#include "support/power_text.hpp"
+#include "support/text_table.hpp"
 
 using orbis::Comm;
 namespace fs = std::filesystem;

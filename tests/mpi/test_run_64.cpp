@@ -26,6 +26,7 @@
 #include "io/catalogue.hpp"
 #include "io/snapshot.hpp"
 #include "support/mpi_scratch.hpp"
+#include "support/text_table.hpp"
 
 using orbis::Comm;
 
@@ -41,21 +42,6 @@ orbis::Params run_params(const std::string& directory, int files) {
       "[analysis]\nenergy_check = false\n"
       "[output]\ndirectory = \"" + directory + "\"\nfiles_per_snapshot = " + std::to_string(files) + "\n",
       "run_64.toml");
-}
-
-// Column `column` (0-based) of the lines of a text table that are not '#' comments.
-std::vector<double> table_column(const std::string& path, int column) {
-  std::ifstream in(path);
-  std::vector<double> values;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream fields(line);
-    double v = 0;
-    for (int c = 0; c <= column; ++c) fields >> v;
-    values.push_back(v);
-  }
-  return values;
 }
 
 }  // namespace
@@ -82,8 +68,8 @@ TEST_CASE("a 64^3 run to z = 0: the same P(k) and FoF mass function on one rank 
   MESSAGE("64^3 PM run to z = 0: " << one_seconds << " s on 1 rank, " << many_seconds << " s on " << world.size()
                                    << " ranks");
 
-  const std::vector<double> pa = table_column(one + "/powerspec_000.txt", 1);
-  const std::vector<double> pb = table_column(many + "/powerspec_000.txt", 1);
+  const std::vector<double> pa = orbis::test::table_column(one + "/powerspec_000.txt", 1);
+  const std::vector<double> pb = orbis::test::table_column(many + "/powerspec_000.txt", 1);
   REQUIRE(pa.size() == pb.size());
   CHECK(pa.size() > 50);
   double worst = 0;
@@ -93,8 +79,8 @@ TEST_CASE("a 64^3 run to z = 0: the same P(k) and FoF mass function on one rank 
 
   // The mass function: counts per 0.2 dex bin of FoF mass (column 3) and of M200m (column 6).
   const std::string mf_a = one + "/fof_tab_000_massfn.txt", mf_b = many + "/fof_tab_000_massfn.txt";
-  CHECK(table_column(mf_a, 3) == table_column(mf_b, 3));
-  CHECK(table_column(mf_a, 6) == table_column(mf_b, 6));
+  CHECK(orbis::test::table_column(mf_a, 3) == orbis::test::table_column(mf_b, 3));
+  CHECK(orbis::test::table_column(mf_a, 6) == orbis::test::table_column(mf_b, 6));
   const orbis::GroupCatalogue ca = orbis::read_catalogue(one + "/fof_tab_000.hdf5");
   const orbis::GroupCatalogue cb = orbis::read_catalogue(many + "/fof_tab_000.hdf5");
   MESSAGE(ca.size() << " haloes on 1 rank, " << cb.size() << " on " << world.size());

@@ -22,7 +22,7 @@
 #include "io/hdf5_file.hpp"
 #include "io/snapshot.hpp"
 #include "support/mpi_scratch.hpp"
-#include "support/power_text.hpp"
+#include "support/text_table.hpp"
 
 using orbis::Comm;
 
