@@ -8,7 +8,8 @@
 // next phase reuses the same memory. The device then holds the persistent state plus the
 // largest phase, not the sum of all phases. Allocation and release are queued on the stream
 // that uses the array (AllocationStream names it for a scope), so a release needs no wait:
-// the next allocation on that stream is ordered after the work that used the memory. Outside
+// the next allocation on that stream is ordered after the work that used the memory, so an
+// array allocated on a stream is filled by work queued on that stream (upload()). Outside
 // any AllocationStream (loading, outputs, tests), an allocation waits for the device first,
 // as cudaMalloc and cudaFree did.
 //
@@ -131,6 +132,16 @@ class DeviceArray {
   // Room for exactly n elements when it grows (arrays whose size does not change).
   void ensure_exact(std::size_t n) {
     if (n > cap_) reallocate(n);
+  }
+  // Copies count elements from host memory into the array, and waits for the copy. It is
+  // queued on the stream the array was allocated on: memory from the pool may still be in use
+  // by work queued on that stream before the allocation (the array that had it before), and
+  // a plain cudaMemcpy runs on the legacy stream, which a non-blocking stream does not wait
+  // for, so it could be overwritten by that work after the copy.
+  void upload(const T* src, std::size_t count) {
+    if (count > cap_) ::orbis::fail("internal: upload of {} elements into a device array of {}", count, cap_);
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(p_, src, count * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   // Gives the memory back to the pool (queued on the allocation stream): the array is
   // empty until the next ensure.

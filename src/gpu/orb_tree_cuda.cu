@@ -277,12 +277,13 @@ void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
   nodes_.ensure(n_nodes);
   level_nodes_.ensure(n_nodes);
   leaf_node_.ensure(n_leaves_);
-  // Synchronous uploads: once per (n, max_leaf), i.e. once per run.
-  ORBIS_CUDA_CHECK(cudaMemcpy(nodes_.data(), table.data(), n_nodes * sizeof(DeviceShapeNode), cudaMemcpyHostToDevice));
-  ORBIS_CUDA_CHECK(cudaMemcpy(level_nodes_.data(), by_depth.data(), n_nodes * sizeof(std::int32_t),
-                              cudaMemcpyHostToDevice));
-  ORBIS_CUDA_CHECK(cudaMemcpy(leaf_node_.data(), leaf_node.data(), n_leaves_ * sizeof(std::int32_t),
-                              cudaMemcpyHostToDevice));
+  // Uploads that wait: once per (n, max_leaf), i.e. once per run. On the allocation stream
+  // (upload()): a plain cudaMemcpy here raced with the PM kernels still queued on the step's
+  // stream whose mesh memory the pool had just handed to these arrays (garbage node tables:
+  // NaN forces, seen on an H200; compute-sanitizer's initcheck flagged the reads).
+  nodes_.upload(table.data(), n_nodes);
+  level_nodes_.upload(by_depth.data(), n_nodes);
+  leaf_node_.upload(leaf_node.data(), n_leaves_);
 }
 
 void DeviceOrbTree::ensure_buffers(std::size_t n) {
