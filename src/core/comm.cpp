@@ -109,6 +109,20 @@ Comm Comm::self() {
   return Comm(impl);
 }
 
+int Comm::node_rank() const {
+#ifdef ORBIS_HAVE_MPI
+  if (impl_->comm == MPI_COMM_NULL || !mpi_running()) return 0;
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int rank = 0;
+  MPI_Comm_rank(node, &rank);
+  MPI_Comm_free(&node);
+  return rank;
+#else
+  return 0;
+#endif
+}
+
 Comm Comm::split(int colour, int key) const {
   auto impl = std::make_shared<Impl>();
 #ifdef ORBIS_HAVE_MPI

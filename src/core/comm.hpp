@@ -42,6 +42,10 @@ class Comm {
   int size() const { return size_; }
   bool is_root() const { return rank_ == 0; }
 
+  // This rank's index among the communicator's ranks on its node (ranks that share memory,
+  // MPI_Comm_split_type); 0 without MPI. Collective.
+  int node_rank() const;
+
   // Ranks with the same colour form a new communicator, ordered by key (MPI_Comm_split).
   Comm split(int colour, int key) const;
 

@@ -161,7 +161,9 @@ const std::vector<ParamSpec> kSchema = {
     // ------------------------------------------------------------------ gpu
     {"gpu", "backend", T::string, "\"auto\"", -inf, inf, false, "auto|cpu|cuda", "",
      "where P2P runs: auto (CUDA when a GPU is usable), cpu, or cuda (an error without one)"},
-    {"gpu", "device", T::integer, "0", 0, 64, false, nullptr, "", "CUDA device index"},
+    {"gpu", "device", T::integer, "-1", -1, 64, false, nullptr, "",
+     "CUDA device index; -1: each MPI rank the device of its index among the ranks on its node, modulo the "
+     "node's devices (one GPU per rank; ranks share GPUs when there are more ranks than GPUs)"},
     {"gpu", "p2p_precision", T::string, "\"float\"", -inf, inf, false, "float|double", "",
      "arithmetic of the P2P kernel"},
     {"gpu", "memory_limit_gib", T::real, "0", 0, inf, false, nullptr, "GiB",

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "fmm/pair_energy.hpp"
 #include "core/vec3.hpp"
@@ -108,6 +109,11 @@ class P2PEvaluator {
   P2PSettings pending_settings_;
   P2PInput pending_input_;
 };
+
+// The CUDA device of this rank: [gpu] device when it is >= 0; for -1 (the default) the rank's
+// index among the ranks on its node modulo the node's device count (0 without a device), so
+// that N ranks on a node with N GPUs take one each. Collective over comm when it is -1.
+int gpu_device_for_rank(std::int64_t configured, const Comm& comm);
 
 // backend: "auto" | "cpu" | "cuda". An explicit "cuda" without a usable GPU is an error.
 std::unique_ptr<P2PEvaluator> make_p2p_evaluator(const std::string& backend, int device);

@@ -14,6 +14,18 @@
 
 namespace orbis {
 
+int gpu_device_for_rank(std::int64_t configured, const Comm& comm) {
+  if (configured >= 0) return static_cast<int>(configured);
+  const int node_rank = comm.size() > 1 ? comm.node_rank() : 0;
+#if defined(ORBIS_HAVE_CUDA)
+  const int count = cuda_device_count();
+  return count > 0 ? node_rank % count : 0;
+#else
+  (void)node_rank;
+  return 0;
+#endif
+}
+
 std::unique_ptr<P2PEvaluator> make_p2p_evaluator(const std::string& backend, int device) {
   if (backend != "auto" && backend != "cpu" && backend != "cuda")
     fail("[gpu] backend = \"{}\": expected auto, cpu or cuda", backend);

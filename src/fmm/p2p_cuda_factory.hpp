@@ -13,6 +13,9 @@ namespace orbis {
 // the reason in *why ("no CUDA device", "driver too old: ...", "device 3 of 1").
 bool cuda_device_usable(int device, std::string* why);
 
+// CUDA devices present (0 when there are none or the driver cannot say).
+int cuda_device_count();
+
 // The CUDA P2P evaluator on `device` (call cuda_device_usable first; fails otherwise).
 std::unique_ptr<P2PEvaluator> make_cuda_p2p_evaluator(int device);
 

@@ -681,6 +681,15 @@ double CudaP2PEvaluator::pair_potential_sum(const PairPotentialInput& input) {
   return gpu::pair_potential_sum(input, impl_->device);
 }
 
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 bool cuda_device_usable(int device, std::string* why) {
   auto say = [why](std::string s) {
     if (why) *why = std::move(s);

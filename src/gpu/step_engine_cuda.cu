@@ -135,7 +135,7 @@ struct CudaStepEngine::Impl {
 
 CudaStepEngine::CudaStepEngine(const Params& params) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.device = static_cast<int>(params.get_int("gpu.device"));
+  m.device = gpu_device_for_rank(params.get_int("gpu.device"), Comm::self());   // one rank
   std::string why;
   if (!cuda_device_usable(m.device, &why)) fail("[gpu] backend = \"cuda\", but {}", why);
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));

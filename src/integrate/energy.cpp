@@ -43,7 +43,7 @@ EnergyCheck::EnergyCheck(const Params& params, const Comm& comm) : comm_(comm) {
   cut_ = p2p_settings_of(short_).r_cut;   // the force's: min(r_cut, 6 r_s) with the table
   pm_settings_ = PmSettings::from_params(params);
   backend_ = params.get_string("gpu.backend");
-  device_ = static_cast<int>(params.get_int("gpu.device"));
+  device_ = gpu_device_for_rank(params.get_int("gpu.device"), comm);
 }
 
 EnergyCheck::~EnergyCheck() = default;

@@ -57,7 +57,7 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
   // at r_cut) with P2P on the [gpu] backend; they add up to 1/r^2.
   short_settings_ = short_range_settings(params, nominal_particle_mass(params));
   short_range_.emplace(short_settings_);
-  p2p_ = make_p2p_evaluator(params.get_string("gpu.backend"), static_cast<int>(params.get_int("gpu.device")));
+  p2p_ = make_p2p_evaluator(params.get_string("gpu.backend"), gpu_device_for_rank(params.get_int("gpu.device"), comm));
   if (std::abs(pm_.settings().r_s_mpc_h - short_settings_.r_s) > 1e-12 * short_settings_.r_s)
     fail("internal: PM and short-range split scales differ ({} vs {})", pm_.settings().r_s_mpc_h, short_settings_.r_s);
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/banner.hpp"
 #include "core/comm.hpp"
@@ -20,6 +21,7 @@
 #include "integrate/step_log.hpp"
 #include "integrate/stop_signals.hpp"
 #include "core/units.hpp"
+#include "fmm/p2p.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
@@ -71,6 +73,17 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
 
 }  // namespace
 
+// Each rank's CUDA device, decided once (collectively) and written into the run's parameters,
+// so that every part of the run (step engine, energy check) uses the same one; the log says
+// which rank took which device when there are several ranks.
+void Simulation::choose_gpu() {
+  const int device = gpu_device_for_rank(params_.get_int("gpu.device"), comm_);
+  params_.set("gpu.device", std::int64_t{device});
+  if (comm_.size() == 1 || params_.get_string("gpu.backend") == "cpu") return;
+  const std::vector<int> devices = comm_.allgather(device);
+  log::info("CUDA device of each rank (when P2P runs on CUDA): {}", fmt::join(devices, " "));
+}
+
 Simulation::Simulation(const Params& params, const RunOptions& options, const Comm& comm)
     : params_(params),
       comm_(comm),
@@ -82,7 +95,8 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
   const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
   check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
-  engine_ = make_step_engine(params, comm_);
+  choose_gpu();
+  engine_ = make_step_engine(params_, comm_);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   limits_.softening = engine_->softening();
@@ -97,7 +111,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  energy_ = std::make_unique<EnergyCheck>(params, comm_);
+  energy_ = std::make_unique<EnergyCheck>(params_, comm_);
   options_ = options;
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).

@@ -78,6 +78,7 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
+  void choose_gpu();
   void check_energy();
   void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 

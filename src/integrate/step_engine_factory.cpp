@@ -29,7 +29,7 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& c
   // P2P still runs on the [gpu] backend, which also reports a "cuda" that cannot run).
 #if defined(ORBIS_HAVE_CUDA)
   if (backend != "cpu" && comm.size() == 1) {
-    const int device = static_cast<int>(params.get_int("gpu.device"));
+    const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
     std::string why;
     if (cuda_device_usable(device, &why)) {
       log::info("step engine: cuda (device {}; particles on the GPU)", device);

@@ -8,6 +8,10 @@
 
 #include "core/comm.hpp"
 #include "core/vec3.hpp"
+#include "fmm/p2p.hpp"
+#if defined(ORBIS_HAVE_CUDA)
+#include "fmm/p2p_cuda_factory.hpp"
+#endif
 
 using orbis::Comm;
 
@@ -86,4 +90,23 @@ TEST_CASE("split: odd and even ranks form their own communicators; self is one r
   CHECK(self.size() == 1);
   CHECK(self.rank() == 0);
   CHECK(self.sum(7) == 7);
+}
+
+// The test's ranks run on one machine (mpirun --oversubscribe), so the node ranks are the
+// ranks; each GPU choice follows from them ([gpu] device = -1: node rank modulo devices).
+TEST_CASE("node ranks: distinct on one node, and the rank's GPU follows from them") {
+  const Comm world = Comm::world();
+  const int node = world.node_rank();
+  CHECK(node == world.rank());
+  const std::vector<int> all = world.allgather(node);
+  for (int r = 0; r < world.size(); ++r) CHECK(all[static_cast<std::size_t>(r)] == r);
+  CHECK(Comm::self().node_rank() == 0);
+  CHECK(orbis::gpu_device_for_rank(3, world) == 3);   // an explicit device: every rank takes it
+  const int device = orbis::gpu_device_for_rank(-1, world);
+#if defined(ORBIS_HAVE_CUDA)
+  const int count = orbis::cuda_device_count();
+  CHECK(device == (count > 0 ? node % count : 0));
+#else
+  CHECK(device == 0);
+#endif
 }
