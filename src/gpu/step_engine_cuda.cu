@@ -133,9 +133,9 @@ struct CudaStepEngine::Impl {
   }
 };
 
-CudaStepEngine::CudaStepEngine(const Params& params) : impl_(std::make_unique<Impl>()) {
+CudaStepEngine::CudaStepEngine(const Params& params, int device) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
-  m.device = gpu_device_for_rank(params.get_int("gpu.device"), Comm::self());   // one rank
+  m.device = device;
   std::string why;
   if (!cuda_device_usable(m.device, &why)) fail("[gpu] backend = \"cuda\", but {}", why);
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
@@ -460,8 +460,8 @@ BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   return counts;
 }
 
-std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params) {
-  return std::make_unique<CudaStepEngine>(params);
+std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device) {
+  return std::make_unique<CudaStepEngine>(params, device);
 }
 
 }  // namespace orbis

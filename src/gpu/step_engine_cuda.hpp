@@ -19,7 +19,9 @@ class CudaStepEngine final : public StepEngine {
  public:
   // Checks the settings ([gravity], [gpu]) and the device before any work; the device
   // memory is planned (and checked) in load(), when the particle count is known.
-  explicit CudaStepEngine(const Params& params);
+  // device: the rank's (the factory passes gpu_device_for_rank's choice; tests and benches
+  // construct it on device 0).
+  explicit CudaStepEngine(const Params& params, int device = 0);
   ~CudaStepEngine() override;
 
   std::string describe() const override;
@@ -54,7 +56,8 @@ class CudaStepEngine final : public StepEngine {
   std::unique_ptr<Impl> impl_;
 };
 
-// The CUDA step engine on [gpu] device (the caller checked cuda_device_usable).
-std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params);
+// The CUDA step engine on `device` (the rank's, gpu_device_for_rank; the caller checked
+// cuda_device_usable).
+std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device);
 
 }  // namespace orbis

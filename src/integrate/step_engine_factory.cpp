@@ -33,7 +33,7 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& c
     std::string why;
     if (cuda_device_usable(device, &why)) {
       log::info("step engine: cuda (device {}; particles on the GPU)", device);
-      return make_cuda_step_engine(params);
+      return make_cuda_step_engine(params, device);
     }
     if (backend == "cuda") fail("{} = \"cuda\", but {}", params.describe("gpu.backend"), why);
   }
