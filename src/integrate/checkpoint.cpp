@@ -62,9 +62,11 @@ std::string state_bytes(const RunState& s) {
   b.put(s.particle_steps);
   b.put(s.output_index);
   b.put(s.seconds);
-  b.put(s.pm_cost);
+  // The four measured numbers of each cost record (the ETA's extra ones are not kept).
+  const auto put_cost = [&](const CostRecord& c) { b.put(c.ln_a), b.put(c.dln_a), b.put(c.particle_steps), b.put(c.seconds); };
+  put_cost(s.pm_cost);
   b.put(static_cast<std::uint64_t>(s.cost_history.size()));
-  for (const CostRecord& c : s.cost_history) b.put(c);
+  for (const CostRecord& c : s.cost_history) put_cost(c);
   return b.text();
 }
 
@@ -81,12 +83,13 @@ RunState state_from(const std::string& text, const std::string& path) {
   r.get(s.particle_steps);
   r.get(s.output_index);
   r.get(s.seconds);
-  r.get(s.pm_cost);
+  const auto get_cost = [&](CostRecord& c) { r.get(c.ln_a), r.get(c.dln_a), r.get(c.particle_steps), r.get(c.seconds); };
+  get_cost(s.pm_cost);
   std::uint64_t history = 0;
   r.get(history);
   if (history > (std::uint64_t{1} << 32)) fail("'{}': a step history of {} entries", path, history);
   s.cost_history.resize(history);
-  for (CostRecord& c : s.cost_history) r.get(c);
+  for (CostRecord& c : s.cost_history) get_cost(c);
   if (!r.done()) fail("'{}': its run state is longer than this orbis expects", path);
   return s;
 }

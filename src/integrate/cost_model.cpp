@@ -3,8 +3,22 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "core/units.hpp"
+#include "cosmology/cosmology.hpp"
+#include "cosmology/linear_power.hpp"
+#include "integrate/time_bins.hpp"
+
 namespace orbis {
 namespace {
+
+constexpr double kDeltaC = 1.686;        // the linear collapse threshold (Press-Schechter)
+constexpr double kHaloDensity = 200.0;   // a halo's mean density over the mean matter density
+constexpr double kGridStep = 0.01;       // the forecast's grid in ln a
+// The largest |g| in a Plummer-softened singular isothermal sphere, in units of G M / (r_vir eps):
+// G M(<r) r / (r^2 + eps^2)^(3/2) with M(<r) = M r / r_vir peaks at r = sqrt 2 eps.
+const double kSoftenedPeak = 2.0 / (3.0 * std::sqrt(3.0));
 
 // The recent PM steps: those of the last half of the ln a run so far (at least the last 3).
 std::size_t recent_begin(const std::vector<CostRecord>& history, double ln_a_now) {
@@ -15,7 +29,156 @@ std::size_t recent_begin(const std::vector<CostRecord>& history, double ln_a_now
   return std::min(begin, history.size() >= 3 ? history.size() - 3 : std::size_t{0});
 }
 
+double halo_mass(const ClusteringInputs& in, double j) { return in.particle_mass * std::pow(10.0, j / 4); }
+
+// The mass fraction of a singular isothermal sphere (M(<r) = M r / r_vir) whose Plummer-
+// softened |g| = G M / (r_vir eps) y^2 / (1 + y^2)^(3/2) (y = r / eps) exceeds x g_vir
+// (g_vir = G M / r_vir^2), eps = e r_vir: the shell between the two roots y1 < sqrt 2 < y2 of
+// y^2 / (1 + y^2)^(3/2) = t = x e, within r_vir. Without softening it is min(1, 1 / x).
+double softened_sphere_fraction(double x, double e) {
+  const double t = x * e;
+  if (!(t < kSoftenedPeak)) return 0;
+  const auto f = [](double y) { return y * y / std::pow(1 + y * y, 1.5); };
+  // Bisection on each monotone side (f rises to its peak at sqrt 2, then falls below 1 / y).
+  const auto root = [&](double lo, double hi, bool rising) {
+    for (int i = 0; i < 40; ++i) {   // to 1e-12 of the bracket
+      const double mid = 0.5 * (lo + hi);
+      ((f(mid) < t) == rising ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  const double y1 = root(0, std::sqrt(2.0), true), y2 = root(std::sqrt(2.0), std::max(std::sqrt(2.0), 1 / t), false);
+  return std::max(0.0, std::min(1.0, e * y2) - std::min(1.0, e * y1));
+}
+
 }  // namespace
+
+ClusteringInputs ClusteringInputs::from_power(const LinearPower& power, double omega_m, double box,
+                                              double particles_per_side, double softening, double eta,
+                                              double max_dln_a) {
+  ClusteringInputs in;
+  in.omega_m = omega_m;
+  in.softening = softening;
+  in.eta = eta;
+  in.max_dln_a = max_dln_a;
+  in.particles = particles_per_side * particles_per_side * particles_per_side;
+  const double rho = omega_m * units::rho_crit0;   // comoving mean matter density
+  in.particle_mass = rho * box * box * box / in.particles;
+  // sigma_psi^2 = 1/(2 pi^2) int P(k) dk over the box's modes: Simpson's rule in ln k.
+  const double lo = std::log(2 * units::pi / box), hi = std::log(units::pi * particles_per_side / box);
+  const int n = 512;
+  double sum = 0;
+  for (int i = 0; i <= n; ++i) {
+    const double k = std::exp(lo + (hi - lo) * i / n);
+    sum += (i == 0 || i == n ? 1 : i % 2 ? 4 : 2) * k * power(k);
+  }
+  in.sigma_psi = std::sqrt(sum * (hi - lo) / (3 * n) / (2 * units::pi * units::pi));
+  const int masses = static_cast<int>(std::floor(4 * std::log10(in.particles))) + 1;
+  for (int j = 0; j < masses; ++j)
+    in.sigma_m.push_back(power.sigma_r(std::cbrt(3 * halo_mass(in, j) / (4 * units::pi * rho))));
+  return in;
+}
+
+std::string ClusteringInputs::describe() const {
+  std::string sigmas;
+  for (double s : sigma_m) sigmas += fmt::format("{}{:.6g}", sigmas.empty() ? "" : " ", s);
+  return fmt::format("ETA forecast: sigma_psi = {:.6g} Mpc/h; sigma(M) at 10^(j/4) particles = {}", sigma_psi, sigmas);
+}
+
+double fraction_above(const ClusteringInputs& in, double growth, double g) {
+  // The field: |g| of a Gaussian vector with 3D rms s is Maxwellian.
+  const double s = 1.5 * in.omega_m * units::H0 * units::H0 * growth * in.sigma_psi;
+  double field = 0;
+  if (s > 0) {
+    const double x = g * std::sqrt(3.0) / s;
+    field = std::erfc(x / std::sqrt(2.0)) + std::sqrt(2 / units::pi) * x * std::exp(-0.5 * x * x);
+  }
+  // The haloes: Press-Schechter mass fraction between M_j and M_j+1 (nu = delta_c / (sigma D)),
+  // each bin's haloes taken at its middle mass.
+  const double rho = in.omega_m * units::rho_crit0;
+  double halo = 0;
+  for (std::size_t j = 0; j + 1 < in.sigma_m.size(); ++j) {
+    const double f = std::erfc(kDeltaC / (in.sigma_m[j] * growth * std::sqrt(2.0))) -
+                     std::erfc(kDeltaC / (in.sigma_m[j + 1] * growth * std::sqrt(2.0)));
+    if (!(f > 1e-12)) continue;   // no such haloes yet (and it spares the root finding)
+    const double m = halo_mass(in, static_cast<double>(j) + 0.5);
+    const double r_vir = std::cbrt(3 * m / (4 * units::pi * kHaloDensity * rho));
+    const double g_vir = units::G * m / (r_vir * r_vir);
+    halo += f * softened_sphere_fraction(g / g_vir, in.softening / r_vir);
+  }
+  return 1 - (1 - field) * (1 - halo);
+}
+
+BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubble, double a, double dln_pm) {
+  BinForecast out;
+  if (!(in.eta > 0 && in.softening > 0 && dln_pm > 0)) return out;
+  const double x = in.eta * hubble / dln_pm;
+  const double acc0 = in.softening * a * a * a * x * x;   // timestep.cpp: bin0_acceleration
+  for (int k = 1; k <= kDeepestBin; ++k) {
+    const double p = fraction_above(in, growth, acc0 * std::pow(4.0, k - 1));
+    if (p * in.particles < 1) break;
+    out.kicks += std::ldexp(p, k - 1);   // bin >= k: 2^k - 2^(k-1) kicks more
+    out.deepest = k;
+  }
+  return out;
+}
+
+ClusteringForecast::ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin,
+                                       double ln_a_end)
+    : begin_(ln_a_begin), particles_(in.particles) {
+  const int n = std::max(2, static_cast<int>(std::ceil((ln_a_end - ln_a_begin) / kGridStep)) + 1);
+  step_ = std::max(ln_a_end - ln_a_begin, 1e-9) / (n - 1);
+  for (int i = 0; i < n; ++i) {
+    const double a = std::exp(begin_ + step_ * i);
+    const BinForecast f = forecast_bins(in, cosmology.growth(a), cosmology.hubble(a), a, in.max_dln_a);
+    kicks_.push_back(f.kicks);
+    deepest_.push_back(f.deepest);
+  }
+}
+
+BinForecast ClusteringForecast::at(double ln_a) const {
+  if (kicks_.empty()) return BinForecast{};
+  const double u = std::clamp((ln_a - begin_) / step_, 0.0, static_cast<double>(kicks_.size() - 1));
+  const auto i = std::min(static_cast<std::size_t>(u), kicks_.size() - 2);
+  const double t = u - static_cast<double>(i);
+  return BinForecast{(1 - t) * kicks_[i] + t * kicks_[i + 1], t < 1 ? deepest_[i] : deepest_[i + 1]};
+}
+
+double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& forecast, double ln_a_end,
+                                  const OutputCost& outputs) {
+  const std::vector<CostRecord>& h = s.cost_history;
+  if (h.empty() || forecast.empty()) return -1;
+  const double ln_a = std::log(s.a), n = forecast.particles();
+  const std::size_t begin = recent_begin(h, ln_a);
+  // lambda: the share of a full force computation that any sync point pays.
+  double lambda = 0, shares = 0;
+  for (std::size_t j = begin; j < h.size(); ++j)
+    if (h[j].end_seconds > 0) lambda += h[j].end_fixed / h[j].end_seconds, ++shares;
+  lambda = shares > 0 ? lambda / shares : 0;
+  // c: seconds per full-computation equivalent.
+  double seconds = 0, work = 0;
+  for (std::size_t j = begin; j < h.size(); ++j) {
+    seconds += h[j].seconds;
+    work += h[j].particle_steps / n + lambda * (std::max(1.0, h[j].syncs) - 1);
+  }
+  if (!(seconds > 0 && work > 0)) return -1;
+  const double c = seconds / work;
+  // The deepest bin: the forecast's, lowered to the one measured once the run has deep bins.
+  const CostRecord& last = h.back();
+  int lower = 0;
+  if (last.deepest > 0)
+    lower = std::min(0, static_cast<int>(last.deepest) - forecast.at(last.ln_a + 0.5 * last.dln_a).deepest);
+  // PM steps as long as the last one, each costing c (kicks + lambda (syncs - 1)).
+  const double dln = last.dln_a;
+  double total = 0;
+  if (dln > 0)
+    for (double x = ln_a; x < ln_a_end - 1e-9; x += dln) {
+      const double d = std::min(dln, ln_a_end - x);
+      const BinForecast f = forecast.at(x + 0.5 * d);
+      total += c * (f.kicks + lambda * (std::ldexp(1.0, std::max(0, f.deepest + lower)) - 1)) * d / dln;
+    }
+  return total + std::max(0, outputs.remaining) * std::max(0.0, outputs.seconds_each);
+}
 
 double predicted_remaining_seconds(const RunState& s, double ln_a_end, const OutputCost& outputs) {
   const std::vector<CostRecord>& h = s.cost_history;

@@ -1,20 +1,46 @@
-// The ETA of the step log from the run's measured cost: the wall seconds of the steps per
-// unit ln a, measured over the recent PM steps (the last half of the ln a run so far, at least
-// the last 3) and grown as they grew there (a least-squares exponential trend in ln a, at most
-// e^kMaxCostGrowth per unit ln a, never falling), integrated to the end; plus the outputs still
-// to come times the measured seconds of one output (before the first one, an estimate).
-// Measuring seconds rather than counting force evaluations keeps what evaluations miss: the
-// fixed cost of each sync point, which grows as the bins deepen, and the PM steps.
+// The ETA of the step log.
+//
+// Hierarchical steps (forecast_remaining_seconds): the cost to come is forecast from the
+// physics the run already knows, since nothing in the first part of a run shows how much
+// dearer the steps will get as structure forms. Per PM step, every particle is kicked
+// 2^bin times, its bin the one its |g| needs (integrate/timestep.hpp: bin k holds
+// |g| <= acc_bin0 4^k, acc_bin0 = eps a^3 (eta H / dln_pm)^2), and there are 2^deepest sync
+// points. The distribution of |g| (comoving) comes from the linear power spectrum:
+//   - the field: the linear acceleration g = 3/2 Omega_m H0^2 D(a) psi (psi the linear
+//     displacement, Gaussian: |g| Maxwellian with the 3D rms of psi over the box's modes);
+//   - the haloes: the Press-Schechter mass fraction in haloes of mass M >= one particle,
+//     each a singular isothermal sphere of 200 times the mean density (the mass fraction with
+//     |g| > G is g_vir / G), its |g| Plummer-softened as the P2P kernel's (none above
+//     2 / (3 sqrt 3) G M / (r_vir eps), and less mass near that peak);
+//   - a particle exceeds G if either does: P = 1 - (1 - P_field)(1 - P_halo).
+// The seconds: c (kicks / N + lambda (sync points - 1)) per PM step, lambda the share of the
+// last PM steps' full force computation that every sync point pays whatever its active
+// count (the drift and the tree: the "kdk" and "tree" phases), c fitted to the measured
+// seconds of the recent PM steps (the last half of the ln a run so far, at least 3). The
+// forecast's deepest bin is lowered to the one measured once the run has any (it predicts
+// the single most accelerated particle, the least certain of its numbers).
+//
+// Global steps (predicted_remaining_seconds): the measured seconds per unit ln a over the
+// recent PM steps, grown as they grew there (a least-squares exponential trend in ln a, at
+// most e^kMaxCostGrowth per unit ln a, never falling), integrated to the end.
+//
+// Both add the outputs still to come times the measured seconds of one output (before the
+// first one, an estimate).
 #pragma once
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "integrate/run_state.hpp"
 
 namespace orbis {
 
-// The cost per unit ln a grows at most e^kMaxCostGrowth per unit ln a in the prediction:
-// measured on a 256^3 run (the cost per ln a grew 5x between z = 8 and z = 0.5 and then
-// flattened), an unbounded trend from the growth phase over-predicts the flat end by ~40%.
+class Cosmology;
+class LinearPower;
+
+// The cost per unit ln a grows at most e^kMaxCostGrowth per unit ln a in the trend of global
+// steps: measured on a 256^3 run (the cost per ln a grew 5x between z = 8 and z = 0.5 and
+// then flattened), an unbounded trend from the growth phase over-predicts the flat end by ~40%.
 constexpr double kMaxCostGrowth = 0.5;
 
 struct OutputCost {
@@ -22,8 +48,52 @@ struct OutputCost {
   double seconds_each = 0;    // measured mean of those written, or an estimate
 };
 
+// What the forecast needs of a run (code units: comoving Mpc/h, km/s, 1e10 Msun/h).
+struct ClusteringInputs {
+  double omega_m = 0.3;
+  double softening = 0;          // comoving
+  double eta = 0;                // time.eta
+  double max_dln_a = 0.05;       // time.max_dln_a: the PM step of the forecast's bins
+  double particles = 0;          // N
+  double particle_mass = 0;
+  double sigma_psi = 0;          // 3D rms linear displacement at D = 1 (k from 2 pi / L to pi n / L)
+  std::vector<double> sigma_m;   // sigma(M_j) at z = 0, M_j = particle_mass 10^(j/4), j = 0 .. 4 log10 N
+
+  // From the linear power spectrum of the run's ICs and its box.
+  static ClusteringInputs from_power(const LinearPower& power, double omega_m, double box, double particles_per_side,
+                                     double softening, double eta, double max_dln_a);
+  std::string describe() const;   // the log line that eta_accuracy.py --replay reads back
+};
+
+struct BinForecast {
+  double kicks = 1;   // per particle per PM step
+  int deepest = 0;    // the deepest bin that holds at least one particle
+};
+
+// Mass fraction of particles with comoving |g| > g_comoving at growth factor `growth`.
+double fraction_above(const ClusteringInputs& in, double growth, double g_comoving);
+// Kicks per particle per PM step and the deepest bin at scale factor a, PM step dln_pm.
+BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubble, double a, double dln_pm);
+
+// forecast_bins on a grid in ln a (PM step max_dln_a), computed once per run.
+class ClusteringForecast {
+ public:
+  ClusteringForecast() = default;
+  ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin, double ln_a_end);
+  bool empty() const { return kicks_.empty(); }
+  double particles() const { return particles_; }
+  BinForecast at(double ln_a) const;   // kicks interpolated linearly, the deepest bin of the grid point below
+
+ private:
+  double begin_ = 0, step_ = 1, particles_ = 0;
+  std::vector<double> kicks_;
+  std::vector<int> deepest_;
+};
+
 // Predicted wall seconds from the state's sync point to ln a = ln_a_end; negative while no
-// PM step has been measured.
+// PM step has been measured. With hierarchical steps (a forecast), from it; else the trend.
+double forecast_remaining_seconds(const RunState& state, const ClusteringForecast& forecast, double ln_a_end,
+                                  const OutputCost& outputs);
 double predicted_remaining_seconds(const RunState& state, double ln_a_end, const OutputCost& outputs);
 
 }  // namespace orbis

@@ -16,6 +16,11 @@ struct CostRecord {
   double dln_a = 0;           // its length in ln a
   double particle_steps = 0;  // force evaluations in it (active particles summed over sync points)
   double seconds = 0;         // wall seconds of its sync points (outputs not included)
+  // Not in checkpoints (which keep the four above; a restarted run's older records have 0):
+  double syncs = 0;           // its sync points
+  double deepest = 0;         // the deepest bin populated at any of them
+  double end_seconds = 0;     // the seconds of its last sync point (every particle active) ...
+  double end_fixed = 0;       // ... and of that one's drift and tree (paid at every sync point)
 };
 
 // The Layzer-Irvine energy budget (integrate/energy.hpp), comoving code units: what it

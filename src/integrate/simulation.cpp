@@ -183,6 +183,14 @@ void Simulation::start(const std::string& how) {
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
+  if (hierarchical_) {   // the ETA's forecast of how the bins deepen (integrate/cost_model.hpp)
+    const ClusteringInputs inputs = ClusteringInputs::from_power(
+        LinearPower::from_params(params_), cosmology_.params().omega_m, params_.get_real("box.size_mpc_h"),
+        static_cast<double>(params_.get_int("box.particles_per_side")), limits_.softening, limits_.eta,
+        limits_.max_dln_a);
+    forecast_ = ClusteringForecast(inputs, cosmology_, std::log(schedule_.a_begin), std::log(schedule_.a_end));
+    log::info("{}", inputs.describe());
+  }
   if (energy_->enabled())
     log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
               "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
@@ -331,6 +339,12 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   const double step_seconds = step_watch.seconds();
   state_.seconds += step_seconds;
   state_.pm_cost.seconds += step_seconds;
+  state_.pm_cost.syncs += 1;
+  state_.pm_cost.deepest = std::max(state_.pm_cost.deepest, static_cast<double>(deepest_bin(state_.bins)));
+  if (sync.pm_end) {
+    state_.pm_cost.end_seconds = step_seconds;
+    state_.pm_cost.end_fixed = stats.times.get("kdk") + stats.times.get("tree");
+  }
   Stopwatch io_watch;
   if (sync.pm_end) {
     state_.cost_history.push_back(state_.pm_cost);
@@ -355,7 +369,8 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
   outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_
                                             : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * static_cast<double>(n_particles_);
-  report.eta_seconds = predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
+  report.eta_seconds = hierarchical_ ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
+                                     : predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();
   if (sync.pm_end) {   // every particle synchronised: the total momentum means something

@@ -11,6 +11,7 @@
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
 #include "integrate/block_stepper.hpp"
+#include "integrate/cost_model.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/run_state.hpp"
@@ -89,6 +90,7 @@ class Simulation {
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
+  ClusteringForecast forecast_;   // the ETA's, with hierarchical steps (integrate/cost_model.hpp)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
   std::unique_ptr<CosmicTimeline> timeline_;
