@@ -9,7 +9,10 @@ fraction on (default 10%, the issue's bar: within 25%), skipping the last --min-
 
 --replay recomputes the ETA from the log's own step lines with the model of
 src/integrate/cost_model.cpp (a replica: keep the two in step), so that a log written by an
-older orbis tells how the current model would have done on the same run. The output cost
+older orbis tells how the current model would have done on the same run. With hierarchical
+steps the model's linear-power inputs come from the log's "ETA forecast:" line; a log
+without one gets them from the Eisenstein & Hu no-wiggle P(k) of its [cosmology] (cosmology.
+omega_m etc.; for the replay only: the runs use their own P(k)). The output cost
 before the first output is then --output-estimate (the run computes it as the output's bytes
 at 200 MB/s plus 0.15 us per particle); the default takes the first output's measured cost.
 """
@@ -19,7 +22,7 @@ import sys
 
 MAX_COST_GROWTH = 0.5   # cost_model.hpp: kMaxCostGrowth
 
-STEP = re.compile(r"^\[\s*([0-9.]+)s\] step\s+(\d+) a ([0-9.]+) .*?\| active (\d+) bins \S+ \| ([0-9.]+) s:.*? io "
+STEP = re.compile(r"^\[\s*([0-9.]+)s\] step\s+(\d+) a ([0-9.]+) .*?\| active (\d+) bins (\S+) \| ([0-9.]+) s:(.*?) io "
                   r"([0-9.]+) .*\| ETA (\S+)")
 
 
@@ -32,58 +35,235 @@ def seconds(text):
 
 
 def read_log(path):
-    rows, a_begin, z_out, z_final = [], None, [], 0.0
+    rows, a_begin, z_out, z_final, params, forecast = [], None, [], 0.0, {}, None
     with open(path) as f:
         for line in f:
+            line = line.replace("\x1b[K", "")
             m = STEP.match(line)
             if m:
+                phases = dict(zip(*[iter(m.group(7).split())] * 2))
                 rows.append(dict(t=float(m.group(1)), step=int(m.group(2)), a=float(m.group(3)),
-                                 seconds=float(m.group(5)), io=float(m.group(6)), eta=seconds(m.group(7)),
+                                 active=int(m.group(4)), deepest=int(m.group(5).split("-")[-1]),
+                                 seconds=float(m.group(6)), io=float(m.group(8)), eta=seconds(m.group(9)),
+                                 fixed=float(phases.get("kdk", 0)) + float(phases.get("tree", 0)),
                                  pm_end="|sum p|" in line))
                 continue
             m = re.search(r"run from a = ([0-9.e+-]+)", line)
             if m:
                 a_begin = float(m.group(1))
-            m = re.search(r"time\.output_redshifts = \[(.*)\]", line)
+            m = re.search(r"\]   ([a-z_0-9]+\.[a-z_0-9]+) = (.*)$", line.rstrip())
             if m:
-                z_out = [float(z) for z in m.group(1).split(",") if z.strip()]
-            m = re.search(r"time\.z_final = ([0-9.e+-]+)", line)
+                params[m.group(1)] = m.group(2)
+            m = re.search(r"ETA forecast: sigma_psi = (\S+) Mpc/h; sigma\(M\) at 10\^\(j/4\) particles = (.*)$", line.rstrip())
             if m:
-                z_final = float(m.group(1))
-    return rows, a_begin, sorted(1 / (1 + z) for z in z_out), 1 / (1 + z_final)
+                forecast = (float(m.group(1)), [float(x) for x in m.group(2).split()])
+    z_out = [float(z) for z in params.get("time.output_redshifts", "[]").strip("[]").split(",") if z.strip()]
+    z_final = float(params.get("time.z_final", 0.0))
+    return rows, a_begin, sorted(1 / (1 + z) for z in z_out), 1 / (1 + z_final), params, forecast
 
 
-def replay(rows, a_begin, a_outputs, a_end, output_estimate):
+# ---- The replica of cost_model.cpp (hierarchical steps) ----
+G, H0 = 43.0071, 100.0                   # core/units.hpp
+RHO_CRIT0 = 3 * H0 * H0 / (8 * math.pi * G)
+DELTA_C, HALO_DENSITY, GRID_STEP = 1.686, 200.0, 0.01
+SOFTENED_PEAK = 2 / (3 * math.sqrt(3))
+DEEPEST_BIN = 30                         # time_bins.hpp: kDeepestBin
+
+
+class Background:
+    """E(a), D(a) (D(1) = 1) of a Lambda-CDM background, w0 = -1."""
+    def __init__(self, omega_m, omega_lambda):
+        self.om, self.ol = omega_m, omega_lambda
+        self.norm = self._d(1.0)
+
+    def hubble(self, a):
+        return H0 * math.sqrt(self.om / a**3 + self.ol + (1 - self.om - self.ol) / a**2)
+
+    def _d(self, a, n=400):
+        # D ~ 5/2 Omega_m E(a) int_0^a da' / (a' E(a'))^3: Simpson's rule in u = a'^(1/2) (the integrand ~ u^2 near 0)
+        f = lambda u: 2 * u / (u * u * self.hubble(u * u) / H0) ** 3 if u > 0 else 0.0
+        h = math.sqrt(a) / n
+        total = sum((1 if i in (0, n) else 4 if i % 2 else 2) * f(i * h) for i in range(n + 1)) * h / 3
+        return 2.5 * self.om * self.hubble(a) / H0 * total
+
+    def growth(self, a):
+        return self._d(a) / self.norm
+
+
+def eh_nowiggle_inputs(params, n_side, box):
+    """sigma_psi and sigma(M_j) from the EH98 no-wiggle P(k) (cost_model.cpp takes the run's own P(k))."""
+    om, ob, h = (float(params[k]) for k in ("cosmology.omega_m", "cosmology.omega_b", "cosmology.h"))
+    ns, s8 = float(params["cosmology.n_s"]), float(params["cosmology.sigma8"])
+    theta, omh2 = 2.7255 / 2.7, om * h * h
+    s_fit = 44.5 * math.log(9.83 / omh2) / math.sqrt(1 + 10 * (ob * h * h) ** 0.75)
+    a_g = 1 - 0.328 * math.log(431 * omh2) * ob / om + 0.38 * math.log(22.3 * omh2) * (ob / om) ** 2
+
+    def shape(k):
+        gamma = om * h * (a_g + (1 - a_g) / (1 + (0.43 * k * h * s_fit) ** 4))
+        q = k * theta * theta / gamma
+        l0 = math.log(2 * math.e + 1.8 * q)
+        t = l0 / (l0 + (14.2 + 731 / (1 + 62.5 * q)) * q * q)
+        return k ** ns * t * t
+
+    def simpson(f, lo, hi, n):
+        return sum((1 if i in (0, n) else 4 if i % 2 else 2) * f(lo + (hi - lo) * i / n) for i in range(n + 1)) * (hi - lo) / (3 * n)
+
+    def sigma2(r):
+        def f(lk):
+            k = math.exp(lk)
+            x = k * r
+            w = 3 * (math.sin(x) - x * math.cos(x)) / x**3 if x > 1e-3 else 1 - x * x / 10
+            return k**3 * shape(k) * w * w / (2 * math.pi**2)
+        return simpson(f, math.log(1e-5), math.log(1e3 / r), 1200)
+
+    amp = s8 * s8 / sigma2(8.0)
+    lo, hi = math.log(2 * math.pi / box), math.log(math.pi * n_side / box)
+    sigma_psi = math.sqrt(amp * simpson(lambda lk: math.exp(lk) * shape(math.exp(lk)), lo, hi, 512) / (2 * math.pi**2))
+    rho, n = om * RHO_CRIT0, n_side**3
+    mass = om * RHO_CRIT0 * box**3 / n
+    sig = [math.sqrt(amp * sigma2((3 * mass * 10 ** (j / 4) / (4 * math.pi * rho)) ** (1 / 3)))
+           for j in range(int(math.floor(4 * math.log10(n))) + 1)]
+    return sigma_psi, sig
+
+
+def softened_sphere_fraction(x, e):
+    t = x * e
+    if not t < SOFTENED_PEAK:
+        return 0.0
+    f = lambda y: y * y / (1 + y * y) ** 1.5
+
+    def root(lo, hi, rising):
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if (f(mid) < t) == rising:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+    y1, y2 = root(0.0, math.sqrt(2), True), root(math.sqrt(2), max(math.sqrt(2), 1 / t), False)
+    return max(0.0, min(1.0, e * y2) - min(1.0, e * y1))
+
+
+class Forecast:
+    """cost_model.cpp's ClusteringInputs, forecast_bins and ClusteringForecast."""
+    def __init__(self, params, forecast_line, ln_a_begin, ln_a_end):
+        self.om = float(params["cosmology.omega_m"])
+        n_side, box = int(params["box.particles_per_side"]), float(params["box.size_mpc_h"])
+        self.n = float(n_side) ** 3
+        self.eps = float(params["gravity.softening_over_spacing"]) * box / n_side
+        self.eta, self.max_dln = float(params["time.eta"]), float(params["time.max_dln_a"])
+        self.mass = self.om * RHO_CRIT0 * box**3 / self.n
+        self.sigma_psi, self.sigma_m = forecast_line or eh_nowiggle_inputs(params, n_side, box)
+        bg = Background(self.om, float(params.get("cosmology.omega_lambda", 1 - self.om)))
+        n = max(2, int(math.ceil((ln_a_end - ln_a_begin) / GRID_STEP)) + 1)
+        self.begin, self.step = ln_a_begin, max(ln_a_end - ln_a_begin, 1e-9) / (n - 1)
+        self.table = []
+        for i in range(n):
+            a = math.exp(self.begin + self.step * i)
+            self.table.append(self.bins(bg.growth(a), bg.hubble(a), a, self.max_dln))
+
+    def fraction_above(self, growth, g):
+        s = 1.5 * self.om * H0 * H0 * growth * self.sigma_psi
+        x = g * math.sqrt(3) / s
+        field = math.erfc(x / math.sqrt(2)) + math.sqrt(2 / math.pi) * x * math.exp(-0.5 * x * x)
+        rho, halo = self.om * RHO_CRIT0, 0.0
+        for j in range(len(self.sigma_m) - 1):
+            f = (math.erfc(DELTA_C / (self.sigma_m[j] * growth * math.sqrt(2)))
+                 - math.erfc(DELTA_C / (self.sigma_m[j + 1] * growth * math.sqrt(2))))
+            if not f > 1e-12:
+                continue
+            m = self.mass * 10 ** ((j + 0.5) / 4)
+            r_vir = (3 * m / (4 * math.pi * HALO_DENSITY * rho)) ** (1 / 3)
+            halo += f * softened_sphere_fraction(g / (G * m / (r_vir * r_vir)), self.eps / r_vir)
+        return 1 - (1 - field) * (1 - halo)
+
+    def bins(self, growth, hubble, a, dln):
+        kicks, deepest = 1.0, 0
+        acc0 = self.eps * a**3 * (self.eta * hubble / dln) ** 2
+        for k in range(1, DEEPEST_BIN + 1):
+            p = self.fraction_above(growth, acc0 * 4 ** (k - 1))
+            if p * self.n < 1:
+                break
+            kicks += p * 2 ** (k - 1)
+            deepest = k
+        return kicks, deepest
+
+    def at(self, ln_a):
+        u = min(max((ln_a - self.begin) / self.step, 0.0), len(self.table) - 1.0)
+        i = min(int(u), len(self.table) - 2)
+        t = u - i
+        return (1 - t) * self.table[i][0] + t * self.table[i + 1][0], self.table[i][1] if t < 1 else self.table[i + 1][1]
+
+
+def recent_window(history, ln_a):
+    cut = ln_a - 0.5 * (ln_a - history[0]["x"])
+    begin = len(history)
+    while begin > 0 and history[begin - 1]["x"] >= cut:
+        begin -= 1
+    return history[min(begin, max(0, len(history) - 3)):]
+
+
+def forecast_seconds(history, forecast, ln_a, ln_a_end):
+    """forecast_remaining_seconds without the outputs."""
+    window = recent_window(history, ln_a)
+    shares = [h["end_fixed"] / h["end_seconds"] for h in window if h["end_seconds"] > 0]
+    lam = sum(shares) / len(shares) if shares else 0.0
+    work = sum(h["kicks"] / forecast.n + lam * (max(1, h["syncs"]) - 1) for h in window)
+    spent = sum(h["s"] for h in window)
+    if not (spent > 0 and work > 0):
+        return None
+    c, last = spent / work, history[-1]
+    lower = min(0, last["deepest"] - forecast.at(last["x"] + 0.5 * last["d"])[1]) if last["deepest"] > 0 else 0
+    total, x, dln = 0.0, ln_a, last["d"]
+    while dln > 0 and x < ln_a_end - 1e-9:
+        d = min(dln, ln_a_end - x)
+        kicks, deepest = forecast.at(x + 0.5 * d)
+        total += c * (kicks + lam * (2.0 ** max(0, deepest + lower) - 1)) * d / dln
+        x += dln
+    return total
+
+
+def trend_seconds(history, ln_a, ln_a_end):
+    """predicted_remaining_seconds (global steps) without the outputs."""
+    window = recent_window(history, ln_a)
+    xs = [h["x"] + 0.5 * h["d"] for h in window]
+    ys = [math.log(h["s"] / h["d"]) for h in window]
+    n = len(window)
+    sx, sy = sum(xs), sum(ys)
+    den = n * sum(x * x for x in xs) - sx * sx
+    beta = min(max((n * sum(x * y for x, y in zip(xs, ys)) - sx * sy) / den, 0.0), MAX_COST_GROWTH) if den > 0 else 0
+    rate = sum(h["s"] for h in window) / sum(h["d"] for h in window) * math.exp(beta * (ln_a - sx / n))
+    left = max(0.0, ln_a_end - ln_a)
+    return rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
+
+
+def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_line):
     """cost_model.cpp's prediction at every step line."""
-    history, start, step_seconds, outputs = [], math.log(a_begin), 0.0, []
+    hierarchical = params.get("time.stepping", "'hierarchical'").strip("'") == "hierarchical"
+    forecast = Forecast(params, forecast_line, math.log(a_begin), math.log(a_end)) if hierarchical else None
+    history, start, outputs = [], math.log(a_begin), []
+    step = dict(s=0.0, kicks=0, syncs=0, deepest=0)
     if output_estimate is None:
         output_estimate = next((r["io"] for r in rows if r["io"] > 0.05), 0.0)
     for r in rows:
-        step_seconds += r["seconds"] - r["io"]
+        step["s"] += r["seconds"] - r["io"]
+        step["kicks"] += r["active"]
+        step["syncs"] += 1
+        step["deepest"] = max(step["deepest"], r["deepest"])
         if r["io"] > 0.05:
             outputs.append(r["io"])
         ln_a = math.log(r["a"])
         if r["pm_end"]:
-            history.append((start, ln_a - start, step_seconds))
-            start, step_seconds = ln_a, 0.0
+            history.append(dict(x=start, d=ln_a - start, end_seconds=r["seconds"] - r["io"], end_fixed=r["fixed"], **step))
+            start, step = ln_a, dict(s=0.0, kicks=0, syncs=0, deepest=0)
         if not history:
             r["model"] = None
             continue
-        cut = ln_a - 0.5 * (ln_a - history[0][0])
-        begin = len(history)
-        while begin > 0 and history[begin - 1][0] >= cut:
-            begin -= 1
-        begin = min(begin, max(0, len(history) - 3))
-        window = history[begin:]
-        xs = [x + 0.5 * d for x, d, _ in window]
-        ys = [math.log(s / d) for _, d, s in window]
-        n = len(window)
-        sx, sy = sum(xs), sum(ys)
-        den = n * sum(x * x for x in xs) - sx * sx
-        beta = min(max((n * sum(x * y for x, y in zip(xs, ys)) - sx * sy) / den, 0.0), MAX_COST_GROWTH) if den > 0 else 0
-        rate = sum(s for _, _, s in window) / sum(d for _, d, _ in window) * math.exp(beta * (ln_a - sx / n))
-        left = max(0.0, math.log(a_end) - ln_a)
-        steps = rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
+        steps = (forecast_seconds(history, forecast, ln_a, math.log(a_end)) if hierarchical
+                 else trend_seconds(history, ln_a, math.log(a_end)))
+        if steps is None:
+            r["model"] = None
+            continue
         remaining = sum(1 for a in a_outputs if a > r["a"] * (1 + 1e-9))
         each = sum(outputs) / len(outputs) if outputs else output_estimate
         r["model"] = steps + remaining * each
@@ -96,7 +276,7 @@ def main():
         sys.exit(__doc__)
     start = float(opts.get("from", 0.1))
     min_left = float(opts.get("min-left", 30))
-    rows, a_begin, a_outputs, a_end = read_log(args[0])
+    rows, a_begin, a_outputs, a_end, params, forecast_line = read_log(args[0])
     if len(rows) < 2:
         sys.exit(f"{args[0]}: fewer than two step lines with an ETA")
     key = "eta"
@@ -104,7 +284,7 @@ def main():
         if a_begin is None:
             sys.exit(f"{args[0]}: no 'run from a = ...' line to replay from")
         est = float(opts["output-estimate"]) if "output-estimate" in opts else None
-        replay(rows, a_begin, a_outputs, a_end, est)
+        replay(rows, a_begin, a_outputs, a_end, est, params, forecast_line)
         key = "model"
     t0, t_end = rows[0]["t"] - rows[0]["seconds"], rows[-1]["t"]
     print(f"{args[0]}: {len(rows)} step lines, {t_end - t0:.0f} s of steps and outputs; "
