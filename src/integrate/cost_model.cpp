@@ -31,6 +31,14 @@ std::size_t recent_begin(const std::vector<CostRecord>& history, double ln_a_now
 
 double halo_mass(const ClusteringInputs& in, double j) { return in.particle_mass * std::pow(10.0, j / 4); }
 
+// int f(k) dln k from e^lo to e^hi, Simpson's rule with n (even) intervals.
+template <class F>
+double simpson_ln_k(double lo, double hi, int n, F f) {
+  double sum = 0;
+  for (int i = 0; i <= n; ++i) sum += (i == 0 || i == n ? 1 : i % 2 ? 4 : 2) * f(std::exp(lo + (hi - lo) * i / n));
+  return sum * (hi - lo) / (3 * n);
+}
+
 // The mass fraction of a singular isothermal sphere (M(<r) = M r / r_vir) whose Plummer-
 // softened |g| = G M / (r_vir eps) y^2 / (1 + y^2)^(3/2) (y = r / eps) exceeds x g_vir
 // (g_vir = G M / r_vir^2), eps = e r_vir: the shell between the two roots y1 < sqrt 2 < y2 of
@@ -64,18 +72,22 @@ ClusteringInputs ClusteringInputs::from_power(const LinearPower& power, double o
   in.particles = particles_per_side * particles_per_side * particles_per_side;
   const double rho = omega_m * units::rho_crit0;   // comoving mean matter density
   in.particle_mass = rho * box * box * box / in.particles;
-  // sigma_psi^2 = 1/(2 pi^2) int P(k) dk over the box's modes: Simpson's rule in ln k.
-  const double lo = std::log(2 * units::pi / box), hi = std::log(units::pi * particles_per_side / box);
-  const int n = 512;
-  double sum = 0;
-  for (int i = 0; i <= n; ++i) {
-    const double k = std::exp(lo + (hi - lo) * i / n);
-    sum += (i == 0 || i == n ? 1 : i % 2 ? 4 : 2) * k * power(k);
-  }
-  in.sigma_psi = std::sqrt(sum * (hi - lo) / (3 * n) / (2 * units::pi * units::pi));
+  // sigma_psi^2 = 1/(2 pi^2) int P(k) dk over the box's modes.
+  in.sigma_psi = std::sqrt(simpson_ln_k(std::log(2 * units::pi / box), std::log(units::pi * particles_per_side / box),
+                                        512, [&](double k) { return k * power(k); }) /
+                           (2 * units::pi * units::pi));
+  // sigma(M) = sigma_r of the top hat holding M: a fixed rule rather than LinearPower::sigma_r's
+  // adaptive one (a forecast needs ~1e-4, not 30 adaptive integrals at every run's start).
   const int masses = static_cast<int>(std::floor(4 * std::log10(in.particles))) + 1;
-  for (int j = 0; j < masses; ++j)
-    in.sigma_m.push_back(power.sigma_r(std::cbrt(3 * halo_mass(in, j) / (4 * units::pi * rho))));
+  for (int j = 0; j < masses; ++j) {
+    const double r = std::cbrt(3 * halo_mass(in, j) / (4 * units::pi * rho));
+    const double s2 = simpson_ln_k(std::log(1e-5), std::log(1e3 / r), 1200, [&](double k) {
+      const double x = k * r;
+      const double w = x > 1e-3 ? 3 * (std::sin(x) - x * std::cos(x)) / (x * x * x) : 1 - x * x / 10;
+      return k * k * k * power(k) * w * w;
+    });
+    in.sigma_m.push_back(std::sqrt(s2 / (2 * units::pi * units::pi)));
+  }
   return in;
 }
 
