@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -169,7 +170,31 @@ RunSummary Simulation::run() {
       write_text_atomically(path, ic::power_table_text(report.delta_power, report.displacement_power));
       log::info("IC self-test: wrote {}", path);
     });
-  return run_from(std::move(particles), schedule_.a_begin);
+  ic_power_ = &power;
+  RunSummary summary = run_from(std::move(particles), schedule_.a_begin);
+  ic_power_ = nullptr;
+  return summary;
+}
+
+// The forecast of how the time bins deepen (integrate/cost_model.hpp). A run from an IC file
+// or a checkpoint takes the P(k) of [ic]; where that cannot be had (a power file that is
+// gone), the ETA falls back on the measured trend rather than stopping a run that needs no P(k).
+void Simulation::make_forecast(const LinearPower* ic_power) {
+  std::optional<LinearPower> own;
+  if (!ic_power) {
+    try {
+      own = LinearPower::from_params(params_);
+    } catch (const Error& e) {
+      log::info("ETA: the measured trend of the step costs (no forecast without the linear P(k): {})", e.what());
+      return;
+    }
+  }
+  const ClusteringInputs inputs = ClusteringInputs::from_power(
+      ic_power ? *ic_power : *own, cosmology_.params().omega_m, params_.get_real("box.size_mpc_h"),
+      static_cast<double>(params_.get_int("box.particles_per_side")), limits_.softening, limits_.eta,
+      limits_.max_dln_a);
+  forecast_ = ClusteringForecast(inputs, cosmology_, std::log(schedule_.a_begin), std::log(schedule_.a_end));
+  log::info("{}", inputs.describe());
 }
 
 // What every run does first: the output folder, the parameters in force, the engine.
@@ -183,14 +208,7 @@ void Simulation::start(const std::string& how) {
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
-  if (hierarchical_) {   // the ETA's forecast of how the bins deepen (integrate/cost_model.hpp)
-    const ClusteringInputs inputs = ClusteringInputs::from_power(
-        LinearPower::from_params(params_), cosmology_.params().omega_m, params_.get_real("box.size_mpc_h"),
-        static_cast<double>(params_.get_int("box.particles_per_side")), limits_.softening, limits_.eta,
-        limits_.max_dln_a);
-    forecast_ = ClusteringForecast(inputs, cosmology_, std::log(schedule_.a_begin), std::log(schedule_.a_end));
-    log::info("{}", inputs.describe());
-  }
+  if (hierarchical_) make_forecast(ic_power_);
   if (energy_->enabled())
     log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
               "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
@@ -369,7 +387,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
   outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_
                                             : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * static_cast<double>(n_particles_);
-  report.eta_seconds = hierarchical_ ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
+  report.eta_seconds = !forecast_.empty() ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
                                      : predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();

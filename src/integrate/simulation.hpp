@@ -21,6 +21,8 @@
 
 namespace orbis {
 
+class LinearPower;
+
 struct RunSummary {
   std::int64_t steps = 0;           // sync points
   double a_final = 0;
@@ -75,6 +77,8 @@ class Simulation {
  private:
   RunSummary resume();
   void start(const std::string& how);
+  // The ETA's forecast (hierarchical steps), from the ICs' P(k) when the run made them.
+  void make_forecast(const LinearPower* ic_power);
   RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
@@ -91,6 +95,7 @@ class Simulation {
   OutputSchedule schedule_;
   StepLimits limits_;
   ClusteringForecast forecast_;   // the ETA's, with hierarchical steps (integrate/cost_model.hpp)
+  const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
   std::unique_ptr<CosmicTimeline> timeline_;
