@@ -44,6 +44,7 @@ double simpson_ln_k(double lo, double hi, int n, F f) {
 // (g_vir = G M / r_vir^2), eps = e r_vir: the shell between the two roots y1 < sqrt 2 < y2 of
 // y^2 / (1 + y^2)^(3/2) = t = x e, within r_vir. Without softening it is min(1, 1 / x).
 double softened_sphere_fraction(double x, double e) {
+  if (!(e > 0 && x > 0)) return x > 1 ? 1 / x : 1.0;   // no softening (or no threshold)
   const double t = x * e;
   if (!(t < kSoftenedPeak)) return 0;
   const auto f = [](double y) { return y * y / std::pow(1 + y * y, 1.5); };

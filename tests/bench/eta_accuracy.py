@@ -127,6 +127,8 @@ def eh_nowiggle_inputs(params, n_side, box):
 
 
 def softened_sphere_fraction(x, e):
+    if not (e > 0 and x > 0):
+        return 1 / x if x > 1 else 1.0
     t = x * e
     if not t < SOFTENED_PEAK:
         return 0.0

@@ -131,6 +131,8 @@ TEST_CASE("ETA forecast: the haloes' mass is the Press-Schechter collapsed fract
   CHECK(fraction_above(in, 1.0, 0.5 * g_vir) == doctest::Approx(0.317311).epsilon(1e-5));   // the whole halo
   // Beyond g_vir, the mass within r = G M / (r_vir g) of a 1/r^2 profile: the fraction g_vir / g.
   CHECK(fraction_above(in, 1.0, 4 * g_vir) == doctest::Approx(0.317311 / 4).epsilon(1e-5));
+  in.softening = 0;   // none at all: the same
+  CHECK(fraction_above(in, 1.0, 4 * g_vir) == doctest::Approx(std::erfc(1 / std::sqrt(2.0)) / 4).epsilon(1e-12));
   // Softened: nothing above 2 / (3 sqrt 3) G M / (r_vir eps) ...
   in.softening = 0.1 * r_vir;
   CHECK(fraction_above(in, 1.0, 0.38 * g_vir * 10) > 0);
