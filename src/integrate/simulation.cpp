@@ -86,6 +86,10 @@ void Simulation::choose_gpu() {
 }
 
 Simulation::Simulation(const Params& params, const RunOptions& options, const Comm& comm)
+    : Simulation(params, options, comm, nullptr) {}
+
+Simulation::Simulation(const Params& params, const RunOptions& options, const Comm& comm,
+                       std::unique_ptr<StepEngine> engine)
     : params_(params),
       comm_(comm),
       cosmology_(Cosmology::from_params(params)),
@@ -97,7 +101,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
   check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
   choose_gpu();
-  engine_ = make_step_engine(params_, comm_);
+  engine_ = engine ? std::move(engine) : make_step_engine(params_, comm_);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   limits_.softening = engine_->softening();
@@ -279,13 +283,19 @@ RunSummary Simulation::resume() {
 // Over several ranks the ranks decide together, at the end of every PM step: a signal that
 // reached any rank, or a checkpoint due on any rank's clock, is one for all (one small
 // reduction per PM step), so that every rank writes its file at the same step and all
-// stop together.
+// stop together. A restart computes the forces at the checkpoint's positions on a fresh
+// tree: where the engine's last forces came from a refitted one (the CUDA engine's tree
+// policy), the checkpoint waits for the next PM step that builds its tree (the policy's own
+// decision, at most [gpu] tree_rebuild_every - 1 PM steps later; asking for a build would
+// change the trajectory, and the run would no longer end as one never stopped or
+// checkpointed on another clock), and a signal's stop waits with it.
 RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
   StopSignals signals;
   const auto every_steps = params_.get_int("checkpoint.every_steps");
   const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
   std::int64_t steps_at_checkpoint = state_.steps;
   Stopwatch since_checkpoint;
+  bool waiting = false;   // a checkpoint is due, but the tree was not fresh
   while (state_.a < schedule_.a_end * (1 - 1e-12)) {
     begin_pm_step();
     while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
@@ -298,6 +308,16 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
       due = comm_.any(due);
     }
     if (signal == 0 && !due) continue;
+    const bool fresh = comm_.size() > 1 ? comm_.all(engine_->forces_from_fresh_tree()) : engine_->forces_from_fresh_tree();
+    if (!fresh) {
+      if (!waiting)
+        log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
+                  "which a restart would not have: it waits for the next PM step that builds the tree",
+                  signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
+      waiting = true;
+      continue;
+    }
+    waiting = false;
     outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
     Stopwatch write_watch;
     const std::string path =
@@ -331,6 +351,7 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
   log::info("{}: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
             "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
             summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
+  if (const std::string tree = engine_->tree_summary(); !tree.empty()) log::info("{}", tree);
   return summary;
 }
 

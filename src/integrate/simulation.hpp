@@ -59,6 +59,9 @@ class Simulation {
   // (step_engine.hpp, the host engine); ICs are made in shares, outputs gathered on rank 0,
   // logs from rank 0; each rank writes its own file of a checkpoint (checkpoint.hpp).
   explicit Simulation(const Params& params, const RunOptions& options = {}, const Comm& comm = Comm::world());
+  // The same with a given step engine, made for these parameters (tests: an engine that
+  // wraps another one).
+  Simulation(const Params& params, const RunOptions& options, const Comm& comm, std::unique_ptr<StepEngine> engine);
   ~Simulation();
 
   // Generates the ICs (built-in, or [ic] file), or takes the checkpoint's state, and runs to

@@ -104,8 +104,16 @@ class StepEngine {
   // compute_forces(true, 0) must give the same bits whether the engine ran the steps before
   // or was just load()ed with the checkpoint's particles (checkpoints hold no forces). An
   // engine that carries state between force computations (a tree refitted between
-  // rebuilds) rebuilds it from the positions at every long-range computation.
+  // rebuilds) says whether its last long-range computation was free of it
+  // (forces_from_fresh_tree); the run loop writes checkpoints only there.
   virtual void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) = 0;
+  // Whether the last long-range compute_forces() gave the forces a freshly loaded engine
+  // would give at these positions (its tree built from them, not refitted): a checkpoint
+  // may be written now (else the run loop waits for a PM step where it is). The host engine
+  // builds its tree at every full step: always true.
+  virtual bool forces_from_fresh_tree() const { return true; }
+  // What the engine's tree policy did over the run, for its last log line ("": nothing to say).
+  virtual std::string tree_summary() const { return {}; }
   virtual void kick(const KickPlan& plan) = 0;
   // Every particle: x += p * drift_factor, wrapped into [0, box).
   virtual void drift(double drift_factor) = 0;
