@@ -81,15 +81,7 @@ template <typename Ga>
 void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
                                cudaStream_t stream) {
   if (n == 0) fail("short range on the GPU: no particles");
-  // The last step's pair count (full steps) for the tree policy.
-  double last_pairs = 0;
-  if (pending_) {
-    ORBIS_CUDA_CHECK(cudaEventSynchronize(events_[6]));
-    if (!active_subset_) last_pairs = static_cast<double>(host_counters_.data()[0]);
-    if (rebuilt_ && !active_subset_) pairs_at_build_ = last_pairs;
-  }
-  const bool rebuild = rebuild_next_ || tree_.size() != n || refits_ >= max_refits_ ||
-                       (pairs_at_build_ > 0 && last_pairs > growth_ * pairs_at_build_);
+  const bool rebuild = rebuild_next_ || !has_tree(n);
   rebuild_next_ = false;
   n_ = n;
   // Every array of the step from the device pool, queued on the stream; each phase gives
@@ -101,14 +93,10 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
   if (rebuild) {
     tree_.build(x, y, z, n, settings_.max_leaf, 1.0, stream);
-    refits_ = 0;
-    pairs_at_build_ = 0;
   } else {
     tree_.refit(x, y, z, stream);
-    ++refits_;
   }
   rebuilt_ = rebuild;
-  pending_ = true;
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
   const std::size_t nn = tree_.n_nodes(), nl = tree_.n_leaves();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 3 * sizeof(unsigned long long), stream));
@@ -186,11 +174,6 @@ std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks
   return limit >= tasks ? 0 : limit;
 }
 
-void DeviceShortRange::set_tree_policy(int max_refits, double growth) {
-  max_refits_ = std::max(max_refits, 0);
-  growth_ = growth;
-}
-
 template void DeviceShortRange::compute<float>(const double*, std::size_t, const std::uint8_t*, int, float*,
                                                cudaStream_t);
 template void DeviceShortRange::compute<double>(const double*, std::size_t, const std::uint8_t*, int, double*,
@@ -214,6 +197,7 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.total = seconds(0, 6);
   s.rebuilt = rebuilt_;
   const unsigned long long* c = host_counters_.data();
+  s.p2p_pairs = static_cast<std::uint64_t>(c[0]);
   s.p2p_interactions = static_cast<double>(c[0]);
   s.active_particles = active_subset_ ? static_cast<std::size_t>(c[1]) : n_;
   s.active_leaves = active_subset_ ? static_cast<std::size_t>(c[2]) : tree_.n_leaves();

@@ -34,6 +34,7 @@ struct DeviceShortRangeStats {
   // sort by target; p2p: the kernel alone.
   bool rebuilt = false;           // the tree was built (else refitted)
   double p2p_interactions = 0;    // particle pairs evaluated (active targets)
+  std::uint64_t p2p_pairs = 0;    // the same, the exact device count (the tree policy's)
   std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
   std::size_t active_particles = 0, active_leaves = 0;
   int walk_launches = 0, walk_reruns = 0;
@@ -60,14 +61,13 @@ class DeviceShortRange {
   // The last compute()'s times and counts (waits for it).
   DeviceShortRangeStats stats() const;
 
-  // Tree policy: a step rebuilds the tree when the particle count changed, after
-  // max_refits refits in a row, or when the last full step's P2P pairs exceeded those of the
-  // last rebuild by the factor `growth`; otherwise it refits the last tree to the new
-  // positions (DeviceOrbTree::refit). max_refits = 0: rebuild every step.
-  void set_tree_policy(int max_refits, double growth);
-  // The next compute() builds the tree afresh (the engine's long-range steps: its forces then
-  // depend on the positions alone, as a restart from a checkpoint needs).
+  // The tree: a step builds it when rebuild_next() asked for it or when the particle count
+  // changed (or there is none); otherwise it refits the last tree to the new positions
+  // (DeviceOrbTree::refit). When to ask is the caller's policy (tree/tree_reuse.hpp: the
+  // step engine's).
   void rebuild_next() { rebuild_next_ = true; }
+  // Whether the next compute() of n particles can refit (a tree of n particles exists).
+  bool has_tree(std::size_t n) const { return tree_.size() == n && n > 0; }
   // At most this many P2P tasks expanded and sorted at once (0: as many as free device
   // memory holds): beyond it the tasks go in chunks of target leaves, bitwise the same.
   void set_max_chunk_tasks(std::size_t tasks) { max_chunk_tasks_ = tasks; }
@@ -120,10 +120,8 @@ class DeviceShortRange {
   DeviceArray<unsigned long long> counters_;     // pairs, active particles, active leaves
   PinnedArray<unsigned long long> host_counters_;
   bool active_subset_ = false;
-  bool rebuilt_ = false, pending_ = false, rebuild_next_ = false;
-  int max_refits_ = 8, refits_ = 0;
+  bool rebuilt_ = false, rebuild_next_ = false;
   std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0, max_cub_items_ = kCubMaxItems;
-  double growth_ = 1.1, pairs_at_build_ = 0;
   cudaEvent_t events_[7] = {};
   std::size_t n_ = 0;
 };

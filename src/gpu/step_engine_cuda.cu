@@ -24,6 +24,7 @@
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/short_range_cuda.cuh"
+#include "tree/tree_reuse.hpp"
 
 namespace orbis {
 
@@ -48,8 +49,8 @@ struct CudaStepEngine::Impl {
   int device = 0;
   std::string name;
   cudaStream_t stream = nullptr;
-  int max_refits = 8;
-  double refit_growth = 1.1;
+  TreeReuseSettings tree_settings;   // [gpu] tree_rebuild_every, tree_max_refits
+  TreeReusePolicy tree_policy;       // when the short-range step builds its tree (tree/tree_reuse.hpp)
   std::size_t max_chunk_tasks = 0;
   bool treepm = true;
   PmSettings pm_settings;
@@ -146,6 +147,9 @@ CudaStepEngine::CudaStepEngine(const Params& params, int device) : impl_(std::ma
   m.pm_settings = PmSettings::from_params(params);
   m.box = params.get_real("box.size_mpc_h");
   m.memory_limit_gib = params.get_real("gpu.memory_limit_gib");
+  m.tree_settings.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
+  m.tree_settings.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
+  m.tree_policy = TreeReusePolicy(m.tree_settings);
   if (m.treepm) {
     m.sr = short_range_settings(params, nominal_particle_mass(params));
     ShortRangeSolver checked(m.sr);   // every short-range check, before any work
@@ -193,9 +197,12 @@ std::string CudaStepEngine::describe() const {
   const auto& s = m.sr;
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
                      "Mpc/h; tree, walk, P2P ({}, Taylor order {}) and far field (theta = {}, p = {}, max_leaf = {}) "
-                     "on the GPU, softening {:.4g} Mpc/h",
+                     "on the GPU, softening {:.4g} Mpc/h; the tree built afresh every {} PM steps at most, refitted "
+                     "between{}",
                      m.name, pm_text, s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta,
-                     s.multipole_order, s.max_leaf, s.softening);
+                     s.multipole_order, s.max_leaf, s.softening, m.tree_settings.rebuild_every,
+                     m.tree_settings.max_refits > 0 ? fmt::format(" (at most {} refits in a row)", m.tree_settings.max_refits)
+                                                    : std::string());
 }
 
 double CudaStepEngine::softening() const { return impl_->treepm ? impl_->sr.softening : 0.0; }
@@ -240,7 +247,7 @@ void CudaStepEngine::load(Particles particles) {
   if (m.treepm) {
     m.sr.g_mass = units::G * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
-    m.short_range->set_tree_policy(m.max_refits, m.refit_growth);
+    m.tree_policy = TreeReusePolicy(m.tree_settings);   // a new tree, new counters
     m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
   if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
@@ -318,13 +325,15 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
       const std::size_t used = now > m.baseline ? now - m.baseline : 0;
       m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
     }
-    // A long-range step builds the tree afresh: its forces then depend on the positions
-    // alone, bitwise those of an engine just loaded with them (restarts from checkpoints).
-    if (long_range) m.short_range->rebuild_next();
+    // Build or refit (tree/tree_reuse.hpp): decided at long-range steps from counters that
+    // a build resets, so that a run and its restart from a checkpoint (written only where a
+    // long-range step built: forces_from_fresh_tree) take the same decisions.
+    if (m.tree_policy.begin(long_range, m.short_range->has_tree(m.n)) != TreeBuild::none) m.short_range->rebuild_next();
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
     if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
     else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
     const gpu::DeviceShortRangeStats s = m.short_range->stats();   // waits for the step
+    m.tree_policy.end(min_active_bin <= 0, s.p2p_pairs);
     stats.times.add("tree", s.tree);
     stats.times.add("walk", s.walk + s.grouping);
     stats.times.add("p2p", s.p2p + s.scatter);
@@ -368,11 +377,18 @@ void CudaStepEngine::drift(double drift_factor) {
   m.host_current = false;
 }
 
-void CudaStepEngine::set_tree_policy(int max_refits, double growth) {
-  impl_->max_refits = max_refits;
-  impl_->refit_growth = growth;
-  if (impl_->short_range) impl_->short_range->set_tree_policy(max_refits, growth);
+bool CudaStepEngine::forces_from_fresh_tree() const { return impl_->tree_policy.last_long_range_fresh(); }
+void CudaStepEngine::rebuild_tree_next() { impl_->tree_policy.request_rebuild(); }
+
+std::string CudaStepEngine::tree_summary() const {
+  return impl_->treepm ? "short range on the GPU: " + impl_->tree_policy.summary() : std::string();
 }
+
+void CudaStepEngine::set_tree_policy(const TreeReuseSettings& settings) {
+  impl_->tree_settings = settings;
+  impl_->tree_policy = TreeReusePolicy(settings);
+}
+bool CudaStepEngine::last_step_built_tree() const { return impl_->short_range && impl_->short_range->stats().rebuilt; }
 
 void CudaStepEngine::set_max_chunk_tasks(std::size_t tasks) {
   impl_->max_chunk_tasks = tasks;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "integrate/step_engine.hpp"
+#include "tree/tree_reuse.hpp"
 
 namespace orbis {
 
@@ -37,6 +38,9 @@ class CudaStepEngine final : public StepEngine {
   double rms_momentum() override;
   Vec3d total_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
+  // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
+  bool forces_from_fresh_tree() const override;
+  std::string tree_summary() const override;
 
   // Beyond the seam (tests, the benchmark).
   std::size_t planned_device_bytes() const;    // the memory plan of the last load()
@@ -44,9 +48,14 @@ class CudaStepEngine final : public StepEngine {
   std::string device_name() const;
   // The last step's device phases and counts in one line (the benchmark).
   std::string last_step_details() const;
-  // Tuning knob and benchmark hook: the tree policy (gpu/short_range_cuda.cuh: refits
-  // between rebuilds; 0: rebuild every step).
-  void set_tree_policy(int max_refits, double growth);
+  // Benchmark and test hook: the tree policy ([gpu] tree_rebuild_every and tree_max_refits
+  // otherwise); it starts afresh, as after load().
+  void set_tree_policy(const TreeReuseSettings& settings);
+  // Whether the last compute_forces() built the short-range tree (else refitted it).
+  bool last_step_built_tree() const;
+  // The next long-range step builds the tree (the benchmark's building step; a run that
+  // asks leaves the trajectory it would have had).
+  void rebuild_tree_next();
   // At most this many P2P tasks sorted at once (0: as many as free memory holds); beyond it
   // the tasks go in chunks of target leaves, bitwise the same (gpu/p2p_cuda_chunks.cuh).
   void set_max_chunk_tasks(std::size_t tasks);
