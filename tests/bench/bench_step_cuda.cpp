@@ -10,12 +10,16 @@
 // Each timed step is kick(half) + drift + compute_forces(long and short range) + kick(half),
 // ended by the step criterion's reduction (max |g|, a wait for the device); the phases are
 // the engine's (device times for tree, walk, P2P and far field; wall time for the PM and
-// what is left, "kick, drift and rest"). Median of --reps steps after one warm-up step.
+// what is left, "kick, drift and rest"). Every timed step is a long-range step, under the
+// tree policy (tree/tree_reuse.hpp): --reps cycles of K steps after one warm-up step, each
+// cycle begun by a step that builds the tree (asked for) followed by K - 1 that reuse it
+// (refit, unless the P2P pairs grew by 10%); the medians of the building and of the reusing
+// steps are printed apart, and their average over a cycle (what a run pays per PM step).
 //
 //   bench_step_cuda [--scene=ics|evolved|clustered] [--side=N] [--box=L] [--z=Z]
 //                   [--z-start=Z] [--coarse-dln=D] [--reps=R] [--precision=float|double]
-//                   [--max-leaf=L] [--refits=K] [--chunk-tasks=T] [--memory-limit-gib=G]
-// --refits: the tree policy's refits between rebuilds (0: rebuild every step; default 8);
+//                   [--max-leaf=L] [--rebuild-every=K] [--chunk-tasks=T] [--memory-limit-gib=G]
+// --rebuild-every: [gpu] tree_rebuild_every (default 4; 1: every step builds);
 // --chunk-tasks: at most T P2P tasks sorted at once (default 0: as memory allows); a list
 // T1,T2,... times the steps for each in turn on the same state (the memory peak is the
 // largest so far: list the smaller chunks first);
@@ -57,7 +61,7 @@ struct Options {
   int reps = 3;
   std::string precision = "float";
   int max_leaf = 32;
-  int refits = 8;
+  int rebuild_every = 4;
   std::vector<std::size_t> chunk_tasks{0};
   double memory_limit_gib = 0;
 };
@@ -79,7 +83,7 @@ Options parse(int argc, char** argv) {
     else if (const char* v = value("--reps=")) o.reps = std::atoi(v);
     else if (const char* v = value("--precision=")) o.precision = v;
     else if (const char* v = value("--max-leaf=")) o.max_leaf = std::atoi(v);
-    else if (const char* v = value("--refits=")) o.refits = std::atoi(v);
+    else if (const char* v = value("--rebuild-every=")) o.rebuild_every = std::atoi(v);
     else if (const char* v = value("--chunk-tasks=")) {
       o.chunk_tasks.clear();
       for (const char* c = v; *c;) {
@@ -147,7 +151,9 @@ int main(int argc, char** argv) {
                                  : test::clustered_particle_set(o.side, o.box, 2024);
   const std::size_t n = particles.size();
   CudaStepEngine engine(params);
-  engine.set_tree_policy(o.refits, 1.1);
+  TreeReuseSettings tree;
+  tree.rebuild_every = o.rebuild_every;
+  engine.set_tree_policy(tree);
   engine.set_max_chunk_tasks(o.chunk_tasks.front());
   engine.load(std::move(particles));
   ForceStats stats;
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
   std::printf("# %s: %d^3 particles in %.0f Mpc/h at z = %.3g (%s; %d coarse steps), %s P2P; setup %.1f s\n",
               o.scene.c_str(), o.side, o.box, 1 / a - 1, engine.device_name().c_str(), coarse, o.precision.c_str(),
               setup.seconds());
-  std::printf("# %s; tree refits %d\n", engine.describe().c_str(), o.refits);
+  std::printf("# %s\n", engine.describe().c_str());
 
   // Timed steps at a fixed scale factor range (a tiny step: the state stays the scene's).
   const double dln = 1e-3;
@@ -179,37 +185,52 @@ int main(int argc, char** argv) {
   for (const std::size_t chunk : o.chunk_tasks) {
     engine.set_max_chunk_tasks(chunk);
     std::printf("## P2P tasks per chunk: %s\n", chunk == 0 ? "as memory allows" : std::to_string(chunk).c_str());
-    std::map<std::string, std::vector<double>> phases;
-    std::vector<double> totals, interactions, m2l;
-    for (int r = 0; r <= o.reps; ++r) {
+    // Per kind of step (tree built, tree reused): phase times, totals, pairs.
+    struct Kind {
+      std::map<std::string, std::vector<double>> phases;
+      std::vector<double> totals, interactions, m2l;
+    };
+    Kind kinds[2];   // 0: built, 1: reused
+    for (int r = 0; r <= o.reps * o.rebuild_every; ++r) {
+      // Each cycle of K steps begins with a build (the warm-up step r = 0 too).
+      if (r % o.rebuild_every == 1 || o.rebuild_every == 1 || r == 0) engine.rebuild_tree_next();
       ForceStats s;
       Stopwatch watch;
       kdk(engine, cosmology, a, a * std::exp(dln), s);
       const double total = watch.seconds();
       a *= std::exp(dln);
       if (r == 0) continue;   // warm-up
+      const bool built = engine.last_step_built_tree();
+      Kind& k = kinds[built ? 0 : 1];
       double phases_sum = 0;
       for (const auto& [name, seconds] : s.times.all()) {
-        phases[name].push_back(seconds);
+        k.phases[name].push_back(seconds);
         phases_sum += seconds;
       }
-      phases["kick, drift and rest"].push_back(total - phases_sum);
-      totals.push_back(total);
-      interactions.push_back(s.p2p_interactions);
-      m2l.push_back(s.m2l_interactions);
-      std::printf("  step %d: %.4f s; %s\n", r, total, engine.last_step_details().c_str());
+      k.phases["kick, drift and rest"].push_back(total - phases_sum);
+      k.totals.push_back(total);
+      k.interactions.push_back(s.p2p_interactions);
+      k.m2l.push_back(s.m2l_interactions);
+      std::printf("  step %d (%d since the cycle's build): %.4f s; %s\n", r, (r - 1) % o.rebuild_every, total,
+                  engine.last_step_details().c_str());
     }
-    std::printf("| phase | seconds |\n| --- | --- |\n");
+    std::printf("| phase | tree built (%zu steps) | tree reused (%zu steps) |\n| --- | --- | --- |\n",
+                kinds[0].totals.size(), kinds[1].totals.size());
     for (const char* name : {"pm", "tree", "walk", "p2p", "m2l", "kick, drift and rest"})
-      std::printf("| %s | %.4f |\n", name, median(phases[name]));
-    std::printf("| **step** | **%.4f** |\n", median(totals));
+      std::printf("| %s | %.4f | %.4f |\n", name, median(kinds[0].phases[name]), median(kinds[1].phases[name]));
+    const double built = median(kinds[0].totals), reused = median(kinds[1].totals);
+    std::printf("| **step** | **%.4f** | **%.4f** |\n", built, reused);
+    std::printf("| P2P pairs | %.4e | %.4e |\n", median(kinds[0].interactions), median(kinds[1].interactions));
+    if (!kinds[1].totals.empty())
+      std::printf("per long-range step, one build in %d: %.4f s\n", o.rebuild_every,
+                  (built + (o.rebuild_every - 1) * reused) / o.rebuild_every);
     const double dev = static_cast<double>(engine.peak_device_bytes());
-    std::printf("P2P pairs %.3e, M2L tasks %.3e; device peak so far %.2f GiB (%.0f bytes/particle, planned %.0f), host "
-                "peak %.2f GiB (%.0f bytes/particle)\n",
-                median(interactions), median(m2l), dev / (1 << 30), dev / n,
-                static_cast<double>(engine.planned_device_bytes()) / n, host_peak_gib(),
-                host_peak_gib() * (1 << 30) / n);
+    std::printf("M2L tasks %.3e; device peak so far %.2f GiB (%.0f bytes/particle, planned %.0f), host peak %.2f GiB "
+                "(%.0f bytes/particle)\n",
+                median(kinds[0].m2l), dev / (1 << 30), dev / n, static_cast<double>(engine.planned_device_bytes()) / n,
+                host_peak_gib(), host_peak_gib() * (1 << 30) / n);
   }
+  std::printf("# %s\n", engine.tree_summary().c_str());
   return 0;
 }
 #else
