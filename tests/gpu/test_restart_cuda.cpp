@@ -1,7 +1,9 @@
 // `orbis run --restart` on the CUDA step engine: a run stopped by SIGTERM (checkpoint at the
-// end of the PM step in progress, exit 0), and one killed with -9 after a periodic checkpoint,
-// restarted each, end with snapshots whose arrays (positions, momenta, IDs) are bitwise those
-// of an uninterrupted run, and with byte-identical output files. The particles live in device
+// end of the first PM step from then on that builds the tree, exit 0), and ones killed with
+// -9 after periodic checkpoints (every 10 sync points, or due at every PM step, most of them
+// waiting for a tree built afresh), restarted each, end with snapshots whose arrays
+// (positions, momenta, IDs) are bitwise those of an uninterrupted run (which wrote no
+// checkpoint), and with byte-identical output files. The particles live in device
 // memory between steps and a restart rebuilds the tree and recomputes every force from the
 // saved positions alone, so this checks that nothing else the engine carries (tree, refit
 // counters, PM buffers, bins) changes the trajectory. Hierarchical steps (the default), so the
@@ -115,6 +117,7 @@ const std::string& reference_run() {
     const std::string f = prepare(dir, "reference");
     REQUIRE(run_command(orbis_run(f), f + "/log.txt") == 0);
     CHECK(log_has(f + "/log.txt", "GPU step engine"));
+    CHECK(log_has(f + "/log.txt", "tree built at"));   // the tree policy's summary
     // The particles moved between the outputs: identical files below mean something.
     const Snapshot a = read_snapshot(f + "/out/snapshot_000.hdf5"), b = read_snapshot(f + "/out/snapshot_001.hdf5");
     CHECK_FALSE(same_bits(a.particles.pos, b.particles.pos));
@@ -159,6 +162,25 @@ TEST_CASE("CUDA engine: SIGTERM, then --restart, ends bitwise identical to an un
     REQUIRE(reached);
     REQUIRE(!find_checkpoints(cut + "/out").empty());
     CHECK(!fs::exists(cut + "/out/snapshot_001.hdf5"));
+    REQUIRE(run_command(orbis_run(cut, "--restart"), cut + "/restart.txt") == 0);
+    CAPTURE(read_whole_file(cut + "/restart.txt"));
+    CHECK(log_has(cut + "/restart.txt", "restart from"));
+    check_same_outputs(reference, cut);
+  }
+
+  SUBCASE("checkpoints due at every PM step wait for one that builds the tree; kill -9, then --restart") {
+    // The engine keeps its tree over [gpu] tree_rebuild_every = 4 PM steps, so most PM steps
+    // end on a refitted tree: their checkpoints wait (the run never builds for them, so its
+    // trajectory is the reference's, which wrote none).
+    const std::string cut = prepare(dir, "every");
+    const pid_t pid = start_command(orbis_run(cut, "--set checkpoint.every_steps=1"), cut + "/log.txt");
+    const bool reached = wait_for_log(cut + "/log.txt", "step    30 ");
+    ::kill(pid, SIGKILL);
+    CHECK(wait_command(pid) == -SIGKILL);
+    CAPTURE(read_whole_file(cut + "/log.txt"));
+    REQUIRE(reached);
+    CHECK(log_has(cut + "/log.txt", "it waits for the next PM step that builds the tree"));
+    REQUIRE(!find_checkpoints(cut + "/out").empty());
     REQUIRE(run_command(orbis_run(cut, "--restart"), cut + "/restart.txt") == 0);
     CAPTURE(read_whole_file(cut + "/restart.txt"));
     CHECK(log_has(cut + "/restart.txt", "restart from"));
