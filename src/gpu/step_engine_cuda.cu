@@ -197,7 +197,7 @@ std::string CudaStepEngine::describe() const {
   const auto& s = m.sr;
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
                      "Mpc/h; tree, walk, P2P ({}, Taylor order {}) and far field (theta = {}, p = {}, max_leaf = {}) "
-                     "on the GPU, softening {:.4g} Mpc/h; the tree built afresh every {} PM steps at most, refitted "
+                     "on the GPU, softening {:.4g} Mpc/h; the tree built afresh at least every {} PM steps, refitted "
                      "between{}",
                      m.name, pm_text, s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta,
                      s.multipole_order, s.max_leaf, s.softening, m.tree_settings.rebuild_every,
