@@ -175,9 +175,9 @@ const std::vector<ParamSpec> kSchema = {
      "by 10% over the first on that tree); the PM steps between and the sub-steps refit it to the moved "
      "particles. 1: a new tree at every PM step. Checkpoints wait for a PM step that builds it (a restart "
      "builds one), at most this many less one"},
-    {"gpu", "tree_max_refits", T::integer, "0", 0, 1e6, false, nullptr, "",
+    {"gpu", "tree_max_refits", T::integer, "8", 0, 1e6, false, nullptr, "",
      "the CUDA step engine builds its tree afresh after this many refits in a row at any step, sub-steps "
-     "included; 0: no limit"},
+     "included (the sub-steps' active particles sit where the tree loosens fastest); 0: no limit"},
 };
 
 std::string format_number(double v) {
