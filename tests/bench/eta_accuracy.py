@@ -12,9 +12,10 @@ src/integrate/cost_model.cpp (a replica: keep the two in step), so that a log wr
 older orbis tells how the current model would have done on the same run. With hierarchical
 steps the model's linear-power inputs come from the log's "ETA forecast:" line; a log
 without one gets them from the Eisenstein & Hu no-wiggle P(k) of its [cosmology] (cosmology.
-omega_m etc.; for the replay only: the runs use their own P(k)). The output cost
-before the first output is then --output-estimate (the run computes it as the output's bytes
-at 200 MB/s plus 0.15 us per particle); the default takes the first output's measured cost.
+omega_m etc.; for the replay only: the runs use their own P(k)). Before the first output
+the output cost is the run's estimate (simulation.cpp: the output's bytes, outputs.cpp's
+output_file_bytes, at 200 MB/s plus 0.15 us per particle), or --output-estimate=SECONDS;
+from then on the mean io seconds of the outputs written, as in the run.
 """
 import math
 import re
@@ -239,20 +240,33 @@ def trend_seconds(history, ln_a, ln_a_end):
     return rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
 
 
+def output_estimate_seconds(params):
+    """simulation.cpp's cost of one output before the first: output_file_bytes at 200 MB/s + 0.15 us per particle."""
+    n = float(params["box.particles_per_side"]) ** 3
+    on = lambda key: params.get(key, "false") == "true"
+    size = 1 << 20
+    if on("output.snapshots"):
+        size += n * (48 + 8 + (24 if on("output.accelerations") else 0))
+    if on("analysis.fof"):
+        size += 8 * n
+    return size / 2e8 + 1.5e-7 * n
+
+
 def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_line):
     """cost_model.cpp's prediction at every step line."""
     hierarchical = params.get("time.stepping", "'hierarchical'").strip("'") == "hierarchical"
+    if output_estimate is None:
+        output_estimate = output_estimate_seconds(params)
     forecast = Forecast(params, forecast_line, math.log(a_begin), math.log(a_end)) if hierarchical else None
     history, start, outputs = [], math.log(a_begin), []
     step = dict(s=0.0, kicks=0, syncs=0, deepest=0)
-    if output_estimate is None:
-        output_estimate = next((r["io"] for r in rows if r["io"] > 0.05), 0.0)
     for r in rows:
         step["s"] += r["seconds"] - r["io"]
         step["kicks"] += r["active"]
         step["syncs"] += 1
         step["deepest"] = max(step["deepest"], r["deepest"])
-        if r["io"] > 0.05:
+        remaining = sum(1 for a in a_outputs if a > r["a"] * (1 + 1e-9))
+        if r["pm_end"] and len(outputs) < len(a_outputs) - remaining:   # an output was written here: its io
             outputs.append(r["io"])
         ln_a = math.log(r["a"])
         if r["pm_end"]:
@@ -266,7 +280,6 @@ def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_li
         if steps is None:
             r["model"] = None
             continue
-        remaining = sum(1 for a in a_outputs if a > r["a"] * (1 + 1e-9))
         each = sum(outputs) / len(outputs) if outputs else output_estimate
         r["model"] = steps + remaining * each
 
