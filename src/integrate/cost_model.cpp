@@ -21,9 +21,13 @@ constexpr double kGridStep = 0.01;       // the forecast's grid in ln a
 const double kSoftenedPeak = 2.0 / (3.0 * std::sqrt(3.0));
 
 // The recent PM steps: those of the last half of the ln a run so far (at least the last 3).
+// A step that begins within kWindowTie of the cut is in: PM steps of max_dln_a put one
+// exactly on it at every other step, where rounding alone decided, and the step log's
+// 6 digits of a (eta_accuracy.py --replay) could not follow it.
+constexpr double kWindowTie = 1e-4;
 std::size_t recent_begin(const std::vector<CostRecord>& history, double ln_a_now) {
   if (history.empty()) return 0;
-  const double cut = ln_a_now - 0.5 * (ln_a_now - history.front().ln_a);
+  const double cut = ln_a_now - 0.5 * (ln_a_now - history.front().ln_a) - kWindowTie;
   std::size_t begin = history.size();
   while (begin > 0 && history[begin - 1].ln_a >= cut) --begin;
   return std::min(begin, history.size() >= 3 ? history.size() - 3 : std::size_t{0});

@@ -402,12 +402,18 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
   report.elapsed = elapsed_seconds + report.seconds;
-  // Before the first output its cost is a guess: the files at 200 MB/s plus 0.15 us per
-  // particle for P(k) and FoF (one output of 256^3 on an H100 machine took 6-7 s).
+  // Before the first output its cost is a guess. On several ranks the steps wait for the
+  // writing: the files at 200 MB/s plus 0.15 us per particle for P(k) and FoF (one output of
+  // 256^3 on an H100 machine took 6-7 s). On one rank they wait only for the copy that the
+  // background writer takes (write_outputs): the snapshot's particle bytes at 2 GB/s, a
+  // download and a host copy (guessing 6-7 s there put the ETA 20-30 s over on a 256^3 run
+  // whose outputs took 0.6-0.9 s each in the step loop).
   OutputCost outputs;
   outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
-  outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_
-                                            : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * static_cast<double>(n_particles_);
+  const double n = static_cast<double>(n_particles_);
+  const double guess = comm_.size() == 1 ? n * (48 + 8 + (params_.get_bool("output.accelerations") ? 24 : 0)) / 2e9
+                                         : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
+  outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_ : guess;
   report.eta_seconds = !forecast_.empty() ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
                                      : predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
   report.force = &stats;

@@ -13,8 +13,9 @@ older orbis tells how the current model would have done on the same run. With hi
 steps the model's linear-power inputs come from the log's "ETA forecast:" line; a log
 without one gets them from the Eisenstein & Hu no-wiggle P(k) of its [cosmology] (cosmology.
 omega_m etc.; for the replay only: the runs use their own P(k)). Before the first output
-the output cost is the run's estimate (simulation.cpp: the output's bytes, outputs.cpp's
-output_file_bytes, at 200 MB/s plus 0.15 us per particle), or --output-estimate=SECONDS;
+the output cost is the run's estimate (simulation.cpp: on one rank the background writer's copy,
+the snapshot's particle bytes at 2 GB/s; on several, outputs.cpp's output_file_bytes at 200 MB/s
+plus 0.15 us per particle; the ranks from the log's first line), or --output-estimate=SECONDS;
 from then on the mean io seconds of the outputs written, as in the run.
 """
 import math
@@ -49,6 +50,9 @@ def read_log(path):
                                  fixed=float(phases.get("kdk", 0)) + float(phases.get("tree", 0)),
                                  pm_end="|sum p|" in line))
                 continue
+            m = re.search(r"\| (\d+) ranks? x \d+ threads?$", line.rstrip())
+            if m:
+                params["ranks"] = m.group(1)
             m = re.search(r"run from a = ([0-9.e+-]+)", line)
             if m:
                 a_begin = float(m.group(1))
@@ -69,6 +73,7 @@ RHO_CRIT0 = 3 * H0 * H0 / (8 * math.pi * G)
 DELTA_C, HALO_DENSITY, GRID_STEP = 1.686, 200.0, 0.01
 SOFTENED_PEAK = 2 / (3 * math.sqrt(3))
 DEEPEST_BIN = 30                         # time_bins.hpp: kDeepestBin
+WINDOW_TIE = 1e-4                        # cost_model.cpp: kWindowTie
 
 
 class Background:
@@ -199,7 +204,7 @@ class Forecast:
 
 
 def recent_window(history, ln_a):
-    cut = ln_a - 0.5 * (ln_a - history[0]["x"])
+    cut = ln_a - 0.5 * (ln_a - history[0]["x"]) - WINDOW_TIE
     begin = len(history)
     while begin > 0 and history[begin - 1]["x"] >= cut:
         begin -= 1
@@ -240,10 +245,13 @@ def trend_seconds(history, ln_a, ln_a_end):
     return rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
 
 
-def output_estimate_seconds(params):
-    """simulation.cpp's cost of one output before the first: output_file_bytes at 200 MB/s + 0.15 us per particle."""
+def output_estimate_seconds(params, ranks):
+    """simulation.cpp's cost of one output before the first: on one rank the background writer's copy (the
+    snapshot's particle bytes at 2 GB/s), on several output_file_bytes at 200 MB/s + 0.15 us per particle."""
     n = float(params["box.particles_per_side"]) ** 3
     on = lambda key: params.get(key, "false") == "true"
+    if ranks == 1:
+        return n * (48 + 8 + (24 if on("output.accelerations") else 0)) / 2e9
     size = 1 << 20
     if on("output.snapshots"):
         size += n * (48 + 8 + (24 if on("output.accelerations") else 0))
@@ -256,7 +264,7 @@ def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_li
     """cost_model.cpp's prediction at every step line."""
     hierarchical = params.get("time.stepping", "'hierarchical'").strip("'") == "hierarchical"
     if output_estimate is None:
-        output_estimate = output_estimate_seconds(params)
+        output_estimate = output_estimate_seconds(params, int(params.get("ranks", 1)))
     forecast = Forecast(params, forecast_line, math.log(a_begin), math.log(a_end)) if hierarchical else None
     history, start, outputs = [], math.log(a_begin), []
     step = dict(s=0.0, kicks=0, syncs=0, deepest=0)

@@ -83,6 +83,24 @@ TEST_CASE("ETA: a faster growth is capped, a falling cost is held at its recent 
   CHECK(predicted_remaining_seconds(f, 0.0, OutputCost{}) == doctest::Approx(recent_mean(falling)).epsilon(1e-9));
 }
 
+TEST_CASE("ETA: a PM step that begins within 1e-4 of the recent window's edge is in it, one 2e-4 before is not") {
+  // Rate 2 per unit ln a, but 10 in the step at the edge (ln a = -1.5): first in the window,
+  // it makes the trend fall (held flat), so the ETA to ln a = 0 is the window's mean rate.
+  auto with_edge_step = [](double shift) {
+    RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
+    CostRecord& edge = s.cost_history[16];
+    REQUIRE(edge.ln_a == -1.5);
+    edge.ln_a += shift;   // as the step log's 6 digits of a move it (eta_accuracy.py --replay)
+    edge.seconds *= 5;
+    return predicted_remaining_seconds(s, 0.0, OutputCost{});
+  };
+  const double in = (10.0 + 15 * 2.0) / 16, out = 2.0;
+  CHECK(with_edge_step(0.0) == doctest::Approx(in).epsilon(1e-9));
+  CHECK(with_edge_step(-5e-5) == doctest::Approx(in).epsilon(1e-9));
+  CHECK(with_edge_step(5e-5) == doctest::Approx(in).epsilon(1e-9));
+  CHECK(with_edge_step(-2e-4) == doctest::Approx(out).epsilon(1e-9));
+}
+
 namespace {
 
 // Only the field (no haloes): |g| Gaussian with 3D rms 3/2 Omega_m H0^2 D sigma_psi.
