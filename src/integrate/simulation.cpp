@@ -76,9 +76,12 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
 
 // Each rank's CUDA device, decided once (collectively) and written into the run's parameters,
 // so that every part of the run (step engine, energy check) uses the same one; the log says
-// which rank took which device when there are several ranks.
+// which rank took which device when there are several ranks. used_parameters.toml keeps the
+// configured value (start()): rank 0's device there would put every rank of a rerun from
+// that file on one GPU.
 void Simulation::choose_gpu() {
-  const int device = gpu_device_for_rank(params_.get_int("gpu.device"), comm_);
+  configured_gpu_device_ = params_.get_int("gpu.device");
+  const int device = gpu_device_for_rank(configured_gpu_device_, comm_);
   params_.set("gpu.device", std::int64_t{device});
   if (comm_.size() == 1 || params_.get_string("gpu.backend") == "cpu") return;
   const std::vector<int> devices = comm_.allgather(device);
@@ -208,7 +211,9 @@ void Simulation::start(const std::string& how) {
     make_directories(out_dir_);
     if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
       for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
-    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
+    Params used = params_;
+    used.set("gpu.device", configured_gpu_device_);   // -1 (each rank its own) stays -1
+    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), used.to_toml());
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());

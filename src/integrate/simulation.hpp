@@ -100,6 +100,7 @@ class Simulation {
   ClusteringForecast forecast_;   // the ETA's, with hierarchical steps (integrate/cost_model.hpp)
   const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
+  std::int64_t configured_gpu_device_ = -1;   // [gpu] device as given (params_ holds this rank's)
   std::unique_ptr<StepEngine> engine_;
   std::unique_ptr<CosmicTimeline> timeline_;
   std::unique_ptr<BlockStepper> stepper_;

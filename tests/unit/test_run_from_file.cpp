@@ -38,6 +38,10 @@ TEST_CASE("a run starts from an IC file at its redshift and checks it against th
   CHECK(sim.particles().mass == p.mass);
   const Snapshot out = read_snapshot(dir.file("snapshot_000.hdf5"));
   CHECK(out.header.redshift == doctest::Approx(19.0).epsilon(1e-12));
+  // The parameters as given: [gpu] device = -1 (the default: each rank its node's GPU) stays
+  // -1, not the device this rank took, so that a rerun from the file on several ranks
+  // spreads them over the GPUs again.
+  CHECK(Params::load(dir.file("used_parameters.toml")).get_int("gpu.device") == -1);
 
   CHECK_THROWS_WITH_AS(Simulation(Params::parse(base + "[ic]\nfile = \"" + ics + "\"\n", "run.toml",
                                                 {"box.size_mpc_h=64"})),
