@@ -63,11 +63,14 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
   return files;
 }
 
+double particle_record_bytes(const Params& params) {
+  return 48 + 8 + (params.get_bool("output.accelerations") ? 24 : 0);
+}
+
 double output_file_bytes(const Params& params, std::uint64_t particles) {
   const double n = static_cast<double>(particles);
   double bytes = 1 << 20;   // headers, /Parameters, P(k), mass function: well under a MiB
-  // Coordinates and Velocities in double, 64-bit IDs, Acceleration when asked for.
-  if (params.get_bool("output.snapshots")) bytes += n * (48 + 8 + (params.get_bool("output.accelerations") ? 24 : 0));
+  if (params.get_bool("output.snapshots")) bytes += n * particle_record_bytes(params);
   // At most every particle in a group: its ID in /IDs/ID.
   if (params.get_bool("analysis.fof")) bytes += 8 * n;
   return bytes;

@@ -74,16 +74,13 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
 
 }  // namespace
 
-// Each rank's CUDA device, decided once (collectively) and written into the run's parameters,
-// so that every part of the run (step engine, energy check) uses the same one; the log says
-// which rank took which device when there are several ranks. used_parameters.toml keeps the
-// configured value (start()): rank 0's device there would put every rank of a rerun from
-// that file on one GPU.
-void Simulation::choose_gpu() {
-  configured_gpu_device_ = params_.get_int("gpu.device");
-  const int device = gpu_device_for_rank(configured_gpu_device_, comm_);
-  params_.set("gpu.device", std::int64_t{device});
+// Which CUDA device each rank takes, in the log when there are several ranks. The step engine
+// and the energy check choose by the same rule (gpu_device_for_rank: a function of the rank's
+// place on its node), so the parameters keep the value as configured (-1 stays -1 in
+// used_parameters.toml, and a rerun from it spreads its ranks over the GPUs again).
+void Simulation::log_gpus() const {
   if (comm_.size() == 1 || params_.get_string("gpu.backend") == "cpu") return;
+  const int device = gpu_device_for_rank(params_.get_int("gpu.device"), comm_);
   const std::vector<int> devices = comm_.allgather(device);
   log::info("CUDA device of each rank (when P2P runs on CUDA): {}", fmt::join(devices, " "));
 }
@@ -103,8 +100,8 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
   const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
   check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
-  choose_gpu();
-  engine_ = engine ? std::move(engine) : make_step_engine(params_, comm_);
+  log_gpus();
+  engine_ = engine ? std::move(engine) : make_step_engine(params, comm_);
   limits_.max_dln_a = params.get_real("time.max_dln_a");
   limits_.eta = params.get_real("time.eta");
   limits_.softening = engine_->softening();
@@ -119,7 +116,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
          params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  energy_ = std::make_unique<EnergyCheck>(params_, comm_);
+  energy_ = std::make_unique<EnergyCheck>(params, comm_);
   options_ = options;
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).
@@ -211,9 +208,7 @@ void Simulation::start(const std::string& how) {
     make_directories(out_dir_);
     if (options_.overwrite && !options_.restart)   // another run's checkpoints: --restart would take them for this run's
       for (const auto& old : find_checkpoints(out_dir_)) std::filesystem::remove(old);
-    Params used = params_;
-    used.set("gpu.device", configured_gpu_device_);   // -1 (each rank its own) stays -1
-    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), used.to_toml());
+    write_text_atomically(join_path(out_dir_, "used_parameters.toml"), params_.to_toml());
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
@@ -313,7 +308,7 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
       due = comm_.any(due);
     }
     if (signal == 0 && !due) continue;
-    const bool fresh = comm_.size() > 1 ? comm_.all(engine_->forces_from_fresh_tree()) : engine_->forces_from_fresh_tree();
+    const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
     if (!fresh) {
       if (!waiting)
         log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
@@ -416,7 +411,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   OutputCost outputs;
   outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
   const double n = static_cast<double>(n_particles_);
-  const double guess = comm_.size() == 1 ? n * (48 + 8 + (params_.get_bool("output.accelerations") ? 24 : 0)) / 2e9
+  const double guess = comm_.size() == 1 ? n * particle_record_bytes(params_) / 2e9
                                          : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
   outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_ : guess;
   report.eta_seconds = !forecast_.empty() ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)

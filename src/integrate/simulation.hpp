@@ -86,7 +86,7 @@ class Simulation {
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   void write_outputs(RunSummary& summary);
-  void choose_gpu();
+  void log_gpus() const;
   void check_energy();
   void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 
@@ -100,7 +100,6 @@ class Simulation {
   ClusteringForecast forecast_;   // the ETA's, with hierarchical steps (integrate/cost_model.hpp)
   const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
-  std::int64_t configured_gpu_device_ = -1;   // [gpu] device as given (params_ holds this rank's)
   std::unique_ptr<StepEngine> engine_;
   std::unique_ptr<CosmicTimeline> timeline_;
   std::unique_ptr<BlockStepper> stepper_;
