@@ -185,8 +185,11 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
   int lower = 0;
   if (last.deepest > 0)
     lower = std::min(0, static_cast<int>(last.deepest) - forecast.at(last.ln_a + 0.5 * last.dln_a).deepest);
-  // PM steps as long as the last one, each costing c (kicks + lambda (syncs - 1)).
-  const double dln = last.dln_a;
+  // PM steps as long as the longest recent one (the last may have been shortened to land on
+  // an output: as a step length it would forecast too many sync points, and a tiny one would
+  // make this loop long on every step line), each costing c (kicks + lambda (syncs - 1)).
+  double dln = 0;
+  for (std::size_t j = begin; j < h.size(); ++j) dln = std::max(dln, h[j].dln_a);
   double total = 0;
   if (dln > 0)
     for (double x = ln_a; x < ln_a_end - 1e-9; x += dln) {

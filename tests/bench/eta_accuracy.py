@@ -222,7 +222,7 @@ def forecast_seconds(history, forecast, ln_a, ln_a_end):
         return None
     c, last = spent / work, history[-1]
     lower = min(0, last["deepest"] - forecast.at(last["x"] + 0.5 * last["d"])[1]) if last["deepest"] > 0 else 0
-    total, x, dln = 0.0, ln_a, last["d"]
+    total, x, dln = 0.0, ln_a, max(h["d"] for h in window)   # the longest recent PM step
     while dln > 0 and x < ln_a_end - 1e-9:
         d = min(dln, ln_a_end - x)
         kicks, deepest = forecast.at(x + 0.5 * d)
