@@ -7,6 +7,9 @@
 // the coset potentials | for d: G = g_A,d, C2R, a_d = g/2 at x; G = g_B,d, C2R, a_d += g/2 at
 // x + cell/2. Every transform is in place on the padded layout (FFTW's), so the meshes are the
 // CPU's; the plans share one cuFFT work area that this file allocates.
+//
+// The long-range potential energy: assign -> P (via G) | R2C P | the sum of G(k) |P(k)|^2 per
+// mesh row into G, rows summed on the host in the CPU's order (pm_solver.cpp).
 #include "gpu/pm_cuda.hpp"
 
 #include <cufft.h>
@@ -133,9 +136,27 @@ struct CudaPmSolver::Impl {
     phase_of[marks++] = phase;
   }
 
+  // The meshes and the cuFFT work area of one call from the pool, queued on `stream` (the
+  // caller holds an AllocationStream for it), and the plans on that stream; work_block.release()
+  // gives them back.
+  void take_work_block(cudaStream_t stream) {
+    const std::size_t work_offset = (planned.meshes + 255) / 256 * 256;   // cuFFT's alignment
+    work_block.ensure_exact(work_offset + planned.fft_work);
+    if (planned.fft_work > 0) {
+      void* work = work_block.data() + work_offset;
+      ORBIS_CUFFT_CHECK(cufftSetWorkArea(plans.forward, work));
+      ORBIS_CUFFT_CHECK(cufftSetWorkArea(plans.backward, work));
+    }
+    ORBIS_CUFFT_CHECK(cufftSetStream(plans.forward, stream));
+    ORBIS_CUFFT_CHECK(cufftSetStream(plans.backward, stream));
+  }
+
   template <typename Real>
   void run(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
            double mass, double* const acc[3], cudaStream_t stream);
+  template <typename Real>
+  double mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
+                     double mass, cudaStream_t stream);
   template <typename Real>
   void assign(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
               double mass, double shift_cells, Real* mesh, Real* work, cudaStream_t stream);
@@ -240,18 +261,26 @@ void CudaPmSolver::accelerations(const double* x, const double* y, const double*
   // The meshes and work area, queued on the stream: taken from the pool here and given back
   // when the stream has passed the last interpolation.
   gpu::AllocationStream on_stream(stream);
-  const std::size_t work_offset = (m.planned.meshes + 255) / 256 * 256;   // cuFFT's alignment
-  m.work_block.ensure_exact(work_offset + m.planned.fft_work);
-  if (m.planned.fft_work > 0) {
-    void* work = m.work_block.data() + work_offset;
-    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.forward, work));
-    ORBIS_CUFFT_CHECK(cufftSetWorkArea(m.plans.backward, work));
-  }
+  m.take_work_block(stream);
   if (settings_.double_mesh) m.run<double>(settings_, x, y, z, n, particle_mass, acc, stream);
   else m.run<float>(settings_, x, y, z, n, particle_mass, acc, stream);
   m.mark(nullptr, stream);
   m.work_block.release();
 }
+
+namespace {
+
+// Host positions as x, y, z arrays (h[c * n + p]), queued for upload to d on `stream`.
+void upload_positions(const std::vector<Vec3d>& pos, double* h, double* d, cudaStream_t stream) {
+  const std::size_t count = pos.size();
+  const std::ptrdiff_t signed_count = static_cast<std::ptrdiff_t>(count);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t p = 0; p < signed_count; ++p)
+    for (int c = 0; c < 3; ++c) h[c * count + p] = pos[p][c];
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(d, h, 3 * count * sizeof(double), cudaMemcpyHostToDevice, stream));
+}
+
+}  // namespace
 
 void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
                                  PhaseTimes* times) {
@@ -262,11 +291,8 @@ void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_
   double* h = m.host_soa.data();
   double* d = m.staging.data();
   const std::ptrdiff_t signed_count = static_cast<std::ptrdiff_t>(count);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t p = 0; p < signed_count; ++p)
-    for (int c = 0; c < 3; ++c) h[c * count + p] = pos[p][c];
   cudaStream_t stream = m.own_stream;
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(d, h, 3 * count * sizeof(double), cudaMemcpyHostToDevice, stream));
+  upload_positions(pos, h, d, stream);
   const bool timing = m.timing;
   m.timing = timing || times;
   accelerations(d, d + count, d + 2 * count, count, particle_mass, d + 3 * count, d + 4 * count, d + 5 * count,
@@ -281,6 +307,64 @@ void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t p = 0; p < signed_count; ++p)
     for (int c = 0; c < 3; ++c) acc[p][c] = h[(3 + c) * count + p];
+}
+
+double CudaPmSolver::potential_energy(const double* x, const double* y, const double* z, std::size_t n,
+                                      double particle_mass, CUstream_st* stream) {
+  if (full_force(settings_)) fail("PM solver: the potential energy is computed for the long-range (TreePM) force only");
+  Impl& m = *impl_;
+  gpu::AllocationStream on_stream(stream);
+  m.take_work_block(stream);
+  const double w = settings_.double_mesh ? m.mesh_energy<double>(settings_, x, y, z, n, particle_mass, stream)
+                                         : m.mesh_energy<float>(settings_, x, y, z, n, particle_mass, stream);
+  m.work_block.release();
+  return w;
+}
+
+double CudaPmSolver::potential_energy(const std::vector<Vec3d>& pos, double particle_mass) {
+  if (full_force(settings_)) fail("PM solver: the potential energy is computed for the long-range (TreePM) force only");
+  Impl& m = *impl_;
+  const std::size_t count = pos.size();
+  cudaStream_t stream = m.own_stream;
+  // Positions in pool memory for this call only, given back with the meshes: between checks
+  // the memory serves the step engine's phases.
+  gpu::AllocationStream on_stream(stream);
+  gpu::DeviceArray<double> positions;
+  positions.ensure_exact(3 * count);
+  std::vector<double> host(3 * count);
+  upload_positions(pos, host.data(), positions.data(), stream);
+  const double w = potential_energy(positions.data(), positions.data() + count, positions.data() + 2 * count, count,
+                                    particle_mass, stream);
+  positions.release();
+  return w;
+}
+
+template <typename Real>
+double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z,
+                                       std::size_t count, double mass, cudaStream_t stream) {
+  using C = typename gpu::MeshComplex<Real>::type;
+  const int n = s.grid_side;
+  Real* rho = reinterpret_cast<Real*>(work_block.data());
+  Real* work = rho + mesh_reals(n);
+  assign(s, x, y, z, count, mass, 0.0, rho, work, stream);
+  forward(plans.forward, rho);
+  // n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1) reals),
+  // then the rows of each x plane and the planes in order on the host, as PmSolver sums them.
+  auto* rows = reinterpret_cast<double*>(work);
+  gpu::pm_long_range_energy_rows<Real>(reinterpret_cast<const C*>(rho), n, k_axis, inv_w2, long_range_norm(n),
+                                       s.r_s_mpc_h * s.r_s_mpc_h, rows, stream);
+  std::vector<double> row_sums(static_cast<std::size_t>(n) * n);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, row_sums.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                                   stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  double total = 0;
+  for (int i = 0; i < n; ++i) {
+    double plane = 0;
+    for (int j = 0; j < n; ++j) plane += row_sums[static_cast<std::size_t>(i) * n + j];
+    total += plane;
+  }
+  const double cell = s.box_mpc_h / n;
+  return 0.5 * cell * cell * cell * total;
 }
 
 template <typename Real>
@@ -314,8 +398,6 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   Real* b = full ? a + mesh_reals(n) : nullptr;
   Real* work = (full ? b : a) + mesh_reals(n);
   auto modes = [](Real* mesh) { return reinterpret_cast<C*>(mesh); };
-  ORBIS_CUFFT_CHECK(cufftSetStream(plans.forward, stream));
-  ORBIS_CUFFT_CHECK(cufftSetStream(plans.backward, stream));
 
   mark("pm_assign", stream);
   assign(s, x, y, z, count, mass, 0.0, a, work, stream);

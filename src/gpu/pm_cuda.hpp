@@ -6,9 +6,9 @@
 //
 // Device memory (plan_bytes() gives it before anything is allocated): the tables are
 // allocated at construction and kept; the meshes and the cuFFT work area are one block taken
-// from the device's stream-ordered pool by each device-pointer accelerations() call and given
-// back, queued on its stream, when it ends, so that between calls the same memory serves the
-// tree and the short-range step (gpu/device_buffer.cuh):
+// from the device's stream-ordered pool by each device-pointer accelerations() or
+// potential_energy() call and given back, queued on its stream, when it ends, so that between
+// calls the same memory serves the tree and the short-range step (gpu/device_buffer.cuh):
 //   - one complex mesh per mesh set (phi(k); two for PM-only), n^2 * 2(n/2+1) reals each,
 //   - one work mesh of the same size: the fixed-point density while assigning, then each
 //     gradient component in turn (transformed and interpolated one at a time, so the three
@@ -71,6 +71,22 @@ class CudaPmSolver {
   // the device; the transfers are not in them.
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
                      PhaseTimes* times = nullptr);
+
+  // The long-range potential energy W_mesh = (1/2) sum_p m phi_long(x_p), comoving, in (km/s)^2
+  // times 1e10 Msun/h: PmSolver::potential_energy's definition and sum, (1/2) cell^3 sum_k
+  // G(k) |rho(k)|^2 over the modes of the same density mesh (one assignment, one forward FFT,
+  // no interpolation), for the n particles of mass particle_mass at (x[p], y[p], z[p]) in
+  // device memory (Mpc/h, wrapped here). The work is queued on `stream`; this waits for the
+  // result. The meshes come from the pool as for accelerations() and go back at the end.
+  // Bitwise the same from run to run and for any particle order; long range (TreePM) only,
+  // as on the host (an Error for a PM-only solver).
+  double potential_energy(const double* x, const double* y, const double* z, std::size_t n,
+                          double particle_mass, CUstream_st* stream);
+
+  // The same from host positions (the energy check, whose pair sum needs them on the host
+  // anyway; tests): staged through pool memory that is given back on return, so that, unlike
+  // the host-vector accelerations(), nothing stays allocated.
+  double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
 
   // Phase timing with CUDA events for the device-pointer accelerations(): off by default.
   // When on, phase_times() waits for the last call and returns its phases (seconds).

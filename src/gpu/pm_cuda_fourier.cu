@@ -44,6 +44,26 @@ __global__ void long_range_green_kernel(C* __restrict__ rho, int n, const double
 }
 
 template <typename Real, typename C = typename MeshComplex<Real>::type>
+__global__ void long_range_energy_rows_kernel(const C* __restrict__ rho, int n, const double* __restrict__ k_axis,
+                                              const double* __restrict__ inv_w2, double norm, double rs2,
+                                              double* __restrict__ row_sums) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1;
+  if (row >= n * n) return;   // a whole warp: the rows are the warps
+  const int i = row / n, j = row - i * n;
+  const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
+  const double wxy = inv_w2[i] * inv_w2[j];
+  const C* r = rho + static_cast<std::size_t>(row) * nzc;
+  double sum = 0;
+  for (int k = threadIdx.x; k < nzc; k += blockDim.x) {
+    const ModeComplex v = from_mesh(r[k]);
+    sum += long_range_energy_term(v.re, v.im, long_range_green(kxy2 + k_axis[k] * k_axis[k], rs2, norm, wxy, inv_w2[k]),
+                                  k, n);
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x == 0) row_sums[row] = sum;
+}
+
+template <typename Real, typename C = typename MeshComplex<Real>::type>
 __global__ void long_range_gradient_kernel(const C* phi, C* out, int n, int axis,
                                            const double* __restrict__ k_axis) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1, nyquist = n / 2;
@@ -109,6 +129,15 @@ void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const dou
 }
 
 template <typename Real>
+void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
+                               const double* inv_w2, double norm, double rs2, double* row_sums,
+                               cudaStream_t stream) {
+  long_range_energy_rows_kernel<Real><<<row_blocks(n), kRowBlock, 0, stream>>>(rho, n, k_axis, inv_w2, norm, rs2,
+                                                                               row_sums);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Real>
 void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out,
                             int n, int axis, const double* k_axis, cudaStream_t stream) {
   long_range_gradient_kernel<Real><<<row_blocks(n), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis);
@@ -135,6 +164,8 @@ void pm_interlaced_gradient(const typename MeshComplex<Real>::type* phi_even,
 #define ORBIS_PM_FOURIER(Real)                                                                              \
   template void pm_long_range_green<Real>(MeshComplex<Real>::type*, int, const double*, const double*,     \
                                           double, double, cudaStream_t);                                   \
+  template void pm_long_range_energy_rows<Real>(const MeshComplex<Real>::type*, int, const double*,          \
+                                                const double*, double, double, double*, cudaStream_t);     \
   template void pm_long_range_gradient<Real>(const MeshComplex<Real>::type*, MeshComplex<Real>::type*, int, \
                                              int, const double*, cudaStream_t);                            \
   template void pm_interlaced_green<Real>(MeshComplex<Real>::type*, MeshComplex<Real>::type*, int,         \

@@ -1,7 +1,8 @@
 // The Fourier-space passes of the CUDA PM (gpu/pm_cuda.hpp) over R2C meshes of n x n x (n/2+1)
 // complex values, with the per-mode arithmetic of the CPU path (pm/pm_modes.hpp,
 // pm/interlaced_influence.hpp's principal_wavevector): the Green's function in place, then
-// one gradient component at a time into the work mesh. `Complex` is float2 or double2.
+// one gradient component at a time into the work mesh; and the long-range potential energy's
+// sum over the modes. `Complex` is float2 or double2.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,6 +19,16 @@ template <> struct MeshComplex<double> { using type = double2; };
 template <typename Real>
 void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
                          const double* inv_w2, double norm, double rs2, cudaStream_t stream);
+
+// Long range, the mesh potential energy's sum over the modes of each row (i, j), in double:
+// row_sums[i n + j] = sum_k long_range_energy_term(rho(i, j, k), long_range_green(k)), with
+// the Green's function of pm_long_range_green (rho is left as it is). Each row's sum has a
+// fixed order (a warp's strided partial sums, then a fixed butterfly), so the result is
+// bitwise the same from run to run.
+template <typename Real>
+void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
+                               const double* inv_w2, double norm, double rs2, double* row_sums,
+                               cudaStream_t stream);
 
 // Long range: out = -i k_d phi (zero on axis d's Nyquist plane); out may be phi.
 template <typename Real>

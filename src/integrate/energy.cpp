@@ -9,6 +9,9 @@
 #include "core/units.hpp"
 #include "domain/particle_exchange.hpp"
 #include "fmm/pair_energy.hpp"
+#if defined(ORBIS_HAVE_CUDA)
+#include "gpu/pm_cuda.hpp"
+#endif
 
 namespace orbis {
 namespace {
@@ -19,6 +22,36 @@ double integral_u_erfc(double x) {
 }
 
 }  // namespace
+
+// The mesh term's solver: cuFFT's on the pair sum's device when that runs on CUDA (energy.hpp),
+// the host's (FFTW, over the ranks of comm) otherwise. The host's meshes are its own, kept
+// between checks; the device's come from the device pool for each check and go back.
+struct EnergyCheck::MeshSolver {
+  std::unique_ptr<PmSolver> host;
+#if defined(ORBIS_HAVE_CUDA)
+  std::unique_ptr<CudaPmSolver> device;
+#endif
+
+  MeshSolver(const PmSettings& settings, const Comm& comm, const P2PEvaluator* pairs, int device_index) {
+#if defined(ORBIS_HAVE_CUDA)
+    if (pairs && pairs->name() == "cuda") {
+      device = std::make_unique<CudaPmSolver>(settings, device_index);
+      return;
+    }
+#else
+    (void)pairs;
+    (void)device_index;
+#endif
+    host = std::make_unique<PmSolver>(settings, comm);
+  }
+
+  double potential_energy(const std::vector<Vec3d>& pos, double mass) {
+#if defined(ORBIS_HAVE_CUDA)
+    if (device) return device->potential_energy(pos, mass);
+#endif
+    return host->potential_energy(pos, mass);
+  }
+};
 
 double split_self_energy(std::size_t n, double g_mass, double mass, double r_s) {
   return static_cast<double>(n) * g_mass * mass / (2 * std::sqrt(units::pi) * r_s);
@@ -50,19 +83,19 @@ EnergyCheck::~EnergyCheck() = default;
 
 PotentialEnergy EnergyCheck::potential(const Particles& particles) {
   if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
-  if (!pm_) pm_ = std::make_unique<PmSolver>(pm_settings_, comm_);
+  if (comm_.size() == 1 && !pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
+  if (!mesh_) mesh_ = std::make_unique<MeshSolver>(pm_settings_, comm_, pairs_.get(), device_);
   // The mass every rank agrees on (a rank left with no particles may not know it).
   const double m = comm_.max(particles.mass), g_mass = units::G * m;
   const auto n = static_cast<std::size_t>(comm_.sum<std::uint64_t>(particles.size()));
   PotentialEnergy w;
-  w.mesh = pm_->potential_energy(particles.pos, m);   // summed over the ranks
+  w.mesh = mesh_->potential_energy(particles.pos, m);   // summed over the ranks
   PairPotentialInput pairs;
   pairs.box = box_;
   pairs.r_s = short_.r_s;
   pairs.cut = cut_;
   pairs.softening = short_.softening;
   if (comm_.size() == 1) {
-    if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
     pairs.positions = &particles.pos;
     w.pairs = -g_mass * m * pairs_->pair_potential_sum(pairs);
   } else {

@@ -12,7 +12,8 @@
 // masses 1e10 Msun/h): a K = m sum |p|^2 / (2a), and a W = (1/2) m sum phi(x_i) is what is
 // computed here, from the particles alone:
 //   mesh:       (1/2) sum m phi_long(x_i), the PM's long-range potential with the force's
-//               window (PmSolver::potential_energy), each particle's own smooth part included;
+//               window (PmSolver::potential_energy), each particle's own smooth part included
+//               (CudaPmSolver::potential_energy where the pair sum runs on the GPU);
 //   pairs:      -(1/2) G m^2 sum_{i != j, r < cut} erfc(s / 2r_s) / s, s^2 = r^2 + eps^2: the
 //               potential of the P2P force, with its cut and softening (fmm/pair_energy.hpp,
 //               summed where P2P runs: [gpu] backend);
@@ -23,9 +24,14 @@
 //
 // The check runs where every particle is synchronised: at the ends of PM steps. K is taken at
 // each of them (the trapezoid rule between them integrates K da); W, which costs a PM
-// assignment and FFT on the host plus the pair sum within the cut (on the GPU with a CUDA
-// backend), from the particles on the host (the CUDA engine downloads them), at the start,
-// at every output and every [analysis] energy_check_every PM steps. TreePM.
+// assignment and forward FFT plus the pair sum within the cut, from the particles on the host
+// (the CUDA engine downloads them), at the start, at every output and every [analysis]
+// energy_check_every PM steps. TreePM. Where the pair sum runs on the GPU (one rank, the
+// [gpu] backend's P2P evaluator on CUDA) the mesh term does too, with cuFFT from the same
+// device pool the step engine uses, given back after each check; elsewhere FFTW on the host.
+// It takes the host positions rather than the engine's device arrays: the pair sum builds
+// its chaining mesh on the host from them, so they are downloaded anyway, and one more upload
+// (24 bytes a particle) is small beside the check.
 //
 // Over several ranks each rank holds its domain's particles, and every term is a sum over
 // the ranks: K from the engine's reduced sum |p|^2; the mesh term from the distributed PM
@@ -103,7 +109,8 @@ class EnergyCheck {
   ShortRangeSettings short_;
   double cut_ = 0;
   PmSettings pm_settings_;
-  std::unique_ptr<PmSolver> pm_;   // its own meshes, made at the first potential()
+  struct MeshSolver;                  // FFTW's or cuFFT's, made at the first potential()
+  std::unique_ptr<MeshSolver> mesh_;
   std::string backend_;            // [gpu]: where the pair sum runs (one rank; the CPU over several)
   int device_ = 0;
   std::unique_ptr<P2PEvaluator> pairs_;

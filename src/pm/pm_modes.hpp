@@ -1,6 +1,6 @@
 // The Fourier-space arithmetic of the PM solver, per mode, written once for the host loops
 // (pm_solver.cpp) and the CUDA kernels (gpu/pm_cuda_fourier.cu): the long-range Green's
-// function, the spectral derivative, and the even/odd coset potentials and gradients of the
+// function and a mode's share of the potential energy, the spectral derivative, and the even/odd coset potentials and gradients of the
 // two-mesh PM-only force (pm_solver.hpp describes both schemes). Everything is in double,
 // whatever the mesh precision; the callers round to the mesh's type at the end, so a CPU and
 // a GPU mesh of the same precision differ only by the transforms' and the sums' rounding.
@@ -53,6 +53,14 @@ inline double interlaced_dk(double box_mpc_h) { return 2 * units::pi / box_mpc_h
 // x and y axes' factors and the z axis' factor.
 ORBIS_HD double long_range_green(double k2, double rs2, double norm, double inv_w2_xy, double inv_w2_z) {
   return k2 > 0 ? norm / k2 * exp(-k2 * rs2) * inv_w2_xy * inv_w2_z : 0.0;
+}
+
+// Long range, one stored mode's share of the mesh potential energy (PmSolver::potential_energy):
+// G(k) |rho(k)|^2, counted twice for 0 < k_z < n/2, whose conjugate mode (-k) the half-complex
+// mesh does not store. `green` is long_range_green of the mode; kz_index its storage index.
+ORBIS_HD double long_range_energy_term(double re, double im, double green, int kz_index, int n) {
+  const double weight = (kz_index == 0 || 2 * kz_index == n) ? 1.0 : 2.0;
+  return weight * (re * re + im * im) * green;
 }
 
 // -i k_d phi for the wavenumber k_d of axis d (k_d = 0 on that axis' Nyquist plane).

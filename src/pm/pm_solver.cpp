@@ -275,7 +275,8 @@ double PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const s
   if (m.a.rho.distributed()) m.a.rho.add_ghost_planes();
   m.a.rho.forward();
   // One partial sum per x plane, then the planes in order: no dependence on the threads.
-  // The half-complex mesh holds k_z in [0, n/2]: the others are the conjugates of 0 < k_z < n/2.
+  // The half-complex mesh holds k_z in [0, n/2] (long_range_energy_term counts the conjugates).
+  // CudaPmSolver::potential_energy sums the same terms per row.
   const double norm = long_range_norm(n), rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
   std::vector<double> plane(static_cast<std::size_t>(nx), 0.0);
 #pragma omp parallel for schedule(static)
@@ -286,10 +287,9 @@ double PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const s
       const double wxy = axes.inv_w2[i] * axes.inv_w2[j];
       for (int k = 0; k < nzc; ++k) {
         const auto rho = m.a.rho.mode(i, j, k);
-        const double power = static_cast<double>(rho.real()) * rho.real() + static_cast<double>(rho.imag()) * rho.imag();
-        const double weight = (k == 0 || 2 * k == n) ? 1.0 : 2.0;
-        sum += weight * power *
-               long_range_green(kxy2 + axes.k[k] * axes.k[k], rs2, norm, wxy, axes.inv_w2[k]);
+        sum += long_range_energy_term(rho.real(), rho.imag(),
+                                      long_range_green(kxy2 + axes.k[k] * axes.k[k], rs2, norm, wxy, axes.inv_w2[k]),
+                                      k, n);
       }
     }
     plane[static_cast<std::size_t>(i - x0)] = sum;
