@@ -87,6 +87,7 @@ struct CudaP2PEvaluator::Impl {
   std::vector<cudaEvent_t> events;   // 4 per chunk + 2, created on demand
 
   gpu::DeviceGrouping grouping;
+  gpu::GroupSchedule schedule;   // the groups in the kernel's order
   DeviceArray<float> pos_f;          // x | y | z, n each
   DeviceArray<double> pos_d;
   DeviceArray<gpu::DeviceLeaf> leaves;
@@ -251,7 +252,7 @@ void CudaP2PEvaluator::Impl::launch_groups(const KernelPlan<R>& plan, const P2PS
     if constexpr (std::is_same_v<R, float>) return &pos_f; else return &pos_d;
   }();
   gpu::P2PKernelArgs<R> a;
-  a.groups = grouping.groups();
+  a.groups = schedule.run(grouping.groups(), grouping.n_groups(), std::min(nl, tasks), stream);
   a.n_groups = grouping.n_groups();
   a.sources = grouping.sorted_sources();
   a.leaves = dleaves;
@@ -298,7 +299,7 @@ void CudaP2PEvaluator::Impl::queue(const P2PSettings& s, const P2PInput& in) {
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const std::size_t held = dpos.capacity() * sizeof(R) + acc.capacity() * sizeof(double) +
                            leaves.capacity() * sizeof(gpu::DeviceLeaf) +
-                           grouping.held_bytes();
+                           grouping.held_bytes() + schedule.held_bytes();
   const std::size_t usable = free_bytes + held > kMargin ? free_bytes + held - kMargin : 0;
   auto padded = [](std::size_t bytes) { return bytes + bytes / 8 + 64; };
   const std::size_t fixed = padded(3 * n * sizeof(R)) + padded(3 * n * sizeof(double)) +
@@ -451,7 +452,7 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
   ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   // Likewise a task list longer than one grouping holds (gpu::DeviceGrouping::kMaxTasks).
   const bool too_many = tasks > gpu::DeviceGrouping::kMaxTasks || (max_chunk_tasks > 0 && tasks > max_chunk_tasks);
-  if (too_many || grouping.growth_bytes(entries, tasks, nl) +
+  if (too_many || grouping.growth_bytes(entries, tasks, nl) + schedule.growth_bytes(std::min(nl, tasks)) +
                           (std::is_same_v<R, float> ? pos_f.growth_bytes(3 * n) : pos_d.growth_bytes(3 * n)) +
                           acc.growth_bytes(3 * n) + kMargin > free_bytes) {
     tree.download(*out.tree, positions, copy_stream);

@@ -117,8 +117,9 @@ double DeviceP2PChunks::kernel_seconds() const {
 
 std::size_t DeviceP2PChunks::bytes_for(std::size_t entries, std::size_t chunk_tasks, std::size_t n_leaves) {
   // Entry positions; keys and values twice (the sort's buffers); per leaf: run keys, counts,
-  // starts, groups; the sort's temporaries (about one more key array).
-  return entries * 4 + chunk_tasks * 20 + n_leaves * 24 + (std::size_t{16} << 20);
+  // starts, groups; the groups' schedule (GroupSchedule: 28); the sorts' temporaries (about
+  // one more key array).
+  return entries * 4 + chunk_tasks * 20 + n_leaves * (24 + 28) + (std::size_t{16} << 20);
 }
 
 void DeviceP2PChunks::release() {
@@ -127,13 +128,14 @@ void DeviceP2PChunks::release() {
   for (auto& v : values_) v.release();
   for (auto* a : {&unique_, &counts_, &starts_}) a->release();
   groups_.release();
+  schedule_.release();
   temp_.release();
 }
 
 std::size_t DeviceP2PChunks::held_bytes() const {
   return (position_.capacity() + keys_[0].capacity() + keys_[1].capacity() + values_[0].capacity() +
           values_[1].capacity() + unique_.capacity() + counts_.capacity() + starts_.capacity()) * 4 +
-         groups_.capacity() * sizeof(GroupIdx) + temp_.capacity();
+         groups_.capacity() * sizeof(GroupIdx) + temp_.capacity() + schedule_.held_bytes();
 }
 
 void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std::size_t entries, std::size_t tasks,
@@ -220,8 +222,8 @@ void DeviceP2PChunks::run(const std::uint32_t* et, const std::uint32_t* es, std:
     pack_groups<<<blocks_for(leaves), kThreads, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
                                                              n_groups_.data(), groups_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
+    launch.groups = schedule_.run(groups_.data(), n_groups_.data(), leaves, stream);
     ORBIS_CUDA_CHECK(cudaEventRecord(event(events_used_ + 1), stream));
-    launch.groups = groups_.data();
     launch.n_groups = n_groups_.data();
     launch.sources = values.Current();
     launch.n_tasks = n;

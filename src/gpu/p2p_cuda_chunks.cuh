@@ -17,6 +17,7 @@
 #include "fmm/p2p_grouping.hpp"
 #include "gpu/cub_counts.cuh"
 #include "gpu/device_buffer.cuh"
+#include "gpu/p2p_cuda_grouping.cuh"
 #include "gpu/p2p_cuda_launch.cuh"
 
 namespace orbis::gpu {
@@ -52,6 +53,7 @@ class DeviceP2PChunks {
   DeviceArray<std::uint32_t> keys_[2], values_[2];  // the chunk's tasks, sort double buffers
   DeviceArray<std::uint32_t> unique_, counts_, starts_, n_groups_;
   DeviceArray<GroupIdx> groups_;
+  GroupSchedule schedule_;                          // the groups in the kernel's order
   DeviceArray<unsigned char> temp_;
   PinnedArray<std::uint32_t> host_counts_;
   std::vector<std::uint32_t> bounds_{0, 0};        // chunk c: target leaves [bounds[c], bounds[c+1])

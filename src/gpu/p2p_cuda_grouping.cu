@@ -14,6 +14,23 @@ __global__ void pack_groups(const std::uint32_t* unique, const std::uint32_t* st
   if (g < *n_groups) groups[g] = GroupIdx{unique[g], starts[g], counts[g]};
 }
 
+// GroupSchedule's key: the leading zeros of the task count (fewer: more tasks, earlier);
+// 33 past the last group, so those sort to the end.
+constexpr int kScheduleKeyBits = 6;
+__global__ void schedule_keys(const GroupIdx* groups, const std::uint32_t* n_groups, std::uint32_t max_groups,
+                              std::uint32_t* keys, std::uint32_t* index) {
+  const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= max_groups) return;
+  keys[g] = g < *n_groups ? static_cast<std::uint32_t>(__clz(groups[g].count)) : 33u;
+  index[g] = g;
+}
+
+__global__ void gather_groups(const GroupIdx* groups, const std::uint32_t* index, const std::uint32_t* n_groups,
+                              GroupIdx* out) {
+  const std::uint32_t g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g < *n_groups) out[g] = groups[index[g]];
+}
+
 // 1 or 2 tasks per uploaded entry.
 __global__ void entry_sizes(const std::uint32_t* targets, std::uint32_t n, std::uint32_t* sizes) {
   const std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -133,6 +150,51 @@ void DeviceGrouping::run(cudaStream_t stream, std::size_t n_entries, std::size_t
   pack_groups<<<blocks_for(ng), 256, 0, stream>>>(unique_.data(), starts_.data(), counts_.data(),
                                                   n_groups_.data(), groups_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+std::size_t GroupSchedule::temp_bytes(std::size_t max_groups) const {
+  return radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(std::max<std::size_t>(max_groups, 1), 0,
+                                                              kScheduleKeyBits);
+}
+
+std::size_t GroupSchedule::growth_bytes(std::size_t max_groups) {
+  std::size_t bytes = ordered_.growth_bytes(max_groups) + temp_.growth_bytes(temp_bytes(max_groups));
+  for (int b = 0; b < 2; ++b) bytes += keys_[b].growth_bytes(max_groups) + index_[b].growth_bytes(max_groups);
+  return bytes;
+}
+
+std::size_t GroupSchedule::held_bytes() const {
+  return (keys_[0].capacity() + keys_[1].capacity() + index_[0].capacity() + index_[1].capacity()) *
+             sizeof(std::uint32_t) +
+         ordered_.capacity() * sizeof(GroupIdx) + temp_.capacity();
+}
+
+const GroupIdx* GroupSchedule::run(const GroupIdx* groups, const std::uint32_t* n_groups, std::size_t max_groups,
+                                   cudaStream_t stream) {
+  if (max_groups == 0) return groups;
+  for (int b = 0; b < 2; ++b) {
+    keys_[b].ensure(max_groups);
+    index_[b].ensure(max_groups);
+  }
+  ordered_.ensure(max_groups);
+  temp_.ensure(temp_bytes(max_groups));
+  const auto m = static_cast<std::uint32_t>(max_groups);
+  schedule_keys<<<blocks_for(max_groups), 256, 0, stream>>>(groups, n_groups, m, keys_[0].data(), index_[0].data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  cub::DoubleBuffer<std::uint32_t> keys(keys_[0].data(), keys_[1].data()), index(index_[0].data(), index_[1].data());
+  radix_sort_pairs(temp_.data(), temp_.capacity(), keys, index, max_groups, 0, kScheduleKeyBits, stream);
+  gather_groups<<<blocks_for(max_groups), 256, 0, stream>>>(groups, index.Current(), n_groups, ordered_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  return ordered_.data();
+}
+
+void GroupSchedule::release() {
+  for (int b = 0; b < 2; ++b) {
+    keys_[b].release();
+    index_[b].release();
+  }
+  ordered_.release();
+  temp_.release();
 }
 
 }  // namespace orbis::gpu

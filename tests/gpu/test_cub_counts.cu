@@ -1,7 +1,8 @@
 // The CUB wrappers of gpu/cub_counts.cuh with their item limit lowered to a few hundred, so
 // that the path a run takes beyond 2^31 items (CUB's 64-bit-count kernels; for run-length
 // encoding, a refusal) runs here on small inputs: each result against a host reference. And
-// the device grouping's refusals of what its 32-bit task positions cannot hold.
+// the device grouping's refusals of what its 32-bit task positions cannot hold, and the
+// schedule of its groups (heaviest first, stable) against a host reference.
 // Without a usable GPU the program prints "SKIPPED" and returns 77 (CTest: skipped).
 #include <doctest/doctest.h>
 
@@ -184,4 +185,41 @@ TEST_CASE("the device grouping refuses more tasks than its 32-bit positions hold
   }
   CAPTURE(message);
   CHECK(message.find("upload_targets() and upload_sources() size them") != std::string::npos);
+}
+
+TEST_CASE("the group schedule: every group once, heaviest power-of-two class first, target order within a class") {
+  test::require_gpu_or_skip();
+  // Task counts from 1 to ~5000 (classes of powers of two), and room for more groups than
+  // there are: only the first n_groups count.
+  const std::size_t n_groups = 1000, room = 1300;
+  const std::vector<std::uint32_t> counts = random_values(room, 5000, 11);
+  std::vector<GroupIdx> groups(room);
+  for (std::size_t g = 0; g < room; ++g)
+    groups[g] = GroupIdx{static_cast<std::uint32_t>(3 * g), static_cast<std::uint32_t>(7 * g), counts[g] + 1};
+  auto size_class = [](std::uint32_t count) {   // bit width: larger first
+    int w = 0;
+    while (count >> w) ++w;
+    return w;
+  };
+  std::vector<GroupIdx> want(groups.begin(), groups.begin() + n_groups);
+  std::stable_sort(want.begin(), want.end(),
+                   [&](const GroupIdx& a, const GroupIdx& b) { return size_class(a.count) > size_class(b.count); });
+
+  gpu::DeviceArray<GroupIdx> d_groups;
+  upload(d_groups, groups);
+  gpu::DeviceArray<std::uint32_t> d_n;
+  upload(d_n, std::vector<std::uint32_t>{static_cast<std::uint32_t>(n_groups)});
+  gpu::GroupSchedule schedule;
+  const std::size_t growth = schedule.growth_bytes(room);
+  const GroupIdx* ordered = schedule.run(d_groups.data(), d_n.data(), room, nullptr);
+  ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(schedule.held_bytes() == growth);   // what it said it would take
+  const std::vector<GroupIdx> got = download(ordered, n_groups);
+  bool same = true;
+  for (std::size_t g = 0; g < n_groups; ++g)
+    same = same && got[g].i_leaf == want[g].i_leaf && got[g].start == want[g].start && got[g].count == want[g].count;
+  CHECK(same);
+  CHECK(size_class(got.front().count) == 13);   // 4097..5000 tasks exist among 1000 draws
+  schedule.release();
+  CHECK(schedule.held_bytes() == 0);
 }
