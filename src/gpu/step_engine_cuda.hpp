@@ -41,6 +41,8 @@ class CudaStepEngine final : public StepEngine {
   // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
   bool forces_from_fresh_tree() const override;
   std::string tree_summary() const override;
+  // The P2P kernel skips only the leaves with no active particle (gpu/short_range_cuda.cuh).
+  bool computes_whole_leaves() const override { return true; }
 
   // Beyond the seam (tests, the benchmark).
   std::size_t planned_device_bytes() const;    // the memory plan of the last load()

@@ -9,6 +9,7 @@
 #include "cosmology/cosmology.hpp"
 #include "cosmology/linear_power.hpp"
 #include "integrate/time_bins.hpp"
+#include "tree/orb_tree.hpp"
 
 namespace orbis {
 namespace {
@@ -99,7 +100,8 @@ ClusteringInputs ClusteringInputs::from_power(const LinearPower& power, double o
 std::string ClusteringInputs::describe() const {
   std::string sigmas;
   for (double s : sigma_m) sigmas += fmt::format("{}{:.6g}", sigmas.empty() ? "" : " ", s);
-  return fmt::format("ETA forecast: sigma_psi = {:.6g} Mpc/h; sigma(M) at 10^(j/4) particles = {}", sigma_psi, sigmas);
+  return fmt::format("ETA forecast: sigma_psi = {:.6g} Mpc/h; sigma(M) at 10^(j/4) particles = {}; an active "
+                     "particle's short-range work: {:.6g} particles", sigma_psi, sigmas, work_particles);
 }
 
 double fraction_above(const ClusteringInputs& in, double growth, double g) {
@@ -136,13 +138,14 @@ BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubb
     if (p * in.particles < 1) break;
     out.kicks += std::ldexp(p, k - 1);   // bin >= k: 2^k - 2^(k-1) kicks more
     out.deepest = k;
+    out.above[static_cast<std::size_t>(k)] = p;
   }
   return out;
 }
 
 ClusteringForecast::ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin,
                                        double ln_a_end)
-    : begin_(ln_a_begin), particles_(in.particles) {
+    : begin_(ln_a_begin), particles_(in.particles), work_particles_(std::max(1.0, in.work_particles)) {
   const int n = std::max(2, static_cast<int>(std::ceil((ln_a_end - ln_a_begin) / kGridStep)) + 1);
   step_ = std::max(ln_a_end - ln_a_begin, 1e-9) / (n - 1);
   for (int i = 0; i < n; ++i) {
@@ -150,6 +153,7 @@ ClusteringForecast::ClusteringForecast(const ClusteringInputs& in, const Cosmolo
     const BinForecast f = forecast_bins(in, cosmology.growth(a), cosmology.hubble(a), a, in.max_dln_a);
     kicks_.push_back(f.kicks);
     deepest_.push_back(f.deepest);
+    above_.push_back(f.above);
   }
 }
 
@@ -158,7 +162,77 @@ BinForecast ClusteringForecast::at(double ln_a) const {
   const double u = std::clamp((ln_a - begin_) / step_, 0.0, static_cast<double>(kicks_.size() - 1));
   const auto i = std::min(static_cast<std::size_t>(u), kicks_.size() - 2);
   const double t = u - static_cast<double>(i);
-  return BinForecast{(1 - t) * kicks_[i] + t * kicks_[i + 1], t < 1 ? deepest_[i] : deepest_[i + 1]};
+  BinForecast f{(1 - t) * kicks_[i] + t * kicks_[i + 1], t < 1 ? deepest_[i] : deepest_[i + 1], {}};
+  for (std::size_t k = 0; k < f.above.size(); ++k) f.above[k] = (1 - t) * above_[i][k] + t * above_[i + 1][k];
+  return f;
+}
+
+double leaf_particles(double n, int max_leaf) {
+  if (!(n >= 1) || max_leaf < 1) return 1;
+  return n / static_cast<double>(OrbTree::subtree_leaves(static_cast<std::int64_t>(n), max_leaf));
+}
+
+double other_seconds(const OutputCost& o, double pm_steps) {
+  const double checks = std::max(0, o.checks) + (o.check_every > 0 ? std::floor(pm_steps / o.check_every) : 0.0);
+  return std::max(0, o.remaining) * std::max(0.0, o.seconds_each) + checks * std::max(0.0, o.check_seconds) +
+         std::max(0.0, o.final_wait);
+}
+
+double SyncPointPrice::prior(double f) const { return f < 1 ? -std::expm1(leaf * std::log1p(-f)) : 1.0; }
+
+double SyncPointPrice::at(double f) const {
+  if (!(f > 0)) return 0;
+  return work * (weight * std::pow(std::min(f, 1.0), alpha) + (1 - weight) * prior(f));
+}
+
+SyncPointPrice sync_point_price(const std::vector<CostRecord>& h, std::size_t begin, double n, double leaf) {
+  SyncPointPrice p;
+  p.leaf = std::max(1.0, leaf);
+  double full = 0, pm = 0, fulls = 0, sub_min = 0, other_min = 0;
+  std::array<SubStepCost, kSubStepBuckets> sub{};
+  for (std::size_t j = begin; j < h.size(); ++j) {
+    const CostRecord& r = h[j];
+    if (r.end_seconds > 0) {
+      full += r.end_seconds, pm += r.end_pm, ++fulls;
+      if (fulls == 1 || r.end_other < other_min) other_min = r.end_other;
+    }
+    if (r.sub_min > 0 && (sub_min == 0 || r.sub_min < sub_min)) sub_min = r.sub_min;
+    for (int b = 0; b < kSubStepBuckets; ++b) {
+      sub[b].syncs += r.sub[b].syncs;
+      sub[b].seconds += r.sub[b].seconds;
+      sub[b].active += r.sub[b].active;
+    }
+  }
+  if (!(fulls > 0 && n > 0)) return p;
+  p.valid = true;
+  p.full = full / fulls;
+  p.fixed = sub_min > 0 ? sub_min : std::max(0.0, other_min);
+  p.work = std::max(0.0, p.full - p.fixed - pm / fulls);
+  // The sub-steps' measured seconds beyond s0, and alpha that prices them so.
+  double measured = 0;
+  for (const SubStepCost& c : sub) measured += c.seconds - c.syncs * p.fixed;
+  if (!(measured > 0 && p.work > 0)) return p;
+  const auto priced = [&](double alpha) {
+    double sum = 0;
+    for (const SubStepCost& c : sub)
+      if (c.syncs > 0) sum += c.syncs * p.work * std::pow(std::min(1.0, c.active / (c.syncs * n)), alpha);
+    return sum;
+  };
+  // priced() falls as alpha rises (f <= 1): bisection on [0, 1], clamped at its ends.
+  double lo = 0, hi = 1;
+  if (priced(hi) >= measured) {
+    lo = hi;
+  } else if (priced(lo) <= measured) {
+    hi = lo;
+  } else {
+    for (int i = 0; i < 50; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (priced(mid) > measured ? lo : hi) = mid;
+    }
+  }
+  p.alpha = 0.5 * (lo + hi);
+  p.weight = measured / (measured + p.work);
+  return p;
 }
 
 double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& forecast, double ln_a_end,
@@ -167,37 +241,43 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
   if (h.empty() || forecast.empty()) return -1;
   const double ln_a = std::log(s.a), n = forecast.particles();
   const std::size_t begin = recent_begin(h, ln_a);
-  // lambda: the share of a full force computation that any sync point pays.
-  double lambda = 0, shares = 0;
-  for (std::size_t j = begin; j < h.size(); ++j)
-    if (h[j].end_seconds > 0) lambda += h[j].end_fixed / h[j].end_seconds, ++shares;
-  lambda = shares > 0 ? lambda / shares : 0;
-  // c: seconds per full-computation equivalent.
-  double seconds = 0, work = 0;
-  for (std::size_t j = begin; j < h.size(); ++j) {
-    seconds += h[j].seconds;
-    work += h[j].particle_steps / n + lambda * (std::max(1.0, h[j].syncs) - 1);
+  // PM steps as long as the longest recent one (the last may have been shortened to land on
+  // an output: as a step length it would forecast too many sync points, and a tiny one would
+  // make the loop below long on every step line).
+  double dln = 0;
+  for (std::size_t j = begin; j < h.size(); ++j) dln = std::max(dln, h[j].dln_a);
+  const SyncPointPrice price = sync_point_price(h, begin, n, forecast.work_particles());
+  if (!price.valid) {
+    // No full step measured in the window (a restart's records keep only their seconds):
+    // seconds per force evaluation of the recent steps, times the kicks to come.
+    double seconds = 0, kicks = 0;
+    for (std::size_t j = begin; j < h.size(); ++j) seconds += h[j].seconds, kicks += h[j].particle_steps / n;
+    if (!(seconds > 0 && kicks > 0 && dln > 0)) return -1;
+    double total = 0, pm_steps = 0;
+    for (double x = ln_a; x < ln_a_end - 1e-9; x += dln) {
+      const double d = std::min(dln, ln_a_end - x);
+      total += seconds / kicks * forecast.at(x + 0.5 * d).kicks * d / dln;
+      pm_steps += d / dln;
+    }
+    return total + other_seconds(outputs, pm_steps);
   }
-  if (!(seconds > 0 && work > 0)) return -1;
-  const double c = seconds / work;
   // The deepest bin: the forecast's, lowered to the one measured once the run has deep bins.
   const CostRecord& last = h.back();
   int lower = 0;
   if (last.deepest > 0)
     lower = std::min(0, static_cast<int>(last.deepest) - forecast.at(last.ln_a + 0.5 * last.dln_a).deepest);
-  // PM steps as long as the longest recent one (the last may have been shortened to land on
-  // an output: as a step length it would forecast too many sync points, and a tiny one would
-  // make this loop long on every step line), each costing c (kicks + lambda (syncs - 1)).
-  double dln = 0;
-  for (std::size_t j = begin; j < h.size(); ++j) dln = std::max(dln, h[j].dln_a);
-  double total = 0;
+  double total = 0, pm_steps = 0;
   if (dln > 0)
     for (double x = ln_a; x < ln_a_end - 1e-9; x += dln) {
       const double d = std::min(dln, ln_a_end - x);
       const BinForecast f = forecast.at(x + 0.5 * d);
-      total += c * (f.kicks + lambda * (std::ldexp(1.0, std::max(0, f.deepest + lower)) - 1)) * d / dln;
+      double step = price.full;
+      for (int k = 1; k <= std::max(0, f.deepest + lower); ++k)
+        step += std::ldexp(price.fixed + price.at(f.above[static_cast<std::size_t>(k)]), k - 1);
+      total += step * d / dln;
+      pm_steps += d / dln;
     }
-  return total + std::max(0, outputs.remaining) * std::max(0.0, outputs.seconds_each);
+  return total + other_seconds(outputs, pm_steps);
 }
 
 double predicted_remaining_seconds(const RunState& s, double ln_a_end, const OutputCost& outputs) {
@@ -220,7 +300,7 @@ double predicted_remaining_seconds(const RunState& s, double ln_a_end, const Out
   const double rate = seconds / span * std::exp(beta * (ln_a - sx / n));
   const double left = std::max(0.0, ln_a_end - ln_a);
   const double steps = rate * (beta * left > 1e-9 ? std::expm1(beta * left) / beta : left);
-  return steps + std::max(0, outputs.remaining) * std::max(0.0, outputs.seconds_each);
+  return steps + other_seconds(outputs, left * n / span);   // PM steps to come as long as the recent ones
 }
 
 }  // namespace orbis

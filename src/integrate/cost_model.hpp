@@ -1,4 +1,4 @@
-// The ETA of the step log.
+// The step log's ETA: the wall time until the run ends.
 //
 // Hierarchical steps (forecast_remaining_seconds): the cost to come is forecast from the
 // physics the run already knows, since nothing in the first part of a run shows how much
@@ -13,20 +13,37 @@
 //     |g| > G is g_vir / G), its |g| Plummer-softened as the P2P kernel's (none above
 //     2 / (3 sqrt 3) G M / (r_vir eps), and less mass near that peak);
 //   - a particle exceeds G if either does: P = 1 - (1 - P_field)(1 - P_halo).
-// The seconds: c (kicks / N + lambda (sync points - 1)) per PM step, lambda the share of the
-// last PM steps' full force computation that every sync point pays whatever its active
-// count (the drift and the tree: the "kdk" and "tree" phases), c fitted to the measured
-// seconds of the recent PM steps (the last half of the ln a run so far, at least 3). The
-// forecast's deepest bin is lowered to the one measured once the run has any (it predicts
-// the single most accelerated particle, the least certain of its numbers).
+// So the fraction P_k of particles in bins >= k, and of a PM step's sync points 2^(k-1) have
+// bins >= k active (k = 1 .. deepest), the last one all of them.
+//
+// The seconds, each part from what the run measures (the recent PM steps: the last half of
+// the ln a run so far, at least 3): a PM step costs
+//   E + sum_k 2^(k-1) (s0 + e A(P_k)),
+// E its last sync point (every particle active; measured), s0 what a sync point pays whatever
+// its active count (the drift and kicks of every particle, the tree's refit, the walk's
+// launches and the host's waits: the cheapest sub-step measured; before any, the full step's
+// seconds outside the phases that follow the active particles and outside the tree, which
+// there may be a build), e the full step's short-range work (E - s0 - its PM phase), and
+// A(f) the share of it that a sync point with an active fraction f does. A(1) = 1; for small
+// f it depends on how the engine goes by the active particles: the CUDA engine computes
+// every particle of a leaf that holds an active one, so before any sub-step is measured
+// A(f) = 1 - (1 - f)^L, the chance that a leaf of L particles holds an active one (L = 1:
+// the host engine, which computes only the active targets, A = f). Once sub-steps are
+// measured, A is drawn to f^alpha, alpha the one that prices the recent sub-steps at their
+// measured seconds (less s0 each), with the weight m / (m + e) (m those measured seconds:
+// the calibration counts for as much as it has seen work). The forecast's deepest bin is
+// lowered to the one measured once the run has any (it predicts the single most accelerated
+// particle, the least certain of its numbers).
 //
 // Global steps (predicted_remaining_seconds): the measured seconds per unit ln a over the
 // recent PM steps, grown as they grew there (a least-squares exponential trend in ln a, at
 // most e^kMaxCostGrowth per unit ln a, never falling), integrated to the end.
 //
 // Both add the outputs still to come times the measured seconds of one output (before the
-// first one, an estimate).
+// first one, an estimate), the energy check's potential W still to come times its measured
+// seconds, and the wait for the last background output at the end (OutputCost).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -43,9 +60,17 @@ class LinearPower;
 // then flattened), an unbounded trend from the growth phase over-predicts the flat end by ~40%.
 constexpr double kMaxCostGrowth = 0.5;
 
+// What the run spends besides its steps.
 struct OutputCost {
   int remaining = 0;          // outputs still to be written
   double seconds_each = 0;    // measured mean of those written, or an estimate
+  // The energy check's potential W (integrate/energy.hpp): the evaluations still to come at
+  // the outputs and the run's end, plus one every check_every PM steps (0: none), each as
+  // long as those measured.
+  int checks = 0;
+  int check_every = 0;
+  double check_seconds = 0;
+  double final_wait = 0;      // the wait at the run's end for the background writer's last output
 };
 
 // What the forecast needs of a run (code units: comoving Mpc/h, km/s, 1e10 Msun/h).
@@ -58,6 +83,10 @@ struct ClusteringInputs {
   double particle_mass = 0;
   double sigma_psi = 0;          // 3D rms linear displacement at D = 1 (k from 2 pi / L to pi n / L)
   std::vector<double> sigma_m;   // sigma(M_j) at z = 0, M_j = particle_mass 10^(j/4), j = 0 .. 4 log10 N
+  // The particles whose short-range work one isolated active particle costs: 1 where only the
+  // active targets are computed (the host engine), a leaf's where whole leaves are (the CUDA
+  // engine: leaf_particles). Not from the power spectrum: the run sets it.
+  double work_particles = 1;
 
   // From the linear power spectrum of the run's ICs and its box.
   static ClusteringInputs from_power(const LinearPower& power, double omega_m, double box, double particles_per_side,
@@ -68,7 +97,12 @@ struct ClusteringInputs {
 struct BinForecast {
   double kicks = 1;   // per particle per PM step
   int deepest = 0;    // the deepest bin that holds at least one particle
+  std::array<double, kDeepestBin + 1> above{};   // above[k]: the fraction in bins >= k (k = 1 .. deepest)
 };
+
+// The mean particles per leaf of the ORB tree of n particles in leaves of at most max_leaf
+// (tree/orb_tree.hpp: its shape depends on n and max_leaf alone).
+double leaf_particles(double n, int max_leaf);
 
 // Mass fraction of particles with comoving |g| > g_comoving at growth factor `growth`.
 double fraction_above(const ClusteringInputs& in, double growth, double g_comoving);
@@ -82,13 +116,31 @@ class ClusteringForecast {
   ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin, double ln_a_end);
   bool empty() const { return kicks_.empty(); }
   double particles() const { return particles_; }
-  BinForecast at(double ln_a) const;   // kicks interpolated linearly, the deepest bin of the grid point below
+  double work_particles() const { return work_particles_; }
+  BinForecast at(double ln_a) const;   // kicks and fractions interpolated linearly, the deepest bin of the grid point below
 
  private:
-  double begin_ = 0, step_ = 1, particles_ = 0;
+  double begin_ = 0, step_ = 1, particles_ = 0, work_particles_ = 1;
   std::vector<double> kicks_;
   std::vector<int> deepest_;
+  std::vector<std::array<double, kDeepestBin + 1>> above_;
 };
+
+// The outputs, the energy check's W and the last output's wait, with pm_steps PM steps to come.
+double other_seconds(const OutputCost& outputs, double pm_steps);
+
+// A sync point's price from the cost records history[begin ..] of a run of n particles
+// (above): E (full), s0 (fixed), e (work) and A(f) from the prior of leaves of `leaf`
+// particles drawn to f^alpha with the weight the measured sub-steps give it.
+struct SyncPointPrice {
+  bool valid = false;                      // false: no full step measured (a restart's records)
+  double full = 0, fixed = 0, work = 0;   // E, s0, e
+  double leaf = 1;                         // L of the prior 1 - (1 - f)^L
+  double weight = 0, alpha = 1;            // A = weight f^alpha + (1 - weight) prior
+  double prior(double f) const;
+  double at(double f) const;               // e A(f): the seconds beyond s0 of a sync point with f active
+};
+SyncPointPrice sync_point_price(const std::vector<CostRecord>& history, std::size_t begin, double n, double leaf);
 
 // Predicted wall seconds from the state's sync point to ln a = ln_a_end; negative while no
 // PM step has been measured. With hierarchical steps (a forecast), from it; else the trend.

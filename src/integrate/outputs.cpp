@@ -140,7 +140,10 @@ void BackgroundOutputs::start(const OutputContext& context, Particles particles,
   finish(files);
   pending_ = std::async(std::launch::async,
                         [context, particles = std::move(particles), accelerations = std::move(accelerations)] {
-                          return write_run_outputs(context, particles, accelerations);
+                          Stopwatch watch;
+                          Written written{write_run_outputs(context, particles, accelerations), 0};
+                          written.seconds = watch.seconds();
+                          return written;
                         });
 }
 
@@ -151,8 +154,10 @@ void BackgroundOutputs::poll(std::vector<std::string>& files) {
 void BackgroundOutputs::finish(std::vector<std::string>& files) {
   if (!pending_.valid()) return;
   auto future = std::move(pending_);   // invalid from here on, even if get() throws
-  const std::vector<std::string> written = future.get();
-  files.insert(files.end(), written.begin(), written.end());
+  const Written written = future.get();
+  files.insert(files.end(), written.files.begin(), written.files.end());
+  seconds_ += written.seconds;
+  ++timed_;
 }
 
 }  // namespace orbis

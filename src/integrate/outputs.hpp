@@ -65,9 +65,19 @@ class BackgroundOutputs {
   // Waits for the output in progress, if any, and appends its files to `files`.
   void finish(std::vector<std::string>& files);
   bool busy() const { return pending_.valid(); }
+  // The outputs finished so far and their mean wall seconds on the writer's thread (the ETA's
+  // wait for the last one).
+  int timed() const { return timed_; }
+  double mean_seconds() const { return timed_ > 0 ? seconds_ / timed_ : 0.0; }
 
  private:
-  std::future<std::vector<std::string>> pending_;
+  struct Written {
+    std::vector<std::string> files;
+    double seconds = 0;
+  };
+  std::future<Written> pending_;
+  double seconds_ = 0;
+  int timed_ = 0;
 };
 
 }  // namespace orbis

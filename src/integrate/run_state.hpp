@@ -2,6 +2,7 @@
 // step engine holds, time bins included): one plain struct, so that a checkpoint can save it
 // and a restart continue bitwise where the run stopped.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -9,6 +10,13 @@
 #include "integrate/time_bins.hpp"
 
 namespace orbis {
+
+// The sub-steps (sync points before a PM step's end) whose active fraction f = active / N
+// lies in [2^-(b+1), 2^-b), summed: the ETA prices a sync point by its f (cost_model.hpp).
+struct SubStepCost {
+  double syncs = 0, seconds = 0, active = 0;
+};
+constexpr int kSubStepBuckets = 48;   // f >= 2^-48: any particle count a run can hold
 
 // The measured cost of one completed PM step (the ETA's history).
 struct CostRecord {
@@ -19,8 +27,12 @@ struct CostRecord {
   // Not in checkpoints (which keep the four above; a restarted run's older records have 0):
   double syncs = 0;           // its sync points
   double deepest = 0;         // the deepest bin populated at any of them
-  double end_seconds = 0;     // the seconds of its last sync point (every particle active) ...
-  double end_fixed = 0;       // ... and of that one's drift and tree (paid at every sync point)
+  double end_seconds = 0;     // the seconds of its last sync point (every particle active), of which
+  double end_pm = 0;          //   the long-range (PM) phase
+  double end_other = 0;       //   and what no phase that follows the active particles or the tree
+                              //   holds (the drift and kicks of every particle, the host's waits)
+  double sub_min = 0;         // the cheapest sub-step's seconds (0: none)
+  std::array<SubStepCost, kSubStepBuckets> sub{};
 };
 
 // The Layzer-Irvine energy budget (integrate/energy.hpp), comoving code units: what it

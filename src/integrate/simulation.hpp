@@ -114,6 +114,8 @@ class Simulation {
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
   double output_seconds_ = 0;             // wall seconds in write_outputs (the ETA's output cost)
   int outputs_timed_ = 0;
+  double energy_seconds_ = 0;             // wall seconds of the energy check's W evaluations (the ETA's)
+  int energy_timed_ = 0;
   BackgroundOutputs outputs_;   // last: it waits for an output, which reads the members above
 };
 

@@ -114,6 +114,9 @@ class StepEngine {
   virtual bool forces_from_fresh_tree() const { return true; }
   // What the engine's tree policy did over the run, for its last log line ("": nothing to say).
   virtual std::string tree_summary() const { return {}; }
+  // Whether a sync point computes every particle of a tree leaf that holds an active one (the
+  // ETA's price of a sync point: integrate/cost_model.hpp), not only the active particles.
+  virtual bool computes_whole_leaves() const { return false; }
   virtual void kick(const KickPlan& plan) = 0;
   // Every particle: x += p * drift_factor, wrapped into [0, box).
   virtual void drift(double drift_factor) = 0;

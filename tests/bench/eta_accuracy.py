@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
 """How good is the step log's ETA? Reads the log of a finished `orbis run` and compares, at
-every step line, the ETA with the time that really remained (the last step line's clock minus
-this line's). Prints the error at 10, 25, 50 and 75% of the run and the worst one from a given
-fraction on (default 10%, the issue's bar: within 25%), skipping the last --min-left seconds
-(default 30: there the ETA's 1 s resolution dominates).
+every step line, the ETA with the time that really remained: to the run's end (its
+"finished:" or "stopped:" line; the last step line where the log has neither), or with
+--to=steps to the last step line (what this script measured before the ETA counted the
+energy check at the end and the wait for the last output). Prints the error at 10, 25, 50
+and 75% of the run and the worst one from a given fraction on (default 10%, the issue's bar:
+within 25%), skipping the lines with less than --min-left seconds left (default 30: there the
+ETA's 1 s resolution dominates).
 
-    eta_accuracy.py RUN.log [--from=0.1] [--min-left=30] [--replay [--output-estimate=SECONDS]]
+    eta_accuracy.py RUN.log [--from=0.1] [--min-left=30] [--to=steps] [--replay [--output-estimate=SECONDS]]
 
---replay recomputes the ETA from the log's own step lines with the model of
-src/integrate/cost_model.cpp (a replica: keep the two in step), so that a log written by an
-older orbis tells how the current model would have done on the same run. With hierarchical
-steps the model's linear-power inputs come from the log's "ETA forecast:" line; a log
-without one gets them from the Eisenstein & Hu no-wiggle P(k) of its [cosmology] (cosmology.
-omega_m etc.; for the replay only: the runs use their own P(k)). Before the first output
-the output cost is the run's estimate (simulation.cpp: on one rank the background writer's copy,
-the snapshot's particle bytes at 2 GB/s; on several, outputs.cpp's output_file_bytes at 200 MB/s
-plus 0.15 us per particle; the ranks from the log's first line), or --output-estimate=SECONDS;
-from then on the mean io seconds of the outputs written, as in the run.
+--replay recomputes the ETA from the log's own lines with the model of
+src/integrate/cost_model.cpp and the inputs simulation.cpp gives it (a replica: keep the two
+in step), so that a log written by an older orbis tells how the current model would have done
+on the same run. With hierarchical steps the model's linear-power inputs come from the log's
+"ETA forecast:" line; a log without one gets them from the Eisenstein & Hu no-wiggle P(k) of
+its [cosmology] (cosmology.omega_m etc.; for the replay only: the runs use their own P(k)).
+The work of an active particle is the forecast line's; a log without it takes a leaf of the
+ORB tree (N / ranks particles, gravity.max_leaf) where the log says "step engine: cuda", else
+one particle. Before the first output the output cost is the run's estimate (simulation.cpp:
+on one rank the background writer's copy, the snapshot's particle bytes at 2 GB/s; on
+several, outputs.cpp's output_file_bytes at 200 MB/s plus 0.15 us per particle; the ranks
+from the log's first line), or --output-estimate=SECONDS; from then on the mean io seconds of
+the outputs written, as in the run. The energy check's W: the mean of the "energy check at"
+lines' seconds so far; the background writer's seconds (the last output's wait): the mean of
+the "output NNN written in" lines so far, before any the files' estimate.
 """
 import math
 import re
@@ -37,19 +45,32 @@ def seconds(text):
 
 
 def read_log(path):
+    """The step lines, and where the other lines the replay reads fell among them (the number of
+    step lines before each): the energy checks' W seconds, the background writer's seconds."""
     rows, a_begin, z_out, z_final, params, forecast = [], None, [], 0.0, {}, None
+    params["checks"], params["writer"], params["finish"] = [], [], None
     with open(path) as f:
         for line in f:
             line = line.replace("\x1b[K", "")
             m = STEP.match(line)
             if m:
-                phases = dict(zip(*[iter(m.group(7).split())] * 2))
+                phases = {k: float(v) for k, v in zip(*[iter(m.group(7).split())] * 2)}
                 rows.append(dict(t=float(m.group(1)), step=int(m.group(2)), a=float(m.group(3)),
                                  active=int(m.group(4)), deepest=int(m.group(5).split("-")[-1]),
                                  seconds=float(m.group(6)), io=float(m.group(8)), eta=seconds(m.group(9)),
-                                 fixed=float(phases.get("kdk", 0)) + float(phases.get("tree", 0)),
-                                 pm_end="|sum p|" in line))
+                                 phases=phases, pm_end="|sum p|" in line))
                 continue
+            m = re.search(r"^\[\s*[0-9.]+s\] energy check at a = .*\(([0-9.]+) s\)$", line.rstrip())
+            if m:
+                params["checks"].append((len(rows), float(m.group(1))))
+            m = re.search(r"^\[\s*[0-9.]+s\] output \d+ written in ([0-9.]+) s", line)
+            if m:
+                params["writer"].append((len(rows), float(m.group(1))))
+            m = re.search(r"^\[\s*([0-9.]+)s\] (?:finished|stopped)", line)
+            if m:
+                params["finish"] = float(m.group(1))
+            if "step engine: cuda" in line:
+                params["cuda"] = True
             m = re.search(r"\| (\d+) ranks? x \d+ threads?$", line.rstrip())
             if m:
                 params["ranks"] = m.group(1)
@@ -59,9 +80,12 @@ def read_log(path):
             m = re.search(r"\]   ([a-z_0-9]+\.[a-z_0-9]+) = (.*)$", line.rstrip())
             if m:
                 params[m.group(1)] = m.group(2)
-            m = re.search(r"ETA forecast: sigma_psi = (\S+) Mpc/h; sigma\(M\) at 10\^\(j/4\) particles = (.*)$", line.rstrip())
+            m = re.search(r"ETA forecast: sigma_psi = (\S+) Mpc/h; sigma\(M\) at 10\^\(j/4\) particles = ([^;]*)"
+                          r"(?:; an active particle's short-range work: (\S+) particles)?$", line.rstrip())
             if m:
                 forecast = (float(m.group(1)), [float(x) for x in m.group(2).split()])
+                if m.group(3):
+                    params["work_particles"] = float(m.group(3))
     z_out = [float(z) for z in params.get("time.output_redshifts", "[]").strip("[]").split(",") if z.strip()]
     z_final = float(params.get("time.z_final", 0.0))
     return rows, a_begin, sorted(1 / (1 + z) for z in z_out), 1 / (1 + z_final), params, forecast
@@ -162,6 +186,9 @@ class Forecast:
         self.eta, self.max_dln = float(params["time.eta"]), float(params["time.max_dln_a"])
         self.mass = self.om * RHO_CRIT0 * box**3 / self.n
         self.sigma_psi, self.sigma_m = forecast_line or eh_nowiggle_inputs(params, n_side, box)
+        ranks = int(params.get("ranks", 1))
+        self.work = max(1.0, params["work_particles"] if "work_particles" in params else
+                        leaf_particles(self.n / ranks, int(params.get("gravity.max_leaf", 1))) if params.get("cuda") else 1.0)
         bg = Background(self.om, float(params.get("cosmology.omega_lambda", 1 - self.om)))
         n = max(2, int(math.ceil((ln_a_end - ln_a_begin) / GRID_STEP)) + 1)
         self.begin, self.step = ln_a_begin, max(ln_a_end - ln_a_begin, 1e-9) / (n - 1)
@@ -186,7 +213,8 @@ class Forecast:
         return 1 - (1 - field) * (1 - halo)
 
     def bins(self, growth, hubble, a, dln):
-        kicks, deepest = 1.0, 0
+        """Kicks per particle, the deepest bin, and above[k] the fraction in bins >= k."""
+        kicks, deepest, above = 1.0, 0, [0.0] * (DEEPEST_BIN + 1)
         acc0 = self.eps * a**3 * (self.eta * hubble / dln) ** 2
         for k in range(1, DEEPEST_BIN + 1):
             p = self.fraction_above(growth, acc0 * 4 ** (k - 1))
@@ -194,13 +222,16 @@ class Forecast:
                 break
             kicks += p * 2 ** (k - 1)
             deepest = k
-        return kicks, deepest
+            above[k] = p
+        return kicks, deepest, above
 
     def at(self, ln_a):
         u = min(max((ln_a - self.begin) / self.step, 0.0), len(self.table) - 1.0)
         i = min(int(u), len(self.table) - 2)
         t = u - i
-        return (1 - t) * self.table[i][0] + t * self.table[i + 1][0], self.table[i][1] if t < 1 else self.table[i + 1][1]
+        lo, hi = self.table[i], self.table[i + 1]
+        return ((1 - t) * lo[0] + t * hi[0], lo[1] if t < 1 else hi[1],
+                [(1 - t) * p + t * q for p, q in zip(lo[2], hi[2])])
 
 
 def recent_window(history, ln_a):
@@ -211,28 +242,112 @@ def recent_window(history, ln_a):
     return history[min(begin, max(0, len(history) - 3)):]
 
 
-def forecast_seconds(history, forecast, ln_a, ln_a_end):
-    """forecast_remaining_seconds without the outputs."""
-    window = recent_window(history, ln_a)
-    shares = [h["end_fixed"] / h["end_seconds"] for h in window if h["end_seconds"] > 0]
-    lam = sum(shares) / len(shares) if shares else 0.0
-    work = sum(h["kicks"] / forecast.n + lam * (max(1, h["syncs"]) - 1) for h in window)
-    spent = sum(h["s"] for h in window)
-    if not (spent > 0 and work > 0):
+def leaf_particles(n, max_leaf):
+    """cost_model.cpp's leaf_particles: n / the leaves of OrbTree::shape(n, max_leaf)."""
+    def pair(m):
+        if m + 1 <= max_leaf:
+            return 1, 1
+        if m <= max_leaf:
+            return 1, 2
+        a, b = pair(m // 2)
+        return (2 * a, a + b) if m % 2 == 0 else (a + b, 2 * b)
+    return n / pair(int(n))[0] if n >= 1 and max_leaf >= 1 else 1.0
+
+
+SUB_BUCKETS = 48                         # run_state.hpp: kSubStepBuckets
+
+
+def sub_bucket(active, n):
+    f = active / max(1.0, n)
+    return min(max(int(math.floor(-math.log2(f))), 0), SUB_BUCKETS - 1) if f > 0 else SUB_BUCKETS - 1
+
+
+def other_seconds(o, pm_steps):
+    """cost_model.cpp's other_seconds: outputs, the energy check's W, the last output's wait."""
+    checks = max(0, o["checks"]) + (math.floor(pm_steps / o["every"]) if o["every"] > 0 else 0)
+    return max(0, o["remaining"]) * max(0.0, o["each"]) + checks * max(0.0, o["w"]) + max(0.0, o["wait"])
+
+
+def sync_point_price(window, n, leaf):
+    """cost_model.cpp's sync_point_price: (E, s0, e, weight, alpha, L) or None."""
+    fulls = [h for h in window if h["end_seconds"] > 0]
+    if not fulls or n <= 0:
         return None
-    c, last = spent / work, history[-1]
+    full = sum(h["end_seconds"] for h in fulls) / len(fulls)
+    pm = sum(h["end_pm"] for h in fulls) / len(fulls)
+    mins = [h["sub_min"] for h in window if h["sub_min"] > 0]
+    fixed = min(mins) if mins else max(0.0, min(h["end_other"] for h in fulls))
+    work = max(0.0, full - fixed - pm)
+    sub = {}
+    for h in window:
+        for b, c in h["sub"].items():
+            o = sub.setdefault(b, [0, 0.0, 0.0])
+            o[0] += c[0]
+            o[1] += c[1]
+            o[2] += c[2]
+    measured = sum(c[1] - c[0] * fixed for c in sub.values())
+    price = dict(full=full, fixed=fixed, work=work, weight=0.0, alpha=1.0, leaf=max(1.0, leaf))
+    if not (measured > 0 and work > 0):
+        return price
+
+    def priced(alpha):
+        return sum(c[0] * work * min(1.0, c[2] / (c[0] * n)) ** alpha for c in sub.values() if c[0] > 0)
+    lo, hi = 0.0, 1.0
+    if priced(hi) >= measured:
+        lo = hi
+    elif priced(lo) <= measured:
+        hi = lo
+    else:
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            if priced(mid) > measured:
+                lo = mid
+            else:
+                hi = mid
+    price["alpha"] = 0.5 * (lo + hi)
+    price["weight"] = measured / (measured + work)
+    return price
+
+
+def price_at(p, f):
+    if not f > 0:
+        return 0.0
+    prior = -math.expm1(p["leaf"] * math.log1p(-f)) if f < 1 else 1.0
+    return p["work"] * (p["weight"] * min(f, 1.0) ** p["alpha"] + (1 - p["weight"]) * prior)
+
+
+def forecast_seconds(history, forecast, ln_a, ln_a_end, other):
+    """forecast_remaining_seconds."""
+    window = recent_window(history, ln_a)
+    dln = max(h["d"] for h in window)   # the longest recent PM step
+    price = sync_point_price(window, forecast.n, forecast.work)
+    total, pm_steps, x = 0.0, 0.0, ln_a
+    if price is None:
+        spent, kicks = sum(h["s"] for h in window), sum(h["kicks"] / forecast.n for h in window)
+        if not (spent > 0 and kicks > 0 and dln > 0):
+            return None
+        while x < ln_a_end - 1e-9:
+            d = min(dln, ln_a_end - x)
+            total += spent / kicks * forecast.at(x + 0.5 * d)[0] * d / dln
+            pm_steps += d / dln
+            x += dln
+        return total + other_seconds(other, pm_steps)
+    last = history[-1]
     lower = min(0, last["deepest"] - forecast.at(last["x"] + 0.5 * last["d"])[1]) if last["deepest"] > 0 else 0
-    total, x, dln = 0.0, ln_a, max(h["d"] for h in window)   # the longest recent PM step
     while dln > 0 and x < ln_a_end - 1e-9:
         d = min(dln, ln_a_end - x)
-        kicks, deepest = forecast.at(x + 0.5 * d)
-        total += c * (kicks + lam * (2.0 ** max(0, deepest + lower) - 1)) * d / dln
+        _, deepest, above = forecast.at(x + 0.5 * d)
+        step = price["full"]
+        for k in range(1, max(0, deepest + lower) + 1):
+            step += (price["fixed"] + price_at(price, above[k])) * 2.0 ** (k - 1)
+        total += step * d / dln
+        pm_steps += d / dln
         x += dln
-    return total
+    return total + other_seconds(other, pm_steps)
 
 
-def trend_seconds(history, ln_a, ln_a_end):
-    """predicted_remaining_seconds (global steps) without the outputs."""
+def trend_seconds(history, ln_a, ln_a_end, other):
+    """predicted_remaining_seconds (global steps)."""
     window = recent_window(history, ln_a)
     xs = [h["x"] + 0.5 * h["d"] for h in window]
     ys = [math.log(h["s"] / h["d"]) for h in window]
@@ -242,7 +357,8 @@ def trend_seconds(history, ln_a, ln_a_end):
     beta = min(max((n * sum(x * y for x, y in zip(xs, ys)) - sx * sy) / den, 0.0), MAX_COST_GROWTH) if den > 0 else 0
     rate = sum(h["s"] for h in window) / sum(h["d"] for h in window) * math.exp(beta * (ln_a - sx / n))
     left = max(0.0, ln_a_end - ln_a)
-    return rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
+    steps = rate * (math.expm1(beta * left) / beta if beta * left > 1e-9 else left)
+    return steps + other_seconds(other, left * n / sum(h["d"] for h in window))
 
 
 def output_estimate_seconds(params, ranks):
@@ -261,35 +377,61 @@ def output_estimate_seconds(params, ranks):
 
 
 def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_line):
-    """cost_model.cpp's prediction at every step line."""
+    """cost_model.cpp's prediction at every step line, with simulation.cpp's inputs."""
     hierarchical = params.get("time.stepping", "'hierarchical'").strip("'") == "hierarchical"
+    ranks = int(params.get("ranks", 1))
     if output_estimate is None:
-        output_estimate = output_estimate_seconds(params, int(params.get("ranks", 1)))
+        output_estimate = output_estimate_seconds(params, ranks)
+    n = float(params["box.particles_per_side"]) ** 3
+    files_estimate = output_estimate_seconds(params, 2)   # the writer's, before any is measured
     forecast = Forecast(params, forecast_line, math.log(a_begin), math.log(a_end)) if hierarchical else None
+    energy = params.get("analysis.energy_check", "false") == "true"
+    every = int(params.get("analysis.energy_check_every", 0))
+    end_output = any(abs(a - a_end) <= 1e-9 * a_end for a in a_outputs)
     history, start, outputs = [], math.log(a_begin), []
-    step = dict(s=0.0, kicks=0, syncs=0, deepest=0)
-    for r in rows:
-        step["s"] += r["seconds"] - r["io"]
+
+    def fresh():
+        return dict(s=0.0, kicks=0, syncs=0, deepest=0, sub_min=0.0, sub={})
+    step = fresh()
+    for i, r in enumerate(rows):
+        seconds = r["seconds"] - r["io"]
+        step["s"] += seconds
         step["kicks"] += r["active"]
         step["syncs"] += 1
         step["deepest"] = max(step["deepest"], r["deepest"])
+        if not r["pm_end"]:
+            c = step["sub"].setdefault(sub_bucket(r["active"], n), [0, 0.0, 0.0])
+            c[0] += 1
+            c[1] += seconds
+            c[2] += r["active"]
+            if step["sub_min"] == 0 or seconds < step["sub_min"]:
+                step["sub_min"] = seconds
         remaining = sum(1 for a in a_outputs if a > r["a"] * (1 + 1e-9))
         if r["pm_end"] and len(outputs) < len(a_outputs) - remaining:   # an output was written here: its io
             outputs.append(r["io"])
         ln_a = math.log(r["a"])
         if r["pm_end"]:
-            history.append(dict(x=start, d=ln_a - start, end_seconds=r["seconds"] - r["io"], end_fixed=r["fixed"], **step))
-            start, step = ln_a, dict(s=0.0, kicks=0, syncs=0, deepest=0)
+            ph = r["phases"]
+            follows = sum(ph.get(k, 0.0) for k in ("p2p", "walk", "m2l", "pm", "tree"))
+            history.append(dict(x=start, d=ln_a - start, end_seconds=seconds, end_pm=ph.get("pm", 0.0),
+                                end_other=max(0.0, seconds - follows), **step))
+            start, step = ln_a, fresh()
         if not history:
             r["model"] = None
             continue
-        steps = (forecast_seconds(history, forecast, ln_a, math.log(a_end)) if hierarchical
-                 else trend_seconds(history, ln_a, math.log(a_end)))
-        if steps is None:
-            r["model"] = None
-            continue
-        each = sum(outputs) / len(outputs) if outputs else output_estimate
-        r["model"] = steps + remaining * each
+        at_end = r["a"] >= a_end * (1 - 1e-9)
+        here = r["pm_end"] and (at_end or any(abs(a - r["a"]) <= 1e-6 * a for a in a_outputs))
+        w = [sec for j, sec in params["checks"] if j <= i]
+        other = dict(remaining=remaining, each=sum(outputs) / len(outputs) if outputs else output_estimate,
+                     checks=0, every=0, w=0.0, wait=0.0)
+        if energy and w:
+            other.update(checks=remaining + (0 if end_output or at_end else 1) + (1 if here else 0), every=every,
+                         w=sum(w) / len(w))
+        if ranks == 1 and end_output:
+            writer = [sec for j, sec in params["writer"] if j <= i]
+            other["wait"] = max(0.0, (sum(writer) / len(writer) if writer else files_estimate) - other["w"])
+        r["model"] = (forecast_seconds(history, forecast, ln_a, math.log(a_end), other) if hierarchical
+                      else trend_seconds(history, ln_a, math.log(a_end), other))
 
 
 def main():
@@ -309,8 +451,9 @@ def main():
         est = float(opts["output-estimate"]) if "output-estimate" in opts else None
         replay(rows, a_begin, a_outputs, a_end, est, params, forecast_line)
         key = "model"
-    t0, t_end = rows[0]["t"] - rows[0]["seconds"], rows[-1]["t"]
-    print(f"{args[0]}: {len(rows)} step lines, {t_end - t0:.0f} s of steps and outputs; "
+    t0 = rows[0]["t"] - rows[0]["seconds"]
+    t_end = rows[-1]["t"] if opts.get("to") == "steps" or params["finish"] is None else params["finish"]
+    print(f"{args[0]}: {len(rows)} step lines, {t_end - t0:.0f} s to the {'last step line' if t_end == rows[-1]['t'] else 'end'}; "
           f"{'replayed with cost_model.cpp' if key == 'model' else 'the ETA the run printed'}")
     print(" done   step   ETA(s)  true(s)  error")
     worst, marks = None, [0.1, 0.25, 0.5, 0.75]

@@ -3,10 +3,14 @@
 // growing exponentially in ln a, one falling, and the outputs still to come. Hierarchical
 // steps' forecast: its pieces against independent references (the Press-Schechter collapsed
 // fraction, the isothermal sphere's |g| distribution, Gaussian accelerations binned by the
-// engines' own bin rule), and a synthetic run whose cost grows as the forecast says.
+// engines' own bin rule, the ORB tree's leaves counted directly), a sync point's price
+// recovered from synthetic sub-steps of a known law, and synthetic runs whose sync points cost
+// as that law says, forecast to their remaining time.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "core/units.hpp"
@@ -198,48 +202,177 @@ TEST_CASE("ETA forecast: kicks per PM step and the deepest bin equal Gaussian ac
   CHECK(f.deepest <= deepest + 1);
 }
 
-TEST_CASE("ETA forecast: a run whose cost grows as the forecast says is forecast to within 1%") {
-  const Cosmology cosmology(CosmologyParams{});
-  const LinearPower power = LinearPower::eisenstein_hu(0.3144, 0.0494, 0.6732, 0.966, 0.812, false);
-  const ClusteringInputs in = ClusteringInputs::from_power(power, 0.3144, 100.0, 32, 0.078, 0.3, 0.05);
-  CHECK(in.sigma_m.size() == 19);   // 10^(j/4) particles up to N = 32^3
-  // sigma(M) against LinearPower's adaptive integral for the top hat holding M.
-  for (std::size_t j = 0; j < in.sigma_m.size(); j += 6) {
-    const double m = in.particle_mass * std::pow(10.0, j / 4.0);
-    CHECK(in.sigma_m[j] == doctest::Approx(power.sigma_r(std::cbrt(3 * m / (4 * units::pi * 0.3144 * units::rho_crit0)))).epsilon(1e-4));
-  }
-  const double ln_begin = std::log(0.02), ln_end = 0.0;
-  const ClusteringForecast forecast(in, cosmology, ln_begin, ln_end);
-  // The bins deepen as structure forms: more kicks per PM step at z = 0 than at z = 9.
-  CHECK(forecast.at(std::log(0.1)).kicks < forecast.at(-0.2).kicks);
-  CHECK(forecast.at(ln_begin).kicks == doctest::Approx(1.0));
+namespace {
 
-  // Seconds per PM step: 0.8 (kicks + 0.05 (syncs - 1)), recorded up to ln a = -1.
-  const double c = 0.8, lambda = 0.05, dln = 1.0 / 32;
-  auto cost = [&](double x) {
-    const BinForecast f = forecast.at(x);
-    return c * (f.kicks + lambda * (std::ldexp(1.0, f.deepest) - 1));
-  };
-  RunState s;
-  double x = ln_begin;
-  for (; x < -1.0 - 1e-12; x += dln) {
-    const BinForecast f = forecast.at(x + 0.5 * dln);
-    CostRecord r{x, dln, f.kicks * in.particles, cost(x + 0.5 * dln)};
-    r.syncs = std::ldexp(1.0, f.deepest);
-    r.deepest = f.deepest;
-    r.end_seconds = 1.0;
-    r.end_fixed = lambda;
-    s.cost_history.push_back(r);
+// A run of 256^3 in 1 Gpc/h whose sync points cost exactly E + s0 + work f^alpha (f the active
+// fraction): its PM steps of 1/32 in ln a from a = 0.01 to ln a = ln_now, each with the
+// forecast's bins (2^(k-1) sub-steps with bins >= k active, k = 1 .. deepest).
+struct SyntheticRun {
+  double pm = 0.01, fixed = 0.006, work = 0.13, alpha = 0.4, other = 0.002;
+  double full = fixed + work + pm;   // the full step: a sync point with every particle active, and the PM
+  bool subs = true;   // false: the sub-steps' seconds not recorded (a log before the buckets)
+  double step_seconds(const BinForecast& f) const {
+    double s = full;
+    for (int k = 1; k <= f.deepest; ++k) s += std::ldexp(fixed + work * std::pow(f.above[static_cast<std::size_t>(k)], alpha), k - 1);
+    return s;
   }
-  s.a = std::exp(x);
-  double exact = 0;
-  for (double y = x; y < ln_end - 1e-9; y += dln) exact += cost(y + 0.5 * std::min(dln, ln_end - y)) * std::min(dln, ln_end - y) / dln;
-  CHECK(exact > 2 * c * (ln_end - x) / dln);   // dearer than the steps so far
+  RunState history(const ClusteringForecast& forecast, double ln_begin, double ln_now, double dln) const {
+    RunState s;
+    double x = ln_begin;
+    for (; x < ln_now - 1e-12; x += dln) {
+      const BinForecast f = forecast.at(x + 0.5 * dln);
+      CostRecord r{x, dln, f.kicks * forecast.particles(), step_seconds(f)};
+      r.syncs = std::ldexp(1.0, f.deepest);
+      r.deepest = f.deepest;
+      r.end_seconds = full;
+      r.end_pm = pm;
+      r.end_other = other;
+      for (int k = 1; k <= f.deepest && subs; ++k) {
+        const double p = f.above[static_cast<std::size_t>(k)];
+        const double seconds = fixed + work * std::pow(p, alpha);
+        SubStepCost& c = r.sub[static_cast<std::size_t>(std::clamp(static_cast<int>(std::floor(-std::log2(p))), 0, kSubStepBuckets - 1))];
+        c.syncs += std::ldexp(1.0, k - 1), c.seconds += std::ldexp(seconds, k - 1), c.active += std::ldexp(p, k - 1) * forecast.particles();
+        if (r.sub_min == 0 || seconds < r.sub_min) r.sub_min = seconds;
+      }
+      s.cost_history.push_back(r);
+    }
+    s.a = std::exp(x);
+    return s;
+  }
+  double remaining(const ClusteringForecast& forecast, double ln_a, double ln_end, double dln) const {
+    double exact = 0;
+    for (double y = ln_a; y < ln_end - 1e-9; y += dln) {
+      const double d = std::min(dln, ln_end - y);
+      exact += step_seconds(forecast.at(y + 0.5 * d)) * d / dln;
+    }
+    return exact;
+  }
+};
+
+ClusteringInputs inputs_256(double work_particles) {
+  const LinearPower power = LinearPower::eisenstein_hu(0.3144, 0.0494, 0.6732, 0.966, 0.812, false);
+  ClusteringInputs in = ClusteringInputs::from_power(power, 0.3144, 1000.0, 256, 0.1, 0.3, 0.05);
+  in.work_particles = work_particles;
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("ETA forecast: a leaf's particles are those of the ORB tree's shape (a direct count of its leaves)") {
+  const std::function<double(double, int)> leaves = [&](double n, int max_leaf) {
+    return n <= max_leaf ? 1.0 : leaves(std::floor(n / 2), max_leaf) + leaves(n - std::floor(n / 2), max_leaf);
+  };
+  for (double n : {100.0, 1000.0, 32768.0, 1e5 + 7})
+    for (int max_leaf : {1, 8, 32})
+      CHECK(leaf_particles(n, max_leaf) == doctest::Approx(n / leaves(n, max_leaf)).epsilon(1e-12));
+  CHECK(leaf_particles(16777216.0, 32) == 32.0);   // 256^3 in leaves of at most 32: 2^19 leaves of 32
+  CHECK(leaf_particles(0.0, 32) == 1.0);
+}
+
+TEST_CASE("ETA forecast: the bins' fractions add up to the kicks, and fall with the bin") {
+  const Cosmology cosmology(CosmologyParams{});
+  const ClusteringInputs in = inputs_256(1);
+  const ClusteringForecast forecast(in, cosmology, std::log(0.01), 0.0);
+  for (double a : {0.2, 0.5, 1.0}) {
+    const BinForecast f = forecast.at(std::log(a));
+    REQUIRE(f.deepest >= 2);
+    double kicks = 1;
+    for (int k = 1; k <= f.deepest; ++k) {
+      kicks += std::ldexp(f.above[static_cast<std::size_t>(k)], k - 1);
+      if (k > 1) CHECK(f.above[static_cast<std::size_t>(k)] <= f.above[static_cast<std::size_t>(k - 1)]);
+    }
+    CHECK(f.kicks == doctest::Approx(kicks).epsilon(1e-12));
+    for (int k = f.deepest + 1; k <= kDeepestBin; ++k) CHECK(f.above[static_cast<std::size_t>(k)] == 0);
+  }
+}
+
+TEST_CASE("ETA forecast: a sync point's price from measured sub-steps recovers their law") {
+  const Cosmology cosmology(CosmologyParams{});
+  const ClusteringInputs in = inputs_256(32);
+  const ClusteringForecast forecast(in, cosmology, std::log(0.01), 0.0);
+  const SyntheticRun run;
+  const RunState s = run.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
+  const SyncPointPrice p = sync_point_price(s.cost_history, s.cost_history.size() / 2, forecast.particles(), 32);
+  REQUIRE(p.valid);
+  CHECK(p.full == doctest::Approx(run.full));
+  // s0: the cheapest sub-step, whose few active particles add work (its f ~ 1e-7) ^ 0.4.
+  CHECK(p.fixed == doctest::Approx(run.fixed).epsilon(0.01));
+  CHECK(p.work == doctest::Approx(run.full - p.fixed - run.pm).epsilon(1e-12));
+  CHECK(p.alpha == doctest::Approx(run.alpha).epsilon(0.03));   // f^alpha on each bucket's mean f
+  CHECK(p.weight > 0.9);   // many full steps' worth of measured sub-step work
+  // A(f): the weights' mixture of f^alpha and the leaves' prior, A(1) = 1.
+  for (double f : {1e-4, 0.01, 0.3}) {
+    const double leaves = 1 - std::pow(1 - f, 32.0);
+    CHECK(p.at(f) == doctest::Approx(p.work * (p.weight * std::pow(f, p.alpha) + (1 - p.weight) * leaves)).epsilon(1e-9));
+  }
+  CHECK(p.at(1.0) == doctest::Approx(p.work).epsilon(1e-12));
+  CHECK(p.at(0.0) == 0);
+
+  // No sub-step measured yet: s0 from the full step (what no active phase or the tree holds),
+  // A the prior alone.
+  SyntheticRun early = run;
+  early.subs = false;
+  const RunState e = early.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
+  const SyncPointPrice q = sync_point_price(e.cost_history, 0, forecast.particles(), 32);
+  CHECK(q.fixed == doctest::Approx(run.other));
+  CHECK(q.weight == 0);
+  CHECK(q.at(0.01) == doctest::Approx(q.work * (1 - std::pow(0.99, 32.0))).epsilon(1e-12));
+  // A restart's records (no full step): no price.
+  RunState restarted = e;
+  for (CostRecord& r : restarted.cost_history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
+  CHECK_FALSE(sync_point_price(restarted.cost_history, 0, forecast.particles(), 32).valid);
+}
+
+TEST_CASE("ETA forecast: a run whose sync points cost as the model says is forecast to its remaining time") {
+  const Cosmology cosmology(CosmologyParams{});
+  const double ln_begin = std::log(0.01), ln_end = 0.0, dln = 1.0 / 32;
+  // Priced as the host engine's (L = 1) with alpha = 1: the prior is the law, so the forecast
+  // is exact from the first PM step on, sub-steps measured or not.
+  {
+    const ClusteringForecast forecast(inputs_256(1), cosmology, ln_begin, ln_end);
+    SyntheticRun run;
+    run.alpha = 1;
+    run.other = run.fixed;   // the full step's share of what every sync point pays
+    for (double ln_now : {std::log(0.05), std::log(0.3), std::log(0.6)}) {
+      const RunState s = run.history(forecast, ln_begin, ln_now, dln);
+      const double exact = run.remaining(forecast, std::log(s.a), ln_end, dln);
+      CHECK(forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(2e-3));
+    }
+  }
+  // Leaves of 32 and alpha = 0.4: once the sub-steps are measured, to within 1%; the outputs,
+  // the energy check's W and the last output's wait added.
+  const ClusteringForecast forecast(inputs_256(32), cosmology, ln_begin, ln_end);
+  const SyntheticRun run;
+  const RunState s = run.history(forecast, ln_begin, std::log(0.4), dln);
+  const double exact = run.remaining(forecast, std::log(s.a), ln_end, dln);
+  CHECK(exact > 3 * run.full * (ln_end - std::log(s.a)) / dln);   // far dearer than full steps alone
   CHECK(forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(0.01));
-  CHECK(forecast_remaining_seconds(s, forecast, ln_end, OutputCost{2, 3.0}) ==
-        doctest::Approx(exact + 6.0).epsilon(0.01));
+  OutputCost other{2, 3.0};
+  other.checks = 3, other.check_seconds = 1.5, other.final_wait = 4.0;
+  CHECK(forecast_remaining_seconds(s, forecast, ln_end, other) -
+            forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) ==
+        doctest::Approx(2 * 3.0 + 3 * 1.5 + 4.0).epsilon(1e-9));
+  // A restart's records: the recent seconds per force evaluation times the kicks to come.
+  RunState restarted = s;
+  for (CostRecord& r : restarted.cost_history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
+  const double eta = forecast_remaining_seconds(restarted, forecast, ln_end, OutputCost{});
+  CHECK(eta > 0);
+  CHECK(eta == doctest::Approx(exact).epsilon(0.5));   // a fallback, not the model
   // Nothing measured yet: unknown.
   RunState empty;
   empty.a = 0.02;
   CHECK(forecast_remaining_seconds(empty, forecast, ln_end, OutputCost{}) < 0);
+}
+
+TEST_CASE("ETA: the energy check's W every few PM steps counts the PM steps to come") {
+  OutputCost o;
+  o.checks = 2, o.check_every = 4, o.check_seconds = 1.0;
+  CHECK(other_seconds(o, 10.0) == doctest::Approx(2 + 2));   // two landmarks, floor(10 / 4) more
+  o.check_every = 0;
+  CHECK(other_seconds(o, 10.0) == doctest::Approx(2));
+  // Global steps add the same: PM steps to come as long as the recent ones.
+  const RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
+  o.check_every = 8;
+  CHECK(predicted_remaining_seconds(s, 0.0, o) - predicted_remaining_seconds(s, 0.0, OutputCost{}) ==
+        doctest::Approx(2 + 4).epsilon(1e-9));   // 32 PM steps of 1/32 to ln a = 0: 4 checks
 }
