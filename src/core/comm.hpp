@@ -123,6 +123,17 @@ class Comm {
     if (recv_counts) *recv_counts = incoming;
     return out;
   }
+  // As alltoallv, what arrives written into `out` from index `at` on (out resized to `at`
+  // plus the arrivals, its first `at` elements kept): a buffer reused from call to call is
+  // neither allocated nor faulted in again.
+  template <typename T>
+  void alltoallv_into(const std::vector<T>& send, const std::vector<std::size_t>& send_counts, std::vector<T>& out,
+                      std::size_t at) const {
+    check_copyable<T>();
+    const std::vector<std::size_t> incoming = alltoall_counts(send_counts, send.size());
+    out.resize(at + total(incoming));
+    alltoallv_raw(send.data(), send_counts, out.data() + at, incoming, sizeof(T));
+  }
   // The counts of an alltoallv: recv[r] = what rank r sends to this one.
   std::vector<std::size_t> alltoall_counts(const std::vector<std::size_t>& send_counts,
                                            std::size_t send_total) const;

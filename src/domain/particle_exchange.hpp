@@ -12,6 +12,7 @@
 // for r_cut of a few mesh cells the shell is the smaller (and needs one exchange, no
 // round trips).
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "core/comm.hpp"
@@ -24,8 +25,10 @@ namespace orbis {
 // Collective: every particle to domains.owner(pos); afterwards this rank holds exactly the
 // particles of its domain, sorted by id (the same order whatever the rank count and the
 // order of arrival). An empty time_bin means bin 0 for every particle; afterwards it holds
-// one bin per particle.
-void migrate_particles(Particles& particles, const OrbDomains& domains, const Comm& comm);
+// one bin per particle. Returns how many left this rank. Only those travel: the others keep
+// their places (sorted by id already after the first migration) and the arrivals are merged
+// in, so a PM step that moves a few particles costs a pass over the positions, not a sort.
+std::uint64_t migrate_particles(Particles& particles, const OrbDomains& domains, const Comm& comm);
 
 // Which of this rank's particles went where as ghosts: sent[] holds local indices, grouped
 // by destination rank, counts[r] of them for rank r.
@@ -41,7 +44,10 @@ std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& cen
                                  const Comm& comm, GhostRoutes* routes = nullptr);
 
 // Collective: the current positions of the same ghosts as the import that made `routes`
-// (the particles have moved, none has changed rank): one exchange, no selection.
-std::vector<Vec3d> refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm);
+// (the particles have moved, none has changed rank): one exchange, no selection. They are
+// written into `out` from index `at` on (resized to hold them; what is before kept), so a
+// buffer reused between the sub-steps of a PM step costs no allocation.
+void refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm,
+                    std::vector<Vec3d>& out, std::size_t at);
 
 }  // namespace orbis

@@ -32,10 +32,7 @@ void RankDomains::update(Particles& particles, double work) {
     built_ = true;
     report_.rebuilt = true;
   }
-  std::uint64_t leaving = 0;
-  for (const Vec3d& x : particles.pos) leaving += domains_.owner(x) != comm_.rank();
-  report_.migrated = leaving;
-  migrate_particles(particles, domains_, comm_);
+  report_.migrated = migrate_particles(particles, domains_, comm_);
   ghosts_chosen_ = false;   // the particles are others now, in another order
   // The per-rank load, in the log: particles and measured work per rank.
   const std::uint64_t fewest = comm_.min<std::uint64_t>(particles.size());
@@ -57,31 +54,47 @@ void RankDomains::restore(const std::string& state, const std::string& what) {
 }
 
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {
-  with_ghosts_ = pos;
   if (same_set) *same_set = false;
-  if (comm_.size() == 1) return with_ghosts_;
-  // The largest displacement since the choice, over every rank.
-  double moved2 = ghosts_chosen_ && chosen_at_.size() == pos.size() && chosen_r_cut_ == r_cut ? 0.0 : HUGE_VAL;
-  if (moved2 == 0.0)
-    for (std::size_t i = 0; i < pos.size(); ++i) {
-      Vec3d d = pos[i] - chosen_at_[i];
-      for (int a = 0; a < 3; ++a) d[a] = periodic_wrap_delta(d[a], box_);
-      moved2 = std::max(moved2, norm2(d));
-    }
+  if (comm_.size() == 1) {
+    with_ghosts_ = pos;
+    return with_ghosts_;
+  }
+  // One pass over the particles: copied to the front of the result (its buffer is the last
+  // call's, the same size between PM steps: no allocation) and, while a choice stands, their
+  // largest displacement since it (a maximum: the same for any thread count).
+  const std::size_t n = pos.size();
+  if (with_ghosts_.size() < n) with_ghosts_.resize(n);
+  const bool chosen = ghosts_chosen_ && chosen_at_.size() == n && chosen_r_cut_ == r_cut;
+  double moved2 = chosen ? 0.0 : HUGE_VAL;
+#pragma omp parallel for schedule(static) reduction(max : moved2)
+  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k) {
+    const std::size_t i = static_cast<std::size_t>(k);
+    with_ghosts_[i] = pos[i];
+    if (!chosen) continue;
+    Vec3d d = pos[i] - chosen_at_[i];
+    for (int a = 0; a < 3; ++a) d[a] = periodic_wrap_delta(d[a], box_);
+    moved2 = std::max(moved2, norm2(d));
+  }
   const double allowed = 0.5 * kGhostMargin * r_cut;
-  std::vector<Vec3d> ghosts;
   if (comm_.max(moved2) <= allowed * allowed) {
-    ghosts = refresh_ghosts(pos, routes_, comm_);
+    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
     if (same_set) *same_set = true;
   } else {
     const DomainBox& mine = domains_.domain(comm_.rank());
-    ghosts = import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut * (1 + kGhostMargin), box_, comm_, &routes_);
-    chosen_at_ = pos;
+    const std::vector<Vec3d> ghosts =
+        import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut * (1 + kGhostMargin), box_, comm_, &routes_);
+    chosen_at_.resize(n);
+    with_ghosts_.resize(n + ghosts.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k)
+      chosen_at_[static_cast<std::size_t>(k)] = pos[static_cast<std::size_t>(k)];
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(ghosts.size()); ++k)
+      with_ghosts_[n + static_cast<std::size_t>(k)] = ghosts[static_cast<std::size_t>(k)];
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;
   }
-  report_.ghosts = ghosts.size();
-  with_ghosts_.insert(with_ghosts_.end(), ghosts.begin(), ghosts.end());
+  report_.ghosts = with_ghosts_.size() - n;
   return with_ghosts_;
 }
 

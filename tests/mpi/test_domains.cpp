@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <set>
 #include <tuple>
 
 #include "core/comm.hpp"
 #include "domain/orb_domains.hpp"
 #include "domain/particle_exchange.hpp"
+#include "domain/rank_domains.hpp"
 #include "support/clustered_particles.hpp"
 
 using orbis::Comm;
@@ -55,6 +57,15 @@ double periodic_distance2(const Vec3d& a, const Vec3d& b, double box) {
     d2 += d * d;
   }
   return d2;
+}
+
+// A fixed pseudo-random number in [0, 1) for (id, round).
+double hashed(std::uint64_t id, int round) {
+  std::uint64_t h = id * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(round) * 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 31;
+  h *= 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return static_cast<double>(h >> 11) / 9007199254740992.0;
 }
 
 }  // namespace
@@ -147,6 +158,100 @@ TEST_CASE("migration: every particle once, on its domain's rank, sorted by id, w
     CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
     CHECK(ids.size() == all.size());
   }
+}
+
+TEST_CASE("migration rounds: the particles that cross a cut move, the others keep their order") {
+  // Migration sends only the particles that leave and merges the arrivals in by id; the
+  // first migration here starts from particles in reverse id order (sorted first). Each
+  // round moves a pseudo-random tenth of the particles (and the lowest and highest ids)
+  // anywhere in the box, and after it every rank must hold exactly its domain's particles,
+  // sorted by id, each with its own state, whatever left or arrived where.
+  const Comm world = Comm::world();
+  const double box = 60.0;
+  orbis::Particles all = numbered_set(11, box, 1331);
+  orbis::Particles mine = share(all, world.size(), world);
+  std::reverse(mine.pos.begin(), mine.pos.end());
+  std::reverse(mine.mom.begin(), mine.mom.end());
+  std::reverse(mine.id.begin(), mine.id.end());
+  std::reverse(mine.time_bin.begin(), mine.time_bin.end());
+  const orbis::OrbDomains d = orbis::OrbDomains::build(mine.pos, {}, box, world);
+  for (int round = 0; round < 4; ++round) {
+    INFO("round " << round << ", " << world.size() << " ranks");
+    if (round > 0) {
+      const auto jump = [&](std::uint64_t id, Vec3d& x) {
+        if (id != 1 && id != all.size() && hashed(id, round) >= 0.1) return;
+        for (int a = 0; a < 3; ++a) x[a] = std::min(box * hashed(id, 10 * round + a + 1), std::nextafter(box, 0.0));
+      };
+      for (std::size_t q = 0; q < mine.size(); ++q) jump(mine.id[q], mine.pos[q]);
+      for (std::size_t i = 0; i < all.size(); ++i) jump(all.id[i], all.pos[i]);
+    }
+    const std::size_t before = mine.size();
+    std::size_t leaving = 0;
+    for (const Vec3d& x : mine.pos) leaving += d.owner(x) != world.rank();
+    CHECK(orbis::migrate_particles(mine, d, world) == leaving);
+    if (world.size() == 1) CHECK(mine.size() == before);
+    CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
+    CHECK(std::adjacent_find(mine.id.begin(), mine.id.end(), std::greater_equal<>()) == mine.id.end());
+    REQUIRE(mine.time_bin.size() == mine.size());
+    bool state_travelled = true, here = true;
+    for (std::size_t q = 0; q < mine.size(); ++q) {
+      const std::size_t i = mine.id[q] - 1;
+      state_travelled = state_travelled && same(mine.pos[q], all.pos[i]) && same(mine.mom[q], all.mom[i]) &&
+                        mine.time_bin[q] == all.time_bin[i];
+      here = here && d.owner(mine.pos[q]) == world.rank();
+    }
+    CHECK(state_travelled);
+    CHECK(here);
+  }
+}
+
+TEST_CASE("ghosts kept between PM steps: the same particles, at their new positions") {
+  // RankDomains::with_ghosts chooses the ghosts, then, while the particles have moved little,
+  // only refreshes their positions: the result must be what the choice held, each ghost at
+  // its owner's current position, in the same order, after this rank's own particles.
+  const Comm world = Comm::world();
+  const double box = 60.0, r_cut = 6.0;
+  const orbis::Particles all = numbered_set(11, box, 1331);
+  orbis::Particles mine = share(all, world.size(), world);
+  orbis::RankDomains domains(box, world);
+  domains.update(mine, 0.0);
+  bool same_set = true;
+  const std::vector<Vec3d> first = domains.with_ghosts(mine.pos, r_cut, &same_set);
+  CHECK_FALSE(same_set);
+  REQUIRE(first.size() == mine.size() + domains.report().ghosts);
+  const std::vector<Vec3d> before = world.allgatherv(mine.pos);
+  const std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
+  // A small move (well under r_cut kGhostMargin / 2) of every particle.
+  for (std::size_t q = 0; q < mine.size(); ++q)
+    mine.pos[q].z = std::fmod(mine.pos[q].z + 0.02 * r_cut * orbis::RankDomains::kGhostMargin * hashed(mine.id[q], 7),
+                              box);
+  const std::vector<Vec3d> after = world.allgatherv(mine.pos);
+  const std::vector<Vec3d>& second = domains.with_ghosts(mine.pos, r_cut, &same_set);
+  CHECK(same_set == (world.size() > 1));
+  REQUIRE(second.size() == first.size());
+  bool own = true, moved_with_owner = true;
+  for (std::size_t q = 0; q < mine.size(); ++q) own = own && same(second[q], mine.pos[q]);
+  for (std::size_t k = mine.size(); k < first.size(); ++k) {
+    // The ghost's particle: the one (of another rank) that was at first[k].
+    std::size_t j = 0;
+    while (j < before.size() && !same(before[j], first[k])) ++j;
+    REQUIRE(j < before.size());
+    moved_with_owner = moved_with_owner && same(second[k], after[j]) &&
+                       std::find(mine.id.begin(), mine.id.end(), ids[j]) == mine.id.end();
+  }
+  CHECK(own);
+  CHECK(moved_with_owner);
+  // A large move: chosen again (several ranks), the same as a fresh choice.
+  for (Vec3d& x : mine.pos) x.x = std::fmod(x.x + r_cut, box);
+  const std::vector<Vec3d> third = domains.with_ghosts(mine.pos, r_cut, &same_set);
+  CHECK_FALSE(same_set);
+  orbis::RankDomains fresh(box, world);
+  fresh.restore(domains.state(), "test");
+  const std::vector<Vec3d>& reference = fresh.with_ghosts(mine.pos, r_cut);
+  REQUIRE(third.size() == reference.size());
+  bool equal = true;
+  for (std::size_t k = 0; k < third.size(); ++k) equal = equal && same(third[k], reference[k]);
+  CHECK(equal);
 }
 
 TEST_CASE("ghosts: exactly the other ranks' particles within r_cut of this rank's, periodic images included") {

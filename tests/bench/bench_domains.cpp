@@ -1,0 +1,145 @@
+// The domain phase of a distributed TreePM run (issue #17): what RankDomains costs a PM step.
+// Each rank starts with every ranks-th particle of a clustered set (test support: a displaced
+// grid plus two Plummer haloes), sorted by id; the first update builds the domains and
+// migrates about half of them. Then PM steps: every particle drifts a little (a fixed
+// pseudo-random displacement of up to `drift` Mpc/h: a few hundred cross a cut), update()
+// keeps the domains and migrates those, with_ghosts() chooses the ghosts, and `subs` - 1
+// more with_ghosts() refresh them after small drifts (the sub-steps of a PM step). Prints
+// the time of each part on rank 0 (wall; collectives' waiting included) and a checksum of
+// the particles' order and the ghosts, which must not change when the code gets faster.
+//   mpirun -np 2 bench_domains [particles_per_side=128] [box=500] [r_cut=6.6 spacings]
+//                              [pm_steps=3] [subs=16] [drift=0.3]
+// OMP_NUM_THREADS sets the threads of each rank.
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/parallel.hpp"
+#include "core/timer.hpp"
+#include "domain/rank_domains.hpp"
+#include "support/clustered_particles.hpp"
+
+using namespace orbis;
+
+namespace {
+
+// A displacement of up to `amount` per axis, fixed by the particle's id and the step.
+Vec3d jitter(std::uint64_t id, int step, double amount) {
+  std::uint64_t h = id * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(step) * 0xBF58476D1CE4E5B9ull;
+  Vec3d d;
+  for (int a = 0; a < 3; ++a) {
+    h ^= h >> 31;
+    h *= 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    d[a] = amount * ((static_cast<double>(h >> 11) / 9007199254740992.0) * 2 - 1);
+  }
+  return d;
+}
+
+void drift(Particles& p, int step, double amount, double box) {
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const Vec3d d = jitter(p.id[i], step, amount);
+    for (int a = 0; a < 3; ++a) {
+      double x = p.pos[i][a] + d[a];
+      if (x >= box) x -= box;
+      if (x < 0) x += box;
+      if (x >= box) x = 0;
+      p.pos[i][a] = x;
+    }
+  }
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return (h ^ v) * 0x100000001B3ull; }
+std::uint64_t bits(double x) {
+  std::uint64_t u;
+  static_assert(sizeof u == sizeof x);
+  __builtin_memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::init(&argc, &argv);
+  {
+    const Comm comm = Comm::world();
+    const int side = argc > 1 ? std::atoi(argv[1]) : 128;
+    const double box = argc > 2 ? std::atof(argv[2]) : 500.0;
+    const double r_cut = argc > 3 ? std::atof(argv[3]) * box / side : 6.6 * box / side;
+    const int pm_steps = argc > 4 ? std::atoi(argv[4]) : 3;
+    const int subs = argc > 5 ? std::atoi(argv[5]) : 16;
+    const double amount = argc > 6 ? std::atof(argv[6]) : 0.3;
+
+    const Particles all = test::clustered_particle_set(side, box, 20261127);
+    Particles mine;
+    mine.mass = all.mass;
+    for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < all.size(); i += static_cast<std::size_t>(comm.size())) {
+      mine.pos.push_back(all.pos[i]);
+      mine.mom.push_back(all.mom[i]);
+      mine.id.push_back(all.id[i]);
+      mine.time_bin.push_back(static_cast<std::uint8_t>(all.id[i] % 3));
+    }
+    RankDomains domains(box, comm);
+    comm.barrier();
+    Stopwatch first;
+    domains.update(mine, 0);
+    const double first_s = first.seconds();
+    if (comm.is_root())
+      std::printf("%d^3 particles in %g Mpc/h on %d ranks, %d threads each, r_cut %.3g Mpc/h; first update "
+                  "(build, migrate ~half) %.3f s\n",
+                  side, box, comm.size(), omp_get_max_threads(), r_cut, first_s);
+    std::uint64_t check = 0xCBF29CE484222325ull;
+    double sum_update = 0, sum_select = 0, sum_refresh = 0;
+    for (int s = 0; s < pm_steps; ++s) {
+      drift(mine, 1000 * s, amount, box);
+      comm.barrier();
+      Stopwatch update;
+      domains.update(mine, 1.0e9);   // equal work: the domains are kept
+      const double update_s = update.seconds();
+      comm.barrier();
+      Stopwatch select;
+      bool same = true;
+      const std::size_t sources = domains.with_ghosts(mine.pos, r_cut, &same).size();
+      const double select_s = select.seconds();
+      double refresh_s = 0;
+      for (int k = 1; k < subs; ++k) {
+        drift(mine, 1000 * s + k, 1e-4 * r_cut, box);
+        comm.barrier();
+        Stopwatch refresh;
+        const std::vector<Vec3d>& with = domains.with_ghosts(mine.pos, r_cut, &same);
+        refresh_s += refresh.seconds();
+        for (std::size_t i = mine.size(); i < with.size(); i += 97)
+          check = mix(mix(mix(check, bits(with[i].x)), bits(with[i].y)), bits(with[i].z));
+        if (!same && comm.is_root()) std::printf("  (sub-step %d chose the ghosts again)\n", k);
+      }
+      for (std::size_t i = 0; i < mine.size(); ++i) check = mix(mix(check, mine.id[i]), bits(mine.pos[i].x));
+      check = mix(check, sources);
+      const std::uint64_t migrated = comm.sum(domains.report().migrated);
+      if (comm.is_root())
+        std::printf("PM step %d: update %.4f s (%llu migrated), ghost selection %.4f s (%llu ghosts), "
+                    "%d refreshes %.4f s; domain phase %.4f s\n",
+                    s + 1, update_s, static_cast<unsigned long long>(migrated), select_s,
+                    static_cast<unsigned long long>(domains.report().ghosts), subs - 1, refresh_s,
+                    update_s + select_s + refresh_s);
+      sum_update += update_s;
+      sum_select += select_s;
+      sum_refresh += refresh_s;
+    }
+    const std::vector<std::uint64_t> checks = comm.allgather(check);
+    if (comm.is_root()) {
+      std::printf("mean per PM step: update %.4f s, selection %.4f s, refreshes %.4f s, domain phase %.4f s\n",
+                  sum_update / pm_steps, sum_select / pm_steps, sum_refresh / pm_steps,
+                  (sum_update + sum_select + sum_refresh) / pm_steps);
+      std::printf("checksum");
+      for (std::uint64_t c : checks) std::printf(" %016llx", static_cast<unsigned long long>(c));
+      std::printf("\n");
+    }
+  }
+  parallel::finalize();
+  return 0;
+}
