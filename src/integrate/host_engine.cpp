@@ -138,8 +138,12 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     if (long_range) {
       domains_.update(particles_, work_since_update_);
       work_since_update_ = 0;
-      acc_long_.assign(particles_.size(), Vec3d{});
-      acc_short_.assign(particles_.size(), Vec3d{});
+      // Zeroed for the particles in their new order (in parallel: 8.4M a rank at 256^3).
+      const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
+      acc_long_.resize(particles_.size());
+      acc_short_.resize(particles_.size());
+#pragma omp parallel for schedule(static)
+      for (std::ptrdiff_t i = 0; i < n; ++i) acc_long_[i] = acc_short_[i] = Vec3d{};
     }
     bool same_sources = false;
     const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut, &same_sources);
@@ -148,8 +152,12 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     targets.refit_tree = min_active_bin > 0 && refit_tree_ && same_sources;
     // Ghosts are never targets (their owners compute their forces), on full steps either:
     // the mask is 1 for this rank's active particles, 0 for the rest and the ghosts.
-    target_mask_.assign(sources.size(), 0);
-    for (std::size_t i = 0; i < particles_.size(); ++i) target_mask_[i] = particles_.time_bin[i] >= min_active_bin;
+    const std::ptrdiff_t n_sources = static_cast<std::ptrdiff_t>(sources.size());
+    const std::ptrdiff_t n_own = static_cast<std::ptrdiff_t>(particles_.size());
+    target_mask_.resize(sources.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < n_sources; ++i)
+      target_mask_[i] = i < n_own && particles_.time_bin[i] >= min_active_bin ? 1 : 0;
     targets.bins = &target_mask_;
     targets.min_bin = 1;
     acc_with_ghosts_.resize(sources.size());
