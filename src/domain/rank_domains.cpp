@@ -64,7 +64,11 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   // largest displacement since it (a maximum: the same for any thread count).
   const std::size_t n = pos.size();
   if (with_ghosts_.size() < n) with_ghosts_.resize(n);
+  // Both positions lie in [0, box), so the nearest image of their difference is one box
+  // away at most: a comparison, not periodic_wrap_delta's division (which differs only
+  // where |d| is within rounding of box / 2, far beyond any displacement allowed).
   const bool chosen = ghosts_chosen_ && chosen_at_.size() == n && chosen_r_cut_ == r_cut;
+  const double half = 0.5 * box_;
   double moved2 = chosen ? 0.0 : HUGE_VAL;
 #pragma omp parallel for schedule(static) reduction(max : moved2)
   for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k) {
@@ -72,7 +76,7 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     with_ghosts_[i] = pos[i];
     if (!chosen) continue;
     Vec3d d = pos[i] - chosen_at_[i];
-    for (int a = 0; a < 3; ++a) d[a] = periodic_wrap_delta(d[a], box_);
+    for (int a = 0; a < 3; ++a) d[a] = d[a] > half ? d[a] - box_ : (d[a] < -half ? d[a] + box_ : d[a]);
     moved2 = std::max(moved2, norm2(d));
   }
   const double allowed = 0.5 * kGhostMargin * r_cut;

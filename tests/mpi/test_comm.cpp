@@ -2,6 +2,7 @@
 // it must be from the ranks' inputs, which each rank can compute alone.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -78,6 +79,16 @@ TEST_CASE("alltoallv: each rank sends (dest + 1) * (rank + 1) values to each des
   }
   CHECK(at == got.size());
   if (p > 1) CHECK(world.stats().calls > 0);   // one rank: copies, no MPI call
+  // alltoallv_into: the same values after what the buffer keeps, whether it grows or shrinks.
+  for (std::size_t keep : {std::size_t{3}, std::size_t{0}, std::size_t{2}}) {
+    std::vector<std::int64_t> into{-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12, -13, -14, -15, -16, -17,
+                                   -18, -19, -20, -21, -22, -23, -24, -25, -26, -27, -28, -29, -30, -31, -32};
+    if (keep == 0) into.clear();
+    world.alltoallv_into(send, counts, into, keep);
+    REQUIRE(into.size() == keep + got.size());
+    for (std::size_t k = 0; k < keep; ++k) CHECK(into[k] == -static_cast<std::int64_t>(k + 1));
+    CHECK(std::equal(got.begin(), got.end(), into.begin() + static_cast<std::ptrdiff_t>(keep)));
+  }
 }
 
 TEST_CASE("split: odd and even ranks form their own communicators; self is one rank") {
