@@ -63,4 +63,23 @@ double PeriodicExtent::distance2(const Vec3d& x, double box) const {
   return d2;
 }
 
+double PeriodicExtent::gap2(const PeriodicExtent& other, double box) const {
+  if (empty || other.empty) return 0;
+  double g2 = 0;
+  for (int a = 0; a < 3; ++a) {
+    // x - y for x here and y there lies in [t0, t1] modulo box; the axis's distance is that
+    // interval's distance to the nearest multiple of box.
+    const double t0 = centre[a] - other.centre[a] + lo[a] - other.hi[a];
+    const double t1 = centre[a] - other.centre[a] + hi[a] - other.lo[a];
+    if (!(t1 - t0 < box)) continue;   // as wide as the box: it holds a multiple
+    const double k = std::floor(t0 / box);
+    const double below = t0 - k * box;         // t0 above the multiple k box
+    const double above = (k + 1) * box - t1;   // t1 below the next one
+    if (above <= 0 || below <= 0) continue;
+    const double gap = std::min(below, above);
+    g2 += gap * gap;
+  }
+  return g2;
+}
+
 }  // namespace orbis

@@ -24,6 +24,11 @@ struct PeriodicExtent {
 
   // Squared distance from x (in [0, box)) to the extent, over the periodic images.
   double distance2(const Vec3d& x, double box) const;
+  // A lower bound of the squared distance between any point of this extent and any point of
+  // `other`, over the periodic images (per axis, the gap between the two intervals; 0 where
+  // they overlap or either is empty). A rank whose extent is farther than r_cut from
+  // another's has no particle within r_cut of it: the ghost selection skips that pair.
+  double gap2(const PeriodicExtent& other, double box) const;
 };
 
 }  // namespace orbis
