@@ -18,12 +18,20 @@ double wrapped(double x, double c, double box) {
 PeriodicExtent PeriodicExtent::around(const std::vector<Vec3d>& pos, const Vec3d& centre, double box) {
   PeriodicExtent e{centre, Vec3d{HUGE_VAL, HUGE_VAL, HUGE_VAL}, Vec3d{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL},
                    pos.empty() ? 1u : 0u};
-  for (const Vec3d& x : pos)
-    for (int a = 0; a < 3; ++a) {
-      const double u = wrapped(x[a], centre[a], box);
-      e.lo[a] = std::min(e.lo[a], u);
-      e.hi[a] = std::max(e.hi[a], u);
-    }
+  // Over the threads (a rank's particles at every PM step): minima and maxima are exact, the
+  // same for any thread count.
+  double lo0 = HUGE_VAL, lo1 = HUGE_VAL, lo2 = HUGE_VAL, hi0 = -HUGE_VAL, hi1 = -HUGE_VAL, hi2 = -HUGE_VAL;
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(pos.size());
+#pragma omp parallel for schedule(static) reduction(min : lo0, lo1, lo2) reduction(max : hi0, hi1, hi2)
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    const Vec3d& x = pos[static_cast<std::size_t>(i)];
+    const double u0 = wrapped(x[0], centre[0], box), u1 = wrapped(x[1], centre[1], box),
+                 u2 = wrapped(x[2], centre[2], box);
+    lo0 = std::min(lo0, u0), lo1 = std::min(lo1, u1), lo2 = std::min(lo2, u2);
+    hi0 = std::max(hi0, u0), hi1 = std::max(hi1, u1), hi2 = std::max(hi2, u2);
+  }
+  e.lo = Vec3d{lo0, lo1, lo2};
+  e.hi = Vec3d{hi0, hi1, hi2};
   return e;
 }
 
