@@ -60,8 +60,9 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     return with_ghosts_;
   }
   // One pass over the particles: copied to the front of the result (its buffer is the last
-  // call's, the same size between PM steps: no allocation) and, while a choice stands, their
-  // largest displacement since it (a maximum: the same for any thread count).
+  // call's: between the sub-steps of a PM step the same size, no allocation) and, while a
+  // choice stands, their largest displacement since it (a maximum: the same for any thread
+  // count).
   const std::size_t n = pos.size();
   if (with_ghosts_.size() < n) with_ghosts_.resize(n);
   // Both positions lie in [0, box), so the nearest image of their difference is one box
