@@ -1,0 +1,75 @@
+// The top levels of ONE global ORB tree, split collectively over the ranks: bit for bit the
+// nodes OrbTree::build would make on all ranks' particles together (step 1 of the plan in
+// docs/design.md, "Ranks: domains and ghosts"). A tested, self-contained unit: the run does
+// not use it yet (domains and walks still go by rank boxes and per-rank trees).
+//
+// The rule reproduced (src/tree/orb_tree.cpp): the tree's shape depends on N and max_leaf
+// alone (a node of n > max_leaf particles has children of n/2 and n - n/2, the left one
+// first in preorder; indices as OrbTree::shape). A node's box is the exact min/max of its
+// members' positions; it splits along longest_axis(lo, hi): the largest hi[d] - lo[d] in
+// double, ties to the lowest axis; its left child holds the n/2 smallest members in the total
+// order PositionLess<A> (coordinate A, then (A+1)%3, then (A+2)%3, compared as doubles).
+//
+// How, without gathering particles: each coordinate maps to an order-preserving uint64 (the
+// sign trick; -0.0 as +0.0, as == compares them), so a member's key under axis A is the 192-bit
+// word (A, A+1, A+2) and PositionLess is the order of keys. The rank-k member of every node
+// of a level is found together by radix selection, 8 bits per round: one allreduce of a
+// 256-bin count histogram per unfinished node (the members still matching the prefix found
+// so far), until rank k falls on a bin's lower edge (then the left child is exactly the keys
+// below that edge). Boxes: one min-allreduce per level (lo and -hi, exact).
+// Cost per level of s splitting nodes: 1 box reduction of 48 bytes per node, then R rounds of
+// 2 KiB per unfinished node (R ~ 4-7 on clustered sets of 10^5-10^6 particles: the first
+// bytes are sign and exponent; at most 24), each a pass over the local candidates only.
+//
+// Not promised: which of several particles at exactly the same position goes to which child
+// (the serial build's own order there is arbitrary: nth_element). The nodes (counts, boxes,
+// axes) are still the serial ones; particle_node of such particles may differ from a serial
+// build's. Positions must not be NaN; a -0.0 coordinate may give a box corner -0.0 where the
+// serial build has +0.0 or the reverse (min/max of equal values).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/vec3.hpp"
+
+namespace orbis {
+
+struct GlobalTopNode {
+  std::int32_t index = 0;    // in OrbTree::shape(n_total, max_leaf) numbering (preorder)
+  std::int32_t parent = -1;  // shape index of the parent (-1 for the root)
+  std::int32_t depth = 0;
+  std::uint32_t first = 0;   // the node's range [first, first + count) in the serial tree order
+  std::uint32_t count = 0;
+  Vec3d lo, hi;              // tight box of the members, exact (Mpc/h)
+  int axis = 0;              // longest_axis(lo, hi): the split axis (a leaf's sorting axis)
+  bool split = false;        // split within the requested depth (its children follow)
+  bool leaf() const { return !split; }
+};
+
+class GlobalTopTree {
+ public:
+  // Collective over comm. `positions`: this rank's particles (any subset of the global set,
+  // any order, possibly none). Levels 0..depth of the global tree (max_leaf >= 1, depth >= 0;
+  // a node of <= max_leaf particles stops above `depth`). Throws (on every rank) if the
+  // ranks hold no particle at all or more than OrbTree::kMaxParticles.
+  static GlobalTopTree build(const std::vector<Vec3d>& positions, int max_leaf, int depth, const Comm& comm);
+
+  // The nodes of levels 0..depth, level by level, in increasing index order within a level;
+  // the same on every rank.
+  const std::vector<GlobalTopNode>& nodes() const { return nodes_; }
+  // particle_node()[i]: the shape index of the deepest node (depth <= `depth`) holding this
+  // rank's particle i.
+  const std::vector<std::int32_t>& particle_node() const { return particle_node_; }
+  std::int64_t n_total() const { return n_total_; }
+  // Rounds of histogram reductions the build took (all levels).
+  int rounds() const { return rounds_; }
+
+ private:
+  std::vector<GlobalTopNode> nodes_;
+  std::vector<std::int32_t> particle_node_;
+  std::int64_t n_total_ = 0;
+  int rounds_ = 0;
+};
+
+}  // namespace orbis
