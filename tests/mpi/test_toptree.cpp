@@ -4,7 +4,8 @@
 // every node of levels 0..d (index, parent, range, count, box bitwise, axis) and each
 // particle's depth-d node (by its global index) must equal the serial tree's, for d = 0, 1,
 // 3, 6 and a depth beyond the tree's. Also a set with many equal coordinates and equal
-// positions: the nodes still equal (which equal particle goes where is not promised).
+// positions: the nodes still equal (which equal particle goes where is not promised). Bad
+// input throws on every rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/comm.hpp"
+#include "core/error.hpp"
 #include "core/timer.hpp"
 #include "domain/global_top_tree.hpp"
 #include "support/clustered_particles.hpp"
@@ -149,6 +151,14 @@ TEST_CASE("The global top tree with equal coordinates and equal positions") {
   // Distinct positions with shared coordinates: each particle's node is promised again.
   for (std::size_t i = 0; i < all.size(); ++i) all[i].z += 1e-3 * static_cast<double>(i);
   for (const char* how : kWays) check(all, how, 4, 6, true, world);
+}
+
+TEST_CASE("The global top tree refuses bad input on every rank") {
+  const Comm world = Comm::world();
+  const std::vector<Vec3d> one{Vec3d{1, 2, 3}};
+  CHECK_THROWS_WITH_AS(GlobalTopTree::build(one, 0, 3, world), doctest::Contains("max_leaf"), orbis::Error);
+  CHECK_THROWS_WITH_AS(GlobalTopTree::build(one, 4, -1, world), doctest::Contains("depth"), orbis::Error);
+  CHECK_THROWS_WITH_AS(GlobalTopTree::build({}, 4, 3, world), doctest::Contains("no particles"), orbis::Error);
 }
 
 // The cost at scale (not run by default: --no-skip, or -tc="*cost*"): 128^3 clustered,
