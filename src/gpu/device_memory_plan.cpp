@@ -122,13 +122,13 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // sorted, offsets) live through it; beside them, in turn, the walk's work arrays (two
     // frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
     // (per entry its position in the chunk, the tasks of one chunk expanded and sorted in two
-    // buffers, per leaf the groups; leaf-relative positions and tree-order accelerations),
-    // then the far field's (expansions per node, the accelerations).
+    // buffers, per leaf the groups and their schedule; leaf-relative positions and tree-order
+    // accelerations), then the far field's (expansions per node, the accelerations).
     const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8;
     const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96;
     const std::size_t acc_tree = n * 24;
-    const std::size_t p2p =
-        entries * 4 + planned_p2p_chunk_tasks(n, s.max_leaf) * 16 + nl * 24 + n * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
+    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(n, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
+                            n * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     const std::size_t far_field = padded(nn * per_node) + acc_tree;

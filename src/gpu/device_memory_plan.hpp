@@ -63,6 +63,11 @@ std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf);
 // counts in int (gpu::kCubMaxItems, the same number).
 inline constexpr std::size_t kMaxP2PChunkTasks = 2147483647;
 
+// Device bytes per target leaf of a P2P chunk: its groups (run keys, counts, starts and the
+// GroupIdx: 24) and their schedule (gpu::GroupSchedule: two key and two index buffers and the
+// ordered GroupIdx: 28). The plan and DeviceP2PChunks::bytes_for both count them.
+inline constexpr std::size_t kP2PBytesPerLeaf = 24 + 28;
+
 // Tasks per chunk: what `usable` bytes hold beside `fixed` ones at bytes_per_task each, at
 // most `requested` when that is positive (a test hook), never more than max_tasks; 0 when
 // not one task fits. Free memory alone would allow more than 2^31 tasks on a large GPU.

@@ -116,10 +116,10 @@ double DeviceP2PChunks::kernel_seconds() const {
 }
 
 std::size_t DeviceP2PChunks::bytes_for(std::size_t entries, std::size_t chunk_tasks, std::size_t n_leaves) {
-  // Entry positions; keys and values twice (the sort's buffers); per leaf: run keys, counts,
-  // starts, groups; the groups' schedule (GroupSchedule: 28); the sorts' temporaries (about
-  // one more key array).
-  return entries * 4 + chunk_tasks * 20 + n_leaves * (24 + 28) + (std::size_t{16} << 20);
+  // Entry positions; keys and values twice (the sort's buffers); per leaf the groups and
+  // their schedule (kP2PBytesPerLeaf, as the memory plan counts them); the sorts' temporaries
+  // (about one more key array).
+  return entries * 4 + chunk_tasks * 20 + n_leaves * kP2PBytesPerLeaf + (std::size_t{16} << 20);
 }
 
 void DeviceP2PChunks::release() {
