@@ -283,16 +283,17 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
 double predicted_remaining_seconds(const RunState& s, double ln_a_end, const OutputCost& outputs) {
   const std::vector<CostRecord>& h = s.cost_history;
   const std::size_t begin = recent_begin(h, std::log(s.a));
-  double seconds = 0, span = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  // n: the steps the fit takes (a step without both a length and seconds is left out of
+  // every sum, its count included: counted, it would tilt the trend and shift its mean).
+  double seconds = 0, span = 0, n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (std::size_t j = begin; j < h.size(); ++j) {
     if (!(h[j].dln_a > 0 && h[j].seconds > 0)) continue;
-    seconds += h[j].seconds, span += h[j].dln_a;
+    seconds += h[j].seconds, span += h[j].dln_a, n += 1;
     // ln(seconds per unit ln a) against ln a at the step's middle: the trend's least squares.
     const double x = h[j].ln_a + 0.5 * h[j].dln_a, y = std::log(h[j].seconds / h[j].dln_a);
     sx += x, sy += y, sxx += x * x, sxy += x * y;
   }
   if (!(span > 0)) return -1;
-  const double n = static_cast<double>(h.size() - begin);
   const double den = n * sxx - sx * sx;
   const double beta = den > 0 ? std::clamp((n * sxy - sx * sy) / den, 0.0, kMaxCostGrowth) : 0.0;
   // The window's mean rate belongs to its mean ln a; grown from there to now.

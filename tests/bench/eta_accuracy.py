@@ -348,7 +348,10 @@ def forecast_seconds(history, forecast, ln_a, ln_a_end, other):
 
 def trend_seconds(history, ln_a, ln_a_end, other):
     """predicted_remaining_seconds (global steps)."""
-    window = recent_window(history, ln_a)
+    # Only the steps with both a length and seconds (a log's 3 decimals can leave seconds - io at 0).
+    window = [h for h in recent_window(history, ln_a) if h["d"] > 0 and h["s"] > 0]
+    if not window:
+        return None
     xs = [h["x"] + 0.5 * h["d"] for h in window]
     ys = [math.log(h["s"] / h["d"]) for h in window]
     n = len(window)

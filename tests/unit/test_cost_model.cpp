@@ -105,6 +105,22 @@ TEST_CASE("ETA: a PM step that begins within 1e-4 of the recent window's edge is
   CHECK(with_edge_step(-2e-4) == doctest::Approx(out).epsilon(1e-9));
 }
 
+TEST_CASE("ETA: a PM step without measured seconds or length is left out of the trend and its count") {
+  // 0.5 s per unit ln a (a negative log rate, where a miscounted fit tilts upwards), and one
+  // step of the recent window without seconds, or without length: the others give the rate.
+  for (const bool zero_length : {false, true}) {
+    CAPTURE(zero_length);
+    RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 0.5; });
+    CostRecord& odd = s.cost_history[20];
+    (zero_length ? odd.dln_a : odd.seconds) = 0;
+    CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{}) == doctest::Approx(0.5).epsilon(1e-9));
+    // PM steps to come as long as the measured ones (1/32): 32 to ln a = 0, 4 checks of 1 s.
+    OutputCost o;
+    o.check_every = 8, o.check_seconds = 1.0;
+    CHECK(predicted_remaining_seconds(s, 0.0, o) == doctest::Approx(0.5 + 4).epsilon(1e-9));
+  }
+}
+
 namespace {
 
 // Only the field (no haloes): |g| Gaussian with 3D rms 3/2 Omega_m H0^2 D sigma_psi.
