@@ -215,6 +215,8 @@ class Forecast:
     def bins(self, growth, hubble, a, dln):
         """Kicks per particle, the deepest bin, and above[k] the fraction in bins >= k."""
         kicks, deepest, above = 1.0, 0, [0.0] * (DEEPEST_BIN + 1)
+        if not (self.eta > 0 and self.eps > 0 and dln > 0):   # every particle in bin 0 (timestep.cpp)
+            return kicks, deepest, above
         acc0 = self.eps * a**3 * (self.eta * hubble / dln) ** 2
         for k in range(1, DEEPEST_BIN + 1):
             p = self.fraction_above(growth, acc0 * 4 ** (k - 1))
