@@ -173,7 +173,8 @@ double leaf_particles(double n, int max_leaf) {
 }
 
 double other_seconds(const OutputCost& o, double pm_steps) {
-  const double checks = std::max(0, o.checks) + (o.check_every > 0 ? std::floor(pm_steps / o.check_every) : 0.0);
+  const double every = static_cast<double>(o.check_every);
+  const double checks = std::max(0, o.checks) + (every > 0 ? std::floor(pm_steps / every) : 0.0);
   return std::max(0, o.remaining) * std::max(0.0, o.seconds_each) + checks * std::max(0.0, o.check_seconds) +
          std::max(0.0, o.final_wait);
 }

@@ -45,6 +45,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,7 @@ struct OutputCost {
   // the outputs and the run's end, plus one every check_every PM steps (0: none), each as
   // long as those measured.
   int checks = 0;
-  int check_every = 0;
+  std::int64_t check_every = 0;   // [analysis] energy_check_every (up to 1e12: beyond int)
   double check_seconds = 0;
   double final_wait = 0;      // the wait at the run's end for the background writer's last output
 };

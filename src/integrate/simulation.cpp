@@ -436,7 +436,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   if (energy_->enabled() && energy_timed_ > 0) {
     const bool here = sync.pm_end && (schedule_.is_output(a) || a >= schedule_.a_end * (1 - 1e-12));
     outputs.checks = outputs.remaining + (end_output || a >= schedule_.a_end * (1 - 1e-12) ? 0 : 1) + (here ? 1 : 0);
-    outputs.check_every = static_cast<int>(energy_->every());
+    outputs.check_every = energy_->every();
     outputs.check_seconds = energy_seconds_ / energy_timed_;
   }
   // On one rank the run ends waiting for the background writer's output at the end, which

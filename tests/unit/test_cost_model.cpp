@@ -386,6 +386,8 @@ TEST_CASE("ETA: the energy check's W every few PM steps counts the PM steps to c
   CHECK(other_seconds(o, 10.0) == doctest::Approx(2 + 2));   // two landmarks, floor(10 / 4) more
   o.check_every = 0;
   CHECK(other_seconds(o, 10.0) == doctest::Approx(2));
+  o.check_every = (std::int64_t{1} << 32) + 4;   // [analysis] energy_check_every goes to 1e12
+  CHECK(other_seconds(o, 10.0) == doctest::Approx(2));
   // Global steps add the same: PM steps to come as long as the recent ones.
   const RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
   o.check_every = 8;
