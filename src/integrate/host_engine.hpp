@@ -46,6 +46,9 @@ class HostStepEngine final : public StepEngine {
   double rms_momentum() override;
   Vec3d total_momentum() override;
   BinCounts assign_bins(const BinRule& rule) override;
+  // The CUDA P2P evaluator computes every particle of a target leaf that holds an active
+  // one (it ignores P2PInput::targets); the CPU one only the active targets.
+  bool computes_whole_leaves() const override { return p2p_ && p2p_->name() == "cuda"; }
   std::string domain_state() const override { return domains_.state(); }
   void restore_domain_state(const std::string& state, const std::string& what) override;
 
