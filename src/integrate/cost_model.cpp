@@ -44,14 +44,19 @@ double simpson_ln_k(double lo, double hi, int n, F f) {
   return sum * (hi - lo) / (3 * n);
 }
 
-// The mass fraction of a singular isothermal sphere (M(<r) = M r / r_vir) whose Plummer-
-// softened |g| = G M / (r_vir eps) y^2 / (1 + y^2)^(3/2) (y = r / eps) exceeds x g_vir
-// (g_vir = G M / r_vir^2), eps = e r_vir: the shell between the two roots y1 < sqrt 2 < y2 of
-// y^2 / (1 + y^2)^(3/2) = t = x e, within r_vir. Without softening it is min(1, 1 / x).
-double softened_sphere_fraction(double x, double e) {
-  if (!(e > 0 && x > 0)) return x > 1 ? 1 / x : 1.0;   // no softening (or no threshold)
+// The shell of a singular isothermal sphere (M(<r) = M r / r_vir) whose Plummer-softened
+// |g| = G M / (r_vir eps) y^2 / (1 + y^2)^(3/2) (y = r / eps) exceeds x g_vir
+// (g_vir = G M / r_vir^2), eps = e r_vir: between the two roots y1 < sqrt 2 < y2 of
+// y^2 / (1 + y^2)^(3/2) = t = x e, within r_vir. Without softening it is the ball of radius
+// min(1, 1 / x) r_vir.
+struct SphereShell {
+  double mass = 0;       // the sphere's mass fraction in it
+  double surfaces = 0;   // the sum of (r / r_vir)^(2/3) over the spheres that bound it
+};
+SphereShell softened_sphere_shell(double x, double e) {
+  if (!(e > 0 && x > 0)) return x > 1 ? SphereShell{1 / x, std::pow(x, -2.0 / 3)} : SphereShell{1, 1};
   const double t = x * e;
-  if (!(t < kSoftenedPeak)) return 0;
+  if (!(t < kSoftenedPeak)) return {};
   const auto f = [](double y) { return y * y / std::pow(1 + y * y, 1.5); };
   // Bisection on each monotone side (f rises to its peak at sqrt 2, then falls below 1 / y).
   const auto root = [&](double lo, double hi, bool rising) {
@@ -62,7 +67,24 @@ double softened_sphere_fraction(double x, double e) {
     return 0.5 * (lo + hi);
   };
   const double y1 = root(0, std::sqrt(2.0), true), y2 = root(std::sqrt(2.0), std::max(std::sqrt(2.0), 1 / t), false);
-  return std::max(0.0, std::min(1.0, e * y2) - std::min(1.0, e * y1));
+  const double inner = std::min(1.0, e * y1), outer = std::min(1.0, e * y2);
+  if (!(outer > inner)) return {};
+  return {outer - inner, std::pow(inner, 2.0 / 3) + std::pow(outer, 2.0 / 3)};
+}
+
+// The share of all leaves that hold an active particle of a halo of n_h particles whose shell
+// (mass fraction `mass`, surfaces as above) is active, per unit of the haloes' mass fraction,
+// in leaves of L particles. Inside the shell the active particles fill their leaves (mass of
+// them); the spheres that bound it cut leaves that hold some: an isothermal sphere's density
+// n(r) = n_h / (4 pi r_vir r^2) gives leaves of volume L / n(r), so a sphere of radius
+// x r_vir crosses (4 pi)^(1/3) (n_h / L)^(2/3) x^(2/3) leaf cross-sections, and a surface
+// cuts 3/2 of them (a cube's mean width over its side) of which the half outside adds its
+// leaf: 3/4 each. At most one leaf per active particle (L mass): the few active of a thin
+// shell or of a halo smaller than a leaf lie in leaves of their own. L = 1: mass exactly.
+double halo_leaf_share(const SphereShell& shell, double n_h, double leaf) {
+  if (!(shell.mass > 0)) return 0;
+  const double cut = 0.75 * std::cbrt(4 * units::pi) * std::cbrt(leaf / n_h) * shell.surfaces;
+  return std::min(leaf * shell.mass, shell.mass + cut);
 }
 
 }  // namespace
@@ -104,7 +126,7 @@ std::string ClusteringInputs::describe() const {
                      "particle's short-range work: {:.6g} particles", sigma_psi, sigmas, work_particles);
 }
 
-double fraction_above(const ClusteringInputs& in, double growth, double g) {
+ActiveShare active_above(const ClusteringInputs& in, double growth, double g) {
   // The field: |g| of a Gaussian vector with 3D rms s is Maxwellian.
   const double s = 1.5 * in.omega_m * units::H0 * units::H0 * growth * in.sigma_psi;
   double field = 0;
@@ -114,8 +136,8 @@ double fraction_above(const ClusteringInputs& in, double growth, double g) {
   }
   // The haloes: Press-Schechter mass fraction between M_j and M_j+1 (nu = delta_c / (sigma D)),
   // each bin's haloes taken at its middle mass.
-  const double rho = in.omega_m * units::rho_crit0;
-  double halo = 0;
+  const double rho = in.omega_m * units::rho_crit0, leaf = std::max(1.0, in.work_particles);
+  double halo = 0, touched = 0;
   for (std::size_t j = 0; j + 1 < in.sigma_m.size(); ++j) {
     const double f = std::erfc(kDeltaC / (in.sigma_m[j] * growth * std::sqrt(2.0))) -
                      std::erfc(kDeltaC / (in.sigma_m[j + 1] * growth * std::sqrt(2.0)));
@@ -123,9 +145,25 @@ double fraction_above(const ClusteringInputs& in, double growth, double g) {
     const double m = halo_mass(in, static_cast<double>(j) + 0.5);
     const double r_vir = std::cbrt(3 * m / (4 * units::pi * kHaloDensity * rho));
     const double g_vir = units::G * m / (r_vir * r_vir);
-    halo += f * softened_sphere_fraction(g / g_vir, in.softening / r_vir);
+    const SphereShell shell = softened_sphere_shell(g / g_vir, in.softening / r_vir);
+    halo += f * shell.mass;
+    touched += f * halo_leaf_share(shell, m / in.particle_mass, leaf);
   }
-  return 1 - (1 - field) * (1 - halo);
+  ActiveShare out;
+  out.fraction = 1 - (1 - field) * (1 - halo);
+  if (!(out.fraction < 1)) return {out.fraction, 1.0};
+  // The leaves that hold an active particle: the field's lie anywhere (the Maxwellian stands for
+  // every particle outside the haloes, whose |g| near a bin's edge varies from one particle to
+  // its neighbours), a leaf free of them with the chance (1 - field)^L; the haloes' as above.
+  // Bounded by every active particle in full leaves (f) and each in a leaf of its own.
+  const double leaves =
+      field < 1 && touched < 1 ? -std::expm1(leaf * std::log1p(-field) + std::log1p(-touched)) : 1.0;
+  out.work = std::min(std::max(leaves, out.fraction), -std::expm1(leaf * std::log1p(-out.fraction)));
+  return out;
+}
+
+double fraction_above(const ClusteringInputs& in, double growth, double g) {
+  return active_above(in, growth, g).fraction;
 }
 
 BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubble, double a, double dln_pm) {
@@ -134,18 +172,19 @@ BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubb
   const double x = in.eta * hubble / dln_pm;
   const double acc0 = in.softening * a * a * a * x * x;   // timestep.cpp: bin0_acceleration
   for (int k = 1; k <= kDeepestBin; ++k) {
-    const double p = fraction_above(in, growth, acc0 * std::pow(4.0, k - 1));
-    if (p * in.particles < 1) break;
-    out.kicks += std::ldexp(p, k - 1);   // bin >= k: 2^k - 2^(k-1) kicks more
+    const ActiveShare p = active_above(in, growth, acc0 * std::pow(4.0, k - 1));
+    if (p.fraction * in.particles < 1) break;
+    out.kicks += std::ldexp(p.fraction, k - 1);   // bin >= k: 2^k - 2^(k-1) kicks more
     out.deepest = k;
-    out.above[static_cast<std::size_t>(k)] = p;
+    out.above[static_cast<std::size_t>(k)] = p.fraction;
+    out.work[static_cast<std::size_t>(k)] = p.work;
   }
   return out;
 }
 
 ClusteringForecast::ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin,
                                        double ln_a_end)
-    : begin_(ln_a_begin), particles_(in.particles), work_particles_(std::max(1.0, in.work_particles)) {
+    : begin_(ln_a_begin), particles_(in.particles) {
   const int n = std::max(2, static_cast<int>(std::ceil((ln_a_end - ln_a_begin) / kGridStep)) + 1);
   step_ = std::max(ln_a_end - ln_a_begin, 1e-9) / (n - 1);
   for (int i = 0; i < n; ++i) {
@@ -154,6 +193,7 @@ ClusteringForecast::ClusteringForecast(const ClusteringInputs& in, const Cosmolo
     kicks_.push_back(f.kicks);
     deepest_.push_back(f.deepest);
     above_.push_back(f.above);
+    work_.push_back(f.work);
   }
 }
 
@@ -163,7 +203,10 @@ BinForecast ClusteringForecast::at(double ln_a) const {
   const auto i = std::min(static_cast<std::size_t>(u), kicks_.size() - 2);
   const double t = u - static_cast<double>(i);
   BinForecast f{(1 - t) * kicks_[i] + t * kicks_[i + 1], t < 1 ? deepest_[i] : deepest_[i + 1], {}};
-  for (std::size_t k = 0; k < f.above.size(); ++k) f.above[k] = (1 - t) * above_[i][k] + t * above_[i + 1][k];
+  for (std::size_t k = 0; k < f.above.size(); ++k) {
+    f.above[k] = (1 - t) * above_[i][k] + t * above_[i + 1][k];
+    f.work[k] = (1 - t) * work_[i][k] + t * work_[i + 1][k];
+  }
   return f;
 }
 
@@ -179,16 +222,13 @@ double other_seconds(const OutputCost& o, double pm_steps) {
          std::max(0.0, o.final_wait);
 }
 
-double SyncPointPrice::prior(double f) const { return f < 1 ? -std::expm1(leaf * std::log1p(-f)) : 1.0; }
-
-double SyncPointPrice::at(double f) const {
+double SyncPointPrice::at(double f, double prior) const {
   if (!(f > 0)) return 0;
-  return work * (weight * std::pow(std::min(f, 1.0), alpha) + (1 - weight) * prior(f));
+  return work * (weight * std::pow(std::min(f, 1.0), alpha) + (1 - weight) * std::min(prior, 1.0));
 }
 
-SyncPointPrice sync_point_price(const std::vector<CostRecord>& h, std::size_t begin, double n, double leaf) {
+SyncPointPrice sync_point_price(const std::vector<CostRecord>& h, std::size_t begin, double n) {
   SyncPointPrice p;
-  p.leaf = std::max(1.0, leaf);
   double full = 0, pm = 0, fulls = 0, sub_min = 0, other_min = 0;
   std::array<SubStepCost, kSubStepBuckets> sub{};
   for (std::size_t j = begin; j < h.size(); ++j) {
@@ -247,7 +287,7 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
   // make the loop below long on every step line).
   double dln = 0;
   for (std::size_t j = begin; j < h.size(); ++j) dln = std::max(dln, h[j].dln_a);
-  const SyncPointPrice price = sync_point_price(h, begin, n, forecast.work_particles());
+  const SyncPointPrice price = sync_point_price(h, begin, n);
   if (!price.valid) {
     // No full step measured in the window (a restart's records keep only their seconds):
     // seconds per force evaluation of the recent steps, times the kicks to come.
@@ -274,7 +314,7 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
       const BinForecast f = forecast.at(x + 0.5 * d);
       double step = price.full;
       for (int k = 1; k <= std::max(0, f.deepest + lower); ++k)
-        step += std::ldexp(price.fixed + price.at(f.above[static_cast<std::size_t>(k)]), k - 1);
+        step += std::ldexp(price.fixed + price.at(f.above[static_cast<std::size_t>(k)], f.work[static_cast<std::size_t>(k)]), k - 1);
       total += step * d / dln;
       pm_steps += d / dln;
     }

@@ -26,9 +26,13 @@
 // there may be a build), e the full step's short-range work (E - s0 - its PM phase), and
 // A(f) the share of it that a sync point with an active fraction f does. A(1) = 1; for small
 // f it depends on how the engine goes by the active particles: the CUDA engine computes
-// every particle of a leaf that holds an active one, so before any sub-step is measured
-// A(f) = 1 - (1 - f)^L, the chance that a leaf of L particles holds an active one (L = 1:
-// the host engine, which computes only the active targets, A = f). Once sub-steps are
+// every particle of a leaf (L particles) that holds an active one, the host engine only the
+// active targets (L = 1, A = f). Before any sub-step is measured A is the share of leaves
+// that hold an active particle where the forecast puts them (active_above): the field's
+// anywhere, a leaf free of them with the chance (1 - P_field)^L; the haloes' in the shells
+// of their spheres, filling the leaves inside and adding those their bounding spheres cut
+// (far fewer than as many particles at random would touch: a halo's leaves are mostly all
+// active or none); between f and 1 - (1 - f)^L. Once sub-steps are
 // measured, A is drawn to f^alpha, alpha the one that prices the recent sub-steps at their
 // measured seconds (less s0 each), with the weight m / (m + e) (m those measured seconds:
 // the calibration counts for as much as it has seen work). The forecast's deepest bin is
@@ -99,14 +103,22 @@ struct BinForecast {
   double kicks = 1;   // per particle per PM step
   int deepest = 0;    // the deepest bin that holds at least one particle
   std::array<double, kDeepestBin + 1> above{};   // above[k]: the fraction in bins >= k (k = 1 .. deepest)
+  std::array<double, kDeepestBin + 1> work{};    // work[k]: the prior A of a sync point with those active
 };
 
 // The mean particles per leaf of the ORB tree of n particles in leaves of at most max_leaf
 // (tree/orb_tree.hpp: its shape depends on n and max_leaf alone).
 double leaf_particles(double n, int max_leaf);
 
-// Mass fraction of particles with comoving |g| > g_comoving at growth factor `growth`.
-double fraction_above(const ClusteringInputs& in, double growth, double g_comoving);
+// The particles with comoving |g| > g_comoving at growth factor `growth`: their mass fraction
+// f, and the prior share A of the short-range work that a sync point with them active does
+// (leaves of in.work_particles; above), f <= A <= 1 - (1 - f)^L, A = f for L = 1.
+struct ActiveShare {
+  double fraction = 0;
+  double work = 0;
+};
+ActiveShare active_above(const ClusteringInputs& in, double growth, double g_comoving);
+double fraction_above(const ClusteringInputs& in, double growth, double g_comoving);   // active_above's f
 // Kicks per particle per PM step and the deepest bin at scale factor a, PM step dln_pm.
 BinForecast forecast_bins(const ClusteringInputs& in, double growth, double hubble, double a, double dln_pm);
 
@@ -117,31 +129,30 @@ class ClusteringForecast {
   ClusteringForecast(const ClusteringInputs& in, const Cosmology& cosmology, double ln_a_begin, double ln_a_end);
   bool empty() const { return kicks_.empty(); }
   double particles() const { return particles_; }
-  double work_particles() const { return work_particles_; }
   BinForecast at(double ln_a) const;   // kicks and fractions interpolated linearly, the deepest bin of the grid point below
 
  private:
-  double begin_ = 0, step_ = 1, particles_ = 0, work_particles_ = 1;
+  double begin_ = 0, step_ = 1, particles_ = 0;
   std::vector<double> kicks_;
   std::vector<int> deepest_;
-  std::vector<std::array<double, kDeepestBin + 1>> above_;
+  std::vector<std::array<double, kDeepestBin + 1>> above_, work_;
 };
 
 // The outputs, the energy check's W and the last output's wait, with pm_steps PM steps to come.
 double other_seconds(const OutputCost& outputs, double pm_steps);
 
 // A sync point's price from the cost records history[begin ..] of a run of n particles
-// (above): E (full), s0 (fixed), e (work) and A(f) from the prior of leaves of `leaf`
-// particles drawn to f^alpha with the weight the measured sub-steps give it.
+// (above): E (full), s0 (fixed), e (work) and A(f): the forecast's prior drawn to f^alpha
+// with the weight the measured sub-steps give it.
 struct SyncPointPrice {
   bool valid = false;                      // false: no full step measured (a restart's records)
   double full = 0, fixed = 0, work = 0;   // E, s0, e
-  double leaf = 1;                         // L of the prior 1 - (1 - f)^L
   double weight = 0, alpha = 1;            // A = weight f^alpha + (1 - weight) prior
-  double prior(double f) const;
-  double at(double f) const;               // e A(f): the seconds beyond s0 of a sync point with f active
+  // e A(f): the seconds beyond s0 of a sync point with f active whose prior A is `prior`
+  // (BinForecast::work).
+  double at(double f, double prior) const;
 };
-SyncPointPrice sync_point_price(const std::vector<CostRecord>& history, std::size_t begin, double n, double leaf);
+SyncPointPrice sync_point_price(const std::vector<CostRecord>& history, std::size_t begin, double n);
 
 // Predicted wall seconds from the state's sync point to ln a = ln_a_end; negative while no
 // PM step has been measured. With hierarchical steps (a forecast), from it; else the trend.

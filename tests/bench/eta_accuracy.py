@@ -156,12 +156,14 @@ def eh_nowiggle_inputs(params, n_side, box):
     return sigma_psi, sig
 
 
-def softened_sphere_fraction(x, e):
+def softened_sphere_shell(x, e):
+    """cost_model.cpp's softened_sphere_shell: the mass fraction of the shell with |g| > x g_vir and the sum of
+    (r / r_vir)^(2/3) over its bounding spheres."""
     if not (e > 0 and x > 0):
-        return 1 / x if x > 1 else 1.0
+        return (1 / x, 1.0 / x ** (2 / 3)) if x > 1 else (1.0, 1.0)
     t = x * e
     if not t < SOFTENED_PEAK:
-        return 0.0
+        return 0.0, 0.0
     f = lambda y: y * y / (1 + y * y) ** 1.5
 
     def root(lo, hi, rising):
@@ -173,7 +175,20 @@ def softened_sphere_fraction(x, e):
                 hi = mid
         return 0.5 * (lo + hi)
     y1, y2 = root(0.0, math.sqrt(2), True), root(math.sqrt(2), max(math.sqrt(2), 1 / t), False)
-    return max(0.0, min(1.0, e * y2) - min(1.0, e * y1))
+    inner, outer = min(1.0, e * y1), min(1.0, e * y2)
+    if not outer > inner:
+        return 0.0, 0.0
+    return outer - inner, inner ** (2 / 3) + outer ** (2 / 3)
+
+
+CUT_LEAVES = 0.75 * (4 * math.pi) ** (1 / 3)
+
+
+def halo_leaf_share(share, surfaces, n_h, leaf):
+    """cost_model.cpp's halo_leaf_share."""
+    if not share > 0:
+        return 0.0
+    return min(leaf * share, share + CUT_LEAVES * (leaf / n_h) ** (1 / 3) * surfaces)
 
 
 class Forecast:
@@ -197,11 +212,13 @@ class Forecast:
             a = math.exp(self.begin + self.step * i)
             self.table.append(self.bins(bg.growth(a), bg.hubble(a), a, self.max_dln))
 
-    def fraction_above(self, growth, g):
+    def active_above(self, growth, g):
+        """cost_model.cpp's active_above: (f, A) the fraction of particles with |g| > g, and the prior share of
+        the short-range work that a sync point with those active does."""
         s = 1.5 * self.om * H0 * H0 * growth * self.sigma_psi
         x = g * math.sqrt(3) / s
         field = math.erfc(x / math.sqrt(2)) + math.sqrt(2 / math.pi) * x * math.exp(-0.5 * x * x)
-        rho, halo = self.om * RHO_CRIT0, 0.0
+        rho, halo, touched = self.om * RHO_CRIT0, 0.0, 0.0
         for j in range(len(self.sigma_m) - 1):
             f = (math.erfc(DELTA_C / (self.sigma_m[j] * growth * math.sqrt(2)))
                  - math.erfc(DELTA_C / (self.sigma_m[j + 1] * growth * math.sqrt(2))))
@@ -209,23 +226,29 @@ class Forecast:
                 continue
             m = self.mass * 10 ** ((j + 0.5) / 4)
             r_vir = (3 * m / (4 * math.pi * HALO_DENSITY * rho)) ** (1 / 3)
-            halo += f * softened_sphere_fraction(g / (G * m / (r_vir * r_vir)), self.eps / r_vir)
-        return 1 - (1 - field) * (1 - halo)
+            share, surfaces = softened_sphere_shell(g / (G * m / (r_vir * r_vir)), self.eps / r_vir)
+            halo += f * share
+            touched += f * halo_leaf_share(share, surfaces, m / self.mass, self.work)
+        p = 1 - (1 - field) * (1 - halo)
+        if not p < 1:
+            return p, 1.0
+        a = -math.expm1(self.work * math.log1p(-field) + math.log1p(-touched)) if field < 1 and touched < 1 else 1.0
+        return p, min(max(a, p), -math.expm1(self.work * math.log1p(-p)))
 
     def bins(self, growth, hubble, a, dln):
-        """Kicks per particle, the deepest bin, and above[k] the fraction in bins >= k."""
-        kicks, deepest, above = 1.0, 0, [0.0] * (DEEPEST_BIN + 1)
+        """Kicks per particle, the deepest bin, above[k] the fraction in bins >= k and work[k] its prior A."""
+        kicks, deepest, above, work = 1.0, 0, [0.0] * (DEEPEST_BIN + 1), [0.0] * (DEEPEST_BIN + 1)
         if not (self.eta > 0 and self.eps > 0 and dln > 0):   # every particle in bin 0 (timestep.cpp)
-            return kicks, deepest, above
+            return kicks, deepest, above, work
         acc0 = self.eps * a**3 * (self.eta * hubble / dln) ** 2
         for k in range(1, DEEPEST_BIN + 1):
-            p = self.fraction_above(growth, acc0 * 4 ** (k - 1))
+            p, w = self.active_above(growth, acc0 * 4 ** (k - 1))
             if p * self.n < 1:
                 break
             kicks += p * 2 ** (k - 1)
             deepest = k
-            above[k] = p
-        return kicks, deepest, above
+            above[k], work[k] = p, w
+        return kicks, deepest, above, work
 
     def at(self, ln_a):
         u = min(max((ln_a - self.begin) / self.step, 0.0), len(self.table) - 1.0)
@@ -233,7 +256,7 @@ class Forecast:
         t = u - i
         lo, hi = self.table[i], self.table[i + 1]
         return ((1 - t) * lo[0] + t * hi[0], lo[1] if t < 1 else hi[1],
-                [(1 - t) * p + t * q for p, q in zip(lo[2], hi[2])])
+                [(1 - t) * p + t * q for p, q in zip(lo[2], hi[2])], [(1 - t) * p + t * q for p, q in zip(lo[3], hi[3])])
 
 
 def recent_window(history, ln_a):
@@ -270,8 +293,8 @@ def other_seconds(o, pm_steps):
     return max(0, o["remaining"]) * max(0.0, o["each"]) + checks * max(0.0, o["w"]) + max(0.0, o["wait"])
 
 
-def sync_point_price(window, n, leaf):
-    """cost_model.cpp's sync_point_price: (E, s0, e, weight, alpha, L) or None."""
+def sync_point_price(window, n):
+    """cost_model.cpp's sync_point_price: (E, s0, e, weight, alpha) or None."""
     fulls = [h for h in window if h["end_seconds"] > 0]
     if not fulls or n <= 0:
         return None
@@ -288,7 +311,7 @@ def sync_point_price(window, n, leaf):
             o[1] += c[1]
             o[2] += c[2]
     measured = sum(c[1] - c[0] * fixed for c in sub.values())
-    price = dict(full=full, fixed=fixed, work=work, weight=0.0, alpha=1.0, leaf=max(1.0, leaf))
+    price = dict(full=full, fixed=fixed, work=work, weight=0.0, alpha=1.0)
     if not (measured > 0 and work > 0):
         return price
 
@@ -311,18 +334,17 @@ def sync_point_price(window, n, leaf):
     return price
 
 
-def price_at(p, f):
+def price_at(p, f, prior):
     if not f > 0:
         return 0.0
-    prior = -math.expm1(p["leaf"] * math.log1p(-f)) if f < 1 else 1.0
-    return p["work"] * (p["weight"] * min(f, 1.0) ** p["alpha"] + (1 - p["weight"]) * prior)
+    return p["work"] * (p["weight"] * min(f, 1.0) ** p["alpha"] + (1 - p["weight"]) * min(prior, 1.0))
 
 
 def forecast_seconds(history, forecast, ln_a, ln_a_end, other):
     """forecast_remaining_seconds."""
     window = recent_window(history, ln_a)
     dln = max(h["d"] for h in window)   # the longest recent PM step
-    price = sync_point_price(window, forecast.n, forecast.work)
+    price = sync_point_price(window, forecast.n)
     total, pm_steps, x = 0.0, 0.0, ln_a
     if price is None:
         spent, kicks = sum(h["s"] for h in window), sum(h["kicks"] / forecast.n for h in window)
@@ -338,10 +360,10 @@ def forecast_seconds(history, forecast, ln_a, ln_a_end, other):
     lower = min(0, last["deepest"] - forecast.at(last["x"] + 0.5 * last["d"])[1]) if last["deepest"] > 0 else 0
     while dln > 0 and x < ln_a_end - 1e-9:
         d = min(dln, ln_a_end - x)
-        _, deepest, above = forecast.at(x + 0.5 * d)
+        _, deepest, above, work = forecast.at(x + 0.5 * d)
         step = price["full"]
         for k in range(1, max(0, deepest + lower) + 1):
-            step += (price["fixed"] + price_at(price, above[k])) * 2.0 ** (k - 1)
+            step += (price["fixed"] + price_at(price, above[k], work[k])) * 2.0 ** (k - 1)
         total += step * d / dln
         pm_steps += d / dln
         x += dln

@@ -9,9 +9,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
+#include <vector>
 
 #include "core/units.hpp"
 #include "cosmology/cosmology.hpp"
@@ -285,6 +287,108 @@ TEST_CASE("ETA forecast: a leaf's particles are those of the ORB tree's shape (a
   CHECK(leaf_particles(0.0, 32) == 1.0);
 }
 
+namespace {
+
+// The leaves of an ORB tree over `points` (x, y, z, r): halves at the median of the longest
+// extent until at most max_leaf remain (tree/orb_tree.hpp's rule, written out again here).
+void orb_leaves(std::vector<std::array<double, 4>> points, int max_leaf, std::vector<std::vector<std::array<double, 4>>>& out) {
+  if (static_cast<int>(points.size()) <= max_leaf) {
+    out.push_back(std::move(points));
+    return;
+  }
+  int axis = 0;
+  double widest = -1;
+  for (int d = 0; d < 3; ++d) {
+    const auto [lo, hi] = std::minmax_element(points.begin(), points.end(), [d](const auto& a, const auto& b) { return a[d] < b[d]; });
+    if ((*hi)[d] - (*lo)[d] > widest) widest = (*hi)[d] - (*lo)[d], axis = d;
+  }
+  const auto half = points.begin() + static_cast<std::ptrdiff_t>(points.size() / 2);
+  std::nth_element(points.begin(), half, points.end(), [axis](const auto& a, const auto& b) { return a[axis] < b[axis]; });
+  orb_leaves({points.begin(), half}, max_leaf, out);
+  orb_leaves({half, points.end()}, max_leaf, out);
+}
+
+}  // namespace
+
+TEST_CASE("ETA forecast: the prior share of work lies between f and 1 - (1 - f)^L, is f for L = 1, and tends to L f and 1") {
+  const Cosmology cosmology(CosmologyParams{});
+  for (double leaf : {1.0, 8.0, 32.0}) {
+    ClusteringInputs in = inputs_256(leaf);
+    for (double a : {0.1, 0.3, 1.0}) {
+      const double growth = cosmology.growth(a);
+      for (double g = 1e-3; g < 1e7; g *= 3) {
+        const ActiveShare p = active_above(in, growth, g);
+        CHECK(p.fraction == fraction_above(in, growth, g));
+        if (!(p.fraction > 0)) {
+          CHECK(p.work == 0);
+          continue;
+        }
+        const double random = -std::expm1(leaf * std::log1p(-p.fraction));
+        if (leaf == 1) {
+          CHECK(p.work == doctest::Approx(p.fraction).epsilon(1e-12));   // the host engine: exactly the active ones
+        } else {
+          CHECK(p.work >= p.fraction * (1 - 1e-12));
+          CHECK(p.work <= random * (1 + 1e-12));
+        }
+      }
+      // f -> 1 (no threshold): every leaf.
+      CHECK(active_above(in, growth, 1e-9).work == doctest::Approx(1.0).epsilon(1e-6));
+    }
+    // f -> 0 (a thin shell at the haloes' softened peak, the field far below it): the few
+    // active particles each in a leaf of their own, A -> L f.
+    const double growth = cosmology.growth(1.0);
+    double g = 1e3;
+    while (fraction_above(in, growth, 2 * g) > 0) g *= 2;
+    while (fraction_above(in, growth, 1.05 * g) > 0) g *= 1.05;
+    const ActiveShare p = active_above(in, growth, g);
+    REQUIRE(p.fraction > 0);
+    REQUIRE(p.fraction < 1e-6);
+    CHECK(p.work == doctest::Approx(leaf * p.fraction).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("ETA forecast: the leaves a halo's active shell touches match an ORB tree over an isothermal sphere's particles") {
+  // Haloes of one mass only: sigma(M_j) = delta_c up to M_15, nothing above (PS: 31.73% of the
+  // mass in haloes of 10^(15.5/4) = 7499 particles), no field.
+  ClusteringInputs in = field_only(0.0);
+  in.sigma_m.assign(16, 1.686);
+  in.sigma_m.push_back(1e-3);
+  const int n_h = 7499;
+  const double m = in.particle_mass * std::pow(10.0, 15.5 / 4), rho = in.omega_m * units::rho_crit0;
+  const double r_vir = std::cbrt(3 * m / (4 * units::pi * 200 * rho)), g_vir = units::G * m / (r_vir * r_vir);
+  in.softening = 0.02 * r_vir;   // the shells below lie inside r_vir
+  in.work_particles = leaf_particles(n_h, 32);
+  // The halo's particles: r uniform in (0, r_vir) (M(<r) = M r / r_vir), directions at random.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  std::vector<std::array<double, 4>> points;
+  for (int i = 0; i < n_h; ++i) {
+    const double r = (i + 0.5) / n_h * r_vir, z = uniform(rng), phi = units::pi * uniform(rng), s = std::sqrt(1 - z * z);
+    points.push_back({r * s * std::cos(phi), r * s * std::sin(phi), r * z, r});
+  }
+  std::vector<std::vector<std::array<double, 4>>> leaves;
+  orb_leaves(points, 32, leaves);
+  for (double x : {2.0, 8.0, 15.0}) {
+    const double g = x * g_vir;
+    const auto active = [&](const std::array<double, 4>& q) {   // the Plummer-softened |g| of the sphere
+      return units::G * m * (q[3] / r_vir) * q[3] / std::pow(q[3] * q[3] + in.softening * in.softening, 1.5) > g;
+    };
+    double touched = 0, count = 0;
+    for (const auto& leaf : leaves) {
+      touched += std::any_of(leaf.begin(), leaf.end(), active);
+      count += static_cast<double>(std::count_if(leaf.begin(), leaf.end(), active));
+    }
+    // The share of all leaves: the haloes' mass fraction times a halo's touched leaves per its leaves.
+    const double direct = 0.317311 * touched / static_cast<double>(leaves.size());
+    const ActiveShare p = active_above(in, 1.0, g);
+    REQUIRE(p.fraction == doctest::Approx(0.317311 * count / n_h).epsilon(0.01));
+    CHECK(p.work == doctest::Approx(direct).epsilon(0.15));   // seen: within 1-8% for these shells
+    // Active particles at random over the leaves would touch far more of them (1.5-7x here).
+    const double random = -std::expm1(in.work_particles * std::log1p(-count / n_h));
+    CHECK(random > 1.4 * touched / static_cast<double>(leaves.size()));
+  }
+}
+
 TEST_CASE("ETA forecast: the bins' fractions add up to the kicks, and fall with the bin") {
   const Cosmology cosmology(CosmologyParams{});
   const ClusteringInputs in = inputs_256(1);
@@ -308,7 +412,7 @@ TEST_CASE("ETA forecast: a sync point's price from measured sub-steps recovers t
   const ClusteringForecast forecast(in, cosmology, std::log(0.01), 0.0);
   const SyntheticRun run;
   const RunState s = run.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
-  const SyncPointPrice p = sync_point_price(s.cost_history, s.cost_history.size() / 2, forecast.particles(), 32);
+  const SyncPointPrice p = sync_point_price(s.cost_history, s.cost_history.size() / 2, forecast.particles());
   REQUIRE(p.valid);
   CHECK(p.full == doctest::Approx(run.full));
   // s0: the cheapest sub-step, whose few active particles add work (its f ~ 1e-7) ^ 0.4.
@@ -316,27 +420,27 @@ TEST_CASE("ETA forecast: a sync point's price from measured sub-steps recovers t
   CHECK(p.work == doctest::Approx(run.full - p.fixed - run.pm).epsilon(1e-12));
   CHECK(p.alpha == doctest::Approx(run.alpha).epsilon(0.03));   // f^alpha on each bucket's mean f
   CHECK(p.weight > 0.9);   // many full steps' worth of measured sub-step work
-  // A(f): the weights' mixture of f^alpha and the leaves' prior, A(1) = 1.
+  // A(f): the weights' mixture of f^alpha and the forecast's prior, A(1) = 1.
   for (double f : {1e-4, 0.01, 0.3}) {
-    const double leaves = 1 - std::pow(1 - f, 32.0);
-    CHECK(p.at(f) == doctest::Approx(p.work * (p.weight * std::pow(f, p.alpha) + (1 - p.weight) * leaves)).epsilon(1e-9));
+    const double prior = 1 - std::pow(1 - f, 32.0);
+    CHECK(p.at(f, prior) == doctest::Approx(p.work * (p.weight * std::pow(f, p.alpha) + (1 - p.weight) * prior)).epsilon(1e-9));
   }
-  CHECK(p.at(1.0) == doctest::Approx(p.work).epsilon(1e-12));
-  CHECK(p.at(0.0) == 0);
+  CHECK(p.at(1.0, 1.0) == doctest::Approx(p.work).epsilon(1e-12));
+  CHECK(p.at(0.0, 0.0) == 0);
 
   // No sub-step measured yet: s0 from the full step (what no active phase or the tree holds),
   // A the prior alone.
   SyntheticRun early = run;
   early.subs = false;
   const RunState e = early.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
-  const SyncPointPrice q = sync_point_price(e.cost_history, 0, forecast.particles(), 32);
+  const SyncPointPrice q = sync_point_price(e.cost_history, 0, forecast.particles());
   CHECK(q.fixed == doctest::Approx(run.other));
   CHECK(q.weight == 0);
-  CHECK(q.at(0.01) == doctest::Approx(q.work * (1 - std::pow(0.99, 32.0))).epsilon(1e-12));
+  CHECK(q.at(0.01, 0.2) == doctest::Approx(q.work * 0.2).epsilon(1e-12));
   // A restart's records (no full step): no price.
   RunState restarted = e;
   for (CostRecord& r : restarted.cost_history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
-  CHECK_FALSE(sync_point_price(restarted.cost_history, 0, forecast.particles(), 32).valid);
+  CHECK_FALSE(sync_point_price(restarted.cost_history, 0, forecast.particles()).valid);
 }
 
 TEST_CASE("ETA forecast: a run whose sync points cost as the model says is forecast to its remaining time") {
