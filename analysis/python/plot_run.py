@@ -25,9 +25,12 @@ def main(argv=None):
         out = os.path.join(directory, "ic_power.png")
         plot_ic_power.main([os.path.join(directory, "ic_power.txt"), "-o", out])
         made.append(out)
-    if glob.glob(os.path.join(directory, "powerspec_*.hdf5")) or glob.glob(os.path.join(directory, "powerspec_*.txt")):
+    # The run's own spectra only: `orbis pk` may have left SNAPSHOT_pk files beside them.
+    spectra = sorted(glob.glob(os.path.join(directory, "powerspec_*.hdf5")) +
+                     glob.glob(os.path.join(directory, "powerspec_*.txt")))
+    if spectra:
         out = os.path.join(directory, "power.png")
-        plot_power.main([directory, "--out", out])
+        plot_power.main(spectra + ["--out", out])
         made.append(out)
     catalogues = sorted(glob.glob(os.path.join(directory, "fof_tab_*.hdf5")))
     if catalogues:
