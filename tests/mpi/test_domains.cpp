@@ -17,9 +17,12 @@
 #include "domain/particle_exchange.hpp"
 #include "domain/rank_domains.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/periodic_distance.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
+
+using orbis::test::periodic_distance2;
 
 namespace {
 
@@ -49,14 +52,20 @@ orbis::Particles numbered_set(int n_side, double box, std::size_t keep) {
 
 bool same(const Vec3d& a, const Vec3d& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
 
-double periodic_distance2(const Vec3d& a, const Vec3d& b, double box) {
-  double d2 = 0;
-  for (int k = 0; k < 3; ++k) {
-    double d = std::abs(a[k] - b[k]);
-    d = std::min(d, box - d);
-    d2 += d * d;
+// After a migration: each of this rank's particles carries its own state (position,
+// momentum, time bin: ids are 1 .. N, `all` in id order) and lies in this rank's domain.
+void check_travelled(const orbis::Particles& mine, const orbis::Particles& all, const orbis::OrbDomains& d,
+                     const Comm& world) {
+  REQUIRE(mine.time_bin.size() == mine.size());
+  bool state_travelled = true, here = true;
+  for (std::size_t q = 0; q < mine.size(); ++q) {
+    const std::size_t i = mine.id[q] - 1;
+    state_travelled = state_travelled && same(mine.pos[q], all.pos[i]) && same(mine.mom[q], all.mom[i]) &&
+                      mine.time_bin[q] == all.time_bin[i];
+    here = here && d.owner(mine.pos[q]) == world.rank();
   }
-  return d2;
+  CHECK(state_travelled);
+  CHECK(here);
 }
 
 // A fixed pseudo-random number in [0, 1) for (id, round).
@@ -143,16 +152,7 @@ TEST_CASE("migration: every particle once, on its domain's rank, sorted by id, w
     orbis::migrate_particles(mine, d, world);
     CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
     CHECK(std::is_sorted(mine.id.begin(), mine.id.end()));
-    REQUIRE(mine.time_bin.size() == mine.size());
-    bool state_travelled = true, here = true;
-    for (std::size_t q = 0; q < mine.size(); ++q) {
-      const std::size_t i = mine.id[q] - 1;
-      state_travelled = state_travelled && same(mine.pos[q], all.pos[i]) && same(mine.mom[q], all.mom[i]) &&
-                        mine.time_bin[q] == all.time_bin[i];
-      here = here && d.owner(mine.pos[q]) == world.rank();
-    }
-    CHECK(state_travelled);
-    CHECK(here);
+    check_travelled(mine, all, d, world);
     std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
     std::sort(ids.begin(), ids.end());
     CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
@@ -192,16 +192,7 @@ TEST_CASE("migration rounds: the particles that cross a cut move, the others kee
     if (world.size() == 1) CHECK(mine.size() == before);
     CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
     CHECK(std::adjacent_find(mine.id.begin(), mine.id.end(), std::greater_equal<>()) == mine.id.end());
-    REQUIRE(mine.time_bin.size() == mine.size());
-    bool state_travelled = true, here = true;
-    for (std::size_t q = 0; q < mine.size(); ++q) {
-      const std::size_t i = mine.id[q] - 1;
-      state_travelled = state_travelled && same(mine.pos[q], all.pos[i]) && same(mine.mom[q], all.mom[i]) &&
-                        mine.time_bin[q] == all.time_bin[i];
-      here = here && d.owner(mine.pos[q]) == world.rank();
-    }
-    CHECK(state_travelled);
-    CHECK(here);
+    check_travelled(mine, all, d, world);
   }
 }
 

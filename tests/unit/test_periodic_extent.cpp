@@ -10,21 +10,14 @@
 #include <vector>
 
 #include "core/periodic_extent.hpp"
+#include "support/periodic_distance.hpp"
 
 using orbis::PeriodicExtent;
 using orbis::Vec3d;
 
-namespace {
+using orbis::test::periodic_distance2;
 
-double periodic_distance2(const Vec3d& a, const Vec3d& b, double box) {
-  double d2 = 0;
-  for (int k = 0; k < 3; ++k) {
-    double d = std::abs(a[k] - b[k]);
-    d = std::min(d, box - d);
-    d2 += d * d;
-  }
-  return d2;
-}
+namespace {
 
 // The 8 corners of [lo, hi] (each coordinate wrapped into [0, box)).
 std::vector<Vec3d> corners(const Vec3d& lo, const Vec3d& hi, double box) {
