@@ -19,6 +19,12 @@ namespace {
 constexpr double kBinWidthDex = 0.2;
 constexpr double kMassUnitMsunH = 1e10;   // catalogue masses are in 1e10 Msun/h
 
+// The run's Plummer-equivalent softening, as its short-range forces use it (fmm/short_range.cpp).
+double softening(const Params& params, double box_mpc_h) {
+  return params.get_real("gravity.softening_over_spacing") * box_mpc_h /
+         static_cast<double>(params.get_int("box.particles_per_side"));
+}
+
 }  // namespace
 
 GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& groups,
@@ -44,8 +50,8 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
   c.pos.resize(n);
   c.vel_pec.resize(n);
   c.vel_disp.resize(n);
-  c.densest_pos.resize(n);
-  c.densest_id.resize(n);
+  c.cm.resize(n);
+  c.min_pot_id.resize(n);
   c.m_crit200.resize(n);
   c.r_crit200.resize(n);
   c.m_mean200.resize(n);
@@ -56,8 +62,8 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
     c.pos[g] = h.pos;
     c.vel_pec[g] = h.vel_pec;
     c.vel_disp[g] = h.vel_disp;
-    c.densest_pos[g] = h.densest_pos;
-    c.densest_id[g] = h.densest_id;
+    c.cm[g] = h.cm;
+    c.min_pot_id[g] = h.min_pot_id;
     c.m_crit200[g] = h.m_crit200;
     c.r_crit200[g] = h.r_crit200;
     c.m_mean200[g] = h.m_mean200;
@@ -76,7 +82,7 @@ GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double 
   const fof::FofGroups groups = fof::find_groups(grid, particles, config.min_members);
   const double t_fof = watch.seconds();
   const Cosmology cosmo = Cosmology::from_params(params);
-  const auto haloes = compute_properties(grid, particles, groups, cosmo, a);
+  const auto haloes = compute_properties(grid, particles, groups, cosmo, a, softening(params, box_mpc_h));
   log::info("haloes: FoF {:.2f} s, properties {:.2f} s", t_fof, watch.seconds() - t_fof);
   return make_catalogue(particles, groups, haloes, box_mpc_h, a, config, params);
 }
@@ -128,8 +134,8 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
     }
   }
   const Cosmology cosmo = Cosmology::from_params(params);
-  const fof::CellGrid grid(found.members.pos, box_mpc_h, link, total);   // the cells of the whole set
-  std::vector<HaloProperties> haloes = member_properties(grid, found.members, found.groups, a);
+  std::vector<HaloProperties> haloes =
+      member_properties(found.members, found.groups, box_mpc_h, a, softening(params, box_mpc_h));
   overdensity_masses(haloes, box_mpc_h, found.members.mass, cosmo, a,
                      [&](const std::vector<Vec3d>& centres, const std::vector<double>& radii,
                          std::vector<std::vector<double>>& r2) {

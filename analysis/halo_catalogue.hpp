@@ -25,12 +25,14 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
                               const fof::FofConfig& config, const Params& params);
 
 // Grid, FoF ([analysis] fof_linking_length, fof_min_members), properties and catalogue for
-// particles in a periodic box at scale factor a; cosmology from [cosmology].
+// particles in a periodic box at scale factor a; cosmology from [cosmology]; the potential's
+// softening is the run's, [gravity] softening_over_spacing x box / [box] particles_per_side.
 GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params);
 
 // Collective over comm: the catalogue find_haloes makes of every rank's particles together
 // (each rank passes its own), on root and empty elsewhere, without gathering the particles:
-// groups across ranks (fof_ranks.hpp), the members' properties on root, and the particles
+// groups across ranks (fof_ranks.hpp), the members' properties (the potential minimum
+// included: it needs the members alone) on root, and the particles
 // around the overdensity spheres' centres counted by the ranks that hold them. Bitwise the
 // same catalogue as one rank's (the same members in the same order, the same distances).
 GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,

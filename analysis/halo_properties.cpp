@@ -1,5 +1,7 @@
 #include "analysis/halo_properties.hpp"
 
+#include "analysis/halo_potential.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -18,84 +20,6 @@ Vec3d wrap_delta(const Vec3d& d, double box) {
 }
 Vec3d wrap_position(const Vec3d& x, double box) {
   return {periodic_wrap_position(x.x, box), periodic_wrap_position(x.y, box), periodic_wrap_position(x.z, box)};
-}
-
-// Per-thread scratch space for one group at a time.
-struct Scratch {
-  struct Cell {
-    std::uint64_t key;
-    std::uint32_t begin, end;   // into `by_cell`
-    fof::CellCoord fine;
-  };
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> by_cell;   // (fine key, particle index)
-  std::vector<Cell> cells;
-  std::vector<double> r2, all_r2;
-};
-
-std::uint64_t fine_key(const fof::CellCoord& f, std::int64_t nf) {
-  return static_cast<std::uint64_t>((f.x * nf + f.y) * nf + f.z);
-}
-
-// The densest member (see the header): block counts over the group's occupied fine cells.
-std::uint32_t densest_member(const fof::CellGrid& grid, const Particles& p, const std::uint32_t* members,
-                             std::uint32_t len, Scratch& s) {
-  const std::int64_t nf = grid.fine_side();
-  s.by_cell.resize(len);
-  for (std::uint32_t k = 0; k < len; ++k)
-    s.by_cell[k] = {fine_key(grid.fine_cell(p.pos[members[k]]), nf), members[k]};
-  std::sort(s.by_cell.begin(), s.by_cell.end());
-  s.cells.clear();
-  for (std::uint32_t k = 0; k < len; ++k) {
-    if (!s.cells.empty() && s.cells.back().key == s.by_cell[k].first) {
-      s.cells.back().end = k + 1;
-    } else {
-      s.cells.push_back({s.by_cell[k].first, k, k + 1, grid.fine_cell(p.pos[s.by_cell[k].second])});
-    }
-  }
-  auto find_cell = [&](const fof::CellCoord& c, int dx, int dy, int dz) -> const Scratch::Cell* {
-    auto wrap = [&](std::int64_t v) { v %= nf; return v < 0 ? v + nf : v; };
-    const std::uint64_t key = fine_key({wrap(c.x + dx), wrap(c.y + dy), wrap(c.z + dz)}, nf);
-    auto it = std::lower_bound(s.cells.begin(), s.cells.end(), key,
-                               [](const Scratch::Cell& cell, std::uint64_t k) { return cell.key < k; });
-    return it != s.cells.end() && it->key == key ? &*it : nullptr;
-  };
-  // With fewer than 3 fine cells per side the 27 offsets alias; count each cell once.
-  const bool alias = nf < 3;
-  std::size_t best = 0;
-  std::uint32_t best_count = 0;
-  for (std::size_t c = 0; c < s.cells.size(); ++c) {
-    std::uint32_t count = 0;
-    for (int dx = -1; dx <= 1; ++dx)
-      for (int dy = -1; dy <= 1; ++dy)
-        for (int dz = -1; dz <= 1; ++dz) {
-          if (alias && (dx || dy || dz)) continue;
-          if (const auto* n = find_cell(s.cells[c].fine, dx, dy, dz)) count += n->end - n->begin;
-        }
-    if (count > best_count) best_count = count, best = c;   // ties keep the lowest key
-  }
-  // Centre of mass of the densest block, relative to the first member of its central cell.
-  const Scratch::Cell& centre_cell = s.cells[best];
-  const double box = grid.box();
-  const Vec3d ref = p.pos[s.by_cell[centre_cell.begin].second];
-  Vec3d sum{};
-  std::uint32_t count = 0;
-  for (int dx = -1; dx <= 1; ++dx)
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dz = -1; dz <= 1; ++dz) {
-        if (alias && (dx || dy || dz)) continue;
-        if (const auto* n = find_cell(centre_cell.fine, dx, dy, dz))
-          for (std::uint32_t k = n->begin; k < n->end; ++k, ++count)
-            sum += wrap_delta(p.pos[s.by_cell[k].second] - ref, box);
-      }
-  const Vec3d block_centre = sum * (1.0 / count);
-  std::uint32_t chosen = s.by_cell[centre_cell.begin].second;
-  double chosen_d2 = norm2(block_centre);
-  for (std::uint32_t k = centre_cell.begin + 1; k < centre_cell.end; ++k) {
-    const std::uint32_t i = s.by_cell[k].second;
-    const double d2 = norm2(wrap_delta(p.pos[i] - ref, box) - block_centre);
-    if (d2 < chosen_d2 || (d2 == chosen_d2 && p.id[i] < p.id[chosen])) chosen = i, chosen_d2 = d2;
-  }
-  return chosen;
 }
 
 }  // namespace
@@ -150,40 +74,41 @@ bool spherical_overdensity(std::vector<double>& r2, double search_radius, double
   return inside < r2.size() || radius <= search_radius;
 }
 
-std::vector<HaloProperties> member_properties(const fof::CellGrid& grid, const Particles& p,
-                                              const fof::FofGroups& groups, double a) {
+std::vector<HaloProperties> member_properties(const Particles& p, const fof::FofGroups& groups, double box,
+                                              double a, double softening) {
   if (!(a > 0)) fail("halo_properties.cpp: scale factor a = {} must be positive", a);
-  if (grid.size() != p.size())
-    fail("halo_properties.cpp: the grid indexes {} particles, the set has {}", grid.size(), p.size());
-  const double box = grid.box(), m = p.mass;
+  const double m = p.mass;
   std::vector<HaloProperties> out(groups.size());
-#pragma omp parallel
-  {
-    Scratch s;
-#pragma omp for schedule(dynamic, 8)
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      HaloProperties& h = out[g];
-      const std::uint32_t* members = groups.members.data() + groups.offset[g];
-      h.len = groups.length[g];
-      h.mass = h.len * m;
-      const Vec3d ref = p.pos[members[0]];
-      Vec3d dx{}, v{};
-      for (std::uint32_t k = 0; k < h.len; ++k) {
-        dx += wrap_delta(p.pos[members[k]] - ref, box);
-        v += p.mom[members[k]];
-      }
-      const double inv_n = 1.0 / h.len;
-      h.pos = wrap_position(ref + dx * inv_n, box);
-      h.vel_pec = v * (inv_n / a);
-      double sum2 = 0;
-      for (std::uint32_t k = 0; k < h.len; ++k) sum2 += norm2(p.mom[members[k]] * (1.0 / a) - h.vel_pec);
-      h.vel_disp = std::sqrt(sum2 * inv_n / 3.0);
-
-      const std::uint32_t densest = densest_member(grid, p, members, h.len, s);
-      h.densest_pos = p.pos[densest];
-      h.densest_id = p.id[densest];
+  std::vector<std::size_t> large;   // groups whose potential minimum runs threads over members
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (groups.length[g] > kPotentialDirectMax) large.push_back(g);
+  auto centre = [&](std::size_t g) {
+    const std::uint32_t* members = groups.members.data() + groups.offset[g];
+    const PotentialMinimum best = potential_minimum(p.pos, p.id, members, groups.length[g], box, softening);
+    out[g].pos = p.pos[members[best.member]];
+    out[g].min_pot_id = p.id[members[best.member]];
+  };
+#pragma omp parallel for schedule(dynamic, 8)
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    HaloProperties& h = out[g];
+    const std::uint32_t* members = groups.members.data() + groups.offset[g];
+    h.len = groups.length[g];
+    h.mass = h.len * m;
+    const Vec3d ref = p.pos[members[0]];
+    Vec3d dx{}, v{};
+    for (std::uint32_t k = 0; k < h.len; ++k) {
+      dx += wrap_delta(p.pos[members[k]] - ref, box);
+      v += p.mom[members[k]];
     }
+    const double inv_n = 1.0 / h.len;
+    h.cm = wrap_position(ref + dx * inv_n, box);
+    h.vel_pec = v * (inv_n / a);
+    double sum2 = 0;
+    for (std::uint32_t k = 0; k < h.len; ++k) sum2 += norm2(p.mom[members[k]] * (1.0 / a) - h.vel_pec);
+    h.vel_disp = std::sqrt(sum2 * inv_n / 3.0);
+    if (h.len <= kPotentialDirectMax) centre(g);
   }
+  for (std::size_t g : large) centre(g);
   return out;
 }
 
@@ -219,7 +144,7 @@ void overdensity_masses(std::vector<HaloProperties>& haloes, double box, double 
         Search& s = search[open[k] - b0];
         last[k] = std::max(s.radius[0], s.radius[1]) >= 0.5 * box;
         for (double& r : s.radius) r = std::min(r, 0.5 * box);
-        centres[k] = haloes[open[k]].densest_pos;
+        centres[k] = haloes[open[k]].pos;
         radii[k] = std::max(s.radius[0], s.radius[1]);
       }
       std::vector<std::vector<double>> r2;
@@ -257,8 +182,10 @@ void overdensity_masses(std::vector<HaloProperties>& haloes, double box, double 
 
 std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& p,
                                                const fof::FofGroups& groups, const Cosmology& cosmo,
-                                               double a) {
-  std::vector<HaloProperties> out = member_properties(grid, p, groups, a);
+                                               double a, double softening) {
+  if (grid.size() != p.size())
+    fail("halo_properties.cpp: the grid indexes {} particles, the set has {}", grid.size(), p.size());
+  std::vector<HaloProperties> out = member_properties(p, groups, grid.box(), a, softening);
   overdensity_masses(out, grid.box(), p.mass, cosmo, a,
                      [&](const std::vector<Vec3d>& centres, const std::vector<double>& radii,
                          std::vector<std::vector<double>>& r2) {

@@ -1,20 +1,14 @@
 // Properties of friends-of-friends groups (one HaloProperties per group, same order):
 //
 //   len, mass        members, and members x particle mass (1e10 Msun/h)
-//   pos              centre of mass, comoving Mpc/h in [0, box): members unwrapped across the
+//   pos              the minimum-potential member's position (GADGET-4's GroupPos; potential of
+//                    the group's own members, softened: halo_potential.hpp), comoving Mpc/h
+//   min_pot_id       that member's particle ID
+//   cm               centre of mass, comoving Mpc/h in [0, box): members unwrapped across the
 //                    periodic boundary relative to the first member (smallest ID)
 //   vel_pec          mean peculiar velocity v = p / a, km/s (Particles hold p = a^2 dx/dt)
 //   vel_disp         1D peculiar velocity dispersion sqrt(sum |v - mean|^2 / (3 len)), km/s
-//   densest_*        the densest member: the densest particle is used rather than the most
-//                    bound one because it needs no potential (O(n^2) or a tree per group) and
-//                    marks the same density peak in relaxed haloes. Density = members in the
-//                    3x3x3 block of fine grid cells (side ~ l/sqrt(3) each) around a member's
-//                    cell; of the densest block (ties: lowest cell key), the member of its
-//                    central cell nearest to the block's centre of mass (ties: smallest ID).
-//                    Resolution: one fine cell (~0.1 mean spacings at b = 0.2); the cells are
-//                    fixed in the box, so translating the particles may pick a neighbouring
-//                    member of the same core.
-//   m/r_crit200      spherical overdensity around densest_pos with all particles (not only
+//   m/r_crit200      spherical overdensity around pos (as GADGET-4) with all particles (not only
 //   m/r_mean200      members): M(<R) = 200 rho_ref (4/3) pi R^3, with comoving references
 //                    rho_crit,com(a) = rho_crit(a) a^3 = rho_crit0 E(a)^2 a^3 and
 //                    rho_mean,com = omega_m rho_crit0. With the particles inside a search
@@ -42,11 +36,11 @@ inline constexpr double kOverdensity = 200.0;
 struct HaloProperties {
   std::uint32_t len = 0;
   double mass = 0;                  // 1e10 Msun/h
-  Vec3d pos;                        // comoving Mpc/h
+  Vec3d pos;                        // minimum-potential member, comoving Mpc/h
+  std::uint64_t min_pot_id = 0;
+  Vec3d cm;                         // centre of mass, comoving Mpc/h
   Vec3d vel_pec;                    // km/s
   double vel_disp = 0;              // km/s
-  Vec3d densest_pos;                // comoving Mpc/h
-  std::uint64_t densest_id = 0;
   double m_crit200 = 0, r_crit200 = 0;   // 1e10 Msun/h, comoving Mpc/h
   double m_mean200 = 0, r_mean200 = 0;
 };
@@ -67,16 +61,17 @@ bool spherical_overdensity(std::vector<double>& r2, double search_radius, double
 void sphere_distances(const fof::CellGrid& grid, const std::vector<Vec3d>& pos, const Vec3d& centre, double radius,
                       std::vector<double>& r2);
 
-// The properties that need the members alone (len to densest_*; the overdensity fields stay
-// 0). `grid` indexes `particles`, its cells those of the whole set (fof_grid.hpp).
-std::vector<HaloProperties> member_properties(const fof::CellGrid& grid, const Particles& particles,
-                                              const fof::FofGroups& groups, double a);
+// The properties that need the members alone (len to vel_disp; the overdensity fields stay
+// 0). softening_mpc_h: the Plummer-equivalent softening of the potential (halo_potential.hpp).
+// Uses OpenMP threads over groups, and over members in groups above kPotentialDirectMax.
+std::vector<HaloProperties> member_properties(const Particles& particles, const fof::FofGroups& groups,
+                                              double box_mpc_h, double a, double softening_mpc_h);
 
 // For each sphere (centres[k], radii[k]): r2[k] = the squared distances of every particle
 // of the set within it, in any order.
 using SphereQuery = std::function<void(const std::vector<Vec3d>& centres, const std::vector<double>& radii,
                                        std::vector<std::vector<double>>& r2)>;
-// The overdensity fields (m/r_crit200, m/r_mean200) of each halo around its densest_pos,
+// The overdensity fields (m/r_crit200, m/r_mean200) of each halo around its pos,
 // asking `query` for the particles around the centres.
 void overdensity_masses(std::vector<HaloProperties>& haloes, double box_mpc_h, double particle_mass,
                         const Cosmology& cosmo, double a, const SphereQuery& query);
@@ -85,6 +80,6 @@ void overdensity_masses(std::vector<HaloProperties>& haloes, double box_mpc_h, d
 // Uses OpenMP threads over groups; results do not depend on the thread count.
 std::vector<HaloProperties> compute_properties(const fof::CellGrid& grid, const Particles& particles,
                                                const fof::FofGroups& groups, const Cosmology& cosmo,
-                                               double a);
+                                               double a, double softening_mpc_h);
 
 }  // namespace orbis::halo

@@ -31,7 +31,7 @@ template <typename T> std::vector<T> type_table(const std::vector<T>& column1) {
 void write_catalogue(const std::string& path, const GroupCatalogue& c, const Params& params) {
   const std::size_t n = c.size();
   for (const std::size_t size : {c.mass.size(), c.pos.size(), c.vel_pec.size(), c.vel_disp.size(),
-                                 c.densest_pos.size(), c.densest_id.size(), c.m_crit200.size(),
+                                 c.cm.size(), c.min_pot_id.size(), c.m_crit200.size(),
                                  c.r_crit200.size(), c.m_mean200.size(), c.r_mean200.size(), c.offset.size()})
     if (size != n) fail("catalogue.cpp: '{}': a group column has {} entries for {} groups", path, size, n);
   if (!(c.a > 0)) fail("catalogue.cpp: '{}': scale factor a = {} must be positive", path, c.a);
@@ -83,6 +83,12 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
             "is not ordered by group)");
   file.write("/Group/GroupPos", flatten(c.pos, 1.0).data(), n, 3);
   describe_dataset(file, "/Group/GroupPos", kUnitLength,
+            "position of the member with the minimum gravitational potential of the group's own members "
+            "(Plummer softening of the run), comoving Mpc/h; the centre of the spherical overdensities");
+  file.write("/Group/GroupMinPotID", c.min_pot_id);
+  describe_dataset(file, "/Group/GroupMinPotID", kUnitNone, "particle ID of the minimum-potential member (GroupPos)");
+  file.write("/Group/GroupCM", flatten(c.cm, 1.0).data(), n, 3);
+  describe_dataset(file, "/Group/GroupCM", kUnitLength,
             "centre of mass (members unwrapped around the first member), comoving Mpc/h, in [0, BoxSize)");
   file.write("/Group/GroupVel", flatten(c.vel_pec, c.a).data(), n, 3);
   describe_dataset(file, "/Group/GroupVel", kUnitGroupVelocity,
@@ -91,14 +97,8 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   file.write("/Group/GroupVelDisp", c.vel_disp);
   describe_dataset(file, "/Group/GroupVelDisp", GadgetUnit{0, 0, 0, 0, 1, kKmInCm},
             "1D peculiar velocity dispersion sqrt(sum |v - <v>|^2 / (3 GroupLen)), km/s");
-  file.write("/Group/GroupDensestPos", flatten(c.densest_pos, 1.0).data(), n, 3);
-  describe_dataset(file, "/Group/GroupDensestPos", kUnitLength,
-            "position of the densest member (members in a 3x3x3 block of cells of side <= "
-            "LinkingLength/sqrt(3)), comoving Mpc/h; the centre of the spherical overdensities");
-  file.write("/Group/GroupDensestID", c.densest_id);
-  describe_dataset(file, "/Group/GroupDensestID", kUnitNone, "particle ID of the densest member");
   const std::string so =
-      " within the sphere around GroupDensestPos whose mean density (all particles) is 200 x ";
+      " within the sphere around GroupPos whose mean density (all particles) is 200 x ";
   file.write("/Group/Group_M_Crit200", c.m_crit200);
   describe_dataset(file, "/Group/Group_M_Crit200", kUnitMass,
             "mass, 1e10 Msun/h," + so + "rho_crit(a) (outermost crossing)");
@@ -160,11 +160,14 @@ GroupCatalogue read_catalogue(const std::string& path) {
                                    ? r.attribute<double>("/Group/GroupVel", "a_scaling") : -1.0;
   c.vel_pec = unflatten(r.read<double>("/Group/GroupVel"), n, std::pow(c.a, vel_a_scaling),
                         path + ": /Group/GroupVel");
-  c.densest_pos = unflatten(r.read<double>("/Group/GroupDensestPos"), n, 1.0, path + ": /Group/GroupDensestPos");
-  c.densest_id = r.read<std::uint64_t>("/Group/GroupDensestID");
+  if (!r.has("/Group/GroupCM") || !r.has("/Group/GroupMinPotID"))
+    fail("'{}': no /Group/GroupCM or GroupMinPotID: written by an older orbis, whose GroupPos was the centre "
+         "of mass; make it again with `orbis fof SNAPSHOT`", path);
+  c.cm = unflatten(r.read<double>("/Group/GroupCM"), n, 1.0, path + ": /Group/GroupCM");
+  c.min_pot_id = r.read<std::uint64_t>("/Group/GroupMinPotID");
   c.offset = r.read<std::uint64_t>("/Group/GroupOffset");
-  if (c.offset.size() != n || c.densest_id.size() != n)
-    fail("'{}': /Group/GroupOffset or GroupDensestID do not match {} groups", path, n);
+  if (c.offset.size() != n || c.min_pot_id.size() != n)
+    fail("'{}': /Group/GroupOffset or GroupMinPotID do not match {} groups", path, n);
   c.ids = r.read<std::uint64_t>("/IDs/ID");
   if (c.ids.size() != nids) fail("'{}': /IDs/ID has {} values, Nids_ThisFile says {}", path, c.ids.size(), nids);
   for (std::size_t g = 0; g < n; ++g)

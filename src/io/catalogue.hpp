@@ -8,7 +8,11 @@
 //            SOOverdensity (200)
 //   /Group   GroupLen, GroupLenType, GroupMass, GroupMassType, GroupPos, GroupVel,
 //            Group_M_Crit200, Group_R_Crit200, Group_M_Mean200, Group_R_Mean200 (GADGET-4
-//            names); GroupOffset, GroupVelDisp, GroupDensestPos, GroupDensestID (orbis)
+//            names); GroupCM (AREPO's name; GADGET-4 writes none for groups); GroupOffset,
+//            GroupVelDisp, GroupMinPotID (orbis)
+// GroupPos is the position of the member with the minimum potential, as GADGET-4 writes it
+// with SUBFIND (there the first subhalo's minimum; orbis: the FoF group's own members, no
+// unbinding), and the spherical overdensities are centred on it, as GADGET-4's are.
 //   /Subhalo empty (no subhaloes; yt's gadget_fof reader needs the group)
 //   /IDs/ID  member IDs, group after group (GADGET-4's FOF_STOREIDS layout), ascending
 //            within a group; GroupOffset[g] is the index of group g's first ID. (GADGET-4's
@@ -46,11 +50,11 @@ struct GroupCatalogue {
   // One entry per group, in the finder's order (descending length, then smallest ID).
   std::vector<std::uint32_t> len;
   std::vector<double> mass;                     // 1e10 Msun/h
-  std::vector<Vec3d> pos;                       // centre of mass, comoving Mpc/h
+  std::vector<Vec3d> pos;                       // minimum-potential member, comoving Mpc/h
+  std::vector<std::uint64_t> min_pot_id;        // its particle ID
+  std::vector<Vec3d> cm;                        // centre of mass, comoving Mpc/h
   std::vector<Vec3d> vel_pec;                   // mean peculiar velocity, km/s
   std::vector<double> vel_disp;                 // 1D peculiar velocity dispersion, km/s
-  std::vector<Vec3d> densest_pos;               // comoving Mpc/h
-  std::vector<std::uint64_t> densest_id;
   std::vector<double> m_crit200, r_crit200;     // 1e10 Msun/h, comoving Mpc/h
   std::vector<double> m_mean200, r_mean200;
   std::vector<std::uint64_t> offset;            // group g's IDs: ids[offset[g] .. + len[g])

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   watch.restart();
   c0 = cpu();
   Cosmology cosmo(CosmologyParams{0.3, 0.7, -1.0});
-  const auto haloes = halo::compute_properties(grid, p, groups, cosmo, 1.0);
+  const auto haloes = halo::compute_properties(grid, p, groups, cosmo, 1.0, 0.025 * box / side);
   const double t_props = watch.seconds(), c_props = cpu() - c0;
 
   // The same particles stored in spatial order (as after a tree or domain sort): the

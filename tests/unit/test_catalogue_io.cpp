@@ -73,7 +73,7 @@ void check_same(const GroupCatalogue& a, const GroupCatalogue& b, double velocit
   CHECK(a.offset == b.offset);
   CHECK(a.ids == b.ids);
   CHECK(a.mass == b.mass);
-  CHECK(a.densest_id == b.densest_id);
+  CHECK(a.min_pot_id == b.min_pot_id);
   CHECK(a.m_crit200 == b.m_crit200);
   CHECK(a.r_crit200 == b.r_crit200);
   CHECK(a.m_mean200 == b.m_mean200);
@@ -82,7 +82,7 @@ void check_same(const GroupCatalogue& a, const GroupCatalogue& b, double velocit
     CAPTURE(g);
     for (int d = 0; d < 3; ++d) {
       CHECK(a.pos[g][d] == b.pos[g][d]);
-      CHECK(a.densest_pos[g][d] == b.densest_pos[g][d]);
+      CHECK(a.cm[g][d] == b.cm[g][d]);
       CHECK(a.vel_pec[g][d] == doctest::Approx(b.vel_pec[g][d]).epsilon(velocity_tolerance));
     }
     CHECK(a.vel_disp[g] == doctest::Approx(b.vel_disp[g]).epsilon(velocity_tolerance));

@@ -1,5 +1,7 @@
 // Halo properties of FoF groups: centre of mass and size of a group wrapping around the
-// periodic box, mean peculiar velocity and dispersion against direct sums, densest member.
+// periodic box, mean peculiar velocity and dispersion against direct sums, the
+// minimum-potential centre under translation and thread counts (its reference sums:
+// test_halo_potential.cpp).
 #include <doctest/doctest.h>
 #include <omp.h>
 
@@ -13,6 +15,8 @@
 using namespace orbis;
 
 namespace {
+
+constexpr double kSoftening = 0.01;   // Mpc/h
 
 struct Sample {
   Particles p;
@@ -51,15 +55,16 @@ TEST_CASE("halo properties: a group wrapping around the box has the unwrapped ce
   fof::CellGrid grid0(s.p.pos, box, link);
   const auto groups0 = fof::find_groups(grid0, s.p, 32);
   REQUIRE(groups0.size() >= 1);
-  const auto haloes0 = halo::compute_properties(grid0, s.p, groups0, cosmo, a);
+  const auto haloes0 = halo::compute_properties(grid0, s.p, groups0, cosmo, a, kSoftening);
   // Plain (unwrapped) mean of the largest group's members, computed here directly.
   Vec3d mean{};
   for (std::uint32_t k = 0; k < groups0.length[0]; ++k) mean += s.p.pos[groups0.members[k]];
   mean *= 1.0 / groups0.length[0];
-  CHECK(haloes0[0].pos.x == doctest::Approx(mean.x).epsilon(1e-12));
-  CHECK(haloes0[0].pos.y == doctest::Approx(mean.y).epsilon(1e-12));
-  CHECK(haloes0[0].pos.z == doctest::Approx(mean.z).epsilon(1e-12));
-  CHECK(norm(haloes0[0].pos - s.com) < 0.05);   // the core of the sphere is the group
+  CHECK(haloes0[0].cm.x == doctest::Approx(mean.x).epsilon(1e-12));
+  CHECK(haloes0[0].cm.y == doctest::Approx(mean.y).epsilon(1e-12));
+  CHECK(haloes0[0].cm.z == doctest::Approx(mean.z).epsilon(1e-12));
+  CHECK(norm(haloes0[0].cm - s.com) < 0.05);   // the core of the sphere is the group
+  CHECK(norm(haloes0[0].pos - Vec3d{5.0, 5.0, 5.0}) < 0.05);   // the minimum potential: its centre
 
   // The same particles translated so the group sits on a corner of the box.
   for (const Vec3d shift : {Vec3d{5.0, 5.0, 5.0}, Vec3d{-4.98, 5.03, 0.0}, Vec3d{4.99, -5.0, 4.97}}) {
@@ -72,24 +77,22 @@ TEST_CASE("halo properties: a group wrapping around the box has the unwrapped ce
     REQUIRE(groups.size() == groups0.size());
     CHECK(groups.length == groups0.length);
     CHECK(groups.members == groups0.members);   // same particles, same canonical order
-    const auto haloes = halo::compute_properties(grid, q, groups, cosmo, a);
+    const auto haloes = halo::compute_properties(grid, q, groups, cosmo, a, kSoftening);
     for (int d = 0; d < 3; ++d) {
       const double expected = periodic_wrap_position(mean[d] + shift[d], box);
-      CHECK(haloes[0].pos[d] >= 0.0);
-      CHECK(haloes[0].pos[d] < box);
-      CHECK(std::abs(periodic_wrap_delta(haloes[0].pos[d] - expected, box)) < 1e-9);
+      CHECK(haloes[0].cm[d] >= 0.0);
+      CHECK(haloes[0].cm[d] < box);
+      CHECK(std::abs(periodic_wrap_delta(haloes[0].cm[d] - expected, box)) < 1e-9);
     }
     CHECK(haloes[0].len == haloes0[0].len);
     CHECK(haloes[0].mass == doctest::Approx(haloes0[0].len * 0.5));
-    // The densest member is resolved to the fine grid, which does not move with the
-    // particles: it may become another member of the same dense block (3 fine cells across),
-    // and the spherical overdensity around it changes by a few particles at most.
-    const double block = 3.0 * grid.fine_length();
-    Vec3d moved = haloes[0].densest_pos - (haloes0[0].densest_pos + shift);
-    for (int d = 0; d < 3; ++d) moved[d] = periodic_wrap_delta(moved[d], box);
-    CHECK(norm(moved) < block);
-    CHECK(haloes[0].m_crit200 == doctest::Approx(haloes0[0].m_crit200).epsilon(0.005));
-    CHECK(haloes[0].m_mean200 == doctest::Approx(haloes0[0].m_mean200).epsilon(0.005));
+    // The potential depends on separations only: the same member, and the spherical
+    // overdensity around it changes by rounding at most (a particle on a sphere's edge).
+    CHECK(haloes[0].min_pot_id == haloes0[0].min_pot_id);
+    for (int d = 0; d < 3; ++d)
+      CHECK(std::abs(periodic_wrap_delta(haloes[0].pos[d] - haloes0[0].pos[d] - shift[d], box)) < 1e-12);
+    CHECK(haloes[0].m_crit200 == doctest::Approx(haloes0[0].m_crit200).epsilon(0.002));
+    CHECK(haloes[0].m_mean200 == doctest::Approx(haloes0[0].m_mean200).epsilon(0.002));
   }
 }
 
@@ -100,7 +103,7 @@ TEST_CASE("halo properties: velocities are peculiar (p / a), dispersion is 1D") 
   Sample s = make_sample(rng, box, {2.0, 7.0, 4.0}, 0.1);
   fof::CellGrid grid(s.p.pos, box, fof::linking_length(s.p.size(), box, 0.2));
   const auto groups = fof::find_groups(grid, s.p, 32);
-  const auto haloes = halo::compute_properties(grid, s.p, groups, cosmo, a);
+  const auto haloes = halo::compute_properties(grid, s.p, groups, cosmo, a, kSoftening);
   for (std::size_t g = 0; g < std::min<std::size_t>(groups.size(), 3); ++g) {
     const std::uint32_t* mem = groups.members.data() + groups.offset[g];
     const std::uint32_t n = groups.length[g];
@@ -119,26 +122,6 @@ TEST_CASE("halo properties: velocities are peculiar (p / a), dispersion is 1D") 
   CHECK(haloes[0].vel_disp == doctest::Approx(300.0 / a).epsilon(0.05));
 }
 
-TEST_CASE("halo properties: the densest member sits at the density peak") {
-  std::mt19937_64 rng(23);
-  const double box = 10.0, scale = 0.2;
-  const Vec3d centre{3.0, 3.0, 8.0};
-  const Cosmology cosmo(CosmologyParams{0.3, 0.7, -1.0});
-  Sample s = make_sample(rng, box, centre, scale);
-  fof::CellGrid grid(s.p.pos, box, fof::linking_length(s.p.size(), box, 0.2));
-  const auto groups = fof::find_groups(grid, s.p, 32);
-  const auto haloes = halo::compute_properties(grid, s.p, groups, cosmo, 1.0);
-  // The block used for the density estimate is 3 fine cells across (~0.05 here); with
-  // 4000 particles the peak of a Plummer core (scale 0.2) is found to a fraction of it.
-  INFO("densest member " << norm(haloes[0].densest_pos - centre) << " from the centre; fine cell "
-                          << grid.fine_length());
-  CHECK(norm(haloes[0].densest_pos - centre) < 0.25 * scale);
-  bool member = false;
-  for (std::uint32_t k = 0; k < groups.length[0]; ++k)
-    member |= s.p.id[groups.members[k]] == haloes[0].densest_id;
-  CHECK(member);
-}
-
 TEST_CASE("halo properties: identical for any thread count") {
   std::mt19937_64 rng(24);
   const double box = 10.0;
@@ -148,16 +131,17 @@ TEST_CASE("halo properties: identical for any thread count") {
   const auto groups = fof::find_groups(grid, s.p, 8);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  const auto one = halo::compute_properties(grid, s.p, groups, cosmo, 0.7);
+  const auto one = halo::compute_properties(grid, s.p, groups, cosmo, 0.7, kSoftening);
   omp_set_num_threads(3);
-  const auto three = halo::compute_properties(grid, s.p, groups, cosmo, 0.7);
+  const auto three = halo::compute_properties(grid, s.p, groups, cosmo, 0.7, kSoftening);
   omp_set_num_threads(saved);
   REQUIRE(one.size() == three.size());
   for (std::size_t g = 0; g < one.size(); ++g) {
     CHECK(one[g].m_crit200 == three[g].m_crit200);
     CHECK(one[g].r_mean200 == three[g].r_mean200);
-    CHECK(one[g].densest_id == three[g].densest_id);
+    CHECK(one[g].min_pot_id == three[g].min_pot_id);
     CHECK(one[g].vel_disp == three[g].vel_disp);
     CHECK(one[g].pos.x == three[g].pos.x);
+    CHECK(one[g].cm.x == three[g].cm.x);
   }
 }
