@@ -31,10 +31,11 @@ GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double 
 
 // Collective over comm: the catalogue find_haloes makes of every rank's particles together
 // (each rank passes its own), on root and empty elsewhere, without gathering the particles:
-// groups across ranks (fof_ranks.hpp), the members' properties (the potential minimum
-// included: it needs the members alone) on root, and the particles
-// around the overdensity spheres' centres counted by the ranks that hold them. Bitwise the
-// same catalogue as one rank's (the same members in the same order, the same distances).
+// groups across ranks (fof_ranks.hpp), the members' properties on root (the potential
+// minimum included: it needs the members alone, which root holds in the one-rank order), and
+// the particles around the overdensity spheres' centres counted by the ranks that hold them.
+// Bitwise the same catalogue as one rank's (the same members in the same order, the same
+// distances).
 GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,
                                         const Comm& comm);
 

@@ -20,7 +20,7 @@ constexpr double kLastTheta = 0.05;              // no bound below this: the exa
 constexpr std::size_t kExactCandidates = 32;     // this few survivors: exact sums at once
 
 // S_i in the order the header defines: four interleaved partial sums over j in member
-// order (j == i adds 0, which leaves a sum unchanged), so the loop vectorises and the value
+// order (j == i adds 0, which leaves a sum unchanged), so the loop can vectorise and the value
 // is fixed by the members alone.
 template <bool Wrap>
 double row_sum(const Vec3d* y, std::uint32_t n, std::uint32_t i, double box, double eps2) {

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/timer.hpp"
 #include "core/units.hpp"
 #include "cosmology/cosmology.hpp"
 
@@ -78,6 +79,7 @@ std::vector<HaloProperties> member_properties(const Particles& p, const fof::Fof
                                               double a, double softening) {
   if (!(a > 0)) fail("halo_properties.cpp: scale factor a = {} must be positive", a);
   const double m = p.mass;
+  Stopwatch watch;
   std::vector<HaloProperties> out(groups.size());
   std::vector<std::size_t> large;   // groups whose potential minimum runs threads over members
   for (std::size_t g = 0; g < groups.size(); ++g)
@@ -108,7 +110,11 @@ std::vector<HaloProperties> member_properties(const Particles& p, const fof::Fof
     h.vel_disp = std::sqrt(sum2 * inv_n / 3.0);
     if (h.len <= kPotentialDirectMax) centre(g);
   }
+  const double t_small = watch.seconds();
   for (std::size_t g : large) centre(g);
+  log::info("haloes: member properties and potential minima {:.2f} s, of which {:.2f} s for the {} groups of > {} "
+            "members (octree; largest {})", watch.seconds(), watch.seconds() - t_small, large.size(),
+            kPotentialDirectMax, groups.size() ? groups.length[0] : 0);
   return out;
 }
 

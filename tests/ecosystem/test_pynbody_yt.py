@@ -231,6 +231,7 @@ def check_catalogue(path, raw, s):
         a = float(f["Header"].attrs["Time"])
         length, offset = f["Group/GroupLen"][:], f["Group/GroupOffset"][:]
         group_mass, group_pos, group_vel = f["Group/GroupMass"][:], f["Group/GroupPos"][:], f["Group/GroupVel"][:]
+        group_cm, min_pot_id = f["Group/GroupCM"][:], f["Group/GroupMinPotID"][:]
         members = f["IDs/ID"][:]
         params = dict(f["Parameters"].attrs)
     check(len(length) >= 3, f"{name}: {len(length)} groups")
@@ -243,6 +244,20 @@ def check_catalogue(path, raw, s):
     mean_v = np.array([v_pec[o:o + n].mean(axis=0) for o, n in zip(offset, length)])
     check(close(group_vel / a, mean_v, rtol=1e-9, atol=1e-9),
           f"{name}: GroupVel / a = members' mean peculiar velocity (GADGET-4's GroupVel = a v_pec), a = {a:.4f}")
+    # GroupPos: the minimum-potential member's position (GADGET-4); GroupCM: the members'
+    # periodic mean around the first member. Snapshot coordinates may be single precision.
+    check(all(i in members[o:o + n] for i, o, n in zip(min_pot_id, offset, length)) and
+          close(group_pos, raw["pos"][np.searchsorted(raw["ids"], min_pot_id)], rtol=1e-6, atol=1e-5),
+          f"{name}: GroupPos = the position of member GroupMinPotID")
+    cm = []
+    for o, n in zip(offset, length):
+        x = raw["pos"][index[o:o + n]]
+        d = x - x[0]
+        d -= BOX * np.round(d / BOX)
+        cm.append((x[0] + d.mean(axis=0)) % BOX)
+    off = group_cm - np.array(cm)
+    off -= BOX * np.round(off / BOX)   # periodic: a centre at 0 may read BOX here
+    check(np.all(np.abs(off) < 1e-5), f"{name}: GroupCM = the members' centre of mass")
     g = 0
     halo = s[np.isin(s["iord"], members[offset[g]:offset[g] + length[g]])]
     check(len(halo) == length[g] and close(halo["mass"].view(type=np.ndarray).sum(), group_mass[g]),
