@@ -1,10 +1,9 @@
 #include "analysis/halo_properties.hpp"
 
-#include "analysis/halo_potential.hpp"
-
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/halo_potential.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
