@@ -126,7 +126,7 @@ TEST_CASE("potential minimum: the octree path gives the direct path's member and
     Vec3d centre;
   };
   for (const Shape shape : {Shape{"cored Plummer", {5.0, 5.0, 5.0}}, Shape{"cusp at a corner", {0.01, 9.98, 0.02}},
-                            Shape{"two equal clumps", {3.0, 7.0, 2.0}}}) {
+                            Shape{"two equal clumps", {3.0, 7.0, 2.0}}, Shape{"duplicates", {6.0, 4.0, 8.0}}}) {
     CAPTURE(shape.name);
     std::mt19937_64 rng(72);
     std::vector<Vec3d> pos;
@@ -135,6 +135,9 @@ TEST_CASE("potential minimum: the octree path gives the direct path's member and
       testing::add_plummer(pos, 6000, shape.centre, 0.3, 2.0, box, rng);
     } else if (name == "cusp at a corner") {
       add_cusp(pos, 6000, shape.centre, 0.2, box, rng);
+    } else if (name == "duplicates") {   // coincident members: exact ties, leaves at the depth limit
+      testing::add_plummer(pos, 3000, shape.centre, 0.1, 1.0, box, rng);
+      for (std::size_t k = 0; k < 1500; ++k) pos.push_back(pos[k]);
     } else {   // two minima of nearly equal depth: both cores survive the first bounds
       testing::add_plummer(pos, 3000, shape.centre, 0.1, 1.0, box, rng);
       testing::add_plummer(pos, 3000, shape.centre + Vec3d{0.5, 0.0, 0.0}, 0.1, 1.0, box, rng);
