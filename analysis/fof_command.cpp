@@ -96,6 +96,16 @@ int run_fof_command(const FofCommandOptions& options) {
   if (!values.count("box.particles_per_side"))   // required by the schema; informative only here
     values["box.particles_per_side"] = value_to_toml(static_cast<std::int64_t>(
         std::max(2.0, std::round(std::cbrt(static_cast<double>(snap.particles.size()))))));
+  // The softening of the potential minima (halo_potential.hpp): a GADGET-4 snapshot's
+  // SofteningComovingClass0 (Plummer-equivalent, in the unit of its BoxSize) as orbis's ratio
+  // to the mean spacing; orbis snapshots store gravity.softening_over_spacing itself.
+  if (!values.count("gravity.softening_over_spacing")) {
+    H5Reader r(file);
+    if (r.has_attribute("/Parameters", "SofteningComovingClass0") && r.has_attribute("/Parameters", "BoxSize"))
+      values["gravity.softening_over_spacing"] = value_to_toml(
+          r.attribute<double>("/Parameters", "SofteningComovingClass0") / r.attribute<double>("/Parameters", "BoxSize") *
+          std::max(2.0, std::round(std::cbrt(static_cast<double>(snap.particles.size())))));
+  }
   // The header's cosmology (GADGET-4 keeps it in /Parameters under the same names).
   std::vector<std::string> missing;
   {

@@ -43,6 +43,7 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
   c.linking_length_mpc_h = groups.link_mpc_h;
   c.linking_length_over_spacing = config.linking_length_over_spacing;
   c.min_members = config.min_members;
+  c.softening_mpc_h = softening(params, box_mpc_h);
   const std::size_t n = groups.size();
   c.len = groups.length;
   c.offset = groups.offset;

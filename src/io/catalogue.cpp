@@ -61,6 +61,7 @@ void write_catalogue(const std::string& path, const GroupCatalogue& c, const Par
   file.attribute("/Header", "LinkingLengthOverSpacing", c.linking_length_over_spacing);
   file.attribute("/Header", "MinGroupMembers", static_cast<std::int64_t>(c.min_members));
   file.attribute("/Header", "SOOverdensity", 200.0);
+  file.attribute("/Header", "PotentialSoftening", c.softening_mpc_h);
   file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
   file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
   file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
@@ -135,6 +136,8 @@ GroupCatalogue read_catalogue(const std::string& path) {
   c.linking_length_mpc_h = r.attribute<double>("/Header", "LinkingLength");
   c.linking_length_over_spacing = r.attribute<double>("/Header", "LinkingLengthOverSpacing");
   c.min_members = r.attribute<std::uint64_t>("/Header", "MinGroupMembers");
+  if (r.has_attribute("/Header", "PotentialSoftening"))
+    c.softening_mpc_h = r.attribute<double>("/Header", "PotentialSoftening");
   const auto n = r.attribute<std::uint64_t>("/Header", "Ngroups_ThisFile");
   const auto nids = r.attribute<std::uint64_t>("/Header", "Nids_ThisFile");
   if (r.attribute<std::int32_t>("/Header", "NumFiles") != 1)

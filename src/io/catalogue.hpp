@@ -5,7 +5,8 @@
 //            GADGET-3/AREPO Nsubgroups_ThisFile = Nsubgroups_Total = 0), Omega0,
 //            OmegaLambda, HubbleParam; orbis additions: ParticleMass, NumPart_Total,
 //            LinkingLength (Mpc/h), LinkingLengthOverSpacing (b), MinGroupMembers,
-//            SOOverdensity (200)
+//            SOOverdensity (200), PotentialSoftening (Mpc/h: the Plummer-equivalent softening
+//            of the potential whose minimum is GroupPos)
 //   /Group   GroupLen, GroupLenType, GroupMass, GroupMassType, GroupPos, GroupVel,
 //            Group_M_Crit200, Group_R_Crit200, Group_M_Mean200, Group_R_Mean200 (GADGET-4
 //            names); GroupCM (AREPO's name; GADGET-4 writes none for groups); GroupOffset,
@@ -46,6 +47,7 @@ struct GroupCatalogue {
   double linking_length_mpc_h = 0;              // comoving
   double linking_length_over_spacing = 0;       // b
   std::uint64_t min_members = 0;
+  double softening_mpc_h = 0;                   // of the potential behind GroupPos, comoving
 
   // One entry per group, in the finder's order (descending length, then smallest ID).
   std::vector<std::uint32_t> len;

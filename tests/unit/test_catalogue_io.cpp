@@ -69,6 +69,7 @@ void check_same(const GroupCatalogue& a, const GroupCatalogue& b, double velocit
   CHECK(a.linking_length_mpc_h == b.linking_length_mpc_h);
   CHECK(a.linking_length_over_spacing == b.linking_length_over_spacing);
   CHECK(a.min_members == b.min_members);
+  CHECK(a.softening_mpc_h == b.softening_mpc_h);
   CHECK(a.len == b.len);
   CHECK(a.offset == b.offset);
   CHECK(a.ids == b.ids);
@@ -247,6 +248,10 @@ TEST_CASE("catalogue: a snapshot without cosmology is refused with the options t
     f.write("/PartType1/Velocities", v.data(), p.size(), 3);
     std::vector<std::uint32_t> ids(p.id.begin(), p.id.end());
     f.write("/PartType1/ParticleIDs", ids);
+    // GADGET-4's softening, in the unit of its BoxSize (here kpc/h): 50 kpc/h.
+    f.create_group("/Parameters");
+    f.attribute("/Parameters", "BoxSize", 1000.0 * kBox);
+    f.attribute("/Parameters", "SofteningComovingClass0", 50.0);
     f.commit();
   }
   const std::string log = (dir / "log.txt").string();
@@ -260,6 +265,7 @@ TEST_CASE("catalogue: a snapshot without cosmology is refused with the options t
   const GroupCatalogue cat = read_catalogue((dir / "fof_tab_ics.hdf5").string());
   CHECK(cat.omega_m == 0.3);
   CHECK(cat.size() >= 4);
+  CHECK(cat.softening_mpc_h == doctest::Approx(0.05).epsilon(1e-12));   // GADGET-4's, in Mpc/h
   fs::remove_all(dir);
 }
 
