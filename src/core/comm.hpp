@@ -134,6 +134,15 @@ class Comm {
     out.resize(at + total(incoming));
     alltoallv_raw(send.data(), send_counts, out.data() + at, incoming, sizeof(T));
   }
+  // As alltoallv with both sides' counts known in advance (recv_counts[r]: what rank r sends
+  // here), in elements of `element` bytes, between the caller's buffers: no count exchange
+  // and no allocation, so pinned host buffers staged to and from a GPU travel as they are,
+  // and a large element (a mesh row) keeps MPI's int counts and offsets small
+  // (gpu/pm_cuda_slabs.cu).
+  void alltoallv_known(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                       const std::vector<std::size_t>& recv_counts, std::size_t element) const {
+    alltoallv_raw(send, send_counts, recv, recv_counts, element);
+  }
   // The counts of an alltoallv: recv[r] = what rank r sends to this one.
   std::vector<std::size_t> alltoall_counts(const std::vector<std::size_t>& send_counts,
                                            std::size_t send_total) const;

@@ -21,19 +21,12 @@
 
 #include "core/error.hpp"
 #include "gpu/cuda_check.cuh"
+#include "gpu/cufft_check.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/pm_cuda_fourier.cuh"
 #include "gpu/pm_cuda_mesh.cuh"
 #include "pm/interlaced_influence.hpp"
 #include "pm/pm_modes.hpp"
-
-#define ORBIS_CUFFT_CHECK(call)                                                                   \
-  do {                                                                                            \
-    const cufftResult orbis_cufft_status_ = (call);                                               \
-    if (orbis_cufft_status_ != CUFFT_SUCCESS)                                                     \
-      ::orbis::fail("cuFFT error at {}:{}: {} returned {}", __FILE__, __LINE__, #call,            \
-                    static_cast<int>(orbis_cufft_status_));                                       \
-  } while (0)
 
 namespace orbis {
 namespace {

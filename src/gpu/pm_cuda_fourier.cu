@@ -10,6 +10,10 @@ namespace {
 constexpr int kRowsPerBlock = 8;
 const dim3 kRowBlock(32, kRowsPerBlock);
 unsigned row_blocks(int n) { return static_cast<unsigned>((n * n + kRowsPerBlock - 1) / kRowsPerBlock); }
+// The long-range passes over n x planes of ny y columns.
+unsigned row_blocks(int n, int ny) {
+  return static_cast<unsigned>((static_cast<long long>(n) * ny + kRowsPerBlock - 1) / kRowsPerBlock);
+}
 
 template <typename C>
 __device__ ModeComplex from_mesh(C c) {
@@ -26,10 +30,11 @@ __device__ int signed_index(int i, int n) { return i <= n / 2 ? i : i - n; }
 
 template <typename Real, typename C = typename MeshComplex<Real>::type>
 __global__ void long_range_green_kernel(C* __restrict__ rho, int n, const double* __restrict__ k_axis,
-                                        const double* __restrict__ inv_w2, double norm, double rs2) {
+                                        const double* __restrict__ inv_w2, double norm, double rs2, int y0,
+                                        int ny) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1;
-  if (row >= n * n) return;
-  const int i = row / n, j = row - i * n;
+  if (row >= n * ny) return;
+  const int i = row / ny, j = y0 + (row - i * ny);
   const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
   const double wxy = inv_w2[i] * inv_w2[j];
   C* r = rho + static_cast<std::size_t>(row) * nzc;
@@ -65,10 +70,10 @@ __global__ void long_range_energy_rows_kernel(const C* __restrict__ rho, int n, 
 
 template <typename Real, typename C = typename MeshComplex<Real>::type>
 __global__ void long_range_gradient_kernel(const C* phi, C* out, int n, int axis,
-                                           const double* __restrict__ k_axis) {
+                                           const double* __restrict__ k_axis, int y0, int ny) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1, nyquist = n / 2;
-  if (row >= n * n) return;
-  const int i = row / n, j = row - i * n;
+  if (row >= n * ny) return;
+  const int i = row / ny, j = y0 + (row - i * ny);
   const std::size_t base = static_cast<std::size_t>(row) * nzc;
   const int fixed = axis == 0 ? i : j;   // axes x and y: the same k_d along the row
   const double k_row = fixed == nyquist ? 0.0 : k_axis[fixed];
@@ -123,8 +128,10 @@ __global__ void interlaced_gradient_kernel(const C* __restrict__ phi_even, const
 
 template <typename Real>
 void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
-                         const double* inv_w2, double norm, double rs2, cudaStream_t stream) {
-  long_range_green_kernel<Real><<<row_blocks(n), kRowBlock, 0, stream>>>(rho, n, k_axis, inv_w2, norm, rs2);
+                         const double* inv_w2, double norm, double rs2, cudaStream_t stream, int y0, int ny) {
+  if (ny == 0) ny = n;
+  long_range_green_kernel<Real><<<row_blocks(n, ny), kRowBlock, 0, stream>>>(rho, n, k_axis, inv_w2, norm, rs2,
+                                                                             y0, ny);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -139,8 +146,10 @@ void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int 
 
 template <typename Real>
 void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out,
-                            int n, int axis, const double* k_axis, cudaStream_t stream) {
-  long_range_gradient_kernel<Real><<<row_blocks(n), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis);
+                            int n, int axis, const double* k_axis, cudaStream_t stream, int y0, int ny) {
+  if (ny == 0) ny = n;
+  long_range_gradient_kernel<Real><<<row_blocks(n, ny), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis, y0,
+                                                                                ny);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -163,11 +172,11 @@ void pm_interlaced_gradient(const typename MeshComplex<Real>::type* phi_even,
 
 #define ORBIS_PM_FOURIER(Real)                                                                              \
   template void pm_long_range_green<Real>(MeshComplex<Real>::type*, int, const double*, const double*,     \
-                                          double, double, cudaStream_t);                                   \
+                                          double, double, cudaStream_t, int, int);                         \
   template void pm_long_range_energy_rows<Real>(const MeshComplex<Real>::type*, int, const double*,          \
                                                 const double*, double, double, double*, cudaStream_t);     \
   template void pm_long_range_gradient<Real>(const MeshComplex<Real>::type*, MeshComplex<Real>::type*, int, \
-                                             int, const double*, cudaStream_t);                            \
+                                             int, const double*, cudaStream_t, int, int);                  \
   template void pm_interlaced_green<Real>(MeshComplex<Real>::type*, MeshComplex<Real>::type*, int,         \
                                           const Real*, const ModeComplex*, double, cudaStream_t);          \
   template void pm_interlaced_gradient<Real>(const MeshComplex<Real>::type*, const MeshComplex<Real>::type*, \

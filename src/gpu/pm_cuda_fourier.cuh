@@ -14,11 +14,16 @@ template <typename Real> struct MeshComplex;
 template <> struct MeshComplex<float> { using type = float2; };
 template <> struct MeshComplex<double> { using type = double2; };
 
+// The long-range passes below cover the rows (i, j) of every x plane i and the y columns
+// [y0, y0 + ny), stored [i][j - y0][k]: the whole mesh by default, or one rank's y slab of the
+// distributed cuFFT PM (gpu/pm_cuda_slabs.cu, pm/slab_transpose.hpp); ny = 0: all n columns.
+
 // Long range: phi(k) = long_range_green(k) rho(k), in place. k_axis, inv_w2: per-axis tables
 // (PmAxisTables) in device memory.
 template <typename Real>
 void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
-                         const double* inv_w2, double norm, double rs2, cudaStream_t stream);
+                         const double* inv_w2, double norm, double rs2, cudaStream_t stream, int y0 = 0,
+                         int ny = 0);
 
 // Long range, the mesh potential energy's sum over the modes of each row (i, j), in double:
 // row_sums[i n + j] = sum_k long_range_energy_term(rho(i, j, k), long_range_green(k)), with
@@ -33,7 +38,7 @@ void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int 
 // Long range: out = -i k_d phi (zero on axis d's Nyquist plane); out may be phi.
 template <typename Real>
 void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out,
-                            int n, int axis, const double* k_axis, cudaStream_t stream);
+                            int n, int axis, const double* k_axis, cudaStream_t stream, int y0 = 0, int ny = 0);
 
 // PM-only: meshes A and B become the even and odd coset potentials, in place; `influence` is
 // interlaced_optimal_influence() in the mesh precision, `shift` the half-cell phases.

@@ -6,9 +6,13 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/units.hpp"
 #include "integrate/kdk.hpp"
+#if defined(ORBIS_HAVE_CUDA)
+#include "gpu/pm_cuda_slabs.hpp"
+#endif
 
 namespace orbis {
 namespace {
@@ -52,12 +56,35 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
       comm_(comm),
       pm_(PmSettings::from_params(params), comm),
       domains_(box_mpc_h_, comm) {
-  if (params.get_string("gravity.solver") == "pm") return;
+  const std::string backend = params.get_string("gpu.backend");
+  if (params.get_string("gravity.solver") == "pm") {
+    if (comm.size() > 1 && backend != "cpu")
+      log::info("PM: FFTW-MPI slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
+                comm.size());
+    return;
+  }
   // TreePM: PM long range (Gaussian-filtered at r_s) plus the FMM short range (erfc-truncated
   // at r_cut) with P2P on the [gpu] backend; they add up to 1/r^2.
   short_settings_ = short_range_settings(params, nominal_particle_mass(params));
   short_range_.emplace(short_settings_);
-  p2p_ = make_p2p_evaluator(params.get_string("gpu.backend"), gpu_device_for_rank(params.get_int("gpu.device"), comm));
+  const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
+  p2p_ = make_p2p_evaluator(backend, device);
+  if (comm.size() > 1) {
+    // Over ranks the long range's transforms and Fourier work run on each rank's GPU (cuFFT
+    // slabs, gpu/pm_cuda_slabs.hpp) unless the backend is "cpu" or a rank has no usable GPU;
+    // FFTW-MPI otherwise. On one rank a usable GPU runs the CUDA step engine instead.
+    std::string why = "[gpu] backend = \"cpu\"";
+#if defined(ORBIS_HAVE_CUDA)
+    if (backend != "cpu")
+      if (auto slabs = make_cuda_pm_slabs(pm_.settings(), comm, device, &why)) {
+        pm_.use_slab_transform(std::move(slabs));
+        log::info("PM: cuFFT slabs over {} ranks, device {}", comm.size(), device);
+      }
+#else
+    if (backend != "cpu") why = "this build has no CUDA";
+#endif
+    if (!pm_.slab_transform()) log::info("PM: FFTW-MPI slabs over {} ranks ({})", comm.size(), why);
+  }
   if (std::abs(pm_.settings().r_s_mpc_h - short_settings_.r_s) > 1e-12 * short_settings_.r_s)
     fail("internal: PM and short-range split scales differ ({} vs {})", pm_.settings().r_s_mpc_h, short_settings_.r_s);
 }
@@ -70,9 +97,10 @@ std::string HostStepEngine::describe() const {
     return fmt::format("PM only, {}^3 mesh ({} window, cell {:.4g} Mpc/h), {:.1f} MiB", pm.grid_side,
                        window_name(pm.window), pm.box_mpc_h / pm.grid_side, pm_.bytes() / 1048576.0);
   const ShortRangeSettings& s = short_settings_;
-  return fmt::format("TreePM: PM {}^3 mesh ({}), r_s = {:.4g} Mpc/h, r_cut = {:.4g} Mpc/h; FMM theta = {}, "
+  const std::string pm_where = pm_.slab_transform() ? " on " + pm_.slab_transform()->describe() : std::string();
+  return fmt::format("TreePM: PM {}^3 mesh ({}{}), r_s = {:.4g} Mpc/h, r_cut = {:.4g} Mpc/h; FMM theta = {}, "
                      "p = {}, max_leaf = {}; P2P on {} (Taylor order {}, {} nodes), softening {:.4g} Mpc/h",
-                     pm.grid_side, window_name(pm.window), s.r_s, s.r_cut, s.theta, s.multipole_order, s.max_leaf,
+                     pm.grid_side, window_name(pm.window), pm_where, s.r_s, s.r_cut, s.theta, s.multipole_order, s.max_leaf,
                      p2p_->name(), s.taylor_order, s.taylor_table_size, s.softening);
 }
 

@@ -5,7 +5,9 @@
 // force is then the whole force (the long-range one, kicked on the PM step).
 //
 // Over several ranks (a communicator of more than one): each engine holds its rank's
-// particles. The PM is FFTW-MPI slabs (pm/pm_solver.hpp); for TreePM the particles move to
+// particles. The PM is x slabs (pm/pm_solver.hpp) whose long-range transforms and Fourier
+// work run on each rank's GPU (cuFFT, gpu/pm_cuda_slabs.hpp) when the [gpu] backend is not
+// "cpu" and every rank has a usable GPU, on FFTW-MPI otherwise (and for PM-only); for TreePM the particles move to
 // their ORB domains at every PM step (rebuilt when the measured work is out of balance:
 // domain/rank_domains.hpp), and each rank's short-range solver runs on its particles plus
 // the ghosts within r_cut, which makes their sums complete. The reductions (largest

@@ -124,6 +124,8 @@ struct PmSolver::Impl {
   SlabRouting routing;
   std::vector<Vec3d> routed, acc_routed;
 
+  PmSlabTransform* slab_transform = nullptr;   // PmSolver's, when it has one
+
   template <typename Real>
   void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
            std::vector<Vec3d>& acc, PhaseTimes& times);
@@ -170,6 +172,13 @@ PmAxisTables make_pm_axis_tables(const PmSettings& settings) {
 
 PmSolver::~PmSolver() = default;
 
+void PmSolver::use_slab_transform(std::unique_ptr<PmSlabTransform> transform) {
+  if (settings_.r_s_mpc_h == 0)
+    fail("internal: the PM-only force (two interlaced meshes) has no slab transform; it runs on FFTW");
+  slab_transform_ = std::move(transform);
+  impl_->slab_transform = slab_transform_.get();
+}
+
 namespace {
 template <typename Meshes>
 std::size_t mesh_bytes(const Meshes& m) {
@@ -186,8 +195,9 @@ std::string PmSolver::describe() const {
   const std::string force = s.r_s_mpc_h > 0
       ? fmt::format("long range, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h)
       : std::string("full force, two interlaced meshes, optimal influence function");
-  return fmt::format("PM {}^3 {} mesh, {}, {}, {:.0f} MiB", s.grid_side, s.double_mesh ? "double" : "float",
-                     window_name(s.window), force, bytes() / 1048576.0);
+  return fmt::format("PM {}^3 {} mesh, {}, {}, {:.0f} MiB{}", s.grid_side, s.double_mesh ? "double" : "float",
+                     window_name(s.window), force, bytes() / 1048576.0,
+                     slab_transform_ ? "; " + slab_transform_->describe() : std::string());
 }
 
 void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass,
@@ -304,6 +314,10 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
   using Complex = typename FftMesh<Real>::Complex;
   const int n = s.grid_side, nzc = m.a.rho.nz_complex();
   const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
+  if (slab_transform) {   // the same steps on the rank's GPU (gpu/pm_cuda_slabs.hpp)
+    slab_transform->long_range(m.a.rho.real_data(), m.a.gx.real_data(), m.a.gy.real_data(), times);
+    return;
+  }
   {
     ScopedPhase phase(times, "pm_fft");
     m.a.rho.forward();

@@ -37,6 +37,9 @@
 // (pm/slab_routing.hpp), the owners assign them, add the ghost planes into their neighbours'
 // slabs, transform, fetch the force meshes' ghost planes, interpolate, and send the forces
 // back. The result equals the one-rank solver's to rounding (the sums' order differs).
+// A PmSlabTransform (below) may take over the long range's mesh work between the density's
+// ghost planes and the forces' (the cuFFT slabs of gpu/pm_cuda_slabs.hpp); the routing,
+// assignment, ghost planes and interpolation stay here.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -67,6 +70,22 @@ struct PmSettings {
   void check() const;
 };
 
+// The long-range mesh work of a PmSolver done elsewhere than FFTW (gpu/pm_cuda_slabs.hpp:
+// cuFFT on the rank's GPU): from this rank's x slab of the density (rho, ghost planes already
+// added) to g_x, g_y, g_z in the slabs gx, gy and rho, with the Green's function and spectral
+// gradient of run_long_range. Each pointer is the slab's first real value, FftMesh's padded
+// layout (local_nx x n x 2(n/2+1)); ghost planes are left alone. Collective over the
+// solver's communicator; the phases go to `times` as PmSolver's ("pm_fft", "pm_green",
+// "pm_gradient", the transposes in "pm_exchange").
+class PmSlabTransform {
+ public:
+  virtual ~PmSlabTransform() = default;
+  virtual void long_range(float* rho, float* gx, float* gy, PhaseTimes& times) = 0;
+  virtual void long_range(double* rho, double* gx, double* gy, PhaseTimes& times) = 0;
+  virtual std::string describe() const = 0;
+  virtual std::size_t device_bytes() const = 0;
+};
+
 class PmSolver {
  public:
   // Collective over comm: every rank of it calls accelerations() together.
@@ -95,6 +114,12 @@ class PmSolver {
   // meshes are reused: call it between force computations.
   double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
 
+  // The long range's transforms and Fourier work from now on by `transform` (built for this
+  // solver's settings and communicator); an Error for a PM-only solver, whose two interlaced
+  // meshes stay on FFTW. potential_energy() stays on FFTW.
+  void use_slab_transform(std::unique_ptr<PmSlabTransform> transform);
+  const PmSlabTransform* slab_transform() const { return slab_transform_.get(); }
+
   std::size_t bytes() const;   // memory held by the meshes
   // "PM 256^3 float mesh, tsc, long range, r_s = 0.47 Mpc/h (1.2 cells), 192 MiB"
   std::string describe() const;
@@ -108,6 +133,7 @@ class PmSolver {
   PmSettings settings_;
   Comm comm_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<PmSlabTransform> slab_transform_;
 };
 
 }  // namespace orbis

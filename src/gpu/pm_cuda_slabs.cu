@@ -1,0 +1,285 @@
+// The distributed long-range PM's mesh work on each rank's GPU (gpu/pm_cuda_slabs.hpp): plans,
+// the order of the passes, and the transposes between x slabs and y slabs.
+#include "gpu/pm_cuda_slabs.hpp"
+
+#include <cufft.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/timer.hpp"
+#include "fmm/p2p_cuda_factory.hpp"
+#include "gpu/cuda_check.cuh"
+#include "gpu/cufft_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "gpu/pm_cuda_fourier.cuh"
+#include "pm/pm_modes.hpp"
+#include "pm/slab_transpose.hpp"
+
+namespace orbis {
+namespace {
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+void planes_forward(cufftHandle plan, float* slab) {
+  ORBIS_CUFFT_CHECK(cufftExecR2C(plan, slab, reinterpret_cast<cufftComplex*>(slab)));
+}
+void planes_forward(cufftHandle plan, double* slab) {
+  ORBIS_CUFFT_CHECK(cufftExecD2Z(plan, slab, reinterpret_cast<cufftDoubleComplex*>(slab)));
+}
+void planes_backward(cufftHandle plan, float* slab) {
+  ORBIS_CUFFT_CHECK(cufftExecC2R(plan, reinterpret_cast<cufftComplex*>(slab), slab));
+}
+void planes_backward(cufftHandle plan, double* slab) {
+  ORBIS_CUFFT_CHECK(cufftExecZ2D(plan, reinterpret_cast<cufftDoubleComplex*>(slab), slab));
+}
+void x_lines(cufftHandle plan, float2* data, int direction) {
+  ORBIS_CUFFT_CHECK(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(data), reinterpret_cast<cufftComplex*>(data),
+                                 direction));
+}
+void x_lines(cufftHandle plan, double2* data, int direction) {
+  ORBIS_CUFFT_CHECK(cufftExecZ2Z(plan, reinterpret_cast<cufftDoubleComplex*>(data),
+                                 reinterpret_cast<cufftDoubleComplex*>(data), direction));
+}
+
+}  // namespace
+
+struct CudaPmSlabs::Impl {
+  Impl(const PmSettings& s, const Comm& c, int d) : settings(s), comm(c), device(d), layout(s.grid_side, c.size(), c.rank()) {}
+  ~Impl() {
+    if (stream) cudaStreamSynchronize(stream);
+    for (cufftHandle* p : {&planes_r2c, &planes_c2r, &lines})
+      if (*p) cufftDestroy(*p);
+    if (stream) cudaStreamDestroy(stream);
+  }
+
+  PmSettings settings;
+  Comm comm;
+  int device = 0;
+  SlabTranspose layout;
+  std::size_t complex_bytes = 0;   // 8 (float mesh) or 16
+  cudaStream_t stream = nullptr;
+  // 2D R2C / C2R of the x slab's planes (none without planes), 1D C2C of the y slab's x lines
+  // (none without y columns). cuFFT allocates their work areas.
+  cufftHandle planes_r2c = 0, planes_c2r = 0, lines = 0;
+  std::size_t fft_work = 0;
+  gpu::DeviceArray<unsigned char> slab, phi, work;   // x slab (real), y slabs (complex)
+  gpu::DeviceArray<double> tables;                   // k, then 1/W^2, per axis index
+  gpu::PinnedArray<unsigned char> send, recv;
+
+  void sync() { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  template <typename C>
+  void x_to_y(const C* x_slab, C* y_slab);
+  template <typename C>
+  void y_to_x(const C* y_slab, C* x_slab);
+  template <typename Real>
+  void run(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
+};
+
+CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device)
+    : impl_(std::make_unique<Impl>(settings, comm, device)) {
+  settings.check();
+  if (settings.r_s_mpc_h == 0) fail("internal: the cuFFT slab PM is the long range's (TreePM); PM-only stays on FFTW");
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  const long long n = settings.grid_side, nzc = n / 2 + 1;
+  const SlabTranspose& t = m.layout;
+  m.complex_bytes = settings.double_mesh ? 2 * sizeof(double) : 2 * sizeof(float);
+  const bool twice = settings.double_mesh;
+  std::size_t work = 0;
+  if (t.x.count > 0) {
+    // In place on FftMesh's padded layout: rows of 2(n/2+1) reals in, n/2+1 complex out.
+    long long dims[2] = {n, n}, real_embed[2] = {n, 2 * nzc}, complex_embed[2] = {n, nzc};
+    ORBIS_CUFFT_CHECK(cufftCreate(&m.planes_r2c));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.planes_r2c, 2, dims, real_embed, 1, n * 2 * nzc, complex_embed, 1,
+                                          n * nzc, twice ? CUFFT_D2Z : CUFFT_R2C, t.x.count, &work));
+    m.fft_work += work;
+    ORBIS_CUFFT_CHECK(cufftCreate(&m.planes_c2r));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.planes_c2r, 2, dims, complex_embed, 1, n * nzc, real_embed, 1,
+                                          n * 2 * nzc, twice ? CUFFT_Z2D : CUFFT_C2R, t.x.count, &work));
+    m.fft_work += work;
+  }
+  if (t.y.count > 0) {
+    // The y slab [i][j - y0][k]: every (j, k) column is an x line of stride ny (n/2+1).
+    const long long columns = static_cast<long long>(t.y.count) * nzc;
+    long long dims[1] = {n}, embed[1] = {n};
+    ORBIS_CUFFT_CHECK(cufftCreate(&m.lines));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.lines, 1, dims, embed, columns, 1, embed, columns, 1,
+                                          twice ? CUFFT_Z2Z : CUFFT_C2C, columns, &work));
+    m.fft_work += work;
+  }
+  const std::size_t slab_bytes = t.x_slab_count * m.complex_bytes, y_bytes = t.y_slab_count * m.complex_bytes;
+  const std::size_t table_bytes = 2 * static_cast<std::size_t>(n) * sizeof(double);
+  const std::size_t need = slab_bytes + 2 * y_bytes + table_bytes;
+  const std::size_t available = gpu::device_available_bytes();
+  if (need > available)
+    fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
+         "{:.1f} MiB, two y slabs {:.1f} MiB each; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. More "
+         "ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (FFTW-MPI) need less",
+         comm.size(), n, twice ? "double" : "float", mib(need), device, mib(slab_bytes), mib(y_bytes),
+         mib(m.fft_work), mib(available));
+  m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
+  m.phi.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+  m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+  const PmAxisTables axes = make_pm_axis_tables(settings);
+  std::vector<double> tables(axes.k);
+  tables.insert(tables.end(), axes.inv_w2.begin(), axes.inv_w2.end());
+  m.tables.ensure_exact(tables.size());
+  m.tables.upload(tables.data(), tables.size());
+  const std::size_t staging = std::max<std::size_t>(std::max(slab_bytes, y_bytes), 1);
+  m.send.ensure(staging);
+  m.recv.ensure(staging);
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  for (cufftHandle plan : {m.planes_r2c, m.planes_c2r, m.lines})
+    if (plan) ORBIS_CUFFT_CHECK(cufftSetStream(plan, m.stream));
+}
+
+CudaPmSlabs::~CudaPmSlabs() = default;
+
+std::size_t CudaPmSlabs::device_bytes() const {
+  const Impl& m = *impl_;
+  return m.slab.capacity() + m.phi.capacity() + m.work.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work;
+}
+
+std::size_t CudaPmSlabs::pinned_bytes() const { return impl_->send.capacity() + impl_->recv.capacity(); }
+
+std::string CudaPmSlabs::describe() const {
+  return fmt::format("cuFFT slabs over {} ranks, device {}, {:.1f} MiB on the device, {:.1f} MiB pinned",
+                     impl_->comm.size(), impl_->device, mib(device_bytes()), mib(pinned_bytes()));
+}
+
+void CudaPmSlabs::long_range(float* rho, float* gx, float* gy, PhaseTimes& times) {
+  if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
+  impl_->run(rho, gx, gy, times);
+}
+
+void CudaPmSlabs::long_range(double* rho, double* gx, double* gy, PhaseTimes& times) {
+  if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
+  impl_->run(rho, gx, gy, times);
+}
+
+// x slab -> y slab: the pitched blocks packed by destination on their way to the host (one
+// 2D copy each), the all-to-all, and what arrived is the y slab (sources in rank order:
+// pm/slab_transpose.hpp), uploaded in one copy. MPI's element is a z line.
+template <typename C>
+void CudaPmSlabs::Impl::x_to_y(const C* x_slab, C* y_slab) {
+  const SlabTranspose& t = layout;
+  C* out = reinterpret_cast<C*>(send.data());
+  C* in = reinterpret_cast<C*>(recv.data());
+  for (const PitchedBlock& b : t.x_blocks)
+    if (b.count() > 0)
+      ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(out + b.buffer_offset, b.width * sizeof(C), x_slab + b.slab_offset,
+                                         b.pitch * sizeof(C), b.width * sizeof(C), b.rows, cudaMemcpyDeviceToHost,
+                                         stream));
+  sync();
+  comm.alltoallv_known(out, t.x_lines, in, t.y_lines, static_cast<std::size_t>(t.nzc) * sizeof(C));
+  if (t.y_slab_count > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(y_slab, in, t.y_slab_count * sizeof(C), cudaMemcpyHostToDevice, stream));
+}
+
+// y slab -> x slab: the y slab downloaded as it is (grouped by destination already), the
+// all-to-all, and the blocks unpacked into their columns of the x slab on the way up.
+template <typename C>
+void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
+  const SlabTranspose& t = layout;
+  C* out = reinterpret_cast<C*>(send.data());
+  C* in = reinterpret_cast<C*>(recv.data());
+  if (t.y_slab_count > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, y_slab, t.y_slab_count * sizeof(C), cudaMemcpyDeviceToHost, stream));
+  sync();
+  comm.alltoallv_known(out, t.y_lines, in, t.x_lines, static_cast<std::size_t>(t.nzc) * sizeof(C));
+  for (const PitchedBlock& b : t.x_blocks)
+    if (b.count() > 0)
+      ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(x_slab + b.slab_offset, b.pitch * sizeof(C), in + b.buffer_offset,
+                                         b.width * sizeof(C), b.width * sizeof(C), b.rows, cudaMemcpyHostToDevice,
+                                         stream));
+}
+
+template <typename Real>
+void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
+  using C = typename gpu::MeshComplex<Real>::type;
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  const SlabTranspose& t = layout;
+  const int n = settings.grid_side;
+  Real* slab_real = reinterpret_cast<Real*>(slab.data());
+  C* slab_modes = reinterpret_cast<C*>(slab.data());
+  C* phi_modes = reinterpret_cast<C*>(phi.data());
+  C* work_modes = reinterpret_cast<C*>(work.data());
+  const double* k_axis = tables.data();
+  const double* inv_w2 = tables.data() + n;
+  const std::size_t slab_bytes = t.x_slab_count * sizeof(C);   // nx n 2(n/2+1) reals
+  const bool planes = t.x.count > 0, columns = t.y.count > 0;
+  {
+    ScopedPhase phase(times, "pm_fft");
+    if (planes) {
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(slab_real, rho, slab_bytes, cudaMemcpyHostToDevice, stream));
+      planes_forward(planes_r2c, slab_real);
+    }
+    sync();
+  }
+  {
+    ScopedPhase phase(times, "pm_exchange");
+    x_to_y(slab_modes, phi_modes);
+    sync();
+  }
+  {
+    ScopedPhase phase(times, "pm_fft");
+    if (columns) x_lines(lines, phi_modes, CUFFT_FORWARD);
+    sync();
+  }
+  {
+    // phi(k) = -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2) rho(k), the 1/n^3 folded in
+    // (PmSolver's run_long_range, the same function).
+    ScopedPhase phase(times, "pm_green");
+    if (columns)
+      gpu::pm_long_range_green<Real>(phi_modes, n, k_axis, inv_w2, long_range_norm(n),
+                                     settings.r_s_mpc_h * settings.r_s_mpc_h, stream, t.y.first, t.y.count);
+    sync();
+  }
+  Real* const out[3] = {gx, gy, rho};   // g_z replaces the density, as on the host
+  for (int axis = 0; axis < 3; ++axis) {
+    {
+      ScopedPhase phase(times, "pm_gradient");
+      if (columns) gpu::pm_long_range_gradient<Real>(phi_modes, work_modes, n, axis, k_axis, stream, t.y.first, t.y.count);
+      sync();
+    }
+    {
+      ScopedPhase phase(times, "pm_fft");
+      if (columns) x_lines(lines, work_modes, CUFFT_INVERSE);
+      sync();
+    }
+    {
+      ScopedPhase phase(times, "pm_exchange");
+      y_to_x(work_modes, slab_modes);
+      sync();
+    }
+    {
+      ScopedPhase phase(times, "pm_fft");
+      if (planes) {
+        planes_backward(planes_c2r, slab_real);
+        ORBIS_CUDA_CHECK(cudaMemcpyAsync(out[axis], slab_real, slab_bytes, cudaMemcpyDeviceToHost, stream));
+      }
+      sync();
+    }
+  }
+}
+
+std::unique_ptr<PmSlabTransform> make_cuda_pm_slabs(const PmSettings& settings, const Comm& comm, int device,
+                                                    std::string* why) {
+  std::string reason;
+  const bool usable = cuda_device_usable(device, &reason);
+  const std::vector<int> all = comm.allgather(usable ? 1 : 0);
+  for (int r = 0; r < comm.size(); ++r)
+    if (!all[static_cast<std::size_t>(r)]) {
+      if (why) *why = r == comm.rank() ? reason : fmt::format("rank {} has no usable GPU", r);
+      return nullptr;
+    }
+  std::unique_ptr<PmSlabTransform> out;
+  run_collectively(comm, [&] { out = std::make_unique<CudaPmSlabs>(settings, comm, device); });
+  return out;
+}
+
+}  // namespace orbis

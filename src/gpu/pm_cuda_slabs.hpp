@@ -1,0 +1,56 @@
+// The long-range PM's mesh work over ranks on each rank's GPU (a PmSlabTransform, pm/pm_solver.hpp):
+// the host keeps the routing of particles to slab owners, the assignment into the x slab and
+// its ghost planes, and the interpolation; between them, on the GPU of every rank:
+//   upload the density slab | cuFFT 2D R2C (y, z) of its x planes | transpose x slabs -> y slabs
+//   | cuFFT 1D C2C along x | phi = Green * rho | for d in x, y, z: g_d = -i k_d phi, C2C^-1
+//   along x, transpose y -> x, C2R 2D, download into the host's slab of g_d
+// with the Green's function and gradient kernels of the one-GPU PM (gpu/pm_cuda_fourier.cuh,
+// pm/pm_modes.hpp) over the rank's y slab. The transposes are staged through pinned host
+// buffers and Comm's alltoallv (no CUDA-aware MPI assumed); their block layout is
+// pm/slab_transpose.hpp's, and the pitched blocks are packed and unpacked by the copy engines
+// (cudaMemcpy2DAsync) on the way to and from the host. Several ranks may share one GPU.
+//
+// Memory per rank (kept from step to step): on the device the real x slab, nx n 2(n/2+1)
+// reals, and two complex y slabs (phi and the gradient in turn), n ny (n/2+1) complex each,
+// so about 3 n^3 / P reals (4 or 8 bytes), plus cuFFT's work areas and the per-axis tables;
+// on the host two pinned buffers of max(nx, ny) n (n/2+1) complex values, about n^3 / P reals
+// each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
+//
+// The result equals the FFTW-MPI path's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/comm.hpp"
+#include "pm/pm_solver.hpp"
+
+namespace orbis {
+
+class CudaPmSlabs final : public PmSlabTransform {
+ public:
+  // Plans and allocates on `device` (made current) for this rank's slabs of `comm`; not
+  // collective (a failure on one rank should be made everyone's: run_collectively). Fails
+  // with the bytes needed and free when the slabs do not fit. Long range (r_s > 0) only.
+  CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device);
+  ~CudaPmSlabs() override;
+
+  void long_range(float* rho, float* gx, float* gy, PhaseTimes& times) override;
+  void long_range(double* rho, double* gx, double* gy, PhaseTimes& times) override;
+  // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"
+  std::string describe() const override;
+  std::size_t device_bytes() const override;
+  std::size_t pinned_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The GPU slab PM for a host engine's PmSolver when every rank of `comm` has a usable GPU
+// (`device` is this rank's: gpu_device_for_rank), else null with the reason in *why.
+// Collective over comm.
+std::unique_ptr<PmSlabTransform> make_cuda_pm_slabs(const PmSettings& settings, const Comm& comm, int device,
+                                                    std::string* why);
+
+}  // namespace orbis
