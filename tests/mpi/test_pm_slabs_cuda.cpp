@@ -118,6 +118,7 @@ TEST_CASE("cuFFT slab PM forces equal FFTW-MPI's and the one-rank PM's to the tr
     REQUIRE_MESSAGE(slabs != nullptr, why);
     gpu.use_slab_transform(std::move(slabs));
     CHECK(gpu.describe().find("cuFFT slabs over " + std::to_string(world.size()) + " ranks") != std::string::npos);
+    if (world.is_root()) std::printf("%s\n", gpu.describe().c_str());   // rank 0's device and pinned bytes
     for (int step = 0; step < 2; ++step) {
       std::vector<Vec3d> moved = all;
       if (step == 1) {   // the same solvers again (buffers reused), the particles moved
