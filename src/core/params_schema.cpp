@@ -81,6 +81,10 @@ const std::vector<ParamSpec> kSchema = {
      "order p of the multipole and local expansions"},
     {"gravity", "max_leaf", T::integer, "32", 1, 4096, false, nullptr, "",
      "most particles in a tree leaf"},
+    {"gravity", "top_node_particles", T::integer, "4096", 1, 1e12, false, nullptr, "",
+     "the tree walk starts from the pairs of the global ORB tree's nodes of about this many particles "
+     "(depth d: the largest with 2^d <= N / top_node_particles), and over ranks the domains are runs of "
+     "these nodes; the same for every rank count, so the forces are too"},
     {"gravity", "taylor_order", T::integer, "3", -1, 4, false, nullptr, "",
      "order of the Taylor series of the truncation function T(x) in P2P; -1: exact erfc and exp "
      "(the slow reference path, needed for r_cut_over_rs > 6 where the table ends)"},

@@ -29,6 +29,7 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   s.taylor_order = static_cast<int>(params.get_int("gravity.taylor_order"));
   s.taylor_table_size = static_cast<int>(params.get_int("gravity.taylor_table_size"));
   s.p2p_double = params.get_string("gpu.p2p_precision") == "double";
+  s.top_levels = top_levels_for(n_side * n_side * n_side, params.get_int("gravity.top_node_particles"), s.max_leaf);
   if (!(s.r_cut < 0.5 * s.box_mpc_h))
     fail("{}: r_cut = r_cut_over_rs * r_s = {} Mpc/h must be < BoxSize/2 = {} Mpc/h",
          params.describe("gravity.r_cut_over_rs"), s.r_cut, 0.5 * s.box_mpc_h);
@@ -83,7 +84,7 @@ P2PSettings p2p_settings_of(const ShortRangeSettings& s) {
 
 namespace {
 ShortRangeSettings checked(const ShortRangeSettings& s) {
-  check_walk_settings(WalkSettings{s.box_mpc_h, s.r_cut, s.theta});
+  check_walk_settings(WalkSettings{s.box_mpc_h, s.r_cut, s.theta, s.top_levels});
   if (!(s.r_s > 0)) fail("short-range solver: r_s = {} Mpc/h must be > 0", s.r_s);
   if (s.multipole_order < 1 || s.multipole_order > 6)
     fail("short-range solver: multipole_order = {} outside [1, 6]", s.multipole_order);
@@ -129,7 +130,7 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   total_.restart();
   const P2PSettings ps = p2p_settings_of(s);
   p2p_ = &p2p;
-  const WalkSettings ws{box, ps.r_cut, s.theta};
+  const WalkSettings ws{box, ps.r_cut, s.theta, s.top_levels};
 
   device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree;
   if (device_step_) {

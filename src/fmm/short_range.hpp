@@ -55,11 +55,17 @@ struct ShortRangeSettings {
   // P2PEvaluator::builds_tree), let it: the same tree and task sets as the CPU's, so the
   // same sums; off (a test and benchmark hook) builds and walks on the CPU as for any other.
   bool tree_on_device = true;
+  // The walk's top depth d (WalkSettings::top_levels): it starts from the pairs of depth-d
+  // nodes within r_cut. A run sets it from N alone (top_levels_for, [gravity]
+  // top_node_particles), so over ranks every rank's walk meets the same pairs as the serial
+  // one. 0: the plain walk from the root.
+  int top_levels = 0;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
 // 2 x particles_per_side when 0, as PmSettings), r_cut = r_cut_over_rs * r_s, softening =
-// softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h).
+// softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h),
+// top_levels = top_levels_for(particles_per_side^3, top_node_particles, max_leaf).
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 
 // The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or

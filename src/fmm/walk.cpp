@@ -31,15 +31,17 @@ void check_walk_settings(const WalkSettings& s) {
          "[gravity] r_cut_over_rs or rs_over_cell, or use a finer PM mesh)",
          s.r_cut, 0.5 * s.box_mpc_h);
   if (!(s.theta > 0 && s.theta <= 1)) fail("short-range walk: theta = {} must be in (0, 1]", s.theta);
+  if (s.top_levels < 0 || s.top_levels > 30) fail("short-range walk: top_levels = {} outside [0, 30]", s.top_levels);
 }
 
-void walk_nodes_of(const OrbTree& tree, std::vector<WalkNode>& out) {
+void walk_nodes_of(const OrbTree& tree, int top_levels, std::vector<WalkNode>& out) {
   const auto& tn = tree.nodes();
   out.resize(tn.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(tn.size()); ++i) {
     const TreeNode& n = tn[static_cast<std::size_t>(i)];
-    out[static_cast<std::size_t>(i)] = make_walk_node(n.lo, n.hi, n.centre, n.radius, n.left, n.right, n.leaf);
+    out[static_cast<std::size_t>(i)] = make_walk_node(n.lo, n.hi, n.centre, n.radius, n.left, n.right, n.leaf,
+                                                     is_top_node(n.depth, n.left, top_levels));
   }
 }
 
@@ -116,7 +118,7 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
   if (sinks && sinks->size() != tree.nodes().size())
     fail("dual-tree walk: {} sink flags for {} nodes", sinks->size(), tree.nodes().size());
   const bool half = output == P2POutput::kHalfSpans;
-  walk_nodes_of(tree, walk_nodes_);
+  walk_nodes_of(tree, settings.top_levels, walk_nodes_);
   const Context ctx{walk_nodes_, walk_pair_params(settings), half, sinks ? sinks->data() : nullptr};
 
   Stopwatch watch;

@@ -15,6 +15,10 @@
 //     whose boxes come within r_cut (r_cut < L/2 puts each particle pair within r_cut in at
 //     most one of them);
 //  4. otherwise split the node of larger radius (both when equal; a leaf never).
+// Between 1 and 2, a pair holding a top node (not a leaf, depth < top_levels) only splits it.
+// So the pairs of depth-d nodes within r_cut are reached whatever the tree above them
+// (a rank's forest of the global tree's depth-d subtrees, OrbTree::assemble_forest, or the
+// serial tree) and the tasks below them are the same.
 // The walk is mutual: a pair of distinct nodes is visited once and emits its task for both
 // directions (the source image negated), so every ordered particle pair (i, j) within r_cut
 // is covered once and M2L is applied both ways, which conserves momentum
@@ -40,6 +44,10 @@ struct WalkSettings {
   double box_mpc_h = 0;
   double r_cut = 0;    // Mpc/h, < box/2
   double theta = 0.5;  // opening angle
+  // The walk's top depth d: nodes above it that are not leaves are only split, never
+  // tested (fmm/walk_pair.hpp), so the walk starts from the pairs of depth-d nodes within
+  // r_cut. 0: the plain walk from the root.
+  int top_levels = 0;
 };
 
 class DualTreeWalk {
@@ -92,8 +100,9 @@ class DualTreeWalk {
 // The pair test's constants (fmm/walk_pair.hpp) for these settings, as both walks use them.
 WalkPairParams walk_pair_params(const WalkSettings& settings);
 
-// The pair test's records of a tree's nodes (fmm/walk_pair.hpp), by all threads.
-void walk_nodes_of(const OrbTree& tree, std::vector<WalkNode>& out);
+// The pair test's records of a tree's nodes (fmm/walk_pair.hpp), by all threads; nodes
+// above depth top_levels that are not leaves are flagged top.
+void walk_nodes_of(const OrbTree& tree, int top_levels, std::vector<WalkNode>& out);
 
 // Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
 void check_walk_settings(const WalkSettings& settings);

@@ -15,16 +15,20 @@ namespace orbis {
 // copied as it is, in the device walk.
 struct WalkNode {
   double box_centre[3], half_width[3], centre[3], radius;
-  std::int32_t left, right, leaf, pad;   // children (-1 for a leaf), leaf index (-1 if none)
+  std::int32_t left, right, leaf;   // children (-1 for a leaf), leaf index (-1 if none)
+  // 1: a "top" node (not a leaf, above the walk's top depth d, WalkSettings::top_levels):
+  // the walk only splits it (see walk_pair), so the pairs it reaches at depth d and the
+  // decisions below them do not depend on the tree above depth d.
+  std::int32_t top;
 };
 static_assert(sizeof(WalkNode) == 96, "WalkNode is copied to the GPU as it is");
 
 // A node's record from its box, centre of mass and radius (Vec3d or double[3]): box centre
 // 0.5 (lo + hi) and half width 0.5 (hi - lo), the arithmetic of TreeNode::box_centre and
-// half_width, so every side that makes one gets the same bits.
+// half_width, so every side that makes one gets the same bits. `top`: is_top_node.
 template <typename V>
 ORBIS_HD WalkNode make_walk_node(const V& lo, const V& hi, const V& centre, double radius, std::int32_t left,
-                                 std::int32_t right, std::int32_t leaf) {
+                                 std::int32_t right, std::int32_t leaf, bool top) {
   WalkNode w;
   for (int d = 0; d < 3; ++d) {
     w.box_centre[d] = 0.5 * (lo[d] + hi[d]);
@@ -35,8 +39,15 @@ ORBIS_HD WalkNode make_walk_node(const V& lo, const V& hi, const V& centre, doub
   w.left = left;
   w.right = right;
   w.leaf = leaf;
-  w.pad = 0;
+  w.top = top ? 1 : 0;
   return w;
+}
+
+// The walk's top nodes: not a leaf, depth < top_levels (0: none, the plain walk). In a tree
+// assembled from subtrees (OrbTree::assemble_forest) the artificial nodes above the
+// subtrees have depths < top_levels too, so one rule serves both.
+ORBIS_HD bool is_top_node(std::int32_t depth, std::int32_t left, int top_levels) {
+  return left >= 0 && depth < top_levels;
 }
 
 struct WalkPairParams {
@@ -51,15 +62,35 @@ struct WalkPairParams {
 #define ORBIS_WALK_PAIR_HD inline __attribute__((always_inline))
 #endif
 
+// The child pairs of (t, s) when T splits (split_t) and/or S does, to sink.child.
+template <typename Sink>
+ORBIS_WALK_PAIR_HD void split_pair(std::int32_t t, std::int32_t s, const WalkNode& T, const WalkNode& S,
+                                   bool split_t, bool split_s, Sink& sink) {
+  const std::int32_t tk[2] = {split_t ? T.left : t, split_t ? T.right : t};
+  const std::int32_t sk[2] = {split_s ? S.left : s, split_s ? S.right : s};
+  for (int a = 0; a < (split_t ? 2 : 1); ++a)
+    for (int b = 0; b < (split_s ? 2 : 1); ++b) {
+      // A node with itself (both split): (left, right) is mutual, so (right, left) is not
+      // visited. Distinct nodes lie in disjoint subtrees, so their children pairs do too.
+      if (t == s && a > b) continue;
+      sink.child(tk[a], sk[b]);
+    }
+}
+
 // The test of pair (t, s) (nodes T, S). What it becomes goes to `sink`, in the walk's order:
 //   sink.m2l(image): one M2L pair (the tasks (t, s, image) and, when t != s, (s, t, -image));
 //   sink.p2p(image): one P2P task per image (mutual when t != s);
 //   sink.child(t', s'): each child pair.
 // Nothing is called for a dropped pair. Each walk supplies its sink (emit, count or write).
+// A pair that is not dropped and holds a top node (WalkNode::top) emits nothing: its top
+// node(s) split (both when both are; a node with itself into (l, l), (l, r), (r, r)). A
+// pair of nodes within r_cut has ancestors within r_cut (the gap test is the minimum over
+// images, and a child's box lies in its parent's), so every walk reaches exactly the
+// non-dropped pairs of the first non-top nodes (depth d, or leaves above it) whatever the
+// tree above them, and each decision below depends on the two subtrees alone.
 template <typename Sink>
 ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode& T, const WalkNode& S,
                                   const WalkPairParams& p, Sink& sink) {
-  const bool mutual = t != s;
   double raw[3], half[3], gap2 = 0, far2 = 0;
   std::int8_t image[3];
   bool unique = true;
@@ -78,6 +109,11 @@ ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode
     image[d] = static_cast<std::int8_t>(e);
   }
   if (gap2 > p.r_cut2) return;
+
+  if (T.top || S.top) {
+    split_pair(t, s, T, S, T.top != 0, S.top != 0, sink);
+    return;
+  }
 
   if (unique && far2 <= p.r_cut2) {
     double r2 = 0;
@@ -123,15 +159,7 @@ ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode
   // Split the node of larger radius (both when equal; a leaf never).
   const bool split_t = !t_leaf && (s_leaf || T.radius >= S.radius);
   const bool split_s = !s_leaf && (t_leaf || S.radius >= T.radius);
-  const std::int32_t tk[2] = {split_t ? T.left : t, split_t ? T.right : t};
-  const std::int32_t sk[2] = {split_s ? S.left : s, split_s ? S.right : s};
-  for (int a = 0; a < (split_t ? 2 : 1); ++a)
-    for (int b = 0; b < (split_s ? 2 : 1); ++b) {
-      // A node with itself (both split): (left, right) is mutual, so (right, left) is not
-      // visited. Distinct nodes lie in disjoint subtrees, so their children pairs do too.
-      if (!mutual && a > b) continue;
-      sink.child(tk[a], sk[b]);
-    }
+  split_pair(t, s, T, S, split_t, split_s, sink);
 }
 
 }  // namespace orbis

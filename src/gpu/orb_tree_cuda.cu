@@ -234,12 +234,13 @@ __global__ void set_radii(std::uint32_t n_nodes, const unsigned long long* r2, D
 }
 
 __global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
-                                WalkNode* out) {
+                                int top_levels, WalkNode* out) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_nodes) return;
   const DeviceShapeNode nd = nodes[i];
   const DeviceNodeGeometry g = geom[i];
-  out[i] = make_walk_node(g.lo, g.hi, g.centre, g.radius, nd.left, nd.right, nd.leaf);
+  out[i] = make_walk_node(g.lo, g.hi, g.centre, g.radius, nd.left, nd.right, nd.leaf,
+                          is_top_node(nd.depth, nd.left, top_levels));
 }
 
 }  // namespace
@@ -445,9 +446,10 @@ DeviceOrbTree::Times DeviceOrbTree::times() const {
   return t;
 }
 
-void DeviceOrbTree::walk_nodes(WalkNode* out, cudaStream_t stream) const {
+void DeviceOrbTree::walk_nodes(WalkNode* out, int top_levels, cudaStream_t stream) const {
   const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
-  make_walk_nodes<<<blocks_for(n_nodes), kThreads, 0, stream>>>(n_nodes, nodes_.data(), geom_.data(), out);
+  make_walk_nodes<<<blocks_for(n_nodes), kThreads, 0, stream>>>(n_nodes, nodes_.data(), geom_.data(), top_levels,
+                                                                out);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -70,8 +70,9 @@ class DeviceOrbTree {
   const DeviceNodeGeometry* geometry() const { return geom_.data(); }
   const DeviceLeaf* leaves() const { return leaves_.data(); }   // centre: box centre
 
-  // Fills out[n_nodes] (device) with the walk's node records, on `stream`.
-  void walk_nodes(WalkNode* out, cudaStream_t stream) const;
+  // Fills out[n_nodes] (device) with the walk's node records, on `stream`; nodes above
+  // depth top_levels that are not leaves are flagged top (WalkSettings::top_levels).
+  void walk_nodes(WalkNode* out, int top_levels, cudaStream_t stream) const;
 
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
   const std::vector<TreeNode>& shape() const { return shape_; }

@@ -437,7 +437,7 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
 
   const std::size_t nn = tree.n_nodes(), nl = tree.n_leaves();
   walk_nodes.ensure(nn);
-  tree.walk_nodes(walk_nodes.data(), stream);
+  tree.walk_nodes(walk_nodes.data(), step.walk.top_levels, stream);
   walk.run(walk_nodes.data(), nn, nl, step.walk, stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventWalked), stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -50,7 +50,7 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
          settings.max_leaf, CudaP2PEvaluator::kMaxLeafCount);
   p2p_settings_ = p2p_settings_of(settings);
   const P2PSettings& ps = p2p_settings_;
-  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta};
+  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta, settings.top_levels};
   runner_.prepare(ps);
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);
@@ -105,7 +105,7 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   const std::uint8_t* leaf_active = active_subset_ ? leaf_active_.data() : nullptr;
 
   walk_nodes_.ensure(nn);
-  tree_.walk_nodes(walk_nodes_.data(), stream);
+  tree_.walk_nodes(walk_nodes_.data(), walk_settings_.top_levels, stream);
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
   walk_.release_work();
   walk_nodes_.release();

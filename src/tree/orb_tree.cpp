@@ -180,6 +180,16 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
 
 }  // namespace
 
+int top_levels_for(std::int64_t n_total, std::int64_t node_particles, int max_leaf) {
+  if (node_particles < 1 || max_leaf < 1)
+    fail("top_levels_for: node_particles = {} and max_leaf = {} must be >= 1", node_particles, max_leaf);
+  // The smallest node of depth k holds floor(N / 2^k) (a node of n splits into n/2 and
+  // n - n/2): depth d + 1 exists when that of depth d exceeds max_leaf.
+  int d = 0;
+  while (d < 30 && (n_total >> (d + 1)) >= node_particles && (n_total >> d) > max_leaf) ++d;
+  return d;
+}
+
 // leaves(n) and leaves(n + 1) by one halving per level: a node of n splits into n/2 and
 // n - n/2, so both counts only ever involve h = n/2 and h + 1.
 std::pair<std::int64_t, std::int64_t> OrbTree::leaves_pair(std::int64_t n, int max_leaf) {

@@ -42,6 +42,12 @@ struct TreeNode {
   Vec3d half_width() const { return 0.5 * (hi - lo); }
 };
 
+// The walk's top depth for N particles (WalkSettings::top_levels): the largest d with
+// 2^d node_particles <= N whose depth-d nodes all exist in OrbTree::shape(N, max_leaf) (every
+// node above depth d splits). A function of N alone, never of the rank count. 0 when N <
+// 2 node_particles. node_particles >= 1, max_leaf >= 1.
+int top_levels_for(std::int64_t n_total, std::int64_t node_particles, int max_leaf);
+
 class OrbTree {
  public:
   // Builds the tree over `positions` (Mpc/h, any order). Reuses the buffers of a previous

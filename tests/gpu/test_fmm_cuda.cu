@@ -85,7 +85,7 @@ TEST_CASE("device multipoles and far field equal the host operators") {
   dtree.build(dpos.data(), dpos.data() + n, dpos.data() + 2 * n, n, 32, 1.0, nullptr);
   gpu::DeviceArray<WalkNode> wnodes;
   wnodes.ensure(dtree.n_nodes());
-  dtree.walk_nodes(wnodes.data(), nullptr);
+  dtree.walk_nodes(wnodes.data(), ws.top_levels, nullptr);
   gpu::DeviceWalk dwalk;
   dwalk.run(wnodes.data(), dtree.n_nodes(), dtree.n_leaves(), ws, nullptr);
   REQUIRE(dwalk.m2l_count() == lists.m2l.size());

@@ -111,7 +111,7 @@ void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double parti
 
   gpu::DeviceArray<WalkNode> walk;
   walk.ensure(dev.n_nodes());
-  dev.walk_nodes(walk.data(), nullptr);
+  dev.walk_nodes(walk.data(), 3, nullptr);   // the top flag above depth 3 too
   const auto w = download_array(walk.data(), dev.n_nodes());
   std::size_t walk_bad = 0;
   for (std::size_t i = 0; i < w.size(); ++i) {
@@ -121,7 +121,7 @@ void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double parti
                 !same_bits(Vec3d{w[i].half_width[0], w[i].half_width[1], w[i].half_width[2]}, hw) ||
                 !same_bits(Vec3d{w[i].centre[0], w[i].centre[1], w[i].centre[2]}, b.centre) ||
                 !same_bits(w[i].radius, b.radius) || w[i].left != b.left || w[i].right != b.right ||
-                w[i].leaf != b.leaf;
+                w[i].leaf != b.leaf || w[i].top != (is_top_node(b.depth, b.left, 3) ? 1 : 0);
   }
   CHECK(walk_bad == 0);
 }

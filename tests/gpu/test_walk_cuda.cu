@@ -45,7 +45,7 @@ struct DeviceResult {
 
 DeviceResult device_walk(gpu::DeviceWalk& walk, const OrbTree& tree, const WalkSettings& st) {
   std::vector<WalkNode> host;
-  walk_nodes_of(tree, host);
+  walk_nodes_of(tree, st.top_levels, host);
   gpu::DeviceArray<WalkNode> nodes;
   nodes.ensure(host.size());
   ORBIS_CUDA_CHECK(cudaMemcpy(nodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
@@ -140,6 +140,12 @@ TEST_CASE("device walk equals the CPU walk: clustered set") {
   const Compared c = compare_with_cpu(tree, run_settings(box, side));
   CHECK(c.p2p_entries > 0);
   CHECK(c.m2l > 0);
+  // The walk from the pairs of depth-d nodes (top nodes only split): the same on both.
+  WalkSettings top = run_settings(box, side);
+  top.top_levels = top_levels_for(static_cast<std::int64_t>(tree.size()), 256, 32);
+  REQUIRE(top.top_levels >= 6);
+  const Compared t = compare_with_cpu(tree, top);
+  CHECK(t.m2l > 0);
 }
 
 TEST_CASE("device walk equals the CPU walk: multi-image P2P in a small box") {
@@ -247,7 +253,7 @@ TEST_CASE("device walk with active nodes: every active target keeps the full wal
   gpu::DeviceWalk walk;
   const DeviceResult full = device_walk(walk, tree, st);
   std::vector<WalkNode> host;
-  walk_nodes_of(tree, host);
+  walk_nodes_of(tree, st.top_levels, host);
   gpu::DeviceArray<WalkNode> dnodes;
   dnodes.ensure(host.size());
   ORBIS_CUDA_CHECK(cudaMemcpy(dnodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));

@@ -93,13 +93,14 @@ void check_grouped(const std::vector<InteractionTask>& tasks) {
   CHECK(sorted);
 }
 
-void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, double theta, int max_leaf,
-              bool expect_m2l) {
+// Returns the M2L task count.
+std::size_t run_case(const std::vector<Vec3d>& positions, double box, double r_cut, double theta, int max_leaf,
+                     bool expect_m2l, int top_levels = 0) {
   OrbTree tree;
   tree.build(positions, max_leaf);
   DualTreeWalk walk;
   TaskLists lists;
-  walk.run(tree, WalkSettings{box, r_cut, theta}, lists);
+  walk.run(tree, WalkSettings{box, r_cut, theta, top_levels}, lists);
   check_grouped(lists.p2p);
   check_grouped(lists.m2l);
   REQUIRE(walk.m2l_offsets().size() == tree.nodes().size() + 1);
@@ -124,7 +125,7 @@ void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, dou
   for (const TaskSpan& span : walk.p2p_spans()) walk_order.insert(walk_order.end(), span.data, span.data + span.size);
   DualTreeWalk half_walk;
   TaskLists half_lists;
-  half_walk.run(tree, WalkSettings{box, r_cut, theta}, half_lists, DualTreeWalk::P2POutput::kHalfSpans);
+  half_walk.run(tree, WalkSettings{box, r_cut, theta, top_levels}, half_lists, DualTreeWalk::P2POutput::kHalfSpans);
   CHECK(half_lists.p2p.empty());
   CHECK(half_lists.m2l.size() == lists.m2l.size());
   std::vector<InteractionTask> expanded;
@@ -160,18 +161,27 @@ void run_case(const std::vector<Vec3d>& positions, double box, double r_cut, dou
   CHECK(c.m2l_beyond_cut == 0);
   CHECK(c.self_m2l == 0);
   if (expect_m2l) CHECK(c.m2l_pairs > 0);
+  // No task touches a top node (not a leaf, depth < top_levels): those are only split.
+  std::size_t on_top = 0;
+  for (const auto& task : lists.m2l)
+    for (std::uint32_t node : {task.target, task.source}) {
+      const TreeNode& x = tree.nodes()[node];
+      on_top += !x.is_leaf() && x.depth < top_levels;
+    }
+  CHECK(on_top == 0);
 
   // The same lists for any thread count.
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   TaskLists serial;
   DualTreeWalk walk1;
-  walk1.run(tree, WalkSettings{box, r_cut, theta}, serial);
+  walk1.run(tree, WalkSettings{box, r_cut, theta, top_levels}, serial);
   omp_set_num_threads(threads);
   REQUIRE(serial.p2p.size() == lists.p2p.size());
   REQUIRE(serial.m2l.size() == lists.m2l.size());
   CHECK(std::memcmp(serial.p2p.data(), lists.p2p.data(), lists.p2p.size() * sizeof(InteractionTask)) == 0);
   CHECK(std::memcmp(serial.m2l.data(), lists.m2l.data(), lists.m2l.size() * sizeof(InteractionTask)) == 0);
+  return lists.m2l.size();
 }
 
 }  // namespace
@@ -182,6 +192,48 @@ TEST_CASE("walk: every pair within r_cut covered exactly once (clustered, period
   const auto pos = test::clustered_particles(16, box, 99);
   run_case(pos, box, 0.2 * box, 0.6, 4, true);
   run_case(pos, box, 0.12 * box, 0.5, 2, true);
+}
+
+TEST_CASE("walk from the top nodes (top_levels): every pair within r_cut covered exactly once") {
+  const double box = 10.0;
+  const auto pos = test::clustered_particles(16, box, 99);
+  // 4096 particles, nodes of 128 at depth 5.
+  const int d = top_levels_for(static_cast<std::int64_t>(pos.size()), 128, 4);
+  CHECK(d == 5);
+  const std::size_t root = run_case(pos, box, 0.2 * box, 0.6, 4, true, 0);
+  run_case(pos, box, 0.2 * box, 0.6, 4, true, d);
+  run_case(pos, box, 0.12 * box, 0.5, 2, true, 3);
+  // Deeper than the tree's shortest branch (leaves above depth d are not top): still exact,
+  // and other tasks than the root walk's (it took M2L pairs above depth 12 in the haloes).
+  const std::size_t deep = run_case(pos, box, 0.2 * box, 0.6, 4, true, 12);
+  CHECK(deep != root);
+}
+
+TEST_CASE("top_levels_for: 2^d nodes of at least node_particles, all of them in the tree") {
+  CHECK(top_levels_for(0, 4096, 32) == 0);
+  CHECK(top_levels_for(8191, 4096, 32) == 0);
+  CHECK(top_levels_for(8192, 4096, 32) == 1);
+  CHECK(top_levels_for(int64_t{256} * 256 * 256, 4096, 32) == 12);
+  CHECK(top_levels_for(int64_t{128} * 128 * 128, 4096, 16) == 9);
+  // Capped where the shape's nodes stop: 100 particles in leaves of 8 split to depth 4 only
+  // (nodes of 6 or 7 at depth 4, leaves).
+  CHECK(top_levels_for(100, 1, 8) == 4);
+  CHECK(top_levels_for(100, 1, 200) == 0);
+  for (std::int64_t n : {1000, 4097, 65536, 100003}) {
+    const int d = top_levels_for(n, 64, 16);
+    std::vector<int> at_depth(64, 0);
+    bool leaf_above = false;
+    for (const TreeNode& node : OrbTree::shape(static_cast<std::size_t>(n), 16)) {
+      ++at_depth[static_cast<std::size_t>(node.depth)];
+      leaf_above |= node.is_leaf() && node.depth < d;
+    }
+    CAPTURE(n);
+    CHECK(at_depth[static_cast<std::size_t>(d)] == (1 << d));
+    CHECK(!leaf_above);
+    CHECK((std::int64_t{1} << d) * 64 <= n);
+    CHECK(((std::int64_t{2} << d) * 64 > n || at_depth[static_cast<std::size_t>(d) + 1] < (2 << d)));
+  }
+  CHECK_THROWS_AS(top_levels_for(100, 0, 8), Error);
 }
 
 TEST_CASE("walk: big leaves where several images reach within r_cut") {
