@@ -132,7 +132,7 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   p2p_ = &p2p;
   const WalkSettings ws{box, ps.r_cut, s.theta, s.top_levels};
 
-  device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree;
+  device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups;
   if (device_step_) {
     // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
     // the far field, which end() computes while the P2P runs.
@@ -157,6 +157,8 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
       fail("short-range solver: a tree refit to {} particles, but the last tree holds {}", positions.size(),
            tree_.size());
     tree_.refit(positions);
+  } else if (targets.forest_groups) {
+    tree_.assemble_forest(positions, *targets.forest_groups, s.top_levels, s.max_leaf);
   } else {
     tree_.build(positions, s.max_leaf);
   }

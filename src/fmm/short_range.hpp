@@ -80,6 +80,14 @@ struct ShortRangeTargets {
   // Refit the last tree to the positions (OrbTree::refit) instead of building a new one;
   // the last begin() must have had as many particles.
   bool refit_tree = false;
+  // A forest: the positions are groups, [(*forest_groups)[g], (*forest_groups)[g+1]), each
+  // already in its subtree order (OrbTree::subtree_order), and the tree is assembled from
+  // them (OrbTree::assemble_forest, top depth = ShortRangeSettings::top_levels) instead of
+  // built; the tree order is the caller's order. With refit_tree, the last forest is refitted
+  // (the same groups in the same order). Over ranks: a rank's own depth-d nodes and the
+  // remote ones within r_cut, targets = its own particles (bins); their forces then equal
+  // the serial tree's up to the order of the sums. Host tree and walk (P2P on the backend).
+  const std::vector<std::uint32_t>* forest_groups = nullptr;
 };
 
 // P2P entries (a mutual pair is one) per tree leaf that the device memory plan reserves and

@@ -268,6 +268,20 @@ void OrbTree::derive_levels() {
   levels_.assign(static_cast<std::size_t>(max_depth) + 1, {});
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     levels_[static_cast<std::size_t>(nodes_[i].depth)].push_back(static_cast<std::int32_t>(i));
+  // refit()'s split: the first level of >= 64 nodes (or the last). The subtree roots are the
+  // nodes at or below it whose parent is above it: that level's nodes in a built tree, and
+  // also the subtrees hanging below empty levels in an assembled forest, whose depths jump.
+  std::size_t split = 0;
+  while (split + 1 < levels_.size() && levels_[split].size() < 64) ++split;
+  const auto at_or_below = [&](std::int32_t i) { return static_cast<std::size_t>(nodes_[static_cast<std::size_t>(i)].depth) >= split; };
+  refit_roots_.clear();
+  refit_above_.clear();
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const auto index = static_cast<std::int32_t>(i);
+    if (at_or_below(index) && (nodes_[i].parent < 0 || !at_or_below(nodes_[i].parent))) refit_roots_.push_back(index);
+  }
+  for (std::size_t lev = split; lev-- > 0;)
+    refit_above_.insert(refit_above_.end(), levels_[lev].begin(), levels_[lev].end());
 }
 
 void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass,
@@ -411,17 +425,14 @@ void OrbTree::refit(const std::vector<Vec3d>& positions) {
   const auto ni = static_cast<std::int64_t>(n);
 #pragma omp parallel for schedule(static)
   for (std::int64_t t = 0; t < ni; ++t) pos_[t] = positions[order_[t]];
-  // The subtrees under the first level of at least 64 nodes, one per thread; the levels
+  // The subtrees under the first level of at least 64 nodes, one per thread; the nodes
   // above them serially, deepest first (one parallel region: refits come at every sync
   // point of block steps, often with little else to do).
-  std::size_t split = 0;
-  while (split + 1 < levels_.size() && levels_[split].size() < 64) ++split;
-  const auto& roots = levels_[split];
+  const auto& roots = refit_roots_;
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::int64_t q = 0; q < static_cast<std::int64_t>(roots.size()); ++q)
     refit_subtree(roots[static_cast<std::size_t>(q)]);
-  for (std::size_t lev = split; lev-- > 0;)
-    for (std::int32_t index : levels_[lev]) refit_node(index);
+  for (std::int32_t index : refit_above_) refit_node(index);
 }
 
 void OrbTree::refit_subtree(std::int32_t index) {

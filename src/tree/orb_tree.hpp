@@ -68,6 +68,36 @@ class OrbTree {
   // only less tightly than a new build's would as the particles move.
   void refit(const std::vector<Vec3d>& positions);
 
+  // A tree made of given subtrees, with no partitioning: a rank's piece of the one global
+  // tree (issue #17, docs/design.md "Ranks"). Group g = positions [offsets[g], offsets[g+1])
+  // (offsets: 0 .. positions.size(), non-decreasing; empty groups are skipped), its
+  // particles ALREADY in the order OrbTree::build of that group alone puts them
+  // (subtree_order). Each group becomes the subtree shape(count, max_leaf) with its root at
+  // depth top_depth (the global tree's depth-d node it is); over the groups, in their
+  // order, an artificial binary top (halves by group count, left = n/2 groups) whose nodes
+  // have depths < top_depth, so the walk's top rule (WalkSettings::top_levels = top_depth)
+  // only splits them: at most 2^top_depth non-empty groups. The geometry is refit()'s
+  // arithmetic, so each subtree's nodes (boxes, centres, radii, leaves) are bit for bit
+  // those of the depth-top_depth subtree of a serial build() of all groups together.
+  // order() is the identity (the caller's order is the tree order); refit() works as after
+  // build(). Depths jump from the top to top_depth: levels() has empty levels between.
+  void assemble_forest(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& group_offsets,
+                       int top_depth, int max_leaf, double particle_mass = 1.0);
+
+  // The permutation that puts each group in its subtree order (for assemble_forest): the
+  // result's [offsets[g], offsets[g+1]) holds group g's indices into `positions` in the
+  // order OrbTree::build(group g alone, max_leaf).order() gives, a function of the group's
+  // set of positions alone. Groups over OpenMP threads.
+  static std::vector<std::uint32_t> subtree_order(const std::vector<Vec3d>& positions,
+                                                  const std::vector<std::uint32_t>& group_offsets, int max_leaf);
+  // The same for particles in any order with a group per particle (group_of[i] in
+  // [0, n_groups)): the result lists group 0's particles in subtree order, then group 1's,
+  // ...; group_offsets (n_groups + 1) is where each group begins.
+  static std::vector<std::uint32_t> subtree_order_by_group(const std::vector<Vec3d>& positions,
+                                                           const std::vector<std::int32_t>& group_of,
+                                                           std::int32_t n_groups, int max_leaf,
+                                                           std::vector<std::uint32_t>& group_offsets);
+
   // The nodes build() would make for n particles (first, count, left, right, parent, leaf,
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
   // know every node's range before it sees a position.
@@ -131,6 +161,8 @@ class OrbTree {
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
   void derive_levels();
+  void check_forest_input(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& group_offsets,
+                          int top_depth, int max_leaf) const;
   void refit_subtree(std::int32_t index);
   void refit_node(std::int32_t index);
   double farthest2(std::int32_t index, const Vec3d& c, double r2) const;
@@ -147,6 +179,9 @@ class OrbTree {
   std::vector<std::uint32_t> order_;
   std::vector<Vec3d> pos_;
   std::vector<std::vector<std::int32_t>> levels_;
+  // refit(): subtrees refitted one per thread (roots at or below the first level of >= 64
+  // nodes), then the nodes above them, deepest first (from derive_levels).
+  std::vector<std::int32_t> refit_roots_, refit_above_;
   BuildTimes times_;
 };
 
