@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
       OrbTree tree;
       tree.build(pos, 32);
       const double r_s = 1.2 * box / side;
-      const WalkSettings st{box, 5.5 * r_s, 0.5};
+      // The run's walk from the depth-d nodes ([gravity] top_node_particles = 4096).
+      const WalkSettings st{box, 5.5 * r_s, 0.5, top_levels_for(static_cast<std::int64_t>(pos.size()), 4096, 32)};
 
       DualTreeWalk cpu;
       TaskLists lists;
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
       const char* check = "-";
       if (gpu) {
         std::vector<WalkNode> host;
-        walk_nodes_of(tree, host);
+        walk_nodes_of(tree, st.top_levels, host);
         gpu::DeviceArray<WalkNode> nodes;
         nodes.ensure(host.size());
         ORBIS_CUDA_CHECK(cudaMemcpy(nodes.data(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
