@@ -6,7 +6,7 @@
 //
 //   bench_short_range [--p2p=cpu|cuda|compare|count|reference] [--threads=T[,T...]]
 //                     [--scene=clustered|sheets] [--reps=R] [--max-leaf=L] [--drift=D]
-//                     [--accurate] [N ...]
+//                     [--accurate] [--top-nodes=P] [N ...]
 //
 // --p2p=compare (the issue #5 bar): the CPU backend on the first thread count, then the
 // CUDA backend (also with its tree and walk on the host instead of the device, for the
@@ -18,7 +18,9 @@
 // (~20-35k pair evaluations per particle); "sheets" = the displaced grid alone (a milder,
 // earlier-time-like set). --drift: before each timed step every particle moves by D mean
 // spacings (rms per axis, default 0.05), as between the steps of a run. --accurate: theta
-// 0.4, order 6.
+// 0.4, order 6. --top-nodes: the walk starts from the pairs of depth-d nodes, d =
+// top_levels_for(N, P, max_leaf) ([gravity] top_node_particles; default 4096 as a run; 0:
+// d = 0, the walk from the root).
 #include <omp.h>
 
 #include <algorithm>
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
   int reps = 3, max_leaf = 32;
   double drift_spacings = 0.05;
   bool accurate = false;
+  long top_nodes = 4096;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     if (arg.rfind("--p2p=", 0) == 0) {
@@ -192,6 +195,8 @@ int main(int argc, char** argv) {
       max_leaf = std::stoi(arg.substr(11));
     } else if (arg.rfind("--drift=", 0) == 0) {
       drift_spacings = std::stod(arg.substr(8));
+    } else if (arg.rfind("--top-nodes=", 0) == 0) {
+      top_nodes = std::stol(arg.substr(12));
     } else if (arg == "--accurate") {
       accurate = true;
     } else if (!arg.empty() && arg[0] != '-') {
@@ -248,6 +253,8 @@ int main(int argc, char** argv) {
     s.max_leaf = max_leaf;
     s.softening = 0.025 * box / side;
     s.g_mass = 1;
+    s.top_levels = top_nodes > 0 ? top_levels_for(static_cast<std::int64_t>(pos.size()), top_nodes, max_leaf) : 0;
+    std::printf("# %d^3: walk from depth %d (top_node_particles %ld)\n", side, s.top_levels, top_nodes);
     if (mode == "compare") {
       omp_set_num_threads(thread_list[0]);
       const Row c = run(pos, s, cpu, reps, drift);
