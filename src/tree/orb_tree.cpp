@@ -273,7 +273,9 @@ void OrbTree::derive_levels() {
   // also the subtrees hanging below empty levels in an assembled forest, whose depths jump.
   std::size_t split = 0;
   while (split + 1 < levels_.size() && levels_[split].size() < 64) ++split;
-  const auto at_or_below = [&](std::int32_t i) { return static_cast<std::size_t>(nodes_[static_cast<std::size_t>(i)].depth) >= split; };
+  const auto at_or_below = [&](std::int32_t i) {
+    return static_cast<std::size_t>(nodes_[static_cast<std::size_t>(i)].depth) >= split;
+  };
   refit_roots_.clear();
   refit_above_.clear();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
