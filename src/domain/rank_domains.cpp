@@ -5,60 +5,209 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "domain/particle_exchange.hpp"
+#include "domain/global_top_tree.hpp"
+#include "fmm/walk_pair.hpp"
+#include "tree/orb_tree.hpp"
 
 namespace orbis {
+namespace {
 
-RankDomains::RankDomains(double box_mpc_h, const Comm& comm) : comm_(comm), box_(box_mpc_h), domains_(box_mpc_h) {}
+// walk_pair's sink that only notes whether the pair was kept (any outcome but the drop).
+struct KeptSink {
+  bool kept = false;
+  void m2l(const std::int8_t*) { kept = true; }
+  void p2p(const std::int8_t*) { kept = true; }
+  void child(std::int32_t, std::int32_t) { kept = true; }
+};
+
+// The particles' arrays (and `group`) permuted: new[k] = old[perm[k]].
+void permute(Particles& p, std::vector<std::uint32_t>& group, const std::vector<std::uint32_t>& perm) {
+  const auto apply = [&perm](auto& values) {
+    auto out = values;
+    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(perm.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = values[perm[static_cast<std::size_t>(k)]];
+    values.swap(out);
+  };
+  apply(p.pos);
+  apply(p.mom);
+  apply(p.id);
+  apply(p.time_bin);
+  apply(group);
+}
+
+}  // namespace
+
+RankDomains::RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Comm& comm)
+    : comm_(comm), box_(box_mpc_h), max_leaf_(max_leaf), top_depth_(top_depth) {
+  if (max_leaf < 1 || top_depth < 0)
+    fail("internal: rank domains for max_leaf = {} and top depth {}", max_leaf, top_depth);
+}
 
 void RankDomains::update(Particles& particles, double work) {
   report_.rebuilt = false;
   report_.migrated = 0;
   if (comm_.size() == 1) return;
+  const int me = comm_.rank();
   const double most = comm_.max(work);
   const double mean = comm_.sum(work) / comm_.size();
   report_.imbalance = mean > 0 ? most / mean : 1.0;
+
+  // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
+  const GlobalTopTree top = GlobalTopTree::build(particles.pos, max_leaf_, top_depth_, comm_);
+  std::vector<std::int32_t> leaf_index;
+  group_count_.clear();
+  group_lo_.clear();
+  group_hi_.clear();
+  for (const GlobalTopNode& node : top.nodes())
+    if (node.leaf()) leaf_index.push_back(node.index);
+  std::sort(leaf_index.begin(), leaf_index.end());
+  const std::size_t n_groups = leaf_index.size();
+  group_count_.resize(n_groups);
+  group_lo_.resize(n_groups);
+  group_hi_.resize(n_groups);
+  for (const GlobalTopNode& node : top.nodes())
+    if (node.leaf()) {
+      const std::size_t g = static_cast<std::size_t>(
+          std::lower_bound(leaf_index.begin(), leaf_index.end(), node.index) - leaf_index.begin());
+      group_count_[g] = node.count;
+      group_lo_[g] = node.lo;
+      group_hi_[g] = node.hi;
+    }
+  const std::size_t n = particles.size();
+  std::vector<std::uint32_t> group(n);
+  const std::ptrdiff_t sn = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < sn; ++i)
+    group[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(
+        std::lower_bound(leaf_index.begin(), leaf_index.end(), top.particle_node()[static_cast<std::size_t>(i)]) -
+        leaf_index.begin());
+
+  if (built_ && domains_.groups() != n_groups) {
+    log::warn("rank domains: the runs in force are of {} top-tree groups, this top tree has {}: rebuilt",
+              domains_.groups(), n_groups);
+    built_ = false;
+  }
   if (!built_ || report_.imbalance > kRebalance) {
     // Each particle weighs its rank's work per particle; a rank that measured none, the
     // run's mean per particle; nothing measured anywhere (the first step): 1 each.
-    std::vector<double> weight;
+    double per_particle = 1;
     if (mean > 0) {
-      const double n_total = static_cast<double>(comm_.sum<std::uint64_t>(particles.size()));
-      const double per_particle = work > 0 && !particles.pos.empty() ? work / static_cast<double>(particles.size())
-                                           : mean * comm_.size() / n_total;
-      weight.assign(particles.size(), per_particle);
+      const double n_total = static_cast<double>(comm_.sum<std::uint64_t>(n));
+      per_particle = work > 0 && n > 0 ? work / static_cast<double>(n) : mean * comm_.size() / n_total;
     }
-    domains_ = OrbDomains::build(particles.pos, weight, box_, comm_);
+    std::vector<std::uint64_t> count(n_groups, 0);
+    for (std::uint32_t g : group) ++count[g];
+    std::vector<double> weight(n_groups);
+    for (std::size_t g = 0; g < n_groups; ++g) weight[g] = per_particle * static_cast<double>(count[g]);
+    comm_.reduce(weight, Comm::Op::sum);
+    domains_ = NodeDomains::balance(weight, comm_.size());
     built_ = true;
     report_.rebuilt = true;
   }
-  report_.migrated = migrate_particles(particles, domains_, comm_);
+  report_.migrated = migrate_particles(particles, group, domains_, comm_);
+
+  // Group by group, each in subtree order.
+  const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me);
+  std::vector<std::int32_t> own_group(particles.size());
+  for (std::size_t i = 0; i < group.size(); ++i) own_group[i] = static_cast<std::int32_t>(group[i] - g_begin);
+  permute(particles, group,
+          OrbTree::subtree_order_by_group(particles.pos, own_group, static_cast<std::int32_t>(g_end - g_begin),
+                                          max_leaf_, own_offsets_));
+  for (std::uint32_t g = g_begin; g < g_end; ++g)
+    if (own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin] != group_count_[g])
+      fail("internal: rank {} holds {} particles of top-tree group {}, which has {}", me,
+           own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin], g, group_count_[g]);
+  updated_ = true;
+  top_boxes_current_ = true;
   ghosts_chosen_ = false;   // the particles are others now, in another order
+
   // The per-rank load, in the log: particles and measured work per rank.
   const std::uint64_t fewest = comm_.min<std::uint64_t>(particles.size());
   const std::uint64_t most_particles = comm_.max<std::uint64_t>(particles.size());
   const std::uint64_t moved = comm_.sum(report_.migrated);
-  log::info("domains {} on {} ranks: {}..{} particles per rank, {} migrated; work imbalance of the last steps {:.3f} "
-            "(largest rank / mean)", report_.rebuilt ? "rebuilt" : "kept", comm_.size(), fewest, most_particles, moved,
-            report_.imbalance);
+  log::info("domains {} on {} ranks ({} top-tree nodes): {}..{} particles per rank, {} migrated; work imbalance of "
+            "the last steps {:.3f} (largest rank / mean)", report_.rebuilt ? "rebuilt" : "kept", comm_.size(),
+            n_groups, fewest, most_particles, moved, report_.imbalance);
 }
 
 std::string RankDomains::state() const { return built_ ? domains_.to_bytes() : std::string(); }
 
 void RankDomains::restore(const std::string& state, const std::string& what) {
   ghosts_chosen_ = false;
+  updated_ = false;
   built_ = !state.empty();
-  domains_ = built_ ? OrbDomains::from_bytes(state, comm_.size(), what) : OrbDomains(box_);
-  if (built_ && std::abs(domains_.box() - box_) > 1e-12 * box_)
-    fail("{}: its rank domains are for a box of {} Mpc/h, this run's is {}", what, domains_.box(), box_);
+  domains_ = built_ ? NodeDomains::from_bytes(state, comm_.size(), what) : NodeDomains();
+}
+
+// Which other ranks' groups this rank imports and which of its own it sends where, from the
+// boxes of all groups (the same on every rank, so both sides agree without a request): the
+// pairs (own group, other rank's group) that walk_pair keeps at r_cut = reach, tested with
+// the lower group first (the test is symmetric; one order makes that plain).
+void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<Vec3d>& hi, double reach) {
+  const int me = comm_.rank();
+  const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me), n_groups = domains_.groups();
+  std::vector<WalkNode> nodes(n_groups);
+  for (std::uint32_t g = 0; g < n_groups; ++g) {
+    const Vec3d c = 0.5 * (lo[g] + hi[g]);
+    nodes[g] = make_walk_node(lo[g], hi[g], c, 0.0, -1, -1, -1, false);
+  }
+  const WalkPairParams params{box_, 0.5 * box_, reach, reach * reach, 0.0};
+  // near[(a - g_begin) * n_groups + b]: own group a and group b of another rank are kept.
+  const std::size_t n_own = g_end - g_begin;
+  std::vector<unsigned char> near(n_own * n_groups, 0);
+  const std::ptrdiff_t pairs = static_cast<std::ptrdiff_t>(n_own * n_groups);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < pairs; ++k) {
+    const std::uint32_t a = g_begin + static_cast<std::uint32_t>(static_cast<std::size_t>(k) / n_groups);
+    const std::uint32_t b = static_cast<std::uint32_t>(static_cast<std::size_t>(k) % n_groups);
+    if (b >= g_begin && b < g_end) continue;
+    KeptSink sink;
+    const std::uint32_t x = std::min(a, b), y = std::max(a, b);
+    walk_pair(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y), nodes[x], nodes[y], params, sink);
+    near[static_cast<std::size_t>(k)] = sink.kept ? 1 : 0;
+  }
+  // Sent: for each other rank, in rank order, the own groups near one of its groups, whole.
+  routes_.sent.clear();
+  routes_.counts.assign(static_cast<std::size_t>(comm_.size()), 0);
+  for (int r = 0; r < comm_.size(); ++r) {
+    if (r == me) continue;
+    for (std::uint32_t a = g_begin; a < g_end; ++a) {
+      bool wanted = false;
+      for (std::uint32_t b = domains_.begin(r); b < domains_.end(r) && !wanted; ++b)
+        wanted = near[(a - g_begin) * n_groups + b] != 0;
+      if (!wanted) continue;
+      for (std::uint32_t i = own_offsets_[a - g_begin]; i < own_offsets_[a - g_begin + 1]; ++i) routes_.sent.push_back(i);
+      routes_.counts[static_cast<std::size_t>(r)] += own_offsets_[a - g_begin + 1] - own_offsets_[a - g_begin];
+    }
+  }
+  // Received: the other ranks' groups near one of the own, by rank and group.
+  groups_.resize(n_own);
+  for (std::size_t a = 0; a < n_own; ++a) groups_[a] = g_begin + static_cast<std::uint32_t>(a);
+  group_offsets_ = own_offsets_;
+  for (std::uint32_t b = 0; b < n_groups; ++b) {
+    if (b >= g_begin && b < g_end) continue;
+    bool wanted = false;
+    for (std::size_t a = 0; a < n_own && !wanted; ++a) wanted = near[a * n_groups + b] != 0;
+    if (!wanted) continue;
+    groups_.push_back(b);
+    group_offsets_.push_back(group_offsets_.back() + group_count_[b]);
+  }
+  report_.ghost_groups = groups_.size() - n_own;
 }
 
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {
   if (same_set) *same_set = false;
+  report_.rechosen = false;
   if (comm_.size() == 1) {
     with_ghosts_ = pos;
+    group_offsets_ = {0, static_cast<std::uint32_t>(pos.size())};
+    groups_ = {0};
     return with_ghosts_;
   }
+  if (!updated_ || own_offsets_.back() != pos.size())
+    fail("internal: ghosts asked for {} particles, the last domain update left {}", pos.size(),
+         updated_ ? own_offsets_.back() : 0u);
   // One pass over the particles: copied to the front of the result (its buffer is the last
   // call's: between the sub-steps of a PM step the same size, no allocation) and, while a
   // choice stands, their largest displacement since it (a maximum: the same for any thread
@@ -85,19 +234,46 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
     if (same_set) *same_set = true;
   } else {
-    const DomainBox& mine = domains_.domain(comm_.rank());
-    const std::vector<Vec3d> ghosts =
-        import_ghosts(pos, (mine.lo + mine.hi) * 0.5, r_cut * (1 + kGhostMargin), box_, comm_, &routes_);
+    const double reach = r_cut * (1 + kGhostMargin);
+    if (top_boxes_current_) {
+      // Right after update(): the top tree's boxes, exact for these positions.
+      choose_ghosts(group_lo_, group_hi_, reach);
+    } else {
+      // Later: each rank's groups' current boxes (tight, as the refitted tree's), gathered
+      // in group order (the runs ascend with the rank).
+      const std::size_t n_own = own_offsets_.size() - 1;
+      std::vector<Vec3d> own_box(2 * n_own);
+#pragma omp parallel for schedule(dynamic, 16)
+      for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n_own); ++k) {
+        Vec3d lo = pos[own_offsets_[static_cast<std::size_t>(k)]], hi = lo;
+        for (std::uint32_t i = own_offsets_[static_cast<std::size_t>(k)]; i < own_offsets_[static_cast<std::size_t>(k) + 1]; ++i)
+          for (int a = 0; a < 3; ++a) {
+            lo[a] = std::min(lo[a], pos[i][a]);
+            hi[a] = std::max(hi[a], pos[i][a]);
+          }
+        own_box[2 * static_cast<std::size_t>(k)] = lo;
+        own_box[2 * static_cast<std::size_t>(k) + 1] = hi;
+      }
+      const std::vector<Vec3d> boxes = comm_.allgatherv(own_box);
+      std::vector<Vec3d> lo(domains_.groups()), hi(domains_.groups());
+      for (std::size_t g = 0; g < lo.size(); ++g) {
+        lo[g] = boxes[2 * g];
+        hi[g] = boxes[2 * g + 1];
+      }
+      choose_ghosts(lo, hi, reach);
+    }
+    top_boxes_current_ = false;
+    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
+    if (with_ghosts_.size() != group_offsets_.back())
+      fail("internal: {} ghost positions arrived, their groups hold {}", with_ghosts_.size() - n,
+           group_offsets_.back() - n);
     chosen_at_.resize(n);
-    with_ghosts_.resize(n + ghosts.size());
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k)
       chosen_at_[static_cast<std::size_t>(k)] = pos[static_cast<std::size_t>(k)];
-#pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(ghosts.size()); ++k)
-      with_ghosts_[n + static_cast<std::size_t>(k)] = ghosts[static_cast<std::size_t>(k)];
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;
+    report_.rechosen = true;
   }
   report_.ghosts = with_ghosts_.size() - n;
   return with_ghosts_;

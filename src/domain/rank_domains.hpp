@@ -1,75 +1,112 @@
-// A rank's part of a distributed run's particles: the ORB domains (domain/orb_domains.hpp),
-// kept from PM step to PM step and rebuilt when the measured work is out of balance, the
-// migration of the particles into them, and the ghosts their short-range forces need
-// (domain/particle_exchange.hpp). The step engines call it; on one rank it does nothing.
+// A rank's part of a distributed run's particles (issue #17): its domain is a run of the
+// global ORB tree's top nodes (domain/node_domains.hpp), its particles are those nodes'
+// members in the order the serial tree puts them, and its ghosts are the whole remote top
+// nodes within reach. The step engines call it; on one rank it does nothing.
+//
+// At every PM step (update): the top tree of depth d over all ranks' current positions
+// (domain/global_top_tree.hpp, bit for bit the serial OrbTree's top; d is the walk's
+// ShortRangeSettings::top_levels, set from N alone), its G leaves ("groups", tree order)
+// cut into one run per rank, every particle migrates to the rank owning its group, and each
+// rank orders its particles group by group in subtree order (the order OrbTree::build of the
+// group alone gives). A group's subtree in the serial tree depends on its members alone, so
+// a rank's forest of own and ghost groups (OrbTree::assemble_forest) holds bitwise the serial
+// tree's depth-d subtrees, and the walk (which splits every node above depth d) meets the
+// same pairs below them: the forces equal the one-rank run's but for the summation order.
 //
 // Balance: each rank reports the work of its last force computations (interactions counted
 // by the short-range solver: deterministic, unlike timings, so a run's domains and results
-// are the same every time). When the largest exceeds the mean by more than kRebalance, the
-// domains are rebuilt with each particle weighted by its rank's work per particle, which
-// moves the cuts towards the expensive (clustered) regions.
+// are the same every time). The runs are rebuilt when the largest exceeds the mean by more
+// than kRebalance (and at the first update), each group weighted by its members' ranks' work
+// per particle; otherwise the same runs of groups are kept (the groups themselves are the new
+// top tree's).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "core/comm.hpp"
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
-#include "domain/orb_domains.hpp"
+#include "domain/node_domains.hpp"
 #include "domain/particle_exchange.hpp"
 
 namespace orbis {
 
 struct DomainReport {
   double imbalance = 1;         // largest rank's measured work / the mean (1: none measured)
-  bool rebuilt = false;         // the domains were (re)built at the last update
+  bool rebuilt = false;         // the runs were (re)built at the last update
   std::uint64_t migrated = 0;   // particles that left this rank at the last update
   std::uint64_t ghosts = 0;     // ghosts imported at the last with_ghosts()
+  std::uint64_t ghost_groups = 0;   // the whole top nodes they make up
+  bool rechosen = false;        // the last with_ghosts() chose the ghosts (else refreshed them)
 };
 
 class RankDomains {
  public:
   static constexpr double kRebalance = 1.1;
-
-  RankDomains(double box_mpc_h, const Comm& comm);
-
-  // Collective. At a PM step, before the forces: (re)builds the domains if there are none
-  // or the work reported since the last update is out of balance, then moves every particle
-  // to its domain's rank (sorted by id there). work: this rank's interactions since then.
-  void update(Particles& particles, double work);
-  // Collective: pos followed by the other ranks' particles within r_cut of them (one rank:
-  // pos itself). Valid until the next call.
-  // The ghosts are chosen within r_cut (1 + kGhostMargin) and kept, only their positions
-  // exchanged, while no particle has moved more than r_cut kGhostMargin / 2 since the choice
-  // (two particles approach by at most twice that) and none has changed rank; then they are
-  // chosen again. Between PM steps this saves the selection and lets the short-range
-  // solver refit its tree instead of building it. *same_set: the result holds the same
-  // particles in the same order as at the last call.
-  const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
   static constexpr double kGhostMargin = 0.1;
 
+  // max_leaf, top_depth: the short-range tree's (ShortRangeSettings::max_leaf, top_levels).
+  RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Comm& comm);
+
+  // Collective. At a PM step, before the forces: the top tree over the current positions,
+  // the runs (re)built if there are none, they are for another group count, or the work
+  // reported since the last update is out of balance; then every particle moves to its
+  // group's rank and each rank's particles are put group by group in subtree order.
+  // work: this rank's interactions since the last update.
+  void update(Particles& particles, double work);
+
+  // Collective: pos (this rank's particles as update() left them, moved since) followed by
+  // the ghosts: every other rank's group whose box comes within r_cut (1 + kGhostMargin) of
+  // one of this rank's groups' boxes (walk_pair's gap test, nearest image), whole, by source
+  // rank and group, each in its owner's order. group_offsets() then delimits the groups of
+  // the result (own first). One rank: pos itself, one group.
+  // The choice is kept, only the positions exchanged, while no particle has moved more than
+  // r_cut kGhostMargin / 2 since it (two boxes approach by at most twice that); then the
+  // groups' current boxes are allgathered and the groups chosen again (the same particles'
+  // order within each). *same_set: the result holds the same particles in the same order as
+  // at the last call (the short-range solver may refit its tree).
+  const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
+  // [group_offsets()[k], group_offsets()[k + 1]): group k of with_ghosts()'s result.
+  const std::vector<std::uint32_t>& group_offsets() const { return group_offsets_; }
+  // Their top-tree group numbers (tree order), own groups first, then the ghosts'.
+  const std::vector<std::uint32_t>& groups() const { return groups_; }
+
   // What decides the domains of the steps to come, for a checkpoint written at the end of a
-  // PM step (right after update()): the cuts in force ("" while there are none: one rank, or
+  // PM step (right after update()): the runs in force ("" while there are none: one rank, or
   // before the first update). restore() takes it back in a fresh RankDomains; its first
-  // update() then keeps those cuts (the work it is given is what the restart measured
-  // since, none) and moves no particle that the checkpoint's rank held. What else decides
-  // the trajectory is not kept: the ghosts are chosen afresh at every update() (the
-  // uninterrupted run chooses them there too), and the work since the update is counted
-  // again by the restart's first force computation, which repeats the one after it.
+  // update() then keeps those runs (the work it is given is what the restart measured since,
+  // none), as the uninterrupted run's next update does when balanced. The rest is a function
+  // of the particles: the top tree, the migration and the order are made afresh at every
+  // update(), the ghosts chosen there, and the work since the update is counted again by the
+  // restart's first force computation, which repeats the one after it.
   std::string state() const;
   void restore(const std::string& state, const std::string& what);
 
-  const OrbDomains& domains() const { return domains_; }
+  const NodeDomains& domains() const { return domains_; }
   const DomainReport& report() const { return report_; }
   const Comm& comm() const { return comm_; }
+  int top_depth() const { return top_depth_; }
 
  private:
+  void choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<Vec3d>& hi, double reach);
+
   Comm comm_;
   double box_;
+  int max_leaf_, top_depth_;
   bool built_ = false;
-  OrbDomains domains_;
+  NodeDomains domains_;
   DomainReport report_;
+  // Of the last update: every group's member count and box (tree order), and where this
+  // rank's groups begin in its particles (own_offsets_[k]: group domains_.begin(rank) + k).
+  std::vector<std::uint32_t> group_count_;
+  std::vector<Vec3d> group_lo_, group_hi_;
+  std::vector<std::uint32_t> own_offsets_;
+  bool updated_ = false;
+  bool top_boxes_current_ = false;   // group_lo_/hi_ are the boxes at the current positions
+  // with_ghosts()'s result and its groups.
   std::vector<Vec3d> with_ghosts_;
+  std::vector<std::uint32_t> group_offsets_, groups_;
   // The current ghost choice: what was sent where, at which positions and r_cut.
   bool ghosts_chosen_ = false;
   GhostRoutes routes_;

@@ -55,7 +55,7 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
     : box_mpc_h_(params.get_real("box.size_mpc_h")),
       comm_(comm),
       pm_(PmSettings::from_params(params), comm),
-      domains_(box_mpc_h_, comm) {
+      domains_(box_mpc_h_, 1, 0, comm) {
   const std::string backend = params.get_string("gpu.backend");
   if (params.get_string("gravity.solver") == "pm") {
     if (comm.size() > 1 && backend != "cpu")
@@ -66,6 +66,7 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
   // TreePM: PM long range (Gaussian-filtered at r_s) plus the FMM short range (erfc-truncated
   // at r_cut) with P2P on the [gpu] backend; they add up to 1/r^2.
   short_settings_ = short_range_settings(params, nominal_particle_mass(params));
+  domains_ = RankDomains(box_mpc_h_, short_settings_.max_leaf, short_settings_.top_levels, comm);
   short_range_.emplace(short_settings_);
   const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
   p2p_ = make_p2p_evaluator(backend, device);
@@ -176,7 +177,11 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     bool same_sources = false;
     const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut, &same_sources);
     stats.times.add("domain", domain_watch.seconds());
-    // Between PM steps the ghosts stay the same particles (rank_domains.hpp): refit the tree.
+    // The rank's tree is a forest of the global tree's depth-d subtrees, its own and the
+    // ghosts' (rank_domains.hpp), so its forces are the one-rank run's. Between PM steps the
+    // ghosts stay the same groups while they are near enough: refit the forest, as one rank
+    // refits its tree; when they were chosen again, a forest of the new groups.
+    targets.forest_groups = &domains_.group_offsets();
     targets.refit_tree = min_active_bin > 0 && refit_tree_ && same_sources;
     // Ghosts are never targets (their owners compute their forces), on full steps either:
     // the mask is 1 for this rank's active particles, 0 for the rest and the ghosts.
@@ -189,7 +194,9 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     targets.bins = &target_mask_;
     targets.min_bin = 1;
     acc_with_ghosts_.resize(sources.size());
-    short_range_->begin(sources, *p2p_, targets);
+    // A rank that owns no top node (more ranks than nodes, or a heavy neighbour) has no
+    // short-range work; it still takes part in the PM.
+    if (!sources.empty()) short_range_->begin(sources, *p2p_, targets);
   } else {
     short_range_->begin(particles_.pos, *p2p_, targets);
   }
@@ -197,7 +204,8 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     pm_.accelerations(particles_.pos, particles_.mass, acc_long_, &pm_times);
     stats.times.add("pm", sum_of(pm_times));
   }
-  const ShortRangeStats s = short_range_->end(ranks ? acc_with_ghosts_ : acc_short_);
+  const bool short_here = !ranks || !acc_with_ghosts_.empty();
+  const ShortRangeStats s = short_here ? short_range_->end(ranks ? acc_with_ghosts_ : acc_short_) : ShortRangeStats{};
   if (ranks) {   // the rank's own particles come first; only the targets' entries are new
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
 #pragma omp parallel for schedule(static)

@@ -7,10 +7,12 @@
 // Over several ranks (a communicator of more than one): each engine holds its rank's
 // particles. The PM is x slabs (pm/pm_solver.hpp) whose long-range transforms and Fourier
 // work run on each rank's GPU (cuFFT, gpu/pm_cuda_slabs.hpp) when the [gpu] backend is not
-// "cpu" and every rank has a usable GPU, on FFTW-MPI otherwise (and for PM-only); for TreePM the particles move to
-// their ORB domains at every PM step (rebuilt when the measured work is out of balance:
-// domain/rank_domains.hpp), and each rank's short-range solver runs on its particles plus
-// the ghosts within r_cut, which makes their sums complete. The reductions (largest
+// "cpu" and every rank has a usable GPU, on FFTW-MPI otherwise (and for PM-only); for TreePM
+// the particles move to their domains at every PM step, runs of the global ORB tree's
+// depth-d nodes (rebuilt when the measured work is out of balance: domain/rank_domains.hpp),
+// and each rank's short-range solver runs on a forest of its nodes' subtrees plus the remote
+// nodes within r_cut as ghosts: the serial tree's subtrees, so the forces equal the one-rank
+// run's but for the order of the sums. The reductions (largest
 // acceleration, rms momentum, bin counts) are over every rank. The phase "domain" is the
 // migration and ghost import, "comm" the time inside communication (waiting included) of
 // every phase, a part of their times.
@@ -53,6 +55,9 @@ class HostStepEngine final : public StepEngine {
   bool computes_whole_leaves() const override { return p2p_ && p2p_->name() == "cuda"; }
   std::string domain_state() const override { return domains_.state(); }
   void restore_domain_state(const std::string& state, const std::string& what) override;
+
+  // The rank domains (tests, diagnostics).
+  const RankDomains& domains() const { return domains_; }
 
   // Steps with some particles inactive refit the last tree instead of building a new one
   // (a tuning knob and benchmark hook; the default is the measured choice).

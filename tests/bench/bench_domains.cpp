@@ -8,7 +8,9 @@
 // the time of each part on rank 0 (wall; collectives' waiting included) and a checksum of
 // the particles' order and the ghosts, which must not change when the code gets faster.
 //   mpirun -np 2 bench_domains [particles_per_side=128] [box=500] [r_cut=6.6 spacings]
-//                              [pm_steps=3] [subs=16] [drift=0.3]
+//                              [pm_steps=3] [subs=16] [drift=0.3] [top_node_particles=4096]
+// The domains are runs of the global tree's top nodes of about top_node_particles particles
+// (max_leaf 32, the default's; depth top_levels_for(N, ...)); the ghosts whole nodes.
 // OMP_NUM_THREADS sets the threads of each rank.
 #include <omp.h>
 
@@ -22,6 +24,7 @@
 #include "core/parallel.hpp"
 #include "core/timer.hpp"
 #include "domain/rank_domains.hpp"
+#include "tree/orb_tree.hpp"
 #include "support/clustered_particles.hpp"
 
 using namespace orbis;
@@ -74,6 +77,7 @@ int main(int argc, char** argv) {
     const int pm_steps = argc > 4 ? std::atoi(argv[4]) : 3;
     const int subs = argc > 5 ? std::atoi(argv[5]) : 16;
     const double amount = argc > 6 ? std::atof(argv[6]) : 0.3;
+    const long node_particles = argc > 7 ? std::atol(argv[7]) : 4096;
 
     const Particles all = test::clustered_particle_set(side, box, 20261127);
     Particles mine;
@@ -84,15 +88,17 @@ int main(int argc, char** argv) {
       mine.id.push_back(all.id[i]);
       mine.time_bin.push_back(static_cast<std::uint8_t>(all.id[i] % 3));
     }
-    RankDomains domains(box, comm);
+    const int max_leaf = 32;
+    const int depth = top_levels_for(static_cast<std::int64_t>(all.size()), node_particles, max_leaf);
+    RankDomains domains(box, max_leaf, depth, comm);
     comm.barrier();
     Stopwatch first;
     domains.update(mine, 0);
     const double first_s = first.seconds();
     if (comm.is_root())
       std::printf("%d^3 particles in %g Mpc/h on %d ranks, %d threads each, r_cut %.3g Mpc/h; first update "
-                  "(build, migrate ~half) %.3f s\n",
-                  side, box, comm.size(), omp_get_max_threads(), r_cut, first_s);
+                  "(build, migrate ~half) %.3f s; %u top-tree nodes (depth %d)\n",
+                  side, box, comm.size(), omp_get_max_threads(), r_cut, first_s, domains.domains().groups(), depth);
     std::uint64_t check = 0xCBF29CE484222325ull;
     double sum_update = 0, sum_select = 0, sum_refresh = 0;
     for (int s = 0; s < pm_steps; ++s) {
@@ -121,10 +127,11 @@ int main(int argc, char** argv) {
       check = mix(check, sources);
       const std::uint64_t migrated = comm.sum(domains.report().migrated);
       if (comm.is_root())
-        std::printf("PM step %d: update %.4f s (%llu migrated), ghost selection %.4f s (%llu ghosts), "
+        std::printf("PM step %d: update %.4f s (%llu migrated), ghost selection %.4f s (%llu ghosts in %llu nodes), "
                     "%d refreshes %.4f s; domain phase %.4f s\n",
                     s + 1, update_s, static_cast<unsigned long long>(migrated), select_s,
-                    static_cast<unsigned long long>(domains.report().ghosts), subs - 1, refresh_s,
+                    static_cast<unsigned long long>(domains.report().ghosts),
+                    static_cast<unsigned long long>(domains.report().ghost_groups), subs - 1, refresh_s,
                     update_s + select_s + refresh_s);
       sum_update += update_s;
       sum_select += select_s;

@@ -1,23 +1,27 @@
-// Rank domains (ORB over the ranks), particle migration and ghost import, on a clustered set
-// spread over the ranks with no regard to position: the domains tile the box and are the same
-// on every rank; the weight is balanced; after migration every particle lives once, on the
-// rank whose domain holds it, with its momentum, id and time bin; the ghosts are exactly the
-// other ranks' particles within r_cut of this rank's (brute force over all pairs, periodic).
-// Also a particle count the rank count does not divide, ranks with no particle, and weights.
+// Rank domains as runs of the global ORB tree's top nodes (domain/rank_domains.hpp), on a
+// clustered set spread over the ranks with no regard to position, against a serial OrbTree
+// of the gathered set: the runs cover every group once, contiguous and in rank order, and
+// balance the weight; after an update every particle lives once, on the rank owning its
+// group, with its momentum, id and time bin, and each rank's particles are its groups'
+// members in the serial tree's order; the ghosts are whole remote groups, every other rank's
+// particle within r_cut of one of this rank's among them (brute force over all pairs,
+// periodic), refreshed while the particles move little and chosen again when they move far.
+// Also particle counts the rank count does not divide, ranks with no particle, more ranks
+// than groups.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <set>
 #include <tuple>
 
 #include "core/comm.hpp"
-#include "domain/orb_domains.hpp"
-#include "domain/particle_exchange.hpp"
+#include "core/error.hpp"
+#include "domain/node_domains.hpp"
 #include "domain/rank_domains.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/periodic_distance.hpp"
+#include "tree/orb_tree.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
@@ -25,6 +29,8 @@ using orbis::Vec3d;
 using orbis::test::periodic_distance2;
 
 namespace {
+
+constexpr int kMaxLeaf = 8;
 
 // Particle i of `all` starts on rank (7 i) mod `ranks` (every rank gets some from everywhere).
 orbis::Particles share(const orbis::Particles& all, int ranks, const Comm& comm) {
@@ -52,20 +58,44 @@ orbis::Particles numbered_set(int n_side, double box, std::size_t keep) {
 
 bool same(const Vec3d& a, const Vec3d& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
 
-// After a migration: each of this rank's particles carries its own state (position,
-// momentum, time bin: ids are 1 .. N, `all` in id order) and lies in this rank's domain.
-void check_travelled(const orbis::Particles& mine, const orbis::Particles& all, const orbis::OrbDomains& d,
-                     const Comm& world) {
+// The serial tree's groups: the nodes of depth `depth` and the leaves above it, in tree
+// order, as ranges of the serial order (indices into the gathered set).
+struct SerialGroups {
+  orbis::OrbTree tree;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> range;   // first, count
+};
+SerialGroups serial_groups(const std::vector<Vec3d>& pos, int depth) {
+  SerialGroups s;
+  s.tree.build(pos, kMaxLeaf);
+  for (const orbis::TreeNode& node : s.tree.nodes())
+    if (node.depth == depth || (node.depth < depth && node.is_leaf())) s.range.emplace_back(node.first, node.count);
+  std::sort(s.range.begin(), s.range.end());
+  return s;
+}
+
+// After an update: each particle carries its own state (ids are 1 .. N, `all` in id order),
+// and this rank holds exactly its run's groups of the serial tree, in the serial order.
+void check_update(const orbis::Particles& mine, const orbis::Particles& all, const orbis::RankDomains& domains,
+                  const Comm& world) {
   REQUIRE(mine.time_bin.size() == mine.size());
-  bool state_travelled = true, here = true;
+  bool state_travelled = true;
   for (std::size_t q = 0; q < mine.size(); ++q) {
     const std::size_t i = mine.id[q] - 1;
     state_travelled = state_travelled && same(mine.pos[q], all.pos[i]) && same(mine.mom[q], all.mom[i]) &&
                       mine.time_bin[q] == all.time_bin[i];
-    here = here && d.owner(mine.pos[q]) == world.rank();
   }
   CHECK(state_travelled);
-  CHECK(here);
+  const SerialGroups s = serial_groups(all.pos, domains.top_depth());
+  REQUIRE(domains.domains().groups() == s.range.size());
+  std::vector<std::uint64_t> expected;
+  for (std::uint32_t g = domains.domains().begin(world.rank()); g < domains.domains().end(world.rank()); ++g)
+    for (std::uint32_t t = 0; t < s.range[g].second; ++t)
+      expected.push_back(all.id[s.tree.order()[s.range[g].first + t]]);
+  CHECK(mine.id == expected);
+  std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
+  std::sort(ids.begin(), ids.end());
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+  CHECK(ids.size() == all.size());
 }
 
 // A fixed pseudo-random number in [0, 1) for (id, round).
@@ -79,102 +109,81 @@ double hashed(std::uint64_t id, int round) {
 
 }  // namespace
 
-TEST_CASE("ORB domains tile the box, agree on every rank and balance the weight") {
+TEST_CASE("node runs: every group on one rank, contiguous, balanced, empty ranks when few groups") {
+  const Comm world = Comm::world();
+  for (int ranks : {1, 2, 3, 5, 40}) {
+    for (std::size_t n_groups : {std::size_t{1}, std::size_t{16}, std::size_t{37}}) {
+      INFO(ranks << " ranks, " << n_groups << " groups");
+      std::vector<double> weight(n_groups);
+      double total = 0, heaviest = 0;
+      for (std::size_t g = 0; g < n_groups; ++g) {
+        weight[g] = g % 4 == 0 ? 9.0 : 1.0 + hashed(g, 1);
+        total += weight[g];
+        heaviest = std::max(heaviest, weight[g]);
+      }
+      const orbis::NodeDomains d = orbis::NodeDomains::balance(weight, ranks);
+      REQUIRE(d.ranks() == ranks);
+      CHECK(d.groups() == n_groups);
+      CHECK(d.begin(0) == 0);
+      CHECK(d.end(ranks - 1) == n_groups);
+      for (int r = 0; r < ranks; ++r) {
+        CHECK(d.begin(r) <= d.end(r));
+        if (r > 0) CHECK(d.begin(r) == d.end(r - 1));
+        double load = 0;
+        for (std::uint32_t g = d.begin(r); g < d.end(r); ++g) {
+          CHECK(d.owner(g) == r);
+          load += weight[g];
+        }
+        // Each boundary is the nearest to its target: a rank misses its share by at most
+        // one group's weight at either end.
+        CHECK(std::abs(load - total / ranks) <= heaviest + 1e-12 * total);
+      }
+      const orbis::NodeDomains back = orbis::NodeDomains::from_bytes(d.to_bytes(), ranks, "test");
+      CHECK(back == d);
+      CHECK_THROWS_AS(orbis::NodeDomains::from_bytes(d.to_bytes(), ranks + 1, "test"), orbis::Error);
+      CHECK_THROWS_AS(orbis::NodeDomains::from_bytes(d.to_bytes().substr(1), ranks, "test"), orbis::Error);
+    }
+  }
+  // No weight at all: equal group counts.
+  const orbis::NodeDomains even = orbis::NodeDomains::balance(std::vector<double>(12, 0.0), 3);
+  for (int r = 0; r < 3; ++r) CHECK(even.end(r) - even.begin(r) == 4u);
+}
+
+TEST_CASE("update: every particle once, on its group's rank, in the serial tree's order, with its state") {
   const Comm world = Comm::world();
   const double box = 60.0;
-  for (std::size_t keep : {std::size_t{1000}, std::size_t{1331}, std::size_t{2}}) {
-    const orbis::Particles all = numbered_set(11, box, keep);
-    const orbis::Particles mine = share(all, world.size(), world);
-    INFO(keep << " particles, " << world.size() << " ranks");
-    const orbis::OrbDomains d = orbis::OrbDomains::build(mine.pos, {}, box, world);
-    REQUIRE(d.ranks() == world.size());
-    double volume = 0;
-    for (int r = 0; r < d.ranks(); ++r) {
-      const Vec3d side = d.domain(r).hi - d.domain(r).lo;
-      CHECK(side.x >= 0);
-      CHECK(side.y >= 0);
-      CHECK(side.z >= 0);
-      volume += side.x * side.y * side.z;
-    }
-    CHECK(volume == doctest::Approx(box * box * box).epsilon(1e-12));
-    // Every particle's owner's box holds it, and every rank names the same owners.
-    std::vector<int> owners;
-    for (const Vec3d& x : all.pos) {
-      const int o = d.owner(x);
-      owners.push_back(o);
-      const orbis::DomainBox& b = d.domain(o);
-      for (int k = 0; k < 3; ++k) CHECK((b.lo[k] <= x[k] && x[k] < b.hi[k]));
-    }
-    const std::vector<int> rank0 = [&] {
-      std::vector<int> o = owners;
-      world.broadcast(o);
-      return o;
-    }();
-    CHECK(rank0 == owners);
-    // Counts within a few particles of N / P (the cut is placed to 6e-8 of the box).
-    std::vector<std::size_t> count(static_cast<std::size_t>(world.size()), 0);
-    for (int o : owners) ++count[static_cast<std::size_t>(o)];
-    for (int r = 0; r < world.size(); ++r) {
-      // A piece of q ranks out of p gets q/p of its weight; each cut may miss by one particle.
-      CHECK(std::abs(static_cast<double>(count[static_cast<std::size_t>(r)]) -
-                     static_cast<double>(all.size()) / world.size()) <= 2.0);
+  for (std::size_t keep : {std::size_t{1331}, std::size_t{1000}, std::size_t{40}}) {
+    for (int depth : {0, 4}) {
+      const orbis::Particles all = numbered_set(11, box, keep);
+      INFO(keep << " particles, depth " << depth << ", " << world.size() << " ranks");
+      // Every particle starts on the first ranks but the last, so some ranks start empty.
+      orbis::Particles mine = share(all, world.size() > 1 ? world.size() - 1 : 1, world);
+      std::reverse(mine.id.begin(), mine.id.end());   // any order: the result is the set's
+      std::reverse(mine.pos.begin(), mine.pos.end());
+      std::reverse(mine.mom.begin(), mine.mom.end());
+      std::reverse(mine.time_bin.begin(), mine.time_bin.end());
+      orbis::RankDomains domains(box, kMaxLeaf, depth, world);
+      domains.update(mine, 0.0);
+      CHECK(domains.report().rebuilt == (world.size() > 1));
+      if (world.size() == 1) continue;   // one rank: untouched
+      check_update(mine, all, domains, world);
+      if (depth == 4 && keep == 1331) {
+        // Balanced by count (nothing measured): within a group of N / P.
+        const double group = static_cast<double>(all.size()) / 16;
+        CHECK(std::abs(static_cast<double>(mine.size()) - static_cast<double>(all.size()) / world.size()) <=
+              group + 1);
+      }
     }
   }
 }
 
-TEST_CASE("ORB domains balance a weight, not the count") {
+TEST_CASE("update rounds: the particles move, the runs stay, each rank holds its groups' members") {
   const Comm world = Comm::world();
-  const double box = 60.0;
-  const orbis::Particles all = numbered_set(10, box, 1000);
-  // Particles with x < box/3 weigh 9, the rest 1.
-  std::vector<double> w_all(all.size());
-  for (std::size_t i = 0; i < all.size(); ++i) w_all[i] = all.pos[i].x < box / 3 ? 9.0 : 1.0;
-  std::vector<Vec3d> pos;
-  std::vector<double> weight;
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (static_cast<int>(i % static_cast<std::size_t>(world.size())) == world.rank())
-      pos.push_back(all.pos[i]), weight.push_back(w_all[i]);
-  const orbis::OrbDomains d = orbis::OrbDomains::build(pos, weight, box, world);
-  std::vector<double> load(static_cast<std::size_t>(world.size()), 0.0);
-  double total = 0;
-  for (std::size_t i = 0; i < all.size(); ++i) load[static_cast<std::size_t>(d.owner(all.pos[i]))] += w_all[i], total += w_all[i];
-  for (double l : load) CHECK(std::abs(l - total / world.size()) <= 2 * 9.0);
-}
-
-TEST_CASE("migration: every particle once, on its domain's rank, sorted by id, with its state") {
-  const Comm world = Comm::world();
-  const double box = 60.0;
-  for (std::size_t keep : {std::size_t{1331}, std::size_t{2}}) {
-    const orbis::Particles all = numbered_set(11, box, keep);
-    // Half of the particles start on the last rank only, so some ranks start empty.
-    orbis::Particles mine = share(all, world.size() > 1 ? world.size() - 1 : 1, world);
-    const orbis::OrbDomains d = orbis::OrbDomains::build(mine.pos, {}, box, world);
-    orbis::migrate_particles(mine, d, world);
-    CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
-    CHECK(std::is_sorted(mine.id.begin(), mine.id.end()));
-    check_travelled(mine, all, d, world);
-    std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
-    std::sort(ids.begin(), ids.end());
-    CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
-    CHECK(ids.size() == all.size());
-  }
-}
-
-TEST_CASE("migration rounds: the particles that cross a cut move, the others keep their order") {
-  // Migration sends only the particles that leave and merges the arrivals in by id; the
-  // first migration here starts from particles in reverse id order (sorted first). Each
-  // round moves a pseudo-random tenth of the particles (and the lowest and highest ids)
-  // anywhere in the box, and after it every rank must hold exactly its domain's particles,
-  // sorted by id, each with its own state, whatever left or arrived where.
-  const Comm world = Comm::world();
+  if (world.size() == 1) return;
   const double box = 60.0;
   orbis::Particles all = numbered_set(11, box, 1331);
   orbis::Particles mine = share(all, world.size(), world);
-  std::reverse(mine.pos.begin(), mine.pos.end());
-  std::reverse(mine.mom.begin(), mine.mom.end());
-  std::reverse(mine.id.begin(), mine.id.end());
-  std::reverse(mine.time_bin.begin(), mine.time_bin.end());
-  const orbis::OrbDomains d = orbis::OrbDomains::build(mine.pos, {}, box, world);
+  orbis::RankDomains domains(box, kMaxLeaf, 4, world);
   for (int round = 0; round < 4; ++round) {
     INFO("round " << round << ", " << world.size() << " ranks");
     if (round > 0) {
@@ -185,33 +194,76 @@ TEST_CASE("migration rounds: the particles that cross a cut move, the others kee
       for (std::size_t q = 0; q < mine.size(); ++q) jump(mine.id[q], mine.pos[q]);
       for (std::size_t i = 0; i < all.size(); ++i) jump(all.id[i], all.pos[i]);
     }
-    const std::size_t before = mine.size();
-    std::size_t leaving = 0;
-    for (const Vec3d& x : mine.pos) leaving += d.owner(x) != world.rank();
-    CHECK(orbis::migrate_particles(mine, d, world) == leaving);
-    if (world.size() == 1) CHECK(mine.size() == before);
-    CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
-    CHECK(std::adjacent_find(mine.id.begin(), mine.id.end(), std::greater_equal<>()) == mine.id.end());
-    check_travelled(mine, all, d, world);
+    domains.update(mine, 1.0);   // balanced work: the runs are kept
+    CHECK(domains.report().rebuilt == (round == 0));
+    check_update(mine, all, domains, world);
   }
 }
 
-TEST_CASE("ghosts kept between PM steps: the same particles, at their new positions") {
-  // RankDomains::with_ghosts chooses the ghosts, then, while the particles have moved little,
-  // only refreshes their positions: the result must be what the choice held, each ghost at
-  // its owner's current position, in the same order, after this rank's own particles.
+TEST_CASE("ghosts: whole remote groups, every particle within r_cut of this rank's among them") {
+  const Comm world = Comm::world();
+  const double box = 60.0;
+  const orbis::Particles all = numbered_set(11, box, 1331);
+  for (double r_cut : {2.0, 13.0}) {
+    orbis::Particles mine = share(all, world.size(), world);
+    orbis::RankDomains domains(box, kMaxLeaf, 6, world);
+    domains.update(mine, 0.0);
+    INFO("r_cut " << r_cut << ", " << world.size() << " ranks");
+    const std::vector<Vec3d> sources = domains.with_ghosts(mine.pos, r_cut);
+    const std::vector<std::uint32_t>& offsets = domains.group_offsets();
+    const std::vector<std::uint32_t>& groups = domains.groups();
+    REQUIRE(offsets.size() == groups.size() + 1);
+    REQUIRE(offsets.back() == sources.size());
+    if (world.size() == 1) {
+      CHECK(sources.size() == mine.size());
+      continue;
+    }
+    const std::uint32_t own = domains.domains().end(world.rank()) - domains.domains().begin(world.rank());
+    CHECK(offsets[own] == mine.size());
+    CHECK(domains.report().ghosts == sources.size() - mine.size());
+    // Each ghost group is the whole group, in its owner's order (the serial tree's).
+    const SerialGroups s = serial_groups(all.pos, 6);
+    bool whole = true, remote = true;
+    for (std::size_t k = own; k < groups.size(); ++k) {
+      const std::uint32_t g = groups[k];
+      remote = remote && domains.domains().owner(g) != world.rank();
+      whole = whole && offsets[k + 1] - offsets[k] == s.range[g].second;
+      for (std::uint32_t t = 0; whole && t < s.range[g].second; ++t)
+        whole = same(sources[offsets[k] + t], all.pos[s.tree.order()[s.range[g].first + t]]);
+    }
+    CHECK(remote);
+    CHECK(whole);
+    // Brute force: every other rank's particle within r_cut of one of ours came.
+    const std::set<std::uint64_t> local(mine.id.begin(), mine.id.end());
+    const auto less = [](const Vec3d& a, const Vec3d& b) { return std::tie(a.x, a.y, a.z) < std::tie(b.x, b.y, b.z); };
+    std::vector<Vec3d> got(sources.begin() + static_cast<std::ptrdiff_t>(mine.size()), sources.end());
+    std::sort(got.begin(), got.end(), less);
+    std::size_t missing = 0;
+    for (std::size_t j = 0; j < all.size(); ++j) {
+      if (local.count(all.id[j])) continue;
+      bool near = false;
+      for (const Vec3d& x : mine.pos) near = near || periodic_distance2(x, all.pos[j], box) <= r_cut * r_cut;
+      if (near && !std::binary_search(got.begin(), got.end(), all.pos[j], less)) ++missing;
+    }
+    CHECK(missing == 0);
+    MESSAGE(world.size() << " ranks, r_cut " << r_cut << ": " << got.size() << " ghosts in " << groups.size() - own
+                          << " groups for " << mine.size() << " particles");
+    if (r_cut < 5) CHECK(got.size() < all.size() - mine.size());   // not everything
+  }
+}
+
+TEST_CASE("ghosts kept between PM steps: the same groups, at their new positions; chosen again after a large move") {
   const Comm world = Comm::world();
   const double box = 60.0, r_cut = 6.0;
   const orbis::Particles all = numbered_set(11, box, 1331);
   orbis::Particles mine = share(all, world.size(), world);
-  orbis::RankDomains domains(box, world);
+  orbis::RankDomains domains(box, kMaxLeaf, 4, world);
   domains.update(mine, 0.0);
   bool same_set = true;
   const std::vector<Vec3d> first = domains.with_ghosts(mine.pos, r_cut, &same_set);
   CHECK_FALSE(same_set);
-  REQUIRE(first.size() == mine.size() + domains.report().ghosts);
+  const std::vector<std::uint32_t> first_groups = domains.groups();
   const std::vector<Vec3d> before = world.allgatherv(mine.pos);
-  const std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
   // A small move (well under r_cut kGhostMargin / 2) of every particle.
   for (std::size_t q = 0; q < mine.size(); ++q)
     mine.pos[q].z = std::fmod(mine.pos[q].z + 0.02 * r_cut * orbis::RankDomains::kGhostMargin * hashed(mine.id[q], 7),
@@ -219,74 +271,63 @@ TEST_CASE("ghosts kept between PM steps: the same particles, at their new positi
   const std::vector<Vec3d> after = world.allgatherv(mine.pos);
   const std::vector<Vec3d>& second = domains.with_ghosts(mine.pos, r_cut, &same_set);
   CHECK(same_set == (world.size() > 1));
+  CHECK(domains.groups() == first_groups);
   REQUIRE(second.size() == first.size());
   bool own = true, moved_with_owner = true;
   for (std::size_t q = 0; q < mine.size(); ++q) own = own && same(second[q], mine.pos[q]);
   for (std::size_t k = mine.size(); k < first.size(); ++k) {
-    // The ghost's particle: the one (of another rank) that was at first[k].
-    std::size_t j = 0;
+    std::size_t j = 0;   // the ghost's particle: the one that was at first[k]
     while (j < before.size() && !same(before[j], first[k])) ++j;
     REQUIRE(j < before.size());
-    moved_with_owner = moved_with_owner && same(second[k], after[j]) &&
-                       std::find(mine.id.begin(), mine.id.end(), ids[j]) == mine.id.end();
+    moved_with_owner = moved_with_owner && same(second[k], after[j]);
   }
   CHECK(own);
   CHECK(moved_with_owner);
-  // A large move: chosen again (several ranks), the same as a fresh choice.
-  for (Vec3d& x : mine.pos) x.x = std::fmod(x.x + r_cut, box);
+  // A large move: chosen again from the groups' current boxes (several ranks); the ghosts
+  // are still whole groups in their owners' order, and every particle within r_cut came.
+  for (Vec3d& x : mine.pos) x.x = std::fmod(x.x + 0.5 * std::fmod(x.y, 7.0), box);
   const std::vector<Vec3d> third = domains.with_ghosts(mine.pos, r_cut, &same_set);
   CHECK_FALSE(same_set);
-  orbis::RankDomains fresh(box, world);
-  fresh.restore(domains.state(), "test");
-  const std::vector<Vec3d>& reference = fresh.with_ghosts(mine.pos, r_cut);
-  REQUIRE(third.size() == reference.size());
-  bool equal = true;
-  for (std::size_t k = 0; k < third.size(); ++k) equal = equal && same(third[k], reference[k]);
-  CHECK(equal);
-}
-
-TEST_CASE("ghosts: exactly the other ranks' particles within r_cut of this rank's, periodic images included") {
-  const Comm world = Comm::world();
-  const double box = 60.0;
-  const orbis::Particles all = numbered_set(11, box, 1331);
-  orbis::Particles mine = share(all, world.size(), world);
-  const orbis::OrbDomains d = orbis::OrbDomains::build(mine.pos, {}, box, world);
-  orbis::migrate_particles(mine, d, world);
-  // Particles drifted out of their domain since: still found.
-  for (Vec3d& x : mine.pos) x.y = std::fmod(x.y + 1.7, box);
+  if (world.size() == 1) return;
+  CHECK(domains.report().rechosen);
+  const std::vector<Vec3d> now = world.allgatherv(mine.pos);
   const std::vector<std::uint64_t> ids = world.allgatherv(mine.id);
-  const std::vector<Vec3d> pos = world.allgatherv(mine.pos);
-  std::set<std::uint64_t> local(mine.id.begin(), mine.id.end());
-  for (double r_cut : {4.0, 13.0}) {
-    INFO("r_cut " << r_cut << ", " << world.size() << " ranks");
-    const orbis::DomainBox& b = d.domain(world.rank());
-    const std::vector<Vec3d> ghosts = orbis::import_ghosts(mine.pos, (b.lo + b.hi) * 0.5, r_cut, box, world);
-    // Brute force: the other ranks' particles within r_cut of one of ours.
-    std::vector<Vec3d> needed;
-    for (std::size_t j = 0; j < pos.size(); ++j) {
-      if (local.count(ids[j])) continue;
-      bool near = false;
-      for (const Vec3d& x : mine.pos)
-        if (periodic_distance2(x, pos[j], box) <= r_cut * r_cut) {
-          near = true;
-          break;
-        }
-      if (near) needed.push_back(pos[j]);
-    }
-    const auto less = [](const Vec3d& a, const Vec3d& b) { return std::tie(a.x, a.y, a.z) < std::tie(b.x, b.y, b.z); };
-    std::vector<Vec3d> got = ghosts;
-    std::sort(got.begin(), got.end(), less);
-    std::sort(needed.begin(), needed.end(), less);
-    // Every needed one came (the set may hold more: those near the extent, not a particle).
-    CHECK(std::includes(got.begin(), got.end(), needed.begin(), needed.end(), less));
-    CHECK(std::adjacent_find(got.begin(), got.end(), same) == got.end());
-    // None of them is ours, and none is farther than r_cut from our extent's box: at most the
-    // particles within r_cut of the box, a few times the needed ones, never everything.
-    std::size_t ours = 0;
-    for (const Vec3d& g : got)
-      for (const Vec3d& x : mine.pos) ours += same(g, x);
-    CHECK(ours == 0);
-    if (world.size() > 1 && r_cut < 5) CHECK(got.size() < pos.size() - mine.size());
-    if (world.size() == 1) CHECK(got.empty());
+  const std::set<std::uint64_t> local(mine.id.begin(), mine.id.end());
+  const auto less = [](const Vec3d& a, const Vec3d& b) { return std::tie(a.x, a.y, a.z) < std::tie(b.x, b.y, b.z); };
+  std::vector<Vec3d> got(third.begin() + static_cast<std::ptrdiff_t>(mine.size()), third.end());
+  std::sort(got.begin(), got.end(), less);
+  std::size_t missing = 0;
+  for (std::size_t j = 0; j < now.size(); ++j) {
+    if (local.count(ids[j])) continue;
+    bool near = false;
+    for (const Vec3d& x : mine.pos) near = near || periodic_distance2(x, now[j], box) <= r_cut * r_cut;
+    if (near && !std::binary_search(got.begin(), got.end(), now[j], less)) ++missing;
   }
+  CHECK(missing == 0);
+  // Each ghost group: its owner's particles of that group, in order (the allgathered
+  // positions are in rank order, each rank's in group order).
+  const std::vector<std::uint32_t>& offsets = domains.group_offsets();
+  const std::uint32_t own_groups = domains.domains().end(world.rank()) - domains.domains().begin(world.rank());
+  std::vector<std::size_t> rank_first = [&] {
+    const std::vector<std::size_t> sizes = world.allgather(mine.size());
+    std::vector<std::size_t> first(sizes.size() + 1, 0);
+    for (std::size_t r = 0; r < sizes.size(); ++r) first[r + 1] = first[r] + sizes[r];
+    return first;
+  }();
+  const std::vector<std::uint64_t> all_counts = [&] {
+    std::vector<std::uint64_t> c(domains.domains().groups(), 0);
+    const std::vector<std::uint32_t>& o = domains.group_offsets();
+    for (std::uint32_t k = 0; k < own_groups; ++k) c[domains.groups()[k]] = o[k + 1] - o[k];
+    world.reduce(c, Comm::Op::sum);
+    return c;
+  }();
+  bool in_order = true;
+  for (std::size_t k = own_groups; k < domains.groups().size(); ++k) {
+    const std::uint32_t g = domains.groups()[k];
+    const int r = domains.domains().owner(g);
+    std::size_t at = rank_first[static_cast<std::size_t>(r)];
+    for (std::uint32_t h = domains.domains().begin(r); h < g; ++h) at += all_counts[h];
+    for (std::uint32_t t = offsets[k]; t < offsets[k + 1]; ++t) in_order = in_order && same(third[t], now[at++]);
+  }
+  CHECK(in_order);
 }

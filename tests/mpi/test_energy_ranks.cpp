@@ -3,7 +3,7 @@
 // - the pair sum's rule for pairs between ranks (fmm/pair_energy.hpp): a set split in two
 //   "ranks" (own particles and the other's as ghosts, pairs at equal positions included)
 //   sums to the whole set's pairs, each once;
-// - a W of a clustered set held in ORB domains over the ranks, term by term, and the K the
+// - a W of a clustered set held in rank domains over the ranks, term by term, and the K the
 //   run takes from the host engine's reductions: the one-rank values to 1e-10;
 // - a short TreePM run (every pair inside r_cut summed directly, double precision, so the
 //   runs differ only in the order of their sums): the residuals it logs, at the same PM steps,
@@ -102,7 +102,7 @@ TEST_CASE("W and K of a clustered set over the ranks: the one-rank values to 1e-
   double sum_p2 = 0;
   for (const Vec3d& p : all.mom) sum_p2 += orbis::norm2(p);
 
-  // Every rank a strided share, then into ORB domains as the run's engine holds them.
+  // Every rank a strided share, then into rank domains as the run's engine holds them.
   orbis::Particles mine;
   mine.mass = all.mass;
   for (std::size_t i = static_cast<std::size_t>(world.rank()); i < all.size(); i += world.size()) {
@@ -110,7 +110,7 @@ TEST_CASE("W and K of a clustered set over the ranks: the one-rank values to 1e-
     mine.mom.push_back(all.mom[i]);
     mine.id.push_back(all.id[i]);
   }
-  orbis::RankDomains domains(kBox, world);
+  orbis::RankDomains domains(kBox, 16, 4, world);
   domains.update(mine, 0.0);
   CHECK(world.sum<std::uint64_t>(mine.size()) == all.size());
 

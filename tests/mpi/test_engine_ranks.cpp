@@ -1,13 +1,18 @@
-// The TreePM host step engine across ranks (ORB domains, ghosts within r_cut, FFTW-MPI PM)
-// against the same engine on one rank (Comm::self(), every particle), matched by particle id:
-// the forces of the first step, then after a kick and a drift the forces of the next PM step
-// (particles migrate, the domains are rebuilt by measured work), and the global reductions of
-// the step criteria (largest acceleration, rms momentum, bin counts).
+// The TreePM host step engine across ranks (domains of the global ORB tree's top nodes,
+// whole nodes as ghosts, FFTW-MPI PM) against the same engine on one rank (Comm::self(),
+// every particle), matched by particle id: the forces of the first step, then after a kick
+// and a drift the forces of the next PM step (particles migrate, the domains are rebuilt by
+// measured work), and the global reductions of the step criteria (largest acceleration, rms
+// momentum, bin counts); then block time steps (sub-steps on the refitted forest, a ghost
+// re-choice after a large drift, the next PM step).
 //
-// With every pair inside r_cut summed directly (theta tiny: no multipole approximation) and
-// exact T(x) in double precision, the two runs compute the same sums in another order: they
-// agree to 1e-9. With the default FMM settings each rank's tree is another tree, so the forces
-// differ by the FMM's own error (its bar against Ewald: 99% of particles within 1e-3).
+// Each rank's tree is a forest of the serial tree's depth-d subtrees and the walk splits
+// every node above depth d, so with the default FMM (theta, multipole and Taylor orders) the
+// two runs compute the same sums in another order. With double P2P and the double PM mesh
+// they agree to 1e-9 (issue #17 asks 1e-6; measured 2e-14 first, 7e-13 after a step, on 2
+// and 3 ranks), through sub-steps and ghost re-choices too; with the float P2P and mesh to
+// ~1e-5 (the float mesh alone: 5e-6, its FFT's rounding differs between the slab and the
+// serial transform). Also with every pair summed directly.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -69,9 +74,12 @@ TEST_CASE("TreePM forces, steps and reductions across ranks equal the one-rank e
     double max_bar, p99_bar;
   };
   const Case cases[] = {
-      {"direct sums", "theta = 0.02\ntaylor_order = -1\npm_mesh_precision = \"double\"\n", "p2p_precision = \"double\"\n",
-       1e-9, 1e-9},
-      {"defaults", "", "", 1.0, 1e-3},
+      {"direct sums", "theta = 0.02\ntaylor_order = -1\npm_mesh_precision = \"double\"\ntop_node_particles = 64\n",
+       "p2p_precision = \"double\"\n", 1e-9, 1e-9},
+      // The default FMM, d = 5 (32 top nodes of 128 particles).
+      {"default FMM, double P2P", "top_node_particles = 64\npm_mesh_precision = \"double\"\n",
+       "p2p_precision = \"double\"\n", 1e-9, 1e-9},
+      {"default FMM", "top_node_particles = 64\n", "", 1e-4, 1e-5},
   };
   for (const Case& c : cases) {
     INFO(std::string(c.name) << ", " << world.size() << " ranks");
@@ -118,12 +126,62 @@ TEST_CASE("TreePM forces, steps and reductions across ranks equal the one-rank e
     CHECK(second.p99 < c.p99_bar);
     CHECK(world.sum<std::uint64_t>(engine.particles().size()) == all.size());
     CHECK(engine.rms_momentum() == doctest::Approx(reference.rms_momentum()).epsilon(std::max(1e-12, c.p99_bar)));
-    if (c.max_bar < 1e-6) {
+    if (c.max_bar <= 1e-6) {
       // The same forces, so the same bins: each bin's count summed over the ranks.
       orbis::BinRule rule;
       rule.max_bin = 6;
       rule.acc_bin0 = 0.3 * reference.max_acceleration();
       CHECK(engine.assign_bins(rule) == reference.assign_bins(rule));
     }
+  }
+}
+
+TEST_CASE("block time steps across ranks: sub-steps on the refitted forest and a ghost re-choice keep the one-rank forces") {
+  const Comm world = Comm::world();
+  orbis::Particles all = orbis::test::clustered_particle_set(16, 100.0, 99);
+  all.time_bin.resize(all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    all.mom[i] = Vec3d{std::sin(0.1 * i), std::cos(0.3 * i), 0.2} * 300.0;
+    all.time_bin[i] = static_cast<std::uint8_t>(all.id[i] % 3);
+  }
+  const orbis::Params params =
+      engine_params("top_node_particles = 64\npm_mesh_precision = \"double\"\n", "p2p_precision = \"double\"\n");
+  orbis::HostStepEngine reference(params, Comm::self());
+  orbis::HostStepEngine engine(params, world);
+  orbis::Particles mine;
+  mine.mass = all.mass;
+  for (std::size_t i = static_cast<std::size_t>(world.rank()); i < all.size(); i += static_cast<std::size_t>(world.size())) {
+    mine.pos.push_back(all.pos[i]);
+    mine.mom.push_back(all.mom[i]);
+    mine.id.push_back(all.id[i]);
+    mine.time_bin.push_back(all.time_bin[i]);
+  }
+  reference.load(all);
+  engine.load(mine);
+  // (drift factor, long range, lowest active bin): a PM step; sub-steps after small drifts
+  // (the ghosts refreshed, the forest refitted); one after a drift of ~1.2 Mpc/h, beyond
+  // r_cut kGhostMargin / 2 = 0.9 Mpc/h (the ghosts chosen again from the nodes' current
+  // boxes); the next PM step.
+  struct Step {
+    double drift;
+    bool long_range;
+    int min_bin;
+  };
+  const Step steps[] = {{0, true, 0}, {1e-4, false, 2}, {1e-4, false, 1}, {4e-3, false, 2}, {1e-4, false, 1},
+                        {1e-4, true, 0}};
+  int k = 0;
+  for (const Step& step : steps) {
+    for (orbis::HostStepEngine* e : {&reference, &engine}) {
+      if (step.drift > 0) e->drift(step.drift);
+      orbis::ForceStats s;
+      e->compute_forces(step.long_range, step.min_bin, s);
+    }
+    const Differences d = differences(engine, reference, world);
+    MESSAGE("step " << k << " (min bin " << step.min_bin << "), " << world.size() << " ranks: forces max " << d.max
+                    << ", ghosts chosen again " << engine.domains().report().rechosen);
+    CHECK(d.max < 1e-9);
+    if (world.size() > 1 && k == 3) CHECK(engine.domains().report().rechosen);
+    if (world.size() > 1 && (k == 1 || k == 2 || k == 4)) CHECK_FALSE(engine.domains().report().rechosen);
+    ++k;
   }
 }
