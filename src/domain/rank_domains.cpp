@@ -84,7 +84,7 @@ void RankDomains::update(Particles& particles, double work) {
         leaf_index.begin());
 
   if (built_ && domains_.groups() != n_groups) {
-    log::warn("rank domains: the runs in force are of {} top-tree groups, this top tree has {}: rebuilt",
+    log::warn_root("rank domains: the runs in force are of {} top-tree groups, this top tree has {}: rebuilt",
               domains_.groups(), n_groups);
     built_ = false;
   }
@@ -104,6 +104,10 @@ void RankDomains::update(Particles& particles, double work) {
     domains_ = NodeDomains::balance(weight, comm_.size());
     built_ = true;
     report_.rebuilt = true;
+    if (n_groups < 2 * static_cast<std::size_t>(comm_.size()))
+      log::warn_root("rank domains: {} top-tree nodes (depth {}) for {} ranks: the runs cannot balance the work, and "
+                "ranks without a node compute no short-range forces (a smaller [gravity] top_node_particles gives "
+                "more nodes)", n_groups, top_depth_, comm_.size());
   }
   report_.migrated = migrate_particles(particles, group, domains_, comm_);
 

@@ -18,8 +18,8 @@ inline std::uint64_t equal_share_begin(std::uint64_t total, int parts, int p) {
 }
 
 // The order that sorts `ids` ascending (indices into ids); empty when they are sorted
-// already, which saves the permutation's memory in the common case (a rank's particles are
-// kept in ID order: domain/particle_exchange.hpp).
+// already, which saves the permutation's memory then (one rank's particles in ID order;
+// over ranks they are in the tree's order: domain/rank_domains.hpp).
 std::vector<std::size_t> id_sort_order(const std::vector<std::uint64_t>& ids);
 
 // Collective. sorted_ids: this rank's IDs, ascending, unique over all ranks (particle IDs).
