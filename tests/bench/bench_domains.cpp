@@ -1,12 +1,13 @@
 // The domain phase of a distributed TreePM run (issue #17): what RankDomains costs a PM step.
 // Each rank starts with every ranks-th particle of a clustered set (test support: a displaced
-// grid plus two Plummer haloes), sorted by id; the first update builds the domains and
-// migrates about half of them. Then PM steps: every particle drifts a little (a fixed
-// pseudo-random displacement of up to `drift` Mpc/h: a few hundred cross a cut), update()
-// keeps the domains and migrates those, with_ghosts() chooses the ghosts, and `subs` - 1
-// more with_ghosts() refresh them after small drifts (the sub-steps of a PM step). Prints
-// the time of each part on rank 0 (wall; collectives' waiting included) and a checksum of
-// the particles' order and the ghosts, which must not change when the code gets faster.
+// grid plus two Plummer haloes); the first update builds the top tree and the runs of its
+// nodes and migrates about half of the particles. Then PM steps: every particle drifts a
+// little (a fixed pseudo-random displacement of up to `drift` Mpc/h), update() builds the top
+// tree again, keeps the runs and migrates the particles whose node is another rank's now,
+// with_ghosts() chooses the ghost nodes, and `subs` - 1 more with_ghosts() refresh them after
+// small drifts (the sub-steps of a PM step). Prints the time of each part on rank 0 (wall;
+// collectives' waiting included) and a checksum of the particles' order and the ghosts,
+// which must not change when the code gets faster.
 //   mpirun -np 2 bench_domains [particles_per_side=128] [box=500] [r_cut=6.6 spacings]
 //                              [pm_steps=3] [subs=16] [drift=0.3] [top_node_particles=4096]
 // The domains are runs of the global tree's top nodes of about top_node_particles particles
