@@ -38,7 +38,7 @@ __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* 
       const double wxy = s.wx[o] * s.wy[a];
 #pragma unroll
       for (int c = 0; c < P; ++c) {
-        const unsigned long long q = __double2ull_rn(wxy * s.wz[c] * scale);
+        const unsigned long long q = pm_fixed_weight(wxy * s.wz[c], scale);
         if (q != 0) atomicAdd(row + s.k[c], q);
       }
     }
@@ -54,7 +54,7 @@ __global__ void fixed_to_mesh_kernel(const unsigned long long* __restrict__ acc,
   const unsigned long long* in = acc + static_cast<std::size_t>(row) * n;
   Real* out = mesh + (static_cast<std::size_t>(x_lo) * n + row) * padded;
   for (int k = threadIdx.x; k < padded; k += blockDim.x)
-    out[k] = k < n ? static_cast<Real>((static_cast<double>(in[k]) - mean) * factor) : Real(0);
+    out[k] = k < n ? static_cast<Real>(pm_fixed_to_density(in[k], mean, factor)) : Real(0);
 }
 
 template <int P, typename Real>
@@ -84,12 +84,6 @@ __global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* 
 }
 
 }  // namespace
-
-double pm_fixed_point_scale(std::size_t n_particles) {
-  int bits = 0;
-  while ((std::size_t{1} << bits) < n_particles) ++bits;
-  return std::ldexp(1.0, 62 - bits);
-}
 
 void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
                      const PmMeshGeometry& g, int x_lo, int x_hi, double scale,

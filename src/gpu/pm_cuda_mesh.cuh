@@ -2,7 +2,8 @@
 // (pm/mass_assignment.hpp: WindowStencil and cell_coordinate are the same code).
 //
 // Determinism: each particle adds round(w * 2^S) to the 64-bit unsigned integer of every node
-// of its stencil (w the product of its three window weights) with atomicAdd; integer addition
+// of its stencil (w the product of its three window weights) with atomicAdd, the host PM's
+// formula (pm/fixed_point_mesh.hpp: the scale, the rounding and the conversion); integer addition
 // is associative, so the sums are bitwise the same whatever order the atomics land in, and
 // for any order of the particles. The integer mesh is then converted to the density contrast
 // in mass units, (sum - mean) * (density of one particle) / 2^S, in the mesh precision: the
@@ -30,6 +31,7 @@
 
 #include <cuda_runtime.h>
 
+#include "pm/fixed_point_mesh.hpp"
 #include "pm/mass_assignment.hpp"
 
 namespace orbis::gpu {
@@ -43,8 +45,8 @@ struct PmMeshGeometry {
   double shift_cells = 0;
 };
 
-// 2^S for n particles (see above).
-double pm_fixed_point_scale(std::size_t n_particles);
+// 2^S for n particles (see above; pm/fixed_point_mesh.hpp).
+using orbis::pm_fixed_point_scale;
 
 // acc[((i - x_lo) n + j) n + k] += round(w * scale) for every stencil node (i, j, k) with
 // x_lo <= i < x_hi; acc is zeroed by the caller.

@@ -150,16 +150,55 @@ FftMesh<Real>::~FftMesh() {
 }
 
 template <typename Real>
-void FftMesh<Real>::add_ghost_planes() { exchange_ghost_planes(true); }
+void FftMesh<Real>::add_ghost_planes() {
+  const std::size_t plane = static_cast<std::size_t>(n_) * nz_padded();
+  exchange_ghost_planes<Real>(
+      true, [&](int p, std::vector<Real>& send) { send.insert(send.end(), data_ + p * plane, data_ + (p + 1) * plane); },
+      [&](int p, const Real* in) {
+        Real* dst = data_ + p * plane;
+        for (std::size_t k = 0; k < plane; ++k) dst[k] += in[k];
+      });
+  std::fill(data_ + static_cast<std::size_t>(local_nx_) * plane, data_ + static_cast<std::size_t>(held_planes()) * plane,
+            Real(0));
+}
+
 template <typename Real>
-void FftMesh<Real>::fetch_ghost_planes() { exchange_ghost_planes(false); }
+void FftMesh<Real>::fetch_ghost_planes() {
+  const std::size_t plane = static_cast<std::size_t>(n_) * nz_padded();
+  exchange_ghost_planes<Real>(
+      false, [&](int p, std::vector<Real>& send) { send.insert(send.end(), data_ + p * plane, data_ + (p + 1) * plane); },
+      [&](int p, const Real* in) { std::copy_n(in, plane, data_ + p * plane); });
+}
+
+template <typename Real>
+void FftMesh<Real>::add_ghost_planes_fixed(std::uint32_t* lo, std::uint32_t* hi) const {
+  const std::size_t plane = static_cast<std::size_t>(n_) * nz_padded();
+  exchange_ghost_planes<std::uint64_t>(
+      true,
+      [&](int p, std::vector<std::uint64_t>& send) {
+        for (std::size_t e = p * plane; e < (p + 1) * plane; ++e)
+          send.push_back(static_cast<std::uint64_t>(hi[e]) << 32 | lo[e]);
+      },
+      [&](int p, const std::uint64_t* in) {
+        for (std::size_t k = 0, e = p * plane; k < plane; ++k, ++e) {
+          const std::uint64_t sum = (static_cast<std::uint64_t>(hi[e]) << 32 | lo[e]) + in[k];
+          lo[e] = static_cast<std::uint32_t>(sum);
+          hi[e] = static_cast<std::uint32_t>(sum >> 32);
+        }
+      });
+  const std::size_t ghosts_begin = static_cast<std::size_t>(local_nx_) * plane;
+  const std::size_t ghosts_end = static_cast<std::size_t>(held_planes()) * plane;
+  std::fill(lo + ghosts_begin, lo + ghosts_end, 0u);
+  std::fill(hi + ghosts_begin, hi + ghosts_end, 0u);
+}
 
 // Ghost plane g of rank s is the global plane (x0_s + nx_s + g) mod n. Each rank computes
 // every rank's ghost list from the slab rule alone, so both sides of the all-to-all agree
 // on which planes travel and in what order (ghost order within a source, sources in rank
 // order: the sums do not depend on timing).
 template <typename Real>
-void FftMesh<Real>::exchange_ghost_planes(bool add) {
+template <typename T, typename Pack, typename Unpack>
+void FftMesh<Real>::exchange_ghost_planes(bool add, Pack pack, Unpack unpack) const {
   const int p = comm_.size();
   if (p == 1) return;
   const std::size_t plane = static_cast<std::size_t>(n_) * nz_padded();
@@ -177,15 +216,14 @@ void FftMesh<Real>::exchange_ghost_planes(bool add) {
   };
   const int me = comm_.rank();
   std::vector<std::size_t> counts(p, 0);
-  std::vector<Real> send;
+  std::vector<T> send;
   if (add) {
     // Mine to their owners, grouped by owner.
     const auto mine = ghosts_of(me);
     for (int dest = 0; dest < p; ++dest)
       for (std::size_t g = 0; g < mine.size(); ++g)
         if (mine[g].second == dest) {
-          const Real* src = plane_row(local_nx_ + static_cast<int>(g), 0);
-          send.insert(send.end(), src, src + plane);
+          pack(local_nx_ + static_cast<int>(g), send);
           counts[dest] += plane;
         }
   } else {
@@ -193,29 +231,25 @@ void FftMesh<Real>::exchange_ghost_planes(bool add) {
     for (int dest = 0; dest < p; ++dest)
       for (const auto& [i, owner] : ghosts_of(dest))
         if (owner == me) {
-          const Real* src = plane_row(i - local_x0_, 0);
-          send.insert(send.end(), src, src + plane);
+          pack(i - local_x0_, send);
           counts[dest] += plane;
         }
   }
-  const std::vector<Real> got = comm_.alltoallv(send, counts);
+  const std::vector<T> got = comm_.alltoallv(send, counts);
   std::size_t at = 0;
   if (add) {
     for (int source = 0; source < p; ++source)
       for (const auto& [i, owner] : ghosts_of(source))
         if (owner == me) {
-          Real* dst = plane_row(i - local_x0_, 0);
-          for (std::size_t k = 0; k < plane; ++k) dst[k] += got[at + k];
+          unpack(i - local_x0_, got.data() + at);
           at += plane;
         }
-    std::fill(data_ + static_cast<std::size_t>(local_nx_) * plane, data_ + static_cast<std::size_t>(held_planes()) * plane,
-              Real(0));
   } else {
     const auto mine = ghosts_of(me);
     for (int source = 0; source < p; ++source)
       for (std::size_t g = 0; g < mine.size(); ++g)
         if (mine[g].second == source) {
-          std::copy_n(got.data() + at, plane, plane_row(local_nx_ + static_cast<int>(g), 0));
+          unpack(local_nx_ + static_cast<int>(g), got.data() + at);
           at += plane;
         }
   }

@@ -26,6 +26,7 @@
 #pragma once
 #include <complex>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "core/comm.hpp"
@@ -105,6 +106,12 @@ class FftMesh {
   }
   void add_ghost_planes();     // collective; the ghost planes are zero afterwards
   void fetch_ghost_planes();   // collective
+  // The same for the 64-bit integer node sums of fixed-point assignment
+  // (pm/fixed_point_mesh.hpp), kept as two 32-bit halves: lo[e] and hi[e] for the element e
+  // of this mesh's layout over the held planes (each array as many elements as this mesh
+  // holds Reals: the storage of two meshes like this one). Integer sums: the owners' planes
+  // get the same bits in any order. Collective; the ghost planes are zero afterwards.
+  void add_ghost_planes_fixed(std::uint32_t* lo, std::uint32_t* hi) const;
 
   void fill_real(Real value);        // slab and ghost planes, padding included
   void forward();                    // real -> complex; collective
@@ -116,7 +123,11 @@ class FftMesh {
 
  private:
   struct Plans;
-  void exchange_ghost_planes(bool add);
+  // Ghost planes to their owners (add) or owners' planes to their ghosts: pack(local plane,
+  // vector) appends a plane's n * nz_padded values of T, unpack(local plane, values) adds or
+  // copies them.
+  template <typename T, typename Pack, typename Unpack>
+  void exchange_ghost_planes(bool add, Pack pack, Unpack unpack) const;
   int n_, local_x0_ = 0, local_nx_, ghost_planes_ = 0, requested_ghosts_ = 0;
   Comm comm_;
   FftPlan plan_;

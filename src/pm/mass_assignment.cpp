@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/units.hpp"
+#include "pm/fixed_point_mesh.hpp"
 
 namespace orbis {
 namespace {
@@ -53,6 +54,41 @@ void scatter(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
             Real* row = mesh.plane_row(plane, s.j[a]);
             const double vxy = vx * s.wy[a];
             for (int c = 0; c < P; ++c) row[s.k[c]] += static_cast<Real>(vxy * s.wz[c]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// scatter() in 64-bit fixed point: the same two colours of slabs (no two threads touch one
+// node), sums in two 32-bit halves. The weight is (wx wy) wz as on the GPU.
+template <int P, typename Real>
+void scatter_fixed(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale, std::uint32_t* lo,
+                   std::uint32_t* hi) {
+  const int n = mesh.n(), yb = sorted.y_blocks, held = mesh.held_planes();
+  const std::size_t padded = static_cast<std::size_t>(mesh.nz_padded());
+  const int width = slab_width(n, P), slabs = n / width;
+  for (int colour = 0; colour < 2; ++colour) {
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int slab = colour; slab < slabs; slab += 2) {
+      const std::size_t begin = sorted.block_start[static_cast<std::size_t>(slab) * width * yb];
+      const std::size_t end = sorted.block_start[static_cast<std::size_t>(slab + 1) * width * yb];
+      for (std::size_t q = begin; q < end; ++q) {
+        const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
+        for (int o = 0; o < P; ++o) {
+          const int plane = mesh.local_plane(s.i[o]);
+          if (plane >= held) continue;   // another rank's plane, not a ghost of this one
+          for (int a = 0; a < P; ++a) {
+            const std::size_t row = (static_cast<std::size_t>(plane) * n + s.j[a]) * padded;
+            const double wxy = s.wx[o] * s.wy[a];
+            for (int c = 0; c < P; ++c) {
+              const std::size_t e = row + s.k[c];
+              const std::uint64_t sum =
+                  (static_cast<std::uint64_t>(hi[e]) << 32 | lo[e]) + pm_fixed_weight(wxy * s.wz[c], scale);
+              lo[e] = static_cast<std::uint32_t>(sum);
+              hi[e] = static_cast<std::uint32_t>(sum >> 32);
+            }
           }
         }
       }
@@ -213,6 +249,35 @@ void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double v
 }
 
 template <typename Real>
+void assign_fixed_point(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
+                        std::uint32_t* lo, std::uint32_t* hi) {
+  if (sorted.n != mesh.n())
+    fail("assign_fixed_point: particles sorted for a {}^3 mesh, not {}^3", sorted.n, mesh.n());
+  const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(mesh.held_planes()) * mesh.n() * mesh.nz_padded();
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t e = 0; e < count; ++e) lo[e] = hi[e] = 0;
+  if (sorted.window == Window::cic) scatter_fixed<2>(mesh, sorted, scale, lo, hi);
+  else scatter_fixed<3>(mesh, sorted, scale, lo, hi);
+}
+
+template <typename Real>
+void fixed_point_to_mesh(const std::uint32_t* lo, const std::uint32_t* hi, double mean, double factor,
+                         FftMesh<Real>& mesh) {
+  const int n = mesh.n(), padded = mesh.nz_padded();
+  const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(mesh.local_nx()) * n;
+  Real* out = mesh.real_data();
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t r = 0; r < rows; ++r)
+    for (int k = 0; k < padded; ++k) {
+      const std::size_t e = static_cast<std::size_t>(r) * padded + k;
+      out[e] = k < n ? static_cast<Real>(pm_fixed_to_density(static_cast<std::uint64_t>(hi[e]) << 32 | lo[e], mean, factor))
+                     : Real(0);
+    }
+  std::fill(out + static_cast<std::size_t>(rows) * padded,
+            out + static_cast<std::size_t>(mesh.held_planes()) * n * padded, Real(0));
+}
+
+template <typename Real>
 void interpolate_from_mesh(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
                            std::vector<Vec3d>& out_sorted, int component) {
   const int n = mesh.n();
@@ -241,6 +306,13 @@ void unsort_add(const SortedParticles& sorted, const std::vector<Vec3d>& in_sort
 
 template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
 template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
+template void assign_fixed_point<float>(const FftMesh<float>&, const SortedParticles&, double, std::uint32_t*,
+                                        std::uint32_t*);
+template void assign_fixed_point<double>(const FftMesh<double>&, const SortedParticles&, double, std::uint32_t*,
+                                         std::uint32_t*);
+template void fixed_point_to_mesh<float>(const std::uint32_t*, const std::uint32_t*, double, double, FftMesh<float>&);
+template void fixed_point_to_mesh<double>(const std::uint32_t*, const std::uint32_t*, double, double,
+                                          FftMesh<double>&);
 template void interpolate_from_mesh<float>(const FftMesh<float>&, const SortedParticles&, double,
                                            std::vector<Vec3d>&, int);
 template void interpolate_from_mesh<double>(const FftMesh<double>&, const SortedParticles&, double,

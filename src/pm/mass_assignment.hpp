@@ -6,7 +6,10 @@
 // one-dimensional weights are the window evaluated at the node distances, and the 3D weight is
 // their product. The Fourier transform of the window along one axis is sinc^order(k cell / 2).
 //
-// Determinism: sort_for_mesh() orders particles by the x plane (then y block) of their first
+// Determinism: the PM solver assigns in 64-bit fixed point (assign_fixed_point,
+// pm/fixed_point_mesh.hpp): integer sums, the same bits for any particle order, thread count
+// and rank count. assign_to_mesh (the P(k) estimator's) adds the Reals themselves:
+// sort_for_mesh() orders particles by the x plane (then y block) of their first
 // stencil node with a stable counting sort. Assignment then scatters slabs of particle planes
 // in two colours: slabs of one colour write disjoint mesh planes, and each cell receives its
 // contributions in an order fixed by the mesh, the window and the particles alone. The mesh is
@@ -135,6 +138,21 @@ inline SortedParticles sort_for_mesh(const std::vector<Vec3d>& pos, double box_m
 template <typename Real>
 void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double value);
 
+// Fixed-point assignment (pm/fixed_point_mesh.hpp; the PM solver's): the 64-bit node sums
+// sum_p round(W(x_node - x_p) * scale) over the held planes of `mesh` (slab and ghost planes,
+// in its layout), kept as two 32-bit halves lo[e] and hi[e], zeroed here first. Each array
+// holds as many elements as `mesh` holds Reals (PmSolver lends the two gradient meshes). The
+// sums are the same bits for any particle order and thread count (and, ghost planes added,
+// any rank count). `mesh` only gives the geometry.
+template <typename Real>
+void assign_fixed_point(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
+                        std::uint32_t* lo, std::uint32_t* hi);
+// mesh(node) = pm_fixed_to_density(sum, mean, factor) over the slab; padding and ghost planes
+// zeroed.
+template <typename Real>
+void fixed_point_to_mesh(const std::uint32_t* lo, const std::uint32_t* hi, double mean, double factor,
+                         FftMesh<Real>& mesh);
+
 // out_sorted[q][component] = scale * sum_node W(x_node - x_q) mesh(node) for the particles in
 // *sorted* order (sequential writes; unsort() puts them back once all components are done):
 // the transpose of assignment, so a PM force built on it conserves momentum.
@@ -172,6 +190,14 @@ void interpolate_from_mesh(const FftMesh<Real>& mesh, const std::vector<Vec3d>& 
 
 extern template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
 extern template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
+extern template void assign_fixed_point<float>(const FftMesh<float>&, const SortedParticles&, double,
+                                               std::uint32_t*, std::uint32_t*);
+extern template void assign_fixed_point<double>(const FftMesh<double>&, const SortedParticles&, double,
+                                                std::uint32_t*, std::uint32_t*);
+extern template void fixed_point_to_mesh<float>(const std::uint32_t*, const std::uint32_t*, double, double,
+                                                FftMesh<float>&);
+extern template void fixed_point_to_mesh<double>(const std::uint32_t*, const std::uint32_t*, double, double,
+                                                 FftMesh<double>&);
 extern template void interpolate_from_mesh<float>(const FftMesh<float>&, const SortedParticles&,
                                                   double, std::vector<Vec3d>&, int);
 extern template void interpolate_from_mesh<double>(const FftMesh<double>&, const SortedParticles&,

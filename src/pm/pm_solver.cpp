@@ -40,6 +40,7 @@
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "pm/fixed_point_mesh.hpp"
 #include "pm/interlaced_influence.hpp"
 #include "pm/pm_modes.hpp"
 #include "pm/slab_routing.hpp"
@@ -97,10 +98,15 @@ struct PmSolver::Meshes {
   // Distributed: ghost planes for the window's stencil (one more than it reaches from its
   // first plane, for mesh B's half-cell shift).
   struct Set {
+    // The reproducible transforms: the same bits for any rank and thread count (see the header).
     Set(int n, const Comm& comm, int ghosts)
-        : rho(n, comm, FftPlan::fast, 0, ghosts), gx(n, comm, FftPlan::fast, 0, ghosts),
-          gy(n, comm, FftPlan::fast, 0, ghosts) {}
+        : rho(n, comm, FftPlan::reproducible, 0, ghosts), gx(n, comm, FftPlan::reproducible, 0, ghosts),
+          gy(n, comm, FftPlan::reproducible, 0, ghosts) {}
     FftMesh<Real> rho, gx, gy;
+    // The density in 64-bit fixed point (pm/fixed_point_mesh.hpp), in the storage of gx (low
+    // halves) and gy (high halves), free until the gradient: no memory of its own.
+    std::uint32_t* fixed_lo() { return reinterpret_cast<std::uint32_t*>(gx.real_data()); }
+    std::uint32_t* fixed_hi() { return reinterpret_cast<std::uint32_t*>(gy.real_data()); }
   };
   Meshes(int n, bool interlaced, const Comm& comm, int ghosts) : a(n, comm, ghosts) {
     if (interlaced) b = std::make_unique<Set>(n, comm, ghosts);
@@ -126,11 +132,19 @@ struct PmSolver::Impl {
 
   PmSlabTransform* slab_transform = nullptr;   // PmSolver's, when it has one
 
+  // `total`: the particles over all ranks (the fixed-point scale, pm/fixed_point_mesh.hpp).
   template <typename Real>
-  void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass,
+  void run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, std::size_t total, double mass,
            std::vector<Vec3d>& acc, PhaseTimes& times);
+  // The density of a mesh set from particles sorted for it: fixed-point sums (in gx, gy),
+  // ghost planes added, converted into rho.
   template <typename Real>
-  double mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass);
+  void assign_density(const PmSettings& s, typename Meshes<Real>::Set& set, const SortedParticles& particles,
+                      std::size_t total, double mass, PhaseTimes& times);
+  // Long range: one sum per local x plane of the mesh energy (potential_energy).
+  template <typename Real>
+  std::vector<double> mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
+                                  std::size_t total, double mass);
   template <typename Real>
   void run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
   template <typename Real>
@@ -206,39 +220,52 @@ void PmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass
   PhaseTimes& t = times ? *times : local;
   acc.resize(pos.size());
   if (comm_.size() == 1) {
-    if (impl_->twice) impl_->run(settings_, *impl_->twice, pos, particle_mass, acc, t);
-    else impl_->run(settings_, *impl_->single, pos, particle_mass, acc, t);
+    if (impl_->twice) impl_->run(settings_, *impl_->twice, pos, pos.size(), particle_mass, acc, t);
+    else impl_->run(settings_, *impl_->single, pos, pos.size(), particle_mass, acc, t);
     return;
   }
+  std::size_t total = 0;
   {
     ScopedPhase phase(t, "pm_exchange");
+    total = comm_.sum(pos.size());
     impl_->routing.route(pos, settings_.box_mpc_h, settings_.grid_side, settings_.window, comm_, impl_->routed);
   }
-  if (impl_->twice) impl_->run(settings_, *impl_->twice, impl_->routed, particle_mass, impl_->acc_routed, t);
-  else impl_->run(settings_, *impl_->single, impl_->routed, particle_mass, impl_->acc_routed, t);
+  if (impl_->twice) impl_->run(settings_, *impl_->twice, impl_->routed, total, particle_mass, impl_->acc_routed, t);
+  else impl_->run(settings_, *impl_->single, impl_->routed, total, particle_mass, impl_->acc_routed, t);
   ScopedPhase phase(t, "pm_exchange");
   impl_->routing.send_back(impl_->acc_routed, acc);
 }
 
 template <typename Real>
-void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
-                         double mass, std::vector<Vec3d>& acc, PhaseTimes& times) {
+void PmSolver::Impl::assign_density(const PmSettings& s, typename Meshes<Real>::Set& set,
+                                    const SortedParticles& particles, std::size_t total, double mass,
+                                    PhaseTimes& times) {
   const int n = s.grid_side;
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
+  const double scale = pm_fixed_point_scale(total);
+  {
+    ScopedPhase phase(times, "pm_assign");
+    assign_fixed_point(set.rho, particles, scale, set.fixed_lo(), set.fixed_hi());
+  }
+  if (set.rho.distributed()) {
+    ScopedPhase phase(times, "pm_exchange");
+    set.rho.add_ghost_planes_fixed(set.fixed_lo(), set.fixed_hi());
+  }
+  ScopedPhase phase(times, "pm_assign");
+  fixed_point_to_mesh(set.fixed_lo(), set.fixed_hi(), pm_fixed_point_mean(total, scale, n), density / scale, set.rho);
+}
+
+template <typename Real>
+void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, std::size_t total,
+                         double mass, std::vector<Vec3d>& acc, PhaseTimes& times) {
+  const int n = s.grid_side;
   {
     ScopedPhase phase(times, "pm_assign");
     sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
-    assign_to_mesh(m.a.rho, sorted, density);
-    if (m.b) {
-      sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.5, sorted_b);
-      assign_to_mesh(m.b->rho, sorted_b, density);
-    }
+    if (m.b) sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.5, sorted_b);
   }
-  if (m.a.rho.distributed()) {
-    ScopedPhase phase(times, "pm_exchange");
-    m.a.rho.add_ghost_planes();
-    if (m.b) m.b->rho.add_ghost_planes();
-  }
+  assign_density<Real>(s, m.a, sorted, total, mass, times);
+  if (m.b) assign_density<Real>(s, *m.b, sorted_b, total, mass, times);
   if (m.b) run_full(s, m, times);
   else run_long_range(s, m, times);
   if (m.a.rho.distributed()) {
@@ -266,23 +293,31 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
 double PmSolver::potential_energy(const std::vector<Vec3d>& pos, double particle_mass) {
   if (settings_.r_s_mpc_h == 0) fail("PM solver: the potential energy is computed for the long-range (TreePM) force only");
   const std::vector<Vec3d>* mine = &pos;
+  std::size_t total = pos.size();
   if (comm_.size() > 1) {
+    total = comm_.sum(pos.size());
     impl_->routing.route(pos, settings_.box_mpc_h, settings_.grid_side, settings_.window, comm_, impl_->routed);
     mine = &impl_->routed;
   }
-  const double local = impl_->twice ? impl_->mesh_energy(settings_, *impl_->twice, *mine, particle_mass)
-                                    : impl_->mesh_energy(settings_, *impl_->single, *mine, particle_mass);
-  return comm_.sum(local);
+  std::vector<double> planes = impl_->twice ? impl_->mesh_energy(settings_, *impl_->twice, *mine, total, particle_mass)
+                                            : impl_->mesh_energy(settings_, *impl_->single, *mine, total, particle_mass);
+  // Every plane's sum on every rank (the slabs in rank order are the planes in order), added
+  // in plane order as on one rank: the same bits for any rank count.
+  if (comm_.size() > 1) planes = comm_.allgatherv(planes);
+  double total_sum = 0;
+  for (double p : planes) total_sum += p;
+  const double cell = settings_.box_mpc_h / settings_.grid_side;
+  return 0.5 * cell * cell * cell * total_sum;
 }
 
 template <typename Real>
-double PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, double mass) {
+std::vector<double> PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
+                                                std::size_t total, double mass) {
   const int n = s.grid_side, nzc = m.a.rho.nz_complex();
   const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
-  const double cell = s.box_mpc_h / n;
+  PhaseTimes unused;
   sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
-  assign_to_mesh(m.a.rho, sorted, mass / (cell * cell * cell));
-  if (m.a.rho.distributed()) m.a.rho.add_ghost_planes();
+  assign_density<Real>(s, m.a, sorted, total, mass, unused);   // as accelerations() assigns
   m.a.rho.forward();
   // One partial sum per x plane, then the planes in order: no dependence on the threads.
   // The half-complex mesh holds k_z in [0, n/2] (long_range_energy_term counts the conjugates).
@@ -304,9 +339,7 @@ double PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const s
     }
     plane[static_cast<std::size_t>(i - x0)] = sum;
   }
-  double total = 0;
-  for (double p : plane) total += p;
-  return 0.5 * cell * cell * cell * total;
+  return plane;
 }
 
 template <typename Real>

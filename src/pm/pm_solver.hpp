@@ -36,7 +36,17 @@
 // ghost planes; each rank sends its particles to the owners of their stencils' slabs
 // (pm/slab_routing.hpp), the owners assign them, add the ghost planes into their neighbours'
 // slabs, transform, fetch the force meshes' ghost planes, interpolate, and send the forces
-// back. The result equals the one-rank solver's to rounding (the sums' order differs).
+// back.
+//
+// Determinism: the forces are BITWISE the same for any rank count, thread count and particle
+// order. The density is assigned in 64-bit fixed point (pm/fixed_point_mesh.hpp, the CUDA
+// PM's formula; integer sums, ghost planes added as integers) in the storage of the gradient
+// meshes (no memory of its own), the transforms are FftPlan::reproducible (the same 1D
+// transforms of every line for any decomposition; about 1.5x FFTW's fast serial plan, see
+// tests/bench/bench_pm), the Fourier work is per mode, and each particle reads its stencil
+// in a fixed order from owner values (fetched ghost planes). A PmSlabTransform (the cuFFT
+// slabs) and the CUDA PM are not bitwise across rank counts (cuFFT's plans differ with the
+// slab shape) and do not try to be.
 // A PmSlabTransform (below) may take over the long range's mesh work between the density's
 // ghost planes and the forces' (the cuFFT slabs of gpu/pm_cuda_slabs.hpp); the routing,
 // assignment, ghost planes and interpolation stay here.
@@ -110,13 +120,14 @@ class PmSolver {
   // G(k) |rho(k)|^2 (Parseval; G the Green's function above, the inverse FFT's 1/n^3 in it):
   // one assignment and one forward FFT, no interpolation. It includes each particle's own
   // smooth potential (the caller's self-energy term removes it). Long range (TreePM) only;
-  // collective over comm like accelerations(); the same bits for any thread count. The
+  // collective over comm like accelerations(); the same bits for any thread and rank count
+  // (the same assignment and transform; the plane sums added in plane order). The
   // meshes are reused: call it between force computations.
   double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
 
   // The long range's transforms and Fourier work from now on by `transform` (built for this
   // solver's settings and communicator); an Error for a PM-only solver, whose two interlaced
-  // meshes stay on FFTW. potential_energy() stays on FFTW.
+  // meshes stay on the host. potential_energy() stays on the host.
   void use_slab_transform(std::unique_ptr<PmSlabTransform> transform);
   const PmSlabTransform* slab_transform() const { return slab_transform_.get(); }
 

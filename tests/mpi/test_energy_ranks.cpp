@@ -122,6 +122,7 @@ TEST_CASE("W and K of a clustered set over the ranks: the one-rank values to 1e-
                        << " relative");
   CHECK(reference.total() < 0);
   CHECK(relative(w.mesh, reference.mesh) < 1e-10);
+  CHECK(w.mesh == reference.mesh);   // the PM's mesh sum is bitwise the one rank's
   CHECK(relative(w.pairs, reference.pairs) < 1e-10);
   CHECK(relative(w.self, reference.self) < 1e-10);
   CHECK(relative(w.background, reference.background) < 1e-10);

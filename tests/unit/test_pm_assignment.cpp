@@ -1,10 +1,11 @@
 // Mass assignment and interpolation (pm/mass_assignment.hpp) against naive references, and
-// the bitwise reproducibility of the PM solver for any thread count.
+// the bitwise reproducibility of the PM solver for any thread count and particle order.
 #include <doctest/doctest.h>
 
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "pm/fixed_point_mesh.hpp"
 #include "pm/interlaced_influence.hpp"
 #include "pm/mass_assignment.hpp"
 #include "pm/pm_solver.hpp"
@@ -174,6 +176,70 @@ TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 thread
     }
   }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("the PM's accelerations are bitwise the same for 1 and 2 threads and any particle order") {
+  const int saved = omp_get_max_threads();
+  auto pos = random_positions(12000, 15);
+  const auto clump = random_positions(12000, 16, 20.0, 23.0);
+  pos.insert(pos.end(), clump.begin(), clump.end());
+  // A permutation that moves every particle far from its place (i -> 7919 i mod N).
+  std::vector<std::size_t> perm(pos.size());
+  for (std::size_t i = 0; i < pos.size(); ++i) perm[i] = (7919 * i) % pos.size();
+  std::vector<Vec3d> permuted(pos.size());
+  for (std::size_t i = 0; i < pos.size(); ++i) permuted[i] = pos[perm[i]];
+  for (Window w : {Window::cic, Window::tsc})
+    for (bool pm_only : {false, true})
+      for (bool double_mesh : {false, true}) {
+        INFO(orbis::window_name(w) << (pm_only ? " pm-only " : " long range ") << (double_mesh ? "double" : "float"));
+        orbis::PmSettings s;
+        s.box_mpc_h = kBox;
+        s.grid_side = 24;
+        s.window = w;
+        s.r_s_mpc_h = pm_only ? 0.0 : 1.25 * kBox / s.grid_side;
+        s.double_mesh = double_mesh;
+        std::vector<Vec3d> one, two, shuffled;
+        omp_set_num_threads(1);
+        orbis::PmSolver(s).accelerations(pos, 0.7, one);
+        omp_set_num_threads(2);
+        orbis::PmSolver pm(s);   // transforms planned with two threads
+        pm.accelerations(pos, 0.7, two);
+        pm.accelerations(permuted, 0.7, shuffled);
+        CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(Vec3d)) == 0);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < pos.size(); ++i)
+          if (std::memcmp(&shuffled[i], &one[perm[i]], sizeof(Vec3d)) != 0) ++differ;
+        CHECK(differ == 0);
+        if (!pm_only) {   // the mesh energy too
+          omp_set_num_threads(1);
+          const double e1 = orbis::PmSolver(s).potential_energy(pos, 0.7);
+          omp_set_num_threads(2);
+          CHECK(pm.potential_energy(permuted, 0.7) == e1);
+        }
+      }
+  omp_set_num_threads(saved);
+}
+
+TEST_CASE("fixed-point weights round to nearest, ties to even, as the GPU's conversion") {
+  const double scale = orbis::pm_fixed_point_scale(1000);   // 2^52: 1000 particles need 10 bits
+  CHECK(scale == std::ldexp(1.0, 52));
+  CHECK(orbis::pm_fixed_point_scale(1024) == std::ldexp(1.0, 52));
+  CHECK(orbis::pm_fixed_point_scale(1025) == std::ldexp(1.0, 51));
+  // Ties: 0.5, 1.5, 2.5 -> 0, 2, 2 (w * scale with scale = 1).
+  CHECK(orbis::pm_fixed_weight(0.5, 1.0) == 0);
+  CHECK(orbis::pm_fixed_weight(1.5, 1.0) == 2);
+  CHECK(orbis::pm_fixed_weight(2.5, 1.0) == 2);
+  CHECK(orbis::pm_fixed_weight(2.5000000001, 1.0) == 3);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (double sc : {1.0, 1024.0, std::ldexp(1.0, 40), std::ldexp(1.0, 52), std::ldexp(1.0, 58), std::ldexp(1.0, 62)})
+    for (int t = 0; t < 2000; ++t) {
+      const double w = u(rng);
+      const std::uint64_t want = static_cast<std::uint64_t>(std::nearbyint(w * sc));
+      REQUIRE(orbis::pm_fixed_weight(w, sc) == want);
+    }
+  CHECK(orbis::pm_fixed_weight(1.0, std::ldexp(1.0, 62)) == std::uint64_t{1} << 62);
+  CHECK(orbis::pm_fixed_to_density(10, 4.0, 0.5) == 3.0);
 }
 
 TEST_CASE("the principal wavevector of each coset is the mean of its shortest images (brute force)") {
