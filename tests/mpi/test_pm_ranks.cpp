@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "core/comm.hpp"
 #include "pm/pm_solver.hpp"
@@ -57,8 +58,10 @@ TEST_CASE("distributed PM forces are bitwise the one-rank PM's") {
       {4, orbis::Window::cic, false, false, false},   // long range, float, a rank with no plane
   };
   for (const Case& c : cases) {
-    INFO("mesh " << c.mesh << ' ' << orbis::window_name(c.window) << ' ' << std::string(c.pm_only ? "pm-only" : "long range")
-                 << ' ' << std::string(c.double_mesh ? "double" : "float") << ", " << world.size() << " ranks");
+    const std::string label = "mesh " + std::to_string(c.mesh) + " " + orbis::window_name(c.window) +
+                              (c.pm_only ? " pm-only " : " long range ") + (c.double_mesh ? "double" : "float") + ", " +
+                              std::to_string(world.size()) + " ranks";
+    INFO(label);
     orbis::PmSettings s;
     s.box_mpc_h = box;
     s.grid_side = c.mesh;
