@@ -385,7 +385,7 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
   // spectral vs 0.73% FD, and FD's k-response falls below ik at high k, so its long-range
   // force is 2% short at r < 1.5 cells, just where it must add to the tree's erfc force to
   // give 1/r^2. CIC is aliasing-limited either way (3.5%). The price is two more inverse FFTs
-  // per step; the gain besides accuracy is that FFTW-MPI slabs need no ghost planes of phi.
+  // per step; the gain besides accuracy is that the slabs need no ghost planes of phi.
   {
     ScopedPhase phase(times, "pm_gradient");
     const int nyquist = n / 2;
