@@ -15,7 +15,7 @@
 //                 one thread each) whatever the ranks and threads, with explicit transposes
 //                 between the x slabs and y slabs for the x lines: bitwise the same result
 //                 for any decomposition (the ICs and the host PM need this). At 256^3 on
-//                 2 cores about 0.6x the fast plan's time (FFTW_ESTIMATE; bench_pm).
+//                 2 cores 0.5-0.7x the fast plan's time (FFTW_ESTIMATE; bench_pm).
 //
 // Ghost planes (mass assignment and interpolation across slabs): a distributed mesh may hold
 // G planes after its slab, the global planes (x0 + nx + g) mod n of the next ranks, in the

@@ -41,8 +41,10 @@ ORBIS_HD std::uint64_t pm_fixed_weight(double w, double scale) {
 #ifdef __CUDA_ARCH__
   return __double2ull_rn(x);
 #else
+  // x <= 2^62 fits a signed 64-bit integer: one conversion instruction, where an unsigned
+  // one takes a compare and a branch on x86-64.
   constexpr double two52 = 4503599627370496.0;
-  return static_cast<std::uint64_t>(x < two52 ? (x + two52) - two52 : x);
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(x < two52 ? (x + two52) - two52 : x));
 #endif
 }
 

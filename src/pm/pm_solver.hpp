@@ -47,12 +47,12 @@
 // PM-only force adds mesh A's then mesh B's share on the same rank. A PmSlabTransform (the cuFFT
 // slabs: 2D and 1D cuFFT plans per slab shape) and the CUDA step engine's PM are not bitwise
 // across rank counts and do not try to be.
-// Cost, measured with tests/bench/bench_pm (128^3 particles, 256^3 mesh, TSC, a shared
-// 2-core VM, 1 / 2 threads): one float mesh's forward + backward transform 0.43 / 0.34 s
-// reproducible against 0.75 / 0.57 s on FFTW's fast plan (FFTW_ESTIMATE's 3D plan is the
-// slower here; double 0.67 / 0.45 against 1.28 / 0.92 s); the assignment of sorted particles
-// 0.23 / 0.18 s in fixed point against 0.09 / 0.07 s adding floats (double mesh 0.23 / 0.17
-// against 0.14 / 0.09 s): two 32-bit halves to read and write per node, a conversion pass.
+// Cost, measured with tests/bench/bench_pm (128^3 particles, 256^3 mesh, TSC, 1 and 2
+// threads, five runs on a shared 2-core VM whose load moved every time by 2x): one mesh's
+// forward + backward transform takes 0.5-0.7x the time of FFTW's fast plan (FFTW_ESTIMATE's
+// 3D plan is the slower here; quietest run, 2 threads, float: 0.15 vs 0.28 s); the assignment
+// of sorted particles in fixed point 2-3x adding floats (0.077 vs 0.033 s), 1.5-1.9x adding
+// doubles (0.073 vs 0.047 s): two 32-bit halves to read and write per node, a conversion pass.
 // A long-range step is faster than before on balance (4 transforms, 1 assignment).
 //
 // A PmSlabTransform (below) may take over the long range's mesh work between the density's
