@@ -157,7 +157,10 @@ void median_split(Item* begin, std::size_t n, std::size_t k, int axis, Item* tmp
       for (int q = 0; q < 3; ++q) cursor[static_cast<std::size_t>(b) * 3 + q] = c[q];
     }
     const auto total = class_major_prefix(cursor);
-    if (!(total[0] <= k && k < total[0] + total[1])) {   // the sample missed: plain select
+    // The sample missed, or bracketed everything (its lowest item the node's minimum and a
+    // run of equal items up to the upper pivot: the middle class is the whole range again,
+    // and recursing on it would repeat this forever): plain select.
+    if (!(total[0] <= k && k < total[0] + total[1]) || total[1] == n) {
       std::nth_element(begin, begin + k, begin + n, order);
       return;
     }
