@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "tree/orb_tree.hpp"
+#include "tree/split_axis.hpp"
 
 namespace orbis {
 namespace {
@@ -18,14 +19,6 @@ std::uint64_t ordered_bits(double x) {
   std::uint64_t u;
   std::memcpy(&u, &x, sizeof u);
   return (u >> 63) != 0 ? ~u : (u | (std::uint64_t{1} << 63));
-}
-
-// As OrbTree's: the largest side, ties to the lowest axis.
-int longest_axis(const Vec3d& lo, const Vec3d& hi) {
-  int axis = 0;
-  for (int d = 1; d < 3; ++d)
-    if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
-  return axis;
 }
 
 constexpr int kDigitBits = 8;
@@ -101,7 +94,7 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
         node.lo[d] = box[6 * j + static_cast<std::size_t>(d)];
         node.hi[d] = -box[6 * j + 3 + static_cast<std::size_t>(d)];
       }
-      node.axis = longest_axis(node.lo, node.hi);
+      node.axis = split_axis(node.lo, node.hi, level, depth);   // OrbTree::build's with top_levels = depth
       node.split = level < depth && node.count > static_cast<std::uint32_t>(max_leaf);
       if (node.split) {
         row[j] = static_cast<int>(splitting.size());

@@ -6,9 +6,12 @@
 // The rule reproduced (src/tree/orb_tree.cpp): the tree's shape depends on N and max_leaf
 // alone (a node of n > max_leaf particles has children of n/2 and n - n/2, the left one
 // first in preorder; indices as OrbTree::shape). A node's box is the exact min/max of its
-// members' positions; it splits along longest_axis(lo, hi): the largest hi[d] - lo[d] in
-// double, ties to the lowest axis; its left child holds the n/2 smallest members in the total
-// order PositionLess<A> (coordinate A, then (A+1)%3, then (A+2)%3, compared as doubles).
+// members' positions; it splits along split_axis(lo, hi, its depth, `depth`)
+// (tree/split_axis.hpp): above `depth` the lowest axis whose side is within 2% of the
+// longest, at `depth` (a depth-d node's sorting axis) the longest side, ties to the lowest
+// axis, all in double, as OrbTree::build with top_levels = depth; its left child holds the
+// n/2 smallest members in the total order PositionLess<A> (coordinate A, then (A+1)%3,
+// then (A+2)%3, compared as doubles).
 //
 // How, without gathering particles: each coordinate maps to an order-preserving uint64 (the
 // sign trick; -0.0 as +0.0, as == compares them), so a member's key under axis A is the 192-bit
@@ -46,7 +49,7 @@ struct GlobalTopNode {
   std::uint32_t first = 0;   // the node's range [first, first + count) in the serial tree order
   std::uint32_t count = 0;
   Vec3d lo, hi;              // tight box of the members, exact (Mpc/h)
-  int axis = 0;              // longest_axis(lo, hi): the split axis (a leaf's sorting axis)
+  int axis = 0;              // split_axis(lo, hi, depth, d): the split axis (a leaf's sorting axis)
   bool split = false;        // split within the requested depth (its children follow)
   bool leaf() const { return !split; }
 };

@@ -160,7 +160,7 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   } else if (targets.forest_groups) {
     tree_.assemble_forest(positions, *targets.forest_groups, s.top_levels, s.max_leaf);
   } else {
-    tree_.build(positions, s.max_leaf);
+    tree_.build(positions, s.max_leaf, 1.0, OrbTree::kParallelMin, s.top_levels);
   }
   if (subset_) mark_sinks();
   stats_.tree_seconds = phase.seconds();

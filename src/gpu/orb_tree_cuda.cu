@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "gpu/cub_counts.cuh"
+#include "tree/split_axis.hpp"
 
 // Compiled with --fmad=false (src/CMakeLists.txt): every double expression below is written
 // as the host writes it (Vec3 operators, same operand order), so without contraction into
@@ -46,10 +47,10 @@ __device__ __forceinline__ double coord_of(const double* x, const double* y, con
 }
 
 // Box and split axis of the nodes of one depth: the box from the ends of the node's segment
-// in each sorted list, the axis as orbis' longest_axis (strictly longer wins: ties -> lowest).
+// in each sorted list, the axis by split_axis, the host build's function (tree/split_axis.hpp).
 __global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
                            const std::uint32_t* lists, std::uint32_t n, const double* x, const double* y,
-                           const double* z, DeviceNodeGeometry* geom, std::uint8_t* axis) {
+                           const double* z, int top_levels, DeviceNodeGeometry* geom, std::uint8_t* axis) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n_level) return;
   const std::int32_t node = level[t];
@@ -63,10 +64,7 @@ __global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, con
     g.lo[d] = lo[d];
     g.hi[d] = hi[d];
   }
-  int a = 0;
-  for (int d = 1; d < 3; ++d)
-    if (hi[d] - lo[d] > hi[a] - lo[a]) a = d;
-  axis[node] = static_cast<std::uint8_t>(a);
+  axis[node] = static_cast<std::uint8_t>(split_axis(lo, hi, nd.depth, top_levels));
 }
 
 // The child of `node` holding tree position p (node itself when it is a leaf).
@@ -341,7 +339,8 @@ void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std:
 }
 
 void DeviceOrbTree::build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
-                          double particle_mass, cudaStream_t stream) {
+                          double particle_mass, cudaStream_t stream, int top_levels) {
+  if (top_levels < 0) fail("device ORB tree: top_levels = {} must be >= 0", top_levels);
   set_shape(n, max_leaf);   // checks n and max_leaf as OrbTree does
   AllocationStream on_stream(stream);   // the build's arrays come from the pool and go back to it
   ensure_buffers(n);
@@ -378,7 +377,7 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
                                                     level_offset_[static_cast<std::size_t>(d)]);
     const std::uint32_t* in = lists_[cur].data();
     node_boxes<<<blocks_for(n_level), kThreads, 0, stream>>>(level, n_level, nodes_.data(), in, nn, x, y, z,
-                                                              geom_.data(), axis_.data());
+                                                              top_levels, geom_.data(), axis_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     if (d == max_depth) break;
     flag_level<<<blocks_for(n), kThreads, 0, stream>>>(nn, d == 0, nodes_.data(), axis_.data(), node_of_.data(), in,

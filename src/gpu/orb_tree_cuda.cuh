@@ -1,6 +1,6 @@
 // The ORB tree built on the device, node for node and bit for bit the tree OrbTree::build
 // makes on the host (tree/orb_tree.hpp): the same shape (a function of N and max_leaf), the
-// same splits (longest axis of the tight box, median under the total order on positions),
+// same splits (split_axis of the tight box, median under the total order on positions),
 // the same order inside each leaf, the same lo, hi, centre and radius.
 //
 // Method: the particles are sorted once per axis a by (x_a, x_a+1, x_a+2); a node is then
@@ -44,8 +44,10 @@ class DeviceOrbTree {
   // Mpc/h). Synchronises the stream once, after the per-axis sorts, to learn whether any
   // axis has equal coordinates (only then are the lexicographic tie-break sorts run).
   // Buffers are reused across builds; a new (n, max_leaf) also uploads the shape.
+  // top_levels: the walk's top depth d, as OrbTree::build's (nodes above it split along
+  // split_axis' stable rule; 0: the longest side everywhere).
   void build(const double* x, const double* y, const double* z, std::size_t n, int max_leaf,
-             double particle_mass, cudaStream_t stream);
+             double particle_mass, cudaStream_t stream, int top_levels = 0);
 
   // Keeps the last build's membership and order and recomputes the geometry from new
   // positions of the same particles (orb_tree_refit_cuda.cu): tree-order positions, boxes,

@@ -429,7 +429,8 @@ void CudaP2PEvaluator::Impl::queue_tree_step(const P2PSettings& s, const DeviceT
   ORBIS_CUDA_CHECK(cudaGetLastError());
   ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventUploaded), stream));
 
-  tree.build(pos_in.data(), pos_in.data() + n, pos_in.data() + 2 * n, n, step.max_leaf, 1.0, stream);
+  tree.build(pos_in.data(), pos_in.data() + n, pos_in.data() + 2 * n, n, step.max_leaf, 1.0, stream,
+             step.walk.top_levels);
   ORBIS_CUDA_CHECK(cudaEventRecord(event(kEventBuilt), stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   out.tree_seconds = watch.seconds();

@@ -92,7 +92,7 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   const double* z = x + 2 * n;
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
   if (rebuild) {
-    tree_.build(x, y, z, n, settings_.max_leaf, 1.0, stream);
+    tree_.build(x, y, z, n, settings_.max_leaf, 1.0, stream, settings_.top_levels);
   } else {
     tree_.refit(x, y, z, stream);
   }

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "tree/split_axis.hpp"
 
 namespace orbis {
 namespace {
@@ -84,13 +85,6 @@ void bounding_box(const Item* begin, std::size_t n, bool parallel, Vec3d& lo, Ve
       hi.x = std::max(hi.x, h.x); hi.y = std::max(hi.y, h.y); hi.z = std::max(hi.z, h.z);
     }
   }
-}
-
-int longest_axis(const Vec3d& lo, const Vec3d& hi) {
-  int axis = 0;
-  for (int d = 1; d < 3; ++d)
-    if (hi[d] - lo[d] > hi[axis] - lo[axis]) axis = d;
-  return axis;
 }
 
 // The two sample items that bracket rank k of [src, src + n) (see median_split): classify()
@@ -290,12 +284,14 @@ void OrbTree::derive_levels() {
 }
 
 void OrbTree::build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass,
-                    std::uint32_t parallel_min) {
+                    std::uint32_t parallel_min, int top_levels) {
   if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
+  if (top_levels < 0) fail("ORB tree: top_levels = {} must be >= 0", top_levels);
   if (positions.empty()) fail("ORB tree: no particles");
   if (positions.size() > static_cast<std::size_t>(kMaxParticles))
     fail("ORB tree: {} particles, more than its 32-bit indices hold ({})", positions.size(), kMaxParticles);
   max_leaf_ = max_leaf;
+  top_levels_ = top_levels;
   particle_mass_ = particle_mass;
   const std::size_t n = positions.size();
   const auto ni = static_cast<std::int64_t>(n);
@@ -512,7 +508,7 @@ void OrbTree::split_node(const Pending& p, Item* base, Pending* children) {
   Item* begin = base + p.first;
   const TreeNode& node = open_node(p, begin, false);
   const std::uint32_t n_left = p.count / 2;
-  const int axis = longest_axis(node.lo, node.hi);
+  const int axis = split_axis(node.lo, node.hi, p.depth, top_levels_);
   with_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + p.count, less); });
   set_children(p, n_left, children);
 }
@@ -554,7 +550,7 @@ void OrbTree::split_parallel(const Pending& p, Item* src_base, Item* dst_base, P
   Item* dst = dst_base + p.first;
   const std::size_t n = p.count, k = n / 2;
   const TreeNode& node = open_node(p, src, true);
-  const int axis = longest_axis(node.lo, node.hi);
+  const int axis = split_axis(node.lo, node.hi, p.depth, top_levels_);
   struct Box {
     Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
     void add(const Vec3d& x) {
@@ -670,7 +666,7 @@ void OrbTree::build_node(std::int32_t index, std::int32_t parent, std::uint32_t 
   Item* begin = items_.data() + first;
   Item* end = begin + count;
   bounding_box(begin, count, false, node.lo, node.hi);
-  const int axis = longest_axis(node.lo, node.hi);
+  const int axis = split_axis(node.lo, node.hi, depth, top_levels_);
 
   if (count <= static_cast<std::uint32_t>(max_leaf_)) {
     // Sorting the leaf makes the order inside it (hence P2P summation order) input-independent.

@@ -1,5 +1,6 @@
 // The ORB tree of the short-range FMM: recursive bisection of the longest axis of a node's
-// tight bounding box at the median particle, until a node holds <= max_leaf particles.
+// tight bounding box at the median particle, until a node holds <= max_leaf particles
+// (above the walk's top depth, the lowest axis within 2% of the longest: split_axis).
 // Particles are reordered (order()) so that every node is one contiguous range.
 //
 // The shape depends only on N and max_leaf (a node of n particles has children of n/2 and
@@ -53,8 +54,11 @@ class OrbTree {
   // Builds the tree over `positions` (Mpc/h, any order). Reuses the buffers of a previous
   // build. max_leaf >= 1. Nodes of >= parallel_min particles are split by all threads
   // together (a tuning knob and a test hook: the tree is the same for any value).
+  // top_levels >= 0: the walk's top depth d (WalkSettings::top_levels); nodes above it split
+  // along split_axis' stable rule (tree/split_axis.hpp), the rest along the longest side, as
+  // the device build and GlobalTopTree with the same d. 0: the longest side everywhere.
   void build(const std::vector<Vec3d>& positions, int max_leaf, double particle_mass = 1.0,
-             std::uint32_t parallel_min = kParallelMin);
+             std::uint32_t parallel_min = kParallelMin, int top_levels = 0);
   static constexpr std::uint32_t kParallelMin = 32768;
   // Particle indices and node ranges are 32-bit (node links signed): at most this many.
   static constexpr std::int64_t kMaxParticles = (std::int64_t{1} << 31) - 1;
@@ -170,6 +174,7 @@ class OrbTree {
                   std::int32_t depth, std::int32_t leaf_base);
 
   int max_leaf_ = 32;
+  int top_levels_ = 0;   // the last build's (split_axis)
   double particle_mass_ = 1.0;
   std::vector<Item> items_, scratch_;
   std::vector<unsigned char> codes_;   // split_parallel's per-item classes

@@ -48,18 +48,20 @@ std::vector<T> download_array(const T* dev, std::size_t n) {
 // counted (not CHECKed one by one) so a broken build reports a number, not 10^5 lines.
 // max_cub_items: the most items per CUB call (gpu/cub_counts.cuh; lowered, the build takes
 // the 64-bit-count path of a tree of more than 2^31 / 3 particles).
+// top_levels: the walk's top depth both builds split above with the stable rule (split_axis).
 void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double particle_mass = 1.5,
-                       std::size_t max_cub_items = gpu::kCubMaxItems) {
+                       std::size_t max_cub_items = gpu::kCubMaxItems, int top_levels = 0) {
   CAPTURE(pos.size());
   CAPTURE(max_leaf);
   CAPTURE(max_cub_items);
+  CAPTURE(top_levels);
   OrbTree host;
-  host.build(pos, max_leaf, particle_mass);
+  host.build(pos, max_leaf, particle_mass, OrbTree::kParallelMin, top_levels);
 
   DevicePositions dp(pos);
   gpu::DeviceOrbTree dev;
   dev.set_max_cub_items(max_cub_items);
-  dev.build(dp.x.data(), dp.y.data(), dp.z.data(), pos.size(), max_leaf, particle_mass, nullptr);
+  dev.build(dp.x.data(), dp.y.data(), dp.z.data(), pos.size(), max_leaf, particle_mass, nullptr, top_levels);
   OrbTree got;
   dev.download(got, pos, nullptr);
   REQUIRE(dev.size() == pos.size());
@@ -176,6 +178,25 @@ TEST_CASE("device ORB tree equals the host tree: exact ties") {
   compare_with_host(grid, 32);
   compare_with_host(grid, 5);
   compare_with_host(quantised(60000, 50.0, 64, 8), 16);
+}
+
+TEST_CASE("device ORB tree equals the host tree above the walk's top depth (near-equal sides, top_levels > 0)") {
+  test::require_gpu_or_skip();
+  // Sides 99.5 : 100 : 98.9 (x, y, z): the longest side is y, the stable rule (the lowest
+  // axis within 2%) takes x at the root, and the near-cubic nodes below it choose between
+  // near-equal sides too. The host trees with and without top_levels must differ, or the
+  // case would not test the rule.
+  std::vector<Vec3d> pos = test::uniform_particles(100003, 100.0, 23);
+  for (Vec3d& x : pos) x = Vec3d{x.x * 0.995, x.y, x.z * 0.989};
+  OrbTree plain, stable;
+  plain.build(pos, 32);
+  stable.build(pos, 32, 1.0, OrbTree::kParallelMin, 6);
+  REQUIRE(plain.order() != stable.order());
+  compare_with_host(pos, 32, 1.5, gpu::kCubMaxItems, 6);
+  compare_with_host(pos, 7, 1.5, gpu::kCubMaxItems, 9);
+  compare_with_host(test::clustered_particles(48, 100.0, 3), 32, 1.5, gpu::kCubMaxItems, 9);
+  compare_with_host(quantised(60000, 50.0, 64, 8), 16, 1.5, 1000, 5);   // ties, and the split CUB path
+  compare_with_host(test::uniform_particles(1000, 10.0, 4), 8, 1.5, gpu::kCubMaxItems, 30);   // d past the leaves
 }
 
 TEST_CASE("device ORB tree: small trees and reuse across sizes") {

@@ -66,7 +66,7 @@ struct SerialGroups {
 };
 SerialGroups serial_groups(const std::vector<Vec3d>& pos, int depth) {
   SerialGroups s;
-  s.tree.build(pos, kMaxLeaf);
+  s.tree.build(pos, kMaxLeaf, 1.0, orbis::OrbTree::kParallelMin, depth);   // the run's top rule
   for (const orbis::TreeNode& node : s.tree.nodes())
     if (node.depth == depth || (node.depth < depth && node.is_leaf())) s.range.emplace_back(node.first, node.count);
   std::sort(s.range.begin(), s.range.end());

@@ -120,8 +120,8 @@ TEST_CASE("assemble_forest of the serial tree's depth-d subtrees is that tree, b
   const std::vector<Vec3d> input = test::clustered_particles(24, box, 77);
   const int d = top_levels_for(static_cast<std::int64_t>(input.size()), 128, max_leaf);
   REQUIRE(d == 6);
-  OrbTree serial;
-  serial.build(input, max_leaf);
+  OrbTree serial;   // split above depth d as the ranks' top tree and the solver split it
+  serial.build(input, max_leaf, 1.0, OrbTree::kParallelMin, d);
   std::vector<std::int32_t> depth_d;
   for (std::size_t i = 0; i < serial.nodes().size(); ++i)
     if (serial.nodes()[i].depth == d) depth_d.push_back(static_cast<std::int32_t>(i));
@@ -170,7 +170,7 @@ TEST_CASE("assemble_forest of the serial tree's depth-d subtrees is that tree, b
     forest.assemble_forest(f.positions, f.offsets, d, max_leaf, 2.5);
     // Masses scale with particle_mass; compare to a serial tree of the same mass.
     OrbTree serial_mass;
-    serial_mass.build(input, max_leaf, 2.5);
+    serial_mass.build(input, max_leaf, 2.5, OrbTree::kParallelMin, d);
     CHECK(compare_subtrees(serial_mass, forest, f, d) == 0);
     // The artificial top stays above depth d; the forest's own invariants.
     for (const TreeNode& n : forest.nodes()) {

@@ -11,13 +11,25 @@
 #include "support/clustered_particles.hpp"
 #include "tree/multipoles.hpp"
 #include "tree/orb_tree.hpp"
+#include "tree/split_axis.hpp"
 
 using namespace orbis;
 
 namespace {
 
-// Structural invariants, each checked against the particles directly.
-void check_tree(const OrbTree& tree, const std::vector<Vec3d>& input, int max_leaf) {
+// The rule of tree/split_axis.hpp written out again: the lowest axis whose side is at least
+// 98% of the longest (above the top depth), the longest side, ties to the lowest (below).
+int expected_axis(const TreeNode& n, int top_levels) {
+  const double side[3] = {n.hi.x - n.lo.x, n.hi.y - n.lo.y, n.hi.z - n.lo.z};
+  const double longest = std::max({side[0], side[1], side[2]});
+  for (int a = 0; a < 3; ++a)
+    if (n.depth < top_levels ? side[a] >= 0.98 * longest : side[a] == longest) return a;
+  return -1;
+}
+
+// Structural invariants, each checked against the particles directly (top_levels: the
+// build's, for the split axis).
+void check_tree(const OrbTree& tree, const std::vector<Vec3d>& input, int max_leaf, int top_levels = 0) {
   const auto& nodes = tree.nodes();
   const auto& pos = tree.positions();
   const auto& order = tree.order();
@@ -71,11 +83,9 @@ void check_tree(const OrbTree& tree, const std::vector<Vec3d>& input, int max_le
       ok &= a.depth == n.depth + 1 && b.depth == n.depth + 1;
       ok &= a.first == n.first && b.first == a.first + a.count && a.count + b.count == n.count;
       ok &= a.count == n.count / 2;   // median split
-      // Split along the longest axis of the box: left members never above right members.
-      int axis = 0;
-      for (int d = 1; d < 3; ++d)
-        if (n.hi[d] - n.lo[d] > n.hi[axis] - n.lo[axis]) axis = d;
-      ok &= a.hi[axis] <= b.lo[axis];
+      // Split along the rule's axis of the box: left members never above right members.
+      const int axis = expected_axis(n, top_levels);
+      ok &= axis >= 0 && a.hi[axis] <= b.lo[axis];
     }
     if (!ok && ++failures < 5) FAIL_CHECK("node " << i << " violates an invariant");
   }
@@ -199,19 +209,23 @@ TEST_CASE("ORB tree: the parallel build equals the serial one") {
   const std::vector<std::vector<Vec3d>> sets{test::uniform_particles(60000, 1.0, 31),
                                              test::uniform_particles(30003, 1.0, 32),
                                              test::clustered_particles(30, 1.0, 9), degenerate};
+  // top_levels 0 (the longest side everywhere) and 7 (split_axis' stable rule above depth 7,
+  // in the data-parallel splits, the per-thread ones and the serial subtrees alike).
   const int threads = omp_get_max_threads();
-  for (const auto& pos : sets) {
+  for (const auto& pos : sets)
+  for (int top_levels : {0, 7}) {
     omp_set_num_threads(1);
     OrbTree serial;
-    serial.build(pos, 32, 1.0, UINT32_MAX);
+    serial.build(pos, 32, 1.0, UINT32_MAX, top_levels);
     for (std::uint32_t parallel_min : {1u, 100u, 5000u, 7501u, OrbTree::kParallelMin})
     for (int build_threads : {3, 5}) {   // 2 or 3 levels split by all threads (buffers swap)
       omp_set_num_threads(build_threads);
       OrbTree parallel;
-      parallel.build(pos, 32, 1.0, parallel_min);
+      parallel.build(pos, 32, 1.0, parallel_min, top_levels);
       omp_set_num_threads(threads);
-      INFO("N = " << pos.size() << ", parallel_min = " << parallel_min << ", threads = " << build_threads);
-      check_tree(parallel, pos, 32);
+      INFO("N = " << pos.size() << ", parallel_min = " << parallel_min << ", threads = " << build_threads
+                  << ", top_levels = " << top_levels);
+      check_tree(parallel, pos, 32, top_levels);
       REQUIRE(serial.nodes().size() == parallel.nodes().size());
       // Identical positions may trade places (the total order ties them): compare positions
       // always, the caller's indices where no two positions are equal.
@@ -229,4 +243,101 @@ TEST_CASE("ORB tree: the parallel build equals the serial one") {
       CHECK(same);
     }
   }
+}
+
+namespace {
+
+// Each particle's depth-d node (caller index -> node index).
+std::vector<std::int32_t> depth_d_node(const OrbTree& tree, int d) {
+  std::vector<std::int32_t> node_of(tree.size(), -1);
+  for (std::size_t i = 0; i < tree.nodes().size(); ++i) {
+    const TreeNode& n = tree.nodes()[i];
+    if (n.depth != d) continue;
+    for (std::uint32_t t = n.first; t < n.first + n.count; ++t) node_of[tree.order()[t]] = static_cast<std::int32_t>(i);
+  }
+  return node_of;
+}
+
+std::size_t moved_between(const std::vector<std::int32_t>& a, const std::vector<std::int32_t>& b) {
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) moved += a[i] != b[i];
+  return moved;
+}
+
+}  // namespace
+
+TEST_CASE("split_axis: the lowest axis within 2% of the longest above the top depth, the longest below") {
+  const Vec3d o{0, 0, 0};
+  CHECK(split_axis(o, Vec3d{99.5, 100, 50}, 0, 0) == 1);   // below the top depth: the longest
+  CHECK(split_axis(o, Vec3d{99.5, 100, 50}, 3, 3) == 1);
+  CHECK(split_axis(o, Vec3d{99.5, 100, 50}, 2, 3) == 0);   // above: x is within 2%
+  CHECK(split_axis(o, Vec3d{95, 99.5, 100}, 0, 1) == 1);   // x is 5% short, y within 2%
+  CHECK(split_axis(o, Vec3d{97.9, 90, 100}, 0, 1) == 2);   // x 2.1% short: only z
+  CHECK(split_axis(o, Vec3d{100, 100, 100}, 0, 1) == 0);
+  CHECK(split_axis(o, Vec3d{0, 0, 0}, 0, 1) == 0);         // one position: as longest_axis
+  CHECK(split_axis(Vec3d{-3, 1, 2}, Vec3d{1, 5.05, 5}, 0, 1) == 0);   // sides 4, 4.05, 3
+}
+
+TEST_CASE("ORB tree: a sub-percent change of one coordinate moves the depth-d nodes' members with the longest "
+          "side, not with the stable top rule") {
+  // A near-cubic uniform set, sides ~99.9 : ~100 : ~99.8: the root's longest side is y. Its
+  // particle of largest x moves out by ~0.3% of the coordinate, making x the longest: the
+  // longest-side rule turns the root's split (and the whole partition below it) from y to
+  // x; the stable rule (the lowest axis within 2%) split x before and after.
+  const int max_leaf = 8;
+  std::vector<Vec3d> pos = test::uniform_particles(32768, 100.0, 41);
+  for (Vec3d& x : pos) x = Vec3d{x.x * 0.999, x.y, x.z * 0.998};
+  const int d = top_levels_for(static_cast<std::int64_t>(pos.size()), 512, max_leaf);
+  REQUIRE(d == 6);
+  std::vector<Vec3d> moved = pos;
+  std::size_t far = 0;
+  Vec3d lo = pos[0], hi = pos[0];
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    if (pos[i].x > pos[far].x) far = i;
+    for (int a = 0; a < 3; ++a) lo[a] = std::min(lo[a], pos[i][a]), hi[a] = std::max(hi[a], pos[i][a]);
+  }
+  REQUIRE(hi.y - lo.y > hi.x - lo.x);
+  moved[far].x = lo.x + 1.002 * (hi.y - lo.y);   // x now 0.2% longer than y
+  const double change = (moved[far].x - pos[far].x) / pos[far].x;
+  CAPTURE(change);
+  REQUIRE(change < 0.01);
+
+  OrbTree a, b;
+  a.build(pos, max_leaf);
+  b.build(moved, max_leaf);
+  CHECK(a.nodes()[0].hi.y - a.nodes()[0].lo.y > a.nodes()[0].hi.x - a.nodes()[0].lo.x);
+  const std::size_t flipped = moved_between(depth_d_node(a, d), depth_d_node(b, d));
+  a.build(pos, max_leaf, 1.0, OrbTree::kParallelMin, d);
+  b.build(moved, max_leaf, 1.0, OrbTree::kParallelMin, d);
+  const std::size_t stable = moved_between(depth_d_node(a, d), depth_d_node(b, d));
+  MESSAGE("particles changing depth-" << d << " node: longest side " << flipped << ", stable top rule " << stable
+                                      << " (of " << pos.size() << ")");
+  CHECK(flipped > pos.size() / 4);
+  CHECK(stable <= 1);   // at most the moved particle itself
+
+  // Every split of the stable trees against the rule written out again: above d the
+  // children are separated along the expected axis; the nodes below d are those of the
+  // longest-side rule, so a plain build's subtrees of equal members are the same.
+  for (const OrbTree* t : {&a, &b}) {
+    int wrong = 0;
+    for (const TreeNode& n : t->nodes()) {
+      if (n.is_leaf()) continue;
+      const int axis = expected_axis(n, d);
+      const TreeNode& l = t->nodes()[static_cast<std::size_t>(n.left)];
+      const TreeNode& r = t->nodes()[static_cast<std::size_t>(n.right)];
+      wrong += axis < 0 || l.hi[axis] > r.lo[axis];
+    }
+    CHECK(wrong == 0);
+  }
+  // Below d nothing changes: each depth-d node's subtree is a plain build of its members.
+  int differ = 0;
+  for (std::size_t i = 0; i < a.nodes().size(); ++i) {
+    const TreeNode& n = a.nodes()[i];
+    if (n.depth != d || i % 7 != 0) continue;   // a sample of the 64 nodes
+    std::vector<Vec3d> members(a.positions().begin() + n.first, a.positions().begin() + n.first + n.count);
+    OrbTree sub;
+    sub.build(members, max_leaf);
+    differ += std::memcmp(sub.positions().data(), members.data(), members.size() * sizeof(Vec3d)) != 0;
+  }
+  CHECK(differ == 0);
 }
