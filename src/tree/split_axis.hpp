@@ -24,8 +24,9 @@ ORBIS_HD int longest_axis(const Vec3d& lo, const Vec3d& hi) {
 // flips with tiny drifts of the extreme particles and reshuffles every depth-d node: with
 // node domains ~57% of the particles changed rank at a PM step (128^3, issue #17). With the
 // lowest axis within 2% the choice only flips when a side crosses 98% of the longest, which
-// a drift of a PM step (~0.1% of a top node's side) seldom does: bench_domains measured
-// ~2800 particles a PM step at 128^3 (as many as box domains move), against ~1.2M.
+// a PM step's drift seldom makes it do (bench_domains' jitter of 0.3 Mpc/h is 0.06% of the
+// 500 Mpc/h root, ~0.5% of a depth-9 node): it measured 2754-2804 particles a PM step at
+// 128^3 on 2 ranks (box domains move ~2800) against ~1.2M (tests/bench/bench_domains_results.md).
 inline constexpr double kTopSplitTolerance = 0.02;
 
 // The split axis of a node of depth `depth` with box [lo, hi] in a tree whose walk starts at
