@@ -24,11 +24,45 @@ void resize_with_headroom(std::vector<T>& v, std::size_t n) {
   v.resize(n);
 }
 
+// The canonical order of one target's tasks: by source rank, then image (lexicographic).
+// A task less its target (the same for the whole run) packs into 64 bits that compare in
+// that order: rank, image + 128 per axis, flags. Sorting those plain integers is ~2x
+// faster than sorting the 12-byte tasks with a comparator.
+std::uint64_t pack_task(const InteractionTask& t, const std::uint32_t* rank) {
+  const std::uint64_t r = rank ? rank[t.source] : t.source;
+  return r << 32 | std::uint64_t{static_cast<std::uint8_t>(t.image[0] + 128)} << 24 |
+         std::uint64_t{static_cast<std::uint8_t>(t.image[1] + 128)} << 16 |
+         std::uint64_t{static_cast<std::uint8_t>(t.image[2] + 128)} << 8 | static_cast<std::uint8_t>(t.flags);
+}
+InteractionTask unpack_task(std::uint64_t v, std::uint32_t target, const std::uint32_t* source_of) {
+  const auto r = static_cast<std::uint32_t>(v >> 32);
+  InteractionTask t;
+  t.target = target;
+  t.source = source_of ? source_of[r] : r;
+  t.image[0] = static_cast<std::int8_t>(static_cast<int>((v >> 24) & 0xff) - 128);
+  t.image[1] = static_cast<std::int8_t>(static_cast<int>((v >> 16) & 0xff) - 128);
+  t.image[2] = static_cast<std::int8_t>(static_cast<int>((v >> 8) & 0xff) - 128);
+  t.flags = static_cast<std::int8_t>(v & 0xff);
+  return t;
+}
+
+void sort_by_source(InteractionTask* first, InteractionTask* last, const std::uint32_t* rank,
+                    const std::uint32_t* source_of, std::vector<std::uint64_t>& packed) {
+  const std::size_t n = static_cast<std::size_t>(last - first);
+  if (n < 2) return;
+  packed.resize(n);
+  for (std::size_t q = 0; q < n; ++q) packed[q] = pack_task(first[q], rank);
+  std::sort(packed.begin(), packed.end());
+  const std::uint32_t target = first->target;
+  for (std::size_t q = 0; q < n; ++q) first[q] = unpack_task(packed[q], target, source_of);
+}
+
 }  // namespace
 
 void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_targets,
                            std::size_t source_limit, std::vector<std::size_t>& offsets,
-                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch) {
+                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch,
+                           bool canonical, const std::uint32_t* source_rank, const std::uint32_t* rank_source) {
   std::vector<TaskSpan> pieces;
   std::size_t total = 0;
   for (const TaskSpan& s : spans) {
@@ -103,6 +137,7 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
 #pragma omp parallel
   {
     std::vector<std::size_t> local(width + 1);
+    std::vector<std::uint64_t> packed;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t b = 0; b < nb; ++b) {
       const std::size_t lo = bucket_start[static_cast<std::size_t>(b)], hi = bucket_start[static_cast<std::size_t>(b) + 1];
@@ -113,6 +148,11 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
       for (std::size_t i = 0; i < nt; ++i) local[i + 1] += local[i];
       for (std::size_t i = 0; i < nt; ++i) offsets[t0 + i] = lo + local[i];
       for (std::size_t q = lo; q < hi; ++q) out[lo + local[scratch[q].target - t0]++] = scratch[q];
+      if (canonical)   // each target's run, while the bucket is in cache
+        for (std::size_t i = 0; i < nt; ++i) {
+          const std::size_t a = offsets[t0 + i], z = i + 1 < nt ? offsets[t0 + i + 1] : hi;
+          sort_by_source(out.data() + a, out.data() + z, source_rank, rank_source, packed);
+        }
     }
   }
   offsets[n_targets] = total;

@@ -37,8 +37,16 @@ GroupedTasks group_tasks_by_target(const std::vector<InteractionTask>& tasks,
 // buckets, sort each bucket), every position fixed by the input alone: the same result as
 // the serial sort for any thread count. scratch is a reused buffer of the same size as out.
 // Fails on a target >= n_targets, or a source >= source_limit when source_limit > 0.
+//
+// With `canonical`, each target's tasks are then sorted by (source rank, image) instead of
+// kept in input order (source rank: source_rank[source], or the source index itself when
+// source_rank is null; rank_source its inverse; image lexicographic). The order in which a
+// target's contributions are summed is then a function of the set of its tasks and the
+// ranks alone, not of the walk's traversal (see DualTreeWalk::run).
 void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_targets,
                            std::size_t source_limit, std::vector<std::size_t>& offsets,
-                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch);
+                           std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch,
+                           bool canonical = false, const std::uint32_t* source_rank = nullptr,
+                           const std::uint32_t* rank_source = nullptr);
 
 }  // namespace orbis

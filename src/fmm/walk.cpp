@@ -1,6 +1,8 @@
 #include "fmm/walk.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -19,6 +21,20 @@ std::size_t expanded_size(const std::vector<InteractionTask>& list) {
   std::size_t n = list.size();
   for (const InteractionTask& t : list) n += (t.flags & kMutualTask) ? 1 : 0;
   return n;
+}
+
+// rank[i]: the place of key i in increasing order (keys distinct); of_rank its inverse.
+void ranks_of(const std::vector<std::uint64_t>& keys, std::vector<std::uint32_t>& rank,
+              std::vector<std::uint32_t>& of_rank) {
+  of_rank.resize(keys.size());
+  std::iota(of_rank.begin(), of_rank.end(), 0u);
+  std::sort(of_rank.begin(), of_rank.end(), [&](std::uint32_t a, std::uint32_t b) { return keys[a] < keys[b]; });
+  rank.resize(keys.size());
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    if (r > 0 && keys[of_rank[r]] == keys[of_rank[r - 1]])
+      fail("dual-tree walk: source key {} given to two nodes", keys[of_rank[r]]);
+    rank[of_rank[r]] = static_cast<std::uint32_t>(r);
+  }
 }
 
 }  // namespace
@@ -113,10 +129,13 @@ struct DualTreeWalk::Context {
 };
 
 void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-                       P2POutput output, const std::vector<unsigned char>* sinks) {
+                       P2POutput output, const std::vector<unsigned char>* sinks,
+                       const std::vector<std::uint64_t>* source_keys) {
   check_walk_settings(settings);
   if (sinks && sinks->size() != tree.nodes().size())
     fail("dual-tree walk: {} sink flags for {} nodes", sinks->size(), tree.nodes().size());
+  if (source_keys && source_keys->size() != tree.nodes().size())
+    fail("dual-tree walk: {} source keys for {} nodes", source_keys->size(), tree.nodes().size());
   const bool half = output == P2POutput::kHalfSpans;
   walk_nodes_of(tree, settings.top_levels, walk_nodes_);
   const Context ctx{walk_nodes_, walk_pair_params(settings), half, sinks ? sinks->data() : nullptr};
@@ -167,9 +186,21 @@ void DualTreeWalk::run(const OrbTree& tree, const WalkSettings& settings, TaskLi
   }
   p2p_count_ = 0;
   for (std::size_t c = 0; c < n_chunks; ++c) p2p_count_ += p2p_tasks_[c];
-  group_spans_by_target(m2l_spans, tree.nodes().size(), 0, m2l_offsets_, lists.m2l, scratch_);
+  // Canonical: each target's tasks by (source, image), so that the CPU's sums do not
+  // depend on the frontier or the side of a mutual pair (walk.hpp). Not the half spans.
+  if (source_keys) {
+    ranks_of(*source_keys, node_rank_, node_of_rank_);
+    const auto& leaf_node = tree.leaf_node();
+    leaf_keys_.resize(leaf_node.size());
+    for (std::size_t l = 0; l < leaf_node.size(); ++l)
+      leaf_keys_[l] = (*source_keys)[static_cast<std::size_t>(leaf_node[l])];
+    ranks_of(leaf_keys_, leaf_rank_, leaf_of_rank_);
+  }
+  group_spans_by_target(m2l_spans, tree.nodes().size(), 0, m2l_offsets_, lists.m2l, scratch_, true,
+                        source_keys ? node_rank_.data() : nullptr, source_keys ? node_of_rank_.data() : nullptr);
   if (!half) {
-    group_spans_by_target(p2p_spans_, tree.leaves().size(), 0, p2p_offsets_, lists.p2p, scratch_);
+    group_spans_by_target(p2p_spans_, tree.leaves().size(), 0, p2p_offsets_, lists.p2p, scratch_, true,
+                          source_keys ? leaf_rank_.data() : nullptr, source_keys ? leaf_of_rank_.data() : nullptr);
   } else {
     lists.p2p.clear();
     p2p_offsets_.clear();

@@ -25,10 +25,17 @@
 // (fmm/expansions.hpp). A node with itself splits into (l, l), (l, r), (r, r).
 //
 // The top of the walk runs serially to a frontier of pairs, which are walked in parallel,
-// each into its own buffer ("chunk"). The lists are grouped by target with a stable
-// parallel counting sort of the chunks in frontier order (fmm/p2p_grouping.hpp); the P2P
-// chunks are also available as they are (walk order). All are identical for any thread
-// count.
+// each into its own buffer ("chunk"). The lists are grouped by target with a parallel
+// counting sort of the chunks (fmm/p2p_grouping.hpp), and each target's tasks sorted by
+// (source, image): the canonical order. The order in which the CPU sums a target's
+// contributions (P2P evaluators, M2L batches) is then a function of its set of tasks alone,
+// not of the frontier (which depends on the tree above depth d: the serial top or a forest's
+// artificial one) nor of which side of a mutual pair the walk met first; with the walk rule
+// above, a rank's forest gives bitwise the serial tree's forces (issue #17). Sources are
+// compared by index, or by the keys given to run() (a forest whose groups are not in the
+// global tree's order). The P2P chunks are also available as they are (walk order, what the
+// CUDA backend reads: its sums are not canonical, they need not be bitwise over rank counts).
+// All are identical for any thread count.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -60,13 +67,18 @@ class DualTreeWalk {
   enum class P2POutput { kGrouped, kHalfSpans };
 
   // Fills `lists` (overwritten): p2p (see P2POutput) and m2l grouped by target, each group
-  // in increasing target order. Throws if r_cut >= box/2.
+  // in increasing target order, each target's tasks in the canonical order (above): by
+  // source, then image (lexicographic). Throws if r_cut >= box/2.
+  // `source_keys` (optional, one per node): the order of sources, instead of their index
+  // (a leaf's is its node's); distinct keys for distinct nodes (ShortRangeSolver gives a
+  // forest's nodes the keys of their global tree order, forest_source_keys).
   // With `sinks` (one flag per node: the node holds a particle whose force is wanted; block
   // time steps), only tasks whose target node is a sink are emitted, and pairs with no sink
   // below them are not walked: every sink's tasks are exactly those of the full walk, in the
   // same order, so the forces on the sinks' particles are bitwise the full walk's.
   void run(const OrbTree& tree, const WalkSettings& settings, TaskLists& lists,
-           P2POutput output = P2POutput::kGrouped, const std::vector<unsigned char>* sinks = nullptr);
+           P2POutput output = P2POutput::kGrouped, const std::vector<unsigned char>* sinks = nullptr,
+           const std::vector<std::uint64_t>* source_keys = nullptr);
 
   // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
   // m2l_offsets() per node.
@@ -95,6 +107,8 @@ class DualTreeWalk {
   std::size_t p2p_count_ = 0;
   double traverse_seconds_ = 0, group_seconds_ = 0;
   std::vector<InteractionTask> scratch_;
+  std::vector<std::uint64_t> leaf_keys_;
+  std::vector<std::uint32_t> node_rank_, node_of_rank_, leaf_rank_, leaf_of_rank_;   // of source_keys
 };
 
 // The pair test's constants (fmm/walk_pair.hpp) for these settings, as both walks use them.

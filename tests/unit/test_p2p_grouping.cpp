@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -121,4 +122,42 @@ TEST_CASE("parallel grouping of spans equals a serial stable sort, for any threa
   std::vector<InteractionTask> out, scratch;
   CHECK_THROWS_AS(group_spans_by_target(spans, n_targets / 2, 0, offsets, out, scratch), Error);
   CHECK_THROWS_AS(group_spans_by_target(spans, n_targets, n_targets / 2, offsets, out, scratch), Error);
+}
+
+TEST_CASE("canonical grouping: each target's tasks by (source rank, image), whatever the input order") {
+  const std::uint32_t n_targets = 3000;
+  std::vector<InteractionTask> all = random_tasks(120000, n_targets, 21);
+  // Sources given ranks in reverse index order (as a forest's keys may order them).
+  std::vector<std::uint32_t> rank(n_targets), source_of(n_targets);
+  for (std::uint32_t s = 0; s < n_targets; ++s) {
+    rank[s] = n_targets - 1 - s;
+    source_of[n_targets - 1 - s] = s;
+  }
+  for (const bool ranked : {false, true}) {
+    CAPTURE(ranked);
+    const auto key = [&](const InteractionTask& t) {
+      return std::make_tuple(t.target, ranked ? rank[t.source] : t.source, t.image[0], t.image[1], t.image[2]);
+    };
+    std::vector<InteractionTask> ref(all);
+    std::sort(ref.begin(), ref.end(), [&](const InteractionTask& x, const InteractionTask& y) { return key(x) < key(y); });
+    std::vector<InteractionTask> shuffled(all);
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(5));
+    for (int threads : {1, 2}) {
+      for (const auto* input : {&all, &shuffled}) {
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        std::vector<std::size_t> offsets;
+        std::vector<InteractionTask> out, scratch;
+        const std::vector<TaskSpan> spans{{input->data(), 70000}, {input->data() + 70000, input->size() - 70000}};
+        group_spans_by_target(spans, n_targets, n_targets, offsets, out, scratch, true,
+                              ranked ? rank.data() : nullptr, ranked ? source_of.data() : nullptr);
+        omp_set_num_threads(before);
+        REQUIRE(out.size() == ref.size());
+        bool equal = true;
+        for (std::size_t q = 0; q < ref.size(); ++q) equal &= same(out[q], ref[q]) && out[q].flags == ref[q].flags;
+        CHECK(equal);
+        CHECK(offsets[n_targets] == ref.size());
+      }
+    }
+  }
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -111,11 +112,16 @@ std::size_t run_case(const std::vector<Vec3d>& positions, double box, double r_c
   for (std::size_t l = 0; l < tree.leaves().size(); ++l)
     for (std::size_t q = walk.p2p_offsets()[l]; q < walk.p2p_offsets()[l + 1]; ++q)
       CHECK(lists.p2p[q].target == l);
-  // The spans (walk order) grouped stably are the P2P list.
+  // The spans (walk order) sorted by (target, source, image) are the P2P list: each target's
+  // tasks in the canonical order (walk.hpp); likewise the M2L list, which has no spans.
+  const auto canonical = [](const InteractionTask& a, const InteractionTask& b) {
+    return std::make_tuple(a.target, a.source, a.image[0], a.image[1], a.image[2]) <
+           std::make_tuple(b.target, b.source, b.image[0], b.image[1], b.image[2]);
+  };
   std::vector<InteractionTask> from_spans;
   for (const TaskSpan& span : walk.p2p_spans()) from_spans.insert(from_spans.end(), span.data, span.data + span.size);
-  std::stable_sort(from_spans.begin(), from_spans.end(),
-                   [](const InteractionTask& a, const InteractionTask& b) { return a.target < b.target; });
+  std::sort(from_spans.begin(), from_spans.end(), canonical);
+  CHECK(std::is_sorted(lists.m2l.begin(), lists.m2l.end(), canonical));
   REQUIRE(from_spans.size() == lists.p2p.size());
   CHECK(std::memcmp(from_spans.data(), lists.p2p.data(), from_spans.size() * sizeof(InteractionTask)) == 0);
   CHECK(walk.p2p_count() == lists.p2p.size());
