@@ -132,12 +132,13 @@ struct Aligned {   // 64-byte aligned scratch, not zeroed (std::vector would, pe
 };
 
 struct Scratch {
-  int cap;                     // sources per tile
-  Aligned<float> sx, sy, sz;   // cap + 2 W: stores of whole vectors run past the last source
+  int cap;                     // sources per tile (kTiledLaneTerms vectors), where tiles are cut
+  int room;                    // a tile (cap, or one leaf larger) + the leaf that overflows it
+  Aligned<float> sx, sy, sz;   // room + 2 W: stores of whole vectors run past the last source
   Aligned<double> sums;        // per target particle x, y, z sums, W doubles each (AVX-512
                                // uses 8 of its 16)
-  Scratch(int cap_, std::uint32_t max_count)
-      : cap(cap_), sx(cap_ + 2 * S::W), sy(cap_ + 2 * S::W), sz(cap_ + 2 * S::W),
+  Scratch(int cap_, int room_, std::uint32_t max_count)
+      : cap(cap_), room(room_), sx(room_ + 2 * S::W), sy(room_ + 2 * S::W), sz(room_ + 2 * S::W),
         sums(3 * S::W * std::size_t(max_count) + S::W) {}
 };
 
@@ -170,7 +171,11 @@ template <int Order>
 
 // One target-leaf group: its tasks' source leaves are appended to the tile (shifted into the
 // target frame, as task_shift() and the other evaluators do: double shift, rounded once)
-// until the next leaf would not fit; then every target runs over the tile.
+// until the next leaf's kept sources would not fit; then every target runs over the tile.
+// Where tiles are cut depends on the group's task list (less the sources out of reach) and
+// the SIMD width alone (cap is fixed; a leaf larger than it makes a tile of its own), never
+// on the other leaves of the tree: the same list gives the same bits in a rank's forest as
+// in the serial tree.
 //
 // Sources farther than r_cut + R from the target leaf's centre, R the distance of its
 // farthest particle, are beyond the cut for every target (|x_j - x_i| >= |x_j| - |x_i|), so
@@ -202,11 +207,16 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
     while (cursor < end) {
       const InteractionTask& tk = job.grouped->tasks[cursor];
       const Leaf& lj = leaves[tk.source];
-      if (m > 0 && m + static_cast<int>(lj.count) > sc.cap) break;
+      if (m >= sc.cap) break;   // full (or one leaf larger than a tile): nothing more fits
       const Vec3d shift = task_shift(leaves, tk, job.box) * scale;
-      m = S::append(sc.sx.p, sc.sy.p, sc.sz.p, m, job.x + lj.first, job.y + lj.first,
-                    job.z + lj.first, static_cast<int>(lj.count), static_cast<float>(shift.x),
-                    static_cast<float>(shift.y), static_cast<float>(shift.z), reach2);
+      const int grown = S::append(sc.sx.p, sc.sy.p, sc.sz.p, m, job.x + lj.first, job.y + lj.first,
+                                  job.z + lj.first, static_cast<int>(lj.count), static_cast<float>(shift.x),
+                                  static_cast<float>(shift.y), static_cast<float>(shift.z), reach2);
+      // Tiles are cut by the sources kept: a task whose sources are all out of reach
+      // changes nothing (a rank's forest may lack such a task of the serial tree). A leaf
+      // that overflows the tile is taken back and starts the next one.
+      if (m > 0 && grown > sc.cap) break;
+      m = grown;
       ++cursor;
     }
     if (m == 0) continue;
@@ -229,12 +239,13 @@ template <int Order>
 void run_order(const Job& job) {
   const Bases b(*job.table);
   const Consts c(job.k);
-  const int cap = std::max<int>(kTiledLaneTerms * S::W,
-                                (static_cast<int>(job.max_count) + S::W - 1) / S::W * S::W);
+  const int cap = kTiledLaneTerms * S::W;
+  const int leaf = (static_cast<int>(job.max_count) + S::W - 1) / S::W * S::W;
+  const int room = std::max(cap, leaf) + leaf;
   const std::int64_t n_groups = static_cast<std::int64_t>(job.grouped->groups.size());
 #pragma omp parallel
   {
-    Scratch sc(cap, job.max_count);
+    Scratch sc(cap, room, job.max_count);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t g = 0; g < n_groups; ++g) group<Order>(job, b, c, job.grouped->groups[g], sc);
   }
