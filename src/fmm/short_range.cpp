@@ -94,6 +94,40 @@ ShortRangeSettings checked(const ShortRangeSettings& s) {
 }
 }  // namespace
 
+void forest_source_keys(const OrbTree& forest, int top_levels, const std::vector<std::uint32_t>& group_offsets,
+                        const std::vector<std::uint32_t>& group_ids, std::vector<std::uint64_t>& keys) {
+  if (group_offsets.empty() || group_ids.size() != group_offsets.size() - 1)
+    fail("short-range solver: {} forest group ids for {} groups", group_ids.size(),
+         group_offsets.empty() ? 0 : group_offsets.size() - 1);
+  std::vector<std::uint32_t> sorted(group_ids);
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t g = 1; g < sorted.size(); ++g)
+    if (sorted[g] == sorted[g - 1]) fail("short-range solver: forest group id {} given twice", sorted[g]);
+  // The non-empty groups' roots (depth top_levels: the artificial top lies above it, the
+  // subtrees below) come in preorder in the groups' order, each followed by its subtree.
+  const auto& nodes = forest.nodes();
+  keys.resize(nodes.size());
+  std::size_t g = 0;
+  std::uint64_t group_key = 0;
+  std::size_t root = 0;
+  bool in_group = false;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].depth == top_levels) {
+      while (g + 1 < group_offsets.size() && group_offsets[g + 1] == group_offsets[g]) ++g;   // empty
+      if (g + 1 >= group_offsets.size())
+        fail("internal: forest_source_keys found more subtree roots than the {} groups", group_ids.size());
+      group_key = std::uint64_t{group_ids[g]} << 32;
+      root = i;
+      in_group = true;
+      ++g;
+    }
+    keys[i] = nodes[i].depth < top_levels || !in_group ? (~std::uint64_t{0} << 32) | i : group_key | (i - root);
+  }
+  while (g + 1 < group_offsets.size() && group_offsets[g + 1] == group_offsets[g]) ++g;
+  if (g + 1 != group_offsets.size())
+    fail("internal: forest_source_keys found {} subtree roots for more non-empty groups", g);
+}
+
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
       ops_(settings.multipole_order, settings.r_s),
@@ -135,7 +169,9 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups;
   if (device_step_) {
     // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
-    // the far field, which end() computes while the P2P runs.
+    // the far field, which end() computes while the P2P runs. Those lists are not in the
+    // host walk's canonical order (fmm/walk.hpp): the CUDA step engine's forces need not
+    // be bitwise over rank counts.
     DeviceTreeResult out;
     out.tree = &tree_;
     out.m2l = &tasks_.m2l;
@@ -163,13 +199,15 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
     tree_.build(positions, s.max_leaf, 1.0, OrbTree::kParallelMin, s.top_levels);
   }
   if (subset_) mark_sinks();
+  const bool keyed = targets.forest_groups && targets.forest_group_ids;
+  if (keyed) forest_source_keys(tree_, s.top_levels, *targets.forest_groups, *targets.forest_group_ids, source_keys_);
   stats_.tree_seconds = phase.seconds();
   // A backend that expands and groups on its own and reads the walk's buffers in place
   // (the CUDA one) gets each mutual pair as one task, and no host grouping of the list.
   const bool spans = p2p.accepts_task_spans();
   phase.restart();
   walk_.run(tree_, ws, tasks_, spans ? DualTreeWalk::P2POutput::kHalfSpans : DualTreeWalk::P2POutput::kGrouped,
-            subset_ ? &sinks_ : nullptr);
+            subset_ ? &sinks_ : nullptr, keyed ? &source_keys_ : nullptr);
   stats_.walk_seconds = phase.seconds();
   stats_.p2p_tasks = walk_.p2p_count();
 

@@ -85,10 +85,28 @@ struct ShortRangeTargets {
   // them (OrbTree::assemble_forest, top depth = ShortRangeSettings::top_levels) instead of
   // built; the tree order is the caller's order. With refit_tree, the last forest is refitted
   // (the same groups in the same order). Over ranks: a rank's own depth-d nodes and the
-  // remote ones within r_cut, targets = its own particles (bins); their forces then equal
-  // the serial tree's up to the order of the sums. Host tree and walk (P2P on the backend).
+  // remote ones within r_cut, targets = its own particles (bins); with the CPU backend their
+  // forces are then bitwise the serial tree's (the walk's canonical order, fmm/walk.hpp),
+  // provided the sources are compared in the global tree's order: give forest_group_ids, or
+  // else list the groups in increasing global order (then the forest's node order is the
+  // serial tree's restricted to them; it cannot be checked without the ids). Host tree and
+  // walk (P2P on the backend).
   const std::vector<std::uint32_t>* forest_groups = nullptr;
+  // Optional, with forest_groups: each group's number in the global tree (its depth-d
+  // nodes in tree order; distinct, any order), forest_groups->size() - 1 of them. The walk
+  // then orders every target's sources by (group number, place in the group's subtree),
+  // the serial tree's order, whatever the order of the groups here.
+  const std::vector<std::uint32_t>* forest_group_ids = nullptr;
 };
+
+// The walk's source keys (DualTreeWalk::run) of a forest (OrbTree::assemble_forest with
+// top depth top_levels of the groups delimited by group_offsets): node i of group g's
+// subtree, rooted at node r, gets (group_ids[g] << 32) | (i - r), so that sources compare as
+// in the serial tree (preorder: its depth-d subtrees in global order, each contiguous); the
+// artificial top gets keys above all of these (never a source). Fails on ids that are not
+// one per group or not distinct.
+void forest_source_keys(const OrbTree& forest, int top_levels, const std::vector<std::uint32_t>& group_offsets,
+                        const std::vector<std::uint32_t>& group_ids, std::vector<std::uint64_t>& keys);
 
 // P2P entries (a mutual pair is one) per tree leaf that the device memory plan reserves and
 // the count check below assumes: measured 79 (512^3, z = 99) and 84 (256^3 in 1 Gpc/h, z = 0).
@@ -172,6 +190,7 @@ class ShortRangeSolver {
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
   std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)
   std::vector<unsigned char> sinks_;   // node holds a target (a subset of targets only)
+  std::vector<std::uint64_t> source_keys_;   // a forest with group ids: forest_source_keys
   std::vector<std::uint8_t> targets_tree_;   // particle is a target, tree order (likewise)
   ShortRangeTargets targets_;          // of the last begin()
   bool subset_ = false;                // it named a subset of the particles

@@ -1,6 +1,14 @@
 // OrbTree::assemble_forest and subtree_order (tree/orb_tree.hpp): a rank's tree made of
 // whole subtrees of the one global ORB tree, with no partitioning, and the order that
 // makes a group of particles such a subtree.
+//
+// The groups may come in any order, but the forest's nodes and leaves are numbered in it
+// (preorder: each group's subtree contiguous, the groups in the order given). Groups in
+// increasing global order make that numbering the serial tree's restricted to them, which
+// the short-range walk's canonical order (fmm/walk.hpp) relies on for forces bitwise the
+// serial tree's; in any other order the caller gives the solver the groups' global numbers
+// (ShortRangeTargets::forest_group_ids), which it checks (one per group, distinct) and
+// turns into the serial order. The tree itself cannot check it: it knows no global numbers.
 #include <algorithm>
 #include <cstdint>
 #include <map>
