@@ -246,7 +246,7 @@ struct Setup {
   OrbTree tree, refitted;   // the serial solver's tree of the input, and refitted to `moved`
   Setup() : input(test::clustered_particles(kSide, kBox, 2024)) {
     d = top_levels_for(static_cast<std::int64_t>(input.size()), kNodeParticles, settings_with(0).max_leaf);
-    tree.build(input, settings_with(0).max_leaf);
+    tree.build(input, settings_with(0).max_leaf, 1.0, OrbTree::kParallelMin, d);   // as the solver builds it
     // Moved positions for the refit step: every particle drifts by up to 0.2 Mpc/h.
     moved = input;
     std::mt19937_64 rng(9);
