@@ -179,10 +179,13 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
     const std::vector<Vec3d>& sources = domains_.with_ghosts(particles_.pos, short_settings_.r_cut, &same_sources);
     stats.times.add("domain", domain_watch.seconds());
     // The rank's tree is a forest of the global tree's depth-d subtrees, its own and the
-    // ghosts' (rank_domains.hpp), so its forces are the one-rank run's. Between PM steps the
-    // ghosts stay the same groups while they are near enough: refit the forest, as one rank
-    // refits its tree; when they were chosen again, a forest of the new groups.
+    // ghosts' (rank_domains.hpp), so its forces are the one-rank run's: bit for bit with the
+    // CPU backend, whose sums go in the global tree's order, which the groups' global numbers
+    // give (own groups come first, so the forest's own order is not that). Between PM steps
+    // the ghosts stay the same groups while they are near enough: refit the forest, as one
+    // rank refits its tree; when they were chosen again, a forest of the new groups.
     targets.forest_groups = &domains_.group_offsets();
+    targets.forest_group_ids = &domains_.groups();
     targets.refit_tree = min_active_bin > 0 && refit_tree_ && same_sources;
     // Ghosts are never targets (their owners compute their forces), on full steps either:
     // the mask is 1 for this rank's active particles, 0 for the rest and the ghosts.
