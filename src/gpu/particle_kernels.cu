@@ -96,20 +96,28 @@ __global__ void max_norm2_kernel(const double* a, const Gb* b, std::size_t n, un
   if ((threadIdx.x & 31) == 0 && best > 0) atomicMax(out, best);
 }
 
-// One thread per block of kNorm2Block particles, in order (the host's ordered sum); the
-// blocks are few (n / 4096), so each thread's loop is the whole cost: a sweep of 3n doubles.
-__global__ void block_norm2_kernel(const double* p, std::size_t n, std::size_t blocks, double* partial) {
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (k >= blocks) return;
-  const std::size_t end = min(n, (k + 1) * kNorm2Block);
-  double s = 0;
-  for (std::size_t i = k * kNorm2Block; i < end; ++i) {
+__global__ void max_norm2_kernel(const double* p, std::size_t n, unsigned long long* out) {
+  unsigned long long best = 0;
+  ORBIS_FOR_EACH(i, n) {
     const double x = p[i], y = p[n + i], z = p[2 * n + i];
-    s += x * x + y * y + z * z;   // norm2 (core/vec3.hpp), no FMA (--fmad=false)
+    best = max(best, static_cast<unsigned long long>(__double_as_longlong(x * x + y * y + z * z)));
   }
-  partial[k] = s;
+  for (int o = 16; o > 0; o /= 2) best = max(best, __shfl_down_sync(0xffffffffu, best, o));
+  if ((threadIdx.x & 31) == 0 && best > 0) atomicMax(out, best);
 }
 
+__global__ void exact_norm2_sum_kernel(const double* p, std::size_t n, ExactSumScale scale, unsigned long long* out) {
+  unsigned long long sum = 0;
+  ORBIS_FOR_EACH(i, n) {
+    const double x = p[i], y = p[n + i], z = p[2 * n + i];
+    sum += exact_sum_term(x * x + y * y + z * z, scale);   // norm2 (core/vec3.hpp), no FMA
+  }
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
+  if ((threadIdx.x & 31) == 0 && sum > 0) atomicAdd(out, sum);
+}
+
+// One thread per block of kNorm2Block particles, in order (the host's ordered sum); the
+// blocks are few (n / 4096), so each thread's loop is the whole cost: a sweep of 3n doubles.
 __global__ void block_component_kernel(const double* p, std::size_t n, std::size_t blocks, double* partial) {
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (k >= blocks) return;
@@ -194,10 +202,18 @@ void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long lo
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream) {
-  const std::size_t blocks = norm2_block_count(n);
-  if (blocks == 0) return;
-  block_norm2_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, partial);
+void max_norm2(const double* p, std::size_t n, unsigned long long* out, cudaStream_t stream) {
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(unsigned long long), stream));
+  if (n == 0) return;
+  max_norm2_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, n, out);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void exact_norm2_sum(const double* p, std::size_t n, const ExactSumScale& scale, unsigned long long* out,
+                     cudaStream_t stream) {
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(unsigned long long), stream));
+  if (n == 0) return;
+  exact_norm2_sum_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, n, scale, out);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

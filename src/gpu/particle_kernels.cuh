@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/exact_sum.hpp"
 #include "integrate/step_engine.hpp"
 
 namespace orbis::gpu {
@@ -44,15 +45,19 @@ void scatter_short_range(const double* acc_tree, const std::uint32_t* order, con
 template <typename Gb>
 void max_norm2_sum(const double* a, const Gb* b, std::size_t n, unsigned long long* out, cudaStream_t stream);
 
-// The particles' sum of |p|^2 in blocks of kNorm2Block: partial[k] = sum over i in block k, in
-// order, of px^2 + py^2 + pz^2 (p: x | y | z), one thread per block; partial holds
-// norm2_block_count(n) doubles. Summing the partials in order on the host gives the host
-// engine's bits (its ordered sum has the same blocks).
+// The rms momentum's exact sum (core/exact_sum.hpp), the host engine's bits: max |p|^2 into
+// *out (as max_norm2_sum), then the sum of exact_sum_term(|p|^2) into *out (integer atomics:
+// exact in any order).
+void max_norm2(const double* p, std::size_t n, unsigned long long* out, cudaStream_t stream);
+void exact_norm2_sum(const double* p, std::size_t n, const ExactSumScale& scale, unsigned long long* out,
+                     cudaStream_t stream);
+
+// The particles' sums of each momentum component in blocks of kNorm2Block (the host engine's
+// ordered sum's blocks): partial[3 k + d] = sum over i in block k, in order, of p_d (p: x | y |
+// z; 3 norm2_block_count(n) doubles), one thread per block. Summing the partials in order on
+// the host gives the host engine's bits.
 constexpr std::size_t kNorm2Block = 4096;
 inline std::size_t norm2_block_count(std::size_t n) { return (n + kNorm2Block - 1) / kNorm2Block; }
-void block_norm2_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
-// The same blocks for the components: partial[3 k + d] = sum over i in block k, in order, of
-// p_d (3 norm2_block_count(n) doubles).
 void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
 
 // New bins (bin_for_acceleration of |a + b|^2, a and b x | y | z) for the particles with

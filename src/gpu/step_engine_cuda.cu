@@ -71,7 +71,7 @@ struct CudaStepEngine::Impl {
   DeviceArray<std::uint8_t> bin;
   DeviceArray<double> kick_factors;
   DeviceArray<unsigned long long> reduction;
-  DeviceArray<double> norm2_partial;   // rms_momentum's and total_momentum's block sums
+  DeviceArray<double> norm2_partial;   // total_momentum's block sums
   PinnedArray<double> host_staging;   // 3n
   PinnedArray<double> host_factors;
   PinnedArray<unsigned long long> host_reduction;
@@ -423,22 +423,26 @@ double CudaStepEngine::max_acceleration() {
 
 bool CudaStepEngine::has_short_range() const { return impl_->treepm; }
 
-// The block sums on the device, then their sum in order here: the host engine's ordered sum
-// (the same blocks, the same order), so both engines give the same bits.
+// The host engine's exact sum (core/exact_sum.hpp): the largest |p|^2, then the integers'
+// sum, so both engines give the same bits.
 double CudaStepEngine::rms_momentum() {
   Impl& m = *impl_;
   if (m.n == 0) return 0.0;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  const std::size_t blocks = gpu::norm2_block_count(m.n);
-  m.norm2_partial.ensure(blocks);
-  m.host_partial.ensure(blocks);
-  gpu::block_norm2_sums(m.mom.data(), m.n, m.norm2_partial.data(), m.stream);
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_partial.data(), m.norm2_partial.data(), blocks * sizeof(double),
-                                   cudaMemcpyDeviceToHost, m.stream));
-  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  double total = 0;
-  for (std::size_t k = 0; k < blocks; ++k) total += m.host_partial.data()[k];
-  return std::sqrt(total / static_cast<double>(m.n));
+  const auto fetch = [&m] {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_reduction.data(), m.reduction.data(), sizeof(unsigned long long),
+                                     cudaMemcpyDeviceToHost, m.stream));
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    return m.host_reduction.data()[0];
+  };
+  gpu::max_norm2(m.mom.data(), m.n, m.reduction.data(), m.stream);
+  const unsigned long long bits = fetch();
+  double largest = 0;
+  std::memcpy(&largest, &bits, sizeof(largest));
+  if (largest == 0) return 0.0;
+  const ExactSumScale scale = exact_sum_scale(largest, m.n);
+  gpu::exact_norm2_sum(m.mom.data(), m.n, scale, m.reduction.data(), m.stream);
+  return std::sqrt(exact_sum_value(fetch(), scale) / static_cast<double>(m.n));
 }
 
 // The host engine's blocks and order again, per component.

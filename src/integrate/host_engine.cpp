@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/exact_sum.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/units.hpp"
@@ -243,12 +244,8 @@ double HostStepEngine::max_acceleration() {
   return std::sqrt(comm_.max(max2));
 }
 
-// The PM step's size depends on it (integrate/timestep.hpp, pm_step_dln_a), so it must be the same
-// bits for any rank and thread count, which a floating-point sum over ranks is not: each
-// |p|^2 is rounded to a 64-bit integer on a scale that puts the largest at 2^62 / N (N all
-// particles, the largest over all ranks: both exact reductions), and the integers sum exactly
-// in any order. Terms below 2^-62 N of the largest, and each term's last bits beyond that
-// resolution, are lost: a relative error of at most N 2^-62 of the largest term in the sum.
+// The PM step's size depends on it (integrate/timestep.hpp, pm_step_dln_a): an exact sum
+// (core/exact_sum.hpp), the same bits for any rank and thread count, and the CUDA engine's.
 double HostStepEngine::rms_momentum() {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(particles_.size());
   const std::uint64_t total = comm_.sum<std::uint64_t>(static_cast<std::uint64_t>(n));
@@ -257,15 +254,11 @@ double HostStepEngine::rms_momentum() {
   for (std::ptrdiff_t i = 0; i < n; ++i) largest = std::max(largest, norm2(particles_.mom[i]));
   largest = comm_.max(largest);
   if (total == 0 || largest == 0) return 0.0;
-  int exponent = 0;
-  std::frexp(largest, &exponent);   // largest < 2^exponent
-  const int total_bits = static_cast<int>(std::ceil(std::log2(static_cast<double>(total))));
-  const double scale = std::ldexp(1.0, 62 - total_bits - exponent);   // largest * scale < 2^62 / N
-  std::int64_t sum = 0;
+  const ExactSumScale scale = exact_sum_scale(largest, total);
+  std::uint64_t sum = 0;
 #pragma omp parallel for schedule(static) reduction(+ : sum)
-  for (std::ptrdiff_t i = 0; i < n; ++i) sum += std::llround(norm2(particles_.mom[i]) * scale);
-  sum = comm_.sum<std::int64_t>(sum);
-  return std::sqrt(static_cast<double>(sum) / scale / static_cast<double>(total));
+  for (std::ptrdiff_t i = 0; i < n; ++i) sum += exact_sum_term(norm2(particles_.mom[i]), scale);
+  return std::sqrt(exact_sum_value(comm_.sum<std::uint64_t>(sum), scale) / static_cast<double>(total));
 }
 
 Vec3d HostStepEngine::total_momentum() {

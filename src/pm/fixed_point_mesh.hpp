@@ -16,37 +16,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/exact_sum.hpp"
 #include "core/hostdevice.hpp"
 
 namespace orbis {
 
 // 2^S for n_particles in total (over all ranks).
-inline double pm_fixed_point_scale(std::size_t n_particles) {
-  int bits = 0;
-  while ((std::size_t{1} << bits) < n_particles) ++bits;
-  return std::ldexp(1.0, 62 - bits);
-}
+inline double pm_fixed_point_scale(std::size_t n_particles) { return fixed_point_scale(n_particles); }
 
 // The mean node sum, N 2^S / n^3, for N particles on an n^3 mesh.
 inline double pm_fixed_point_mean(std::size_t n_particles, double scale, int n) {
   return static_cast<double>(n_particles) * scale / (static_cast<double>(n) * n * n);
 }
 
-// round(w * scale) to nearest, ties to even, for 0 <= w <= 1. The device's conversion
-// instruction; on the host the same rounding by adding and removing 2^52 (below it a double
-// rounds to an integer there; above, w * scale is an integer already): no libm call in the
-// assignment's innermost loop (baseline x86-64 has no rounding instruction).
-ORBIS_HD std::uint64_t pm_fixed_weight(double w, double scale) {
-  const double x = w * scale;
-#ifdef __CUDA_ARCH__
-  return __double2ull_rn(x);
-#else
-  // x <= 2^62 fits a signed 64-bit integer: one conversion instruction, where an unsigned
-  // one takes a compare and a branch on x86-64.
-  constexpr double two52 = 4503599627370496.0;
-  return static_cast<std::uint64_t>(static_cast<std::int64_t>(x < two52 ? (x + two52) - two52 : x));
-#endif
-}
+// round(w * scale) to nearest, ties to even, for 0 <= w <= 1 (core/exact_sum.hpp).
+ORBIS_HD std::uint64_t pm_fixed_weight(double w, double scale) { return fixed_point_round(w, scale); }
 
 // One node's value in the mesh: (sum - mean) * factor.
 ORBIS_HD double pm_fixed_to_density(std::uint64_t sum, double mean, double factor) {
