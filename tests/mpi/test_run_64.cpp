@@ -6,10 +6,9 @@
 //
 // Cheapest settings that keep it a real 64^3 run within CI's budget: PM only (the 128^3
 // mesh, its FFTs across ranks in FFTW-MPI slabs), uniform steps of 0.1 in ln a (40 steps),
-// no energy check. With TreePM the forces differ between rank counts by the FMM's own error
-// (each rank's tree is different), which the chaotic growth of differences in haloes turns
-// into more than 1e-4 at z = 0; tests/mpi/test_run_ranks covers TreePM across ranks with
-// every pair summed directly. At np 1 there is nothing to compare: the test says so.
+// no energy check (a TreePM 64^3 run costs minutes on CI's two cores; tests/mpi/test_run_ranks
+// runs TreePM with the default settings across ranks, at 16^3, and asks for the one-rank run
+// bit for bit). At np 1 there is nothing to compare: the test says so.
 #include <doctest/doctest.h>
 
 #include <algorithm>
