@@ -1,7 +1,7 @@
 // The top levels of ONE global ORB tree, split collectively over the ranks: bit for bit the
 // nodes OrbTree::build would make on all ranks' particles together (step 1 of the plan in
-// docs/design.md, "Ranks: domains and ghosts"). A tested, self-contained unit: the run does
-// not use it yet (domains and walks still go by rank boxes and per-rank trees).
+// docs/design.md, "Ranks: domains and ghosts"). The rank domains (domain/rank_domains.hpp)
+// build it at every PM step: its depth-d nodes are the groups they share out.
 //
 // The rule reproduced (src/tree/orb_tree.cpp): the tree's shape depends on N and max_leaf
 // alone (a node of n > max_leaf particles has children of n/2 and n - n/2, the left one

@@ -1,12 +1,12 @@
 // The distributed long-range PM with its mesh work on each rank's GPU (gpu/pm_cuda_slabs.hpp:
-// cuFFT slabs and host-staged transposes) against the FFTW-MPI PmSolver on the same ranks and
-// the same particles, and against the one-rank PmSolver on all of them. The particles are
+// cuFFT slabs and host-staged transposes) against the host PmSolver (FFTW, line by line) on
+// the same ranks and the same particles, and against the one-rank PmSolver on all of them. The particles are
 // spread over the ranks with no regard to the slabs; mesh sides that 3 ranks do not divide
 // (32: 11, 11, 10 planes), a rank with no plane (4 on 3 ranks: 2, 2, 0), slabs thinner than
 // the stencil, CIC and TSC, float and double meshes, and a second step on the same solvers.
 // All ranks share the machine's GPUs (local rank modulo devices, as the engine chooses).
 //
-// Bars. Against FFTW-MPI both paths assign the same host density mesh and interpolate the
+// Bars. Against the host PM both paths assign the same host density mesh and interpolate the
 // same way; only the transforms differ (cuFFT's against FFTW's, each rounding in the mesh
 // precision), so the rms of |a - a_ref| over the rms |a_ref| is set by the transforms'
 // rounding: ~1e-7 for a float mesh (the one-GPU PM's float transforms measure 2e-7 against a
