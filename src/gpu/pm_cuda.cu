@@ -69,18 +69,6 @@ struct FftPlans {
   FftPlans& operator=(const FftPlans&) = delete;
 };
 
-void forward(cufftHandle plan, float* mesh) {
-  ORBIS_CUFFT_CHECK(cufftExecR2C(plan, mesh, reinterpret_cast<cufftComplex*>(mesh)));
-}
-void forward(cufftHandle plan, double* mesh) {
-  ORBIS_CUFFT_CHECK(cufftExecD2Z(plan, mesh, reinterpret_cast<cufftDoubleComplex*>(mesh)));
-}
-void backward(cufftHandle plan, float* mesh) {
-  ORBIS_CUFFT_CHECK(cufftExecC2R(plan, reinterpret_cast<cufftComplex*>(mesh), mesh));
-}
-void backward(cufftHandle plan, double* mesh) {
-  ORBIS_CUFFT_CHECK(cufftExecZ2D(plan, reinterpret_cast<cufftDoubleComplex*>(mesh), mesh));
-}
 
 CudaPmMemory memory_plan(const PmSettings& s, std::size_t fft_work_bytes) {
   const std::size_t n = s.grid_side, h = n / 2 + 1;
@@ -340,7 +328,7 @@ double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, con
   Real* rho = reinterpret_cast<Real*>(work_block.data());
   Real* work = rho + mesh_reals(n);
   assign(s, x, y, z, count, mass, 0.0, rho, work, stream);
-  forward(plans.forward, rho);
+  cufft_forward_real(plans.forward, rho);
   // n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1) reals),
   // then the rows of each x plane and the planes in order on the host, as PmSolver sums them.
   auto* rows = reinterpret_cast<double*>(work);
@@ -396,8 +384,8 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   assign(s, x, y, z, count, mass, 0.0, a, work, stream);
   if (full) assign(s, x, y, z, count, mass, 0.5, b, work, stream);
   mark("pm_fft", stream);
-  forward(plans.forward, a);
-  if (full) forward(plans.forward, b);
+  cufft_forward_real(plans.forward, a);
+  if (full) cufft_forward_real(plans.forward, b);
   mark("pm_green", stream);
   if (full)
     gpu::pm_interlaced_green<Real>(modes(a), modes(b), n, static_cast<const Real*>(influence), shift,
@@ -416,7 +404,7 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
       else
         gpu::pm_long_range_gradient<Real>(modes(a), modes(work), n, axis, k_axis, stream);
       mark("pm_fft", stream);
-      backward(plans.backward, work);
+      cufft_backward_real(plans.backward, work);
       mark("pm_interpolate", stream);
       gpu::pm_interpolate(work, x, y, z, count, mesh == 0 ? at_a : at_b, full ? 0.5 : 1.0, mesh == 1, acc[axis],
                           stream);

@@ -24,18 +24,6 @@ namespace {
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-void planes_forward(cufftHandle plan, float* slab) {
-  ORBIS_CUFFT_CHECK(cufftExecR2C(plan, slab, reinterpret_cast<cufftComplex*>(slab)));
-}
-void planes_forward(cufftHandle plan, double* slab) {
-  ORBIS_CUFFT_CHECK(cufftExecD2Z(plan, slab, reinterpret_cast<cufftDoubleComplex*>(slab)));
-}
-void planes_backward(cufftHandle plan, float* slab) {
-  ORBIS_CUFFT_CHECK(cufftExecC2R(plan, reinterpret_cast<cufftComplex*>(slab), slab));
-}
-void planes_backward(cufftHandle plan, double* slab) {
-  ORBIS_CUFFT_CHECK(cufftExecZ2D(plan, reinterpret_cast<cufftDoubleComplex*>(slab), slab));
-}
 void x_lines(cufftHandle plan, float2* data, int direction) {
   ORBIS_CUFFT_CHECK(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(data), reinterpret_cast<cufftComplex*>(data),
                                  direction));
@@ -216,7 +204,7 @@ void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
     ScopedPhase phase(times, "pm_fft");
     if (planes) {
       ORBIS_CUDA_CHECK(cudaMemcpyAsync(slab_real, rho, slab_bytes, cudaMemcpyHostToDevice, stream));
-      planes_forward(planes_r2c, slab_real);
+      cufft_forward_real(planes_r2c, slab_real);
     }
     sync();
   }
@@ -259,7 +247,7 @@ void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
     {
       ScopedPhase phase(times, "pm_fft");
       if (planes) {
-        planes_backward(planes_c2r, slab_real);
+        cufft_backward_real(planes_c2r, slab_real);
         ORBIS_CUDA_CHECK(cudaMemcpyAsync(out[axis], slab_real, slab_bytes, cudaMemcpyDeviceToHost, stream));
       }
       sync();
