@@ -8,7 +8,44 @@
 
 namespace orbis {
 
-NodeDomains NodeDomains::balance(const std::vector<double>& weight, int ranks) {
+NodeDomains NodeDomains::balance(const std::vector<double>& weight, const std::vector<std::uint64_t>& count,
+                                 int ranks) {
+  if (count.size() != weight.size())
+    fail("internal: rank domains of {} group weights and {} group counts", weight.size(), count.size());
+  NodeDomains d = balance_weight(weight, ranks);
+  std::uint64_t n_total = 0;
+  double w_total = 0;
+  for (std::size_t g = 0; g < count.size(); ++g) {
+    n_total += count[g];
+    w_total += weight[g];
+  }
+  const double limit = kMaxParticleShare * static_cast<double>(n_total) / ranks;
+  if (static_cast<double>(d.largest_count(count)) <= limit || n_total == 0) return d;
+  // Blend in the count share, lambda times as much as the work share, doubling lambda until
+  // the runs keep the limit; counts alone last. One sequence of choices from the same inputs:
+  // the same runs on every rank.
+  std::vector<double> blended(weight.size());
+  for (double lambda = 0.125; lambda <= 64; lambda *= 2) {
+    for (std::size_t g = 0; g < weight.size(); ++g)
+      blended[g] = (w_total > 0 ? weight[g] / w_total : 0.0) + lambda * static_cast<double>(count[g]) / n_total;
+    d = balance_weight(blended, ranks);
+    if (static_cast<double>(d.largest_count(count)) <= limit) return d;
+  }
+  for (std::size_t g = 0; g < count.size(); ++g) blended[g] = static_cast<double>(count[g]);
+  return balance_weight(blended, ranks);
+}
+
+std::uint64_t NodeDomains::largest_count(const std::vector<std::uint64_t>& count) const {
+  std::uint64_t largest = 0;
+  for (int r = 0; r < ranks(); ++r) {
+    std::uint64_t held = 0;
+    for (std::uint32_t g = begin(r); g < end(r); ++g) held += count[g];
+    largest = std::max(largest, held);
+  }
+  return largest;
+}
+
+NodeDomains NodeDomains::balance_weight(const std::vector<double>& weight, int ranks) {
   if (ranks < 1) fail("internal: rank domains for {} ranks", ranks);
   const std::size_t g = weight.size();
   if (g > UINT32_MAX) fail("internal: {} top-tree groups (at most 2^32 - 1)", g);

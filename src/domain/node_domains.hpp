@@ -8,7 +8,13 @@
 //
 // The runs balance the groups' weight (the measured work of their particles): the cut before
 // rank r is the group boundary whose prefix weight comes nearest to r/P of the total, ties to
-// the lower boundary; the same on every rank from the same weights.
+// the lower boundary; the same on every rank from the same weights. Within a memory limit:
+// work balance gives the ranks of cheap (underdense) regions more particles, and every rank
+// holds its particles (and their ghosts) in host and device memory planned for about the
+// mean, so no rank may hold more than kMaxParticleShare times the mean particle count; where
+// the work's runs would, the weight blends in the particle count, ever more strongly, until
+// the runs keep the limit (counts alone, at worst: then a rank misses N/P by at most one
+// group).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,9 +27,12 @@ class NodeDomains {
   // One rank holding every group of a top tree of `groups` groups (0: none known yet).
   explicit NodeDomains(std::uint32_t groups = 0) : begin_{0, groups} {}
 
+  // The most particles a rank may hold, as a multiple of the mean.
+  static constexpr double kMaxParticleShare = 1.5;
+
   // The runs of `ranks` ranks over weight.size() groups (each weight >= 0; all zero: equal
-  // group counts).
-  static NodeDomains balance(const std::vector<double>& weight, int ranks);
+  // group counts) holding count[g] particles each (count.size() == weight.size()).
+  static NodeDomains balance(const std::vector<double>& weight, const std::vector<std::uint64_t>& count, int ranks);
 
   int ranks() const { return static_cast<int>(begin_.size()) - 1; }
   std::uint32_t groups() const { return begin_.back(); }
@@ -41,6 +50,11 @@ class NodeDomains {
   bool operator==(const NodeDomains& o) const { return begin_ == o.begin_; }
 
  private:
+  // The runs balancing weight alone (no particle limit).
+  static NodeDomains balance_weight(const std::vector<double>& weight, int ranks);
+  // The most particles any run holds.
+  std::uint64_t largest_count(const std::vector<std::uint64_t>& count) const;
+
   std::vector<std::uint32_t> begin_;   // ranks() + 1 ascending boundaries, 0 .. groups()
 };
 

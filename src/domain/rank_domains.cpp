@@ -101,7 +101,8 @@ void RankDomains::update(Particles& particles, double work) {
     std::vector<double> weight(n_groups);
     for (std::size_t g = 0; g < n_groups; ++g) weight[g] = per_particle * static_cast<double>(count[g]);
     comm_.reduce(weight, Comm::Op::sum);
-    domains_ = NodeDomains::balance(weight, comm_.size());
+    domains_ = NodeDomains::balance(weight, std::vector<std::uint64_t>(group_count_.begin(), group_count_.end()),
+                                    comm_.size());
     built_ = true;
     report_.rebuilt = true;
     if (n_groups < 2 * static_cast<std::size_t>(comm_.size()))

@@ -17,8 +17,8 @@
 // by the short-range solver: deterministic, unlike timings, so a run's domains and results
 // are the same every time). The runs are rebuilt when the largest exceeds the mean by more
 // than kRebalance (and at the first update), each group weighted by its members' ranks' work
-// per particle; otherwise the same runs of groups are kept (the groups themselves are the new
-// top tree's).
+// per particle, no rank above NodeDomains::kMaxParticleShare times the mean particle count;
+// otherwise the same runs of groups are kept (the groups themselves are the new top tree's).
 #pragma once
 #include <cstdint>
 #include <string>

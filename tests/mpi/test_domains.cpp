@@ -121,7 +121,8 @@ TEST_CASE("node runs: every group on one rank, contiguous, balanced, empty ranks
         total += weight[g];
         heaviest = std::max(heaviest, weight[g]);
       }
-      const orbis::NodeDomains d = orbis::NodeDomains::balance(weight, ranks);
+      // No counts: no particle limit, the runs are the work's.
+      const orbis::NodeDomains d = orbis::NodeDomains::balance(weight, std::vector<std::uint64_t>(n_groups, 0), ranks);
       REQUIRE(d.ranks() == ranks);
       CHECK(d.groups() == n_groups);
       CHECK(d.begin(0) == 0);
@@ -145,8 +146,45 @@ TEST_CASE("node runs: every group on one rank, contiguous, balanced, empty ranks
     }
   }
   // No weight at all: equal group counts.
-  const orbis::NodeDomains even = orbis::NodeDomains::balance(std::vector<double>(12, 0.0), 3);
+  const orbis::NodeDomains even =
+      orbis::NodeDomains::balance(std::vector<double>(12, 0.0), std::vector<std::uint64_t>(12, 7), 3);
   for (int r = 0; r < 3; ++r) CHECK(even.end(r) - even.begin(r) == 4u);
+}
+
+TEST_CASE("node runs: no rank holds more than kMaxParticleShare times the mean particle count") {
+  // A clustered box: a few dense groups hold most particles and most work, many void groups
+  // hold few particles each and nearly no work. Work balance alone would give a rank all the
+  // void groups, many more particles than the mean.
+  for (int ranks : {2, 3, 4, 7}) {
+    const std::size_t n_groups = 64;
+    std::vector<double> weight(n_groups);
+    std::vector<std::uint64_t> count(n_groups);
+    std::uint64_t total = 0;
+    for (std::size_t g = 0; g < n_groups; ++g) {
+      const bool dense = g < 8;   // one cluster: nodes in tree order are spatially coherent
+      count[g] = dense ? 400 + static_cast<std::uint64_t>(100 * hashed(g, 2)) : 300;
+      weight[g] = static_cast<double>(count[g]) * (dense ? 60.0 : 0.5);
+      total += count[g];
+    }
+    INFO(ranks << " ranks");
+    const double limit = orbis::NodeDomains::kMaxParticleShare * static_cast<double>(total) / ranks;
+    auto held = [&](const orbis::NodeDomains& d, int r) {
+      std::uint64_t n = 0;
+      for (std::uint32_t g = d.begin(r); g < d.end(r); ++g) n += count[g];
+      return static_cast<double>(n);
+    };
+    // The premise: the work's runs alone break the limit (else the test shows nothing).
+    const orbis::NodeDomains by_work =
+        orbis::NodeDomains::balance(weight, std::vector<std::uint64_t>(n_groups, 0), ranks);   // no limit
+    double most = 0;
+    for (int r = 0; r < ranks; ++r) most = std::max(most, held(by_work, r));
+    REQUIRE(most > limit);
+    const orbis::NodeDomains d = orbis::NodeDomains::balance(weight, count, ranks);
+    REQUIRE(d.ranks() == ranks);
+    CHECK(d.end(ranks - 1) == n_groups);
+    for (int r = 0; r < ranks; ++r) CHECK(held(d, r) <= limit);
+  }
+  CHECK_THROWS_AS(orbis::NodeDomains::balance({1.0, 2.0}, {1}, 2), orbis::Error);
 }
 
 TEST_CASE("update: every particle once, on its group's rank, in the serial tree's order, with its state") {
