@@ -7,9 +7,11 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/exact_sum.hpp"
 #include "core/params.hpp"
 #include "core/units.hpp"
 #include "pm/fft_mesh.hpp"
+#include "pm/fixed_point_mesh.hpp"
 #include "pm/slab_routing.hpp"
 
 namespace orbis {
@@ -71,20 +73,56 @@ struct BinSums {
   std::vector<double> k, power, shot;
   std::vector<std::int64_t> modes;
   explicit BinSums(int count) : k(count, 0), power(count, 0), shot(count, 0), modes(count, 0) {}
-  void add(const BinSums& o) {
-    for (std::size_t b = 0; b < k.size(); ++b) {
-      k[b] += o.k[b];
-      power[b] += o.power[b];
-      shot[b] += o.shot[b];
-      modes[b] += o.modes[b];
-    }
-  }
 };
 
+// The particle counts of `pos` (this rank's, `total` over all ranks; shift_cells added to
+// every coordinate) minus their mean, in 64-bit fixed point (pm/fixed_point_mesh.hpp) as the
+// PM assigns: the same bits for any rank count, thread count and particle order. The mean
+// only feeds k = 0, which the spectrum leaves out. lo, hi: fixed_point_elements(mesh) each.
+void assign_counts(FftMesh<double>& mesh, const std::vector<Vec3d>& pos, double box, Window window,
+                   double shift_cells, std::uint64_t total, SortedParticles& sorted, std::uint32_t* lo,
+                   std::uint32_t* hi) {
+  const int n = mesh.n();
+  const double scale = fixed_point_scale(total);
+  sort_for_mesh(pos, box, n, window, shift_cells, sorted);
+  assign_fixed_point(mesh, sorted, scale, lo, hi);
+  if (mesh.distributed()) mesh.add_ghost_planes_fixed(lo, hi);
+  fixed_point_to_mesh(lo, hi, pm_fixed_point_mean(total, scale, n), 1.0 / scale, mesh);
+}
+
+// The bins summed over the x planes of every rank in plane order, as one rank sums them:
+// rank order is plane order (pm/fft_mesh.hpp), so root gathers every rank's plane sums and
+// adds them in that order (a reduction over the ranks would add the ranks' partial sums, and
+// round differently for each rank count). Mode counts are integers: a reduction suffices.
+BinSums sum_planes(const std::vector<BinSums>& planes, int bins, const Comm& comm) {
+  const std::size_t per_plane = 3 * static_cast<std::size_t>(bins);
+  std::vector<double> mine;
+  mine.reserve(planes.size() * per_plane);
+  BinSums total(bins);
+  for (const auto& p : planes) {
+    mine.insert(mine.end(), p.k.begin(), p.k.end());
+    mine.insert(mine.end(), p.power.begin(), p.power.end());
+    mine.insert(mine.end(), p.shot.begin(), p.shot.end());
+    for (int b = 0; b < bins; ++b) total.modes[b] += p.modes[b];
+  }
+  const std::vector<double> all = comm.gatherv(mine);
+  for (std::size_t at = 0; at < all.size(); at += per_plane)
+    for (int b = 0; b < bins; ++b) {
+      total.k[b] += all[at + b];
+      total.power[b] += all[at + bins + b];
+      total.shot[b] += all[at + 2 * bins + b];
+    }
+  comm.broadcast(total.k);
+  comm.broadcast(total.power);
+  comm.broadcast(total.shot);
+  comm.reduce(total.modes, Comm::Op::sum);
+  return total;
+}
+
 // One spectrum of positions in [0, box) (this rank's; `count` over all ranks): binned sums
-// over the modes of the mesh, summed over the ranks.
-BinSums binned_spectrum(const std::vector<Vec3d>& pos_in, double count, double box, const PowerSpectrumSettings& s,
-                        const Binning& binning, const Comm& comm) {
+// over the modes of the mesh, the same bits for any rank and thread count.
+BinSums binned_spectrum(const std::vector<Vec3d>& pos_in, std::uint64_t count, double box,
+                        const PowerSpectrumSettings& s, const Binning& binning, const Comm& comm) {
   const int n = s.grid_side, nzc = n / 2 + 1;
   const double volume = box * box * box;
   // Several ranks: the particles go to their stencils' slabs (ghost planes: window order,
@@ -93,17 +131,22 @@ BinSums binned_spectrum(const std::vector<Vec3d>& pos_in, double count, double b
   std::vector<Vec3d> routed;
   if (comm.size() > 1) SlabRouting().route(pos_in, box, n, s.window, comm, routed);
   const std::vector<Vec3d>& pos = comm.size() > 1 ? routed : pos_in;
-  FftMesh<double> mesh(n, comm, FftPlan::fast, 0, ghosts);
-  assign_to_mesh(mesh, pos, box, s.window, 1.0);
-  mesh.add_ghost_planes();
-  mesh.forward();
+  // The reproducible transforms (pm/fft_mesh.hpp): the same bits for any decomposition.
+  FftMesh<double> mesh(n, comm, FftPlan::reproducible, 0, ghosts);
   std::unique_ptr<FftMesh<double>> shifted;
-  if (s.interlacing) {
-    shifted = std::make_unique<FftMesh<double>>(n, comm, FftPlan::fast, 0, ghosts);
-    assign_to_mesh(*shifted, pos, box, s.window, 1.0, 0.5);
-    shifted->add_ghost_planes();
-    shifted->forward();
+  if (s.interlacing) shifted = std::make_unique<FftMesh<double>>(n, comm, FftPlan::reproducible, 0, ghosts);
+  {
+    // The fixed-point sums of one mesh at a time (8 bytes a node), freed before the transforms.
+    std::vector<std::uint32_t> fixed(2 * fixed_point_elements(mesh));
+    std::uint32_t* const lo = fixed.data();
+    std::uint32_t* const hi = lo + fixed.size() / 2;
+    SortedParticles sorted;
+    assign_counts(mesh, pos, box, s.window, 0.0, count, sorted, lo, hi);
+    if (shifted) assign_counts(*shifted, pos, box, s.window, 0.5, count, sorted, lo, hi);
   }
+  mesh.forward();
+  if (shifted) shifted->forward();
+  const double total = static_cast<double>(count);
   const AxisTables axis(s.window, n);
   const int x0 = mesh.local_x0(), nx = mesh.local_nx();
 
@@ -131,22 +174,16 @@ BinSums binned_spectrum(const std::vector<Vec3d>& pos_in, double count, double b
           alias = 0.5 * (alias_all + axis.b[i] * axis.b[j] * axis.b[k]);
         }
         const double window = axis.w[i] * axis.w[j] * axis.w[k];
-        const double power = volume * std::norm(f / (count * window));
+        const double power = volume * std::norm(f / (total * window));
         const double weight = (k == 0 || k == n / 2) ? 1.0 : 2.0;   // +k and -k
         sums.k[b] += weight * m;
         sums.power[b] += weight * power;
-        sums.shot[b] += weight * volume / count * alias / (window * window);
+        sums.shot[b] += weight * volume / total * alias / (window * window);
         sums.modes[b] += static_cast<std::int64_t>(weight);
       }
     }
   }
-  BinSums total(binning.count);
-  for (const auto& p : planes) total.add(p);
-  comm.reduce(total.k, Comm::Op::sum);
-  comm.reduce(total.power, Comm::Op::sum);
-  comm.reduce(total.shot, Comm::Op::sum);
-  comm.reduce(total.modes, Comm::Op::sum);
-  return total;
+  return sum_planes(planes, binning.count, comm);
 }
 
 }  // namespace
@@ -200,7 +237,7 @@ PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_m
       out.bins.push_back(bin);
     }
   };
-  append(binned_spectrum(pos, static_cast<double>(total), box_mpc_h, settings, binning, comm), 1, true);
+  append(binned_spectrum(pos, total, box_mpc_h, settings, binning, comm), 1, true);
   if (settings.fold_factor > 1) {
     // Positions modulo L/F, stretched back to [0, L): mesh mode m is the box's mode F m.
     const int f = settings.fold_factor;
@@ -209,7 +246,7 @@ PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_m
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(pos.size()); ++p)
       for (int d = 0; d < 3; ++d) folded[p][d] = periodic_wrap_position(pos[p][d], sub) * f;
-    append(binned_spectrum(folded, static_cast<double>(total), box_mpc_h, settings, binning, comm), f, false);
+    append(binned_spectrum(folded, total, box_mpc_h, settings, binning, comm), f, false);
   }
   return out;
 }

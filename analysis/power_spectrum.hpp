@@ -65,8 +65,11 @@ using LinearPowerFn = std::function<double(double)>;
 
 // The spectrum of the particles of every rank of comm (collective; each rank passes its own):
 // the mesh is distributed in slabs (pm/fft_mesh.hpp) and the particles travel to their slabs
-// (pm/slab_routing.hpp); the result is the same on every rank and equals one rank's to
-// rounding.
+// (pm/slab_routing.hpp); the result is the same on every rank and equals one rank's bit for
+// bit, for any thread count and particle order: the counts are assigned in 64-bit fixed point
+// (pm/fixed_point_mesh.hpp), the transforms are the reproducible ones and the bins are summed
+// in x-plane order. Memory: two meshes (one without interlacing) of 8 bytes a node, and the
+// fixed-point sums of one of them (8 bytes a node) while assigning.
 PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_mpc_h,
                                      const PowerSpectrumSettings& settings,
                                      const LinearPowerFn& linear = {}, const Comm& comm = Comm::self());

@@ -1,8 +1,8 @@
 // Sums of non-negative doubles that give the same bits in any order, on any number of
 // threads, ranks or GPU blocks: each term is rounded to a 64-bit integer on a scale that puts
 // the largest term (over all ranks) at 2^62 / N (N the terms in all), and integers add
-// exactly. The PM's fixed-point assignment (pm/fixed_point_mesh.hpp) rounds its weights with
-// the same two functions. What the run loop's decisions read (the rms momentum that sizes the PM step) must
+// exactly. The fixed-point mass assignment of the PM and of P(k) (pm/fixed_point_mesh.hpp)
+// rounds its weights with the same two functions. What the run loop's decisions read (the rms momentum that sizes the PM step) must
 // not depend on how the particles are shared out, or a run on several ranks would leave the
 // one-rank run's path at the first rounding. Terms below 2^-62 N of the largest are lost, and
 // each term errs by at most half a unit of 2^-62 N of the largest.

@@ -31,41 +31,13 @@ int slab_width(int n, int order) {
   return n / 2;
 }
 
-// Two colours of slabs; within a colour every slab writes its own planes. A cell therefore
-// receives its contributions in an order fixed by n, the window and the sorted particle order
-// alone (colour 0 before colour 1, then particle plane, then sorted order), whatever thread
-// runs which slab: the mesh is bitwise identical for any thread count.
+// Two colours of slabs; within a colour every slab writes its own planes, so no two threads
+// touch one node (integer sums: the order they add in does not matter). Each node's 64-bit
+// sum is kept in two 32-bit halves, lo and hi (assign_fixed_point). The weight is (wx wy) wz
+// as on the GPU.
 template <int P, typename Real>
-void scatter(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
-  const int n = mesh.n(), yb = sorted.y_blocks, held = mesh.held_planes();
-  const int width = slab_width(n, P), slabs = n / width;
-  for (int colour = 0; colour < 2; ++colour) {
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int slab = colour; slab < slabs; slab += 2) {
-      const std::size_t begin = sorted.block_start[static_cast<std::size_t>(slab) * width * yb];
-      const std::size_t end = sorted.block_start[static_cast<std::size_t>(slab + 1) * width * yb];
-      for (std::size_t q = begin; q < end; ++q) {
-        const WindowStencil<P> s(sorted.entries[q].u.x, sorted.entries[q].u.y, sorted.entries[q].u.z, n);
-        for (int o = 0; o < P; ++o) {
-          const int plane = mesh.local_plane(s.i[o]);
-          if (plane >= held) continue;   // another rank's plane, not a ghost of this one
-          const double vx = value * s.wx[o];
-          for (int a = 0; a < P; ++a) {
-            Real* row = mesh.plane_row(plane, s.j[a]);
-            const double vxy = vx * s.wy[a];
-            for (int c = 0; c < P; ++c) row[s.k[c]] += static_cast<Real>(vxy * s.wz[c]);
-          }
-        }
-      }
-    }
-  }
-}
-
-// scatter() in 64-bit fixed point: the same two colours of slabs (no two threads touch one
-// node), sums in two 32-bit halves. The weight is (wx wy) wz as on the GPU.
-template <int P, typename Real>
-void scatter_fixed(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale, std::uint32_t* lo,
-                   std::uint32_t* hi) {
+void scatter(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale, std::uint32_t* lo,
+             std::uint32_t* hi) {
   const int n = mesh.n(), yb = sorted.y_blocks, held = mesh.held_planes();
   const std::size_t padded = static_cast<std::size_t>(mesh.nz_padded());
   const int width = slab_width(n, P), slabs = n / width;
@@ -85,7 +57,7 @@ void scatter_fixed(const FftMesh<Real>& mesh, const SortedParticles& sorted, dou
             for (int c = 0; c < P; ++c) {
               const std::size_t e = row + s.k[c];
               const std::uint64_t sum =
-                  (static_cast<std::uint64_t>(hi[e]) << 32 | lo[e]) + pm_fixed_weight(wxy * s.wz[c], scale);
+                  (static_cast<std::uint64_t>(hi[e]) << 32 | lo[e]) + fixed_point_round(wxy * s.wz[c], scale);
               lo[e] = static_cast<std::uint32_t>(sum);
               hi[e] = static_cast<std::uint32_t>(sum >> 32);
             }
@@ -240,15 +212,6 @@ void sort_for_mesh(const std::vector<Vec3d>& pos, double box_mpc_h, int n, Windo
 }
 
 template <typename Real>
-void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double value) {
-  if (sorted.n != mesh.n())
-    fail("assign_to_mesh: particles sorted for a {}^3 mesh, not {}^3", sorted.n, mesh.n());
-  mesh.fill_real(Real(0));
-  if (sorted.window == Window::cic) scatter<2>(mesh, sorted, value);
-  else scatter<3>(mesh, sorted, value);
-}
-
-template <typename Real>
 void assign_fixed_point(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
                         std::uint32_t* lo, std::uint32_t* hi) {
   if (sorted.n != mesh.n())
@@ -256,8 +219,8 @@ void assign_fixed_point(const FftMesh<Real>& mesh, const SortedParticles& sorted
   const std::ptrdiff_t count = static_cast<std::ptrdiff_t>(mesh.held_planes()) * mesh.n() * mesh.nz_padded();
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t e = 0; e < count; ++e) lo[e] = hi[e] = 0;
-  if (sorted.window == Window::cic) scatter_fixed<2>(mesh, sorted, scale, lo, hi);
-  else scatter_fixed<3>(mesh, sorted, scale, lo, hi);
+  if (sorted.window == Window::cic) scatter<2>(mesh, sorted, scale, lo, hi);
+  else scatter<3>(mesh, sorted, scale, lo, hi);
 }
 
 template <typename Real>
@@ -304,8 +267,6 @@ void unsort_add(const SortedParticles& sorted, const std::vector<Vec3d>& in_sort
   for (std::ptrdiff_t q = 0; q < count; ++q) out[sorted.entries[q].index] += in_sorted[q];
 }
 
-template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
-template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
 template void assign_fixed_point<float>(const FftMesh<float>&, const SortedParticles&, double, std::uint32_t*,
                                         std::uint32_t*);
 template void assign_fixed_point<double>(const FftMesh<double>&, const SortedParticles&, double, std::uint32_t*,

@@ -6,21 +6,19 @@
 // one-dimensional weights are the window evaluated at the node distances, and the 3D weight is
 // their product. The Fourier transform of the window along one axis is sinc^order(k cell / 2).
 //
-// Determinism: the PM solver assigns in 64-bit fixed point (assign_fixed_point,
+// Determinism: assignment is in 64-bit fixed point (assign_fixed_point,
 // pm/fixed_point_mesh.hpp): integer sums, the same bits for any particle order, thread count
-// and rank count. assign_to_mesh (the P(k) estimator's) adds the Reals themselves:
-// sort_for_mesh() orders particles by the x plane (then y block) of their first
-// stencil node with a stable counting sort. Assignment then scatters slabs of particle planes
-// in two colours: slabs of one colour write disjoint mesh planes, and each cell receives its
-// contributions in an order fixed by the mesh, the window and the particles alone. The mesh is
-// bitwise identical for 1 or 64 threads, with no atomics and no per-thread mesh copies.
-// The sort also makes both passes walk the mesh in memory order.
+// and rank count. sort_for_mesh() orders particles by the x plane (then y block) of their
+// first stencil node with a stable counting sort. Assignment then scatters slabs of particle
+// planes in two colours: slabs of one colour write disjoint mesh planes, so no two threads
+// touch one node, with no atomics and no per-thread mesh copies. The sort also makes both
+// passes walk the mesh in memory order.
 //
 // Distributed meshes (pm/fft_mesh.hpp): assignment writes the local slab and the ghost planes
 // (stencil nodes on other planes are dropped), so particles must first go to the rank that
 // holds their stencil's first plane (pm/slab_routing.hpp) and the ghost planes be added to
-// their owners afterwards (FftMesh::add_ghost_planes); interpolation reads the slab and the
-// ghost planes, which must hold the owners' values (FftMesh::fetch_ghost_planes).
+// their owners afterwards (FftMesh::add_ghost_planes_fixed); interpolation reads the slab and
+// the ghost planes, which must hold the owners' values (FftMesh::fetch_ghost_planes).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -134,16 +132,17 @@ inline SortedParticles sort_for_mesh(const std::vector<Vec3d>& pos, double box_m
   return out;
 }
 
-// mesh(node) = sum_p value * W(x_node - x_p) over the local slab; the padding is zeroed.
-template <typename Real>
-void assign_to_mesh(FftMesh<Real>& mesh, const SortedParticles& sorted, double value);
-
-// Fixed-point assignment (pm/fixed_point_mesh.hpp; the PM solver's): the 64-bit node sums
+// Fixed-point assignment (pm/fixed_point_mesh.hpp): the 64-bit node sums
 // sum_p round(W(x_node - x_p) * scale) over the held planes of `mesh` (slab and ghost planes,
 // in its layout), kept as two 32-bit halves lo[e] and hi[e], zeroed here first. Each array
-// holds as many elements as `mesh` holds Reals (PmSolver lends the two gradient meshes). The
-// sums are the same bits for any particle order and thread count (and, ghost planes added,
-// any rank count). `mesh` only gives the geometry.
+// holds fixed_point_elements(mesh) elements, as many as `mesh` holds Reals (PmSolver lends its
+// two gradient meshes; the P(k) estimator allocates them). The sums are the same bits for any
+// particle order and thread count (and, ghost planes added, any rank count). `mesh` only
+// gives the geometry.
+template <typename Real>
+std::size_t fixed_point_elements(const FftMesh<Real>& mesh) {
+  return static_cast<std::size_t>(mesh.held_planes()) * mesh.n() * mesh.nz_padded();
+}
 template <typename Real>
 void assign_fixed_point(const FftMesh<Real>& mesh, const SortedParticles& sorted, double scale,
                         std::uint32_t* lo, std::uint32_t* hi);
@@ -171,12 +170,7 @@ void unsort(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, 
 // out[index of q] += in_sorted[q] (out already holds one value per particle).
 void unsort_add(const SortedParticles& sorted, const std::vector<Vec3d>& in_sorted, std::vector<Vec3d>& out);
 
-// Conveniences that sort first.
-template <typename Real>
-void assign_to_mesh(FftMesh<Real>& mesh, const std::vector<Vec3d>& pos, double box_mpc_h,
-                    Window window, double value, double shift_cells = 0.0) {
-  assign_to_mesh(mesh, sort_for_mesh(pos, box_mpc_h, mesh.n(), window, shift_cells), value);
-}
+// A convenience that sorts first.
 template <typename Real>
 void interpolate_from_mesh(const FftMesh<Real>& mesh, const std::vector<Vec3d>& pos,
                            double box_mpc_h, Window window, double scale,
@@ -188,8 +182,6 @@ void interpolate_from_mesh(const FftMesh<Real>& mesh, const std::vector<Vec3d>& 
   for (std::size_t q = 0; q < values.size(); ++q) out[sorted.entries[q].index][component] = values[q][component];
 }
 
-extern template void assign_to_mesh<float>(FftMesh<float>&, const SortedParticles&, double);
-extern template void assign_to_mesh<double>(FftMesh<double>&, const SortedParticles&, double);
 extern template void assign_fixed_point<float>(const FftMesh<float>&, const SortedParticles&, double,
                                                std::uint32_t*, std::uint32_t*);
 extern template void assign_fixed_point<double>(const FftMesh<double>&, const SortedParticles&, double,

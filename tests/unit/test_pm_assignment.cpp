@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/exact_sum.hpp"
 #include "core/params.hpp"
 #include "pm/fixed_point_mesh.hpp"
 #include "pm/interlaced_influence.hpp"
@@ -62,6 +63,17 @@ std::vector<double> naive_assign(const std::vector<Vec3d>& pos, int n, Window w)
   return mesh;
 }
 
+// The fixed-point assignment of weight-1 particles (pm/mass_assignment.hpp) in Reals, the mean
+// kept: the window-weighted particle counts.
+template <typename Real>
+void assign_counts(FftMesh<Real>& mesh, const std::vector<Vec3d>& pos, Window w, double shift_cells = 0.0) {
+  const auto sorted = orbis::sort_for_mesh(pos, kBox, mesh.n(), w, shift_cells);
+  const double scale = orbis::fixed_point_scale(pos.size());
+  std::vector<std::uint32_t> lo(orbis::fixed_point_elements(mesh)), hi(lo.size());
+  orbis::assign_fixed_point(mesh, sorted, scale, lo.data(), hi.data());
+  orbis::fixed_point_to_mesh(lo.data(), hi.data(), 0.0, 1.0 / scale, mesh);
+}
+
 }  // namespace
 
 TEST_CASE("assignment equals a naive scatter of the textbook kernels and conserves mass") {
@@ -70,7 +82,7 @@ TEST_CASE("assignment equals a naive scatter of the textbook kernels and conserv
   for (int n : {12, 14})
   for (Window w : {Window::cic, Window::tsc}) {
     FftMesh<double> mesh(n);
-    orbis::assign_to_mesh(mesh, pos, kBox, w, 1.0);
+    assign_counts(mesh, pos, w);
     const auto ref = naive_assign(pos, n, w);
     double total = 0, worst = 0;
     for (int i = 0; i < n; ++i)
@@ -109,7 +121,7 @@ TEST_CASE("interpolation reproduces linear fields and is the transpose of assign
     const auto probes = random_positions(20, 4);
     orbis::interpolate_from_mesh(field, probes, kBox, w, 1.0, out, 0);
     for (std::size_t p = 0; p < probes.size(); ++p) {
-      orbis::assign_to_mesh(single, std::vector<Vec3d>{probes[p]}, kBox, w, 1.0);
+      assign_counts(single, std::vector<Vec3d>{probes[p]}, w);
       double dot = 0;
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j)
@@ -157,20 +169,24 @@ TEST_CASE("mesh and PM accelerations are bitwise identical for 1, 2 and 3 thread
     s.grid_side = 32;
     s.window = w;
     orbis::PmSolver pm(s);   // FFTW plans fixed here; only our loops change thread count
-    std::vector<float> first_mesh;
+    std::vector<std::uint32_t> first_mesh;
     std::vector<Vec3d> first_acc;
     for (int threads : {1, 2, 3}) {
       omp_set_num_threads(threads);
-      FftMesh<float> mesh(32);
-      orbis::assign_to_mesh(mesh, pos, kBox, w, 1.0, 0.5);
-      std::vector<float> values(mesh.real_data(), mesh.real_data() + mesh.bytes() / sizeof(float));
+      // The fixed-point sums, low halves then high halves.
+      const FftMesh<float> mesh(32);
+      const auto sorted = orbis::sort_for_mesh(pos, kBox, 32, w, 0.5);
+      const std::size_t elements = orbis::fixed_point_elements(mesh);
+      std::vector<std::uint32_t> values(2 * elements);
+      orbis::assign_fixed_point(mesh, sorted, orbis::fixed_point_scale(pos.size()), values.data(),
+                                values.data() + elements);
       std::vector<Vec3d> acc;
       pm.accelerations(pos, 1.0, acc);
       if (threads == 1) {
         first_mesh = values;
         first_acc = acc;
       } else {
-        CHECK(std::memcmp(values.data(), first_mesh.data(), values.size() * sizeof(float)) == 0);
+        CHECK(values == first_mesh);
         CHECK(std::memcmp(acc.data(), first_acc.data(), acc.size() * sizeof(Vec3d)) == 0);
       }
     }
@@ -221,24 +237,24 @@ TEST_CASE("the PM's accelerations are bitwise the same for 1 and 2 threads and a
 }
 
 TEST_CASE("fixed-point weights round to nearest, ties to even, as the GPU's conversion") {
-  const double scale = orbis::pm_fixed_point_scale(1000);   // 2^52: 1000 particles need 10 bits
+  const double scale = orbis::fixed_point_scale(1000);   // 2^52: 1000 particles need 10 bits
   CHECK(scale == std::ldexp(1.0, 52));
-  CHECK(orbis::pm_fixed_point_scale(1024) == std::ldexp(1.0, 52));
-  CHECK(orbis::pm_fixed_point_scale(1025) == std::ldexp(1.0, 51));
+  CHECK(orbis::fixed_point_scale(1024) == std::ldexp(1.0, 52));
+  CHECK(orbis::fixed_point_scale(1025) == std::ldexp(1.0, 51));
   // Ties: 0.5, 1.5, 2.5 -> 0, 2, 2 (w * scale with scale = 1).
-  CHECK(orbis::pm_fixed_weight(0.5, 1.0) == 0);
-  CHECK(orbis::pm_fixed_weight(1.5, 1.0) == 2);
-  CHECK(orbis::pm_fixed_weight(2.5, 1.0) == 2);
-  CHECK(orbis::pm_fixed_weight(2.5000000001, 1.0) == 3);
+  CHECK(orbis::fixed_point_round(0.5, 1.0) == 0);
+  CHECK(orbis::fixed_point_round(1.5, 1.0) == 2);
+  CHECK(orbis::fixed_point_round(2.5, 1.0) == 2);
+  CHECK(orbis::fixed_point_round(2.5000000001, 1.0) == 3);
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (double sc : {1.0, 1024.0, std::ldexp(1.0, 40), std::ldexp(1.0, 52), std::ldexp(1.0, 58), std::ldexp(1.0, 62)})
     for (int t = 0; t < 2000; ++t) {
       const double w = u(rng);
       const std::uint64_t want = static_cast<std::uint64_t>(std::nearbyint(w * sc));
-      REQUIRE(orbis::pm_fixed_weight(w, sc) == want);
+      REQUIRE(orbis::fixed_point_round(w, sc) == want);
     }
-  CHECK(orbis::pm_fixed_weight(1.0, std::ldexp(1.0, 62)) == std::uint64_t{1} << 62);
+  CHECK(orbis::fixed_point_round(1.0, std::ldexp(1.0, 62)) == std::uint64_t{1} << 62);
   CHECK(orbis::pm_fixed_to_density(10, 4.0, 0.5) == 3.0);
 }
 
