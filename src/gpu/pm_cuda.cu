@@ -357,8 +357,8 @@ void CudaPmSolver::Impl::assign(const PmSettings& s, const double* x, const doub
   const std::size_t plane_bytes = static_cast<std::size_t>(n) * n * sizeof(unsigned long long);
   const int planes = static_cast<int>(std::min<std::size_t>(n, mesh_reals(n) * sizeof(Real) / plane_bytes));
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
-  const double scale = gpu::pm_fixed_point_scale(count);
-  const double mean = static_cast<double>(count) * scale / (static_cast<double>(n) * n * n);
+  const double scale = fixed_point_scale(count);
+  const double mean = pm_fixed_point_mean(count, scale, n);
   const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, shift_cells};
   auto* fixed = reinterpret_cast<unsigned long long*>(work);
   for (int x_lo = 0; x_lo < n; x_lo += planes) {

@@ -38,7 +38,7 @@ __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* 
       const double wxy = s.wx[o] * s.wy[a];
 #pragma unroll
       for (int c = 0; c < P; ++c) {
-        const unsigned long long q = pm_fixed_weight(wxy * s.wz[c], scale);
+        const unsigned long long q = fixed_point_round(wxy * s.wz[c], scale);
         if (q != 0) atomicAdd(row + s.k[c], q);
       }
     }

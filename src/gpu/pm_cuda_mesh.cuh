@@ -45,9 +45,6 @@ struct PmMeshGeometry {
   double shift_cells = 0;
 };
 
-// 2^S for n particles (see above; pm/fixed_point_mesh.hpp).
-using orbis::pm_fixed_point_scale;
-
 // acc[((i - x_lo) n + j) n + k] += round(w * scale) for every stencil node (i, j, k) with
 // x_lo <= i < x_hi; acc is zeroed by the caller.
 void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,

@@ -242,7 +242,7 @@ void PmSolver::Impl::assign_density(const PmSettings& s, typename Meshes<Real>::
                                     PhaseTimes& times) {
   const int n = s.grid_side;
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
-  const double scale = pm_fixed_point_scale(total);
+  const double scale = fixed_point_scale(total);
   {
     ScopedPhase phase(times, "pm_assign");
     assign_fixed_point(set.rho, particles, scale, set.fixed_lo(), set.fixed_hi());
