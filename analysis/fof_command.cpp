@@ -16,14 +16,6 @@
 namespace orbis {
 namespace {
 
-// The first file of a snapshot, resolved as read_snapshot does.
-std::string first_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  for (const std::string& candidate : {path, path + ".hdf5", path + ".0.hdf5"})
-    if (fs::exists(candidate)) return candidate;
-  fail("snapshot '{}' not found (tried also '{}.hdf5' and '{}.0.hdf5')", path, path, path);
-}
-
 // An orbis snapshot's /Parameters as TOML values by "section.key" (none for other codes').
 std::map<std::string, std::string> stored_parameters(const std::string& file) {
   std::map<std::string, std::string> out;
@@ -80,7 +72,7 @@ int run_fof_command(const FofCommandOptions& options) {
   if (Comm::world().size() > 1)
     fail("orbis fof runs on one rank for now (the friends-of-friends merge across ranks is not written yet); "
          "run it without mpirun");
-  const std::string file = first_file(options.snapshot);
+  const std::string file = snapshot_first_file(options.snapshot);
   // Before reading anything: a catalogue of that name may be another code's (GADGET-4 writes
   // fof_tab_NNN.hdf5 next to its snapshots too), and the folder must take the new one.
   const std::string out = options.out.empty() ? default_catalogue_path(options.snapshot) : options.out;

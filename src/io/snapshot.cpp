@@ -11,17 +11,30 @@
 #include "io/id_order.hpp"
 
 namespace orbis {
+
+std::string snapshot_first_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  // A name ending in .hdf5 is the one the run was given (output names end in .hdf5 whatever
+  // the file count) and the writer numbers a set by dropping that .hdf5 (snapshot_file_names):
+  // X.hdf5 may be the set X.0.hdf5, X.1.hdf5, ... Any other name may lack the extension.
+  const std::string ext = ".hdf5";
+  const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  const std::vector<std::string> tried =
+      has_ext ? std::vector<std::string>{path, path.substr(0, path.size() - ext.size()) + ".0.hdf5"}
+              : std::vector<std::string>{path, path + ".hdf5", path + ".0.hdf5"};
+  for (const std::string& candidate : tried)
+    if (fs::exists(candidate)) return candidate;
+  std::string list;
+  for (const std::string& candidate : tried) list += (list.empty() ? "'" : ", '") + candidate + "'";
+  fail("snapshot '{}' not found (tried {})", path, list);
+}
+
 namespace {
 
 // The files of a snapshot: PATH itself, or the numbered files of a multi-file set.
 std::vector<std::string> snapshot_files(const std::string& path) {
   namespace fs = std::filesystem;
-  std::string first = path;
-  if (!fs::exists(first)) {
-    for (const char* suffix : {".hdf5", ".0.hdf5"})
-      if (fs::exists(path + suffix)) { first = path + suffix; break; }
-  }
-  if (!fs::exists(first)) fail("snapshot '{}' not found (tried also '{}.hdf5' and '{}.0.hdf5')", path, path, path);
+  const std::string first = snapshot_first_file(path);
   int num_files = 1;
   {
     H5Reader reader(first);

@@ -60,8 +60,13 @@ std::vector<std::string> snapshot_file_names(const std::string& path, int files)
 // already there. A NumPart_Total of 2^32 or more is therefore the whole count.
 std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t high_word);
 
-// Reads a snapshot or IC file: PATH itself, or PATH.0.hdf5, PATH.1.hdf5, ... (also PATH
-// ending in ".0.hdf5") for multi-file sets. Only PartType1 is read; every other type must be
+// The first file of the snapshot named PATH: PATH itself; for PATH ending in ".hdf5" else
+// STEM.0.hdf5 (STEM: PATH without ".hdf5", as write_snapshot names a set); for any other PATH
+// else PATH.hdf5, else PATH.0.hdf5. None there: an error listing the names tried.
+std::string snapshot_first_file(const std::string& path);
+
+// Reads a snapshot or IC file, found as snapshot_first_file says: one file, or the numbered
+// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). Only PartType1 is read; every other type must be
 // empty. Positions are wrapped into [0, BoxSize). Over several ranks (collective), rank r
 // reads the particles [r N / P, (r + 1) N / P) of the set, in file order; the header is the
 // whole set's on every rank.

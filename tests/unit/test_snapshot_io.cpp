@@ -198,6 +198,44 @@ TEST_CASE("GADGET-4/N-GenIC-layout ICs written by h5py read correctly, single an
   }
 }
 
+TEST_CASE("a 2-file set reads by the run's name X.hdf5, the set's name X and its first file X.0.hdf5") {
+  Params params = Params::parse(
+      "[box]\nsize_mpc_h = 50.0\nparticles_per_side = 2\n[cosmology]\nomega_m = 0.3\n"
+      "[output]\nfiles_per_snapshot = 2\n", "t.toml");
+  Particles p;
+  p.resize(8);
+  p.mass = 1.5;
+  for (std::size_t i = 0; i < 8; ++i) {
+    p.pos[i] = {1.0 + 5.0 * i, 2.0 * i, 49.0 - i};
+    p.mom[i] = {10.0 * i, -1.0 * i, 0.5};
+    p.id[i] = 100 + i;
+  }
+  const auto dir = scratch("set");
+  fs::create_directories(dir);
+  const std::string stem = (dir / "snapshot_003").string();
+  const auto written = write_snapshot(stem + ".hdf5", p, 0.5, params);
+  REQUIRE(written == std::vector<std::string>{stem + ".0.hdf5", stem + ".1.hdf5"});
+  REQUIRE_FALSE(fs::exists(stem + ".hdf5"));
+  for (const std::string& name : {stem + ".hdf5", stem, stem + ".0.hdf5"}) {
+    CAPTURE(name);
+    CHECK(snapshot_first_file(name) == stem + ".0.hdf5");
+    const Snapshot s = read_snapshot(name);
+    CHECK(s.header.num_files == 2);
+    REQUIRE(s.particles.size() == 8);   // both files, not the first alone
+    for (std::size_t i = 0; i < 8; ++i) {
+      CHECK(s.particles.id[i] == p.id[i]);
+      CHECK(s.particles.pos[i][0] == p.pos[i][0]);
+    }
+  }
+  // A name that matches nothing lists every name tried.
+  const std::string run_name = (dir / "snapshot_004.hdf5").string();
+  const std::string run_tried = "tried '" + run_name + "', '" + (dir / "snapshot_004.0.hdf5").string() + "'";
+  CHECK_THROWS_WITH_AS(read_snapshot(run_name), doctest::Contains(run_tried.c_str()), Error);
+  const std::string set_name = (dir / "snapshot_004").string();
+  const std::string set_tried = "tried '" + set_name + "', '" + set_name + ".hdf5', '" + set_name + ".0.hdf5'";
+  CHECK_THROWS_WITH_AS(read_snapshot(set_name), doctest::Contains(set_tried.c_str()), Error);
+}
+
 TEST_CASE("unreadable snapshots give clear errors") {
   CHECK_THROWS_WITH_AS(read_snapshot(scratch("missing").string()),
                        doctest::Contains("not found"), Error);
