@@ -9,9 +9,10 @@
 // in mass units, (sum - mean) * (density of one particle) / 2^S, in the mesh precision: the
 // mean only feeds the k = 0 mode, which both Green's functions set to zero, and without it a
 // float mesh would round the mean density along with the fluctuations. Exact integer sums
-// also make the float mesh more accurate than the FFTW path's, which adds floats in dense
-// cells: 256^3 clustered particles on a 512^3 mesh, forces against a double mesh, rms 2.0e-7
-// here, 2.1e-5 there (tests/bench/bench_pm_cuda).
+// also make a float mesh more accurate than adding floats into dense cells: 256^3 clustered
+// particles on a 512^3 mesh, forces against a double mesh, rms 2.0e-7 here, 2.1e-5 for the
+// host PM when it still added floats (tests/bench/bench_pm_cuda_results.md, 2026-11-25). The
+// host PM now sums the same integers (pm/pm_solver.hpp), so that gap is not its any more.
 // Measured on one H100 (tests/bench/bench_pm_cuda, TSC, float mesh), against float atomicAdd
 // straight into the mesh (fast, not deterministic): 256^3 clustered particles on 512^3, 6.8 ms
 // vs 4.8 ms; the same shuffled, 14.9 vs 12.6 ms; 512^3 on 1024^3 (two passes), 31.7 vs 13.8 ms.

@@ -28,19 +28,21 @@
 // (the CUDA engine downloads them), at the start, at every output and every [analysis]
 // energy_check_every PM steps. TreePM. Where the pair sum runs on the GPU (one rank, the
 // [gpu] backend's P2P evaluator on CUDA) the mesh term does too, with cuFFT from the same
-// device pool the step engine uses, given back after each check; elsewhere FFTW on the host.
+// device pool the step engine uses, given back after each check; elsewhere the host PM
+// (pm/pm_solver.hpp: fixed-point assignment, FFTW's reproducible plan).
 // It takes the host positions rather than the engine's device arrays: the pair sum builds
 // its chaining mesh on the host from them, so they are downloaded anyway, and one more upload
 // (24 bytes a particle) is small beside the check.
 //
-// Over several ranks each rank holds its domain's particles, and every term is a sum over
-// the ranks: K from the engine's reduced sum |p|^2; the mesh term from the distributed PM
-// mesh (FFTW-MPI slabs, the particles routed to them as for the forces); the pairs from each
-// rank's particles with each other and with ghosts, the other ranks' particles within the
-// cut, imported for the check (domain/particle_exchange.hpp), a pair between two ranks taken
-// by exactly one of them (fmm/pair_energy.hpp), on the CPU; self and background from the
-// global count. Every rank gets the same W, so the budget (RunState, saved in every rank's
-// checkpoint file) is the same on every rank, and it equals the one-rank run's to rounding.
+// Over several ranks each rank holds its domain's particles, and every term is a sum over the
+// ranks: K from the engine's reduced sum |p|^2; the mesh term from the host PM's x slabs (the
+// particles routed to them as for the forces; fixed-point assignment, the reproducible plan and
+// its plane sums added in plane order: bitwise the one-rank host PM's value); the pairs from
+// each rank's particles with each other and with ghosts, the other ranks' particles within the
+// cut, imported for the check (domain/particle_exchange.hpp), a pair between two ranks taken by
+// exactly one of them (fmm/pair_energy.hpp), on the CPU; self and background from the global
+// count. Every rank gets the same W, so the budget (RunState, saved in every rank's checkpoint
+// file) is the same on every rank, and it equals the one-rank run's to the pair sum's rounding.
 #pragma once
 #include <cstdint>
 #include <memory>
