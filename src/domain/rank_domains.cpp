@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/timer.hpp"
 #include "domain/global_top_tree.hpp"
 #include "fmm/walk_pair.hpp"
 #include "tree/orb_tree.hpp"
@@ -53,8 +54,16 @@ void RankDomains::update(Particles& particles, double work) {
   const double mean = comm_.sum(work) / comm_.size();
   report_.imbalance = mean > 0 ? most / mean : 1.0;
 
+  DomainReport::Times& times = report_.times;
+  Stopwatch watch;
+  const double comm_before = comm_.stats().seconds;
   // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
   const GlobalTopTree top = GlobalTopTree::build(particles.pos, max_leaf_, top_depth_, comm_);
+  times.top_tree = watch.seconds();
+  times.top_comm = comm_.stats().seconds - comm_before;
+  times.top_rounds = top.rounds();
+  times.top_levels = top.nodes().empty() ? 0 : top.nodes().back().depth;
+  watch.restart();
   std::vector<std::int32_t> leaf_index;
   group_count_.clear();
   group_lo_.clear();
@@ -110,7 +119,11 @@ void RankDomains::update(Particles& particles, double work) {
                 "ranks without a node compute no short-range forces (a smaller [gravity] top_node_particles gives "
                 "more nodes)", n_groups, top_depth_, comm_.size());
   }
+  times.runs = watch.seconds();
+  watch.restart();
   report_.migrated = migrate_particles(particles, group, domains_, comm_);
+  times.migrate = watch.seconds();
+  watch.restart();
 
   // Group by group, each in subtree order.
   const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me);
@@ -123,6 +136,7 @@ void RankDomains::update(Particles& particles, double work) {
     if (own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin] != group_count_[g])
       fail("internal: rank {} holds {} particles of top-tree group {}, which has {}", me,
            own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin], g, group_count_[g]);
+  times.order = watch.seconds();
   updated_ = true;
   top_boxes_current_ = true;
   ghosts_chosen_ = false;   // the particles are others now, in another order
@@ -204,6 +218,8 @@ void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {
   if (same_set) *same_set = false;
   report_.rechosen = false;
+  report_.times.ghost_choice = report_.times.ghost_exchange = 0;
+  Stopwatch watch;
   if (comm_.size() == 1) {
     with_ghosts_ = pos;
     group_offsets_ = {0, static_cast<std::uint32_t>(pos.size())};
@@ -238,7 +254,10 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   if (comm_.max(moved2) <= allowed * allowed) {
     refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
     if (same_set) *same_set = true;
+    report_.times.ghost_exchange = watch.seconds();
   } else {
+    report_.times.ghost_exchange = watch.seconds();
+    watch.restart();
     const double reach = r_cut * (1 + kGhostMargin);
     if (top_boxes_current_) {
       // Right after update(): the top tree's boxes, exact for these positions.
@@ -268,6 +287,8 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
       choose_ghosts(lo, hi, reach);
     }
     top_boxes_current_ = false;
+    report_.times.ghost_choice = watch.seconds();
+    watch.restart();
     refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
     if (with_ghosts_.size() != group_offsets_.back())
       fail("internal: {} ghost positions arrived, their groups hold {}", with_ghosts_.size() - n,
@@ -279,6 +300,7 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;
     report_.rechosen = true;
+    report_.times.ghost_exchange += watch.seconds();
   }
   report_.ghosts = with_ghosts_.size() - n;
   return with_ghosts_;

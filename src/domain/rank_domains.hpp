@@ -39,6 +39,19 @@ struct DomainReport {
   std::uint64_t ghosts = 0;     // ghosts imported at the last with_ghosts()
   std::uint64_t ghost_groups = 0;   // the whole top nodes they make up
   bool rechosen = false;        // the last with_ghosts() chose the ghosts (else refreshed them)
+  // Where the time went (this rank, wall seconds, collectives' waiting included): of the last
+  // update() and of the last with_ghosts().
+  struct Times {
+    double top_tree = 0;        // GlobalTopTree::build
+    double top_comm = 0;        //   of which inside its reductions
+    int top_levels = 0;         //   levels split
+    int top_rounds = 0;         //   histogram rounds, all levels
+    double runs = 0;            // each particle's group, the runs (re)built
+    double migrate = 0;         // migrate_particles
+    double order = 0;           // subtree order and the permutation
+    double ghost_choice = 0;    // boxes gathered, pairs tested, routes (0 when refreshed)
+    double ghost_exchange = 0;  // copy, displacement check, the ghosts' positions sent
+  } times;
 };
 
 class RankDomains {

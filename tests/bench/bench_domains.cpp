@@ -108,11 +108,13 @@ int main(int argc, char** argv) {
       Stopwatch update;
       domains.update(mine, 1.0e9);   // equal work: the domains are kept
       const double update_s = update.seconds();
+      const DomainReport::Times up = domains.report().times;
       comm.barrier();
       Stopwatch select;
       bool same = true;
       const std::size_t sources = domains.with_ghosts(mine.pos, r_cut, &same).size();
       const double select_s = select.seconds();
+      const DomainReport::Times sel = domains.report().times;
       double refresh_s = 0;
       for (int k = 1; k < subs; ++k) {
         drift(mine, 1000 * s + k, 1e-4 * r_cut, box);
@@ -127,6 +129,11 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < mine.size(); ++i) check = mix(mix(check, mine.id[i]), bits(mine.pos[i].x));
       check = mix(check, sources);
       const std::uint64_t migrated = comm.sum(domains.report().migrated);
+      if (comm.is_root())
+        std::printf("  parts: top tree %.4f s (%d levels, %d rounds, %.4f s in reductions), groups and runs %.4f s, "
+                    "migration %.4f s, subtree order %.4f s; ghost choice %.4f s, ghost exchange %.4f s\n",
+                    up.top_tree, up.top_levels, up.top_rounds, up.top_comm, up.runs, up.migrate, up.order,
+                    sel.ghost_choice, sel.ghost_exchange);
       if (comm.is_root())
         std::printf("PM step %d: update %.4f s (%llu migrated), ghost selection %.4f s (%llu ghosts in %llu nodes), "
                     "%d refreshes %.4f s; domain phase %.4f s\n",
