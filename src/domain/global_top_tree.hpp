@@ -19,15 +19,17 @@
 // of a level is found together by radix selection, 8 bits per round from the first bit the
 // node's box leaves open (the bits all members share are skipped): one allreduce of a 256-bin
 // count histogram per unfinished node (over the members still matching the prefix found so
-// far), until rank k falls on a bin's lower edge; the left child is then exactly the keys
-// below that edge. Boxes: one min-allreduce per level (lo and -hi: exact in any order).
+// far), until rank k falls on a bin's lower edge; the prefix found is then a threshold, and
+// the left child is exactly the keys below it. Boxes: one min-allreduce per level (lo and -hi:
+// exact in any order).
 // Cost per level of s splitting nodes: a box reduction of 48 bytes per node, then R rounds of
-// 2 KiB per unfinished node (R ~ 4: 128^3 clustered, depth 9 took 38 rounds), and ~4 passes
-// over this rank's particles (the rounds after the first see only the few still undecided).
-// Measured (2-core VM, 1 thread per rank, 128^3 clustered, max_leaf 16): depth 6 in 0.32 s on
-// 1 rank, 0.44 s on 2 (1M each, sharing the 2 cores), where a serial OrbTree::build spends
-// 0.16 s on the same 6 levels (nth_element on contiguous ranges), 0.7 s on the whole tree.
-//
+// 2 KiB per unfinished node (R ~ 4: 128^3 clustered, depth 9 took 38 rounds), and two passes
+// over this rank's members: the first round's histogram, then its filter, which also sends
+// every member the round decides to its child (the children's boxes from the keys, the next
+// level's members); the later rounds and the children of the members they decide see only
+// the few left. Each pass runs over fixed blocks of the members in parallel (histograms and
+// boxes per thread, integer sums and minima; lists concatenated in block order): the same
+// tree for any thread count.
 // Not promised: which of several particles at exactly the same position goes to which child
 // (the serial build's own order there is arbitrary: nth_element). The nodes (counts, boxes,
 // axes) are still the serial ones; particle_node of such particles may differ from a serial

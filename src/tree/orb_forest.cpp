@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "tree/orb_tree.hpp"
+#include "tree/split_axis.hpp"
 
 namespace orbis {
 
@@ -155,6 +156,81 @@ void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::ve
   derive_levels();
 }
 
+namespace {
+
+// The order OrbTree::build (top_levels 0) gives a group, without the tree: each node of
+// more than max_leaf members split at its count/2-th member in the total order along the
+// longest side of its tight box (ties to the lowest axis: split_axis below the top depth),
+// a leaf sorted in that order. The same total order as OrbTree::build's (coordinate A, then
+// (A+1)%3, then (A+2)%3; tree/orb_tree.cpp), so the same order of positions, whatever
+// partition finds the split: no boxes kept, no centres or radii (the forest's refit makes
+// those), nothing allocated but the thread's item buffer.
+struct OrderItem {
+  Vec3d x;
+  std::uint32_t index;
+};
+template <int A>
+struct OrderLess {
+  static constexpr int B = (A + 1) % 3, C = (A + 2) % 3;
+  bool operator()(const OrderItem& a, const OrderItem& b) const {
+    if (a.x[A] != b.x[A]) return a.x[A] < b.x[A];
+    if (a.x[B] != b.x[B]) return a.x[B] < b.x[B];
+    return a.x[C] < b.x[C];
+  }
+};
+template <typename F>
+void with_order_axis(int axis, F&& f) {
+  switch (axis) {
+    case 0: f(OrderLess<0>{}); break;
+    case 1: f(OrderLess<1>{}); break;
+    default: f(OrderLess<2>{}); break;
+  }
+}
+
+void order_node(OrderItem* begin, std::uint32_t count, int max_leaf) {
+  Vec3d lo = begin->x, hi = begin->x;   // OrbTree's bounding_box, in its order of min/max
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const Vec3d& x = begin[i].x;
+    lo.x = std::min(lo.x, x.x); lo.y = std::min(lo.y, x.y); lo.z = std::min(lo.z, x.z);
+    hi.x = std::max(hi.x, x.x); hi.y = std::max(hi.y, x.y); hi.z = std::max(hi.z, x.z);
+  }
+  const int axis = longest_axis(lo, hi);   // split_axis(lo, hi, depth, 0)
+  if (count <= static_cast<std::uint32_t>(max_leaf)) {
+    with_order_axis(axis, [&](auto less) { std::sort(begin, begin + count, less); });
+    return;
+  }
+  const std::uint32_t n_left = count / 2;
+  with_order_axis(axis, [&](auto less) { std::nth_element(begin, begin + n_left, begin + count, less); });
+  order_node(begin, n_left, max_leaf);
+  order_node(begin + n_left, count - n_left, max_leaf);
+}
+
+// out[first .. end) = the indices of group [first, end) in subtree order, each group by one
+// thread. index(k): the particle at grouped place k (its position positions[index(k)]).
+template <typename Index>
+void order_groups(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& offsets, int max_leaf,
+                  Index index, std::vector<std::uint32_t>& out) {
+  const auto n_groups = static_cast<std::int64_t>(offsets.size()) - 1;
+#pragma omp parallel
+  {
+    std::vector<OrderItem> items;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t g = 0; g < n_groups; ++g) {
+      const std::uint32_t first = offsets[static_cast<std::size_t>(g)], end = offsets[static_cast<std::size_t>(g) + 1];
+      if (end == first) continue;
+      items.resize(end - first);
+      for (std::uint32_t k = first; k < end; ++k) {
+        const std::uint32_t i = index(k);
+        items[k - first] = OrderItem{positions[i], i};
+      }
+      order_node(items.data(), end - first, max_leaf);
+      for (std::uint32_t t = 0; t < end - first; ++t) out[first + t] = items[t].index;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::uint32_t> OrbTree::subtree_order(const std::vector<Vec3d>& positions,
                                                   const std::vector<std::uint32_t>& offsets, int max_leaf) {
   if (max_leaf < 1) fail("ORB subtree order: max_leaf = {} must be >= 1", max_leaf);
@@ -163,22 +239,7 @@ std::vector<std::uint32_t> OrbTree::subtree_order(const std::vector<Vec3d>& posi
   for (std::size_t g = 0; g + 1 < offsets.size(); ++g)
     if (offsets[g + 1] < offsets[g]) fail("ORB subtree order: group offsets decrease at group {}", g);
   std::vector<std::uint32_t> out(positions.size());
-  const auto n_groups = static_cast<std::int64_t>(offsets.size()) - 1;
-  // One group per thread: a build's order depends on its set of positions alone (not on
-  // the threads that make it), so this is the order of a serial build of each group.
-#pragma omp parallel
-  {
-    OrbTree tree;
-    std::vector<Vec3d> members;
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t g = 0; g < n_groups; ++g) {
-      const std::uint32_t first = offsets[static_cast<std::size_t>(g)], end = offsets[static_cast<std::size_t>(g) + 1];
-      if (end == first) continue;
-      members.assign(positions.begin() + first, positions.begin() + end);
-      tree.build(members, max_leaf);
-      for (std::uint32_t t = 0; t < end - first; ++t) out[first + t] = first + tree.order()[t];
-    }
-  }
+  order_groups(positions, offsets, max_leaf, [](std::uint32_t k) { return k; }, out);
   return out;
 }
 
@@ -186,26 +247,55 @@ std::vector<std::uint32_t> OrbTree::subtree_order_by_group(const std::vector<Vec
                                                            const std::vector<std::int32_t>& group_of,
                                                            std::int32_t n_groups, int max_leaf,
                                                            std::vector<std::uint32_t>& group_offsets) {
+  if (max_leaf < 1) fail("ORB subtree order: max_leaf = {} must be >= 1", max_leaf);
   if (group_of.size() != positions.size())
     fail("ORB subtree order: {} group indices for {} particles", group_of.size(), positions.size());
   if (n_groups < 0) fail("ORB subtree order: {} groups", n_groups);
-  group_offsets.assign(static_cast<std::size_t>(n_groups) + 1, 0);
-  for (std::size_t i = 0; i < group_of.size(); ++i) {
-    if (group_of[i] < 0 || group_of[i] >= n_groups)
-      fail("ORB subtree order: particle {} in group {}, outside [0, {})", i, group_of[i], n_groups);
-    ++group_offsets[static_cast<std::size_t>(group_of[i]) + 1];
+  const std::size_t n = group_of.size(), groups = static_cast<std::size_t>(n_groups);
+  // Grouped stably by a counting sort over fixed blocks: each block's count per group, the
+  // places group-major then block by block, each block scattered by one thread.
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
+  std::vector<std::uint32_t> place(n_blocks * groups, 0);   // [b * groups + g]
+  std::int64_t bad = -1;
+#pragma omp parallel for schedule(static) reduction(max : bad)
+  for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(n_blocks); ++b) {
+    std::uint32_t* count = place.data() + static_cast<std::size_t>(b) * groups;
+    const std::size_t end = std::min(n, (static_cast<std::size_t>(b) + 1) * kBlock);
+    for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < end; ++i) {
+      const std::int32_t g = group_of[i];
+      if (g < 0 || g >= n_groups) {
+        bad = std::max(bad, static_cast<std::int64_t>(i));
+        continue;
+      }
+      ++count[static_cast<std::size_t>(g)];
+    }
   }
-  for (std::size_t g = 0; g < static_cast<std::size_t>(n_groups); ++g) group_offsets[g + 1] += group_offsets[g];
-  // Grouped (stably), then each group in its subtree order.
-  std::vector<std::uint32_t> grouped(positions.size());
-  std::vector<std::uint32_t> cursor(group_offsets.begin(), group_offsets.end() - 1);
-  for (std::size_t i = 0; i < group_of.size(); ++i)
-    grouped[cursor[static_cast<std::size_t>(group_of[i])]++] = static_cast<std::uint32_t>(i);
-  std::vector<Vec3d> grouped_pos(positions.size());
-  for (std::size_t t = 0; t < grouped.size(); ++t) grouped_pos[t] = positions[grouped[t]];
-  const std::vector<std::uint32_t> within = subtree_order(grouped_pos, group_offsets, max_leaf);
-  std::vector<std::uint32_t> out(positions.size());
-  for (std::size_t t = 0; t < out.size(); ++t) out[t] = grouped[within[t]];
+  if (bad >= 0)
+    fail("ORB subtree order: particle {} in group {}, outside [0, {})", bad, group_of[static_cast<std::size_t>(bad)],
+         n_groups);
+  group_offsets.assign(groups + 1, 0);
+  std::uint32_t at = 0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    group_offsets[g] = at;
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      const std::uint32_t c = place[b * groups + g];
+      place[b * groups + g] = at;
+      at += c;
+    }
+  }
+  group_offsets[groups] = at;
+  std::vector<std::uint32_t> grouped(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(n_blocks); ++b) {
+    std::uint32_t* cursor = place.data() + static_cast<std::size_t>(b) * groups;
+    const std::size_t end = std::min(n, (static_cast<std::size_t>(b) + 1) * kBlock);
+    for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < end; ++i)
+      grouped[cursor[static_cast<std::size_t>(group_of[i])]++] = static_cast<std::uint32_t>(i);
+  }
+  // Then each group in its subtree order, read through `grouped` (no copy of the positions).
+  std::vector<std::uint32_t> out(n);
+  order_groups(positions, group_offsets, max_leaf, [&grouped](std::uint32_t k) { return grouped[k]; }, out);
   return out;
 }
 
