@@ -128,7 +128,10 @@ void RankDomains::update(Particles& particles, double work) {
   // Group by group, each in subtree order.
   const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me);
   std::vector<std::int32_t> own_group(particles.size());
-  for (std::size_t i = 0; i < group.size(); ++i) own_group[i] = static_cast<std::int32_t>(group[i] - g_begin);
+  const std::ptrdiff_t n_here = static_cast<std::ptrdiff_t>(group.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < n_here; ++i)
+    own_group[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(group[static_cast<std::size_t>(i)] - g_begin);
   permute(particles, group,
           OrbTree::subtree_order_by_group(particles.pos, own_group, static_cast<std::int32_t>(g_end - g_begin),
                                           max_leaf_, own_offsets_));
@@ -229,29 +232,48 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   if (!updated_ || own_offsets_.back() != pos.size())
     fail("internal: ghosts asked for {} particles, the last domain update left {}", pos.size(),
          updated_ ? own_offsets_.back() : 0u);
-  // One pass over the particles: copied to the front of the result (its buffer is the last
-  // call's: between the sub-steps of a PM step the same size, no allocation) and, while a
-  // choice stands, their largest displacement since it (a maximum: the same for any thread
-  // count).
+  // One pass over the particles, group by group: copied to the front of the result (its
+  // buffer is the last call's: between the sub-steps of a PM step the same size, no
+  // allocation) and each own group's tight box at these positions (the box the forest's
+  // refit gives its root), and how far it sticks out of the group's box at the choice (a
+  // maximum: the same for any thread count).
   const std::size_t n = pos.size();
   if (with_ghosts_.size() < n) with_ghosts_.resize(n);
-  // Both positions lie in [0, box), so the nearest image of their difference is one box
-  // away at most: a comparison, not periodic_wrap_delta's division (which differs only
-  // where |d| is within rounding of box / 2, far beyond any displacement allowed).
-  const bool chosen = ghosts_chosen_ && chosen_at_.size() == n && chosen_r_cut_ == r_cut;
-  const double half = 0.5 * box_;
-  double moved2 = chosen ? 0.0 : HUGE_VAL;
-#pragma omp parallel for schedule(static) reduction(max : moved2)
-  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k) {
-    const std::size_t i = static_cast<std::size_t>(k);
-    with_ghosts_[i] = pos[i];
-    if (!chosen) continue;
-    Vec3d d = pos[i] - chosen_at_[i];
-    for (int a = 0; a < 3; ++a) d[a] = d[a] > half ? d[a] - box_ : (d[a] < -half ? d[a] + box_ : d[a]);
-    moved2 = std::max(moved2, norm2(d));
+  const std::size_t n_own = own_offsets_.size() - 1;
+  const bool chosen = ghosts_chosen_ && chosen_lo_.size() == n_own && chosen_r_cut_ == r_cut;
+  own_lo_.resize(n_own);
+  own_hi_.resize(n_own);
+  double grown = chosen ? 0.0 : HUGE_VAL;
+#pragma omp parallel for schedule(dynamic, 16) reduction(max : grown)
+  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n_own); ++k) {
+    const std::size_t g = static_cast<std::size_t>(k);
+    const std::uint32_t first = own_offsets_[g], end = own_offsets_[g + 1];
+    Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+    if (end > first) lo = hi = pos[first];
+    for (std::uint32_t i = first; i < end; ++i) {
+      const Vec3d& x = pos[i];
+      with_ghosts_[i] = x;
+      lo.x = std::min(lo.x, x.x); lo.y = std::min(lo.y, x.y); lo.z = std::min(lo.z, x.z);
+      hi.x = std::max(hi.x, x.x); hi.y = std::max(hi.y, x.y); hi.z = std::max(hi.z, x.z);
+    }
+    own_lo_[g] = lo;
+    own_hi_[g] = hi;
+    if (chosen && end > first)
+      for (int d = 0; d < 3; ++d) grown = std::max({grown, chosen_lo_[g][d] - lo[d], hi[d] - chosen_hi_[g][d]});
   }
-  const double allowed = 0.5 * kGhostMargin * r_cut;
-  if (comm_.max(moved2) <= allowed * allowed) {
+  // The choice stands while it holds every group the walk's drop test keeps with an own
+  // group at these positions (bitwise forces need the forest to: a kept pair's leaves make
+  // P2P tasks, and the tiled kernel cuts its tiles by their sources). A pair not chosen was
+  // more than reach = r_cut (1 + kGhostMargin) apart (walk_pair's gap: the nearest-image
+  // distance of the boxes, per axis); if no box sticks out of its box at the choice by more
+  // than e on any side, each axis' gap has shrunk by at most 2e and the distance by at most
+  // 2e sqrt(3), so e <= r_cut kGhostMargin / (2 sqrt(3)) keeps it beyond r_cut (with a 1e-6
+  // relative margin for the rounding of the gaps). Measured on the boxes, not on the
+  // particles' displacements: a particle that crosses a face of the periodic box moves a
+  // little, but its group's box (the tree knows no periodicity) then spans the whole box,
+  // and such a group is kept with every group near it on the other two axes.
+  const double allowed = kGhostMargin * r_cut / (2 * std::sqrt(3.0)) * (1 - 1e-6);
+  if (comm_.max(grown) <= allowed) {
     refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
     if (same_set) *same_set = true;
     report_.times.ghost_exchange = watch.seconds();
@@ -259,33 +281,32 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     report_.times.ghost_exchange = watch.seconds();
     watch.restart();
     const double reach = r_cut * (1 + kGhostMargin);
+    std::vector<Vec3d> lo, hi;
     if (top_boxes_current_) {
       // Right after update(): the top tree's boxes, exact for these positions.
-      choose_ghosts(group_lo_, group_hi_, reach);
+      lo = group_lo_;
+      hi = group_hi_;
     } else {
-      // Later: each rank's groups' current boxes (tight, as the refitted tree's), gathered
+      // Later: each rank's groups' current boxes (tight, as the refitted forest's), gathered
       // in group order (the runs ascend with the rank).
-      const std::size_t n_own = own_offsets_.size() - 1;
       std::vector<Vec3d> own_box(2 * n_own);
-#pragma omp parallel for schedule(dynamic, 16)
-      for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n_own); ++k) {
-        Vec3d lo = pos[own_offsets_[static_cast<std::size_t>(k)]], hi = lo;
-        for (std::uint32_t i = own_offsets_[static_cast<std::size_t>(k)]; i < own_offsets_[static_cast<std::size_t>(k) + 1]; ++i)
-          for (int a = 0; a < 3; ++a) {
-            lo[a] = std::min(lo[a], pos[i][a]);
-            hi[a] = std::max(hi[a], pos[i][a]);
-          }
-        own_box[2 * static_cast<std::size_t>(k)] = lo;
-        own_box[2 * static_cast<std::size_t>(k) + 1] = hi;
+      for (std::size_t k = 0; k < n_own; ++k) {
+        own_box[2 * k] = own_lo_[k];
+        own_box[2 * k + 1] = own_hi_[k];
       }
       const std::vector<Vec3d> boxes = comm_.allgatherv(own_box);
-      std::vector<Vec3d> lo(domains_.groups()), hi(domains_.groups());
+      lo.resize(domains_.groups());
+      hi.resize(domains_.groups());
       for (std::size_t g = 0; g < lo.size(); ++g) {
         lo[g] = boxes[2 * g];
         hi[g] = boxes[2 * g + 1];
       }
-      choose_ghosts(lo, hi, reach);
     }
+    choose_ghosts(lo, hi, reach);
+    // The own groups' boxes the choice was made with: what later calls measure against.
+    const std::uint32_t g_begin = domains_.begin(comm_.rank());
+    chosen_lo_.assign(lo.begin() + g_begin, lo.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
+    chosen_hi_.assign(hi.begin() + g_begin, hi.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
     top_boxes_current_ = false;
     report_.times.ghost_choice = watch.seconds();
     watch.restart();
@@ -293,10 +314,6 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     if (with_ghosts_.size() != group_offsets_.back())
       fail("internal: {} ghost positions arrived, their groups hold {}", with_ghosts_.size() - n,
            group_offsets_.back() - n);
-    chosen_at_.resize(n);
-#pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k)
-      chosen_at_[static_cast<std::size_t>(k)] = pos[static_cast<std::size_t>(k)];
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;
     report_.rechosen = true;

@@ -74,10 +74,12 @@ class RankDomains {
   // one of this rank's groups' boxes (walk_pair's gap test, nearest image), whole, by source
   // rank and group, each in its owner's order. group_offsets() then delimits the groups of
   // the result (own first). One rank: pos itself, one group.
-  // The choice is kept, only the positions exchanged, while no particle has moved more than
-  // r_cut kGhostMargin / 2 since it (two boxes approach by at most twice that); then the
-  // groups' current boxes are allgathered and the groups chosen again (the same particles'
-  // order within each). *same_set: the result holds the same particles in the same order as
+  // The choice is kept, only the positions exchanged, while no group's box sticks out of its
+  // box at the choice by more than r_cut kGhostMargin / (2 sqrt 3) on any side (then no pair
+  // of groups left out can come within r_cut: every group the walk keeps with an own group
+  // is there, also one whose particle crossed a face of the box and whose box spans it);
+  // else the groups' current boxes are allgathered and the groups chosen again (the same
+  // particles' order within each). *same_set: the result holds the same particles in the same order as
   // at the last call (the short-range solver may refit its tree).
   const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
   // [group_offsets()[k], group_offsets()[k + 1]): group k of with_ghosts()'s result.
@@ -123,7 +125,8 @@ class RankDomains {
   // The current ghost choice: what was sent where, at which positions and r_cut.
   bool ghosts_chosen_ = false;
   GhostRoutes routes_;
-  std::vector<Vec3d> chosen_at_;
+  std::vector<Vec3d> chosen_lo_, chosen_hi_;   // the own groups' boxes the choice was made with
+  std::vector<Vec3d> own_lo_, own_hi_;         // the own groups' boxes at the last call
   double chosen_r_cut_ = 0;
 };
 

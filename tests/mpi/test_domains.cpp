@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "domain/node_domains.hpp"
 #include "domain/rank_domains.hpp"
+#include "fmm/walk_pair.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/periodic_distance.hpp"
 #include "tree/orb_tree.hpp"
@@ -368,4 +369,76 @@ TEST_CASE("ghosts kept between PM steps: the same groups, at their new positions
     for (std::uint32_t t = offsets[k]; t < offsets[k + 1]; ++t) in_order = in_order && same(third[t], now[at++]);
   }
   CHECK(in_order);
+}
+
+// A particle that crosses a face of the periodic box between two calls moves a little, but
+// its group's box (the tree knows no periodicity) then spans the whole box, and the walk's
+// drop test keeps that group with every group near it on the other two axes: bitwise
+// forces need all of those in the forest. Before the choice was measured on the boxes, it
+// was kept (the displacement was tiny) and such groups were missing.
+TEST_CASE("ghosts after a particle crosses a face: every group the walk keeps with an own group is there") {
+  const Comm world = Comm::world();
+  if (world.size() == 1) return;
+  const double box = 60.0, r_cut = 2.0;
+  const int depth = 6;
+  std::uint64_t arose = 0;   // pairs kept after a crossing that were not chosen before it
+  for (int axis = 0; axis < 3; ++axis) {
+    INFO("across axis " << axis << ", " << world.size() << " ranks");
+    orbis::Particles all = numbered_set(11, box, 1331);
+    // The particle nearest the upper face: put just below it, then moved just across it.
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < all.size(); ++i)
+      if (all.pos[i][axis] > all.pos[k][axis]) k = i;
+    all.pos[k][axis] = box * (1 - 1e-7);
+    const std::vector<Vec3d> at_update = all.pos;
+    orbis::Particles mine = share(all, world.size(), world);
+    orbis::RankDomains domains(box, kMaxLeaf, depth, world);
+    domains.update(mine, 0.0);
+    domains.with_ghosts(mine.pos, r_cut);
+    const std::vector<std::uint32_t> before = domains.groups();
+    for (std::size_t q = 0; q < mine.size(); ++q)
+      if (mine.id[q] == all.id[k]) mine.pos[q][axis] = box * 1e-7;
+    all.pos[k][axis] = box * 1e-7;
+    bool same_set = false;
+    domains.with_ghosts(mine.pos, r_cut, &same_set);
+    // Every group's box at the new positions (members: the serial tree's, as at the update).
+    const SerialGroups s = serial_groups(at_update, depth);
+    const std::size_t n_groups = s.range.size();
+    REQUIRE(domains.domains().groups() == n_groups);
+    std::vector<orbis::WalkNode> nodes(n_groups);
+    for (std::size_t g = 0; g < n_groups; ++g) {
+      Vec3d lo{HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi{-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+      for (std::uint32_t t = 0; t < s.range[g].second; ++t) {
+        // at_update differs from `all` in particle k's position only: the same indices
+        const Vec3d& x = all.pos[s.tree.order()[s.range[g].first + t]];
+        for (int d = 0; d < 3; ++d) lo[d] = std::min(lo[d], x[d]), hi[d] = std::max(hi[d], x[d]);
+      }
+      nodes[g] = orbis::make_walk_node(lo, hi, 0.5 * (lo + hi), 0.0, -1, -1, -1, false);
+    }
+    struct Kept {
+      bool kept = false;
+      void m2l(const std::int8_t*) { kept = true; }
+      void p2p(const std::int8_t*) { kept = true; }
+      void child(std::int32_t, std::int32_t) { kept = true; }
+    };
+    const orbis::WalkPairParams params{box, 0.5 * box, r_cut, r_cut * r_cut, 0.0};
+    const std::set<std::uint32_t> present(domains.groups().begin(), domains.groups().end());
+    const std::set<std::uint32_t> chosen_before(before.begin(), before.end());
+    std::uint64_t missing = 0, newly_kept = 0;
+    for (std::uint32_t a = domains.domains().begin(world.rank()); a < domains.domains().end(world.rank()); ++a)
+      for (std::uint32_t b = 0; b < n_groups; ++b) {
+        if (domains.domains().owner(b) == world.rank()) continue;
+        Kept sink;
+        orbis::walk_pair(std::min(a, b), std::max(a, b), nodes[std::min(a, b)], nodes[std::max(a, b)], params, sink);
+        if (!sink.kept) continue;
+        if (!present.count(b)) ++missing;
+        if (!chosen_before.count(b)) ++newly_kept;
+      }
+    CHECK(world.sum(missing) == 0);
+    CHECK_FALSE(same_set);   // chosen again: the group's box grew by the whole box
+    arose += world.sum(newly_kept);
+  }
+  // The case the test is for arose (across one axis at least): a pair kept now that was not
+  // chosen before the crossing.
+  CHECK(arose > 0);
 }
