@@ -69,23 +69,28 @@ std::uint64_t migrate_particles(Particles& particles, std::vector<std::uint32_t>
         ParticleRecord{particles.pos[i], particles.mom[i], particles.id[i], particles.time_bin[i], group[i]};
   }
   const std::vector<ParticleRecord> arriving = comm.alltoallv(send, counts);
-  // The staying particles close up in their order (one pass, in place), the arrivals after
-  // them in the order they came (by source rank, each source's in its order).
-  std::size_t kept = 0, l = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (l < leaving.size() && leaving[l] == i) {
-      ++l;
-      continue;
+  // The staying particles close up in their order (in place), each run between two leavers
+  // moved at once (a memmove per array: leavers are few).
+  std::size_t kept = 0, from = 0;
+  const auto close_up = [&](std::size_t to) {   // [from, to) to [kept, ...)
+    if (kept != from) {
+      const auto move = [&](auto& v) {
+        std::copy(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to),
+                  v.begin() + static_cast<std::ptrdiff_t>(kept));
+      };
+      move(particles.pos);
+      move(particles.mom);
+      move(particles.id);
+      move(particles.time_bin);
+      move(group);
     }
-    if (kept != i) {
-      particles.pos[kept] = particles.pos[i];
-      particles.mom[kept] = particles.mom[i];
-      particles.id[kept] = particles.id[i];
-      particles.time_bin[kept] = particles.time_bin[i];
-      group[kept] = group[i];
-    }
-    ++kept;
+    kept += to - from;
+  };
+  for (std::uint32_t i : leaving) {
+    close_up(i);
+    from = static_cast<std::size_t>(i) + 1;
   }
+  close_up(n);
   particles.resize(kept + arriving.size());
   group.resize(kept + arriving.size());
   for (std::size_t j = 0; j < arriving.size(); ++j) {
@@ -127,8 +132,8 @@ std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& cen
 }
 
 void refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm,
-                    std::vector<Vec3d>& out, std::size_t at) {
-  std::vector<Vec3d> send(routes.sent.size());
+                    std::vector<Vec3d>& out, std::size_t at, std::vector<Vec3d>& send) {
+  send.resize(routes.sent.size());
   const std::ptrdiff_t n_sent = static_cast<std::ptrdiff_t>(send.size());
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t k = 0; k < n_sent; ++k)

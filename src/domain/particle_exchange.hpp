@@ -42,9 +42,10 @@ std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& cen
 
 // Collective: the current positions of the particles `routes` names, sent to their ranks
 // (the run's ghosts between their choices: domain/rank_domains.hpp): one exchange. They are
-// written into `out` from index `at` on (resized to hold them; what is before kept), so a
-// buffer reused between the sub-steps of a PM step costs no allocation.
+// written into `out` from index `at` on (resized to hold them; what is before kept), packed
+// in `send` (resized), so buffers reused between the sub-steps of a PM step cost no
+// allocation.
 void refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, const Comm& comm,
-                    std::vector<Vec3d>& out, std::size_t at);
+                    std::vector<Vec3d>& out, std::size_t at, std::vector<Vec3d>& send);
 
 }  // namespace orbis

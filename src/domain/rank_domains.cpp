@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -24,7 +25,7 @@ struct KeptSink {
 // The particles' arrays (and `group`) permuted: new[k] = old[perm[k]].
 void permute(Particles& p, std::vector<std::uint32_t>& group, const std::vector<std::uint32_t>& perm) {
   const auto apply = [&perm](auto& values) {
-    auto out = values;
+    std::remove_reference_t<decltype(values)> out(values.size());
     const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(perm.size());
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = values[perm[static_cast<std::size_t>(k)]];
@@ -274,7 +275,7 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   // and such a group is kept with every group near it on the other two axes.
   const double allowed = kGhostMargin * r_cut / (2 * std::sqrt(3.0)) * (1 - 1e-6);
   if (comm_.max(grown) <= allowed) {
-    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
+    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n, ghost_send_);
     if (same_set) *same_set = true;
     report_.times.ghost_exchange = watch.seconds();
   } else {
@@ -310,7 +311,7 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     top_boxes_current_ = false;
     report_.times.ghost_choice = watch.seconds();
     watch.restart();
-    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n);
+    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n, ghost_send_);
     if (with_ghosts_.size() != group_offsets_.back())
       fail("internal: {} ghost positions arrived, their groups hold {}", with_ghosts_.size() - n,
            group_offsets_.back() - n);

@@ -125,6 +125,7 @@ class RankDomains {
   // The current ghost choice: what was sent where, at which positions and r_cut.
   bool ghosts_chosen_ = false;
   GhostRoutes routes_;
+  std::vector<Vec3d> ghost_send_;   // refresh_ghosts' packing buffer, kept between calls
   std::vector<Vec3d> chosen_lo_, chosen_hi_;   // the own groups' boxes the choice was made with
   std::vector<Vec3d> own_lo_, own_hi_;         // the own groups' boxes at the last call
   double chosen_r_cut_ = 0;
