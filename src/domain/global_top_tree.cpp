@@ -35,16 +35,6 @@ constexpr int kDigitBits = 8;
 constexpr int kBins = 1 << kDigitBits;
 constexpr int kKeyBits = 192;   // (A, A+1, A+2), 64 bits each
 
-// The 8 bits at bit p (0 the most significant, p < 192) of the key of a particle under axis A
-// (bits past the key's end read 0).
-inline int digit(const std::uint64_t* key3, int axis, int p) {
-  const int w = p >> 6, off = p & 63;
-  const std::uint64_t high = key3[(axis + w) % 3];
-  if (off <= 64 - kDigitBits) return static_cast<int>((high >> (64 - kDigitBits - off)) & (kBins - 1));
-  const std::uint64_t low = w < 2 ? key3[(axis + w + 1) % 3] : 0;
-  return static_cast<int>(((high << (off - (64 - kDigitBits))) | (low >> (128 - kDigitBits - off))) & (kBins - 1));
-}
-
 // The bits every member's key shares, from the node's box: the keys' word w lies between
 // those of lo and hi on its coordinate, and once lo and hi differ there the later words are
 // unbounded. 192: all members sit at one position.
@@ -57,9 +47,34 @@ int common_prefix_bits(const Vec3d& lo, const Vec3d& hi, int axis) {
   return kKeyBits;
 }
 
+// What a pass reads of a splitting node in a round, in one record: its histogram row (-1:
+// not counted this round), the bin its rank fell in (after the reduction), whether that
+// settled it, and where its digit lies in a member's key (words hw and lw of the key, the
+// digit the top 8 bits of (key[hw] << off) | (key[lw] & lw_mask) >> (64 - off)).
+struct RoundNode {
+  std::int32_t row = -1, cut = 0;
+  std::uint8_t hw = 0, lw = 0, off = 0, done = 0;
+  std::uint64_t lw_mask = 0;
+};
+RoundNode round_node(int axis, int p) {
+  RoundNode r;
+  const int w = p >> 6;
+  r.off = static_cast<std::uint8_t>(p & 63);
+  r.hw = static_cast<std::uint8_t>((axis + w) % 3);
+  r.lw = static_cast<std::uint8_t>((axis + w + 1) % 3);
+  r.lw_mask = w < 2 ? ~std::uint64_t{0} : 0;   // past the key's end: 0
+  return r;
+}
+// The 8 bits at bit p (0 the most significant) of a member's key under the node's axis
+// (bits past the key's end read 0), branch-free from the node's record ((x >> 1) >> (63 -
+// off) is x >> (64 - off), also for off = 0).
+inline int round_digit(const std::uint64_t* key3, const RoundNode& r) {
+  const std::uint64_t window = (key3[r.hw] << r.off) | (((key3[r.lw] & r.lw_mask) >> 1) >> (63 - r.off));
+  return static_cast<int>(window >> (64 - kDigitBits));
+}
 
 // The 192-bit word (words 0, 1, 2 of `t`, most significant first) with the 8 bits at bit p
-// (p < 192) set to `value`, the inverse of digit() on a key already rotated to its axis
+// (p < 192) set to `value`, the inverse of round_digit on a key already rotated to its axis
 // (bits past the end dropped: every member reads 0 there, so the cut has 0 there too).
 void put_digit(std::uint64_t* t, int p, int value) {
   const int w = p >> 6, off = p & 63;
@@ -213,6 +228,7 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
     std::vector<std::uint64_t> cut_key(3 * s, 0);   // per node: the threshold, rotated to its axis
     std::vector<int> bit(s), axis(s), cut(s, 0), active(s, 1), done_now(s, 0), settled(s, 0);
     std::vector<int> compact(s, -1);      // histogram row of an active node this round
+    std::vector<RoundNode> rn(s);         // the same per node, as the passes read it
     for (std::size_t q = 0; q < s; ++q) {
       const GlobalTopNode& node = nodes[splitting[q]];
       want[q] = node.count / 2;
@@ -281,7 +297,11 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
     bool any_round = false;
     for (;;) {
       std::size_t n_active = 0;
-      for (std::size_t q = 0; q < s; ++q) compact[q] = active[q] ? static_cast<int>(n_active++) : -1;
+      for (std::size_t q = 0; q < s; ++q) {
+        compact[q] = active[q] ? static_cast<int>(n_active++) : -1;
+        rn[q] = round_node(axis[q], std::min(bit[q], kKeyBits - 1));
+        rn[q].row = compact[q];
+      }
       if (n_active == 0) break;
       const bool first = !any_round;
       any_round = true;
@@ -293,8 +313,9 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
         for (std::size_t k = begin; k < end; ++k) {
           const std::uint32_t i = list[k];
           const auto q = static_cast<std::size_t>(slot[i]);
-          if (compact[q] < 0) continue;   // a node at one position: settled below
-          ++h[static_cast<std::size_t>(compact[q]) * kBins + static_cast<std::size_t>(digit(&keys[3 * i], axis[q], bit[q]))];
+          const RoundNode& r = rn[q];
+          if (r.row < 0) continue;   // a node at one position: settled below
+          ++h[static_cast<std::size_t>(r.row) * kBins + static_cast<std::size_t>(round_digit(&keys[3 * i], r))];
         }
       };
       if (nb <= 1) {
@@ -334,6 +355,8 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
         want[q] -= below;
         put_digit(&cut_key[3 * q], bit[q], b);
         if (want[q] == 0) done_now[q] = settled[q] = 1, active[q] = 0;   // rank falls on the bin's lower edge
+        rn[q].cut = b;
+        rn[q].done = static_cast<std::uint8_t>(done_now[q]);
       }
       // The candidates still undecided: in the bin holding the rank (or of a node at one
       // position). The first round also assigns the decided members their children (into
@@ -358,15 +381,16 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
           for (std::size_t k = static_cast<std::size_t>(blk) * kBlock; k < end; ++k) {
             const std::uint32_t i = list[k];
             const auto q = static_cast<std::size_t>(slot[i]);
-            if (compact[q] < 0) {
+            const RoundNode& r = rn[q];
+            if (r.row < 0) {
               out.push_back(i);
               continue;
             }
-            const int dg = digit(&keys[3 * i], axis[q], bit[q]);
-            if (dg == cut[q] && !done_now[q]) {
+            const int dg = round_digit(&keys[3 * i], r);
+            if (dg == r.cut && !r.done) {
               out.push_back(i);
             } else if (next) {
-              assign(i, q, dg < cut[q] ? 0 : 1, bx, *next);
+              assign(i, q, dg < r.cut ? 0 : 1, bx, *next);
             }
           }
         }
