@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -273,6 +274,14 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
     }
     // A member's side decided: its child's box (from its key: the exact coordinates, -0.0
     // read as +0.0) and node, or its place among the next level's members.
+    const auto place = [&](std::uint32_t i, std::size_t child, std::vector<std::uint32_t>& next) {
+      if (child_row[child] < 0) {
+        tree.particle_node_[i] = child_index[child];
+      } else {
+        slot[i] = child_row[child];
+        next.push_back(i);
+      }
+    };
     const auto assign = [&](std::uint32_t i, std::size_t q, int side, double* bx, std::vector<std::uint32_t>& next) {
       const std::size_t child = 2 * q + static_cast<std::size_t>(side);
       double* b = bx + 6 * child;
@@ -281,12 +290,7 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
         b[d] = std::min(b[d], x);
         b[3 + d] = std::min(b[3 + d], -x);
       }
-      if (child_row[child] < 0) {
-        tree.particle_node_[i] = child_index[child];
-      } else {
-        slot[i] = child_row[child];
-        next.push_back(i);
-      }
+      place(i, child, next);
     };
     for (std::vector<double>& bx : local_box.data) bx.assign(12 * s, HUGE_VAL);
 
@@ -309,14 +313,26 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
       hist.assign(bins, 0);
       const std::vector<std::uint32_t>& list = *from;
       const std::size_t nb = blocks_of(list.size());
+      // Counted by runs of one bin (members come in tree order, so neighbours mostly share
+      // a node and a digit): one add per run, not a chain of increments of one counter.
       const auto count = [&](std::uint32_t* h, std::size_t begin, std::size_t end) {
+        std::size_t last = 0;
+        std::uint32_t run = 0;
         for (std::size_t k = begin; k < end; ++k) {
           const std::uint32_t i = list[k];
           const auto q = static_cast<std::size_t>(slot[i]);
           const RoundNode& r = rn[q];
           if (r.row < 0) continue;   // a node at one position: settled below
-          ++h[static_cast<std::size_t>(r.row) * kBins + static_cast<std::size_t>(round_digit(&keys[3 * i], r))];
+          const std::size_t at = static_cast<std::size_t>(r.row) * kBins + static_cast<std::size_t>(round_digit(&keys[3 * i], r));
+          if (at == last) {
+            ++run;
+          } else {
+            if (run > 0) h[last] += run;
+            last = at;
+            run = 1;
+          }
         }
+        if (run > 0) h[last] += run;
       };
       if (nb <= 1) {
         std::vector<std::uint32_t>& h = local_hist.data[0];
@@ -378,6 +394,15 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
           out.clear();
           if (next) next->clear();
           const std::size_t end = std::min(list.size(), (static_cast<std::size_t>(blk) + 1) * kBlock);
+          // The box of the child the last members went to, kept in registers while the
+          // child stays the same (min is exact: the same box in any order).
+          std::size_t child_at = SIZE_MAX;
+          double run_box[6];
+          const auto flush = [&] {
+            if (child_at == SIZE_MAX) return;
+            double* b = bx + 6 * child_at;
+            for (int d = 0; d < 6; ++d) b[d] = std::min(b[d], run_box[d]);
+          };
           for (std::size_t k = static_cast<std::size_t>(blk) * kBlock; k < end; ++k) {
             const std::uint32_t i = list[k];
             const auto q = static_cast<std::size_t>(slot[i]);
@@ -390,9 +415,21 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
             if (dg == r.cut && !r.done) {
               out.push_back(i);
             } else if (next) {
-              assign(i, q, dg < r.cut ? 0 : 1, bx, *next);
+              const std::size_t child = 2 * q + (dg < r.cut ? 0 : 1);
+              if (child != child_at) {
+                flush();
+                child_at = child;
+                for (double& v : run_box) v = HUGE_VAL;
+              }
+              for (int d = 0; d < 3; ++d) {
+                const double x = from_ordered(keys[3 * i + static_cast<std::size_t>(d)]);
+                run_box[d] = std::min(run_box[d], x);
+                run_box[3 + d] = std::min(run_box[3 + d], -x);
+              }
+              place(i, child, *next);
             }
           }
+          flush();
         }
       }
       concatenate(left_parts, nb, cand);
@@ -416,18 +453,35 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
     }
     // The members the first round left (all of them if no round ran): below the threshold
     // left, above right, equal: right if the rank fell on a bin's edge, else the tie rule.
-    // Few: one thread. Then the next level's members: both ascending lists merged.
+    // Many at the top levels (the first digit there is mostly the exponent), so over blocks
+    // in parallel too. Then the next level's members: both ascending lists merged.
     const std::vector<std::uint32_t>& late = any_round ? first_left : members;
-    if (!any_round) {
-      local_box.team = 1;
-      next_parts_used = 0;
+    if (!any_round) next_parts_used = 0;
+    const std::size_t n_late_blocks = blocks_of(late.size());
+    if (left_parts.size() < n_late_blocks) left_parts.resize(n_late_blocks);
+    int late_team = 1;
+#pragma omp parallel
+    {
+#pragma omp single
+      late_team = omp_get_num_threads();
+      double* bx = local_box.data[static_cast<std::size_t>(omp_get_thread_num())].data();
+#pragma omp for schedule(dynamic, 1)
+      for (std::ptrdiff_t blk = 0; blk < static_cast<std::ptrdiff_t>(n_late_blocks); ++blk) {
+        std::vector<std::uint32_t>& next = left_parts[static_cast<std::size_t>(blk)];
+        next.clear();
+        const std::size_t end = std::min(late.size(), (static_cast<std::size_t>(blk) + 1) * kBlock);
+        for (std::size_t k = static_cast<std::size_t>(blk) * kBlock; k < end; ++k) {
+          const std::uint32_t i = late[k];
+          const auto q = static_cast<std::size_t>(slot[i]);
+          const int c = compare_key(&keys[3 * i], axis[q], &cut_key[3 * q]);
+          assign(i, q, c < 0 ? 0 : (c > 0 || settled[q] ? 1 : tie_side[i]), bx, next);
+        }
+      }
     }
+    // Every thread's boxes were reset at the level's start: combine all that may hold some.
+    local_box.team = std::max(any_round ? local_box.team : 1, late_team);
     std::vector<std::uint32_t> late_next;
-    for (std::uint32_t i : late) {
-      const auto q = static_cast<std::size_t>(slot[i]);
-      const int c = compare_key(&keys[3 * i], axis[q], &cut_key[3 * q]);
-      assign(i, q, c < 0 ? 0 : (c > 0 || settled[q] ? 1 : tie_side[i]), local_box.data[0].data(), late_next);
-    }
+    concatenate(left_parts, n_late_blocks, late_next);
     combine_boxes(12 * s);
     concatenate(parts, next_parts_used, cand);
     members.resize(cand.size() + late_next.size());
