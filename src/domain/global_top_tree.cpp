@@ -32,8 +32,17 @@ double from_ordered(std::uint64_t u) {
   return x;
 }
 
+// A round's digit: 8 bits, wider while the round's histograms stay small (few nodes, the
+// top levels, where the first bits after the box's common prefix are mostly the exponent
+// and an 8-bit digit leaves about half the members undecided).
 constexpr int kDigitBits = 8;
-constexpr int kBins = 1 << kDigitBits;
+constexpr int kMaxDigitBits = 16;
+constexpr std::size_t kMaxRoundBins = std::size_t{1} << 18;   // over all nodes of a round
+int digit_bits(std::size_t n_active) {
+  int bits = kDigitBits;
+  while (bits < kMaxDigitBits && (n_active << (bits + 1)) <= kMaxRoundBins) ++bits;
+  return bits;
+}
 constexpr int kKeyBits = 192;   // (A, A+1, A+2), 64 bits each
 
 // The bits every member's key shares, from the node's box: the keys' word w lies between
@@ -54,11 +63,12 @@ int common_prefix_bits(const Vec3d& lo, const Vec3d& hi, int axis) {
 // digit the top 8 bits of (key[hw] << off) | (key[lw] & lw_mask) >> (64 - off)).
 struct RoundNode {
   std::int32_t row = -1, cut = 0;
-  std::uint8_t hw = 0, lw = 0, off = 0, done = 0;
+  std::uint8_t hw = 0, lw = 0, off = 0, done = 0, width = kDigitBits;
   std::uint64_t lw_mask = 0;
 };
-RoundNode round_node(int axis, int p) {
+RoundNode round_node(int axis, int p, int width) {
   RoundNode r;
+  r.width = static_cast<std::uint8_t>(width);
   const int w = p >> 6;
   r.off = static_cast<std::uint8_t>(p & 63);
   r.hw = static_cast<std::uint8_t>((axis + w) % 3);
@@ -71,21 +81,21 @@ RoundNode round_node(int axis, int p) {
 // off) is x >> (64 - off), also for off = 0).
 inline int round_digit(const std::uint64_t* key3, const RoundNode& r) {
   const std::uint64_t window = (key3[r.hw] << r.off) | (((key3[r.lw] & r.lw_mask) >> 1) >> (63 - r.off));
-  return static_cast<int>(window >> (64 - kDigitBits));
+  return static_cast<int>(window >> (64 - r.width));
 }
 
 // The 192-bit word (words 0, 1, 2 of `t`, most significant first) with the 8 bits at bit p
 // (p < 192) set to `value`, the inverse of round_digit on a key already rotated to its axis
 // (bits past the end dropped: every member reads 0 there, so the cut has 0 there too).
-void put_digit(std::uint64_t* t, int p, int value) {
+void put_digit(std::uint64_t* t, int p, int width, int value) {
   const int w = p >> 6, off = p & 63;
   const auto v = static_cast<std::uint64_t>(value);
-  if (off <= 64 - kDigitBits) {
-    t[w] |= v << (64 - kDigitBits - off);
+  if (off + width <= 64) {
+    t[w] |= v << (64 - width - off);
     return;
   }
-  t[w] |= v >> (off - (64 - kDigitBits));
-  if (w < 2) t[w + 1] |= v << (128 - kDigitBits - off);
+  t[w] |= v >> (off + width - 64);
+  if (w < 2) t[w + 1] |= v << (128 - width - off);
 }
 
 // Compares a particle's key under `axis` with the 192-bit threshold t: -1, 0 or 1.
@@ -303,13 +313,16 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
       std::size_t n_active = 0;
       for (std::size_t q = 0; q < s; ++q) {
         compact[q] = active[q] ? static_cast<int>(n_active++) : -1;
-        rn[q] = round_node(axis[q], std::min(bit[q], kKeyBits - 1));
+        rn[q] = round_node(axis[q], std::min(bit[q], kKeyBits - 1), kDigitBits);
         rn[q].row = compact[q];
       }
       if (n_active == 0) break;
       const bool first = !any_round;
       any_round = true;
-      const std::size_t bins = n_active * kBins;
+      const int width = digit_bits(n_active);
+      const std::size_t node_bins = std::size_t{1} << width;
+      for (std::size_t q = 0; q < s; ++q) rn[q].width = static_cast<std::uint8_t>(width);
+      const std::size_t bins = n_active * node_bins;
       hist.assign(bins, 0);
       const std::vector<std::uint32_t>& list = *from;
       const std::size_t nb = blocks_of(list.size());
@@ -323,7 +336,7 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
           const auto q = static_cast<std::size_t>(slot[i]);
           const RoundNode& r = rn[q];
           if (r.row < 0) continue;   // a node at one position: settled below
-          const std::size_t at = static_cast<std::size_t>(r.row) * kBins + static_cast<std::size_t>(round_digit(&keys[3 * i], r));
+          const std::size_t at = static_cast<std::size_t>(r.row) * node_bins + static_cast<std::size_t>(round_digit(&keys[3 * i], r));
           if (at == last) {
             ++run;
           } else {
@@ -363,13 +376,13 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
       for (std::size_t q = 0; q < s; ++q) {
         done_now[q] = 0;
         if (!active[q]) continue;
-        const std::uint64_t* h = hist.data() + static_cast<std::size_t>(compact[q]) * kBins;
+        const std::uint64_t* h = hist.data() + static_cast<std::size_t>(compact[q]) * node_bins;
         std::uint64_t below = 0;
         int b = 0;
         while (below + h[b] <= want[q]) below += h[b++];   // b: the bin holding rank want[q]
         cut[q] = b;
         want[q] -= below;
-        put_digit(&cut_key[3 * q], bit[q], b);
+        put_digit(&cut_key[3 * q], bit[q], width, b);
         if (want[q] == 0) done_now[q] = settled[q] = 1, active[q] = 0;   // rank falls on the bin's lower edge
         rn[q].cut = b;
         rn[q].done = static_cast<std::uint8_t>(done_now[q]);
@@ -436,7 +449,7 @@ GlobalTopTree GlobalTopTree::build(const std::vector<Vec3d>& positions, int max_
       if (first) first_left = cand;
       from = &cand;
       for (std::size_t q = 0; q < s; ++q)
-        if (active[q] && (bit[q] += kDigitBits) >= kKeyBits) active[q] = 0;
+        if (active[q] && (bit[q] += width) >= kKeyBits) active[q] = 0;
     }
     // Candidates left: of nodes whose rank want[q] falls among members at one position (all
     // 192 bits equal to the threshold). The first want[q] of them in rank order go left (which
