@@ -16,14 +16,15 @@
 // How, without gathering particles: each coordinate maps to an order-preserving uint64 (the
 // sign trick; -0.0 as +0.0, as == compares them), so a member's key under axis A is the 192-bit
 // word (A, A+1, A+2) and PositionLess is the order of keys. The rank-k member of every node
-// of a level is found together by radix selection, 8 bits per round from the first bit the
-// node's box leaves open (the bits all members share are skipped): one allreduce of a 256-bin
-// count histogram per unfinished node (over the members still matching the prefix found so
-// far), until rank k falls on a bin's lower edge; the prefix found is then a threshold, and
-// the left child is exactly the keys below it. Boxes: one min-allreduce per level (lo and -hi:
-// exact in any order).
+// of a level is found together by radix selection, a digit per round from the first bit the
+// node's box leaves open (the bits all members share are skipped): one allreduce of a count
+// histogram per unfinished node (over the members still matching the prefix found so far),
+// until rank k falls on a bin's lower edge; the prefix found is then a threshold, and the
+// left child is exactly the keys below it. Digits of 8 bits, up to 16 while a round's
+// histograms stay under 2^18 bins (the top levels). Boxes: one min-allreduce per level (lo
+// and -hi: exact in any order).
 // Cost per level of s splitting nodes: a box reduction of 48 bytes per node, then R rounds of
-// 2 KiB per unfinished node (R ~ 4: 128^3 clustered, depth 9 took 38 rounds), and two passes
+// 2 KiB per unfinished node at depth (128^3 clustered, depth 9: 23-27 rounds), and two passes
 // over this rank's members: the first round's histogram, then its filter, which also sends
 // every member the round decides to its child (the children's boxes from the keys, the next
 // level's members); the later rounds and the children of the members they decide see only
