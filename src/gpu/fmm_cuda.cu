@@ -358,7 +358,9 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
     flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
+  // A forest's levels between its top and its subtrees are empty: nothing is launched there.
   for (int d = 0; d + 1 < depths; ++d) {
+    if (level_size(d) == 0) continue;
     flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
         level(d), level_size(d), tree.nodes, wanted_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -366,6 +368,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   p2m_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, tree, wanted_.data(), m_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = depths - 2; d >= 0; --d) {
+    if (level_size(d) == 0) continue;
     m2m_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nm_, tree, level(d), level_size(d),
                                                                     wanted_.data(), m_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -378,6 +381,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
                                                 l_.data(), active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = 0; d + 1 < depths; ++d) {
+    if (level_size(d) == 0) continue;
     l2l_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nl_, tree, level(d), level_size(d), l_.data(),
                                                                    active_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());

@@ -20,6 +20,12 @@ namespace {
 constexpr int kThreads = 256;
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
+// The nodes of depth d: level_nodes()[offsets[d], offsets[d + 1]) (empty between a forest's
+// top and its subtrees: the callers launch nothing there).
+std::size_t level_size(const std::vector<std::size_t>& offsets, int d) {
+  return offsets[static_cast<std::size_t>(d) + 1] - offsets[static_cast<std::size_t>(d)];
+}
+
 // Doubles as unsigned integers of the same order (IEEE: flip all bits of negatives, the sign
 // of the rest); -0.0 becomes +0.0 first, as PositionLess sees them equal.
 __device__ __forceinline__ std::uint64_t order_key(double v) {
@@ -67,11 +73,21 @@ __global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, con
   axis[node] = static_cast<std::uint8_t>(split_axis(lo, hi, nd.depth, top_levels));
 }
 
-// The child of `node` holding tree position p (node itself when it is a leaf).
+// The child of `node` holding tree position p (node itself when it is a leaf), in a built
+// tree's shape (OrbTree::shape: the left child holds count / 2).
 __device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, std::int32_t node, std::uint32_t p) {
   const DeviceShapeNode nd = nodes[node];
   if (nd.left < 0) return node;
   return p - nd.first < nd.count / 2 ? nd.left : nd.right;
+}
+
+// The same in any shape whose children split their parent's range, left first: a forest's
+// artificial nodes split between whole groups, not at count / 2 (radii(), build and refit).
+__device__ __forceinline__ std::int32_t descend_any(const DeviceShapeNode* nodes, std::int32_t node,
+                                                    std::uint32_t p) {
+  const DeviceShapeNode nd = nodes[node];
+  if (nd.left < 0) return node;
+  return p < nodes[nd.right].first ? nd.left : nd.right;
 }
 
 // node_of[p] moves one level down (to the node of this depth holding p, or stays on an
@@ -174,7 +190,8 @@ __global__ void internal_centres(const std::int32_t* level, std::uint32_t n_leve
   g.centre[2] = c.z;
 }
 
-// Squared radii: every particle, at every depth, against the centre of its node there.
+// Squared radii: every particle, at every node on its path from the root (max_depth + 1
+// steps cover a forest's paths too: its depths only jump), against that node's centre.
 // Non-negative doubles order like their bits, so an integer atomicMax on the bits is the
 // exact max (any order of arrival gives the same bits). Runs of equal nodes are reduced
 // in the block (whole block in one node: top levels) or in the warp first, so the root
@@ -219,7 +236,7 @@ __global__ void radii(std::uint32_t n, int max_depth, const DeviceShapeNode* nod
     }
     __syncthreads();   // block_node and warp_max are rewritten next level
     if (active) {
-      const std::int32_t child = descend(nodes, node, p);
+      const std::int32_t child = descend_any(nodes, node, p);
       if (child == node) active = false;
       node = child;
     }
@@ -249,10 +266,16 @@ DeviceOrbTree::~DeviceOrbTree() {
 }
 
 void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
-  if (n == n_ && max_leaf == max_leaf_ && !shape_.empty()) return;
+  if (n == n_ && max_leaf == max_leaf_ && !shape_.empty() && !forest_) return;
   shape_ = OrbTree::shape(n, max_leaf);
   n_ = n;
   max_leaf_ = max_leaf;
+  forest_ = false;
+  forest_offsets_.clear();
+  upload_shape();
+}
+
+void DeviceOrbTree::upload_shape() {
   const std::size_t n_nodes = shape_.size();
   std::vector<DeviceShapeNode> table(n_nodes);
   int max_depth = 0;
@@ -285,14 +308,24 @@ void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
   leaf_node_.upload(leaf_node.data(), n_leaves_);
 }
 
-void DeviceOrbTree::ensure_buffers(std::size_t n) {
+void DeviceOrbTree::ensure_tree_arrays(std::size_t n) {
   const std::size_t n_nodes = shape_.size();
-  // Kept from build to build (the refits', the walk's and P2P's), then the build's own
-  // arrays, which release_build_arrays() gives back to the pool when the build is queued.
   order_.ensure_exact(n);
   tx_.ensure_exact(n);
   ty_.ensure_exact(n);
   tz_.ensure_exact(n);
+  r2_.ensure(n_nodes);
+  geom_.ensure(n_nodes);
+  leaves_.ensure(n_leaves_);
+  for (cudaEvent_t& e : events_)
+    if (!e) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+}
+
+void DeviceOrbTree::ensure_buffers(std::size_t n) {
+  const std::size_t n_nodes = shape_.size();
+  // Kept from build to build (the refits', the walk's and P2P's), then the build's own
+  // arrays, which release_build_arrays() gives back to the pool when the build is queued.
+  ensure_tree_arrays(n);
   for (auto& l : lists_) l.ensure_exact(3 * n);
   scan_.ensure_exact(3 * n);
   for (auto& v : sort_vals_) v.ensure_exact(n);
@@ -300,17 +333,12 @@ void DeviceOrbTree::ensure_buffers(std::size_t n) {
   node_of_.ensure_exact(n);
   flag_.ensure_exact(n);
   axis_.ensure(n_nodes);
-  r2_.ensure(n_nodes);
-  geom_.ensure(n_nodes);
-  leaves_.ensure(n_leaves_);
   ties_.ensure(3);
   dev_ties_.ensure(3);
   const std::size_t sort_bytes = radix_sort_pairs_bytes<std::uint64_t, std::uint32_t>(n, 0, 64, max_cub_items_);
   const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{nullptr, nullptr});
   const std::size_t scan_bytes = exclusive_sum_bytes(flags, scan_.data(), 3 * n, max_cub_items_);
   temp_.ensure_exact(std::max(sort_bytes, scan_bytes));
-  for (cudaEvent_t& e : events_)
-    if (!e) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
 }
 
 void DeviceOrbTree::release_build_arrays() {
@@ -414,8 +442,8 @@ void DeviceOrbTree::finish_geometry(cudaStream_t stream) {
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = max_depth - 1; d >= 0; --d) {
     const std::int32_t* level = level_nodes_.data() + level_offset_[static_cast<std::size_t>(d)];
-    const auto n_level = static_cast<std::uint32_t>(level_offset_[static_cast<std::size_t>(d) + 1] -
-                                                    level_offset_[static_cast<std::size_t>(d)]);
+    const auto n_level = static_cast<std::uint32_t>(level_size(level_offset_, d));
+    if (n_level == 0) continue;
     internal_centres<<<blocks_for(n_level), kThreads, 0, stream>>>(level, n_level, nodes_.data(), geom_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
@@ -452,7 +480,7 @@ void DeviceOrbTree::walk_nodes(WalkNode* out, int top_levels, cudaStream_t strea
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) {
+void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const {
   if (positions.size() != n_) fail("device ORB tree: download with {} positions for {} particles", positions.size(), n_);
   const std::size_t nn = shape_.size();
   host_order_.ensure(n_);

@@ -56,6 +56,21 @@ class DeviceOrbTree {
   // unchanged positions the result is build()'s bit for bit.
   void refit(const double* x, const double* y, const double* z, cudaStream_t stream);
 
+  // A forest instead of a build (OrbTree::assemble_forest on the device, a rank's tree over
+  // ranks): the n positions (device, caller order) are groups [group_offsets[g],
+  // group_offsets[g+1]), each already in its subtree order, so the tree order is the
+  // identity; the shape is OrbTree::forest_shape's (made on the host and uploaded when the
+  // groups or top_depth change) and the geometry refit()'s arithmetic, which is
+  // assemble_forest's: the result equals the host forest bit for bit. No sort, no host wait
+  // (but the shape's upload). refit() then moves it as after build(); a build() after it
+  // makes a tree of its own shape again.
+  void assemble_forest(const double* x, const double* y, const double* z, std::size_t n,
+                       const std::vector<std::uint32_t>& group_offsets, int top_depth, int max_leaf,
+                       double particle_mass, cudaStream_t stream);
+  // Whether the last tree is a forest, and its groups.
+  bool is_forest() const { return forest_; }
+  const std::vector<std::uint32_t>& forest_offsets() const { return forest_offsets_; }
+
   // Test hook: at most this many items per CUB call (gpu/cub_counts.cuh), so that a small
   // tree takes the split paths of a tree of more than 2^31 / 3 particles.
   void set_max_cub_items(std::size_t items) { max_cub_items_ = items; }
@@ -83,12 +98,14 @@ class DeviceOrbTree {
   const std::int32_t* level_nodes() const { return level_nodes_.data(); }
   const std::vector<std::size_t>& level_offsets() const { return level_offset_; }
   const std::int32_t* leaf_nodes() const { return leaf_node_.data(); }
+  // The deepest node's depth (a forest's depths jump from its top to top_depth, so its
+  // levels between may be empty; no root-to-leaf path is longer than this).
   int max_depth() const { return static_cast<int>(level_offset_.size()) - 2; }
 
   // Copies the tree into `out` (waits for the stream): order and geometry come down through
   // pinned buffers into out's own arrays (OrbTree::begin_adopt), the tree-order positions
   // are gathered from the caller's host `positions`.
-  void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream);
+  void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const;
 
   // Device time of the last build by phase (waits for it): the per-axis sorts (with the
   // tie check), the level-by-level splits, the centres, radii and leaf records.
@@ -99,6 +116,11 @@ class DeviceOrbTree {
 
  private:
   void set_shape(std::size_t n, int max_leaf);
+  // The device tables (nodes, nodes by depth, node of each leaf) of shape_, uploaded.
+  void upload_shape();
+  // The arrays a tree keeps between steps (order, tree-order positions, geometry, leaf
+  // records, radii) and the events; ensure_buffers() adds the build's own.
+  void ensure_tree_arrays(std::size_t n);
   void finish_geometry(cudaStream_t stream);
   void ensure_buffers(std::size_t n);
   // Gives the build's own arrays (sorted lists, their scan, the sorts' keys and values, node
@@ -114,6 +136,9 @@ class DeviceOrbTree {
   std::size_t max_cub_items_ = kCubMaxItems;
   int max_leaf_ = 0;
   double particle_mass_ = 1.0;
+  bool forest_ = false;   // shape_ is forest_shape(n_, forest_offsets_, forest_top_, max_leaf_)
+  int forest_top_ = 0;
+  std::vector<std::uint32_t> forest_offsets_;
   std::vector<TreeNode> shape_;
   std::vector<std::size_t> level_offset_;   // nodes of depth d: level_nodes_[offset[d], offset[d+1])
 
@@ -130,8 +155,8 @@ class DeviceOrbTree {
   DeviceArray<int> dev_ties_;
   PinnedArray<int> ties_;
   // download(): pinned landing buffers.
-  PinnedArray<std::uint32_t> host_order_;
-  PinnedArray<DeviceNodeGeometry> host_geom_;
+  mutable PinnedArray<std::uint32_t> host_order_;
+  mutable PinnedArray<DeviceNodeGeometry> host_geom_;
   cudaEvent_t events_[4] = {nullptr, nullptr, nullptr, nullptr};
 };
 

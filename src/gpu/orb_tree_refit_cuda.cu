@@ -2,6 +2,10 @@
 // Membership and order stay; positions are gathered into tree order, every box is the
 // tight box of its members (a leaf's from its particles, an internal node's the union of
 // its children's), and centres, radii and leaf records follow as in build().
+//
+// DeviceOrbTree::assemble_forest: a forest's shape (OrbTree::forest_shape) with the
+// identity order, then the same refit: OrbTree::assemble_forest's arithmetic, which is
+// OrbTree::refit's.
 #include <algorithm>
 
 #include "core/error.hpp"
@@ -21,6 +25,11 @@ __global__ void gather_tree_order(const std::uint32_t* order, std::size_t n, con
   tx[p] = x[j];
   ty[p] = y[j];
   tz[p] = z[j];
+}
+
+__global__ void identity_order(std::size_t n, std::uint32_t* order) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p < n) order[p] = static_cast<std::uint32_t>(p);
 }
 
 __global__ void leaf_boxes(const std::int32_t* leaf_node, std::size_t n_leaves, const DeviceShapeNode* nodes,
@@ -77,6 +86,7 @@ void DeviceOrbTree::refit(const double* x, const double* y, const double* z, cud
   for (int d = max_depth() - 1; d >= 0; --d) {
     const std::size_t begin = level_offset_[static_cast<std::size_t>(d)];
     const std::size_t count = level_offset_[static_cast<std::size_t>(d) + 1] - begin;
+    if (count == 0) continue;   // a forest's levels between its top and its subtrees
     internal_boxes<<<blocks_for(count), kThreads, 0, stream>>>(level_nodes_.data() + begin, count, nodes_.data(),
                                                                geom_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -84,6 +94,28 @@ void DeviceOrbTree::refit(const double* x, const double* y, const double* z, cud
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
   finish_geometry(stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
+}
+
+void DeviceOrbTree::assemble_forest(const double* x, const double* y, const double* z, std::size_t n,
+                                    const std::vector<std::uint32_t>& group_offsets, int top_depth, int max_leaf,
+                                    double particle_mass, cudaStream_t stream) {
+  const bool same_shape = forest_ && n == n_ && max_leaf == max_leaf_ && top_depth == forest_top_ &&
+                          group_offsets == forest_offsets_;
+  if (!same_shape) {
+    shape_ = OrbTree::forest_shape(n, group_offsets, top_depth, max_leaf);   // checks the input
+    n_ = n;
+    max_leaf_ = max_leaf;
+    forest_ = true;
+    forest_top_ = top_depth;
+    forest_offsets_ = group_offsets;
+    upload_shape();
+  }
+  particle_mass_ = particle_mass;
+  AllocationStream on_stream(stream);
+  ensure_tree_arrays(n);
+  identity_order<<<blocks_for(n), kThreads, 0, stream>>>(n, order_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  refit(x, y, z, stream);
 }
 
 }  // namespace orbis::gpu

@@ -83,20 +83,47 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   if (n == 0) fail("short range on the GPU: no particles");
   const bool rebuild = rebuild_next_ || !has_tree(n);
   rebuild_next_ = false;
+  step(n, bin, min_active_bin, out, stream, [&] {
+    if (rebuild) {
+      tree_.build(x, x + n, x + 2 * n, n, settings_.max_leaf, 1.0, stream, settings_.top_levels);
+    } else {
+      tree_.refit(x, x + n, x + 2 * n, stream);
+    }
+    return rebuild;
+  });
+}
+
+template <typename Ga>
+void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
+                                      bool refit, const std::uint8_t* target, Ga* out, cudaStream_t stream) {
+  if (n == 0) fail("short range on the GPU: a forest of no particles");
+  if (target == nullptr) fail("short range on the GPU: a forest needs its targets (one flag per particle)");
+  if (refit && !(tree_.is_forest() && tree_.size() == n && tree_.forest_offsets() == group_offsets))
+    fail("short range on the GPU: refit of a forest of {} particles in {} groups, but the last tree is {}", n,
+         group_offsets.empty() ? 0 : group_offsets.size() - 1,
+         tree_.is_forest() ? "a forest of other groups" : "no forest");
+  // The targets as the active particles of compute(): bin = target, min_active_bin = 1.
+  step(n, target, 1, out, stream, [&] {
+    if (refit) {
+      tree_.refit(x, x + n, x + 2 * n, stream);
+    } else {
+      tree_.assemble_forest(x, x + n, x + 2 * n, n, group_offsets, settings_.top_levels, settings_.max_leaf, 1.0,
+                            stream);
+    }
+    return !refit;
+  });
+}
+
+template <typename Ga, typename MakeTree>
+void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
+                            MakeTree make_tree) {
   n_ = n;
   // Every array of the step from the device pool, queued on the stream; each phase gives
   // its own back when it is queued, so the next phase reuses the memory (device_buffer.cuh).
   AllocationStream on_stream(stream);
   active_subset_ = bin != nullptr && min_active_bin > 0;
-  const double* y = x + n;
-  const double* z = x + 2 * n;
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
-  if (rebuild) {
-    tree_.build(x, y, z, n, settings_.max_leaf, 1.0, stream, settings_.top_levels);
-  } else {
-    tree_.refit(x, y, z, stream);
-  }
-  rebuilt_ = rebuild;
+  rebuilt_ = make_tree();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
   const std::size_t nn = tree_.n_nodes(), nl = tree_.n_leaves();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 3 * sizeof(unsigned long long), stream));
@@ -104,9 +131,12 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
   const std::uint8_t* node_active = active_subset_ ? node_active_.data() : nullptr;
   const std::uint8_t* leaf_active = active_subset_ ? leaf_active_.data() : nullptr;
 
+  // A forest's top over its groups can be deeper than its leaf count says: the walk is told
+  // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
   tree_.walk_nodes(walk_nodes_.data(), walk_settings_.top_levels, stream);
-  walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active);   // waits once, at its end
+  walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active,
+            tree_.is_forest() ? tree_.max_depth() : -1);   // waits once, at its end
   walk_.release_work();
   walk_nodes_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
@@ -178,6 +208,10 @@ template void DeviceShortRange::compute<float>(const double*, std::size_t, const
                                                cudaStream_t);
 template void DeviceShortRange::compute<double>(const double*, std::size_t, const std::uint8_t*, int, double*,
                                                 cudaStream_t);
+template void DeviceShortRange::compute_forest<float>(const double*, std::size_t, const std::vector<std::uint32_t>&,
+                                                      bool, const std::uint8_t*, float*, cudaStream_t);
+template void DeviceShortRange::compute_forest<double>(const double*, std::size_t, const std::vector<std::uint32_t>&,
+                                                       bool, const std::uint8_t*, double*, cudaStream_t);
 
 DeviceShortRangeStats DeviceShortRange::stats() const {
   DeviceShortRangeStats s;

@@ -10,10 +10,16 @@
 // hold no active particle, the P2P kernel skips inactive target leaves, and only active
 // particles are written; the walk keeps the full walk's order for every active target, so
 // their forces are bitwise those of the full computation.
+//
+// Over ranks (compute_forest): a rank's tree is a forest of the global tree's depth-d
+// subtrees (own groups and ghost groups), assembled on the device from grouped positions
+// (DeviceOrbTree::assemble_forest, the host OrbTree::assemble_forest bit for bit), and the
+// same walk, P2P and far field run with the own particles as the active ones.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -58,6 +64,24 @@ class DeviceShortRange {
   void compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
                cudaStream_t stream);
 
+  // A forest (the rank's tree over ranks; ShortRangeTargets::forest_groups on the host): the n
+  // positions are groups [group_offsets[g], group_offsets[g+1]), each already in its subtree
+  // order; the tree is OrbTree::assemble_forest's (shape and geometry), made on the device
+  // without sorting. refit: the same groups as the last compute_forest(), moved (geometry only).
+  // target[i] != 0: particle i gets its force in out (x | y | z blocks of n); the others
+  // (ghosts, inactive particles) are sources only and their out entries are left as they are.
+  //
+  // x: device, x | y | z blocks as compute(); target: device array of n. The top depth is
+  // settings().top_levels (the walk's: the forest's artificial top is split, never
+  // approximated, as on the host). compute()'s walk, P2P and far field with the targets as
+  // its active particles (bin = target, min_active_bin = 1), so a target's force is bitwise
+  // that of every particle being a target; against compute() on all particles it differs
+  // only in summation order (the same task sets, other node numbers). Ignores rebuild_next();
+  // a compute() after it builds a tree of its own.
+  template <typename Ga>
+  void compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
+                      bool refit, const std::uint8_t* target, Ga* out, cudaStream_t stream);
+
   // The last compute()'s times and counts (waits for it).
   DeviceShortRangeStats stats() const;
 
@@ -66,8 +90,9 @@ class DeviceShortRange {
   // (DeviceOrbTree::refit). When to ask is the caller's policy (tree/tree_reuse.hpp: the
   // step engine's).
   void rebuild_next() { rebuild_next_ = true; }
-  // Whether the next compute() of n particles can refit (a tree of n particles exists).
-  bool has_tree(std::size_t n) const { return tree_.size() == n && n > 0; }
+  // Whether the next compute() of n particles can refit (a built tree of n particles exists;
+  // not a forest).
+  bool has_tree(std::size_t n) const { return tree_.size() == n && n > 0 && !tree_.is_forest(); }
   // At most this many P2P tasks expanded and sorted at once (0: as many as free device
   // memory holds): beyond it the tasks go in chunks of target leaves, bitwise the same.
   void set_max_chunk_tasks(std::size_t tasks) { max_chunk_tasks_ = tasks; }
@@ -99,6 +124,12 @@ class DeviceShortRange {
   double* borrow_scratch(std::size_t doubles);
 
  private:
+  // compute() and compute_forest() from the tree on: make_tree() queues the build, refit or
+  // forest (returns whether the tree is new), then the walk, P2P, far field and scatter of
+  // the particles with bin[i] >= min_active_bin (bin null or min_active_bin <= 0: all).
+  template <typename Ga, typename MakeTree>
+  void step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
+            MakeTree make_tree);
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
   // The chunk size for this step's tasks (0: one chunk), from free memory and the setting.
   std::size_t chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const;

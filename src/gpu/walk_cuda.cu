@@ -271,13 +271,16 @@ __global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, cons
 constexpr int kSchedule[] = {kMaxDepth, kMaxDepth, 2, 2};
 int depth_of_launch(int k) { return k < 4 ? kSchedule[k] : 1; }
 
-// Pair levels a tree of n_leaves can have: a pair at level L has split L nodes between its
-// two sides, so L <= 2 D for a tree of depth D; the shape (n/2, n - n/2 splits) keeps every
-// leaf within one level of D <= ceil(log2(n_leaves)) (+ 1 for safety).
+// Pair levels a tree of depth D (its longest root-to-leaf path) can have: a pair at level L
+// has split L nodes between its two sides, so L <= 2 D (D + 1 for safety).
+int pair_levels_of_depth(int depth) { return 2 * (depth + 1) + 1; }
+
+// The same for a built tree of n_leaves: the shape (n/2, n - n/2 splits) keeps every leaf
+// within one level of D <= ceil(log2(n_leaves)).
 int pair_levels(std::size_t n_leaves) {
   int d = 0;
   while ((std::size_t{1} << d) < n_leaves) ++d;
-  return 2 * (d + 1) + 1;
+  return pair_levels_of_depth(d);
 }
 
 __global__ void m2l_keys(const InteractionTask* tasks, std::size_t n, std::uint32_t* keys) {
@@ -358,7 +361,7 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   // Persistent blocks over the tiles: enough to fill the GPU, no more than there can be tiles.
   const auto grid = static_cast<unsigned>(
       std::max<std::size_t>(1, std::min<std::size_t>(limits.frontier / kTile + 1, 8 * static_cast<std::size_t>(sm_count_))));
-  const int levels = pair_levels(n_leaves);
+  const int levels = pair_levels_;
   int covered = 0, k = 0;
   for (; covered < levels; ++k) {
     const int depth = depth_of_launch(k), parity = k & 1;
@@ -388,8 +391,8 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
          out.launch_p2p, out.launch_m2l, out.launch_children, limits.launch_entries, limits.launch_pairs);
   if (out.overflow) return false;
   if (out.n[k & 1] != 0)   // the frontier the last launch left
-    fail("device walk: pairs left after {} pair levels (the tree is deeper than its {} leaves allow)", levels,
-         n_leaves);
+    fail("device walk: pairs left after {} pair levels (the tree is deeper than its {} leaves or its depth "
+         "allow)", levels, n_leaves);
   p2p_entries_ = out.p2p;
   p2p_mutual_ = out.mutual;
   m2l_count_ = out.m2l;
@@ -399,8 +402,10 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
 }
 
 void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
-                     const WalkSettings& settings, cudaStream_t stream, const std::uint8_t* node_active) {
+                     const WalkSettings& settings, cudaStream_t stream, const std::uint8_t* node_active,
+                     int tree_depth) {
   check_walk_settings(settings);
+  pair_levels_ = tree_depth >= 0 ? pair_levels_of_depth(tree_depth) : pair_levels(n_leaves);
   check_packed_leaves(n_leaves, "device walk");
   if (n_nodes >= (std::size_t{1} << 31)) fail("device walk: {} nodes exceed the pair format", n_nodes);
   const WalkPairParams params = walk_pair_params(settings);

@@ -50,8 +50,11 @@ class DeviceWalk {
   // The walk over n_nodes device nodes (node 0 the root), queued on stream; waits for the
   // stream once, at the end (buffers reused across runs, grow-only). node_active (device,
   // one flag per node, or null for all): pairs of two inactive nodes are dropped.
+  // tree_depth: a bound on the longest root-to-leaf path where the shape is not a built
+  // tree's (a forest, whose top over uneven groups can be deeper than its leaf count says);
+  // -1: from n_leaves, as OrbTree::shape keeps it. It sets how many levels are launched.
   void run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkSettings& settings,
-           cudaStream_t stream, const std::uint8_t* node_active = nullptr);
+           cudaStream_t stream, const std::uint8_t* node_active = nullptr, int tree_depth = -1);
 
   // P2P in half form, DeviceGrouping's upload format (tasks.hpp): entry e is the target
   // leaf, | kMutualBit when mutual (it stands for (t, s, img) and (s, t, -img)), and the
@@ -127,6 +130,7 @@ class DeviceWalk {
   std::size_t max_cub_items_ = kCubMaxItems;
   std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
   int levels_ = 0, reruns_ = 0;
+  int pair_levels_ = 0;   // the pair levels run() launches for (its tree's depth)
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 

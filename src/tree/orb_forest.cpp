@@ -19,23 +19,23 @@
 
 namespace orbis {
 
-void OrbTree::check_forest_input(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& offsets,
-                                 int top_depth, int max_leaf) const {
+void OrbTree::check_forest_input(std::size_t n, const std::vector<std::uint32_t>& offsets, int top_depth,
+                                 int max_leaf) {
   if (max_leaf < 1) fail("ORB forest: max_leaf = {} must be >= 1", max_leaf);
   if (top_depth < 0 || top_depth > 30) fail("ORB forest: top_depth = {} outside [0, 30]", top_depth);
-  if (positions.empty()) fail("ORB forest: no particles");
-  if (positions.size() > static_cast<std::size_t>(kMaxParticles))
-    fail("ORB forest: {} particles, more than its 32-bit indices hold ({})", positions.size(), kMaxParticles);
-  if (offsets.empty() || offsets.front() != 0 || offsets.back() != positions.size())
-    fail("ORB forest: group offsets must run from 0 to the {} particles (got {} offsets, {} .. {})",
-         positions.size(), offsets.size(), offsets.empty() ? 0 : offsets.front(), offsets.empty() ? 0 : offsets.back());
+  if (n == 0) fail("ORB forest: no particles");
+  if (n > static_cast<std::size_t>(kMaxParticles))
+    fail("ORB forest: {} particles, more than its 32-bit indices hold ({})", n, kMaxParticles);
+  if (offsets.empty() || offsets.front() != 0 || offsets.back() != n)
+    fail("ORB forest: group offsets must run from 0 to the {} particles (got {} offsets, {} .. {})", n,
+         offsets.size(), offsets.empty() ? 0 : offsets.front(), offsets.empty() ? 0 : offsets.back());
   for (std::size_t g = 0; g + 1 < offsets.size(); ++g)
     if (offsets[g + 1] < offsets[g]) fail("ORB forest: group offsets decrease at group {}", g);
 }
 
-void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& offsets,
-                              int top_depth, int max_leaf, double particle_mass) {
-  check_forest_input(positions, offsets, top_depth, max_leaf);
+std::vector<TreeNode> OrbTree::forest_shape(std::size_t n, const std::vector<std::uint32_t>& offsets, int top_depth,
+                                            int max_leaf) {
+  check_forest_input(n, offsets, top_depth, max_leaf);
   struct Group {
     std::uint32_t first, count;
     std::int32_t root = 0, parent = -1, leaf_base = 0;
@@ -47,8 +47,6 @@ void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::ve
   if (groups.size() > (std::size_t{1} << top_depth))
     fail("ORB forest: {} non-empty groups, but at most 2^top_depth = {} fit above depth {}", groups.size(),
          std::size_t{1} << top_depth, top_depth);
-  max_leaf_ = max_leaf;
-  particle_mass_ = particle_mass;
 
   // Preorder layout: an artificial node, then its left part, then its right part; a group is
   // its whole subtree (shape(count) nodes). Serial: at most 2^top_depth groups.
@@ -83,21 +81,19 @@ void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::ve
       stack.push_back(Part{part.a, mid, index, part.depth + 1});
     }
   }
-  nodes_.assign(static_cast<std::size_t>(n_nodes), TreeNode{});
-  leaves_.assign(static_cast<std::size_t>(n_leaves), Leaf{});
-  leaf_node_.assign(static_cast<std::size_t>(n_leaves), -1);
-  for (std::size_t q = 0; q < top_nodes.size(); ++q) nodes_[static_cast<std::size_t>(top_nodes[q])] = top_records[q];
+  std::vector<TreeNode> nodes(static_cast<std::size_t>(n_nodes), TreeNode{});
+  for (std::size_t q = 0; q < top_nodes.size(); ++q) nodes[static_cast<std::size_t>(top_nodes[q])] = top_records[q];
   // Children: each node's parent link names it; left is the first child met in preorder.
   auto link = [&](std::int32_t parent, std::int32_t child) {
     if (parent < 0) return;
-    TreeNode& p = nodes_[static_cast<std::size_t>(parent)];
+    TreeNode& p = nodes[static_cast<std::size_t>(parent)];
     (p.left < 0 ? p.left : p.right) = child;
   };
   {
     std::size_t q = 0, g = 0;   // merge the artificial nodes and group roots in index order
     while (q < top_nodes.size() || g < groups.size()) {
       if (g == groups.size() || (q < top_nodes.size() && top_nodes[q] < groups[g].root)) {
-        link(nodes_[static_cast<std::size_t>(top_nodes[q])].parent, top_nodes[q]);
+        link(nodes[static_cast<std::size_t>(top_nodes[q])].parent, top_nodes[q]);
         ++q;
       } else {
         link(groups[g].parent, groups[g].root);
@@ -126,20 +122,46 @@ void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::ve
         node.right += g.root;
       } else {
         node.leaf += g.leaf_base;
-        leaves_[static_cast<std::size_t>(node.leaf)] = Leaf{node.first, node.count, Vec3d{}};
-        leaf_node_[static_cast<std::size_t>(node.leaf)] = index;
       }
-      nodes_[static_cast<std::size_t>(index)] = node;
+      nodes[static_cast<std::size_t>(index)] = node;
     }
   }
   for (auto it = top_nodes.rbegin(); it != top_nodes.rend(); ++it) {   // children before parents
-    TreeNode& node = nodes_[static_cast<std::size_t>(*it)];
-    const TreeNode& a = nodes_[static_cast<std::size_t>(node.left)];
-    const TreeNode& b = nodes_[static_cast<std::size_t>(node.right)];
+    TreeNode& node = nodes[static_cast<std::size_t>(*it)];
+    const TreeNode& a = nodes[static_cast<std::size_t>(node.left)];
+    const TreeNode& b = nodes[static_cast<std::size_t>(node.right)];
     node.first = std::min(a.first, b.first);
     node.count = a.count + b.count;
   }
-  for (TreeNode& node : nodes_) node.mass = node.count * particle_mass;
+  return nodes;
+}
+
+void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& offsets,
+                              int top_depth, int max_leaf, double particle_mass) {
+  nodes_ = forest_shape(positions.size(), offsets, top_depth, max_leaf);   // checks the input
+  max_leaf_ = max_leaf;
+  particle_mass_ = particle_mass;
+  // Leaves and their nodes, the groups' roots (depth top_depth) and the artificial nodes
+  // above them (shallower: forest_shape's top, in preorder).
+  std::int64_t n_leaves = 0;
+  std::vector<std::int32_t> roots, top_nodes;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const TreeNode& node = nodes_[i];
+    n_leaves += node.is_leaf();
+    if (node.depth == top_depth) roots.push_back(static_cast<std::int32_t>(i));
+    else if (node.depth < top_depth) top_nodes.push_back(static_cast<std::int32_t>(i));
+  }
+  leaves_.assign(static_cast<std::size_t>(n_leaves), Leaf{});
+  leaf_node_.assign(static_cast<std::size_t>(n_leaves), -1);
+  const auto n_nodes = static_cast<std::int64_t>(nodes_.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n_nodes; ++i) {
+    TreeNode& node = nodes_[static_cast<std::size_t>(i)];
+    node.mass = node.count * particle_mass;
+    if (!node.is_leaf()) continue;
+    leaves_[static_cast<std::size_t>(node.leaf)] = Leaf{node.first, node.count, Vec3d{}};
+    leaf_node_[static_cast<std::size_t>(node.leaf)] = static_cast<std::int32_t>(i);
+  }
 
   const auto n = static_cast<std::int64_t>(positions.size());
   pos_.resize(positions.size());
@@ -150,9 +172,10 @@ void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::ve
     order_[static_cast<std::size_t>(t)] = static_cast<std::uint32_t>(t);
   }
   // The geometry as refit() computes it (build()'s bits on the same order).
+  const auto n_groups = static_cast<std::int64_t>(roots.size());
 #pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t q = 0; q < n_groups; ++q) refit_subtree(groups[static_cast<std::size_t>(q)].root);
-  for (auto it = top_nodes.rbegin(); it != top_nodes.rend(); ++it) refit_node(*it);
+  for (std::int64_t q = 0; q < n_groups; ++q) refit_subtree(roots[static_cast<std::size_t>(q)]);
+  for (auto it = top_nodes.rbegin(); it != top_nodes.rend(); ++it) refit_node(*it);   // children before parents
   derive_levels();
 }
 

@@ -88,6 +88,12 @@ class OrbTree {
   void assemble_forest(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& group_offsets,
                        int top_depth, int max_leaf, double particle_mass = 1.0);
 
+  // The nodes assemble_forest makes for n particles in these groups (first, count, left,
+  // right, parent, leaf, depth; no geometry), checking its input: the forest's shape, a
+  // function of the group sizes alone, shared with the device forest (gpu/orb_tree_cuda.cuh).
+  static std::vector<TreeNode> forest_shape(std::size_t n, const std::vector<std::uint32_t>& group_offsets,
+                                            int top_depth, int max_leaf);
+
   // The permutation that puts each group in its subtree order (for assemble_forest): the
   // result's [offsets[g], offsets[g+1]) holds group g's indices into `positions` in the
   // order OrbTree::build(group g alone, max_leaf).order() gives, a function of the group's
@@ -165,8 +171,8 @@ class OrbTree {
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
   void derive_levels();
-  void check_forest_input(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& group_offsets,
-                          int top_depth, int max_leaf) const;
+  static void check_forest_input(std::size_t n, const std::vector<std::uint32_t>& group_offsets, int top_depth,
+                                 int max_leaf);
   void refit_subtree(std::int32_t index);
   void refit_node(std::int32_t index);
   double farthest2(std::int32_t index, const Vec3d& c, double r2) const;
