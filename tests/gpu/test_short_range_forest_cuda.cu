@@ -3,7 +3,7 @@
 // On a clustered set the serial tree's depth-d nodes are split into 2 and 3 "ranks"
 // (contiguous runs of nodes, plus every other depth-d node within r_cut of one of them, as
 // tests/physics/test_forest_forces does; groups in increasing global order, an empty group
-// among them), and a small rank whose forest's top is shallower than d (empty levels).
+// among them), and a small rank whose forest's top is shallower than d (an empty level).
 // Checked, for a new forest and after a refit to jittered positions:
 //  (a) the device forest (shape, boxes, centres, radii, leaf records, tree-order positions,
 //      walk records) equals the host OrbTree::assemble_forest bit for bit;
@@ -315,7 +315,7 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
   };
   const Split splits[] = {{"2 ranks", {{0, g * 2 / 5}, {g * 2 / 5, g}}},
                           {"3 ranks", {{0, g * 2 / 7}, {g * 2 / 7, g * 5 / 7 + 3}, {g * 5 / 7 + 3, g}}},
-                          {"a small rank", {{0, g / 16}}}};
+                          {"a small rank", {{0, g / 64}}}};   // 8 own + ~250 imported: top depth 8 < d
   for (const Split& split : splits) {
     for (std::size_t k = 0; k < split.ranks.size(); ++k) {
       CAPTURE(split.name);
@@ -447,12 +447,19 @@ TEST_CASE("device forest of very uneven groups (a top deeper than its leaves say
 
   OrbTree host_forest;
   host_forest.assemble_forest(forest, offsets, s.top_levels, s.max_leaf);
-  int depth = 0;
-  for (const TreeNode& node : host_forest.nodes()) depth = std::max(depth, node.depth);
+  int path = 0;   // the longest root-to-leaf path
+  for (std::int32_t leaf : host_forest.leaf_node()) {
+    int p = 0;
+    for (std::int32_t i = leaf; host_forest.nodes()[static_cast<std::size_t>(i)].parent >= 0;
+         i = host_forest.nodes()[static_cast<std::size_t>(i)].parent)
+      ++p;
+    path = std::max(path, p);
+  }
   int leaf_bits = 0;
   while ((std::size_t{1} << leaf_bits) < host_forest.leaves().size()) ++leaf_bits;
-  MESSAGE("uneven forest: " << n << " particles, " << host_forest.leaves().size() << " leaves, depth " << depth
+  MESSAGE("uneven forest: " << n << " particles, " << host_forest.leaves().size() << " leaves, longest path " << path
           << " (a built tree of as many leaves: <= " << leaf_bits + 1 << ")");
+  CHECK(path > leaf_bits + 1);   // deeper than the walk's bound for a built tree of as many leaves
 
   DevicePositions x(forest), x_moved(moved);
   gpu::DeviceArray<std::uint8_t> target;
