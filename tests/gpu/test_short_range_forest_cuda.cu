@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -253,6 +254,10 @@ std::size_t touched(const gpu::DeviceArray<Ga>& out, const std::vector<std::uint
   return bad;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 template <typename Ga>
 void fill_marker(gpu::DeviceArray<Ga>& out, std::size_t n) {
   out.ensure(3 * n);
@@ -334,8 +339,10 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
 
       // A new forest.
       fill_marker(out, n);
+      auto clock = std::chrono::steady_clock::now();
       sr.compute_forest(x.soa.data(), n, r.offsets, false, target.data(), out.data(), nullptr);
       const gpu::DeviceShortRangeStats st = sr.stats();
+      const double wall_new = seconds_since(clock);
       CHECK(st.rebuilt);
       CHECK(!sr.has_tree(n));   // a forest is no tree compute() could refit
       OrbTree host_forest;
@@ -360,8 +367,11 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
 
       // A refit of the same forest to the moved positions.
       fill_marker(out, n);
+      clock = std::chrono::steady_clock::now();
       sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, target.data(), out.data(), nullptr);
-      CHECK(!sr.stats().rebuilt);
+      const gpu::DeviceShortRangeStats sr_refit = sr.stats();
+      const double wall_refit = seconds_since(clock);
+      CHECK(!sr_refit.rebuilt);
       host_forest.refit(r.moved);
       compare_trees(sr.tree(), host_forest, r.moved, s.top_levels);
       const std::vector<Vec3d> got_refit = forces_of(out, n);
@@ -400,7 +410,9 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
               << empty_levels(sr.tree()) << " empty levels), " << st.p2p_tasks << " P2P tasks, " << st.m2l_tasks
               << " M2L; max |diff| / rms vs one-rank device " << e_dev << " (refit " << r_dev << "), vs host forest "
               << e_host << " (refit " << r_host << "); " << n_some << " masked targets, " << ss.p2p_pairs << " of "
-              << st.p2p_pairs << " pairs");
+              << st.p2p_pairs << " pairs; ms (wall, with the host's shape / device tree / device total): new "
+              << 1e3 * wall_new << " / " << 1e3 * st.tree << " / " << 1e3 * st.total << ", refit " << 1e3 * wall_refit
+              << " / " << 1e3 * sr_refit.tree << " / " << 1e3 * sr_refit.total);
 
       // A refit needs the last forest's groups.
       std::vector<std::uint32_t> other = r.offsets;
