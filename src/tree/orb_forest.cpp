@@ -1,6 +1,7 @@
 // OrbTree::assemble_forest and subtree_order (tree/orb_tree.hpp): a rank's tree made of
 // whole subtrees of the one global ORB tree, with no partitioning, and the order that
-// makes a group of particles such a subtree.
+// makes a group of particles such a subtree. The forest's shape (forest_shape) is apart
+// from its geometry so that the device forest (gpu/orb_tree_cuda.cuh) takes the same one.
 //
 // The groups may come in any order, but the forest's nodes and leaves are numbered in it
 // (preorder: each group's subtree contiguous, the groups in the order given). Groups in
