@@ -410,12 +410,17 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       CHECK(r_dev < device_bound);
       CHECK(r_host < r_cpu + device_bound);
 
-      // Some own particles only (every third, and none in the last third of the groups):
-      // bitwise the all-own forces, every other entry untouched.
+      // Some own particles only (every third of the first half of the own particles, so the
+      // leaves of the other half hold no target and their pairs go): bitwise the all-own
+      // forces, every other entry untouched.
+      std::size_t n_own = 0;
+      for (std::size_t t = 0; t < n; ++t) n_own += r.own[t] ? 1 : 0;
       std::vector<std::uint8_t> some(n, 0);
-      std::size_t n_some = 0;
+      std::size_t n_some = 0, own_seen = 0;
       for (std::size_t t = 0; t < n; ++t) {
-        some[t] = r.own[t] && t % 3 == 0 && t < 2 * n / 3;
+        if (!r.own[t]) continue;
+        some[t] = t % 3 == 0 && own_seen < n_own / 2;
+        ++own_seen;
         n_some += some[t];
       }
       gpu::DeviceArray<std::uint8_t> some_dev;
