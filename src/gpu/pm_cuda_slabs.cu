@@ -5,11 +5,13 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/timer.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/cuda_check.cuh"
@@ -268,6 +270,14 @@ std::unique_ptr<PmSlabTransform> make_cuda_pm_slabs(const PmSettings& settings, 
   std::unique_ptr<PmSlabTransform> out;
   run_collectively(comm, [&] { out = std::make_unique<CudaPmSlabs>(settings, comm, device); });
   return out;
+}
+
+bool use_cuda_pm_slabs(PmSolver& pm, const Comm& comm, int device, std::string* why) {
+  std::unique_ptr<PmSlabTransform> slabs = make_cuda_pm_slabs(pm.settings(), comm, device, why);
+  if (!slabs) return false;
+  pm.use_slab_transform(std::move(slabs));
+  log::info("PM: cuFFT slabs over {} ranks, device {}", comm.size(), device);
+  return true;
 }
 
 }  // namespace orbis

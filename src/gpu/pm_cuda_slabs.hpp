@@ -53,4 +53,9 @@ class CudaPmSlabs final : public PmSlabTransform {
 std::unique_ptr<PmSlabTransform> make_cuda_pm_slabs(const PmSettings& settings, const Comm& comm, int device,
                                                     std::string* why);
 
+// The PM choice over ranks of both step engines (integrate/host_engine.hpp, gpu/step_engine_cuda.hpp):
+// pm's long-range transforms on the cuFFT slabs (make_cuda_pm_slabs, logged) when every rank of
+// comm has a usable GPU; else false, the reason in *why, and pm stays on FFTW-MPI. Collective.
+bool use_cuda_pm_slabs(PmSolver& pm, const Comm& comm, int device, std::string* why);
+
 }  // namespace orbis

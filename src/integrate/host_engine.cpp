@@ -75,14 +75,11 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
   if (comm.size() > 1) {
     // Over ranks the long range's transforms and Fourier work run on each rank's GPU (cuFFT
     // slabs, gpu/pm_cuda_slabs.hpp) unless the backend is "cpu" or a rank has no usable GPU;
-    // FFTW-MPI otherwise. On one rank a usable GPU runs the CUDA step engine instead.
+    // FFTW-MPI otherwise (the CUDA step engine makes the same choice). When every rank has
+    // one, make_step_engine runs the CUDA step engine instead, on one rank or several.
     std::string why = "[gpu] backend = \"cpu\"";
 #if defined(ORBIS_HAVE_CUDA)
-    if (backend != "cpu")
-      if (auto slabs = make_cuda_pm_slabs(pm_.settings(), comm, device, &why)) {
-        pm_.use_slab_transform(std::move(slabs));
-        log::info("PM: cuFFT slabs over {} ranks, device {}", comm.size(), device);
-      }
+    if (backend != "cpu") use_cuda_pm_slabs(pm_, comm, device, &why);
 #else
     if (backend != "cpu") why = "this build has no CUDA";
 #endif
