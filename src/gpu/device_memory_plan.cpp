@@ -105,16 +105,23 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   // PM only: the transfers' staging (TreePM borrows the short-range step's).
   plan.parts.push_back(
       {"state", n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)), ""});
+  if (in.short_range && in.sources > 0) {
+    // Over ranks the forest's particles (own then ghosts) in x | y | z blocks, the target
+    // mask, and the forest's accelerations before they go to the own particles.
+    plan.parts.push_back({"forest sources", in.sources * (24 + 1 + (in.short_acc_double ? 24 : 12)), ""});
+  }
   if (in.short_range) {
     const ShortRangeSettings& s = in.settings;
-    const std::size_t nl = orb_tree_leaves(n, s.max_leaf), nn = 2 * nl - 1;
+    // The tree holds the forest over ranks, the particles on one rank.
+    const std::size_t nt = in.sources > 0 ? in.sources : n;
+    const std::size_t nl = orb_tree_leaves(nt, s.max_leaf), nn = 2 * nl - 1;
     // The device ORB tree kept from step to step: tree order and tree-order positions per
     // particle; per node the shape, level lists, axis, radius and geometry; per leaf its
     // record and node.
-    plan.parts.push_back({"tree", n * (4 + 24) + padded(nn * (24 + 4 + 1 + 8 + 80) + nl * 36), ""});
+    plan.parts.push_back({"tree", nt * (4 + 24) + padded(nn * (24 + 4 + 1 + 8 + 80) + nl * 36), ""});
     // Its build: three sorted index lists twice, their scan, the sorts' keys and values,
     // node of each particle, flags, the sorts' temporaries.
-    plan.parts.push_back({"build", n * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});
+    plan.parts.push_back({"build", nt * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});
     const auto entries = static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(nl));
     const auto m2l = static_cast<std::size_t>(kM2LPerNode * static_cast<double>(nn));
     const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
@@ -126,9 +133,9 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // accelerations), then the far field's (expansions per node, the accelerations).
     const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8;
     const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96;
-    const std::size_t acc_tree = n * 24;
-    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(n, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
-                            n * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
+    const std::size_t acc_tree = nt * 24;
+    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nt, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
+                            nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     const std::size_t far_field = padded(nn * per_node) + acc_tree;

@@ -62,6 +62,38 @@ TEST_CASE("the memory plan grows with what should raise it") {
   CHECK(plan_device_memory(more).total() < base.total());
 }
 
+TEST_CASE("over ranks the plan holds the rank's forest (own particles and ghosts) beside its own state") {
+  DeviceMemoryInput in;
+  in.particles = std::size_t{1} << 22;
+  in.settings = settings(32, 4);
+  in.pm_bytes = std::size_t{1} << 28;
+  const DeviceMemoryPlan one = plan_device_memory(in);
+  // A forest of the own particles alone: the one-rank plan plus its positions, mask and
+  // accelerations (24 + 1 + 12 bytes each, float accelerations).
+  DeviceMemoryInput ranks = in;
+  ranks.sources = in.particles;
+  const DeviceMemoryPlan alone = plan_device_memory(ranks);
+  CHECK(alone.total() == one.total() + in.particles * (24 + 1 + 12));
+  CHECK(alone.describe().find("forest sources") != std::string::npos);
+  // Ghosts as many again: the tree, walk and P2P parts grow, the state does not.
+  ranks.sources = 2 * in.particles;
+  const DeviceMemoryPlan ghosts = plan_device_memory(ranks);
+  CHECK(ghosts.total() > alone.total() + in.particles * (24 + 1 + 12));
+  const auto part = [](const DeviceMemoryPlan& p, const std::string& name) {
+    for (const auto& q : p.parts)
+      if (q.name == name) return q.bytes;
+    return std::size_t{0};
+  };
+  CHECK(part(ghosts, "state") == part(one, "state"));
+  CHECK(part(ghosts, "tree") > part(one, "tree"));
+  // Double short-range accelerations: 24 bytes each in the forest too.
+  ranks.short_acc_double = true;
+  ranks.sources = in.particles;
+  DeviceMemoryInput one_double = in;
+  one_double.short_acc_double = true;
+  CHECK(plan_device_memory(ranks).total() == plan_device_memory(one_double).total() + in.particles * (24 + 1 + 24));
+}
+
 TEST_CASE("the plan holds the persistent parts plus the largest phase, not every phase at once") {
   DeviceMemoryInput in;
   in.particles = std::size_t{1} << 27;   // 512^3
