@@ -2,20 +2,24 @@
 // of positions, momenta and accelerations), every verb queued on one stream. Long-range
 // forces from the cuFFT PM (gpu/pm_cuda.hpp), short-range forces from gpu/short_range_cuda
 // (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
-// the bus during a step but a few counters.
+// the bus during a step but a few counters. Over ranks (step_engine_cuda.hpp) the rank's
+// particles, with the host doing the domains and the PM's particle side at each step.
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "domain/rank_domains.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
 #include "fmm/short_range.hpp"
 #include "gpu/cuda_check.cuh"
@@ -23,7 +27,9 @@
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
+#include "gpu/pm_cuda_slabs.hpp"
 #include "gpu/short_range_cuda.cuh"
+#include "pm/pm_solver.hpp"
 #include "tree/tree_reuse.hpp"
 
 namespace orbis {
@@ -42,6 +48,28 @@ double nominal_particle_mass(const Params& params) {
 }
 
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+constexpr unsigned kThreads = 256;
+unsigned grid_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// Over ranks, the forest's targets: 1 for the rank's own particles (the first n_own) with bin
+// >= min_active_bin, 0 for the others and the ghosts (their owners compute their forces).
+__global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, std::size_t n, int min_active_bin,
+                                   std::uint8_t* target) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
+}
+
+// The targets' forest accelerations (x | y | z blocks of n, own particles first) into the
+// state's (blocks of n_own); the others keep theirs.
+template <typename Ga>
+__global__ void take_targets_kernel(const Ga* forest, std::size_t n, const std::uint8_t* target, std::size_t n_own,
+                                    Ga* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n_own || !target[i]) return;
+  for (int d = 0; d < 3; ++d) out[d * n_own + i] = forest[d * n + i];
+}
 
 }  // namespace
 
@@ -77,6 +105,23 @@ struct CudaStepEngine::Impl {
   PinnedArray<unsigned long long> host_reduction;
   PinnedArray<double> host_partial;
 
+  // Over ranks (comm of more than one): the rank domains (TreePM), the host PM on x slabs,
+  // and the short-range forest's arrays: its particles (own, then ghosts: x | y | z blocks
+  // of n_sources), the target mask, and its accelerations before the targets' go to the state.
+  Comm comm;
+  bool ranks = false;
+  bool loaded = false;
+  std::optional<RankDomains> domains;
+  std::unique_ptr<PmSolver> host_pm;
+  double work_since_update = 0;   // this rank's interactions since the last domain update
+  bool domains_updated = false;   // since load(): the particles are in their domains
+  std::size_t n_sources = 0;
+  DeviceArray<double> sources;
+  DeviceArray<std::uint8_t> target;
+  DeviceArray<float> forest_acc_f;
+  DeviceArray<double> forest_acc_d;
+  std::vector<Vec3d> host_acc_long;   // the host PM's
+
   Particles host;                      // particles(): valid while host_current
   std::vector<Vec3d> host_acc;         // accelerations(): valid while acc_current
   bool host_current = false, acc_current = false;
@@ -87,28 +132,32 @@ struct CudaStepEngine::Impl {
   const void* short_acc() const {
     return short_double ? static_cast<const void*>(acc_short_d.data()) : static_cast<const void*>(acc_short_f.data());
   }
-  // The device side of the transfers (3n doubles, interleaved): TreePM borrows the
-  // short-range step's tree-order accelerations, free between steps, so the outputs need no
-  // memory of their own.
-  double* staging() {
-    if (short_range) return short_range->borrow_scratch(3 * n);
-    own_staging.ensure_exact(3 * n);
+  // The device side of the transfers (interleaved): TreePM borrows the short-range step's
+  // tree-order accelerations, free between steps, so the outputs need no memory of their own.
+  double* staging(std::size_t doubles) {
+    if (short_range) return short_range->borrow_scratch(doubles);
+    own_staging.ensure_exact(doubles);
     return own_staging.data();
   }
-  // Interleaved host vector <-> x | y | z device block, through pinned memory.
-  void upload(const std::vector<Vec3d>& from, double* to) {
-    double* staging = this->staging();
-    std::memcpy(host_staging.data(), from.data(), 3 * n * sizeof(double));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * n * sizeof(double),
+  double* staging() { return staging(3 * n); }
+  // Interleaved host vectors <-> x | y | z device blocks, through pinned memory.
+  void upload(const Vec3d* from, std::size_t count, double* to) {
+    if (count == 0) return;
+    double* staging = this->staging(3 * count);
+    host_staging.ensure(3 * count);
+    std::memcpy(host_staging.data(), from, 3 * count * sizeof(double));
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * count * sizeof(double),
                                      cudaMemcpyHostToDevice, stream));
-    gpu::deinterleave(staging, n, to, stream);
+    gpu::deinterleave(staging, count, to, stream);
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
   }
+  void upload(const std::vector<Vec3d>& from, double* to) { upload(from.data(), n, to); }
   void download_interleaved(const double* staging, std::vector<Vec3d>& to) {
+    to.resize(n);
+    if (n == 0) return;   // a rank may hold no particles
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    to.resize(n);
     std::memcpy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
   }
   void download(const double* from, std::vector<Vec3d>& to) {
@@ -132,11 +181,87 @@ struct CudaStepEngine::Impl {
     peak = std::max(peak, used);
     return used;
   }
+
+  // The per-particle arrays for `count` particles: exactly that many on one rank (the count
+  // never changes); over ranks 1/4 more when they grow, since migration changes the count at
+  // every domain update and a reallocation each time would cost more than the headroom.
+  // Contents are not kept (the callers fill them).
+  void reserve_state(std::size_t count) {
+    const std::size_t room = ranks ? count + count / 4 : count;
+    const auto fit = [&](auto& array, std::size_t per) {
+      if (per * count > array.capacity()) array.ensure_exact(per * room);
+    };
+    fit(pos, 3);
+    fit(mom, 3);
+    fit(acc_long, 3);
+    fit(id, 1);
+    fit(bin, 1);
+    host_staging.ensure(3 * count);
+    if (short_double) fit(acc_short_d, 3);
+    else fit(acc_short_f, 3);
+  }
+
+  // The whole state on the host (particles()).
+  void bring_host_current() {
+    if (host_current) return;
+    download(pos.data(), host.pos);
+    download(mom.data(), host.mom);
+    host.id.resize(n);
+    host.time_bin.resize(n);
+    if (n > 0) {
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.id.data(), id.data(), n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
+                                       stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.time_bin.data(), bin.data(), n, cudaMemcpyDeviceToHost, stream));
+    }
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    host.mass = mass;
+    host_current = true;
+  }
+
+  // What [gpu] memory_limit_gib leaves for the short-range step's task chunks.
+  void cap_allocation() {
+    if (!(memory_limit_gib > 0)) return;
+    const std::size_t limit = usable_device_memory(~std::size_t{0}, memory_limit_gib);
+    // In use: what the device holds beyond the baseline less what the pool holds unused.
+    const std::size_t now = used_now() - std::min(used_now(), gpu::pool_unused_bytes());
+    const std::size_t used = now > baseline ? now - baseline : 0;
+    short_range->set_allocation_cap(limit > used ? limit - used : 1);
+  }
+
+  void forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats);
 };
 
-CudaStepEngine::CudaStepEngine(const Params& params, int device) : impl_(std::make_unique<Impl>()) {
+CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& comm) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.device = device;
+  m.comm = comm;
+  m.ranks = comm.size() > 1;
+  // Over ranks a failure on one rank (its device, a setting) is every rank's: the others
+  // would wait for it in the PM's collectives.
+  if (m.ranks) run_collectively(comm, [&] { setup(params); });
+  else setup(params);
+  if (!m.ranks) return;
+  // Over ranks only a long-range step can build (update the domains: the particles migrate
+  // with their state but not their forces, which a sub-step keeps for its inactive ones), so
+  // sub-steps always refit: no limit on refits in a row.
+  m.tree_settings.max_refits = 0;
+  m.tree_policy = TreeReusePolicy(m.tree_settings);
+  // The host PM on x slabs (collective), its transforms on each rank's GPU (the host engine's
+  // choice, gpu/pm_cuda_slabs.hpp); the PM-only force's interlaced meshes stay on FFTW-MPI.
+  m.host_pm = std::make_unique<PmSolver>(m.pm_settings, comm);
+  if (m.treepm) {
+    m.domains.emplace(m.box, m.sr.max_leaf, m.sr.top_levels, comm);
+    std::string why;
+    if (!use_cuda_pm_slabs(*m.host_pm, comm, m.device, &why))
+      log::info("PM: FFTW-MPI slabs over {} ranks ({})", comm.size(), why);
+  } else {
+    log::info("PM: FFTW-MPI slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
+              comm.size());
+  }
+}
+
+void CudaStepEngine::setup(const Params& params) {
+  Impl& m = *impl_;
   std::string why;
   if (!cuda_device_usable(m.device, &why)) fail("[gpu] backend = \"cuda\", but {}", why);
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
@@ -193,8 +318,21 @@ std::string CudaStepEngine::describe() const {
   const auto& pm = m.pm_settings;
   const std::string pm_text = fmt::format("cuFFT PM {}^3 {} mesh ({})", pm.grid_side,
                                           pm.double_mesh ? "double" : "float", window_name(pm.window));
+  if (!m.treepm && m.ranks)
+    return fmt::format("GPU step engine on {} over {} ranks: each rank's particles on its GPU; PM {}^3 only, on the host "
+                       "(FFTW-MPI slabs)", m.name, m.comm.size(), pm.grid_side);
   if (!m.treepm) return fmt::format("GPU step engine on {}: particles on the GPU; {} only", m.name, pm_text);
   const auto& s = m.sr;
+  if (m.ranks)
+    return fmt::format("GPU step engine on {} over {} ranks: each rank's particles on its GPU, in domains of the global "
+                       "ORB tree's top nodes; TreePM: PM {}^3 {} mesh on {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} Mpc/h; "
+                       "each rank's forest of own and ghost subtrees walked on its GPU (P2P {}, Taylor order {}; theta "
+                       "= {}, p = {}, max_leaf = {}), softening {:.4g} Mpc/h; domains updated at the PM steps that build "
+                       "the tree (at least every {}), the forest refitted between",
+                       m.name, m.comm.size(), pm.grid_side, pm.double_mesh ? "double" : "float",
+                       m.host_pm->slab_transform() ? m.host_pm->slab_transform()->describe() : std::string("FFTW-MPI"),
+                       s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta, s.multipole_order,
+                       s.max_leaf, s.softening, m.tree_settings.rebuild_every);
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
                      "Mpc/h; tree, walk, P2P ({}, Taylor order {}) and far field (theta = {}, p = {}, max_leaf = {}) "
                      "on the GPU, softening {:.4g} Mpc/h; the tree built afresh at least every {} PM steps, refitted "
@@ -214,62 +352,79 @@ void CudaStepEngine::load(Particles particles) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t n = particles.size();
-  if (n == 0) fail("GPU step engine: no particles");
-  if (particles.mom.size() != n || particles.id.size() != n)
-    fail("GPU step engine: {} positions, {} momenta, {} ids", n, particles.mom.size(), particles.id.size());
-  if (!particles.time_bin.empty() && particles.time_bin.size() != n)
-    fail("GPU step engine: {} time bins for {} particles", particles.time_bin.size(), n);
-  for (std::uint8_t b : particles.time_bin)
-    if (b >= kMaxTimeBins) fail("GPU step engine: time bin {} (bins are 0..{})", b, kMaxTimeBins - 1);
-  for (const Vec3d& x : particles.pos)
-    if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box))
-      fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
+  // Over ranks the plan is for the rank's share with room for migration (1/4 more than the
+  // larger of its own count and the mean) and for a forest of twice that (the ghosts, whole
+  // remote top nodes within r_cut, measured at +60% to +100% of the own particles).
+  std::size_t planned_own = n, planned_sources = 0;
+  if (m.ranks) {
+    const std::uint64_t total = m.comm.sum<std::uint64_t>(n);
+    const std::size_t share = std::max<std::size_t>(n, total / static_cast<std::uint64_t>(m.comm.size()));
+    planned_own = share + share / 4;
+    planned_sources = m.treepm ? 2 * planned_own : 0;
+  }
+  DeviceMemoryPlan plan;
+  const auto check = [&] {
+    if (n == 0 && !m.ranks) fail("GPU step engine: no particles");
+    if (particles.mom.size() != n || particles.id.size() != n)
+      fail("GPU step engine: {} positions, {} momenta, {} ids", n, particles.mom.size(), particles.id.size());
+    if (!particles.time_bin.empty() && particles.time_bin.size() != n)
+      fail("GPU step engine: {} time bins for {} particles", particles.time_bin.size(), n);
+    for (std::uint8_t b : particles.time_bin)
+      if (b >= kMaxTimeBins) fail("GPU step engine: time bin {} (bins are 0..{})", b, kMaxTimeBins - 1);
+    for (const Vec3d& x : particles.pos)
+      if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box))
+        fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
 
-  // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
-  if (m.treepm) check_short_range_counts(n, m.sr.max_leaf, ShortRangeGpu::walk_and_p2p);
-  DeviceMemoryInput in;
-  in.particles = n;
-  in.short_range = m.treepm;
-  in.settings = m.sr;
-  in.short_acc_double = m.short_double;
-  const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, n);
-  in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
-  in.pm_held_bytes = m.pm ? 0 : pm_memory.tables;        // a PM of an earlier load() stays
-  const DeviceMemoryPlan plan = plan_device_memory(in);
-  const std::size_t free_bytes = gpu::device_available_bytes();
-  check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
-                      m.name);
+    // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
+    if (m.treepm)
+      check_short_range_counts(m.ranks ? planned_sources : n, m.sr.max_leaf, ShortRangeGpu::walk_and_p2p);
+    DeviceMemoryInput in;
+    in.particles = planned_own;
+    in.sources = planned_sources;
+    in.short_range = m.treepm;
+    in.settings = m.sr;
+    in.short_acc_double = m.short_double;
+    if (!m.ranks) {
+      const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, n);
+      in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
+      in.pm_held_bytes = m.pm ? 0 : pm_memory.tables;        // a PM of an earlier load() stays
+    }   // over ranks the cuFFT slabs are allocated already (free memory counts them)
+    plan = plan_device_memory(in);
+    const std::size_t free_bytes = gpu::device_available_bytes();
+    check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
+                        m.name);
+  };
+  // Over ranks a bad share or a plan that does not fit on one rank stops every rank.
+  if (m.ranks) run_collectively(m.comm, check);
+  else check();
   m.planned = plan.total();
   log::info("GPU memory plan on {}: {}", m.name, plan.describe());
 
   m.n = n;
   m.mass = particles.mass;
+  m.loaded = true;
   if (m.treepm) {
     m.sr.g_mass = units::G * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
     m.tree_policy = TreeReusePolicy(m.tree_settings);   // a new tree, new counters
     m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
-  if (!m.pm) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
-  m.pos.ensure_exact(3 * n);
-  m.mom.ensure_exact(3 * n);
-  m.acc_long.ensure_exact(3 * n);
-  m.id.ensure_exact(n);
-  m.bin.ensure_exact(n);
-  m.host_staging.ensure(3 * n);
-  if (m.short_double) m.acc_short_d.ensure_exact(3 * n);
-  else m.acc_short_f.ensure_exact(3 * n);
+  m.domains_updated = false;   // over ranks the first force computation puts the particles in their domains
+  if (!m.pm && !m.ranks) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
+  m.reserve_state(n);
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
-  ORBIS_CUDA_CHECK(cudaMemcpy(m.id.data(), particles.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
-  if (particles.time_bin.size() == n)
-    ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), particles.time_bin.data(), n, cudaMemcpyHostToDevice));
-  else
-    ORBIS_CUDA_CHECK(cudaMemset(m.bin.data(), 0, n));   // every particle in bin 0
+  if (n > 0) {   // over ranks a rank may start with none
+    ORBIS_CUDA_CHECK(cudaMemcpy(m.id.data(), particles.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
+    if (particles.time_bin.size() == n)
+      ORBIS_CUDA_CHECK(cudaMemcpy(m.bin.data(), particles.time_bin.data(), n, cudaMemcpyHostToDevice));
+    else
+      ORBIS_CUDA_CHECK(cudaMemset(m.bin.data(), 0, n));   // every particle in bin 0
+    ORBIS_CUDA_CHECK(cudaMemset(m.acc_long.data(), 0, 3 * n * sizeof(double)));
+    if (m.short_double) ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_d.data(), 0, 3 * n * sizeof(double)));
+    else ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_f.data(), 0, 3 * n * sizeof(float)));
+  }
   particles.time_bin.resize(n);   // all in bin 0 when it came empty, as on the device
-  ORBIS_CUDA_CHECK(cudaMemset(m.acc_long.data(), 0, 3 * n * sizeof(double)));
-  if (m.short_double) ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_d.data(), 0, 3 * n * sizeof(double)));
-  else ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_f.data(), 0, 3 * n * sizeof(float)));
   m.host = std::move(particles);   // the host copy is current until the state changes
   m.host_current = true;
   m.acc_current = false;
@@ -279,16 +434,7 @@ const Particles& CudaStepEngine::particles() {
   Impl& m = *impl_;
   if (m.host_current) return m.host;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  m.download(m.pos.data(), m.host.pos);
-  m.download(m.mom.data(), m.host.mom);
-  m.host.id.resize(m.n);
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host.id.data(), m.id.data(), m.n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
-                                   m.stream));
-  m.host.time_bin.resize(m.n);
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host.time_bin.data(), m.bin.data(), m.n, cudaMemcpyDeviceToHost, m.stream));
-  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  m.host.mass = m.mass;
-  m.host_current = true;
+  m.bring_host_current();
   return m.host;
 }
 
@@ -306,6 +452,11 @@ const std::vector<Vec3d>& CudaStepEngine::accelerations() {
 
 void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceStats& stats) {
   Impl& m = *impl_;
+  if (m.ranks) {
+    if (!m.loaded) fail("GPU step engine: compute_forces() before load()");
+    ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+    return m.forces_over_ranks(long_range, min_active_bin, stats);
+  }
   if (m.n == 0) fail("GPU step engine: compute_forces() before load()");
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   // The PM first, on the same stream (on a stream of its own beside the short-range step
@@ -318,13 +469,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[1], m.stream));
   }
   if (m.treepm) {
-    if (m.memory_limit_gib > 0) {   // what the limit leaves for the step's task chunks
-      const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
-      // In use: what the device holds beyond the baseline less what the pool holds unused.
-      const std::size_t now = Impl::used_now() - std::min(Impl::used_now(), gpu::pool_unused_bytes());
-      const std::size_t used = now > m.baseline ? now - m.baseline : 0;
-      m.short_range->set_allocation_cap(limit > used ? limit - used : 1);
-    }
+    m.cap_allocation();
     // Build or refit (tree/tree_reuse.hpp): decided at long-range steps from counters that
     // a build resets, so that a run and its restart from a checkpoint (written only where a
     // long-range step built: forces_from_fresh_tree) take the same decisions.
@@ -350,6 +495,106 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   }
   stats.device_bytes = m.note_memory();
   m.acc_current = false;
+}
+
+// Over ranks (step_engine_cuda.hpp). The host's part comes first: the domains (when the tree
+// policy builds), the ghosts and the PM, all at the host positions; then the device's
+// short-range step on the rank's forest.
+void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats) {
+  const double comm_before = comm.stats().seconds;
+  Stopwatch domain_watch;
+  // The tree policy decides as on one rank, from pair counts summed over the ranks, so every
+  // rank decides the same: a long-range step that builds updates the domains (each group
+  // then in the subtree order of its positions now: the serial tree's subtrees, built
+  // afresh); the other steps keep them and refit the forest while the ghosts are the same
+  // particles. The first force computation after load() always updates.
+  TreeBuild why = TreeBuild::none;
+  if (treepm) why = tree_policy.begin(long_range, domains_updated);
+  const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
+  if (update) {
+    bring_host_current();
+    domains->update(host, work_since_update);
+    work_since_update = 0;
+    n = host.size();
+    reserve_state(n);
+    upload(host.pos, pos.data());
+    upload(host.mom, mom.data());
+    if (n > 0) {
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(id.data(), host.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                                       stream));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(bin.data(), host.time_bin.data(), n, cudaMemcpyHostToDevice, stream));
+      // Forces of the particles in their new order: every one is computed below when all
+      // are active (a PM step), as the host engine zeroes them.
+      ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_long.data(), 0, 3 * n * sizeof(double), stream));
+      if (short_double) ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_short_d.data(), 0, 3 * n * sizeof(double), stream));
+      else ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_short_f.data(), 0, 3 * n * sizeof(float), stream));
+    }
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors stay as they are
+    host_current = true;
+    domains_updated = true;
+  } else if (!host_current) {
+    download(pos.data(), host.pos);   // positions only: the host state stays out of date
+  }
+  bool same = false;
+  if (treepm) {
+    const std::vector<Vec3d>& with_ghosts = domains->with_ghosts(host.pos, sr.r_cut, &same);
+    n_sources = with_ghosts.size();
+    if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 4));
+    upload(with_ghosts.data(), n_sources, sources.data());
+  }
+  stats.times.add("domain", domain_watch.seconds());
+  if (long_range) {
+    Stopwatch pm_watch;
+    host_pm->accelerations(host.pos, mass, host_acc_long);
+    upload(host_acc_long.data(), n, acc_long.data());
+    stats.times.add("pm", pm_watch.seconds());
+  }
+  if (treepm) {
+    std::uint64_t pairs = 0;
+    // A rank that owns no top node has no short-range work; it still takes part in the PM
+    // and the reductions.
+    if (n_sources > 0) {
+      cap_allocation();
+      if (n_sources > target.capacity()) target.ensure_exact(n_sources + n_sources / 4);
+      target_mask_kernel<<<grid_for(n_sources), kThreads, 0, stream>>>(bin.data(), n, n_sources, min_active_bin,
+                                                                       target.data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+      const bool refit = !update && why == TreeBuild::none && same;
+      const std::vector<std::uint32_t>& groups = domains->group_offsets();
+      if (short_double) {
+        if (3 * n_sources > forest_acc_d.capacity()) forest_acc_d.ensure_exact(3 * (n_sources + n_sources / 4));
+        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), forest_acc_d.data(),
+                                    stream);
+        if (n > 0)
+          take_targets_kernel<<<grid_for(n), kThreads, 0, stream>>>(forest_acc_d.data(), n_sources, target.data(), n,
+                                                                    acc_short_d.data());
+      } else {
+        if (3 * n_sources > forest_acc_f.capacity()) forest_acc_f.ensure_exact(3 * (n_sources + n_sources / 4));
+        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), forest_acc_f.data(),
+                                    stream);
+        if (n > 0)
+          take_targets_kernel<<<grid_for(n), kThreads, 0, stream>>>(forest_acc_f.data(), n_sources, target.data(), n,
+                                                                    acc_short_f.data());
+      }
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+      const gpu::DeviceShortRangeStats s = short_range->stats();   // waits for the step
+      stats.times.add("tree", s.tree);
+      stats.times.add("walk", s.walk + s.grouping);
+      stats.times.add("p2p", s.p2p + s.scatter);
+      stats.times.add("m2l", s.far_field);
+      stats.p2p_interactions += s.p2p_interactions;
+      stats.m2l_interactions += static_cast<double>(s.m2l_tasks);
+      work_since_update += s.p2p_interactions + static_cast<double>(s.m2l_tasks);
+      pairs = s.p2p_pairs;
+    }
+    stats.p2p_where = fmt::format("cuda ({}, {}, particles on the GPU, {} ranks)", name,
+                                  short_double ? "double" : "float", comm.size());
+    tree_policy.end(min_active_bin <= 0, comm.sum<std::uint64_t>(pairs));
+  }
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  stats.device_bytes = note_memory();
+  acc_current = false;
+  stats.times.add("comm", comm.stats().seconds - comm_before);
 }
 
 void CudaStepEngine::kick(const KickPlan& plan) {
@@ -381,7 +626,11 @@ bool CudaStepEngine::forces_from_fresh_tree() const { return impl_->tree_policy.
 void CudaStepEngine::rebuild_tree_next() { impl_->tree_policy.request_rebuild(); }
 
 std::string CudaStepEngine::tree_summary() const {
-  return impl_->treepm ? "short range on the GPU: " + impl_->tree_policy.summary() : std::string();
+  if (!impl_->treepm) return std::string();
+  if (impl_->ranks)
+    return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}",
+                       impl_->comm.size(), impl_->tree_policy.summary());
+  return "short range on the GPU: " + impl_->tree_policy.summary();
 }
 
 void CudaStepEngine::set_tree_policy(const TreeReuseSettings& settings) {
@@ -418,6 +667,7 @@ double CudaStepEngine::max_acceleration() {
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   double max2 = 0;
   std::memcpy(&max2, m.host_reduction.data(), sizeof(max2));
+  if (m.ranks) max2 = m.comm.max(max2);   // exact: the same on every rank
   return std::sqrt(max2);
 }
 
@@ -427,7 +677,7 @@ bool CudaStepEngine::has_short_range() const { return impl_->treepm; }
 // sum, so both engines give the same bits.
 double CudaStepEngine::rms_momentum() {
   Impl& m = *impl_;
-  if (m.n == 0) return 0.0;
+  if (m.n == 0 && !m.ranks) return 0.0;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const auto fetch = [&m] {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_reduction.data(), m.reduction.data(), sizeof(unsigned long long),
@@ -435,6 +685,19 @@ double CudaStepEngine::rms_momentum() {
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     return m.host_reduction.data()[0];
   };
+  if (m.ranks) {   // the host engine's steps: the count, the largest term and the integers summed over ranks
+    const std::uint64_t total = m.comm.sum<std::uint64_t>(m.n);
+    gpu::max_norm2(m.mom.data(), m.n, m.reduction.data(), m.stream);
+    const unsigned long long bits = fetch();
+    double largest = 0;
+    std::memcpy(&largest, &bits, sizeof(largest));
+    largest = m.comm.max(largest);
+    if (total == 0 || largest == 0) return 0.0;
+    const ExactSumScale scale = exact_sum_scale(largest, total);
+    gpu::exact_norm2_sum(m.mom.data(), m.n, scale, m.reduction.data(), m.stream);
+    const std::uint64_t sum = m.comm.sum<std::uint64_t>(fetch());
+    return std::sqrt(exact_sum_value(sum, scale) / static_cast<double>(total));
+  }
   gpu::max_norm2(m.mom.data(), m.n, m.reduction.data(), m.stream);
   const unsigned long long bits = fetch();
   double largest = 0;
@@ -448,7 +711,12 @@ double CudaStepEngine::rms_momentum() {
 // The host engine's blocks and order again, per component.
 Vec3d CudaStepEngine::total_momentum() {
   Impl& m = *impl_;
-  if (m.n == 0) return Vec3d{};
+  if (m.n == 0) {
+    if (!m.ranks) return Vec3d{};
+    Vec3d total{};   // a rank with no particles adds nothing, but takes part
+    for (int d = 0; d < 3; ++d) total[d] = m.comm.sum(total[d]);
+    return total;
+  }
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t blocks = gpu::norm2_block_count(m.n);
   m.norm2_partial.ensure(3 * blocks);
@@ -460,13 +728,15 @@ Vec3d CudaStepEngine::total_momentum() {
   Vec3d total{};
   for (int d = 0; d < 3; ++d)
     for (std::size_t k = 0; k < blocks; ++k) total[d] += m.host_partial.data()[3 * k + d];
+  if (m.ranks)   // the host engine's: each rank's ordered sum, then their sum
+    for (int d = 0; d < 3; ++d) total[d] = m.comm.sum(total[d]);
   return total;
 }
 
 BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   Impl& m = *impl_;
   BinCounts counts{};
-  if (m.n == 0) return counts;
+  if (m.n == 0 && !m.ranks) return counts;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   if (m.short_double)
     gpu::assign_bins(m.acc_long.data(), m.acc_short_d.data(), m.n, rule, m.bin.data(), m.reduction.data(), m.stream);
@@ -477,11 +747,21 @@ BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   for (int k = 0; k < kMaxTimeBins; ++k) counts[k] = m.host_reduction.data()[k];
   m.host_current = false;   // the bins changed
+  if (m.ranks) m.comm.reduce(counts.data(), counts.size(), Comm::Op::sum);
   return counts;
 }
 
-std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device) {
-  return std::make_unique<CudaStepEngine>(params, device);
+std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }
+
+void CudaStepEngine::restore_domain_state(const std::string& state, const std::string& what) {
+  Impl& m = *impl_;
+  if (!m.domains) return StepEngine::restore_domain_state(state, what);
+  m.domains->restore(state, what);
+  m.work_since_update = 0;
+}
+
+std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device, const Comm& comm) {
+  return std::make_unique<CudaStepEngine>(params, device, comm);
 }
 
 }  // namespace orbis

@@ -3,6 +3,22 @@
 // accelerations); forces, kicks and drifts run there, and the host receives the particles
 // only when it asks (outputs, checkpoints). No CUDA types here, so the factory and the
 // tests in plain C++ can use it.
+//
+// Over several ranks (a communicator of more than one; issue #17) one engine per rank holds
+// its rank's particles on its GPU, in the rank domains of the host engine
+// (domain/rank_domains.hpp: runs of the global ORB tree's depth-d nodes, whole remote nodes
+// within r_cut as ghosts). At a long-range step that builds the short-range tree (the tree
+// policy's choice, tree/tree_reuse.hpp, the same on every rank: its pair counts are summed
+// over the ranks) the state comes to the host through pinned buffers, the domains update
+// there (migration and subtree order, as the host engine's), and the new own set goes back
+// up; at the other steps the domains stay and only the positions come down. The long-range
+// force is the host PmSolver's on x slabs with cuFFT transforms (gpu/pm_cuda_slabs.hpp), at
+// the host positions, uploaded. The short range runs on the device on the rank's forest
+// (DeviceShortRange::compute_forest): the own particles and the ghosts uploaded, the own
+// active ones as targets; refitted while the ghosts are the same particles. Kicks, drifts,
+// bins and the reductions stay on the device, each reduced over the ranks as the host
+// engine reduces them. The phases "domain" (download, update, ghosts, upload) and "comm"
+// (time inside communication) are the host engine's.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -22,7 +38,9 @@ class CudaStepEngine final : public StepEngine {
   // memory is planned (and checked) in load(), when the particle count is known.
   // device: the rank's (the factory passes gpu_device_for_rank's choice; tests and benches
   // construct it on device 0).
-  explicit CudaStepEngine(const Params& params, int device = 0);
+  // comm: the ranks of the run (one rank: the particles stay on the device throughout).
+  // Over ranks the construction is collective, and a failure on one rank is every rank's.
+  explicit CudaStepEngine(const Params& params, int device = 0, const Comm& comm = Comm::self());
   ~CudaStepEngine() override;
 
   std::string describe() const override;
@@ -43,6 +61,9 @@ class CudaStepEngine final : public StepEngine {
   std::string tree_summary() const override;
   // The P2P kernel skips only the leaves with no active particle (gpu/short_range_cuda.cuh).
   bool computes_whole_leaves() const override { return true; }
+  // Over ranks: the rank domains (as HostStepEngine); one rank: none.
+  std::string domain_state() const override;
+  void restore_domain_state(const std::string& state, const std::string& what) override;
 
   // Beyond the seam (tests, the benchmark).
   std::size_t planned_device_bytes() const;    // the memory plan of the last load()
@@ -63,12 +84,13 @@ class CudaStepEngine final : public StepEngine {
   void set_max_chunk_tasks(std::size_t tasks);
 
  private:
+  void setup(const Params& params);   // the settings, the device, the stream (one rank's work)
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
 // The CUDA step engine on `device` (the rank's, gpu_device_for_rank; the caller checked
-// cuda_device_usable).
-std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device);
+// cuda_device_usable, on every rank of comm).
+std::unique_ptr<StepEngine> make_cuda_step_engine(const Params& params, int device, const Comm& comm = Comm::self());
 
 }  // namespace orbis
