@@ -19,6 +19,7 @@
 #include "core/params.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
+#include "domain/node_domains.hpp"
 #include "domain/rank_domains.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
 #include "fmm/short_range.hpp"
@@ -352,14 +353,14 @@ void CudaStepEngine::load(Particles particles) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t n = particles.size();
-  // Over ranks the plan is for the rank's share with room for migration (1/4 more than the
-  // larger of its own count and the mean) and for a forest of twice that (the ghosts, whole
-  // remote top nodes within r_cut, measured at +60% to +100% of the own particles).
+  // Over ranks the plan is for the most particles the domains may give a rank (NodeDomains::
+  // kMaxParticleShare times the mean) and for a forest of twice that (the ghosts, whole remote
+  // top nodes within r_cut, measured at +60% to +100% of the own particles).
   std::size_t planned_own = n, planned_sources = 0;
   if (m.ranks) {
     const std::uint64_t total = m.comm.sum<std::uint64_t>(n);
-    const std::size_t share = std::max<std::size_t>(n, total / static_cast<std::uint64_t>(m.comm.size()));
-    planned_own = share + share / 4;
+    const double mean = static_cast<double>(total) / m.comm.size();
+    planned_own = std::max(n, static_cast<std::size_t>(std::ceil(NodeDomains::kMaxParticleShare * mean)));
     planned_sources = m.treepm ? 2 * planned_own : 0;
   }
   DeviceMemoryPlan plan;
