@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 
@@ -60,6 +61,28 @@ __global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, s
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
+}
+
+// Interleaved xyz of count particles into x | y | z blocks of `stride`, from index `at` on:
+// the ghosts' part of the forest's positions (the own part is copied on the device).
+__global__ void deinterleave_at_kernel(const double* xyz, std::size_t count, double* soa, std::size_t stride,
+                                       std::size_t at) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  for (int d = 0; d < 3; ++d) soa[d * stride + at + i] = xyz[3 * i + d];
+}
+
+// Over ranks the host copies to and from the pinned buffers are hundreds of MB a step (8.4M
+// own positions and as many ghosts a rank at 256^3 on 2 ranks): in parallel, in blocks.
+void parallel_copy(void* to, const void* from, std::size_t bytes) {
+  constexpr std::size_t kBlock = std::size_t{1} << 22;
+  const auto blocks = static_cast<std::int64_t>((bytes + kBlock - 1) / kBlock);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::size_t begin = static_cast<std::size_t>(b) * kBlock;
+    std::memcpy(static_cast<char*>(to) + begin, static_cast<const char*>(from) + begin,
+                std::min(kBlock, bytes - begin));
+  }
 }
 
 // The targets' forest accelerations (x | y | z blocks of n, own particles first) into the
@@ -141,12 +164,18 @@ struct CudaStepEngine::Impl {
     return own_staging.data();
   }
   double* staging() { return staging(3 * n); }
+  // Host copies into and out of pinned memory: in parallel over ranks (large every step);
+  // one rank keeps its plain copies (outputs and loads only).
+  void host_copy(void* to, const void* from, std::size_t bytes) const {
+    if (ranks) parallel_copy(to, from, bytes);
+    else std::memcpy(to, from, bytes);
+  }
   // Interleaved host vectors <-> x | y | z device blocks, through pinned memory.
   void upload(const Vec3d* from, std::size_t count, double* to) {
     if (count == 0) return;
     double* staging = this->staging(3 * count);
     host_staging.ensure(3 * count);
-    std::memcpy(host_staging.data(), from, 3 * count * sizeof(double));
+    host_copy(host_staging.data(), from, 3 * count * sizeof(double));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * count * sizeof(double),
                                      cudaMemcpyHostToDevice, stream));
     gpu::deinterleave(staging, count, to, stream);
@@ -159,7 +188,7 @@ struct CudaStepEngine::Impl {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::memcpy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
+    host_copy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
   }
   void download(const double* from, std::vector<Vec3d>& to) {
     double* staging = this->staging();
@@ -175,7 +204,14 @@ struct CudaStepEngine::Impl {
   // before the engine), logged when it grows by a tenth.
   std::size_t note_memory() {
     const std::size_t now = used_now();
-    const std::size_t used = now > baseline ? now - baseline : 0;
+    std::size_t used = now > baseline ? now - baseline : 0;
+    if (ranks) {
+      // Ranks may share the GPU, whose use then counts theirs too: what this process's pool
+      // holds instead (the engine's arrays and the cuFFT slabs'; not cuFFT's work areas).
+      std::uint64_t reserved = 0;
+      ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+      used = static_cast<std::size_t>(reserved);
+    }
     if (used > peak + peak / 10)
       log::info("GPU memory held by the step engine: {:.2f} GiB ({:.0f} bytes per particle; planned {:.2f} GiB)", gib(used),
                 static_cast<double>(used) / std::max<std::size_t>(n, 1), gib(planned));
@@ -541,7 +577,24 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     const std::vector<Vec3d>& with_ghosts = domains->with_ghosts(host.pos, sr.r_cut, &same);
     n_sources = with_ghosts.size();
     if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 4));
-    upload(with_ghosts.data(), n_sources, sources.data());
+    // Own particles first, the device's positions themselves (with_ghosts starts with the
+    // positions it was given): copied on the device; only the ghosts go up.
+    const std::size_t own = std::min(n, n_sources), ghosts = n_sources - own;
+    for (int d = 0; d < 3; ++d)
+      if (own > 0)
+        ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data() + d * n_sources, pos.data() + d * n, own * sizeof(double),
+                                         cudaMemcpyDeviceToDevice, stream));
+    if (ghosts > 0) {
+      double* staging = this->staging(3 * ghosts);
+      host_staging.ensure(3 * ghosts);
+      host_copy(host_staging.data(), with_ghosts.data() + own, 3 * ghosts * sizeof(double));
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * ghosts * sizeof(double),
+                                       cudaMemcpyHostToDevice, stream));
+      deinterleave_at_kernel<<<grid_for(ghosts), kThreads, 0, stream>>>(staging, ghosts, sources.data(), n_sources,
+                                                                         own);
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
   }
   stats.times.add("domain", domain_watch.seconds());
   if (long_range) {
