@@ -108,7 +108,7 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   if (need > available)
     fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
          "{:.1f} MiB, two y slabs {:.1f} MiB each; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. More "
-         "ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (FFTW-MPI) need less",
+         "ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
          comm.size(), n, twice ? "double" : "float", mib(need), device, mib(slab_bytes), mib(y_bytes),
          mib(m.fft_work), mib(available));
   m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));

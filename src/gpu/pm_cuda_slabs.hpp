@@ -16,7 +16,7 @@
 // on the host two pinned buffers of max(nx, ny) n (n/2+1) complex values, about n^3 / P reals
 // each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
 //
-// The result equals the FFTW-MPI path's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
+// The result equals the host PM's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -55,7 +55,7 @@ std::unique_ptr<PmSlabTransform> make_cuda_pm_slabs(const PmSettings& settings, 
 
 // The PM choice over ranks of both step engines (integrate/host_engine.hpp, gpu/step_engine_cuda.hpp):
 // pm's long-range transforms on the cuFFT slabs (make_cuda_pm_slabs, logged) when every rank of
-// comm has a usable GPU; else false, the reason in *why, and pm stays on FFTW-MPI. Collective.
+// comm has a usable GPU; else false, the reason in *why, and pm stays on the host's slabs. Collective.
 bool use_cuda_pm_slabs(PmSolver& pm, const Comm& comm, int device, std::string* why);
 
 }  // namespace orbis

@@ -290,9 +290,9 @@ CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& com
     m.domains.emplace(m.box, m.sr.max_leaf, m.sr.top_levels, comm);
     std::string why;
     if (!use_cuda_pm_slabs(*m.host_pm, comm, m.device, &why))
-      log::info("PM: FFTW-MPI slabs over {} ranks ({})", comm.size(), why);
+      log::info("PM: host x slabs over {} ranks ({})", comm.size(), why);
   } else {
-    log::info("PM: FFTW-MPI slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
+    log::info("PM: host x slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
               comm.size());
   }
 }
@@ -357,7 +357,7 @@ std::string CudaStepEngine::describe() const {
                                           pm.double_mesh ? "double" : "float", window_name(pm.window));
   if (!m.treepm && m.ranks)
     return fmt::format("GPU step engine on {} over {} ranks: each rank's particles on its GPU; PM {}^3 only, on the host "
-                       "(FFTW-MPI slabs)", m.name, m.comm.size(), pm.grid_side);
+                       "(host x slabs)", m.name, m.comm.size(), pm.grid_side);
   if (!m.treepm) return fmt::format("GPU step engine on {}: particles on the GPU; {} only", m.name, pm_text);
   const auto& s = m.sr;
   if (m.ranks)

@@ -61,7 +61,7 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
   const std::string backend = params.get_string("gpu.backend");
   if (params.get_string("gravity.solver") == "pm") {
     if (comm.size() > 1 && backend != "cpu")
-      log::info("PM: FFTW-MPI slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
+      log::info("PM: host x slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
                 comm.size());
     return;
   }
@@ -75,7 +75,8 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
   if (comm.size() > 1) {
     // Over ranks the long range's transforms and Fourier work run on each rank's GPU (cuFFT
     // slabs, gpu/pm_cuda_slabs.hpp) unless the backend is "cpu" or a rank has no usable GPU;
-    // FFTW-MPI otherwise (the CUDA step engine makes the same choice). When every rank has
+    // the host's x slabs otherwise (reproducible line-by-line FFTs; the CUDA step engine makes
+    // the same choice). When every rank has
     // one, make_step_engine runs the CUDA step engine instead, on one rank or several.
     std::string why = "[gpu] backend = \"cpu\"";
 #if defined(ORBIS_HAVE_CUDA)
@@ -83,7 +84,7 @@ HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
 #else
     if (backend != "cpu") why = "this build has no CUDA";
 #endif
-    if (!pm_.slab_transform()) log::info("PM: FFTW-MPI slabs over {} ranks ({})", comm.size(), why);
+    if (!pm_.slab_transform()) log::info("PM: host x slabs over {} ranks ({})", comm.size(), why);
   }
   if (std::abs(pm_.settings().r_s_mpc_h - short_settings_.r_s) > 1e-12 * short_settings_.r_s)
     fail("internal: PM and short-range split scales differ ({} vs {})", pm_.settings().r_s_mpc_h, short_settings_.r_s);

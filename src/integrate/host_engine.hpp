@@ -7,7 +7,7 @@
 // Over several ranks (a communicator of more than one): each engine holds its rank's
 // particles. The PM is x slabs (pm/pm_solver.hpp) whose long-range transforms and Fourier
 // work run on each rank's GPU (cuFFT, gpu/pm_cuda_slabs.hpp) when the [gpu] backend is not
-// "cpu" and every rank has a usable GPU, on FFTW-MPI otherwise (and for PM-only); for TreePM
+// "cpu" and every rank has a usable GPU, on the host's slabs otherwise (and for PM-only); for TreePM
 // the particles move to their domains at every PM step, runs of the global ORB tree's
 // depth-d nodes (rebuilt when the measured work is out of balance: domain/rank_domains.hpp),
 // and each rank's short-range solver runs on a forest of its nodes' subtrees plus the remote

@@ -5,7 +5,7 @@
 // function's counts exactly, the snapshot (written in shares) particle by particle.
 //
 // Cheapest settings that keep it a real 64^3 run within CI's budget: PM only (the 128^3
-// mesh, its FFTs across ranks in FFTW-MPI slabs), uniform steps of 0.1 in ln a (40 steps),
+// mesh, its FFTs across ranks in the host PM's x slabs), uniform steps of 0.1 in ln a (40 steps),
 // no energy check (a TreePM 64^3 run costs minutes on CI's two cores; tests/mpi/test_run_ranks
 // runs TreePM with the default settings across ranks, at 16^3, and asks for the one-rank run
 // bit for bit). At np 1 there is nothing to compare: the test says so.
