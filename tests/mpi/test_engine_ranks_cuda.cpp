@@ -32,25 +32,13 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/step_engine_cuda.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/gpu_ranks.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
 
 namespace {
 
-// This rank's GPU (gpu_device_for_rank), or every rank exits 77 when any has none.
-int device_or_skip(const Comm& world) {
-  const int device = orbis::gpu_device_for_rank(-1, world);
-  std::string why;
-  const bool usable = orbis::cuda_device_usable(device, &why);
-  if (!world.all(usable)) {
-    if (world.is_root()) std::printf("SKIPPED: a rank has no usable CUDA device (%s)\n", usable ? "another rank" : why.c_str());
-    std::fflush(stdout);
-    orbis::parallel::finalize();
-    std::exit(77);
-  }
-  return device;
-}
 
 orbis::Params engine_params() {
   // d = 6 (64 top nodes of 64 particles), so that 3 ranks hold several each.
@@ -86,7 +74,7 @@ double largest_difference(orbis::StepEngine& engine, orbis::StepEngine& referenc
 
 TEST_CASE("the CUDA engine over ranks: forces, sub-steps, migration and reductions equal the one-rank CUDA engine's") {
   const Comm world = Comm::world();
-  const int device = device_or_skip(world);
+  const int device = orbis::test::rank_gpu_or_skip(world);
   orbis::Particles all = orbis::test::clustered_particle_set(16, 100.0, 99);
   all.time_bin.resize(all.size());
   for (std::size_t i = 0; i < all.size(); ++i) {

@@ -32,25 +32,13 @@
 #include "integrate/host_engine.hpp"
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/gpu_ranks.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
 
 namespace {
 
-// This rank's GPU (gpu_device_for_rank), or every rank exits 77 when any has none.
-int device_or_skip(const Comm& world) {
-  const int device = orbis::gpu_device_for_rank(-1, world);
-  std::string why;
-  const bool usable = orbis::cuda_device_usable(device, &why);
-  if (!world.all(usable)) {
-    if (world.is_root()) std::printf("SKIPPED: a rank has no usable CUDA device (%s)\n", usable ? "another rank" : why.c_str());
-    std::fflush(stdout);
-    orbis::parallel::finalize();
-    std::exit(77);
-  }
-  return device;
-}
 
 // sqrt(sum |a - ref|^2 / sum |ref|^2) over every rank's particles.
 double rms_difference(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref, const Comm& comm) {
@@ -84,7 +72,7 @@ struct Case {
 
 TEST_CASE("cuFFT slab PM forces equal FFTW-MPI's and the one-rank PM's to the transforms' rounding") {
   const Comm world = Comm::world();
-  const int device = device_or_skip(world);
+  const int device = orbis::test::rank_gpu_or_skip(world);
   const double box = 50.0;
   const std::vector<Vec3d> all = orbis::test::clustered_particles(16, box, 2026);
   const Case cases[] = {
@@ -146,7 +134,7 @@ TEST_CASE("cuFFT slab PM forces equal FFTW-MPI's and the one-rank PM's to the tr
 
 TEST_CASE("cuFFT slab PM: long range only, and the host engine's choice over ranks") {
   const Comm world = Comm::world();
-  const int device = device_or_skip(world);
+  const int device = orbis::test::rank_gpu_or_skip(world);
   orbis::PmSettings s;
   s.box_mpc_h = 50.0;
   s.grid_side = 16;

@@ -32,23 +32,13 @@
 #include "integrate/simulation.hpp"
 #include "io/catalogue.hpp"
 #include "io/snapshot.hpp"
+#include "support/gpu_ranks.hpp"
 #include "support/mpi_scratch.hpp"
 
 using orbis::Comm;
 
 namespace {
 
-void skip_unless_every_rank_has_a_gpu(const Comm& world) {
-  const int device = orbis::gpu_device_for_rank(-1, world);
-  std::string why;
-  const bool usable = orbis::cuda_device_usable(device, &why);
-  if (!world.all(usable)) {
-    if (world.is_root()) std::printf("SKIPPED: a rank has no usable CUDA device (%s)\n", usable ? "another rank" : why.c_str());
-    std::fflush(stdout);
-    orbis::parallel::finalize();
-    std::exit(77);
-  }
-}
 
 orbis::Params run_params(const std::string& directory) {
   return orbis::Params::parse(
@@ -63,7 +53,7 @@ orbis::Params run_params(const std::string& directory) {
 
 TEST_CASE("a short TreePM run with the CUDA engine on several ranks ends where the one-rank CUDA run ends") {
   const Comm world = Comm::world();
-  skip_unless_every_rank_has_a_gpu(world);
+  orbis::test::rank_gpu_or_skip(world);
   const orbis::test::SharedScratchDir dir("run_ranks_cuda", world);
   const std::string one = dir.file("one"), many = dir.file("many");
   std::int64_t steps_one = 0;
