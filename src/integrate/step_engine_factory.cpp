@@ -58,7 +58,8 @@ std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& c
   // "auto" with a usable GPU; the host engine otherwise. On one rank the rank's GPU decides;
   // over several ranks every rank's, together: all usable runs the CUDA engine on every
   // rank, "cuda" with any rank lacking one stops every rank with the same message, and
-  // "auto" runs the host engine on every rank (its P2P and PM transforms then on the CPU).
+  // "auto" runs the host engine on every rank (its PM transforms then on the host's x slabs;
+  // its P2P still on the GPU of each rank that has one: make_p2p_evaluator decides per rank).
 #if defined(ORBIS_HAVE_CUDA)
   if (backend != "cpu" && comm.size() == 1) {
     const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
