@@ -4,9 +4,11 @@
 // every node of levels 0..d (index, parent, range, count, box bitwise, axis) and each
 // particle's depth-d node (by its global index) must equal the serial tree's, for d = 0, 1,
 // 3, 6 and a depth beyond the tree's. Also a set with many equal coordinates and equal
-// positions: the nodes still equal (which equal particle goes where is not promised). Bad
-// input throws on every rank.
+// positions: the nodes still equal (which equal particle goes where is not promised); a set
+// of several blocks of the build's parallel passes per rank on 1, 2 and 3 threads (the
+// build promises the same tree for any thread count). Bad input throws on every rank.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -157,6 +159,22 @@ TEST_CASE("The global top tree with equal coordinates and equal positions") {
   // Distinct positions with shared coordinates: each particle's node is promised again.
   for (std::size_t i = 0; i < all.size(); ++i) all[i].z += 1e-3 * static_cast<double>(i);
   for (const char* how : kWays) check(all, how, 4, 6, true, world);
+}
+
+TEST_CASE("The global top tree is the same for any thread count, over several blocks of members") {
+  // The other cases hold fewer members per rank than one block of the build's parallel
+  // passes (2^15) and the MPI tests run one thread per rank: here up to 4 blocks a rank, on
+  // 1, 2 and 3 threads (per-thread histograms and boxes, lists concatenated in block order),
+  // against the serial tree every time.
+  const Comm world = Comm::world();
+  const std::vector<Vec3d> all = orbis::test::clustered_particles(48, 50.0, 9);   // 110592
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    INFO(threads << " threads");
+    for (const char* how : {"all on rank 0", "shuffled"}) check(all, how, 16, 9, true, world);
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST_CASE("The global top tree refuses bad input on every rank") {
