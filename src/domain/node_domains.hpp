@@ -47,13 +47,14 @@ class NodeDomains {
   std::string to_bytes() const;
   static NodeDomains from_bytes(const std::string& bytes, int ranks, const std::string& what);
 
+  // The most particles any run holds, the groups holding count[g] each.
+  std::uint64_t largest_count(const std::vector<std::uint64_t>& count) const;
+
   bool operator==(const NodeDomains& o) const { return begin_ == o.begin_; }
 
  private:
   // The runs balancing weight alone (no particle limit).
   static NodeDomains balance_weight(const std::vector<double>& weight, int ranks);
-  // The most particles any run holds.
-  std::uint64_t largest_count(const std::vector<std::uint64_t>& count) const;
 
   std::vector<std::uint32_t> begin_;   // ranks() + 1 ascending boundaries, 0 .. groups()
 };

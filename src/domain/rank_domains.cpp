@@ -111,8 +111,21 @@ void RankDomains::update(Particles& particles, double work) {
     std::vector<double> weight(n_groups);
     for (std::size_t g = 0; g < n_groups; ++g) weight[g] = per_particle * static_cast<double>(count[g]);
     comm_.reduce(weight, Comm::Op::sum);
-    domains_ = NodeDomains::balance(weight, std::vector<std::uint64_t>(group_count_.begin(), group_count_.end()),
-                                    comm_.size());
+    const std::vector<std::uint64_t> members(group_count_.begin(), group_count_.end());
+    domains_ = NodeDomains::balance(weight, members, comm_.size());
+    // Counts alone keep the limit unless single nodes are too large for it: say so, since
+    // every rank's memory was planned for it.
+    std::uint64_t total = 0, largest_node = 0;
+    for (std::uint64_t c : members) {
+      total += c;
+      largest_node = std::max(largest_node, c);
+    }
+    const double limit = NodeDomains::kMaxParticleShare * static_cast<double>(total) / comm_.size();
+    if (static_cast<double>(domains_.largest_count(members)) > limit)
+      log::warn_root("rank domains: a rank holds {} particles, more than {} times the mean {}: top-tree nodes of up to "
+                     "{} particles are too coarse for {} ranks (a smaller [gravity] top_node_particles gives smaller "
+                     "nodes)", domains_.largest_count(members), NodeDomains::kMaxParticleShare,
+                     total / static_cast<std::uint64_t>(comm_.size()), largest_node, comm_.size());
     built_ = true;
     report_.rebuilt = true;
     if (n_groups < 2 * static_cast<std::size_t>(comm_.size()))

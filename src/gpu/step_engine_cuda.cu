@@ -284,7 +284,7 @@ CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& com
   m.tree_settings.max_refits = 0;
   m.tree_policy = TreeReusePolicy(m.tree_settings);
   // The host PM on x slabs (collective), its transforms on each rank's GPU (the host engine's
-  // choice, gpu/pm_cuda_slabs.hpp); the PM-only force's interlaced meshes stay on FFTW-MPI.
+  // choice, gpu/pm_cuda_slabs.hpp); the PM-only force's interlaced meshes stay on the host's x slabs.
   m.host_pm = std::make_unique<PmSolver>(m.pm_settings, comm);
   if (m.treepm) {
     m.domains.emplace(m.box, m.sr.max_leaf, m.sr.top_levels, comm);
@@ -367,7 +367,7 @@ std::string CudaStepEngine::describe() const {
                        "= {}, p = {}, max_leaf = {}), softening {:.4g} Mpc/h; domains updated at the PM steps that build "
                        "the tree (at least every {}), the forest refitted between",
                        m.name, m.comm.size(), pm.grid_side, pm.double_mesh ? "double" : "float",
-                       m.host_pm->slab_transform() ? m.host_pm->slab_transform()->describe() : std::string("FFTW-MPI"),
+                       m.host_pm->slab_transform() ? m.host_pm->slab_transform()->describe() : std::string("host x slabs"),
                        s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta, s.multipole_order,
                        s.max_leaf, s.softening, m.tree_settings.rebuild_every);
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
