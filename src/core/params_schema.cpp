@@ -68,6 +68,10 @@ const std::vector<ParamSpec> kSchema = {
      "Ewald at r_s = 1.2 cells; CIC is aliasing-limited at ~1.5% rms, 3.5% max)"},
     {"gravity", "pm_mesh_precision", T::string, "\"float\"", -inf, inf, false, "float|double", "",
      "arithmetic of the PM mesh and its FFTs (float: half the memory, force errors ~1e-6)"},
+    {"gravity", "pm_interlacing", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "treepm: the long range on two meshes half a cell diagonal apart (at 1/8 and 5/8 of a cell), forces "
+     "averaged: grid ICs' lattice otherwise folds onto the long waves and costs the linear P(k) up to 0.1% "
+     "(docs/force_split.md); twice the PM work and mesh memory. false: one mesh at 1/4 cell"},
     {"gravity", "rs_over_cell", T::real, "2.4", 0.25, 8, false, nullptr, "",
      "force-split scale r_s in PM cells; 2.4 cells of the default 2N mesh is PhotoNs' 1.2 cells "
      "of an N mesh (the same r_s), with 15x smaller PM force errors (tests/physics/test_treepm_ewald)"},

@@ -35,7 +35,7 @@ bool full_force(const PmSettings& s) { return s.r_s_mpc_h == 0; }
 std::size_t real_bytes(const PmSettings& s) { return s.double_mesh ? sizeof(double) : sizeof(float); }
 // Reals of one padded mesh, n * n * 2(n/2+1) (the R2C layout, in place).
 std::size_t mesh_reals(int n) { return static_cast<std::size_t>(n) * n * 2 * (n / 2 + 1); }
-int mesh_count(const PmSettings& s) { return full_force(s) ? 3 : 2; }   // + the work mesh
+int mesh_count(const PmSettings& s) { return s.two_meshes() ? 3 : 2; }   // + the work mesh
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 // The in-place R2C and C2R plans of the padded mesh, without work areas of their own.
@@ -213,7 +213,8 @@ std::string CudaPmSolver::describe() const {
   const auto& s = settings_;
   const std::string force = full_force(s)
       ? std::string("full force, two interlaced meshes, optimal influence function")
-      : fmt::format("long range, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h);
+      : fmt::format("long range{}, r_s = {:.4g} Mpc/h ({:.3g} cells)", s.interlaced ? " on two interlaced meshes" : "",
+                    s.r_s_mpc_h, s.r_s_mpc_h * s.grid_side / s.box_mpc_h);
   return fmt::format("cuFFT PM {}^3 {} mesh, {}, {}, {:.2f} GiB on the device", s.grid_side,
                      s.double_mesh ? "double" : "float", window_name(s.window), force, gib(bytes()));
 }
@@ -327,23 +328,29 @@ double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, con
   const int n = s.grid_side;
   Real* rho = reinterpret_cast<Real*>(work_block.data());
   Real* work = rho + mesh_reals(n);
-  assign(s, x, y, z, count, mass, 0.0, rho, work, stream);
-  cufft_forward_real(plans.forward, rho);
-  // n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1) reals),
-  // then the rows of each x plane and the planes in order on the host, as PmSolver sums them.
-  auto* rows = reinterpret_cast<double*>(work);
-  gpu::pm_long_range_energy_rows<Real>(reinterpret_cast<const C*>(rho), n, k_axis, inv_w2, long_range_norm(n),
-                                       s.r_s_mpc_h * s.r_s_mpc_h, rows, stream);
+  // Interlaced: the mean of the two meshes' energies, plane by plane as PmSolver weighs them.
+  const int meshes = s.interlaced ? 2 : 1;
+  std::vector<double> planes(static_cast<std::size_t>(n), 0.0);
   std::vector<double> row_sums(static_cast<std::size_t>(n) * n);
-  ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, row_sums.size() * sizeof(double), cudaMemcpyDeviceToHost,
-                                   stream));
-  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  double total = 0;
-  for (int i = 0; i < n; ++i) {
-    double plane = 0;
-    for (int j = 0; j < n; ++j) plane += row_sums[static_cast<std::size_t>(i) * n + j];
-    total += plane;
+  for (int mesh = 0; mesh < meshes; ++mesh) {
+    assign(s, x, y, z, count, mass, long_range_mesh_shift(s.interlaced, mesh), rho, work, stream);
+    cufft_forward_real(plans.forward, rho);
+    // n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1) reals),
+    // then the rows of each x plane and the planes in order on the host, as PmSolver sums them.
+    auto* rows = reinterpret_cast<double*>(work);
+    gpu::pm_long_range_energy_rows<Real>(reinterpret_cast<const C*>(rho), n, k_axis, inv_w2, long_range_norm(n),
+                                         s.r_s_mpc_h * s.r_s_mpc_h, rows, stream);
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, row_sums.size() * sizeof(double),
+                                     cudaMemcpyDeviceToHost, stream));
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < n; ++i) {
+      double plane = 0;
+      for (int j = 0; j < n; ++j) plane += row_sums[static_cast<std::size_t>(i) * n + j];
+      planes[static_cast<std::size_t>(i)] += (1.0 / meshes) * plane;
+    }
   }
+  double total = 0;
+  for (double plane : planes) total += plane;
   const double cell = s.box_mpc_h / n;
   return 0.5 * cell * cell * cell * total;
 }
@@ -374,39 +381,45 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
                              std::size_t count, double mass, double* const acc[3], cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = s.grid_side;
-  const bool full = full_force(s);
+  const bool full = full_force(s), two = s.two_meshes();
   Real* a = reinterpret_cast<Real*>(work_block.data());
-  Real* b = full ? a + mesh_reals(n) : nullptr;
-  Real* work = (full ? b : a) + mesh_reals(n);
+  Real* b = two ? a + mesh_reals(n) : nullptr;
+  Real* work = (two ? b : a) + mesh_reals(n);
   auto modes = [](Real* mesh) { return reinterpret_cast<C*>(mesh); };
+  // Mesh B: half a cell diagonal from mesh A (PM-only at 0 and 1/2, the long range at 1/8 and 5/8).
+  const double shift_a = full ? 0.0 : long_range_mesh_shift(s.interlaced, 0);
+  const double shift_b = full ? 0.5 : long_range_mesh_shift(true, 1);
 
   mark("pm_assign", stream);
-  assign(s, x, y, z, count, mass, 0.0, a, work, stream);
-  if (full) assign(s, x, y, z, count, mass, 0.5, b, work, stream);
+  assign(s, x, y, z, count, mass, shift_a, a, work, stream);
+  if (two) assign(s, x, y, z, count, mass, shift_b, b, work, stream);
   mark("pm_fft", stream);
   cufft_forward_real(plans.forward, a);
-  if (full) cufft_forward_real(plans.forward, b);
+  if (two) cufft_forward_real(plans.forward, b);
   mark("pm_green", stream);
-  if (full)
+  if (full) {
     gpu::pm_interlaced_green<Real>(modes(a), modes(b), n, static_cast<const Real*>(influence), shift,
                                    interlaced_norm(n, s.box_mpc_h), stream);
-  else
-    gpu::pm_long_range_green<Real>(modes(a), n, k_axis, inv_w2, long_range_norm(n), s.r_s_mpc_h * s.r_s_mpc_h,
-                                   stream);
-  // One component at a time through the work mesh; PM-only: g = (g_A(x) + g_B(x + shift)) / 2.
-  const gpu::PmMeshGeometry at_a{n, s.window, s.box_mpc_h, 0.0}, at_b{n, s.window, s.box_mpc_h, 0.5};
+  } else {
+    for (Real* mesh : {a, b})
+      if (mesh)
+        gpu::pm_long_range_green<Real>(modes(mesh), n, k_axis, inv_w2, long_range_norm(n),
+                                       s.r_s_mpc_h * s.r_s_mpc_h, stream);
+  }
+  // One component at a time through the work mesh; two meshes: g = (g_A(x) + g_B(x)) / 2.
+  const gpu::PmMeshGeometry at_a{n, s.window, s.box_mpc_h, shift_a}, at_b{n, s.window, s.box_mpc_h, shift_b};
   for (int axis = 0; axis < 3; ++axis) {
-    for (int mesh = 0; mesh < (full ? 2 : 1); ++mesh) {
+    for (int mesh = 0; mesh < (two ? 2 : 1); ++mesh) {
       mark("pm_gradient", stream);
       if (full)
         gpu::pm_interlaced_gradient<Real>(modes(a), modes(b), modes(work), n, axis, mesh == 1,
                                           interlaced_dk(s.box_mpc_h), shift, stream);
       else
-        gpu::pm_long_range_gradient<Real>(modes(a), modes(work), n, axis, k_axis, stream);
+        gpu::pm_long_range_gradient<Real>(modes(mesh == 0 ? a : b), modes(work), n, axis, k_axis, stream);
       mark("pm_fft", stream);
       cufft_backward_real(plans.backward, work);
       mark("pm_interpolate", stream);
-      gpu::pm_interpolate(work, x, y, z, count, mesh == 0 ? at_a : at_b, full ? 0.5 : 1.0, mesh == 1, acc[axis],
+      gpu::pm_interpolate(work, x, y, z, count, mesh == 0 ? at_a : at_b, two ? 0.5 : 1.0, mesh == 1, acc[axis],
                           stream);
     }
   }

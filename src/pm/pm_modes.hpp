@@ -39,6 +39,27 @@ struct PmAxisTables {
 };
 PmAxisTables make_pm_axis_tables(const PmSettings& settings);
 
+// Where the long-range (TreePM) meshes lie: nodes at x = (j - shift) cell on every axis.
+// Grid ICs put the particles on a lattice commensurate with the mesh (on nodes for an even
+// number of cells per spacing, mid-cell for an odd one). The lattice's harmonics at the mesh's
+// alias wavenumbers 2 pi n / cell, carrying the displacement field, then fold onto the long
+// waves: with the lattice on the nodes the images n = +-1 take the same sign and the long-range
+// force of every mode falls short by 0.042 (k cell)^2 (mid-cell: 0.077 too strong) while the
+// particles stay near the lattice (at 256^3 in 1 Gpc/h on the default 512 mesh: -0.2% in the
+// linear P(k) at z = 0 against a 1024 mesh; docs/force_split.md). The image n carries the
+// phase exp(-2 pi i n shift):
+//  - one mesh at 1/4 cell: n = +-1 get -i and +i and cancel; n = +-2 leave a quarter of the
+//    deficit (0.0104 (k cell)^2, for any lattice offset);
+//  - two meshes at 1/8 and 5/8 (interlaced, forces averaged): half a cell apart, so every odd
+//    image cancels between them, and n = +-2 get -i and +i on each; n = +-4 leave a sixteenth
+//    (0.0026 (k cell)^2), for twice the mesh work.
+// Away from the lattice the shifts change nothing but the rounding (the mesh force is
+// translation invariant to its own accuracy). tests/physics/test_pm_lattice checks both
+// against the exact long-range force of a displaced lattice.
+ORBIS_HD double long_range_mesh_shift(bool interlaced, int mesh) {
+  return interlaced ? (mesh == 0 ? 0.125 : 0.625) : 0.25;
+}
+
 // The constant factors: the long-range norm below; the PM-only potentials' norm, which also
 // folds in the (box / 2 pi)^2 of the index-unit influence table and the 1/2 of E and O; and
 // the PM-only gradient's wavenumber unit 2 pi / box (h/Mpc).

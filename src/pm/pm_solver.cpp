@@ -75,6 +75,7 @@ PmSettings PmSettings::from_params(const Params& params) {
   s.window = parse_window(params.get_string("gravity.mass_assignment"));
   s.r_s_mpc_h = treepm ? params.get_real("gravity.rs_over_cell") * s.box_mpc_h / s.grid_side : 0.0;
   s.double_mesh = params.get_string("gravity.pm_mesh_precision") == "double";
+  s.interlaced = treepm && params.get_bool("gravity.pm_interlacing");
   return s;
 }
 
@@ -112,7 +113,8 @@ struct PmSolver::Meshes {
     if (interlaced) b = std::make_unique<Set>(n, comm, ghosts);
   }
   Set a;                    // assigned at the particle positions
-  std::unique_ptr<Set> b;   // PM-only: assigned at the positions + (h/2)(1,1,1)
+  std::unique_ptr<Set> b;   // PM-only: assigned at the positions + (h/2)(1,1,1); interlaced
+                            // long range: the second mesh (long_range_mesh_shift)
   // PM-only: the influence function of the even and odd coset, G_c / (-4 pi G) in mesh index
   // units, two values per (|m_x|, |m_y|, |m_z|) (interlaced_influence.hpp), mesh precision.
   std::vector<Real> influence;
@@ -145,8 +147,11 @@ struct PmSolver::Impl {
   template <typename Real>
   std::vector<double> mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
                                   std::size_t total, double mass);
+  // plane[x - x0] += weight * (the x plane's share of the mesh energy) of a transformed density.
   template <typename Real>
-  void run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
+  void add_mesh_energy_planes(const PmSettings& s, FftMesh<Real>& rho, double weight, std::vector<double>& plane);
+  template <typename Real>
+  void run_long_range(const PmSettings& s, typename Meshes<Real>::Set& set, PhaseTimes& times);
   template <typename Real>
   void run_full(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times);
 };
@@ -157,8 +162,9 @@ PmSolver::PmSolver(const PmSettings& settings, const Comm& comm)
   settings.check();
   const bool full = settings.r_s_mpc_h == 0;
   const int ghosts = window_order(settings.window);
-  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, full, comm, ghosts);
-  else impl_->single = std::make_unique<Meshes<float>>(n, full, comm, ghosts);
+  const bool two = settings.two_meshes();
+  if (settings.double_mesh) impl_->twice = std::make_unique<Meshes<double>>(n, two, comm, ghosts);
+  else impl_->single = std::make_unique<Meshes<float>>(n, two, comm, ghosts);
   if (full) {
     const std::vector<double> g = interlaced_optimal_influence(settings.window, n);
     if (impl_->twice) impl_->twice->influence = g;
@@ -259,15 +265,20 @@ template <typename Real>
 void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos, std::size_t total,
                          double mass, std::vector<Vec3d>& acc, PhaseTimes& times) {
   const int n = s.grid_side;
+  const bool full = s.r_s_mpc_h == 0;
   {
     ScopedPhase phase(times, "pm_assign");
-    sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
-    if (m.b) sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.5, sorted_b);
+    sort_for_mesh(pos, s.box_mpc_h, n, s.window, full ? 0.0 : long_range_mesh_shift(s.interlaced, 0), sorted);
+    if (m.b) sort_for_mesh(pos, s.box_mpc_h, n, s.window, full ? 0.5 : long_range_mesh_shift(true, 1), sorted_b);
   }
   assign_density<Real>(s, m.a, sorted, total, mass, times);
   if (m.b) assign_density<Real>(s, *m.b, sorted_b, total, mass, times);
-  if (m.b) run_full(s, m, times);
-  else run_long_range(s, m, times);
+  if (full) {
+    run_full(s, m, times);
+  } else {
+    run_long_range<Real>(s, m.a, times);
+    if (m.b) run_long_range<Real>(s, *m.b, times);
+  }
   if (m.a.rho.distributed()) {
     ScopedPhase phase(times, "pm_exchange");
     for (auto* set : {&m.a, m.b.get()}) {
@@ -278,7 +289,7 @@ void PmSolver::Impl::run(const PmSettings& s, Meshes<Real>& m, const std::vector
     }
   }
   {
-    // PM-only: g(x) = (g_A(x) + g_B(x + shift)) / 2.
+    // Two meshes (PM-only, interlaced long range): g(x) = (g_A(x) + g_B(x)) / 2.
     ScopedPhase phase(times, "pm_interpolate");
     const double scale = m.b ? 0.5 : 1.0;
     interpolate_vector_from_meshes(m.a.gx, m.a.gy, m.a.rho, sorted, scale, acc_sorted);
@@ -313,17 +324,30 @@ double PmSolver::potential_energy(const std::vector<Vec3d>& pos, double particle
 template <typename Real>
 std::vector<double> PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real>& m, const std::vector<Vec3d>& pos,
                                                 std::size_t total, double mass) {
-  const int n = s.grid_side, nzc = m.a.rho.nz_complex();
-  const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
-  PhaseTimes unused;
-  sort_for_mesh(pos, s.box_mpc_h, n, s.window, 0.0, sorted);
-  assign_density<Real>(s, m.a, sorted, total, mass, unused);   // as accelerations() assigns
-  m.a.rho.forward();
+  const int n = s.grid_side, nx = m.a.rho.local_nx();
+  std::vector<double> plane(static_cast<std::size_t>(nx), 0.0);
+  // Interlaced: the mean of the two meshes' energies, as the force is their forces' mean.
+  const int meshes = m.b ? 2 : 1;
+  for (int mesh = 0; mesh < meshes; ++mesh) {
+    auto& set = mesh == 0 ? m.a : *m.b;
+    PhaseTimes unused;
+    sort_for_mesh(pos, s.box_mpc_h, n, s.window, long_range_mesh_shift(s.interlaced, mesh), sorted);
+    assign_density<Real>(s, set, sorted, total, mass, unused);   // as accelerations() assigns
+    set.rho.forward();
+    add_mesh_energy_planes<Real>(s, set.rho, 1.0 / meshes, plane);
+  }
+  return plane;
+}
+
+template <typename Real>
+void PmSolver::Impl::add_mesh_energy_planes(const PmSettings& s, FftMesh<Real>& rho, double weight,
+                                            std::vector<double>& plane) {
+  const int n = s.grid_side, nzc = rho.nz_complex();
+  const int x0 = rho.local_x0(), nx = rho.local_nx();
   // One partial sum per x plane, then the planes in order: no dependence on the threads.
   // The half-complex mesh holds k_z in [0, n/2] (long_range_energy_term counts the conjugates).
   // CudaPmSolver::potential_energy sums the same terms per row.
   const double norm = long_range_norm(n), rs2 = s.r_s_mpc_h * s.r_s_mpc_h;
-  std::vector<double> plane(static_cast<std::size_t>(nx), 0.0);
 #pragma omp parallel for schedule(static)
   for (int i = x0; i < x0 + nx; ++i) {
     double sum = 0;
@@ -331,29 +355,28 @@ std::vector<double> PmSolver::Impl::mesh_energy(const PmSettings& s, Meshes<Real
       const double kxy2 = axes.k[i] * axes.k[i] + axes.k[j] * axes.k[j];
       const double wxy = axes.inv_w2[i] * axes.inv_w2[j];
       for (int k = 0; k < nzc; ++k) {
-        const auto rho = m.a.rho.mode(i, j, k);
-        sum += long_range_energy_term(rho.real(), rho.imag(),
+        const auto mode = rho.mode(i, j, k);
+        sum += long_range_energy_term(mode.real(), mode.imag(),
                                       long_range_green(kxy2 + axes.k[k] * axes.k[k], rs2, norm, wxy, axes.inv_w2[k]),
                                       k, n);
       }
     }
-    plane[static_cast<std::size_t>(i - x0)] = sum;
+    plane[static_cast<std::size_t>(i - x0)] += weight * sum;
   }
-  return plane;
 }
 
 template <typename Real>
-void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseTimes& times) {
+void PmSolver::Impl::run_long_range(const PmSettings& s, typename Meshes<Real>::Set& set, PhaseTimes& times) {
   using Complex = typename FftMesh<Real>::Complex;
-  const int n = s.grid_side, nzc = m.a.rho.nz_complex();
-  const int x0 = m.a.rho.local_x0(), nx = m.a.rho.local_nx();
+  const int n = s.grid_side, nzc = set.rho.nz_complex();
+  const int x0 = set.rho.local_x0(), nx = set.rho.local_nx();
   if (slab_transform) {   // the same steps on the rank's GPU (gpu/pm_cuda_slabs.hpp)
-    slab_transform->long_range(m.a.rho.real_data(), m.a.gx.real_data(), m.a.gy.real_data(), times);
+    slab_transform->long_range(set.rho.real_data(), set.gx.real_data(), set.gy.real_data(), times);
     return;
   }
   {
     ScopedPhase phase(times, "pm_fft");
-    m.a.rho.forward();
+    set.rho.forward();
   }
   {
     // phi(k) = -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2) rho(k); the 1/n^3 of the unnormalised
@@ -366,7 +389,7 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
-        Complex* row = &m.a.rho.mode(i, j, 0);
+        Complex* row = &set.rho.mode(i, j, 0);
         const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
         const double wxy = inv_w2[i] * inv_w2[j];
         for (int k = 0; k < nzc; ++k) {
@@ -393,9 +416,9 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
 #pragma omp parallel for schedule(static)
     for (int i = x0; i < x0 + nx; ++i)
       for (int j = 0; j < n; ++j) {
-        Complex* phi = &m.a.rho.mode(i, j, 0);   // becomes g_z
-        Complex* gx = &m.a.gx.mode(i, j, 0);
-        Complex* gy = &m.a.gy.mode(i, j, 0);
+        Complex* phi = &set.rho.mode(i, j, 0);   // becomes g_z
+        Complex* gx = &set.gx.mode(i, j, 0);
+        Complex* gy = &set.gy.mode(i, j, 0);
         const double kx = i == nyquist ? 0.0 : k_axis[i];
         const double ky = j == nyquist ? 0.0 : k_axis[j];
         for (int k = 0; k < nzc; ++k) {
@@ -409,9 +432,9 @@ void PmSolver::Impl::run_long_range(const PmSettings& s, Meshes<Real>& m, PhaseT
   }
   {
     ScopedPhase phase(times, "pm_fft");
-    m.a.gx.backward();
-    m.a.gy.backward();
-    m.a.rho.backward();
+    set.gx.backward();
+    set.gy.backward();
+    set.rho.backward();
   }
 }
 

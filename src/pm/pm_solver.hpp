@@ -79,10 +79,16 @@ struct PmSettings {
   Window window = Window::cic;
   double r_s_mpc_h = 0;       // force-split scale; 0: full 1/k^2 force (PM-only)
   bool double_mesh = false;   // mesh and FFTs in double (float: half the memory, ~1e-6 error)
+  bool interlaced = false;    // long range (r_s > 0): two meshes half a cell diagonal apart,
+                              // forces averaged (pm/pm_modes.hpp, long_range_mesh_shift)
+
+  // The meshes a solver keeps: two for the PM-only force and for the interlaced long range.
+  bool two_meshes() const { return r_s_mpc_h == 0 || interlaced; }
 
   // gravity.solver "pm": full force on a mesh of pm_grid_side (0: 2 x particles_per_side);
   // "treepm": r_s = rs_over_cell * box / N_PM on a mesh of pm_grid_side (0: 2 x particles_per_side).
-  // gravity.mass_assignment picks the window, gravity.pm_mesh_precision the arithmetic.
+  // gravity.mass_assignment picks the window, gravity.pm_mesh_precision the arithmetic,
+  // gravity.pm_interlacing the long range's second mesh.
   static PmSettings from_params(const Params& params);
   // Box > 0, an even mesh side >= 4, r_s >= 0; an Error otherwise (every PM solver checks).
   void check() const;

@@ -138,7 +138,10 @@ TEST_CASE("PM long-range force matches Ewald minus the short-range erfc force") 
       // 3.5% near 3 cells) but unbiased on average.
       if (window == Window::tsc) CHECK(e.max < 0.01);
       else CHECK(e.rms < 0.02);
-      CHECK(std::abs(e.mean_radial_ratio - 1) < 0.01);
+      // Unbiased: the mean of 24 pairs within 1% of the long-range force. For CIC inside
+      // 1.5 cells, where the long range is a few % of the force, each pair's aliasing error is
+      // ~5% of it, and the mean of 24 is uncertain by 1%: 2% there.
+      CHECK(std::abs(e.mean_radial_ratio - 1) < (window == Window::cic && r < 1.5 ? 0.02 : 0.01));
     }
   }
 }
