@@ -162,6 +162,19 @@ double Cosmology::kick_factor(double a1, double a2) const {
                    const_cast<Cosmology*>(this), a1, a2);
 }
 
+double Cosmology::growth_weighted_kick_factor(double a1, double a2, double a_force) const {
+  struct Context {
+    const Cosmology* cosmology;
+    double inv_growth_force;
+  } context{this, 1.0 / growth(a_force)};
+  return integrate(
+      [](double a, void* c) {
+        const auto* x = static_cast<const Context*>(c);
+        return x->cosmology->growth(a) * x->inv_growth_force / (a * a * x->cosmology->hubble(a));
+      },
+      &context, a1, a2);
+}
+
 double Cosmology::time_between(double a1, double a2) const {
   return integrate([](double a, void* c) { return 1.0 / (a * static_cast<const Cosmology*>(c)->hubble(a)); },
                    const_cast<Cosmology*>(this), a1, a2);

@@ -46,6 +46,9 @@ class Cosmology {
   // internal time unit (Mpc/h)/(km/s). x += p * drift; p += g * kick.
   double drift_factor(double a1, double a2) const;
   double kick_factor(double a1, double a2) const;
+  // int D(a)/D(a_force) da/(a^2 H): the kick of a force computed at a_force that grows as the
+  // linear growth D(a) across the kick (FastPM's kick, Feng et al. 2016).
+  double growth_weighted_kick_factor(double a1, double a2, double a_force) const;
   // Cosmic time between a1 and a2: int da/(a H).
   double time_between(double a1, double a2) const;
 

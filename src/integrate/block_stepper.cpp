@@ -31,11 +31,11 @@ KickPlan BlockStepper::kicks(const RunState& s, std::uint64_t tick, int min_acti
   const int deepest = deepest_bin(s.bins);
   for (int k = min_active_bin; k <= deepest; ++k) {
     const double other = timeline_.at(s.pm_a_begin, s.pm_a_end, opening ? tick + bin_ticks(k) / 2 : tick - bin_ticks(k) / 2);
-    plan.short_range[k] = opening ? timeline_.kick_factor(x, other) : timeline_.kick_factor(other, x);
+    plan.short_range[k] = opening ? timeline_.kick_factor(x, other, x) : timeline_.kick_factor(other, x, x);
   }
   if (long_range) {
     const double mid = timeline_.at(s.pm_a_begin, s.pm_a_end, kPmTicks / 2);
-    plan.long_range = opening ? timeline_.kick_factor(s.pm_a_begin, mid) : timeline_.kick_factor(mid, s.pm_a_end);
+    plan.long_range = opening ? timeline_.kick_factor(s.pm_a_begin, mid, x) : timeline_.kick_factor(mid, s.pm_a_end, x);
   }
   return plan;
 }

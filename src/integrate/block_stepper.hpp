@@ -28,7 +28,8 @@ class StepTimeline {
   // Its value at `tick` of the PM step [begin, end] (time_bins.hpp: exact at the ends).
   virtual double at(double begin, double end, std::uint64_t tick) const = 0;
   virtual double drift_factor(double from, double to) const = 0;   // x += p * drift_factor
-  virtual double kick_factor(double from, double to) const = 0;    // p += g * kick_factor
+  // p += g * kick_factor for a force g computed at `force_at` (one of from and to).
+  virtual double kick_factor(double from, double to, double force_at) const = 0;
   // BinRule::acc_bin0 at `now` for the PM step [begin, end]: the |g| up to which that whole
   // step is short enough for a particle (infinite: no criterion).
   virtual double bin0_acceleration(double now, double begin, double end) const = 0;

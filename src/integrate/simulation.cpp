@@ -106,6 +106,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   limits_.eta = params.get_real("time.eta");
   limits_.softening = engine_->softening();
   limits_.pm_rms_displacement = params.get_real("time.pm_rms_displacement");
+  limits_.growth_weighted_kicks = params.get_bool("time.growth_weighted_kicks");
   const double spacing = params.get_real("box.size_mpc_h") / static_cast<double>(params.get_int("box.particles_per_side"));
   limits_.pm_length = std::min(spacing, PmSettings::from_params(params).r_s_mpc_h);
   hierarchical_ = params.get_string("time.stepping") == "hierarchical" && engine_->has_short_range();

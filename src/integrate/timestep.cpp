@@ -37,7 +37,17 @@ double CosmicTimeline::at(double begin, double end, std::uint64_t tick) const {
 
 double CosmicTimeline::drift_factor(double from, double to) const { return cosmology_.drift_factor(from, to); }
 
-double CosmicTimeline::kick_factor(double from, double to) const { return cosmology_.kick_factor(from, to); }
+// A kick holds the force of its sync point; with growth_weighted_kicks it lets it grow as the
+// linear growth D(a) across the kick, as the force of every linear mode does. The growing
+// mode is then kicked exactly whatever the step, and the KDK's linear growth error left is
+// the drift's (a 1-mode model from z = 99 with steps of 0.05 in ln a: P(k) 0.14% low with the
+// force held, 0.013% weighted; measured at 128^3 in docs/force_split.md). For a force that
+// does not grow so (inside haloes) the closing and opening half kicks around a sync point
+// take weights below and above 1 whose first-order terms cancel: the scheme stays second order.
+double CosmicTimeline::kick_factor(double from, double to, double force_at) const {
+  return limits_.growth_weighted_kicks ? cosmology_.growth_weighted_kick_factor(from, to, force_at)
+                                       : cosmology_.kick_factor(from, to);
+}
 
 // eta sqrt(eps a^3 / |g|) H >= dln_pm  <=>  |g| <= eps a^3 (eta H / dln_pm)^2.
 double CosmicTimeline::bin0_acceleration(double a, double begin, double end) const {

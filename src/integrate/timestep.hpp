@@ -24,6 +24,7 @@ struct StepLimits {
   double softening = 0;             // comoving Mpc/h; 0: no per-particle criterion
   double pm_rms_displacement = 0;   // f; 0: no PM-step criterion
   double pm_length = 0;             // min(r_s, mean spacing), comoving Mpc/h
+  bool growth_weighted_kicks = true;   // kicks weigh the force by D(a) / D(a_force) (timestep.cpp)
 };
 
 // A global step: the ln-a step the criteria allow at scale factor a, given the largest |g| of
@@ -41,7 +42,7 @@ class CosmicTimeline final : public StepTimeline {
   CosmicTimeline(const Cosmology& cosmology, const StepLimits& limits) : cosmology_(cosmology), limits_(limits) {}
   double at(double begin, double end, std::uint64_t tick) const override;
   double drift_factor(double from, double to) const override;
-  double kick_factor(double from, double to) const override;
+  double kick_factor(double from, double to, double force_at) const override;
   double bin0_acceleration(double a, double begin, double end) const override;
 
  private:
