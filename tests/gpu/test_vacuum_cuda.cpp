@@ -76,21 +76,41 @@ TEST_CASE("vacuum: CUDA P2P = CPU P2P on the host tree, and the device tree and 
 TEST_CASE("vacuum on the GPU: accuracy against the exact direct sum, and direct summation") {
   test::require_gpu_or_skip();
   CudaP2PEvaluator gpu(0);
+  CpuP2PEvaluator cpu;
   const test::VacuumScene scene = test::hernquist_pair_scene(20000, 11);
   std::vector<std::size_t> sample;
   for (std::size_t i = 0; i < scene.pos.size(); i += 5) sample.push_back(i);
-  const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, 0.01);
-  for (double theta : {0.5, 0.0}) {
-    std::vector<Vec3d> acc;
-    ShortRangeSolver(vacuum_settings(scene.particle_mass, theta, false, true)).compute(scene.pos, gpu, acc);
+  const auto p99_of = [&](const std::vector<Vec3d>& acc, const std::vector<Vec3d>& exact) {
     std::vector<double> e;
     for (std::size_t q = 0; q < sample.size(); ++q) e.push_back(norm(acc[sample[q]] - exact[q]) / norm(exact[q]));
     std::sort(e.begin(), e.end());
-    const double p99 = e[static_cast<std::size_t>(0.99 * (e.size() - 1))];
-    std::printf("GPU float, theta %.1f: median %.2e, 99%% %.2e, max %.2e\n", theta, e[e.size() / 2], p99, e.back());
-    CAPTURE(theta);
-    // Softened P2P against the softened exact sum; M2L is unsoftened (a relative
-    // (eps/r)^2 ~ 1e-4 at the nearest well-separated cells).
-    CHECK(p99 < (theta > 0 ? 1e-3 : 1e-5));
+    std::printf("  median %.2e, 99%% %.2e, max %.2e\n", e[e.size() / 2], e[static_cast<std::size_t>(0.99 * (e.size() - 1))],
+                e.back());
+    return e[static_cast<std::size_t>(0.99 * (e.size() - 1))];
+  };
+  // The FMM unsoftened (the far field is: M2L knows no softening), at theta 0.4, p = 6, which
+  // meets 99% < 1e-3 in vacuum (tests/physics/test_vacuum_forces); the GPU as the CPU.
+  {
+    const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, 0.0);
+    ShortRangeSettings s = vacuum_settings(scene.particle_mass, 0.4, false, true);
+    s.softening = 0;
+    s.multipole_order = 6;
+    std::vector<Vec3d> on_gpu, on_cpu;
+    ShortRangeSolver(s).compute(scene.pos, gpu, on_gpu);
+    ShortRangeSolver(s).compute(scene.pos, cpu, on_cpu);
+    std::printf("theta 0.4, p 6, GPU float (tree on the device):\n");
+    const double p99_gpu = p99_of(on_gpu, exact);
+    std::printf("the same on the CPU:\n");
+    const double p99_cpu = p99_of(on_cpu, exact);
+    CHECK(p99_gpu < 1e-3);
+    CHECK(p99_gpu < 1.05 * p99_cpu + 1e-6);
+  }
+  // Direct summation (theta = 0: every pair in P2P), softened, against the softened sum.
+  {
+    const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, 0.01);
+    std::vector<Vec3d> acc;
+    ShortRangeSolver(vacuum_settings(scene.particle_mass, 0.0, false, true)).compute(scene.pos, gpu, acc);
+    std::printf("direct summation on the GPU, float, softening 0.01:\n");
+    CHECK(p99_of(acc, exact) < 3e-6);
   }
 }
