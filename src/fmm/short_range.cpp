@@ -70,6 +70,7 @@ void check_short_range_counts(std::size_t particles, int max_leaf_setting, Short
 P2PSettings p2p_settings_of(const ShortRangeSettings& s, double extent) {
   P2PSettings ps;
   if (s.boundary == Boundary::vacuum) {
+    if (!(extent >= 0)) fail("internal: the P2P settings of vacuum boundaries need the particles' extent");
     ps.kernel = KernelKind::newtonian;
     ps.r_cut = extent > 0 ? 2 * extent : 1.0;   // beyond every pair (a single point: any length)
     ps.softening = s.softening;

@@ -82,8 +82,8 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
 // The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or
 // min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there. Vacuum: the Newtonian
 // kernel, its cut at twice `extent` (the diagonal of the particles' bounding box, which no
-// pair exceeds; ShortRangeSolver::begin measures it), so that nothing is cut.
-P2PSettings p2p_settings_of(const ShortRangeSettings& settings, double extent = 0);
+// pair exceeds; ShortRangeSolver::begin measures it; required), so that nothing is cut.
+P2PSettings p2p_settings_of(const ShortRangeSettings& settings, double extent = -1);
 
 // The walk's settings for these (periodic: box, the P2P cut, theta, top_levels; vacuum: no
 // images, no cut).
