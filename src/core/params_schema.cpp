@@ -59,8 +59,14 @@ const std::vector<ParamSpec> kSchema = {
     {"ic", "self_test", T::boolean, "true", -inf, inf, false, nullptr, "",
      "measure the ICs' P(k) and write it next to the input linear P(k) D(z_init)^2"},
     // ------------------------------------------------------------------ gravity
-    {"gravity", "solver", T::string, "\"treepm\"", -inf, inf, false, "pm|treepm", "",
-     "pm: particle mesh only (full 1/k^2); treepm: PM long range + FMM short range"},
+    {"gravity", "boundary", T::string, "\"periodic\"", -inf, inf, false, "periodic|vacuum", "",
+     "periodic: a comoving periodic box (solver pm or treepm); vacuum: an isolated system, no mesh and no "
+     "periodic images, plain softened Newtonian forces (solver fmm or direct). `orbis run` does not take "
+     "vacuum yet: the vacuum force solver exists, its time integration does not"},
+    {"gravity", "solver", T::string, "\"treepm\"", -inf, inf, false, "pm|treepm|fmm|direct", "",
+     "periodic: pm = particle mesh only (full 1/k^2), treepm = PM long range + FMM short range; vacuum: fmm = "
+     "the FMM over the whole tree (untruncated 1/r, cells interact by the opening angle alone), direct = every "
+     "pair in P2P (O(N^2): the reference, and for small N)"},
     {"gravity", "pm_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
      "PM mesh cells per side; 0: 2 x particles_per_side"},
     {"gravity", "mass_assignment", T::string, "\"tsc\"", -inf, inf, false, "cic|tsc", "",

@@ -2,11 +2,12 @@
 
 namespace orbis {
 
-FmmOperators::FmmOperators(int multipole_order, double r_s)
+FmmOperators::FmmOperators(int multipole_order, double r_s, KernelKind kind)
     : multipole_set_(multipole_order),
       local_set_(multipole_order + 1),
       gradient_set_(multipole_order),
-      r_s_(r_s) {
+      r_s_(r_s),
+      kind_(kind) {
   const int p_local = local_set_.order();
   for (int k = 0; k < local_set_.size(); ++k) {
     k_start_.push_back(static_cast<int>(m2l_terms_.size()));

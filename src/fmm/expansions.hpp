@@ -3,7 +3,8 @@
 //   L2L  L'_k = sum_(n >= k) L_n d^(n-k)/(n-k)!, d = z_child - z_parent (exact),
 //   L2P  grad phi(z + y) = sum_k L_(k+e) y^k/k!.
 // The potential of the sources near a target centre z is phi(z + y) = sum_k L_k y^k/k! with
-// phi = sum_j m_j psi(|x - x_j|), psi = erfc(r/2r_s)/r; the acceleration is G grad phi.
+// phi = sum_j m_j psi(|x - x_j|), psi = erfc(r/2r_s)/r (truncated) or 1/r (Newtonian,
+// fmm/kernel_kind.hpp: only D differs); the acceleration is G grad phi.
 //
 // Orders: multipoles to p (|n| <= p), local expansion to p + 1, and terms |n| + |k| <= p + 1,
 // so the force at a target uses every multipole up to order p (the convention of Dehnen
@@ -20,7 +21,8 @@ namespace orbis {
 
 class FmmOperators {
  public:
-  FmmOperators(int multipole_order, double r_s);
+  // r_s > 0 (Mpc/h) for the truncated kernel; not read for the Newtonian one.
+  FmmOperators(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated);
 
   int multipole_order() const { return multipole_set_.order(); }
   int local_order() const { return local_set_.order(); }
@@ -31,7 +33,7 @@ class FmmOperators {
   // Per-thread scratch for m2l (the derivative tensors and their recurrence levels).
   struct Scratch {
     explicit Scratch(const FmmOperators& ops)
-        : kernel(ops.local_order(), ops.r_s_),
+        : kernel(ops.local_order(), ops.r_s_, ops.kind_),
           d(static_cast<std::size_t>(ops.local_size())),
           signed_m(static_cast<std::size_t>(ops.multipole_set().size())) {}
     KernelDerivatives kernel;
@@ -55,6 +57,7 @@ class FmmOperators {
   MultiIndexSet multipole_set_, local_set_;
   MultiIndexSet gradient_set_;    // order p: the y^k/k! that multiply L_(k+e) in L2P
   double r_s_;
+  KernelKind kind_;
   std::vector<M2LTerm> m2l_terms_;
   std::vector<int> k_start_;
   std::vector<double> multipole_sign_;   // (-1)^|n|

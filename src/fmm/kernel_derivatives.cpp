@@ -6,8 +6,8 @@
 
 namespace orbis {
 
-KernelDerivatives::KernelDerivatives(int order, double r_s) : set_(order), r_s_(r_s) {
-  if (!(r_s > 0)) fail("kernel derivatives: r_s = {} must be > 0", r_s);
+KernelDerivatives::KernelDerivatives(int order, double r_s, KernelKind kind) : set_(order), r_s_(r_s), kind_(kind) {
+  if (kind == KernelKind::truncated && !(r_s > 0)) fail("kernel derivatives: r_s = {} must be > 0", r_s);
   const int nc = set_.size();
   g_.resize(static_cast<std::size_t>(order) + 1);
   levels_.resize(static_cast<std::size_t>(order + 2) * nc);   // + 1: the unused level above the top
@@ -26,7 +26,7 @@ KernelDerivatives::KernelDerivatives(int order, double r_s) : set_(order), r_s_(
 void KernelDerivatives::evaluate(const Vec3d& R, double* out) {
   const int p = set_.order();
   const int nc = set_.size();
-  truncated_radial_derivatives(norm(R), r_s_, p, g_.data());
+  radial_derivatives(kind_, norm(R), r_s_, p, g_.data());
   // levels_[m * nc + i] = R^(m)_n for |n| <= p - m; m runs downward so R^(m+1) is ready.
   for (int m = p; m >= 0; --m) {
     double* cur = (m == 0) ? out : levels_.data() + static_cast<std::size_t>(m) * nc;

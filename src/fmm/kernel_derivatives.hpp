@@ -1,6 +1,8 @@
-// Cartesian derivative tensors of the truncated (short-range) kernel
-//   psi(r) = erfc(r / 2r_s) / r,
-// the D_n(R) = d^n psi / dR^n (|n| <= order) that M2L contracts with the multipoles.
+// Cartesian derivative tensors of the FMM's kernel (fmm/kernel_kind.hpp): the truncated
+// (short-range) psi(r) = erfc(r / 2r_s) / r, or the Newtonian psi(r) = 1/r (vacuum
+// boundaries): the D_n(R) = d^n psi / dR^n (|n| <= order) that M2L contracts with the
+// multipoles. The two differ only in their radial factors g_m below; the tensor recurrence
+// that builds D from them is the same code for both.
 //
 // Radial part: g_m(r) = ((1/r) d/dr)^m psi(r), the f_(m) prefactors of Wang (2021, PhotoNs):
 //   (-1)^m r_s^(2m+1) g_m = (2m-1)!!/2^(2m+1) erfc(x)/x^(2m+1)
@@ -11,8 +13,9 @@
 //
 // Tensor part: with R^(m)_tuv = d_x^t d_y^u d_z^v g_m(|R|) and d_x g_m = x g_(m+1), the
 // McMurchie-Davidson recurrence R^(m)_(t+1)uv = x R^(m+1)_tuv + t R^(m+1)_(t-1)uv builds
-// every D_n = R^(0)_n for any radial kernel in O(order^4) operations. The kernel is not
-// harmonic, so these tensors are not traceless (see tree/multipoles.hpp).
+// every D_n = R^(0)_n for any radial kernel in O(order^4) operations. The truncated kernel
+// is not harmonic, so these tensors are not traceless (see tree/multipoles.hpp); 1/r's are,
+// but full tensors serve both.
 #pragma once
 #include <math.h>
 
@@ -20,6 +23,7 @@
 
 #include "core/hostdevice.hpp"
 #include "core/vec3.hpp"
+#include "fmm/kernel_kind.hpp"
 #include "tree/multi_index.hpp"
 
 namespace orbis {
@@ -43,11 +47,36 @@ ORBIS_HD void truncated_radial_derivatives(double r, double r_s, int order, doub
   }
 }
 
+// g[m] = ((1/r) d/dr)^m (1/r) = (-1)^m (2m-1)!! / r^(2m+1) for m = 0..order; r > 0: the
+// recurrence above without its Gaussian term and with erfc = 1 (r_s -> infinity). Host and
+// device.
+ORBIS_HD void newtonian_radial_derivatives(double r, int order, double* g) {
+  const double inv_r2 = 1.0 / (r * r);
+  double b = 1.0 / r;
+  g[0] = b;
+  double sign = 1.0;
+  for (int m = 1; m <= order; ++m) {
+    b = (2 * m - 1) * b * inv_r2;
+    sign = -sign;
+    g[m] = sign * b;
+  }
+}
+
+// The radial factors of either kernel; r_s (Mpc/h) is read by the truncated one only.
+ORBIS_HD void radial_derivatives(KernelKind kind, double r, double r_s, int order, double* g) {
+  if (kind == KernelKind::newtonian)
+    newtonian_radial_derivatives(r, order, g);
+  else
+    truncated_radial_derivatives(r, r_s, order, g);
+}
+
 class KernelDerivatives {
  public:
-  KernelDerivatives(int order, double r_s);
+  // r_s > 0 for the truncated kernel; not read for the Newtonian one.
+  KernelDerivatives(int order, double r_s, KernelKind kind = KernelKind::truncated);
   int order() const { return set_.order(); }
   double r_s() const { return r_s_; }
+  KernelKind kind() const { return kind_; }
   const MultiIndexSet& set() const { return set_; }
   // out[i] = D_n(R) for n = set()[i]; R != 0. Not thread-safe (own scratch): one per thread.
   void evaluate(const Vec3d& R, double* out);
@@ -55,6 +84,7 @@ class KernelDerivatives {
  private:
   MultiIndexSet set_;
   double r_s_;
+  KernelKind kind_;
   std::vector<double> g_, levels_;
   // For each index i > 0: the axis the recurrence steps along and the indices of n - e and
   // n - 2e (-1 when absent), and the factor (n_axis - 1).

@@ -1,5 +1,6 @@
 // Eight M2L at a time (m2l_batch.hpp). Per batch of eight (source, R) pairs of one target:
-//  1. radial derivatives g_m(|R|), m <= p + 1, per lane (fmm/kernel_derivatives.hpp);
+//  1. radial derivatives g_m(|R|), m <= p + 1, per lane (fmm/kernel_derivatives.hpp), of
+//     the truncated kernel (erfc from a table) or of 1/r (Newtonian: a template switch);
 //  2. D_n(R), |n| <= p + 1, by the McMurchie-Davidson recurrence, all eight lanes at once;
 //  3. acc_k += sum_n (-1)^|n| M_n D_(n+k), unrolled: every index is a compile-time constant.
 // acc holds eight partial local expansions (one per lane); they are summed in a fixed tree
@@ -221,7 +222,23 @@ ORBIS_INLINE void radial(const V* R, double r_s, V* g, double (&g_d)[Q + 1][kLan
   }
 }
 
-template <int P>
+// g[m] = ((1/r) d/dr)^m (1/r), m = 0..Q, as newtonian_radial_derivatives does per lane.
+template <int Q>
+ORBIS_INLINE void radial_newtonian(const V* R, V* g) {
+  const V r2 = R[0] * R[0] + R[1] * R[1] + R[2] * R[2];
+  alignas(64) double inv_r_d[kLanes];
+  for (int l = 0; l < kLanes; ++l) inv_r_d[l] = 1.0 / std::sqrt(r2[l]);
+  V b;
+  load(b, inv_r_d);
+  const V inv_r2 = 1.0 / r2;
+  g[0] = b;
+  for (int m = 1; m <= Q; ++m) {
+    b = (2 * m - 1) * b * inv_r2;
+    g[m] = (m & 1) ? -b : b;
+  }
+}
+
+template <int P, bool Newtonian>
 ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s) {
   constexpr int Q = P + 1;
   constexpr int nm = ct::count(P), nl = ct::count(Q);
@@ -254,7 +271,10 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
     }
     V g[Q + 1], Rv[3], sm[nm];
     for (int d = 0; d < 3; ++d) load(Rv[d], r_d[d]);
-    radial<Q>(Rv, r_s, g, g_d, coef_d, node_d);
+    if constexpr (Newtonian)
+      radial_newtonian<Q>(Rv, g);
+    else
+      radial<Q>(Rv, r_s, g, g_d, coef_d, node_d);
     for (int i = 0; i < nm; ++i) load(sm[i], sm_d[i]);
     V lev[rec_total<Q>()];
     recurrence<Q>(lev, g, Rv, std::make_index_sequence<rec_total<Q>()>{});
@@ -267,20 +287,20 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
 }
 static_assert(kLanes == 8, "the lane reduction above is written for eight lanes");
 
-template <int P>
+template <int P, bool Newtonian>
 void m2l_base(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s) {
-  m2l_body<P>(mp, R, n, local, r_s);
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
 }
 #if ORBIS_M2L_MULTIVERSION
-template <int P>
+template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v3")]] void m2l_v3(const double* const* mp, const Vec3d* R, std::size_t n,
                                              double* local, double r_s) {
-  m2l_body<P>(mp, R, n, local, r_s);
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
 }
-template <int P>
+template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v4")]] void m2l_v4(const double* const* mp, const Vec3d* R, std::size_t n,
                                              double* local, double r_s) {
-  m2l_body<P>(mp, R, n, local, r_s);
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
 }
 #endif
 
@@ -292,29 +312,35 @@ int simd_level() {
   return 0;
 }
 
-template <int P>
-M2LBatch::Kernel select() {
+template <int P, bool Newtonian>
+M2LBatch::Kernel select_level() {
 #if ORBIS_M2L_MULTIVERSION
   switch (simd_level()) {
-    case 4: return m2l_v4<P>;
-    case 3: return m2l_v3<P>;
+    case 4: return m2l_v4<P, Newtonian>;
+    case 3: return m2l_v3<P, Newtonian>;
     default: break;
   }
 #endif
-  return m2l_base<P>;
+  return m2l_base<P, Newtonian>;
+}
+
+template <int P>
+M2LBatch::Kernel select(KernelKind kind) {
+  return kind == KernelKind::newtonian ? select_level<P, true>() : select_level<P, false>();
 }
 
 }  // namespace
 
-M2LBatch::M2LBatch(int multipole_order, double r_s) : order_(multipole_order), r_s_(r_s) {
-  if (!(r_s > 0)) fail("M2L: r_s = {} must be > 0", r_s);
+M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind)
+    : order_(multipole_order), r_s_(r_s), kind_(kind) {
+  if (kind == KernelKind::truncated && !(r_s > 0)) fail("M2L: r_s = {} must be > 0", r_s);
   switch (multipole_order) {
-    case 1: kernel_ = select<1>(); break;
-    case 2: kernel_ = select<2>(); break;
-    case 3: kernel_ = select<3>(); break;
-    case 4: kernel_ = select<4>(); break;
-    case 5: kernel_ = select<5>(); break;
-    case 6: kernel_ = select<6>(); break;
+    case 1: kernel_ = select<1>(kind); break;
+    case 2: kernel_ = select<2>(kind); break;
+    case 3: kernel_ = select<3>(kind); break;
+    case 4: kernel_ = select<4>(kind); break;
+    case 5: kernel_ = select<5>(kind); break;
+    case 6: kernel_ = select<6>(kind); break;
     default: fail("M2L: multipole_order = {} outside [1, 6]", multipole_order);
   }
 }

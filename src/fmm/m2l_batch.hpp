@@ -5,11 +5,14 @@
 // every index is a constant; the eight lanes hold eight (source, R) pairs of one target.
 // Lanes are summed in a fixed tree at the end, so the result depends on the task order
 // (and, in the last bits, on the CPU's build of the loop), never on the thread count.
+// The kernel (fmm/kernel_kind.hpp) enters through the radial factors g_m alone, a
+// compile-time switch of the same loop.
 #pragma once
 #include <cstddef>
 #include <string>
 
 #include "core/vec3.hpp"
+#include "fmm/kernel_kind.hpp"
 
 namespace orbis {
 
@@ -17,10 +20,12 @@ class M2LBatch {
  public:
   static constexpr int kLanes = 8;
 
-  // multipole_order p in 1..6; r_s > 0 (Mpc/h).
-  M2LBatch(int multipole_order, double r_s);
+  // multipole_order p in 1..6; r_s > 0 (Mpc/h) for the truncated kernel, not read for the
+  // Newtonian one.
+  M2LBatch(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated);
 
   int multipole_order() const { return order_; }
+  KernelKind kind() const { return kind_; }
   int local_size() const;   // (p + 2)(p + 3)(p + 4)/6
 
   // local[k] += sum_{q < n} sum_n (-1)^|n| M_n(q) D_(n+k)(R[q]) for every local index k;
@@ -36,6 +41,7 @@ class M2LBatch {
  private:
   int order_;
   double r_s_;
+  KernelKind kind_;
   Kernel kernel_;
 };
 

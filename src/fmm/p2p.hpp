@@ -9,8 +9,9 @@
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
-#include "fmm/pair_energy.hpp"
 #include "core/vec3.hpp"
+#include "fmm/kernel_kind.hpp"
+#include "fmm/pair_energy.hpp"
 #include "fmm/tasks.hpp"
 #include "fmm/walk.hpp"
 #include "tree/orb_tree.hpp"
@@ -26,6 +27,11 @@ struct P2PSettings {
   int taylor_order = 3;         // 0..4; -1: exact erfc/exp (reference path)
   int table_size = 512;         // nodes of the T(x) table on [0, 3]
   bool double_precision = false;
+  // newtonian: the plain softened 1/r^2 of vacuum boundaries (T = 1, fmm/p2p_kernel.hpp):
+  // box_mpc_h, r_s, taylor_order and table_size are not read, every task's image is 0, and
+  // r_cut must lie beyond every pair of the system (ShortRangeSolver sets it so), so that no
+  // pair is cut. Lengths in any unit (g_mass in unit (velocity)^2).
+  KernelKind kernel = KernelKind::truncated;
 };
 
 struct P2PInput {

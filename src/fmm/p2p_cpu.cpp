@@ -1,7 +1,8 @@
-// CPU P2P. Float with the Taylor table (orders 0-4) on x86-64-v3/v4 CPUs runs the tiled
-// kernels (p2p_cpu_tiled.hpp: the group's sources in the SIMD lanes, ~5x faster); the
-// exact path, double precision, the baseline level and other compilers run the generic
-// loop below, which is also the reference the tiled kernels are tested against.
+// CPU P2P. Float with the Taylor table (orders 0-4) or the Newtonian kernel (T = 1) on
+// x86-64-v3/v4 CPUs runs the tiled kernels (p2p_cpu_tiled.hpp: the group's sources in the
+// SIMD lanes, ~5x faster); the exact path, double precision, the baseline level and other
+// compilers run the generic loop below, which is also the reference the tiled kernels are
+// tested against.
 //
 // Generic loop: OpenMP over target-leaf groups (dynamic schedule: leaves differ in work by
 // orders of magnitude in clustered regions); inside a group, the target leaf's particles
@@ -112,7 +113,8 @@ LeafPairFn<R> select_leaf_pair(int level) {
 template <typename R>
 LeafPairFn<R> select_leaf_pair(int order, int level) {
   switch (order) {
-    case -1: return select_leaf_pair<-1, R>(level);
+    case kNoTruncation: return select_leaf_pair<kNoTruncation, R>(level);
+    case kExactTruncation: return select_leaf_pair<kExactTruncation, R>(level);
     case 0: return select_leaf_pair<0, R>(level);
     case 1: return select_leaf_pair<1, R>(level);
     case 2: return select_leaf_pair<2, R>(level);
@@ -215,16 +217,15 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
   std::unique_ptr<TruncationTable<R>>* table;
   if constexpr (std::is_same_v<R, float>) { rel = &rel_f_; table = &table_f_; }
   else { rel = &rel_d_; table = &table_d_; }
-  const bool use_table = s.taylor_order >= 0;
-  const P2PPairConstants<R> k =
-      make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, use_table);
+  const int order = p2p_order_of(s);
+  const P2PPairConstants<R> k = pair_constants_of<R>(s);
   leaf_relative_positions(*in.positions, leaves, k.length_scale, *rel);
   if (!*table || (*table)->size() != s.table_size) {
     *table = std::make_unique<TruncationTable<R>>(s.table_size);
     if constexpr (std::is_same_v<R, float>) coef_layout_.build(**table);
   }
   if constexpr (std::is_same_v<R, float>) {
-    if (options_.tiled_kernel && p2p_tiled::available(level_, s.taylor_order)) {
+    if (options_.tiled_kernel && p2p_tiled::available(level_, order)) {
       p2p_tiled::Job job;
       job.grouped = &grouped;
       job.leaves = &leaves;
@@ -237,13 +238,13 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
       job.max_count = max_count;
       job.acc = &acc;
       job.targets = in.targets ? in.targets->data() : nullptr;
-      p2p_tiled::run(level_, s.taylor_order, job);
+      p2p_tiled::run(level_, order, job);
       return true;
     }
   }
   // The generic loop runs every particle of a target leaf (in the SIMD lanes).
   evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, k, (*table)->t().data(),
-                     (*table)->e().data(), select_leaf_pair<R>(s.taylor_order, level_),
+                     (*table)->e().data(), select_leaf_pair<R>(order, level_),
                      max_count, acc);
   return false;
 }
@@ -258,7 +259,7 @@ P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& 
   stats.seconds = watch.seconds();
   stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks, only_targets ? input.targets : nullptr);
   stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(),
-                            variant(settings.taylor_order, settings.double_precision),
+                            variant(p2p_order_of(settings), settings.double_precision),
                             settings.double_precision ? "double" : "float");
   return stats;
 }

@@ -35,8 +35,8 @@ class CpuP2PEvaluator : public P2PEvaluator {
   static std::string simd_variant();
   // The best level this CPU runs (4, 3 or 0, as CpuP2POptions::simd_level).
   static int cpu_simd_level();
-  // What this evaluator runs for float at the given Taylor order, e.g.
-  // "x86-64-v4 (AVX-512), tiled" or "baseline, generic".
+  // What this evaluator runs for float at the given Taylor order (or kNoTruncation, the
+  // Newtonian kernel: p2p_order_of), e.g. "x86-64-v4 (AVX-512), tiled" or "baseline, generic".
   std::string variant(int taylor_order, bool double_precision) const;
 
  private:

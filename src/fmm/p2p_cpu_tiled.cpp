@@ -20,7 +20,7 @@ void CoefLayout::build(const TruncationTable<float>& table) {
 }
 
 bool available(int simd_level, int taylor_order) {
-  if (taylor_order < 0 || taylor_order > 4) return false;
+  if ((taylor_order < 0 || taylor_order > 4) && taylor_order != kNoTruncation) return false;
   return (simd_level == 4 && have_avx512_kernels()) || (simd_level == 3 && have_avx2_kernels());
 }
 

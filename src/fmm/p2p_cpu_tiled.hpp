@@ -1,4 +1,5 @@
-// The tiled CPU P2P kernels (float, Taylor table, orders 0-4; x86-64-v4 and v3 with GCC):
+// The tiled CPU P2P kernels (float, Taylor table, orders 0-4, or T = 1 for the Newtonian
+// kernel; x86-64-v4 and v3 with GCC):
 // what the CPU evaluator runs where one exists (p2p_cpu.cpp falls back to its generic loop
 // for the exact path, double precision, the baseline level and other compilers).
 //
@@ -59,7 +60,8 @@ struct Job {
   const std::uint8_t* targets = nullptr;
 };
 
-// Whether a tiled kernel exists for this SIMD level (as CpuP2POptions) and Taylor order.
+// Whether a tiled kernel exists for this SIMD level (as CpuP2POptions) and Taylor order
+// (0..4, or kNoTruncation: the Newtonian kernel, T = 1).
 bool available(int simd_level, int taylor_order);
 // Runs the whole job (OpenMP over groups); the caller checked available().
 void run(int simd_level, int taylor_order, const Job& job);

@@ -63,37 +63,42 @@ struct Bases {
 // T at u = s (table units) for the lanes in `inside` (u < u_cut there, within the table);
 // the other lanes may carry any u: the gathers load nothing for them (AVX-512 masks) or the
 // last node (AVX2 clamps the index), and the caller discards what they return.
+// kNoTruncation (the Newtonian kernel): T = 1, no table.
 template <int Order>
 [[gnu::always_inline]] inline F taylor(F u, M inside, const Consts& c, const Bases& b) {
-  const F r = S::add(u, c.magic);   // round to nearest: the node in the low mantissa bits
-  if constexpr (Order == 0) {
-    return S::gather1(inside, r, b.t, b.last);
+  if constexpr (Order == kNoTruncation) {
+    return S::set1(1.0f);
   } else {
-    const F fi = S::sub(r, c.magic);
-    const F e = S::sub(u, fi);      // |e| <= 1/2
-    F t0, t1;
-    if constexpr (Order == 1) {
-      S::gather2(inside, r, b.c01, b.last, t0, t1);
-      return S::fmadd(t1, e, t0);   // c0 + c1 e
+    const F r = S::add(u, c.magic);   // round to nearest: the node in the low mantissa bits
+    if constexpr (Order == 0) {
+      return S::gather1(inside, r, b.t, b.last);
     } else {
-      S::gather2(inside, r, b.te, b.last, t0, t1);   // T_i, E_i h
-      const F ih2 = S::mul(fi, c.h2);        // i h^2
-      const F x2 = S::mul(ih2, fi);          // x_i^2 = i^2 h^2
-      const F a = S::fnmadd(ih2, x2, ih2);   // A
-      F p;
-      if constexpr (Order == 2) {
-        p = a;
+      const F fi = S::sub(r, c.magic);
+      const F e = S::sub(u, fi);      // |e| <= 1/2
+      F t0, t1;
+      if constexpr (Order == 1) {
+        S::gather2(inside, r, b.c01, b.last, t0, t1);
+        return S::fmadd(t1, e, t0);   // c0 + c1 e
       } else {
-        const F bb = S::fmadd(S::fmadd(c.b2, x2, c.b1), x2, c.b0);
-        if constexpr (Order == 3) {
-          p = S::fmadd(bb, e, a);
+        S::gather2(inside, r, b.te, b.last, t0, t1);   // T_i, E_i h
+        const F ih2 = S::mul(fi, c.h2);        // i h^2
+        const F x2 = S::mul(ih2, fi);          // x_i^2 = i^2 h^2
+        const F a = S::fnmadd(ih2, x2, ih2);   // A
+        F p;
+        if constexpr (Order == 2) {
+          p = a;
         } else {
-          const F cc = S::mul(fi, S::fmadd(S::fmadd(c.d2, x2, c.d1), x2, c.d0));
-          p = S::fmadd(S::fmadd(cc, e, bb), e, a);
+          const F bb = S::fmadd(S::fmadd(c.b2, x2, c.b1), x2, c.b0);
+          if constexpr (Order == 3) {
+            p = S::fmadd(bb, e, a);
+          } else {
+            const F cc = S::mul(fi, S::fmadd(S::fmadd(c.d2, x2, c.d1), x2, c.d0));
+            p = S::fmadd(S::fmadd(cc, e, bb), e, a);
+          }
         }
+        p = S::fmadd(p, e, x2);
+        return S::fmadd(S::mul(t1, e), p, t0);
       }
-      p = S::fmadd(p, e, x2);
-      return S::fmadd(S::mul(t1, e), p, t0);
     }
   }
 }
@@ -253,6 +258,7 @@ void run_order(const Job& job) {
 
 void run_any_order(int taylor_order, const Job& job) {
   switch (taylor_order) {
+    case kNoTruncation: return run_order<kNoTruncation>(job);
     case 0: return run_order<0>(job);
     case 1: return run_order<1>(job);
     case 2: return run_order<2>(job);

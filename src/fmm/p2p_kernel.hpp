@@ -19,6 +19,12 @@
 //
 // G m (and the length scale, see P2PPairConstants) are applied once per particle by the
 // caller, not per pair.
+//
+// The Newtonian kernel (vacuum boundaries, fmm/kernel_kind.hpp) is the same code with T = 1:
+// the Order template argument kNoTruncation, which every evaluator (the CPU loops, the CUDA
+// kernel) takes like a Taylor order. Its cut lies beyond the whole system (the solver sets
+// it from the particles' extent: make_newtonian_pair_constants), so it never drops a pair,
+// and the kernels keep one form for both kernels.
 #pragma once
 #include <cmath>
 
@@ -26,6 +32,11 @@
 #include "fmm/truncation.hpp"
 
 namespace orbis {
+
+// The Order template argument of the pair code: 0..4, the T(x) table's Taylor order;
+// kExactTruncation, T(x) from erfc and exp; kNoTruncation, T = 1 (the Newtonian kernel).
+inline constexpr int kExactTruncation = -1;
+inline constexpr int kNoTruncation = -2;
 
 // Per-call constants of the pair interaction in the kernel's arithmetic R. Lengths are in
 // "table units": the evaluators multiply every position (and shift) by length_scale =
@@ -64,6 +75,23 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
   return c;
 }
 
+// The Newtonian kernel's constants (T = 1): lengths in units of the cut, which the caller
+// places beyond every pair of the system (length_scale = 1 / r_cut), so that scaled
+// separations lie in [0, 1) whatever the unit of length and 1/s^3 stays far from float's
+// limits; no table (spacing and u_max are not read).
+template <typename R>
+inline P2PPairConstants<R> make_newtonian_pair_constants(double r_cut, double softening, double g_mass) {
+  P2PPairConstants<R> c;
+  const double scale = 1.0 / r_cut;
+  c.length_scale = scale;
+  c.acc_scale = g_mass * scale * scale;
+  c.rcut2 = R(1);
+  c.eps2 = static_cast<R>(softening * softening * scale * scale + 1e-20);   // as make_pair_constants
+  c.spacing = R(0);
+  c.u_max = R(0);
+  return c;
+}
+
 // 1/sqrt: the hardware approximation on the GPU (rsqrtf, 2 ulp, one special-function
 // instruction instead of a sqrt and a divide), an exactly rounded sqrt and divide on the host.
 ORBIS_HD float p2p_rsqrt(float x) {
@@ -84,21 +112,27 @@ ORBIS_HD double p2p_rsqrt(double x) {
 #endif
 }
 
-// The factor g with a_i += g * d (times G m later). Order 0..4: table; -1: exact erfc/exp.
+// The factor g with a_i += g * d (times G m later). Order 0..4: table; kExactTruncation:
+// exact erfc/exp; kNoTruncation: T = 1 (Newtonian).
 // A select, not a branch, discards pairs outside the cut or at d = 0: on the GPU the warp
 // stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
 template <int Order, typename R, typename Reader>
 ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& table) {
+  static_assert(Order >= kNoTruncation && Order <= 4, "Order: a Taylor order, kExactTruncation or kNoTruncation");
   const R s2 = r2 + k.eps2;   // >= 1e-20: eps2 carries that floor
   const R sinv = p2p_rsqrt(s2);
-  const R s = s2 * sinv;
   R t;
-  if constexpr (Order < 0) {
-    t = truncation_exact(s);   // s = x in table units of the exact path
-  } else if constexpr (Reader::kCoefficients) {
-    t = truncation_taylor_coef<Order>(s, table, k.u_max);   // s = u = x / h
+  if constexpr (Order == kNoTruncation) {
+    t = R(1);
   } else {
-    t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
+    const R s = s2 * sinv;
+    if constexpr (Order == kExactTruncation) {
+      t = truncation_exact(s);   // s = x in table units of the exact path
+    } else if constexpr (Reader::kCoefficients) {
+      t = truncation_taylor_coef<Order>(s, table, k.u_max);   // s = u = x / h
+    } else {
+      t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
+    }
   }
   const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
   return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly

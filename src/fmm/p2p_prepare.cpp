@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -47,14 +48,19 @@ bool task_ok(const InteractionTask& t, std::size_t n_leaves) {
 void check_p2p_settings(const P2PSettings& s, const P2PInput& in, std::uint32_t max_count) {
   if (!in.positions || !in.leaves || (!in.tasks && !in.task_spans))
     fail("P2P: positions, leaves and tasks must all be given");
-  if (!(s.box_mpc_h > 0)) fail("P2P: box size {} Mpc/h must be positive", s.box_mpc_h);
-  if (!(s.r_s > 0)) fail("P2P: r_s = {} Mpc/h must be positive", s.r_s);
-  if (!(s.r_cut > 0) || !(s.r_cut < 0.5 * s.box_mpc_h))
-    fail("P2P: r_cut = {} Mpc/h must lie in (0, BoxSize/2 = {})", s.r_cut, 0.5 * s.box_mpc_h);
+  if (s.kernel == KernelKind::newtonian) {
+    if (!(s.r_cut > 0) || !std::isfinite(s.r_cut))
+      fail("P2P (Newtonian): r_cut = {} must be positive and finite (beyond every pair)", s.r_cut);
+  } else {
+    if (!(s.box_mpc_h > 0)) fail("P2P: box size {} Mpc/h must be positive", s.box_mpc_h);
+    if (!(s.r_s > 0)) fail("P2P: r_s = {} Mpc/h must be positive", s.r_s);
+    if (!(s.r_cut > 0) || !(s.r_cut < 0.5 * s.box_mpc_h))
+      fail("P2P: r_cut = {} Mpc/h must lie in (0, BoxSize/2 = {})", s.r_cut, 0.5 * s.box_mpc_h);
+    if (s.taylor_order < -1 || s.taylor_order > 4)
+      fail("P2P: taylor_order = {} is not in 0..4 (or -1 for exact erfc)", s.taylor_order);
+    if (s.table_size < 2) fail("P2P: taylor_table_size = {} must be >= 2", s.table_size);
+  }
   if (!(s.softening >= 0)) fail("P2P: softening {} Mpc/h must be >= 0", s.softening);
-  if (s.taylor_order < -1 || s.taylor_order > 4)
-    fail("P2P: taylor_order = {} is not in 0..4 (or -1 for exact erfc)", s.taylor_order);
-  if (s.table_size < 2) fail("P2P: taylor_table_size = {} must be >= 2", s.table_size);
   const std::size_t n = in.positions->size();
   if (n >= (std::size_t{1} << 32)) fail("P2P: {} particles exceed 32-bit indices", n);
   for (const Leaf& l : *in.leaves) {

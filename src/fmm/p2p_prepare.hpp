@@ -11,12 +11,26 @@
 
 #include "core/vec3.hpp"
 #include "fmm/p2p.hpp"
+#include "fmm/p2p_kernel.hpp"
 #include "fmm/tasks.hpp"
 
 namespace orbis {
 
+// The pair code's Order template argument for these settings (fmm/p2p_kernel.hpp): the
+// Taylor order, kExactTruncation, or kNoTruncation for the Newtonian kernel.
+inline int p2p_order_of(const P2PSettings& s) {
+  return s.kernel == KernelKind::newtonian ? kNoTruncation : s.taylor_order;
+}
+// The pair constants for these settings (either kernel).
+template <typename R>
+P2PPairConstants<R> pair_constants_of(const P2PSettings& s) {
+  if (s.kernel == KernelKind::newtonian) return make_newtonian_pair_constants<R>(s.r_cut, s.softening, s.g_mass);
+  return make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0);
+}
+
 // Fails (orbis::Error) on settings or inputs the kernels cannot honour: r_s, r_cut or the
-// box not positive, r_cut >= box/2, taylor_order outside -1..4, a table of < 2 nodes,
+// box not positive, r_cut >= box/2, taylor_order outside -1..4, a table of < 2 nodes (the
+// truncated kernel; the Newtonian one needs r_cut > 0 alone),
 // missing arrays, a leaf outside the particle array or larger than max_leaf_count, a task
 // referring to a leaf that does not exist (tasks checked in parallel).
 void check_p2p_call(const P2PSettings& settings, const P2PInput& input,

@@ -67,8 +67,17 @@ void check_short_range_counts(std::size_t particles, int max_leaf_setting, Short
        enough);
 }
 
-P2PSettings p2p_settings_of(const ShortRangeSettings& s) {
+P2PSettings p2p_settings_of(const ShortRangeSettings& s, double extent) {
   P2PSettings ps;
+  if (s.boundary == Boundary::vacuum) {
+    if (!(extent >= 0)) fail("internal: the P2P settings of vacuum boundaries need the particles' extent");
+    ps.kernel = KernelKind::newtonian;
+    ps.r_cut = extent > 0 ? 2 * extent : 1.0;   // beyond every pair (a single point: any length)
+    ps.softening = s.softening;
+    ps.g_mass = s.g_mass;
+    ps.double_precision = s.p2p_double;
+    return ps;
+  }
   ps.box_mpc_h = s.box_mpc_h;
   ps.r_s = s.r_s;
   // The tabulated P2P cuts at min(r_cut, 6 r_s) (the table ends at x = 3, p2p_kernel.hpp);
@@ -82,10 +91,19 @@ P2PSettings p2p_settings_of(const ShortRangeSettings& s) {
   return ps;
 }
 
+WalkSettings walk_settings_of(const ShortRangeSettings& s, const P2PSettings& p2p) {
+  WalkSettings ws{s.box_mpc_h, p2p.r_cut, s.theta, s.top_levels};
+  ws.periodic = s.boundary == Boundary::periodic;
+  return ws;
+}
+
 namespace {
 ShortRangeSettings checked(const ShortRangeSettings& s) {
-  check_walk_settings(WalkSettings{s.box_mpc_h, s.r_cut, s.theta, s.top_levels});
-  if (!(s.r_s > 0)) fail("short-range solver: r_s = {} Mpc/h must be > 0", s.r_s);
+  const bool periodic = s.boundary == Boundary::periodic;
+  WalkSettings ws{s.box_mpc_h, s.r_cut, s.theta, s.top_levels};
+  ws.periodic = periodic;
+  check_walk_settings(ws);
+  if (periodic && !(s.r_s > 0)) fail("short-range solver: r_s = {} Mpc/h must be > 0", s.r_s);
   if (s.multipole_order < 1 || s.multipole_order > 6)
     fail("short-range solver: multipole_order = {} outside [1, 6]", s.multipole_order);
   if (s.max_leaf < 1) fail("short-range solver: max_leaf = {} must be >= 1", s.max_leaf);
@@ -128,10 +146,39 @@ void forest_source_keys(const OrbTree& forest, int top_levels, const std::vector
     fail("internal: forest_source_keys found {} subtree roots for more non-empty groups", g);
 }
 
+namespace {
+KernelKind kernel_of(const ShortRangeSettings& s) {
+  return s.boundary == Boundary::vacuum ? KernelKind::newtonian : KernelKind::truncated;
+}
+
+// Vacuum: checks that every position is finite and returns the diagonal of their bounding
+// box (the P2P cut goes beyond it, p2p_settings_of).
+double vacuum_extent(const std::vector<Vec3d>& positions) {
+  const auto n = static_cast<std::int64_t>(positions.size());
+  double lo[3] = {HUGE_VAL, HUGE_VAL, HUGE_VAL}, hi[3] = {-HUGE_VAL, -HUGE_VAL, -HUGE_VAL};
+  bool finite = true;
+#pragma omp parallel for schedule(static) reduction(min : lo[:3]) reduction(max : hi[:3]) reduction(&& : finite)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Vec3d& x = positions[static_cast<std::size_t>(i)];
+    finite = finite && std::isfinite(x.x) && std::isfinite(x.y) && std::isfinite(x.z);
+    for (int d = 0; d < 3; ++d) {
+      lo[d] = std::min(lo[d], x[d]);
+      hi[d] = std::max(hi[d], x[d]);
+    }
+  }
+  if (!finite)
+    for (const Vec3d& x : positions)
+      if (!(std::isfinite(x.x) && std::isfinite(x.y) && std::isfinite(x.z)))
+        fail("tree gravity (vacuum): position ({}, {}, {}) is not finite", x.x, x.y, x.z);
+  if (n == 0) return 0;
+  return norm(Vec3d{hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
+}
+}  // namespace
+
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
-      ops_(settings.multipole_order, settings.r_s),
-      m2l_batch_(settings.multipole_order, settings.r_s) {}
+      ops_(settings.multipole_order, settings.r_s, kernel_of(settings)),
+      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings)) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {
@@ -147,24 +194,30 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   targets_ = targets;
   subset_ = targets.bins && targets.min_bin > 0;
   const ShortRangeSettings& s = settings_;
+  const bool periodic = s.boundary == Boundary::periodic;
+  if (!periodic && targets.forest_groups)
+    fail("tree gravity (vacuum): a forest of subtrees (over ranks) is not supported with vacuum boundaries");
   const double box = s.box_mpc_h;
   const auto n = static_cast<std::int64_t>(positions.size());
   bool inside = true;
+  if (periodic) {
 #pragma omp parallel for schedule(static) reduction(&& : inside)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Vec3d& x = positions[static_cast<std::size_t>(i)];
-    inside = inside && x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const Vec3d& x = positions[static_cast<std::size_t>(i)];
+      inside = inside && x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box;
+    }
   }
   if (!inside)
     for (const Vec3d& x : positions)
       if (!(x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box))
         fail("short-range solver: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, box);
+  const double extent = periodic ? 0.0 : vacuum_extent(positions);
 
   stats_ = ShortRangeStats{};
   total_.restart();
-  const P2PSettings ps = p2p_settings_of(s);
+  const P2PSettings ps = p2p_settings_of(s, extent);
   p2p_ = &p2p;
-  const WalkSettings ws{box, ps.r_cut, s.theta, s.top_levels};
+  const WalkSettings ws = walk_settings_of(s, ps);
 
   device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups;
   if (device_step_) {
@@ -312,7 +365,8 @@ void ShortRangeSolver::mark_sinks() {
 
 void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& nodes = tree_.nodes();
-  const double box = settings_.box_mpc_h;
+  // Vacuum: every image is 0 (the box is not read: the shift is 0).
+  const double box = settings_.boundary == Boundary::periodic ? settings_.box_mpc_h : 0.0;
   const int nl = ops_.local_size();
   const std::size_t n_nodes = nodes.size();
   // Sized only; every entry is written below, by the thread that owns the node (a parallel

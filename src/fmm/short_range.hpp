@@ -15,12 +15,19 @@
 // gets the same tree and M2L lists back and computes multipoles and M2L/L2L/L2P while the
 // device does P2P. The trees and task sets are the CPU's, so both paths give the same sums.
 //
+// Vacuum boundaries (ShortRangeSettings::boundary): the same tree, walk and kernels give
+// the WHOLE force of an isolated system, g_i = G m sum_j (x_j - x_i)/s^3 (s^2 = r^2 + eps^2
+// in P2P, the Newtonian 1/r in M2L, fmm/kernel_kind.hpp): no images and no cut, every pair
+// of nodes tested by the opening angle alone (fmm/walk.hpp), positions anywhere (any unit
+// of length, g_mass in unit length x velocity^2). theta = 0 makes it direct summation.
+//
 // The solver owns its buffers and reuses them from one call to the next.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/gravity_mode.hpp"
 #include "core/timer.hpp"
 #include "core/vec3.hpp"
 #include "fmm/expansions.hpp"
@@ -38,7 +45,7 @@ struct ShortRangeSettings {
   double box_mpc_h = 0;        // periodic box side, Mpc/h
   double r_s = 0;              // force-split scale, Mpc/h
   double r_cut = 0;            // short-range cut-off, Mpc/h; must be < box/2
-  double theta = 0.5;          // opening angle of the walk
+  double theta = 0.5;          // opening angle of the walk; 0: every pair (within r_cut) in P2P
   int multipole_order = 4;     // p: multipoles to p, local expansions to p + 1
   int max_leaf = 32;           // most particles per tree leaf
   double softening = 0;        // Plummer-equivalent softening length, Mpc/h (P2P only)
@@ -60,6 +67,10 @@ struct ShortRangeSettings {
   // top_node_particles), so over ranks every rank's walk meets the same pairs as the serial
   // one. 0: the plain walk from the root.
   int top_levels = 0;
+  // vacuum: an isolated system (see the top of this file). box_mpc_h, r_s, r_cut,
+  // taylor_order and taylor_table_size are not read; softening and the positions in any
+  // unit of length. Not with a forest (ShortRangeTargets::forest_groups).
+  Boundary boundary = Boundary::periodic;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
@@ -69,8 +80,14 @@ struct ShortRangeSettings {
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 
 // The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or
-// min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there.
-P2PSettings p2p_settings_of(const ShortRangeSettings& settings);
+// min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there. Vacuum: the Newtonian
+// kernel, its cut at twice `extent` (the diagonal of the particles' bounding box, which no
+// pair exceeds; ShortRangeSolver::begin measures it; required), so that nothing is cut.
+P2PSettings p2p_settings_of(const ShortRangeSettings& settings, double extent = -1);
+
+// The walk's settings for these (periodic: box, the P2P cut, theta, top_levels; vacuum: no
+// images, no cut).
+WalkSettings walk_settings_of(const ShortRangeSettings& settings, const P2PSettings& p2p);
 
 // Whose forces a computation needs (block time steps: the active particles) and how the
 // tree is made. The default is every particle on a new tree.
@@ -150,7 +167,8 @@ class ShortRangeSolver {
   explicit ShortRangeSolver(const ShortRangeSettings& settings);
 
   // acc[i]: short-range acceleration of particle i ((km/s)^2/(Mpc/h) with g_mass in
-  // (km/s)^2 Mpc/h), in the caller's order. positions in [0, box), Mpc/h.
+  // (km/s)^2 Mpc/h), in the caller's order. positions in [0, box), Mpc/h (vacuum: finite,
+  // anywhere; the whole acceleration).
   ShortRangeStats compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, std::vector<Vec3d>& acc);
 
   // compute() in two halves, so the caller can work while the P2P runs (the PM, in the run

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -40,13 +41,15 @@ void ranks_of(const std::vector<std::uint64_t>& keys, std::vector<std::uint32_t>
 }  // namespace
 
 void check_walk_settings(const WalkSettings& s) {
-  if (!(s.box_mpc_h > 0)) fail("short-range walk: box size {} Mpc/h must be > 0", s.box_mpc_h);
-  if (!(s.r_cut > 0)) fail("short-range walk: r_cut = {} Mpc/h must be > 0", s.r_cut);
-  if (!(s.r_cut < 0.5 * s.box_mpc_h))
-    fail("short-range walk: r_cut = {} Mpc/h must be < BoxSize/2 = {} Mpc/h (reduce "
-         "[gravity] r_cut_over_rs or rs_over_cell, or use a finer PM mesh)",
-         s.r_cut, 0.5 * s.box_mpc_h);
-  if (!(s.theta > 0 && s.theta <= 1)) fail("short-range walk: theta = {} must be in (0, 1]", s.theta);
+  if (s.periodic) {
+    if (!(s.box_mpc_h > 0)) fail("short-range walk: box size {} Mpc/h must be > 0", s.box_mpc_h);
+    if (!(s.r_cut > 0)) fail("short-range walk: r_cut = {} Mpc/h must be > 0", s.r_cut);
+    if (!(s.r_cut < 0.5 * s.box_mpc_h))
+      fail("short-range walk: r_cut = {} Mpc/h must be < BoxSize/2 = {} Mpc/h (reduce "
+           "[gravity] r_cut_over_rs or rs_over_cell, or use a finer PM mesh)",
+           s.r_cut, 0.5 * s.box_mpc_h);
+  }
+  if (!(s.theta >= 0 && s.theta <= 1)) fail("tree walk: theta = {} must be in [0, 1]", s.theta);
   if (s.top_levels < 0 || s.top_levels > 30) fail("short-range walk: top_levels = {} outside [0, 30]", s.top_levels);
 }
 
@@ -62,6 +65,14 @@ void walk_nodes_of(const OrbTree& tree, int top_levels, std::vector<WalkNode>& o
 }
 
 WalkPairParams walk_pair_params(const WalkSettings& s) {
+  if (!s.periodic) {
+    // Vacuum: a period no pair comes near and an infinite cut (WalkPairParams), so the
+    // pair test's images are all 0 and unique, nothing is dropped, and M2L is decided by the
+    // opening angle alone. 2^1000: exact in double, and 0 * it is exactly 0.
+    const double no_period = 0x1p1000;
+    const double no_cut2 = std::numeric_limits<double>::infinity();
+    return WalkPairParams{no_period, 0.5 * no_period, 0.25 * no_period, no_cut2, s.theta * s.theta};
+  }
   return WalkPairParams{s.box_mpc_h, 0.5 * s.box_mpc_h, s.r_cut, s.r_cut * s.r_cut, s.theta * s.theta};
 }
 

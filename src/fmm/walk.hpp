@@ -1,5 +1,7 @@
 // The dual-tree walk of the short-range FMM: node pairs in their minimal periodic image ->
-// M2L tasks (target node, source node) and P2P tasks (target leaf, source leaf).
+// M2L tasks (target node, source node) and P2P tasks (target leaf, source leaf). With
+// vacuum boundaries (WalkSettings::periodic = false) the same walk has no images and no
+// cut: steps 1 and 3's extra images never happen, and step 2 is the opening angle alone.
 //
 // The pair test itself is fmm/walk_pair.hpp (shared with the device walk, gpu/walk_cuda).
 // For a (target T, source S) pair, per axis the source's bounding box is shifted by the
@@ -50,11 +52,15 @@ namespace orbis {
 struct WalkSettings {
   double box_mpc_h = 0;
   double r_cut = 0;    // Mpc/h, < box/2
-  double theta = 0.5;  // opening angle
+  double theta = 0.5;  // opening angle; 0: no M2L, every pair (within r_cut) goes to P2P
   // The walk's top depth d: nodes above it that are not leaves are only split, never
   // tested (fmm/walk_pair.hpp), so the walk starts from the pairs of depth-d nodes within
   // r_cut. 0: the plain walk from the root.
   int top_levels = 0;
+  // false: vacuum boundaries. No periodic images and no cut (box_mpc_h and r_cut are not
+  // read): every pair of nodes is tested by the opening angle alone, every task's image is
+  // 0, and what is not well separated goes down to P2P. With theta = 0, direct summation.
+  bool periodic = true;
 };
 
 class DualTreeWalk {
@@ -118,7 +124,8 @@ WalkPairParams walk_pair_params(const WalkSettings& settings);
 // above depth top_levels that are not leaves are flagged top.
 void walk_nodes_of(const OrbTree& tree, int top_levels, std::vector<WalkNode>& out);
 
-// Checks the walk's precondition (r_cut < box/2, theta in (0, 1], r_cut > 0) with a message.
+// Checks the walk's precondition (periodic: r_cut < box/2, r_cut > 0; theta in [0, 1]) with
+// a message.
 void check_walk_settings(const WalkSettings& settings);
 
 }  // namespace orbis

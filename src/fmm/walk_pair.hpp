@@ -50,6 +50,10 @@ ORBIS_HD bool is_top_node(std::int32_t depth, std::int32_t left, int top_levels)
   return left >= 0 && depth < top_levels;
 }
 
+// Periodic: the box, the cut and theta^2. Vacuum boundaries (walk_pair_params) use the same
+// test with a period no pair comes near (box = 2^1000, r_cut = box/4: every image 0 and
+// unique, raw + 0 * box = raw exactly) and r_cut2 = +inf (nothing dropped, every pair
+// inside the cut): what decides is the opening angle alone, on the CPU and the device.
 struct WalkPairParams {
   double box, half_box, r_cut, r_cut2, theta2;
 };

@@ -44,7 +44,8 @@ namespace {
 template <typename R, bool Coef>
 const void* kernel_for(int order) {
   switch (order) {
-    case -1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<-1, R, Coef>);
+    case kNoTruncation: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<kNoTruncation, R, Coef>);
+    case kExactTruncation: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<kExactTruncation, R, Coef>);
     case 0: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<0, R, Coef>);
     case 1: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<1, R, Coef>);
     case 2: return reinterpret_cast<const void*>(&gpu::p2p_groups_kernel<2, R, Coef>);
@@ -55,7 +56,7 @@ const void* kernel_for(int order) {
 }
 template <typename R>
 const void* kernel_for(int order, bool coef) {
-  // The exact path reads no table: one instantiation serves both forms.
+  // The exact path and the Newtonian kernel read no table: one instantiation serves both forms.
   if (order < 0) return kernel_for<R, false>(order);
   return coef ? kernel_for<R, true>(order) : kernel_for<R, false>(order);
 }
@@ -217,9 +218,10 @@ template <typename R>
 CudaP2PEvaluator::Impl::KernelPlan<R> CudaP2PEvaluator::Impl::plan_kernel(const P2PSettings& s) {
   KernelPlan<R> plan;
   // Shared memory for the table; beyond the default 48 KB it must be opted into.
-  const bool coef = coef_form && s.taylor_order >= 0;
-  plan.table_bytes = s.taylor_order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, s.taylor_order) : 0;
-  plan.kernel = kernel_for<R>(s.taylor_order, coef);
+  const int order = p2p_order_of(s);   // the Taylor order, or -1 / -2 (no table)
+  const bool coef = coef_form && order >= 0;
+  plan.table_bytes = order >= 0 ? gpu::table_smem_bytes<R>(s.table_size, coef, order) : 0;
+  plan.kernel = kernel_for<R>(order, coef);
   cudaFuncAttributes attr{};
   ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, plan.kernel));
   if (attr.sharedSizeBytes + plan.table_bytes > smem_optin)
@@ -232,7 +234,7 @@ CudaP2PEvaluator::Impl::KernelPlan<R> CudaP2PEvaluator::Impl::plan_kernel(const 
   ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&plan.per_sm, plan.kernel, gpu::kBlock,
                                                                  plan.table_bytes));
   if (plan.per_sm < 1) fail("P2P: the kernel cannot run on {} (no resident block fits)", name);
-  plan.k = make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0);
+  plan.k = pair_constants_of<R>(s);
   ensure_table<R>(s.table_size);
   return plan;
 }
@@ -264,7 +266,7 @@ void CudaP2PEvaluator::Impl::launch_groups(const KernelPlan<R>& plan, const P2PS
   } else {
     a.table = table_d.data(); a.coef = coef_d.data(); a.coef4 = coef4_d.data();
   }
-  a.table_size = s.taylor_order >= 0 ? s.table_size : 0;   // the exact path stages no table
+  a.table_size = p2p_order_of(s) >= 0 ? s.table_size : 0;   // the exact path (and T = 1) stage no table
   a.k = plan.k;
   a.box = s.box_mpc_h;
   a.acc = acc.data();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "fmm/p2p_prepare.hpp"
 #include "fmm/truncation.hpp"
 #include "gpu/cuda_check.cuh"
 
@@ -14,7 +15,8 @@ namespace {
 template <typename R, bool Coef>
 const void* kernel_for(int order) {
   switch (order) {
-    case -1: return reinterpret_cast<const void*>(&p2p_groups_kernel<-1, R, Coef>);
+    case kNoTruncation: return reinterpret_cast<const void*>(&p2p_groups_kernel<kNoTruncation, R, Coef>);
+    case kExactTruncation: return reinterpret_cast<const void*>(&p2p_groups_kernel<kExactTruncation, R, Coef>);
     case 0: return reinterpret_cast<const void*>(&p2p_groups_kernel<0, R, Coef>);
     case 1: return reinterpret_cast<const void*>(&p2p_groups_kernel<1, R, Coef>);
     case 2: return reinterpret_cast<const void*>(&p2p_groups_kernel<2, R, Coef>);
@@ -88,8 +90,9 @@ P2PKernelRunner::P2PKernelRunner(int device) {
 }
 
 void P2PKernelRunner::prepare(const P2PSettings& s) {
-  if (s.taylor_order < -1 || s.taylor_order > 4) fail("P2P: taylor_order = {} is not in -1..4", s.taylor_order);
-  if (s.taylor_order >= 0 && s.table_size < 2) fail("P2P: a T(x) table needs >= 2 nodes, not {}", s.table_size);
+  if (s.kernel == KernelKind::truncated && (s.taylor_order < -1 || s.taylor_order > 4))
+    fail("P2P: taylor_order = {} is not in -1..4", s.taylor_order);
+  if (p2p_order_of(s) >= 0 && s.table_size < 2) fail("P2P: a T(x) table needs >= 2 nodes, not {}", s.table_size);
   settings_ = s;
   if (s.double_precision) prepare_as<double>();
   else prepare_as<float>();
@@ -100,9 +103,10 @@ template <typename R>
 void P2PKernelRunner::prepare_as() {
   using R4 = typename Vec4Of<R>::type;
   const P2PSettings& s = settings_;
-  const bool coef = s.taylor_order >= 0;   // the coefficient form (fewer instructions per pair)
-  table_bytes_ = coef ? table_smem_bytes<R>(s.table_size, true, s.taylor_order) : 0;
-  kernel_ = coef ? kernel_for<R, true>(s.taylor_order) : kernel_for<R, false>(s.taylor_order);
+  const int order = p2p_order_of(s);   // the Taylor order, or -1 / -2 (no table)
+  const bool coef = order >= 0;        // the coefficient form (fewer instructions per pair)
+  table_bytes_ = coef ? table_smem_bytes<R>(s.table_size, true, order) : 0;
+  kernel_ = coef ? kernel_for<R, true>(order) : kernel_for<R, false>(order);
   cudaFuncAttributes attr{};
   ORBIS_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel_));
   if (attr.sharedSizeBytes + table_bytes_ > smem_optin_)
@@ -114,8 +118,7 @@ void P2PKernelRunner::prepare_as() {
                                           static_cast<int>(table_bytes_)));
   ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, kernel_, kBlock, table_bytes_));
   if (per_sm_ < 1) fail("P2P: the kernel cannot run on this GPU (no resident block fits)");
-  const P2PPairConstants<R> k =
-      make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0);
+  const P2PPairConstants<R> k = pair_constants_of<R>(s);
   static_assert(sizeof(k) <= sizeof(constants_), "pair constants fit");
   std::memcpy(constants_, &k, sizeof(k));
   length_scale_ = k.length_scale;
@@ -165,7 +168,7 @@ void P2PKernelRunner::launch_as(const P2PLaunch& in, cudaStream_t stream) const 
   a.table = nullptr;
   a.coef = reinterpret_cast<const typename Vec4Of<R>::type*>(coef_.data());
   a.coef4 = reinterpret_cast<const R*>(coef4_.data());
-  a.table_size = settings_.taylor_order >= 0 ? settings_.table_size : 0;   // the exact path stages no table
+  a.table_size = p2p_order_of(settings_) >= 0 ? settings_.table_size : 0;   // the exact path (and T = 1) stage no table
   std::memcpy(&a.k, constants_, sizeof(a.k));
   a.box = settings_.box_mpc_h;
   a.acc = in.acc;

@@ -8,6 +8,7 @@
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "core/gravity_mode.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "fmm/short_range.hpp"
@@ -47,6 +48,11 @@ std::string ranks_without_gpu(int device, const Comm& comm) {
 }  // namespace
 
 std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
+  // Isolated systems have their force solver (ShortRangeSettings::boundary) but no run yet:
+  // refused here, before any work, rather than run as a periodic box.
+  if (!gravity_mode(params).periodic())
+    fail("{} = \"vacuum\": `orbis run` does not integrate isolated systems yet (only their forces are "
+         "implemented); use boundary = \"periodic\"", params.describe("gravity.boundary"));
   const std::string backend = params.get_string("gpu.backend");
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
   if (params.get_string("gravity.solver") != "pm") {

@@ -19,6 +19,7 @@ P2PStats ReferenceP2P::evaluate(const P2PSettings& s, const P2PInput& input, std
   acc.assign(pos.size(), Vec3d{0, 0, 0});
   const double r_cut2 = s.r_cut * s.r_cut, eps2 = s.softening * s.softening;
   const double inv_2rs = 0.5 / s.r_s;
+  const bool newtonian = s.kernel == KernelKind::newtonian;   // T = 1; r_cut beyond the system
 
   // Group starts: the list is grouped by target leaf (a requirement of the interface).
   std::vector<std::size_t> starts;
@@ -45,7 +46,8 @@ P2PStats ReferenceP2P::evaluate(const P2PSettings& s, const P2PInput& input, std
           const double r2 = norm2(d);
           if (r2 == 0 || r2 >= r_cut2) continue;
           const double soft = std::sqrt(r2 + eps2);   // Plummer on the whole kernel, as p2p_kernel.hpp
-          a += d * (truncation_exact(soft * inv_2rs) / (soft * soft * soft));
+          const double t = newtonian ? 1.0 : truncation_exact(soft * inv_2rs);
+          a += d * (t / (soft * soft * soft));
         }
       }
       acc[i] = a * s.g_mass;

@@ -4,7 +4,8 @@
 // backends; those are compared against it in their own tests.
 //   g_i = g_mass sum_j (x_j + image L - x_i) T(s/2r_s) / s^3,  s^2 = r^2 + eps^2,  0 < r < r_cut,
 // T(x) = erfc(x) + (2x/sqrt(pi)) e^(-x^2), eps the Plummer softening length (on the whole
-// truncated kernel, the form of fmm/p2p_kernel.hpp).
+// truncated kernel, the form of fmm/p2p_kernel.hpp); T = 1 for the Newtonian kernel
+// (P2PSettings::kernel, vacuum boundaries).
 #pragma once
 #include <string>
 #include <vector>

@@ -1,4 +1,5 @@
-// Derivative tensors of psi(r) = erfc(r/2r_s)/r against independent references:
+// Derivative tensors of psi(r) = erfc(r/2r_s)/r (and of the Newtonian 1/r, the vacuum
+// kernel, against the same references) against independent references:
 //  - the radial prefactors g_m against the closed form of Wang (2021) (f_(n)), long double;
 //  - every tensor D_n, |n| <= 8, against Taylor-mode automatic differentiation in long
 //    double of psi(|R + t u|) along random directions u (d^n/dt^n psi = n! sum_{|m|=n}
@@ -44,8 +45,9 @@ Series mul(const Series& a, const Series& b) {
   return c;
 }
 
-// Taylor coefficients h_n of t -> erfc(|R + t u|/2r_s)/|R + t u|, n = 0..order.
-Series psi_series(const ld R[3], const ld u[3], ld r_s, int order) {
+// Taylor coefficients h_n of t -> erfc(|R + t u|/2r_s)/|R + t u|, n = 0..order, or of
+// t -> 1/|R + t u| (newtonian).
+Series psi_series(const ld R[3], const ld u[3], ld r_s, int order, bool newtonian = false) {
   const std::size_t N = static_cast<std::size_t>(order) + 1;
   Series f(N, 0), s(N, 0), inv(N, 0), z(N, 0), w(N, 0), E(N, 0);
   f[0] = R[0] * R[0] + R[1] * R[1] + R[2] * R[2];
@@ -63,6 +65,7 @@ Series psi_series(const ld R[3], const ld u[3], ld r_s, int order) {
     for (std::size_t k = 1; k <= n; ++k) acc += s[k] * inv[n - k];
     inv[n] = -acc / s[0];
   }
+  if (newtonian) return inv;
   const ld a = 1 / (2 * r_s);
   for (std::size_t n = 0; n < N; ++n) z[n] = a * s[n];
   Series q = mul(z, z);      // w = exp(-z^2)
@@ -98,19 +101,34 @@ TEST_CASE("truncated kernel: radial prefactors g_m match Wang (2021) f_(n)") {
   }
 }
 
-TEST_CASE("truncated kernel: D tensors to order 8 match Taylor-mode AD in long double") {
+TEST_CASE("Newtonian kernel: radial prefactors g_m = (-1)^m (2m-1)!! / r^(2m+1)") {
+  double g[9];
+  for (double r : {1e-3, 0.02, 0.7, 1.0, 3.0, 40.0, 1e4}) {
+    newtonian_radial_derivatives(r, 8, g);
+    for (int m = 0; m <= 8; ++m) {
+      const ld ref = ((m % 2) ? -1 : 1) * double_factorial(2 * m - 1) / std::pow(static_cast<ld>(r), 2 * m + 1);
+      INFO("r = " << r << ", m = " << m);
+      CHECK(std::fabs(static_cast<ld>(g[m]) - ref) <= 1e-14L * std::fabs(ref));
+    }
+  }
+}
+
+namespace {
+// Every tensor D_n to order 8 of the kernel at a few distances (in units of `length`)
+// against Taylor-mode AD along random directions; returns how many (point, direction,
+// order) were compared.
+int check_tensors_against_ad(KernelKind kind, double r_s, double length) {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> uni(-1, 1);
-  const double r_s = 0.35;
   const int order = 8;
-  KernelDerivatives kd(order, r_s);
+  KernelDerivatives kd(order, r_s, kind);
   const MultiIndexSet& set = kd.set();
   std::vector<double> D(static_cast<std::size_t>(set.size()));
   int checked = 0;
-  for (double dist : {0.05, 0.4, 1.1, 2.0, 3.5}) {   // r / r_s from 0.14 to 10
+  for (double dist : {0.05, 0.4, 1.1, 2.0, 3.5}) {   // truncated: r / r_s from 0.14 to 10
     for (int trial = 0; trial < 3; ++trial) {
       Vec3d R{uni(rng), uni(rng), uni(rng)};
-      R = R * (dist / norm(R));
+      R = R * (dist * length / norm(R));
       kd.evaluate(R, D.data());
       const ld RL[3] = {R.x, R.y, R.z};
       // 3 x the number of order-8 components (45) of random directions per point.
@@ -118,7 +136,7 @@ TEST_CASE("truncated kernel: D tensors to order 8 match Taylor-mode AD in long d
         Vec3d u{uni(rng), uni(rng), uni(rng)};
         u = u * (1.0 / norm(u));
         const ld uL[3] = {u.x, u.y, u.z};
-        const Series h = psi_series(RL, uL, r_s, order);
+        const Series h = psi_series(RL, uL, r_s, order, kind == KernelKind::newtonian);
         for (int n = 0; n <= order; ++n) {
           ld sum = 0, scale = 0;
           for (int i = 0; i < set.size(); ++i) {
@@ -138,7 +156,18 @@ TEST_CASE("truncated kernel: D tensors to order 8 match Taylor-mode AD in long d
       }
     }
   }
-  CHECK(checked == 5 * 3 * 135 * 9);
+  return checked;
+}
+}  // namespace
+
+TEST_CASE("truncated kernel: D tensors to order 8 match Taylor-mode AD in long double") {
+  CHECK(check_tensors_against_ad(KernelKind::truncated, 0.35, 1.0) == 5 * 3 * 135 * 9);
+}
+
+TEST_CASE("Newtonian kernel: D tensors to order 8 match Taylor-mode AD in long double") {
+  // Scale-free: distances from 0.05 to 3.5 in units of 1 and of 1e3.
+  CHECK(check_tensors_against_ad(KernelKind::newtonian, 0.0, 1.0) == 5 * 3 * 135 * 9);
+  CHECK(check_tensors_against_ad(KernelKind::newtonian, 0.0, 1e3) == 5 * 3 * 135 * 9);
 }
 
 TEST_CASE("truncated kernel: D_(n+e) is the derivative of D_n (finite differences)") {

@@ -1,6 +1,7 @@
 // M2L -> L2L -> L2P between two particle clusters against the direct sum of the truncated
-// pair force (no cut-off: the operators approximate the full psi = erfc(r/2r_s)/r), and
-// the exact antisymmetry of the mutual interaction (momentum conservation).
+// pair force (no cut-off: the operators approximate the full psi = erfc(r/2r_s)/r) and of
+// the Newtonian 1/r^2 (vacuum boundaries), and the exact antisymmetry of the mutual
+// interaction (momentum conservation).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -28,14 +29,17 @@ std::vector<Vec3d> ball(std::size_t n, const Vec3d& c, double radius, std::uint6
 
 double truncation(double x) { return std::erfc(x) + 2 * x / std::sqrt(M_PI) * std::exp(-x * x); }
 
-// grad phi at each target: sum_j (x_j - x_i) T(r/2r_s) / r^3 (unit masses).
-std::vector<Vec3d> direct(const std::vector<Vec3d>& targets, const std::vector<Vec3d>& sources, double r_s) {
+// grad phi at each target: sum_j (x_j - x_i) T(r/2r_s) / r^3 (unit masses); T = 1 for the
+// Newtonian kernel.
+std::vector<Vec3d> direct(const std::vector<Vec3d>& targets, const std::vector<Vec3d>& sources, double r_s,
+                          KernelKind kind = KernelKind::truncated) {
   std::vector<Vec3d> out(targets.size());
   for (std::size_t i = 0; i < targets.size(); ++i)
     for (const Vec3d& xj : sources) {
       const Vec3d d = xj - targets[i];
       const double r = norm(d);
-      out[i] += d * (truncation(r / (2 * r_s)) / (r * r * r));
+      const double t = kind == KernelKind::newtonian ? 1.0 : truncation(r / (2 * r_s));
+      out[i] += d * (t / (r * r * r));
     }
   return out;
 }
@@ -43,13 +47,13 @@ std::vector<Vec3d> direct(const std::vector<Vec3d>& targets, const std::vector<V
 // The field of `sources` at `targets` via one root multipole, M2L at a centre displaced by
 // `offset` from the target root's centre, L2L back to that centre, then L2P.
 std::vector<Vec3d> via_expansion(const std::vector<Vec3d>& targets, const std::vector<Vec3d>& sources,
-                                 int p, double r_s, const Vec3d& offset) {
+                                 int p, double r_s, const Vec3d& offset, KernelKind kind = KernelKind::truncated) {
   OrbTree ts, ss;
   ts.build(targets, static_cast<int>(targets.size()));
   ss.build(sources, static_cast<int>(sources.size()));
   Multipoles ms;
   ms.compute(ss, p);
-  FmmOperators ops(p, r_s);
+  FmmOperators ops(p, r_s, kind);
   FmmOperators::Scratch scratch(ops);
   const Vec3d zt = ts.nodes()[0].centre, zs = ss.nodes()[0].centre;
   std::vector<double> la(static_cast<std::size_t>(ops.local_size()), 0.0), lb = la;
@@ -71,7 +75,8 @@ double max_rel_error(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref)
 
 }  // namespace
 
-TEST_CASE("M2L/L2L/L2P converge to the direct truncated sum as p grows and theta falls") {
+namespace {
+void check_convergence(KernelKind kind) {
   const double r_s = 1.0;
   const double a = 0.6, b = 0.4;   // cluster radii
   MESSAGE("max relative force error of the expansion (rows theta, columns p = 1..6)");
@@ -81,11 +86,12 @@ TEST_CASE("M2L/L2L/L2P converge to the direct truncated sum as p grows and theta
     const Vec3d zt = zs + Vec3d{0.48, -0.6, 0.64} * (sep / 1.0);
     const auto sources = ball(80, zs, a, 1);
     const auto targets = ball(40, zt, b, 2);
-    const auto ref = direct(targets, sources, r_s);
+    const auto ref = direct(targets, sources, r_s, kind);
     std::string row = "theta " + std::to_string(theta) + ":";
     double previous = 1;
     for (int p = 1; p <= 6; ++p) {
-      const double err = max_rel_error(via_expansion(targets, sources, p, r_s, Vec3d{0.05, -0.03, 0.02}), ref);
+      const double err =
+          max_rel_error(via_expansion(targets, sources, p, r_s, Vec3d{0.05, -0.03, 0.02}, kind), ref);
       row += " " + std::to_string(err);
       // Each order must gain on the last (allowing odd/even plateaus of a factor 1.5).
       CHECK(err < 1.5 * previous);
@@ -96,19 +102,29 @@ TEST_CASE("M2L/L2L/L2P converge to the direct truncated sum as p grows and theta
     MESSAGE(row);
   }
 }
+}  // namespace
+
+TEST_CASE("M2L/L2L/L2P converge to the direct truncated sum as p grows and theta falls") {
+  check_convergence(KernelKind::truncated);
+}
+
+TEST_CASE("M2L/L2L/L2P converge to the direct Newtonian sum as p grows and theta falls (vacuum)") {
+  check_convergence(KernelKind::newtonian);
+}
 
 TEST_CASE("M2L applied both ways gives exactly opposite total forces") {
   const double r_s = 0.8;
   const auto A = ball(60, Vec3d{0, 0, 0}, 0.5, 3);
   const auto B = ball(70, Vec3d{1.9, 0.4, -0.6}, 0.7, 4);
-  for (int p = 1; p <= 6; ++p) {
-    const auto on_b = via_expansion(B, A, p, r_s, Vec3d{0, 0, 0});
-    const auto on_a = via_expansion(A, B, p, r_s, Vec3d{0, 0, 0});
-    Vec3d total{0, 0, 0};
-    double sum_abs = 0;
-    for (const auto& g : on_b) total += g, sum_abs += norm(g);
-    for (const auto& g : on_a) total += g, sum_abs += norm(g);
-    INFO("p = " << p);
-    CHECK(norm(total) < 1e-13 * sum_abs);
-  }
+  for (KernelKind kind : {KernelKind::truncated, KernelKind::newtonian})
+    for (int p = 1; p <= 6; ++p) {
+      const auto on_b = via_expansion(B, A, p, r_s, Vec3d{0, 0, 0}, kind);
+      const auto on_a = via_expansion(A, B, p, r_s, Vec3d{0, 0, 0}, kind);
+      Vec3d total{0, 0, 0};
+      double sum_abs = 0;
+      for (const auto& g : on_b) total += g, sum_abs += norm(g);
+      for (const auto& g : on_a) total += g, sum_abs += norm(g);
+      INFO("p = " << p << (kind == KernelKind::newtonian ? ", Newtonian" : ", truncated"));
+      CHECK(norm(total) < 1e-13 * sum_abs);
+    }
 }

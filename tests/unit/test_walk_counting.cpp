@@ -260,3 +260,75 @@ TEST_CASE("walk: r_cut must be below BoxSize/2") {
   CHECK_THROWS_AS(walk.run(tree, WalkSettings{1.0, 0.5, 0.5}, lists), Error);
   CHECK_THROWS_AS(walk.run(tree, WalkSettings{1.0, 0.7, 0.5}, lists), Error);
 }
+
+namespace {
+// Vacuum boundaries: every ordered pair (i, j), i != j, covered exactly once by P2P or by an
+// M2L between ancestors, with image 0 everywhere and every M2L pair well separated by the
+// opening angle alone (r_T + r_S < theta |z_T - z_S|). Returns the M2L task count.
+std::size_t run_vacuum_case(const std::vector<Vec3d>& positions, double theta, int max_leaf, int top_levels) {
+  OrbTree tree;
+  tree.build(positions, max_leaf, 1.0, OrbTree::kParallelMin, top_levels);
+  WalkSettings ws{0.0, 0.0, theta, top_levels};   // box and r_cut are not read
+  ws.periodic = false;
+  DualTreeWalk walk;
+  TaskLists lists;
+  walk.run(tree, ws, lists);
+  const std::size_t n = positions.size();
+  std::vector<unsigned char> hits(n * n, 0);
+  long images = 0, unseparated = 0, p2p_pairs = 0;
+  for (const auto& task : lists.p2p) {
+    images += task.image[0] != 0 || task.image[1] != 0 || task.image[2] != 0;
+    const Leaf& t = tree.leaves()[task.target];
+    const Leaf& s = tree.leaves()[task.source];
+    p2p_pairs += static_cast<long>(t.count) * s.count;
+    for (std::uint32_t i = t.first; i < t.first + t.count; ++i)
+      for (std::uint32_t j = s.first; j < s.first + s.count; ++j) ++hits[i * n + j];
+  }
+  for (const auto& task : lists.m2l) {
+    images += task.image[0] != 0 || task.image[1] != 0 || task.image[2] != 0;
+    const TreeNode& t = tree.nodes()[task.target];
+    const TreeNode& s = tree.nodes()[task.source];
+    unseparated += !(t.radius + s.radius < theta * norm(t.centre - s.centre));
+    for (std::uint32_t i = t.first; i < t.first + t.count; ++i)
+      for (std::uint32_t j = s.first; j < s.first + s.count; ++j) ++hits[i * n + j];
+  }
+  long once = 0, wrong = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (i != j) (hits[i * n + j] == 1 ? once : wrong) += 1;
+  MESSAGE("vacuum, N = " << n << ", theta = " << theta << ", top_levels " << top_levels << ": P2P tasks "
+                         << lists.p2p.size() << " (" << p2p_pairs << " pairs), M2L tasks " << lists.m2l.size());
+  CHECK(once == static_cast<long>(n * (n - 1)));
+  CHECK(wrong == 0);
+  CHECK(images == 0);
+  CHECK(unseparated == 0);
+  if (theta == 0) {   // direct summation: every pair in P2P, the particles with themselves too
+    CHECK(lists.m2l.empty());
+    CHECK(p2p_pairs == static_cast<long>(n * n));
+  }
+  // The same lists for any thread count.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  TaskLists serial;
+  DualTreeWalk walk1;
+  walk1.run(tree, ws, serial);
+  omp_set_num_threads(threads);
+  REQUIRE(serial.p2p.size() == lists.p2p.size());
+  REQUIRE(serial.m2l.size() == lists.m2l.size());
+  CHECK(std::memcmp(serial.p2p.data(), lists.p2p.data(), lists.p2p.size() * sizeof(InteractionTask)) == 0);
+  CHECK(std::memcmp(serial.m2l.data(), lists.m2l.data(), lists.m2l.size() * sizeof(InteractionTask)) == 0);
+  return lists.m2l.size();
+}
+}  // namespace
+
+TEST_CASE("walk, vacuum boundaries: every pair covered once, by the opening angle alone; theta = 0 is direct") {
+  // A clustered set moved off the unit box into negative coordinates: nothing wraps.
+  std::vector<Vec3d> pos = test::clustered_particles(12, 1.0, 5);
+  for (Vec3d& x : pos) x += Vec3d{-3.0, 0.25, -0.5};
+  CHECK(run_vacuum_case(pos, 0.5, 8, 0) > 0);
+  CHECK(run_vacuum_case(pos, 0.8, 4, 3) > 0);
+  run_vacuum_case(pos, 0.0, 16, 0);
+  WalkSettings bad{0.0, 0.0, 1.5, 0};
+  bad.periodic = false;
+  CHECK_THROWS_AS(check_walk_settings(bad), Error);
+}

@@ -1,0 +1,155 @@
+// Benchmark of the vacuum-boundary tree gravity (ShortRangeSolver with Boundary::vacuum:
+// ORB tree, multipoles, the walk by the opening angle alone, Newtonian M2L/L2L/L2P and P2P)
+// on isolated systems in N-body units (tests/support/vacuum_scenes.hpp), with its force
+// error against the exact direct sum on a subsample. Per N and theta: the median of --reps
+// timed evaluations after a warm-up, the phases, interactions per particle, and the
+// median / 99th percentile / max relative error of the sampled particles' forces.
+//
+//   bench_vacuum [--p2p=cpu|cuda] [--scene=plummer|hernquist] [--theta=T[,T...]]
+//                [--order=P] [--max-leaf=L] [--softening=EPS] [--double] [--tree-on-host]
+//                [--reps=R] [--sample=S] [N ...]
+//
+// Defaults: cpu, plummer, theta 0.5, p = 4, max_leaf 32, softening 0 (the reference is
+// unsoftened then), float P2P, 3 reps, 1000 sampled particles, N = 100000 300000 1000000.
+// --p2p=cuda (a CUDA build on a machine with a GPU): P2P on the GPU, with the tree and the
+// walk on the device too unless --tree-on-host. --theta=0: direct summation (all N^2 pairs
+// in P2P: small N only).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/timer.hpp"
+#include "fmm/p2p_cpu.hpp"
+#include "fmm/short_range.hpp"
+#include "support/vacuum_scenes.hpp"
+#if defined(ORBIS_HAVE_CUDA)
+#include "fmm/p2p_cuda_factory.hpp"
+#include "gpu/p2p_cuda.hpp"
+#endif
+
+using namespace orbis;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<double> parse_list(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream list(text);
+  for (std::string t; std::getline(list, t, ',');) out.push_back(std::stod(t));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string mode = "cpu", scene_name = "plummer";
+  std::vector<double> thetas{0.5};
+  std::vector<std::size_t> sizes;
+  int order = 4, max_leaf = 32, reps = 3;
+  std::size_t n_sample = 1000;
+  double softening = 0;
+  bool dbl = false, tree_on_host = false;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    auto value = [&](const char* key) { return arg.substr(std::string(key).size()); };
+    if (arg.rfind("--p2p=", 0) == 0) mode = value("--p2p=");
+    else if (arg.rfind("--scene=", 0) == 0) scene_name = value("--scene=");
+    else if (arg.rfind("--theta=", 0) == 0) thetas = parse_list(value("--theta="));
+    else if (arg.rfind("--order=", 0) == 0) order = std::stoi(value("--order="));
+    else if (arg.rfind("--max-leaf=", 0) == 0) max_leaf = std::stoi(value("--max-leaf="));
+    else if (arg.rfind("--softening=", 0) == 0) softening = std::stod(value("--softening="));
+    else if (arg.rfind("--reps=", 0) == 0) reps = std::max(1, std::stoi(value("--reps=")));
+    else if (arg.rfind("--sample=", 0) == 0) n_sample = std::stoul(value("--sample="));
+    else if (arg == "--double") dbl = true;
+    else if (arg == "--tree-on-host") tree_on_host = true;
+    else if (!arg.empty() && arg[0] != '-') sizes.push_back(static_cast<std::size_t>(std::stod(arg)));
+    else {
+      std::fprintf(stderr, "bench_vacuum: unknown argument '%s' (see the top of bench_vacuum.cpp)\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (sizes.empty()) sizes = {100000, 300000, 1000000};
+  if (scene_name != "plummer" && scene_name != "hernquist") {
+    std::fprintf(stderr, "bench_vacuum: --scene is plummer or hernquist\n");
+    return 2;
+  }
+
+  std::unique_ptr<P2PEvaluator> p2p;
+  if (mode == "cpu") {
+    p2p = std::make_unique<CpuP2PEvaluator>();
+  } else if (mode == "cuda") {
+#if defined(ORBIS_HAVE_CUDA)
+    std::string why;
+    if (!cuda_device_usable(0, &why)) {
+      std::fprintf(stderr, "bench_vacuum: --p2p=cuda, but %s\n", why.c_str());
+      return 1;
+    }
+    p2p = std::make_unique<CudaP2PEvaluator>(0);
+#else
+    std::fprintf(stderr, "bench_vacuum: --p2p=cuda needs a CUDA build\n");
+    return 1;
+#endif
+  } else {
+    std::fprintf(stderr, "bench_vacuum: --p2p is cpu or cuda\n");
+    return 2;
+  }
+
+  std::printf("# vacuum tree gravity: %s, p = %d, max_leaf %d, softening %g, %s P2P on %s%s\n", scene_name.c_str(),
+              order, max_leaf, softening, dbl ? "double" : "float", mode.c_str(),
+              mode == "cuda" && !tree_on_host ? " (tree and walk on the device)" : "");
+  std::printf("# %8s %5s | %7s %7s %7s %7s %7s %8s | %8s %7s | %9s %9s %9s | %s\n", "N", "theta", "tree", "mpole",
+              "walk", "M2L", "P2P", "total", "P2P/part", "M2L/pt", "median", "99%", "max", "where");
+  for (const std::size_t n : sizes) {
+    Stopwatch setup;
+    const test::VacuumScene scene =
+        scene_name == "plummer" ? test::plummer_scene(n, 1) : test::hernquist_pair_scene(n, 1);
+    std::vector<std::size_t> sample;
+    const std::size_t stride = std::max<std::size_t>(1, n / std::max<std::size_t>(1, n_sample));
+    for (std::size_t i = 0; i < n; i += stride) sample.push_back(i);
+    const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, softening);
+    std::printf("# N = %zu: scene and exact forces of %zu particles in %.1f s\n", n, sample.size(), setup.seconds());
+    for (const double theta : thetas) {
+      ShortRangeSettings s;
+      s.boundary = Boundary::vacuum;
+      s.theta = theta;
+      s.multipole_order = order;
+      s.max_leaf = max_leaf;
+      s.softening = softening;
+      s.g_mass = scene.particle_mass;
+      s.p2p_double = dbl;
+      s.tree_on_device = !tree_on_host;
+      ShortRangeSolver solver(s);
+      std::vector<Vec3d> acc;
+      solver.compute(scene.pos, *p2p, acc);   // warm-up
+      std::vector<double> tree, mpole, walk, m2l, p2p_time, total;
+      ShortRangeStats st;
+      for (int r = 0; r < reps; ++r) {
+        st = solver.compute(scene.pos, *p2p, acc);
+        tree.push_back(st.tree_seconds);
+        mpole.push_back(st.multipole_seconds);
+        walk.push_back(st.walk_seconds);
+        m2l.push_back(st.m2l_seconds);
+        p2p_time.push_back(st.p2p_seconds);
+        total.push_back(st.total_seconds);
+      }
+      std::vector<double> e;
+      for (std::size_t q = 0; q < sample.size(); ++q) e.push_back(norm(acc[sample[q]] - exact[q]) / norm(exact[q]));
+      std::sort(e.begin(), e.end());
+      const double dn = static_cast<double>(n);
+      std::printf("  %8zu %5.2f | %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f | %8.0f %7.1f | %9.2e %9.2e %9.2e | %s\n", n,
+                  theta, median(tree), median(mpole), median(walk), median(m2l), median(p2p_time), median(total),
+                  st.p2p_interactions / dn, st.m2l_interactions / dn, e[e.size() / 2],
+                  e[static_cast<std::size_t>(0.99 * static_cast<double>(e.size() - 1))], e.back(),
+                  st.p2p_where.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
