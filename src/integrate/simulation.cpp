@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +14,6 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "integrate/checkpoint.hpp"
-#include "integrate/cost_model.hpp"
 #include "integrate/energy.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/run_memory.hpp"
@@ -180,32 +178,8 @@ RunSummary Simulation::run() {
   return summary;
 }
 
-// The forecast of how the time bins deepen (integrate/cost_model.hpp). A run from an IC file
-// or a checkpoint takes the P(k) of [ic]; where that cannot be had (a power file that is
-// gone), the ETA falls back on the measured trend rather than stopping a run that needs no P(k).
-void Simulation::make_forecast(const LinearPower* ic_power) {
-  std::optional<LinearPower> own;
-  if (!ic_power) {
-    try {
-      own = LinearPower::from_params(params_);
-    } catch (const Error& e) {
-      log::info("ETA: the measured trend of the step costs (no forecast without the linear P(k): {})", e.what());
-      return;
-    }
-  }
-  const double side = static_cast<double>(params_.get_int("box.particles_per_side"));
-  ClusteringInputs inputs = ClusteringInputs::from_power(ic_power ? *ic_power : *own, cosmology_.params().omega_m,
-                                                         params_.get_real("box.size_mpc_h"), side, limits_.softening,
-                                                         limits_.eta, limits_.max_dln_a);
-  // An engine that computes whole leaves prices an active particle at a leaf of this rank's tree.
-  if (engine_->computes_whole_leaves())
-    inputs.work_particles = leaf_particles(side * side * side / comm_.size(),
-                                           static_cast<int>(params_.get_int("gravity.max_leaf")));
-  forecast_ = ClusteringForecast(inputs, cosmology_, std::log(schedule_.a_begin), std::log(schedule_.a_end));
-  log::info("{}", inputs.describe());
-}
-
-// What every run does first: the output folder, the parameters in force, the engine.
+// What every run does first: the output folder, the parameters in force, the engine, the
+// ETA's forecast (n_particles_ set).
 void Simulation::start(const std::string& how) {
   run_collectively(comm_, [&] {
     if (!comm_.is_root()) return;
@@ -216,7 +190,10 @@ void Simulation::start(const std::string& how) {
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
-  if (hierarchical_) make_forecast(ic_power_);
+  forecast_ = RunForecast(schedule_, n_particles_, OutputGuess::for_run(params_, n_particles_, comm_.size()),
+                          energy_->every());
+  if (hierarchical_)
+    forecast_.expect_clustering(clustering_forecast(params_, cosmology_, schedule_, *engine_, comm_.size(), ic_power_));
   if (energy_->enabled())
     log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
               "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
@@ -227,9 +204,9 @@ void Simulation::start(const std::string& how) {
 
 RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
-  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
   particle_mass_ = particles.mass;
+  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
@@ -258,11 +235,12 @@ RunSummary Simulation::resume() {
       checkpoint.ranks == 1 ? fmt::format("'{}'", checkpoint.path)
                             : fmt::format("the {} files of step {} ('{}', ...)", checkpoint.ranks, checkpoint.state.steps,
                                           checkpoint_path(out_dir_, checkpoint.state.steps, 0, checkpoint.ranks));
+  n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
+  particle_mass_ = checkpoint.particles.mass;
   start(fmt::format("restart from {}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", from,
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
-  n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
-  particle_mass_ = checkpoint.particles.mass;
+  forecast_.restore(std::move(checkpoint.costs));
   // The domains before the particles: each rank holds what it held when the checkpoint was
   // written, in the same order, and the first force computation moves none of them.
   // On another rank count, no domains: the first force computation builds them afresh.
@@ -324,8 +302,8 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
     waiting = false;
     outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
     Stopwatch write_watch;
-    const std::string path =
-        write_checkpoint(out_dir_, engine_->particles(), state_, params_, engine_->domain_state(), comm_);
+    const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, forecast_.costs(), params_,
+                                              engine_->domain_state(), comm_);
     const std::string what =
         comm_.size() == 1 ? fmt::format("'{}'", path)
                           : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
@@ -367,10 +345,11 @@ void Simulation::begin_pm_step() {
   const double dln = hierarchical_ ? pm_step_dln_a(limits_, cosmology_, a, engine_->rms_momentum())
                                    : allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
   stepper_->begin_pm_step(state_, next_scale_factor(a, schedule_.next_after(a), dln));
-  state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0};
+  forecast_.pm_step_begun(a, state_.pm_a_end);
 }
 
-// One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
+// One sync point: the step (BlockStepper), the outputs due at its PM step's end, the log line,
+// and at a PM step's end the energy check. (Checkpoints: advance(), between PM steps.)
 void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   outputs_.poll(summary.outputs);   // an output's error stops the run here
   Stopwatch step_watch;
@@ -378,77 +357,33 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   ForceStats stats;
   const double a_old = state_.a;
   const SyncPoint sync = stepper_->sync_step(state_, stats);
-  const double a = state_.a;
   const double step_seconds = step_watch.seconds();
   state_.seconds += step_seconds;
-  state_.pm_cost.seconds += step_seconds;
-  state_.pm_cost.syncs += 1;
-  state_.pm_cost.deepest = std::max(state_.pm_cost.deepest, static_cast<double>(deepest_bin(state_.bins)));
-  if (sync.pm_end) {
-    state_.pm_cost.end_seconds = step_seconds;
-    state_.pm_cost.end_pm = stats.times.get("pm");
-    double follows = 0;   // the phases that follow the active particles, and the tree
-    for (const char* phase : {"p2p", "walk", "m2l", "pm", "tree"}) follows += stats.times.get(phase);
-    state_.pm_cost.end_other = std::max(0.0, step_seconds - follows);
-  } else {
-    // A sub-step, into the bucket of its active fraction (cost_model.hpp).
-    const double f = static_cast<double>(sync.active) / static_cast<double>(std::max<std::size_t>(1, n_particles_));
-    const int b = f > 0 ? std::clamp(static_cast<int>(std::floor(-std::log2(f))), 0, kSubStepBuckets - 1)
-                        : kSubStepBuckets - 1;
-    SubStepCost& bucket = state_.pm_cost.sub[static_cast<std::size_t>(b)];
-    bucket.syncs += 1, bucket.seconds += step_seconds, bucket.active += static_cast<double>(sync.active);
-    if (state_.pm_cost.sub_min == 0 || step_seconds < state_.pm_cost.sub_min) state_.pm_cost.sub_min = step_seconds;
-  }
-  Stopwatch io_watch;
-  if (sync.pm_end) {
-    state_.cost_history.push_back(state_.pm_cost);
-    state_.pm_cost = CostRecord{};
-    if (schedule_.is_output(a)) write_outputs(summary);
-  }
+  forecast_.sync_point(step_seconds, sync, deepest_bin(state_.bins), stats.times);
 
+  Stopwatch io_watch;
+  if (sync.pm_end && schedule_.is_output(state_.a)) write_outputs(summary);
+  const double eta = log_step(sync, stats, state_.a - a_old, io_watch.seconds(), step_watch.seconds(), elapsed_seconds);
+  if (sync.pm_end) check_energy();
+  const double progress = std::log(state_.a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
+  if (comm_.is_root()) print_progress_bar(progress, eta);
+}
+
+// The step's log line (integrate/step_log.hpp), with the ETA, which it returns.
+double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds,
+                          double step_seconds, double elapsed_seconds) const {
   StepReport report;
   report.step = state_.steps;
-  report.a = a;
-  report.da = a - a_old;
-  report.io_seconds = io_watch.seconds();
-  report.seconds = step_watch.seconds();
+  report.a = state_.a;
+  report.da = da;
+  report.io_seconds = io_seconds;
+  report.seconds = step_seconds;
   report.particles = n_particles_;
   report.active = sync.active;
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
   report.elapsed = elapsed_seconds + report.seconds;
-  // Before the first output its cost is a guess. On several ranks the steps wait for the
-  // writing: the files at 200 MB/s plus 0.15 us per particle for P(k) and FoF (one output of
-  // 256^3 on an H100 machine took 6-7 s). On one rank they wait only for the copy that the
-  // background writer takes (write_outputs): the snapshot's particle bytes at 2 GB/s, a
-  // download and a host copy (guessing 6-7 s there put the ETA 20-30 s over on a 256^3 run
-  // whose outputs took 0.6-0.9 s each in the step loop).
-  OutputCost outputs;
-  outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
-  const double n = static_cast<double>(n_particles_);
-  const double guess = comm_.size() == 1 ? n * particle_record_bytes(params_) / 2e9
-                                         : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
-  outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_ : guess;
-  // The energy check's W (check_energy) at the outputs still to come and at the end (one check
-  // where the end is an output), at this sync point's own after its log line, and every
-  // energy_check_every PM steps; each as long as those measured.
-  const bool end_output = schedule_.is_output(schedule_.a_end);
-  if (energy_->enabled() && energy_timed_ > 0) {
-    const bool here = sync.pm_end && (schedule_.is_output(a) || a >= schedule_.a_end * (1 - 1e-12));
-    outputs.checks = outputs.remaining + (end_output || a >= schedule_.a_end * (1 - 1e-12) ? 0 : 1) + (here ? 1 : 0);
-    outputs.check_every = energy_->every();
-    outputs.check_seconds = energy_seconds_ / energy_timed_;
-  }
-  // On one rank the run ends waiting for the background writer's output at the end, which
-  // begins after its copy, less the energy check that runs meanwhile: the writer's measured
-  // seconds (before the first, the files at 200 MB/s plus 0.15 us per particle for P(k), FoF).
-  if (comm_.size() == 1 && end_output) {
-    const double writer = outputs_.timed() > 0 ? outputs_.mean_seconds()
-                                               : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
-    outputs.final_wait = std::max(0.0, writer - outputs.check_seconds);
-  }
-  report.eta_seconds = !forecast_.empty() ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
-                                     : predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
+  report.eta_seconds = forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds());
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();
   if (sync.pm_end) {   // every particle synchronised: the total momentum means something
@@ -457,9 +392,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
     if (std::isfinite(p.x) && p_rms > 0) report.momentum_ratio = norm(p) / (static_cast<double>(n_particles_) * p_rms);
   }
   log::info("{}", step_line(report));
-  if (sync.pm_end) check_energy();
-  const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
-  if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);
+  return report.eta_seconds;
 }
 
 // At the start and at the ends of PM steps (every particle synchronised): K into the
@@ -476,8 +409,7 @@ void Simulation::check_energy() {
   PotentialEnergy w;
   if (with_w) {
     w = energy_->potential(engine_->particles());
-    energy_seconds_ += watch.seconds();
-    ++energy_timed_;
+    forecast_.energy_check_timed(watch.seconds());
   }
   const bool starting = !state_.energy.started;
   const double residual = EnergyCheck::update(state_.energy, state_.a, sum_p2, particle_mass_, with_w ? &w : nullptr);
@@ -511,8 +443,7 @@ void Simulation::write_outputs(RunSummary& summary) {
   }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
-  output_seconds_ += watch.seconds();
-  ++outputs_timed_;
+  forecast_.output_written(watch.seconds());
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,
