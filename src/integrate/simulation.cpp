@@ -260,8 +260,37 @@ RunSummary Simulation::resume() {
   return advance(RunSummary{}, run_watch);
 }
 
-// PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
-// written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
+// When [checkpoint] asks for the next checkpoint (every_steps, every_minutes), and the stop
+// signals that ask for one at once (installed while the run advances).
+struct Simulation::CheckpointClock {
+  CheckpointClock(const Params& params, std::int64_t steps)
+      : every_steps(params.get_int("checkpoint.every_steps")),
+        every_seconds(60 * params.get_real("checkpoint.every_minutes")),
+        steps_at_last(steps) {}
+  StopSignals signals;
+  std::int64_t every_steps = 0;
+  double every_seconds = 0;
+  std::int64_t steps_at_last = 0;   // the steps at the last checkpoint (or the run's start)
+  Stopwatch since_last;
+  bool waiting = false;   // a checkpoint is due, but the tree was not fresh
+};
+
+// PM steps to a_end, each: its sync points (sync_step: the step, the outputs, the log line),
+// then, at its end, a checkpoint where one is asked for (checkpoint_if_asked).
+RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
+  CheckpointClock clock(params_, state_.steps);
+  while (state_.a < schedule_.a_end * (1 - 1e-12)) {
+    begin_pm_step();
+    while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
+    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
+    if (checkpoint_if_asked(clock, summary)) break;   // a stop signal's: the run stops there
+  }
+  end_run(summary, run_watch);
+  return summary;
+}
+
+// At the end of a PM step (every particle synchronised) a checkpoint is written when
+// [checkpoint] asks for one, or when a stop signal came (true: the run then stops).
 // Over several ranks the ranks decide together, at the end of every PM step: a signal that
 // reached any rank, or a checkpoint due on any rank's clock, is one for all (one small
 // reduction per PM step), so that every rank writes its file at the same step and all
@@ -271,54 +300,46 @@ RunSummary Simulation::resume() {
 // decision, at most [gpu] tree_rebuild_every - 1 PM steps later; asking for a build would
 // change the trajectory, and the run would no longer end as one never stopped or
 // checkpointed on another clock), and a signal's stop waits with it.
-RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
-  StopSignals signals;
-  const auto every_steps = params_.get_int("checkpoint.every_steps");
-  const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
-  std::int64_t steps_at_checkpoint = state_.steps;
-  Stopwatch since_checkpoint;
-  bool waiting = false;   // a checkpoint is due, but the tree was not fresh
-  while (state_.a < schedule_.a_end * (1 - 1e-12)) {
-    begin_pm_step();
-    while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
-    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
-    int signal = signals.received();
-    bool due = (every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
-               (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds);
-    if (comm_.size() > 1) {
-      signal = comm_.max(signal);   // any rank's (the largest number, when several differ)
-      due = comm_.any(due);
-    }
-    if (signal == 0 && !due) continue;
-    const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
-    if (!fresh) {
-      if (!waiting)
-        log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
-                  "which a restart would not have: it waits for the next PM step that builds the tree",
-                  signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
-      waiting = true;
-      continue;
-    }
-    waiting = false;
-    outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
-    Stopwatch write_watch;
-    const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, forecast_.costs(), params_,
-                                              engine_->domain_state(), comm_);
-    const std::string what =
-        comm_.size() == 1 ? fmt::format("'{}'", path)
-                          : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
-                                        comm_.size(), checkpoint_path(out_dir_, state_.steps, 0, comm_.size()));
-    log::info("{}{} written in {:.2f} s", comm_.size() == 1 ? "checkpoint " : "", what, write_watch.seconds());
-    steps_at_checkpoint = state_.steps;
-    since_checkpoint.restart();
-    if (signal != 0) {
-      summary.stopped_by = StopSignals::name(signal);
-      log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
-                summary.stopped_by, state_.a, what,
-                comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
-      break;
-    }
+bool Simulation::checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary) {
+  int signal = clock.signals.received();
+  bool due = (clock.every_steps > 0 && state_.steps - clock.steps_at_last >= clock.every_steps) ||
+             (clock.every_seconds > 0 && clock.since_last.seconds() >= clock.every_seconds);
+  if (comm_.size() > 1) {
+    signal = comm_.max(signal);   // any rank's (the largest number, when several differ)
+    due = comm_.any(due);
   }
+  if (signal == 0 && !due) return false;
+  const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
+  if (!fresh) {
+    if (!clock.waiting)
+      log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
+                "which a restart would not have: it waits for the next PM step that builds the tree",
+                signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
+    clock.waiting = true;
+    return false;
+  }
+  clock.waiting = false;
+  outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
+  Stopwatch write_watch;
+  const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, forecast_.costs(), params_,
+                                            engine_->domain_state(), comm_);
+  const std::string what =
+      comm_.size() == 1 ? fmt::format("'{}'", path)
+                        : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
+                                      comm_.size(), checkpoint_path(out_dir_, state_.steps, 0, comm_.size()));
+  log::info("{}{} written in {:.2f} s", comm_.size() == 1 ? "checkpoint " : "", what, write_watch.seconds());
+  clock.steps_at_last = state_.steps;
+  clock.since_last.restart();
+  if (signal == 0) return false;
+  summary.stopped_by = StopSignals::name(signal);
+  log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
+            summary.stopped_by, state_.a, what,
+            comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
+  return true;
+}
+
+// The run's end (or its stop): the last output on disk, the summary and its log line.
+void Simulation::end_run(RunSummary& summary, const Stopwatch& run_watch) {
   if (outputs_.busy()) {
     Stopwatch wait_watch;
     outputs_.finish(summary.outputs);
@@ -334,7 +355,6 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
             "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
             summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
   if (const std::string tree = engine_->tree_summary(); !tree.empty()) log::info("{}", tree);
-  return summary;
 }
 
 // A PM step begins with every particle synchronised. Its length: hierarchical steps take the

@@ -81,6 +81,9 @@ class Simulation {
   RunSummary resume();
   void start(const std::string& how);
   RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
+  struct CheckpointClock;
+  bool checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary);
+  void end_run(RunSummary& summary, const Stopwatch& run_watch);
   void begin_pm_step();
   void sync_step(RunSummary& summary, double elapsed_seconds);
   double log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds, double step_seconds,
