@@ -80,11 +80,14 @@ class Simulation {
  private:
   RunSummary resume();
   void start(const std::string& how);
+  // The run loop: PM steps of sync points to a_end, a checkpoint at a PM step's end where
+  // one is asked for (true: a stop signal's, the run stops), the run's end.
   RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
   struct CheckpointClock;
   bool checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary);
   void end_run(RunSummary& summary, const Stopwatch& run_watch);
   void begin_pm_step();
+  // One sync point: the step, its outputs, its log line (log_step: returns the ETA).
   void sync_step(RunSummary& summary, double elapsed_seconds);
   double log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds, double step_seconds,
                   double elapsed_seconds) const;
