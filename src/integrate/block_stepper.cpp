@@ -69,7 +69,6 @@ SyncPoint BlockStepper::sync_step(RunState& s, ForceStats& stats) const {
   s.a = x;
   ++s.steps;
   s.particle_steps += static_cast<double>(out.active);
-  s.pm_cost.particle_steps += static_cast<double>(out.active);
   if (!out.pm_end) {
     s.bins = engine_.assign_bins(bin_rule(s, min_active));
     engine_.kick(kicks(s, next, min_active, true, false));

@@ -19,7 +19,7 @@ namespace {
 
 const std::string kPrefix = "checkpoint_", kSuffix = ".orbis", kRank = "_rank_", kOf = "_of_";
 
-// RunState as bytes: its fields in a fixed order, then the cost history.
+// RunState as bytes: its fields in a fixed order, then the ETA's measured costs.
 class Bytes {
  public:
   template <typename T>
@@ -50,7 +50,7 @@ class BytesReader {
   std::size_t at_ = 0;
 };
 
-std::string state_bytes(const RunState& s) {
+std::string state_bytes(const RunState& s, const MeasuredCosts& costs) {
   Bytes b;
   b.put(s.a);
   b.put(s.pm_a_begin);
@@ -64,13 +64,13 @@ std::string state_bytes(const RunState& s) {
   b.put(s.seconds);
   // The four measured numbers of each cost record (the ETA's extra ones are not kept).
   const auto put_cost = [&](const CostRecord& c) { b.put(c.ln_a), b.put(c.dln_a), b.put(c.particle_steps), b.put(c.seconds); };
-  put_cost(s.pm_cost);
-  b.put(static_cast<std::uint64_t>(s.cost_history.size()));
-  for (const CostRecord& c : s.cost_history) put_cost(c);
+  put_cost(costs.pm_step);
+  b.put(static_cast<std::uint64_t>(costs.history.size()));
+  for (const CostRecord& c : costs.history) put_cost(c);
   return b.text();
 }
 
-RunState state_from(const std::string& text, const std::string& path) {
+RunState state_from(const std::string& text, const std::string& path, MeasuredCosts& costs) {
   RunState s;
   BytesReader r(text, path);
   r.get(s.a);
@@ -84,12 +84,12 @@ RunState state_from(const std::string& text, const std::string& path) {
   r.get(s.output_index);
   r.get(s.seconds);
   const auto get_cost = [&](CostRecord& c) { r.get(c.ln_a), r.get(c.dln_a), r.get(c.particle_steps), r.get(c.seconds); };
-  get_cost(s.pm_cost);
+  get_cost(costs.pm_step);
   std::uint64_t history = 0;
   r.get(history);
   if (history > (std::uint64_t{1} << 32)) fail("'{}': a step history of {} entries", path, history);
-  s.cost_history.resize(history);
-  for (CostRecord& c : s.cost_history) get_cost(c);
+  costs.history.resize(history);
+  for (CostRecord& c : costs.history) get_cost(c);
   if (!r.done()) fail("'{}': its run state is longer than this orbis expects", path);
   return s;
 }
@@ -208,7 +208,8 @@ std::vector<std::string> find_checkpoints(const std::string& directory) {
 }
 
 std::string write_checkpoint(const std::string& directory, const Particles& particles, const RunState& state,
-                             const Params& params, const std::string& domains, const Comm& comm) {
+                             const MeasuredCosts& costs, const Params& params, const std::string& domains,
+                             const Comm& comm) {
   const std::string path = checkpoint_path(directory, state.steps, comm.rank(), comm.size());
   run_collectively(comm, [&] {
     const auto parameters = params.flat();
@@ -216,7 +217,7 @@ std::string write_checkpoint(const std::string& directory, const Particles& part
     CheckedFileWriter file(path);
     file.section("parameters", parameter_text(parameters).data(), parameter_text(parameters).size());
     file.section("physics_hash", &hash, sizeof hash);
-    const std::string state_text = state_bytes(state);
+    const std::string state_text = state_bytes(state, costs);
     file.section("run_state", state_text.data(), state_text.size());
     file.section("energy_budget", &state.energy, sizeof state.energy);   // apart: older checkpoints lack it
     // Which share of which checkpoint (a file renamed by hand is not taken for another).
@@ -257,7 +258,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   const auto hash = file.take<std::uint64_t>("physics_hash");
   if (hash.size() != 1) fail("'{}': its parameter hash is not one number", path);
   c.physics_hash = hash[0];
-  c.state = state_from(file.bytes("run_state"), path);
+  c.state = state_from(file.bytes("run_state"), path, c.costs);
   if (file.has("share")) {   // older checkpoints (one rank only) lack it
     const auto share = file.take<std::int64_t>("share");
     if (share.size() != 3 || share[2] < 1 || share[1] < 0 || share[1] >= share[2] || share[0] != c.state.steps)
@@ -340,7 +341,7 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
       if (set.ranks != comm.size()) {
         // Rank 0 read file 0: its record for the ranks that read none; the domains were
         // those of another rank count.
-        std::string state = state_bytes(c.state), parameters = parameter_text(c.parameters), path = c.path;
+        std::string state = state_bytes(c.state, c.costs), parameters = parameter_text(c.parameters), path = c.path;
         comm.broadcast(state);
         comm.broadcast(parameters);
         comm.broadcast(path);
@@ -349,7 +350,7 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
         comm.broadcast(c.physics_hash);
         comm.broadcast(c.particles.mass);
         if (c.rank < 0) {
-          c.state = state_from(state, path);
+          c.state = state_from(state, path, c.costs);
           c.state.energy = energy;
           c.parameters = parameters_from(parameters);
           c.path = path;

@@ -1,7 +1,7 @@
 // Checkpoints: everything a run needs to continue bitwise where it stopped, written at the
 // end of a PM step (every particle synchronised): the particles (positions, momenta, IDs,
 // time bins, mass), the run loop's state (RunState: scale factor, steps, PM step, output
-// index, the step-cost history), the step engine's rank domains (several ranks) and the
+// index), the ETA's measured step costs (MeasuredCosts), the step engine's rank domains (several ranks) and the
 // parameters in force with a hash of the ones that change the trajectory. No accelerations:
 // a restart recomputes the forces at the saved positions, which every engine must reproduce
 // bit for bit (step_engine.hpp). One checksummed file (io/checked_file.hpp) per rank, written
@@ -16,6 +16,7 @@
 
 #include "core/comm.hpp"
 #include "core/particles.hpp"
+#include "integrate/cost_model.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/run_state.hpp"
 
@@ -29,6 +30,7 @@ struct Checkpoint {
                               // several, when this run has another rank count)
   Particles particles;
   RunState state;
+  MeasuredCosts costs;        // the ETA's (integrate/run_forecast.hpp)
   std::vector<std::pair<std::string, std::string>> parameters;   // (section.key, value) in force
   std::uint64_t physics_hash = 0;
   std::string domains;        // StepEngine::domain_state() of the rank that wrote it
@@ -46,7 +48,7 @@ std::vector<std::string> find_checkpoints(const std::string& directory);
 // rank 0). `domains`: StepEngine::domain_state(). Returns this rank's path; an Error on
 // every rank when any rank's write failed.
 std::string write_checkpoint(const std::string& directory, const Particles& particles, const RunState& state,
-                             const Params& params, const std::string& domains = {},
+                             const MeasuredCosts& costs, const Params& params, const std::string& domains = {},
                              const Comm& comm = Comm::self());
 // Reads one checkpoint, its checksum verified (an Error otherwise).
 Checkpoint read_checkpoint(const std::string& path);
@@ -54,7 +56,7 @@ Checkpoint read_checkpoint(const std::string& path);
 // files are all there and all read back whole (each newer one that is not is named in a
 // warning; files of an interrupted write are ignored); an Error on every rank when there is
 // none. A checkpoint of another rank count N is read too: rank r takes the particles of the
-// files f with f % comm.size() == r (none when r >= N), the run state of its first file
+// files f with f % comm.size() == r (none when r >= N), the run state and costs of its first file
 // (rank 0's when none), and no domains: the run goes on, but not bitwise as it would have
 // on N ranks (Checkpoint::ranks tells).
 Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm = Comm::self());

@@ -276,11 +276,10 @@ SyncPointPrice sync_point_price(const std::vector<CostRecord>& h, std::size_t be
   return p;
 }
 
-double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& forecast, double ln_a_end,
-                                  const OutputCost& outputs) {
-  const std::vector<CostRecord>& h = s.cost_history;
+double forecast_remaining_seconds(const std::vector<CostRecord>& h, double a, const ClusteringForecast& forecast,
+                                  double ln_a_end, const OutputCost& outputs) {
   if (h.empty() || forecast.empty()) return -1;
-  const double ln_a = std::log(s.a), n = forecast.particles();
+  const double ln_a = std::log(a), n = forecast.particles();
   const std::size_t begin = recent_begin(h, ln_a);
   // PM steps as long as the longest recent one (the last may have been shortened to land on
   // an output: as a step length it would forecast too many sync points, and a tiny one would
@@ -321,9 +320,9 @@ double forecast_remaining_seconds(const RunState& s, const ClusteringForecast& f
   return total + other_seconds(outputs, pm_steps);
 }
 
-double predicted_remaining_seconds(const RunState& s, double ln_a_end, const OutputCost& outputs) {
-  const std::vector<CostRecord>& h = s.cost_history;
-  const std::size_t begin = recent_begin(h, std::log(s.a));
+double predicted_remaining_seconds(const std::vector<CostRecord>& h, double a, double ln_a_end,
+                                   const OutputCost& outputs) {
+  const std::size_t begin = recent_begin(h, std::log(a));
   // n: the steps the fit takes (a step without both a length and seconds is left out of
   // every sum, its count included: counted, it would tilt the trend and shift its mean).
   double seconds = 0, span = 0, n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -338,7 +337,7 @@ double predicted_remaining_seconds(const RunState& s, double ln_a_end, const Out
   const double den = n * sxx - sx * sx;
   const double beta = den > 0 ? std::clamp((n * sxy - sx * sy) / den, 0.0, kMaxCostGrowth) : 0.0;
   // The window's mean rate belongs to its mean ln a; grown from there to now.
-  const double ln_a = std::log(s.a);
+  const double ln_a = std::log(a);
   const double rate = seconds / span * std::exp(beta * (ln_a - sx / n));
   const double left = std::max(0.0, ln_a_end - ln_a);
   const double steps = rate * (beta * left > 1e-9 ? std::expm1(beta * left) / beta : left);

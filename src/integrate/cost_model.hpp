@@ -53,12 +53,43 @@
 #include <string>
 #include <vector>
 
-#include "integrate/run_state.hpp"
+#include "integrate/time_bins.hpp"
 
 namespace orbis {
 
 class Cosmology;
 class LinearPower;
+
+// The sub-steps (sync points before a PM step's end) whose active fraction f = active / N
+// lies in [2^-(b+1), 2^-b), summed: the ETA prices a sync point by its f (cost_model.hpp).
+struct SubStepCost {
+  double syncs = 0, seconds = 0, active = 0;
+};
+constexpr int kSubStepBuckets = 48;   // f >= 2^-48: any particle count a run can hold
+
+// The measured cost of one PM step (the ETA's history).
+struct CostRecord {
+  double ln_a = 0;            // ln a at the step's start
+  double dln_a = 0;           // its length in ln a
+  double particle_steps = 0;  // force evaluations in it (active particles summed over sync points)
+  double seconds = 0;         // wall seconds of its sync points (outputs not included)
+  // Not in checkpoints (which keep the four above; a restarted run's older records have 0):
+  double syncs = 0;           // its sync points
+  double deepest = 0;         // the deepest bin populated at any of them
+  double end_seconds = 0;     // the seconds of its last sync point (every particle active), of which
+  double end_pm = 0;          //   the long-range (PM) phase
+  double end_other = 0;       //   and what no phase that follows the active particles or the tree
+                              //   holds (the drift and kicks of every particle, the host's waits)
+  double sub_min = 0;         // the cheapest sub-step's seconds (0: none)
+  std::array<SubStepCost, kSubStepBuckets> sub{};
+};
+
+// What the run has measured of its steps so far (run_forecast.hpp measures it; a checkpoint
+// keeps it, the four numbers of each record that it keeps).
+struct MeasuredCosts {
+  CostRecord pm_step;                // the PM step in progress, so far
+  std::vector<CostRecord> history;   // the completed PM steps
+};
 
 // The cost per unit ln a grows at most e^kMaxCostGrowth per unit ln a in the trend of global
 // steps: measured on a 256^3 run (the cost per ln a grew 5x between z = 8 and z = 0.5 and
@@ -154,10 +185,12 @@ struct SyncPointPrice {
 };
 SyncPointPrice sync_point_price(const std::vector<CostRecord>& history, std::size_t begin, double n);
 
-// Predicted wall seconds from the state's sync point to ln a = ln_a_end; negative while no
-// PM step has been measured. With hierarchical steps (a forecast), from it; else the trend.
-double forecast_remaining_seconds(const RunState& state, const ClusteringForecast& forecast, double ln_a_end,
-                                  const OutputCost& outputs);
-double predicted_remaining_seconds(const RunState& state, double ln_a_end, const OutputCost& outputs);
+// Predicted wall seconds from a sync point at scale factor a, after the completed PM steps
+// `history`, to ln a = ln_a_end; negative while no PM step has been measured. With
+// hierarchical steps (a forecast), from it; else the trend.
+double forecast_remaining_seconds(const std::vector<CostRecord>& history, double a, const ClusteringForecast& forecast,
+                                  double ln_a_end, const OutputCost& outputs);
+double predicted_remaining_seconds(const std::vector<CostRecord>& history, double a, double ln_a_end,
+                                   const OutputCost& outputs);
 
 }  // namespace orbis

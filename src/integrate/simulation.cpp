@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,7 +14,6 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "integrate/checkpoint.hpp"
-#include "integrate/cost_model.hpp"
 #include "integrate/energy.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/run_memory.hpp"
@@ -181,32 +179,8 @@ RunSummary Simulation::run() {
   return summary;
 }
 
-// The forecast of how the time bins deepen (integrate/cost_model.hpp). A run from an IC file
-// or a checkpoint takes the P(k) of [ic]; where that cannot be had (a power file that is
-// gone), the ETA falls back on the measured trend rather than stopping a run that needs no P(k).
-void Simulation::make_forecast(const LinearPower* ic_power) {
-  std::optional<LinearPower> own;
-  if (!ic_power) {
-    try {
-      own = LinearPower::from_params(params_);
-    } catch (const Error& e) {
-      log::info("ETA: the measured trend of the step costs (no forecast without the linear P(k): {})", e.what());
-      return;
-    }
-  }
-  const double side = static_cast<double>(params_.get_int("box.particles_per_side"));
-  ClusteringInputs inputs = ClusteringInputs::from_power(ic_power ? *ic_power : *own, cosmology_.params().omega_m,
-                                                         params_.get_real("box.size_mpc_h"), side, limits_.softening,
-                                                         limits_.eta, limits_.max_dln_a);
-  // An engine that computes whole leaves prices an active particle at a leaf of this rank's tree.
-  if (engine_->computes_whole_leaves())
-    inputs.work_particles = leaf_particles(side * side * side / comm_.size(),
-                                           static_cast<int>(params_.get_int("gravity.max_leaf")));
-  forecast_ = ClusteringForecast(inputs, cosmology_, std::log(schedule_.a_begin), std::log(schedule_.a_end));
-  log::info("{}", inputs.describe());
-}
-
-// What every run does first: the output folder, the parameters in force, the engine.
+// What every run does first: the output folder, the parameters in force, the engine, the
+// ETA's forecast (n_particles_ set).
 void Simulation::start(const std::string& how) {
   run_collectively(comm_, [&] {
     if (!comm_.is_root()) return;
@@ -217,7 +191,10 @@ void Simulation::start(const std::string& how) {
   });
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
-  if (hierarchical_) make_forecast(ic_power_);
+  forecast_ = RunForecast(schedule_, n_particles_, OutputGuess::for_run(params_, n_particles_, comm_.size()),
+                          energy_->every());
+  if (hierarchical_)
+    forecast_.expect_clustering(clustering_forecast(params_, cosmology_, schedule_, *engine_, comm_.size(), ic_power_));
   if (energy_->enabled())
     log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
               "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
@@ -228,9 +205,9 @@ void Simulation::start(const std::string& how) {
 
 RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
-  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
   particle_mass_ = particles.mass;
+  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
@@ -259,11 +236,12 @@ RunSummary Simulation::resume() {
       checkpoint.ranks == 1 ? fmt::format("'{}'", checkpoint.path)
                             : fmt::format("the {} files of step {} ('{}', ...)", checkpoint.ranks, checkpoint.state.steps,
                                           checkpoint_path(out_dir_, checkpoint.state.steps, 0, checkpoint.ranks));
+  n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
+  particle_mass_ = checkpoint.particles.mass;
   start(fmt::format("restart from {}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", from,
                     checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
                     checkpoint.state.output_index));
-  n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
-  particle_mass_ = checkpoint.particles.mass;
+  forecast_.restore(std::move(checkpoint.costs));
   // The domains before the particles: each rank holds what it held when the checkpoint was
   // written, in the same order, and the first force computation moves none of them.
   // On another rank count, no domains: the first force computation builds them afresh.
@@ -283,8 +261,37 @@ RunSummary Simulation::resume() {
   return advance(RunSummary{}, run_watch);
 }
 
-// PM steps to a_end. At the end of a PM step (every particle synchronised) a checkpoint is
-// written when [checkpoint] asks for one, or when a stop signal came (the run then stops).
+// When [checkpoint] asks for the next checkpoint (every_steps, every_minutes), and the stop
+// signals that ask for one at once (installed while the run advances).
+struct Simulation::CheckpointClock {
+  CheckpointClock(const Params& params, std::int64_t steps)
+      : every_steps(params.get_int("checkpoint.every_steps")),
+        every_seconds(60 * params.get_real("checkpoint.every_minutes")),
+        steps_at_last(steps) {}
+  StopSignals signals;
+  std::int64_t every_steps = 0;
+  double every_seconds = 0;
+  std::int64_t steps_at_last = 0;   // the steps at the last checkpoint (or the run's start)
+  Stopwatch since_last;
+  bool waiting = false;   // a checkpoint is due, but the tree was not fresh
+};
+
+// PM steps to a_end, each: its sync points (sync_step: the step, the outputs, the log line),
+// then, at its end, a checkpoint where one is asked for (checkpoint_if_asked).
+RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
+  CheckpointClock clock(params_, state_.steps);
+  while (state_.a < schedule_.a_end * (1 - 1e-12)) {
+    begin_pm_step();
+    while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
+    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
+    if (checkpoint_if_asked(clock, summary)) break;   // a stop signal's: the run stops there
+  }
+  end_run(summary, run_watch);
+  return summary;
+}
+
+// At the end of a PM step (every particle synchronised) a checkpoint is written when
+// [checkpoint] asks for one, or when a stop signal came (true: the run then stops).
 // Over several ranks the ranks decide together, at the end of every PM step: a signal that
 // reached any rank, or a checkpoint due on any rank's clock, is one for all (one small
 // reduction per PM step), so that every rank writes its file at the same step and all
@@ -294,54 +301,46 @@ RunSummary Simulation::resume() {
 // decision, at most [gpu] tree_rebuild_every - 1 PM steps later; asking for a build would
 // change the trajectory, and the run would no longer end as one never stopped or
 // checkpointed on another clock), and a signal's stop waits with it.
-RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
-  StopSignals signals;
-  const auto every_steps = params_.get_int("checkpoint.every_steps");
-  const double every_seconds = 60 * params_.get_real("checkpoint.every_minutes");
-  std::int64_t steps_at_checkpoint = state_.steps;
-  Stopwatch since_checkpoint;
-  bool waiting = false;   // a checkpoint is due, but the tree was not fresh
-  while (state_.a < schedule_.a_end * (1 - 1e-12)) {
-    begin_pm_step();
-    while (state_.tick < kPmTicks) sync_step(summary, run_watch.seconds());
-    if (state_.a >= schedule_.a_end * (1 - 1e-12)) break;
-    int signal = signals.received();
-    bool due = (every_steps > 0 && state_.steps - steps_at_checkpoint >= every_steps) ||
-               (every_seconds > 0 && since_checkpoint.seconds() >= every_seconds);
-    if (comm_.size() > 1) {
-      signal = comm_.max(signal);   // any rank's (the largest number, when several differ)
-      due = comm_.any(due);
-    }
-    if (signal == 0 && !due) continue;
-    const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
-    if (!fresh) {
-      if (!waiting)
-        log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
-                  "which a restart would not have: it waits for the next PM step that builds the tree",
-                  signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
-      waiting = true;
-      continue;
-    }
-    waiting = false;
-    outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
-    Stopwatch write_watch;
-    const std::string path =
-        write_checkpoint(out_dir_, engine_->particles(), state_, params_, engine_->domain_state(), comm_);
-    const std::string what =
-        comm_.size() == 1 ? fmt::format("'{}'", path)
-                          : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
-                                        comm_.size(), checkpoint_path(out_dir_, state_.steps, 0, comm_.size()));
-    log::info("{}{} written in {:.2f} s", comm_.size() == 1 ? "checkpoint " : "", what, write_watch.seconds());
-    steps_at_checkpoint = state_.steps;
-    since_checkpoint.restart();
-    if (signal != 0) {
-      summary.stopped_by = StopSignals::name(signal);
-      log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
-                summary.stopped_by, state_.a, what,
-                comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
-      break;
-    }
+bool Simulation::checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary) {
+  int signal = clock.signals.received();
+  bool due = (clock.every_steps > 0 && state_.steps - clock.steps_at_last >= clock.every_steps) ||
+             (clock.every_seconds > 0 && clock.since_last.seconds() >= clock.every_seconds);
+  if (comm_.size() > 1) {
+    signal = comm_.max(signal);   // any rank's (the largest number, when several differ)
+    due = comm_.any(due);
   }
+  if (signal == 0 && !due) return false;
+  const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
+  if (!fresh) {
+    if (!clock.waiting)
+      log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
+                "which a restart would not have: it waits for the next PM step that builds the tree",
+                signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
+    clock.waiting = true;
+    return false;
+  }
+  clock.waiting = false;
+  outputs_.finish(summary.outputs);   // a checkpoint stands for every output before it
+  Stopwatch write_watch;
+  const std::string path = write_checkpoint(out_dir_, engine_->particles(), state_, forecast_.costs(), params_,
+                                            engine_->domain_state(), comm_);
+  const std::string what =
+      comm_.size() == 1 ? fmt::format("'{}'", path)
+                        : fmt::format("the checkpoint of step {} ({} files, one per rank: '{}', ...)", state_.steps,
+                                      comm_.size(), checkpoint_path(out_dir_, state_.steps, 0, comm_.size()));
+  log::info("{}{} written in {:.2f} s", comm_.size() == 1 ? "checkpoint " : "", what, write_watch.seconds());
+  clock.steps_at_last = state_.steps;
+  clock.since_last.restart();
+  if (signal == 0) return false;
+  summary.stopped_by = StopSignals::name(signal);
+  log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
+            summary.stopped_by, state_.a, what,
+            comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
+  return true;
+}
+
+// The run's end (or its stop): the last output on disk, the summary and its log line.
+void Simulation::end_run(RunSummary& summary, const Stopwatch& run_watch) {
   if (outputs_.busy()) {
     Stopwatch wait_watch;
     outputs_.finish(summary.outputs);
@@ -357,7 +356,6 @@ RunSummary Simulation::advance(RunSummary summary, const Stopwatch& run_watch) {
             "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
             summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
   if (const std::string tree = engine_->tree_summary(); !tree.empty()) log::info("{}", tree);
-  return summary;
 }
 
 // A PM step begins with every particle synchronised. Its length: hierarchical steps take the
@@ -368,10 +366,11 @@ void Simulation::begin_pm_step() {
   const double dln = hierarchical_ ? pm_step_dln_a(limits_, cosmology_, a, engine_->rms_momentum())
                                    : allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
   stepper_->begin_pm_step(state_, next_scale_factor(a, schedule_.next_after(a), dln));
-  state_.pm_cost = CostRecord{std::log(a), std::log(state_.pm_a_end / a), 0, 0};
+  forecast_.pm_step_begun(a, state_.pm_a_end);
 }
 
-// One sync point (BlockStepper), its outputs at the PM step's end, and its log line.
+// One sync point: the step (BlockStepper), the outputs due at its PM step's end, the log line,
+// and at a PM step's end the energy check. (Checkpoints: advance(), between PM steps.)
 void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   outputs_.poll(summary.outputs);   // an output's error stops the run here
   Stopwatch step_watch;
@@ -379,77 +378,33 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   ForceStats stats;
   const double a_old = state_.a;
   const SyncPoint sync = stepper_->sync_step(state_, stats);
-  const double a = state_.a;
   const double step_seconds = step_watch.seconds();
   state_.seconds += step_seconds;
-  state_.pm_cost.seconds += step_seconds;
-  state_.pm_cost.syncs += 1;
-  state_.pm_cost.deepest = std::max(state_.pm_cost.deepest, static_cast<double>(deepest_bin(state_.bins)));
-  if (sync.pm_end) {
-    state_.pm_cost.end_seconds = step_seconds;
-    state_.pm_cost.end_pm = stats.times.get("pm");
-    double follows = 0;   // the phases that follow the active particles, and the tree
-    for (const char* phase : {"p2p", "walk", "m2l", "pm", "tree"}) follows += stats.times.get(phase);
-    state_.pm_cost.end_other = std::max(0.0, step_seconds - follows);
-  } else {
-    // A sub-step, into the bucket of its active fraction (cost_model.hpp).
-    const double f = static_cast<double>(sync.active) / static_cast<double>(std::max<std::size_t>(1, n_particles_));
-    const int b = f > 0 ? std::clamp(static_cast<int>(std::floor(-std::log2(f))), 0, kSubStepBuckets - 1)
-                        : kSubStepBuckets - 1;
-    SubStepCost& bucket = state_.pm_cost.sub[static_cast<std::size_t>(b)];
-    bucket.syncs += 1, bucket.seconds += step_seconds, bucket.active += static_cast<double>(sync.active);
-    if (state_.pm_cost.sub_min == 0 || step_seconds < state_.pm_cost.sub_min) state_.pm_cost.sub_min = step_seconds;
-  }
-  Stopwatch io_watch;
-  if (sync.pm_end) {
-    state_.cost_history.push_back(state_.pm_cost);
-    state_.pm_cost = CostRecord{};
-    if (schedule_.is_output(a)) write_outputs(summary);
-  }
+  forecast_.sync_point(step_seconds, sync, deepest_bin(state_.bins), stats.times);
 
+  Stopwatch io_watch;
+  if (sync.pm_end && schedule_.is_output(state_.a)) write_outputs(summary);
+  const double eta = log_step(sync, stats, state_.a - a_old, io_watch.seconds(), step_watch.seconds(), elapsed_seconds);
+  if (sync.pm_end) check_energy();
+  const double progress = std::log(state_.a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
+  if (comm_.is_root()) print_progress_bar(progress, eta);
+}
+
+// The step's log line (integrate/step_log.hpp), with the ETA, which it returns.
+double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds,
+                          double step_seconds, double elapsed_seconds) const {
   StepReport report;
   report.step = state_.steps;
-  report.a = a;
-  report.da = a - a_old;
-  report.io_seconds = io_watch.seconds();
-  report.seconds = step_watch.seconds();
+  report.a = state_.a;
+  report.da = da;
+  report.io_seconds = io_seconds;
+  report.seconds = step_seconds;
   report.particles = n_particles_;
   report.active = sync.active;
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
   report.elapsed = elapsed_seconds + report.seconds;
-  // Before the first output its cost is a guess. On several ranks the steps wait for the
-  // writing: the files at 200 MB/s plus 0.15 us per particle for P(k) and FoF (one output of
-  // 256^3 on an H100 machine took 6-7 s). On one rank they wait only for the copy that the
-  // background writer takes (write_outputs): the snapshot's particle bytes at 2 GB/s, a
-  // download and a host copy (guessing 6-7 s there put the ETA 20-30 s over on a 256^3 run
-  // whose outputs took 0.6-0.9 s each in the step loop).
-  OutputCost outputs;
-  outputs.remaining = static_cast<int>(schedule_.a_outputs.size()) - state_.output_index;
-  const double n = static_cast<double>(n_particles_);
-  const double guess = comm_.size() == 1 ? n * particle_record_bytes(params_) / 2e9
-                                         : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
-  outputs.seconds_each = outputs_timed_ > 0 ? output_seconds_ / outputs_timed_ : guess;
-  // The energy check's W (check_energy) at the outputs still to come and at the end (one check
-  // where the end is an output), at this sync point's own after its log line, and every
-  // energy_check_every PM steps; each as long as those measured.
-  const bool end_output = schedule_.is_output(schedule_.a_end);
-  if (energy_->enabled() && energy_timed_ > 0) {
-    const bool here = sync.pm_end && (schedule_.is_output(a) || a >= schedule_.a_end * (1 - 1e-12));
-    outputs.checks = outputs.remaining + (end_output || a >= schedule_.a_end * (1 - 1e-12) ? 0 : 1) + (here ? 1 : 0);
-    outputs.check_every = energy_->every();
-    outputs.check_seconds = energy_seconds_ / energy_timed_;
-  }
-  // On one rank the run ends waiting for the background writer's output at the end, which
-  // begins after its copy, less the energy check that runs meanwhile: the writer's measured
-  // seconds (before the first, the files at 200 MB/s plus 0.15 us per particle for P(k), FoF).
-  if (comm_.size() == 1 && end_output) {
-    const double writer = outputs_.timed() > 0 ? outputs_.mean_seconds()
-                                               : output_file_bytes(params_, n_particles_) / 2e8 + 1.5e-7 * n;
-    outputs.final_wait = std::max(0.0, writer - outputs.check_seconds);
-  }
-  report.eta_seconds = !forecast_.empty() ? forecast_remaining_seconds(state_, forecast_, std::log(schedule_.a_end), outputs)
-                                     : predicted_remaining_seconds(state_, std::log(schedule_.a_end), outputs);
+  report.eta_seconds = forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds());
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();
   if (sync.pm_end) {   // every particle synchronised: the total momentum means something
@@ -458,9 +413,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
     if (std::isfinite(p.x) && p_rms > 0) report.momentum_ratio = norm(p) / (static_cast<double>(n_particles_) * p_rms);
   }
   log::info("{}", step_line(report));
-  if (sync.pm_end) check_energy();
-  const double progress = std::log(a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
-  if (comm_.is_root()) print_progress_bar(progress, report.eta_seconds);
+  return report.eta_seconds;
 }
 
 // At the start and at the ends of PM steps (every particle synchronised): K into the
@@ -477,8 +430,7 @@ void Simulation::check_energy() {
   PotentialEnergy w;
   if (with_w) {
     w = energy_->potential(engine_->particles());
-    energy_seconds_ += watch.seconds();
-    ++energy_timed_;
+    forecast_.energy_check_timed(watch.seconds());
   }
   const bool starting = !state_.energy.started;
   const double residual = EnergyCheck::update(state_.energy, state_.a, sum_p2, particle_mass_, with_w ? &w : nullptr);
@@ -512,8 +464,7 @@ void Simulation::write_outputs(RunSummary& summary) {
   }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;
-  output_seconds_ += watch.seconds();
-  ++outputs_timed_;
+  forecast_.output_written(watch.seconds());
 }
 
 int run_simulation_command(const std::string& file, const std::vector<std::string>& overrides,

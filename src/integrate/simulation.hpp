@@ -11,7 +11,7 @@
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
 #include "integrate/block_stepper.hpp"
-#include "integrate/cost_model.hpp"
+#include "integrate/run_forecast.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/outputs.hpp"
 #include "integrate/run_state.hpp"
@@ -80,11 +80,17 @@ class Simulation {
  private:
   RunSummary resume();
   void start(const std::string& how);
-  // The ETA's forecast (hierarchical steps), from the ICs' P(k) when the run made them.
-  void make_forecast(const LinearPower* ic_power);
+  // The run loop: PM steps of sync points to a_end, a checkpoint at a PM step's end where
+  // one is asked for (true: a stop signal's, the run stops), the run's end.
   RunSummary advance(RunSummary summary, const Stopwatch& run_watch);
+  struct CheckpointClock;
+  bool checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary);
+  void end_run(RunSummary& summary, const Stopwatch& run_watch);
   void begin_pm_step();
+  // One sync point: the step, its outputs, its log line (log_step: returns the ETA).
   void sync_step(RunSummary& summary, double elapsed_seconds);
+  double log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds, double step_seconds,
+                  double elapsed_seconds) const;
   void write_outputs(RunSummary& summary);
   void log_gpus() const;
   void check_energy();
@@ -97,7 +103,6 @@ class Simulation {
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
-  ClusteringForecast forecast_;   // the ETA's, with hierarchical steps (integrate/cost_model.hpp)
   const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
@@ -112,10 +117,7 @@ class Simulation {
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
-  double output_seconds_ = 0;             // wall seconds in write_outputs (the ETA's output cost)
-  int outputs_timed_ = 0;
-  double energy_seconds_ = 0;             // wall seconds of the energy check's W evaluations (the ETA's)
-  int energy_timed_ = 0;
+  RunForecast forecast_;                  // the step log's ETA (integrate/run_forecast.hpp)
   BackgroundOutputs outputs_;   // last: it waits for an output, which reads the members above
 };
 

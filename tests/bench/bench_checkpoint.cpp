@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
       Params::parse("[box]\nsize_mpc_h = 100.0\nparticles_per_side = " + std::to_string(side) + "\n", "bench");
 
   Stopwatch write_watch;
-  const std::string path = write_checkpoint(folder, p, state, params);
+  const std::string path = write_checkpoint(folder, p, state, {}, params);
   const double write_s = write_watch.seconds();
   const double bytes = static_cast<double>(std::filesystem::file_size(path));
   Stopwatch read_watch;

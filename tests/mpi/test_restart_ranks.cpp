@@ -267,7 +267,7 @@ static void other_rank_count(const Reference& ref) {
   if (world.is_root()) {
     const orbis::Checkpoint c = orbis::read_checkpoint(newest.path);
     fs::create_directories(single);
-    orbis::write_checkpoint(single, c.particles, c.state, run_params(single, 0), c.domains, Comm::self());
+    orbis::write_checkpoint(single, c.particles, c.state, c.costs, run_params(single, 0), c.domains, Comm::self());
   }
   world.barrier();
   const orbis::Checkpoint spread = orbis::read_newest_checkpoint(single, world);
@@ -278,6 +278,8 @@ static void other_rank_count(const Reference& ref) {
   CHECK(world.all(spread.state.steps == newest.state.steps && spread.state.a == newest.state.a &&
                   spread.state.output_index == newest.state.output_index &&
                   spread.state.energy.k_integral == newest.state.energy.k_integral &&
+                  spread.costs.history.size() == newest.costs.history.size() && !newest.costs.history.empty() &&
+                  spread.costs.history.back().ln_a == newest.costs.history.back().ln_a &&
                   spread.physics_hash == newest.physics_hash && spread.particles.mass == newest.particles.mass &&
                   spread.parameters.size() == newest.parameters.size()));
 

@@ -65,8 +65,16 @@ RunState some_state(std::int64_t steps) {
   s.particle_steps = 1e9 / 3;
   s.output_index = 4;
   s.seconds = 77.5;
-  s.cost_history = {{-3.0, 0.02, 32, 0.5}, {-2.98, 0.021, 40, 0.6}};
   return s;
+}
+
+// The ETA's measurements (integrate/run_forecast.hpp): the PM step in progress and two done.
+MeasuredCosts some_costs() {
+  MeasuredCosts c;
+  c.pm_step = {-2.959, 0.022, 7, 0.125};
+  c.history = {{-3.0, 0.02, 32, 0.5}, {-2.98, 0.021, 40, 0.6}};
+  c.history[1].end_seconds = 0.25;   // not kept: a restart's records have the four numbers only
+  return c;
 }
 
 const char* kParams = "[box]\nsize_mpc_h = 50.0\nparticles_per_side = 10\n[time]\nz_final = 1.0\n";
@@ -110,9 +118,9 @@ TEST_CASE("a checkpoint keeps particles and run state exactly; the previous one 
   test::ScratchDir dir("checkpoints");
   const Params params = Params::parse(kParams, "run.toml");
   const Particles p = random_particles(1000);
-  write_checkpoint(dir.path(), p, some_state(5), params);
-  write_checkpoint(dir.path(), p, some_state(9), params);
-  write_checkpoint(dir.path(), p, some_state(12), params);
+  write_checkpoint(dir.path(), p, some_state(5), some_costs(), params);
+  write_checkpoint(dir.path(), p, some_state(9), some_costs(), params);
+  write_checkpoint(dir.path(), p, some_state(12), some_costs(), params);
   const auto paths = find_checkpoints(dir.path());
   REQUIRE(paths.size() == 2);   // the newest and the previous one
   CHECK(paths[0] == checkpoint_path(dir.path(), 12));
@@ -136,8 +144,17 @@ TEST_CASE("a checkpoint keeps particles and run state exactly; the previous one 
   CHECK(c.state.particle_steps == s.particle_steps);
   CHECK(c.state.output_index == s.output_index);
   CHECK(c.state.seconds == s.seconds);
-  REQUIRE(c.state.cost_history.size() == 2);
-  CHECK(c.state.cost_history[1].dln_a == s.cost_history[1].dln_a);
+  const MeasuredCosts costs = some_costs();
+  REQUIRE(c.costs.history.size() == 2);
+  for (std::size_t i = 0; i <= costs.history.size(); ++i) {
+    const CostRecord& kept = i < costs.history.size() ? c.costs.history[i] : c.costs.pm_step;
+    const CostRecord& was = i < costs.history.size() ? costs.history[i] : costs.pm_step;
+    CHECK(kept.ln_a == was.ln_a);
+    CHECK(kept.dln_a == was.dln_a);
+    CHECK(kept.particle_steps == was.particle_steps);
+    CHECK(kept.seconds == was.seconds);
+    CHECK(kept.end_seconds == 0);
+  }
   CHECK(c.physics_hash == physics_hash(params.flat()));
 
   // A flipped byte in the newest: it is found, and the previous one is taken.
@@ -150,7 +167,7 @@ TEST_CASE("a checkpoint keeps particles and run state exactly; the previous one 
 TEST_CASE("a restart with other physics parameters is an error naming them; z_final and outputs may change") {
   test::ScratchDir dir("restart_parameters");
   const Params params = Params::parse(kParams, "run.toml");
-  write_checkpoint(dir.path(), random_particles(10), some_state(3), params);
+  write_checkpoint(dir.path(), random_particles(10), some_state(3), {}, params);
   const Checkpoint c = read_newest_checkpoint(dir.path());
   CHECK_NOTHROW(check_restart_parameters(c, params));
   CHECK_NOTHROW(check_restart_parameters(
@@ -172,7 +189,7 @@ TEST_CASE("checkpoint files of several ranks: names, which checkpoint counts, wh
   CHECK(checkpoint_path(d, 12, 1, 3) == d + "/checkpoint_00000012_rank_0001_of_0003.orbis");
   // Stand-ins for the files of other rank counts: one rank's file under their names (the
   // names decide which checkpoints are complete; the contents are read only when chosen).
-  const std::string one = write_checkpoint(d, random_particles(10), some_state(5), params);
+  const std::string one = write_checkpoint(d, random_particles(10), some_state(5), {}, params);
   const auto copy_as = [&](std::int64_t steps, int rank, int ranks) {
     fs::copy_file(one, checkpoint_path(d, steps, rank, ranks), fs::copy_options::overwrite_existing);
   };
@@ -188,7 +205,7 @@ TEST_CASE("checkpoint files of several ranks: names, which checkpoint counts, wh
   CHECK(back.ranks == 1);
   // A new checkpoint keeps itself and the newest complete one before it (step 7's); the
   // interrupted step 9 and the older step 5 go.
-  write_checkpoint(d, random_particles(10), some_state(12), params);
+  write_checkpoint(d, random_particles(10), some_state(12), {}, params);
   const auto left = find_checkpoints(d);
   REQUIRE(left.size() == 3);
   CHECK(left[0] == checkpoint_path(d, 12));

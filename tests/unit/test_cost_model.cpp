@@ -25,15 +25,21 @@ using namespace orbis;
 
 namespace {
 
+// What the ETA is given: the completed PM steps' costs, and the scale factor now.
+struct Measured {
+  double a = 0;
+  std::vector<CostRecord> history;
+};
+
 // PM steps of dln from ln_a0 to ln_a1, each costing rate(x_mid) * dln seconds.
 // (Steps of 1/32 keep every ln a exact, so the recent window's edge is unambiguous.)
 template <class Rate>
-RunState history(double ln_a0, double ln_a1, double dln, Rate rate) {
-  RunState s;
+Measured history(double ln_a0, double ln_a1, double dln, Rate rate) {
+  Measured s;
   const int steps = static_cast<int>(std::lround((ln_a1 - ln_a0) / dln));
   for (int i = 0; i < steps; ++i) {
     const double x = ln_a0 + i * dln;
-    s.cost_history.push_back(CostRecord{x, dln, 1e6, rate(x + 0.5 * dln) * dln});
+    s.history.push_back(CostRecord{x, dln, 1e6, rate(x + 0.5 * dln) * dln});
   }
   s.a = std::exp(ln_a1);
   return s;
@@ -50,25 +56,25 @@ double recent_mean(Rate rate) {
 }  // namespace
 
 TEST_CASE("ETA: nothing measured yet says unknown") {
-  RunState s;
+  Measured s;
   s.a = 0.02;
-  CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{}) < 0);
+  CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{}) < 0);
 }
 
 TEST_CASE("ETA: a constant cost per ln a, and the outputs still to come") {
-  const RunState s = history(-4.0, -2.0, 1.0 / 32, [](double) { return 2.0; });   // 2 s per unit ln a
-  CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{}) == doctest::Approx(4.0).epsilon(1e-9));
-  CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{3, 1.5}) == doctest::Approx(8.5).epsilon(1e-9));
+  const Measured s = history(-4.0, -2.0, 1.0 / 32, [](double) { return 2.0; });   // 2 s per unit ln a
+  CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{}) == doctest::Approx(4.0).epsilon(1e-9));
+  CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{3, 1.5}) == doctest::Approx(8.5).epsilon(1e-9));
 }
 
 TEST_CASE("ETA: a cost per ln a growing as e^(0.3 ln a) is integrated to the end, not held flat") {
   const double beta = 0.3;
   auto rate = [&](double x) { return 2.0 * std::exp(beta * x); };
-  const RunState s = history(-4.0, -2.0, 1.0 / 32, rate);
+  const Measured s = history(-4.0, -2.0, 1.0 / 32, rate);
   // Exact: the integral of the rate from ln a = -2 to 0.
   const double exact = 2.0 * (std::exp(0.0) - std::exp(beta * -2.0)) / beta;
   const double flat = rate(-2.0) * 2.0;
-  const double eta = predicted_remaining_seconds(s, 0.0, OutputCost{});
+  const double eta = predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{});
   CHECK(eta == doctest::Approx(exact).epsilon(0.01));   // the window's mean rate: Jensen's 1e-3
   CHECK(eta > 1.15 * flat);
 }
@@ -77,28 +83,28 @@ TEST_CASE("ETA: a faster growth is capped, a falling cost is held at its recent 
   // e^(3 ln a): the trend is capped at kMaxCostGrowth, from the window's mean rate at its
   // middle (ln a = -1.25) to now (-1) and on to the end (0).
   auto steep = [](double x) { return std::exp(3.0 * x); };
-  const RunState s = history(-2.0, -1.0, 1.0 / 32, steep);
+  const Measured s = history(-2.0, -1.0, 1.0 / 32, steep);
   const double g = kMaxCostGrowth;
   const double capped = recent_mean(steep) * std::exp(g * 0.25) * std::expm1(g * 1.0) / g;
-  CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{}) == doctest::Approx(capped).epsilon(1e-9));
+  CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{}) == doctest::Approx(capped).epsilon(1e-9));
   CHECK(capped < 0.5 * steep(-1.0) * std::expm1(3.0) / 3.0);   // far below the uncapped trend
 
   // e^(-ln a): held at the window's mean rate, never extrapolated down.
   auto falling = [](double x) { return std::exp(-x); };
-  const RunState f = history(-2.0, -1.0, 1.0 / 32, falling);
-  CHECK(predicted_remaining_seconds(f, 0.0, OutputCost{}) == doctest::Approx(recent_mean(falling)).epsilon(1e-9));
+  const Measured f = history(-2.0, -1.0, 1.0 / 32, falling);
+  CHECK(predicted_remaining_seconds(f.history, f.a, 0.0, OutputCost{}) == doctest::Approx(recent_mean(falling)).epsilon(1e-9));
 }
 
 TEST_CASE("ETA: a PM step that begins within 1e-4 of the recent window's edge is in it, one 2e-4 before is not") {
   // Rate 2 per unit ln a, but 10 in the step at the edge (ln a = -1.5): first in the window,
   // it makes the trend fall (held flat), so the ETA to ln a = 0 is the window's mean rate.
   auto with_edge_step = [](double shift) {
-    RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
-    CostRecord& edge = s.cost_history[16];
+    Measured s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
+    CostRecord& edge = s.history[16];
     REQUIRE(edge.ln_a == -1.5);
     edge.ln_a += shift;   // as the step log's 6 digits of a move it (eta_accuracy.py --replay)
     edge.seconds *= 5;
-    return predicted_remaining_seconds(s, 0.0, OutputCost{});
+    return predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{});
   };
   const double in = (10.0 + 15 * 2.0) / 16, out = 2.0;
   CHECK(with_edge_step(0.0) == doctest::Approx(in).epsilon(1e-9));
@@ -112,14 +118,14 @@ TEST_CASE("ETA: a PM step without measured seconds or length is left out of the 
   // step of the recent window without seconds, or without length: the others give the rate.
   for (const bool zero_length : {false, true}) {
     CAPTURE(zero_length);
-    RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 0.5; });
-    CostRecord& odd = s.cost_history[20];
+    Measured s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 0.5; });
+    CostRecord& odd = s.history[20];
     (zero_length ? odd.dln_a : odd.seconds) = 0;
-    CHECK(predicted_remaining_seconds(s, 0.0, OutputCost{}) == doctest::Approx(0.5).epsilon(1e-9));
+    CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{}) == doctest::Approx(0.5).epsilon(1e-9));
     // PM steps to come as long as the measured ones (1/32): 32 to ln a = 0, 4 checks of 1 s.
     OutputCost o;
     o.check_every = 8, o.check_seconds = 1.0;
-    CHECK(predicted_remaining_seconds(s, 0.0, o) == doctest::Approx(0.5 + 4).epsilon(1e-9));
+    CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, o) == doctest::Approx(0.5 + 4).epsilon(1e-9));
   }
 }
 
@@ -234,8 +240,8 @@ struct SyntheticRun {
     for (int k = 1; k <= f.deepest; ++k) s += std::ldexp(fixed + work * std::pow(f.above[static_cast<std::size_t>(k)], alpha), k - 1);
     return s;
   }
-  RunState history(const ClusteringForecast& forecast, double ln_begin, double ln_now, double dln) const {
-    RunState s;
+  Measured history(const ClusteringForecast& forecast, double ln_begin, double ln_now, double dln) const {
+    Measured s;
     double x = ln_begin;
     for (; x < ln_now - 1e-12; x += dln) {
       const BinForecast f = forecast.at(x + 0.5 * dln);
@@ -252,7 +258,7 @@ struct SyntheticRun {
         c.syncs += std::ldexp(1.0, k - 1), c.seconds += std::ldexp(seconds, k - 1), c.active += std::ldexp(p, k - 1) * forecast.particles();
         if (r.sub_min == 0 || seconds < r.sub_min) r.sub_min = seconds;
       }
-      s.cost_history.push_back(r);
+      s.history.push_back(r);
     }
     s.a = std::exp(x);
     return s;
@@ -411,8 +417,8 @@ TEST_CASE("ETA forecast: a sync point's price from measured sub-steps recovers t
   const ClusteringInputs in = inputs_256(32);
   const ClusteringForecast forecast(in, cosmology, std::log(0.01), 0.0);
   const SyntheticRun run;
-  const RunState s = run.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
-  const SyncPointPrice p = sync_point_price(s.cost_history, s.cost_history.size() / 2, forecast.particles());
+  const Measured s = run.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
+  const SyncPointPrice p = sync_point_price(s.history, s.history.size() / 2, forecast.particles());
   REQUIRE(p.valid);
   CHECK(p.full == doctest::Approx(run.full));
   // s0: the cheapest sub-step, whose few active particles add work (its f ~ 1e-7) ^ 0.4.
@@ -432,15 +438,15 @@ TEST_CASE("ETA forecast: a sync point's price from measured sub-steps recovers t
   // A the prior alone.
   SyntheticRun early = run;
   early.subs = false;
-  const RunState e = early.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
-  const SyncPointPrice q = sync_point_price(e.cost_history, 0, forecast.particles());
+  const Measured e = early.history(forecast, std::log(0.01), std::log(0.4), 1.0 / 32);
+  const SyncPointPrice q = sync_point_price(e.history, 0, forecast.particles());
   CHECK(q.fixed == doctest::Approx(run.other));
   CHECK(q.weight == 0);
   CHECK(q.at(0.01, 0.2) == doctest::Approx(q.work * 0.2).epsilon(1e-12));
   // A restart's records (no full step): no price.
-  RunState restarted = e;
-  for (CostRecord& r : restarted.cost_history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
-  CHECK_FALSE(sync_point_price(restarted.cost_history, 0, forecast.particles()).valid);
+  Measured restarted = e;
+  for (CostRecord& r : restarted.history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
+  CHECK_FALSE(sync_point_price(restarted.history, 0, forecast.particles()).valid);
 }
 
 TEST_CASE("ETA forecast: a run whose sync points cost as the model says is forecast to its remaining time") {
@@ -454,34 +460,34 @@ TEST_CASE("ETA forecast: a run whose sync points cost as the model says is forec
     run.alpha = 1;
     run.other = run.fixed;   // the full step's share of what every sync point pays
     for (double ln_now : {std::log(0.05), std::log(0.3), std::log(0.6)}) {
-      const RunState s = run.history(forecast, ln_begin, ln_now, dln);
+      const Measured s = run.history(forecast, ln_begin, ln_now, dln);
       const double exact = run.remaining(forecast, std::log(s.a), ln_end, dln);
-      CHECK(forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(2e-3));
+      CHECK(forecast_remaining_seconds(s.history, s.a, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(2e-3));
     }
   }
   // Leaves of 32 and alpha = 0.4: once the sub-steps are measured, to within 1%; the outputs,
   // the energy check's W and the last output's wait added.
   const ClusteringForecast forecast(inputs_256(32), cosmology, ln_begin, ln_end);
   const SyntheticRun run;
-  const RunState s = run.history(forecast, ln_begin, std::log(0.4), dln);
+  const Measured s = run.history(forecast, ln_begin, std::log(0.4), dln);
   const double exact = run.remaining(forecast, std::log(s.a), ln_end, dln);
   CHECK(exact > 3 * run.full * (ln_end - std::log(s.a)) / dln);   // far dearer than full steps alone
-  CHECK(forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(0.01));
+  CHECK(forecast_remaining_seconds(s.history, s.a, forecast, ln_end, OutputCost{}) == doctest::Approx(exact).epsilon(0.01));
   OutputCost other{2, 3.0};
   other.checks = 3, other.check_seconds = 1.5, other.final_wait = 4.0;
-  CHECK(forecast_remaining_seconds(s, forecast, ln_end, other) -
-            forecast_remaining_seconds(s, forecast, ln_end, OutputCost{}) ==
+  CHECK(forecast_remaining_seconds(s.history, s.a, forecast, ln_end, other) -
+            forecast_remaining_seconds(s.history, s.a, forecast, ln_end, OutputCost{}) ==
         doctest::Approx(2 * 3.0 + 3 * 1.5 + 4.0).epsilon(1e-9));
   // A restart's records: the recent seconds per force evaluation times the kicks to come.
-  RunState restarted = s;
-  for (CostRecord& r : restarted.cost_history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
-  const double eta = forecast_remaining_seconds(restarted, forecast, ln_end, OutputCost{});
+  Measured restarted = s;
+  for (CostRecord& r : restarted.history) r = CostRecord{r.ln_a, r.dln_a, r.particle_steps, r.seconds};
+  const double eta = forecast_remaining_seconds(restarted.history, restarted.a, forecast, ln_end, OutputCost{});
   CHECK(eta > 0);
   CHECK(eta == doctest::Approx(exact).epsilon(0.5));   // a fallback, not the model
   // Nothing measured yet: unknown.
-  RunState empty;
+  Measured empty;
   empty.a = 0.02;
-  CHECK(forecast_remaining_seconds(empty, forecast, ln_end, OutputCost{}) < 0);
+  CHECK(forecast_remaining_seconds(empty.history, empty.a, forecast, ln_end, OutputCost{}) < 0);
 }
 
 TEST_CASE("ETA: the energy check's W every few PM steps counts the PM steps to come") {
@@ -493,8 +499,8 @@ TEST_CASE("ETA: the energy check's W every few PM steps counts the PM steps to c
   o.check_every = (std::int64_t{1} << 32) + 4;   // [analysis] energy_check_every goes to 1e12
   CHECK(other_seconds(o, 10.0) == doctest::Approx(2));
   // Global steps add the same: PM steps to come as long as the recent ones.
-  const RunState s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
+  const Measured s = history(-2.0, -1.0, 1.0 / 32, [](double) { return 2.0; });
   o.check_every = 8;
-  CHECK(predicted_remaining_seconds(s, 0.0, o) - predicted_remaining_seconds(s, 0.0, OutputCost{}) ==
+  CHECK(predicted_remaining_seconds(s.history, s.a, 0.0, o) - predicted_remaining_seconds(s.history, s.a, 0.0, OutputCost{}) ==
         doctest::Approx(2 + 4).epsilon(1e-9));   // 32 PM steps of 1/32 to ln a = 0: 4 checks
 }
