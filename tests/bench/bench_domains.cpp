@@ -10,6 +10,14 @@
 // which must not change when the code gets faster.
 //   mpirun -np 2 bench_domains [particles_per_side=128] [box=500] [r_cut=6.6 spacings]
 //                              [pm_steps=3] [subs=16] [drift=0.3] [top_node_particles=4096]
+//                              [let=0]
+// let=1: after the first PM step's ghost choice, what each rank would receive instead as a
+// locally essential tree (issue #29, item 3): the rank's forest is walked for its own
+// particles (host tree and walk, no P2P), and the ghost leaves that reach P2P (their
+// particles, 24 bytes each), the ghost nodes that are M2L sources (WalkNode and p = 4
+// multipoles, 96 + 280 bytes) and the other ghost nodes the walk passes through below the
+// top depth (WalkNode, 96 bytes) are counted against the whole ghost groups' positions
+// (24 bytes a particle). Both are what a refresh moves at every sub-step.
 // The domains are runs of the global tree's top nodes of about top_node_particles particles
 // (max_leaf 32, the default's; depth top_levels_for(N, ...)); the ghosts whole nodes.
 // OMP_NUM_THREADS sets the threads of each rank.
@@ -25,6 +33,8 @@
 #include "core/parallel.hpp"
 #include "core/timer.hpp"
 #include "domain/rank_domains.hpp"
+#include "fmm/p2p.hpp"
+#include "fmm/short_range.hpp"
 #include "tree/orb_tree.hpp"
 #include "support/clustered_particles.hpp"
 
@@ -58,6 +68,83 @@ void drift(Particles& p, int step, double amount, double box) {
   }
 }
 
+// A P2P evaluator that evaluates nothing: the walk's task lists are all the LET count needs.
+class NoP2P final : public P2PEvaluator {
+ public:
+  P2PStats evaluate(const P2PSettings&, const P2PInput&, std::vector<Vec3d>& acc) override {
+    std::fill(acc.begin(), acc.end(), Vec3d{});
+    return {};
+  }
+  std::string name() const override { return "none"; }
+};
+
+// The LET estimate of let=1 (see the top of the file), printed per rank.
+void report_let(const RankDomains& domains, const std::vector<Vec3d>& with_ghosts, std::size_t n_own, double box,
+                double r_cut, int depth) {
+  ShortRangeSettings s;
+  s.box_mpc_h = box;
+  s.r_cut = r_cut;
+  s.r_s = r_cut / 5.5;   // the default ratio; the walk's decisions do not depend on it
+  s.max_leaf = 32;
+  s.top_levels = depth;
+  s.g_mass = 1;
+  ShortRangeSolver solver(s);
+  NoP2P none;
+  std::vector<std::uint8_t> bins(with_ghosts.size(), 0);
+  std::fill(bins.begin(), bins.begin() + static_cast<std::ptrdiff_t>(n_own), 1);
+  ShortRangeTargets targets;
+  targets.bins = &bins;
+  targets.min_bin = 1;
+  targets.forest_groups = &domains.group_offsets();
+  targets.forest_group_ids = &domains.groups();
+  solver.begin(with_ghosts, none, targets);   // the walk; its P2P (none) is never finished
+  const OrbTree& tree = solver.tree();
+  const auto& nodes = tree.nodes();
+  const auto& leaves = tree.leaves();
+  const auto ghost_node = [&](std::int32_t k) {
+    return nodes[static_cast<std::size_t>(k)].first >= n_own && nodes[static_cast<std::size_t>(k)].depth >= depth;
+  };
+  std::vector<std::uint8_t> kind(nodes.size(), 0);   // 1 passed through, 2 M2L source
+  std::vector<std::uint8_t> leaf_used(leaves.size(), 0);
+  for (const InteractionTask& t : solver.tasks().m2l)
+    if (ghost_node(static_cast<std::int32_t>(t.source))) kind[t.source] = 2;
+  for (const InteractionTask& t : solver.tasks().p2p)
+    if (leaves[t.source].first >= n_own) leaf_used[t.source] = 1;
+  std::uint64_t let_particles = 0;
+  for (std::size_t l = 0; l < leaves.size(); ++l)
+    if (leaf_used[l]) {
+      let_particles += leaves[l].count;
+      const std::int32_t k = tree.leaf_node()[l];
+      if (kind[static_cast<std::size_t>(k)] == 0) kind[static_cast<std::size_t>(k)] = 1;
+    }
+  // Every ancestor of a node the walk reached, down from the top depth, is passed through.
+  for (std::size_t k = nodes.size(); k-- > 0;) {
+    if (kind[k] == 0) continue;
+    for (std::int32_t up = nodes[k].parent; up >= 0 && ghost_node(up) && kind[static_cast<std::size_t>(up)] == 0;
+         up = nodes[static_cast<std::size_t>(up)].parent)
+      kind[static_cast<std::size_t>(up)] = 1;
+  }
+  std::uint64_t m2l_nodes = 0, walk_nodes = 0;
+  for (std::uint8_t k : kind) {
+    m2l_nodes += k == 2;
+    walk_nodes += k == 1;
+  }
+  const std::uint64_t ghosts = with_ghosts.size() - n_own;
+  const double ghost_bytes = 24.0 * static_cast<double>(ghosts);
+  const double let_bytes = 24.0 * static_cast<double>(let_particles) + 376.0 * static_cast<double>(m2l_nodes) +
+                           96.0 * static_cast<double>(walk_nodes);
+  std::printf("  rank %d: %zu own, %llu ghosts (%.3f per own particle, %.1f MB a refresh); as a LET: %llu particles in "
+              "P2P leaves (%.3f per own), %llu M2L source nodes, %llu nodes passed through: %.1f MB a refresh "
+              "(%.2f of the ghosts')\n",
+              domains.comm().rank(), n_own, static_cast<unsigned long long>(ghosts),
+              static_cast<double>(ghosts) / static_cast<double>(n_own), 1e-6 * ghost_bytes,
+              static_cast<unsigned long long>(let_particles),
+              static_cast<double>(let_particles) / static_cast<double>(n_own),
+              static_cast<unsigned long long>(m2l_nodes), static_cast<unsigned long long>(walk_nodes),
+              1e-6 * let_bytes, let_bytes / ghost_bytes);
+  std::fflush(stdout);
+}
+
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return (h ^ v) * 0x100000001B3ull; }
 std::uint64_t bits(double x) {
   std::uint64_t u;
@@ -79,6 +166,7 @@ int main(int argc, char** argv) {
     const int subs = argc > 5 ? std::atoi(argv[5]) : 16;
     const double amount = argc > 6 ? std::atof(argv[6]) : 0.3;
     const long node_particles = argc > 7 ? std::atol(argv[7]) : 4096;
+    const bool let = argc > 8 && std::atoi(argv[8]) != 0;
 
     const Particles all = test::clustered_particle_set(side, box, 20261127);
     Particles mine;
@@ -115,6 +203,13 @@ int main(int argc, char** argv) {
       const std::size_t sources = domains.with_ghosts(mine.pos, r_cut, &same).size();
       const double select_s = select.seconds();
       const DomainReport::Times sel = domains.report().times;
+      if (let && s == 0) {
+        const std::vector<Vec3d> with = domains.with_ghosts(mine.pos, r_cut);   // the same choice: a refresh
+        for (int r = 0; r < comm.size(); ++r) {
+          if (r == comm.rank()) report_let(domains, with, mine.size(), box, r_cut, depth);
+          comm.barrier();
+        }
+      }
       double refresh_s = 0;
       for (int k = 1; k < subs; ++k) {
         drift(mine, 1000 * s + k, 1e-4 * r_cut, box);
