@@ -10,7 +10,7 @@
 // so the result does not depend on the thread count. P2PEvaluator::pair_potential_sum runs
 // it on the CPU (this file) or the GPU (gpu/pair_energy_cuda.cu).
 //
-// Over several ranks (CPU only) a rank sums the pairs of its own particles with each other
+// Over several ranks (CPU and GPU alike) a rank sums the pairs of its own particles with each other
 // and with its ghosts, the other ranks' particles within the cut (the last `ghosts`
 // positions); a ghost's pairs with other ghosts belong to other ranks. A pair of particles on
 // two ranks is seen by both, and exactly one takes it: the rank whose particle comes first in
@@ -33,13 +33,13 @@ struct PairPotentialInput {
   double r_s = 0;
   double cut = 0;         // pairs at r >= cut contribute nothing; cut < box / 2
   double softening = 0;   // Plummer-equivalent eps, Mpc/h
-  std::size_t ghosts = 0; // the last `ghosts` positions are other ranks' particles (CPU sum only)
+  std::size_t ghosts = 0; // the last `ghosts` positions are other ranks' particles
 };
 
 // The share of the pair of this rank's particle at `own` and another rank's at `ghost` that
 // this rank takes: 1 when `own` comes first in (x, y, z) order, 0 when `ghost` does, 1/2 for
 // equal positions. The other rank, asking with the roles swapped, takes the rest.
-inline double ghost_pair_weight(const Vec3d& own, const Vec3d& ghost) {
+ORBIS_HD double ghost_pair_weight(const Vec3d& own, const Vec3d& ghost) {
   if (own.x != ghost.x) return own.x < ghost.x ? 1.0 : 0.0;
   if (own.y != ghost.y) return own.y < ghost.y ? 1.0 : 0.0;
   if (own.z != ghost.z) return own.z < ghost.z ? 1.0 : 0.0;

@@ -23,8 +23,8 @@ double integral_u_erfc(double x) {
 
 }  // namespace
 
-// The mesh term's solver: cuFFT's on the pair sum's device when that runs on CUDA (energy.hpp),
-// the host's (FFTW, over the ranks of comm) otherwise. The host's meshes are its own, kept
+// The mesh term's solver: on one rank cuFFT's on the pair sum's device when that runs on CUDA
+// (energy.hpp), the host's (FFTW, over the ranks of comm) otherwise. The host's meshes are its own, kept
 // between checks; the device's come from the device pool for each check and go back.
 struct EnergyCheck::MeshSolver {
   std::unique_ptr<PmSolver> host;
@@ -34,7 +34,7 @@ struct EnergyCheck::MeshSolver {
 
   MeshSolver(const PmSettings& settings, const Comm& comm, const P2PEvaluator* pairs, int device_index) {
 #if defined(ORBIS_HAVE_CUDA)
-    if (pairs && pairs->name() == "cuda") {
+    if (comm.size() == 1 && pairs && pairs->name() == "cuda") {
       device = std::make_unique<CudaPmSolver>(settings, device_index);
       return;
     }
@@ -83,7 +83,7 @@ EnergyCheck::~EnergyCheck() = default;
 
 PotentialEnergy EnergyCheck::potential(const Particles& particles) {
   if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
-  if (comm_.size() == 1 && !pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
+  if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
   if (!mesh_) mesh_ = std::make_unique<MeshSolver>(pm_settings_, comm_, pairs_.get(), device_);
   // The mass every rank agrees on (a rank left with no particles may not know it).
   const double m = comm_.max(particles.mass), g_mass = units::G * m;
@@ -102,14 +102,15 @@ PotentialEnergy EnergyCheck::potential(const Particles& particles) {
     // This rank's particles, then the ghosts: every other rank's particle within the cut of
     // one of them (a hair more, so that no pair just inside the cut is lost to the rounding
     // of the extent's distance; the sum applies the cut itself). The extent's centre is
-    // where this rank's particles are, wherever its domain lies.
+    // where this rank's particles are, wherever its domain lies. The sum runs where the
+    // one-rank sum does (the rank's GPU with a CUDA backend).
     std::vector<Vec3d> with_ghosts = particles.pos;
     const std::vector<Vec3d> ghosts =
         import_ghosts(particles.pos, PeriodicExtent::of(particles.pos, box_).centre, cut_ * (1 + 1e-9), box_, comm_);
     with_ghosts.insert(with_ghosts.end(), ghosts.begin(), ghosts.end());
     pairs.positions = &with_ghosts;
     pairs.ghosts = ghosts.size();
-    w.pairs = -g_mass * m * comm_.sum(pair_potential_sum_cpu(pairs));
+    w.pairs = -g_mass * m * comm_.sum(pairs_->pair_potential_sum(pairs));
   }
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
   w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);

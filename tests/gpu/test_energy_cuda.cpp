@@ -1,6 +1,6 @@
 // The energy diagnostic with the CUDA backend: the GPU's pair sum (gpu/pair_energy_cuda.cu)
 // equals the CPU's on a clustered set (through the chaining mesh and through the one-cell
-// fallback); the GPU's mesh term (CudaPmSolver::potential_energy) equals the FFTW path's
+// fallback), and over ranks its shares with ghosts add up to the one-rank sum; the GPU's mesh term (CudaPmSolver::potential_energy) equals the FFTW path's
 // (PmSolver::potential_energy) to the mesh precision, is the energy check's mesh term with the
 // CUDA backend, and keeps no device memory; a W with the pair sum on the GPU matches the Ewald
 // sum; and a short run on the CUDA step engine keeps the Layzer-Irvine residual small.
@@ -57,6 +57,52 @@ TEST_CASE("GPU pair sum of the energy check: the CPU's; a W on the GPU: the Ewal
   const double w = check.potential(p).total();
   std::printf("aW with the pair sum on the GPU %.8e, Ewald %.8e (%.1e)\n", w, ewald, w / ewald - 1);
   CHECK(std::abs(w / ewald - 1) < 1e-5);
+}
+
+TEST_CASE("GPU pair sum over ranks: each rank's share with its ghosts adds up to the one-rank sum") {
+  test::require_gpu_or_skip();
+  // Three "ranks" emulated in one process: the particles cut into slabs along x (one slab
+  // wraps the periodic boundary), every other slab's particles within the cut as ghosts. The
+  // shares (own pairs once, own-ghost pairs by ghost_pair_weight) must add up to the whole
+  // set's sum, which counts every pair within the cut once; and the CPU's shares equal the
+  // GPU's. Two particles at one position straddle two ranks (the half-each tie).
+  const double box = 64.0, cut = 9.0;
+  std::vector<Vec3d> pos = test::clustered_particles(32, box, 7);
+  pos.push_back(Vec3d{20.0, 5.0, 5.0});
+  pos.push_back(Vec3d{20.0, 5.0, 5.0});
+  const auto gpu = make_p2p_evaluator("cuda", 0);
+  PairPotentialInput in;
+  in.box = box;
+  in.r_s = cut / 5.5;
+  in.cut = cut;
+  in.softening = 0.05;
+  in.positions = &pos;
+  const double whole = pair_potential_sum_cpu(in);
+  const auto rank_of = [&](std::size_t i) {
+    if (i + 2 >= pos.size()) return static_cast<int>(i + 2 - pos.size());   // the tie: ranks 0 and 1
+    const double x = std::fmod(pos[i].x + 10.0, box);
+    return x < 25.0 ? 0 : (x < 45.0 ? 1 : 2);
+  };
+  double gpu_total = 0, cpu_total = 0;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<Vec3d> mine, ghosts;
+    for (std::size_t i = 0; i < pos.size(); ++i) {
+      if (rank_of(i) == r) mine.push_back(pos[i]);
+      else ghosts.push_back(pos[i]);   // more than the cut needs: the rule must still count each pair once
+    }
+    mine.insert(mine.end(), ghosts.begin(), ghosts.end());
+    PairPotentialInput share = in;
+    share.positions = &mine;
+    share.ghosts = ghosts.size();
+    const double on_gpu = gpu->pair_potential_sum(share), on_cpu = pair_potential_sum_cpu(share);
+    CHECK(on_gpu == doctest::Approx(on_cpu).epsilon(1e-11));
+    gpu_total += on_gpu;
+    cpu_total += on_cpu;
+  }
+  std::printf("pair sum over 3 ranks: GPU %.15e, one rank %.15e (%.1e)\n", gpu_total, whole, gpu_total / whole - 1);
+  CHECK(whole > 0);
+  CHECK(gpu_total == doctest::Approx(whole).epsilon(1e-11));
+  CHECK(cpu_total == doctest::Approx(whole).epsilon(1e-11));
 }
 
 namespace {
