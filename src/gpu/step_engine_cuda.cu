@@ -128,12 +128,12 @@ struct CudaStepEngine::Impl {
   bool ranks = false;
   bool loaded = false;
   std::optional<RankDomains> domains;
-  std::optional<gpu::DeviceGhosts> ghosts;   // the forest's ghosts, refreshed on the device
   std::unique_ptr<PmSolver> host_pm;
   double work_since_update = 0;   // this rank's interactions since the last domain update
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
   DeviceArray<double> sources;
+  std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
   DeviceArray<float> forest_acc_f;
   DeviceArray<double> forest_acc_d;
