@@ -138,7 +138,8 @@ void refresh_ghosts(const std::vector<Vec3d>& pos, const GhostRoutes& routes, co
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t k = 0; k < n_sent; ++k)
     send[static_cast<std::size_t>(k)] = pos[routes.sent[static_cast<std::size_t>(k)]];
-  comm.alltoallv_into(send, routes.counts, out, at);
+  out.resize(at + Comm::total(routes.recv_counts));
+  comm.alltoallv_known(send.data(), routes.counts, out.data() + at, routes.recv_counts, sizeof(Vec3d));
 }
 
 }  // namespace orbis

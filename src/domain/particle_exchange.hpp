@@ -27,11 +27,13 @@ namespace orbis {
 std::uint64_t migrate_particles(Particles& particles, std::vector<std::uint32_t>& group, const NodeDomains& domains,
                                 const Comm& comm);
 
-// Which of this rank's particles went where as ghosts: sent[] holds local indices, grouped
-// by destination rank, counts[r] of them for rank r.
+// Which of this rank's particles go where as ghosts: sent[] holds local indices, grouped
+// by destination rank, counts[r] of them for rank r; recv_counts[r]: how many ghosts rank r
+// sends here (known to both sides, so a refresh exchanges no counts).
 struct GhostRoutes {
   std::vector<std::uint32_t> sent;
   std::vector<std::size_t> counts;
+  std::vector<std::size_t> recv_counts;
 };
 
 // Collective: the positions of the other ranks' particles within r_cut of this rank's
@@ -41,7 +43,8 @@ std::vector<Vec3d> import_ghosts(const std::vector<Vec3d>& pos, const Vec3d& cen
                                  const Comm& comm);
 
 // Collective: the current positions of the particles `routes` names, sent to their ranks
-// (the run's ghosts between their choices: domain/rank_domains.hpp): one exchange. They are
+// (the run's ghosts between their choices: domain/rank_domains.hpp): one exchange, of the
+// positions alone (routes.recv_counts says what arrives). They are
 // written into `out` from index `at` on (resized to hold them; what is before kept), packed
 // in `send` (resized), so buffers reused between the sub-steps of a PM step cost no
 // allocation.

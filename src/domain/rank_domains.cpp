@@ -206,6 +206,7 @@ void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<
   // Sent: for each other rank, in rank order, the own groups near one of its groups, whole.
   routes_.sent.clear();
   routes_.counts.assign(static_cast<std::size_t>(comm_.size()), 0);
+  routes_.recv_counts.assign(static_cast<std::size_t>(comm_.size()), 0);
   for (int r = 0; r < comm_.size(); ++r) {
     if (r == me) continue;
     for (std::uint32_t a = g_begin; a < g_end; ++a) {
@@ -228,16 +229,21 @@ void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<
     if (!wanted) continue;
     groups_.push_back(b);
     group_offsets_.push_back(group_offsets_.back() + group_count_[b]);
+    routes_.recv_counts[static_cast<std::size_t>(domains_.owner(b))] += group_count_[b];
   }
   report_.ghost_groups = groups_.size() - n_own;
+  // Each side found its routes alone: the counts the others send must be those expected (a
+  // refresh trusts them, and writes what arrives after the own particles).
+  if (comm_.alltoall_counts(routes_.counts, routes_.sent.size()) != routes_.recv_counts)
+    fail("internal: rank {} expects other ghost counts than the ranks send it", me);
 }
 
 const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set) {
   if (same_set) *same_set = false;
-  report_.rechosen = false;
   report_.times.ghost_choice = report_.times.ghost_exchange = 0;
   Stopwatch watch;
   if (comm_.size() == 1) {
+    report_.rechosen = false;
     with_ghosts_ = pos;
     group_offsets_ = {0, static_cast<std::uint32_t>(pos.size())};
     groups_ = {0};
@@ -249,16 +255,13 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   // One pass over the particles, group by group: copied to the front of the result (its
   // buffer is the last call's: between the sub-steps of a PM step the same size, no
   // allocation) and each own group's tight box at these positions (the box the forest's
-  // refit gives its root), and how far it sticks out of the group's box at the choice (a
-  // maximum: the same for any thread count).
+  // refit gives its root).
   const std::size_t n = pos.size();
   if (with_ghosts_.size() < n) with_ghosts_.resize(n);
   const std::size_t n_own = own_offsets_.size() - 1;
-  const bool chosen = ghosts_chosen_ && chosen_lo_.size() == n_own && chosen_r_cut_ == r_cut;
   own_lo_.resize(n_own);
   own_hi_.resize(n_own);
-  double grown = chosen ? 0.0 : HUGE_VAL;
-#pragma omp parallel for schedule(dynamic, 16) reduction(max : grown)
+#pragma omp parallel for schedule(dynamic, 16)
   for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n_own); ++k) {
     const std::size_t g = static_cast<std::size_t>(k);
     const std::uint32_t first = own_offsets_[g], end = own_offsets_[g + 1];
@@ -272,9 +275,34 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     }
     own_lo_[g] = lo;
     own_hi_[g] = hi;
-    if (chosen && end > first)
-      for (int d = 0; d < 3; ++d) grown = std::max({grown, chosen_lo_[g][d] - lo[d], hi[d] - chosen_hi_[g][d]});
   }
+  const double copied = watch.seconds();
+  const GhostPlan plan = plan_ghosts(own_lo_, own_hi_, r_cut);
+  watch.restart();
+  refresh_ghosts(pos, *plan.routes, comm_, with_ghosts_, n, ghost_send_);
+  report_.times.ghost_exchange = copied + watch.seconds();
+  if (same_set) *same_set = plan.kept;
+  return with_ghosts_;
+}
+
+RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo, const std::vector<Vec3d>& own_hi,
+                                                double r_cut) {
+  report_.rechosen = false;
+  report_.times.ghost_choice = 0;
+  if (comm_.size() == 1 || !updated_)
+    fail("internal: ghosts planned {}", comm_.size() == 1 ? "on one rank" : "before a domain update");
+  const std::size_t n_own = own_offsets_.size() - 1;
+  if (own_lo.size() != n_own || own_hi.size() != n_own)
+    fail("internal: ghosts planned from {} boxes for {} own groups", own_lo.size(), n_own);
+  // How far a group's box sticks out of its box at the choice (a maximum: exact, the same
+  // whatever computed the boxes).
+  const bool chosen = ghosts_chosen_ && chosen_lo_.size() == n_own && chosen_r_cut_ == r_cut;
+  double grown = chosen ? 0.0 : HUGE_VAL;
+  if (chosen)
+    for (std::size_t g = 0; g < n_own; ++g)
+      if (own_offsets_[g + 1] > own_offsets_[g])
+        for (int d = 0; d < 3; ++d)
+          grown = std::max({grown, chosen_lo_[g][d] - own_lo[g][d], own_hi[g][d] - chosen_hi_[g][d]});
   // The choice stands while it holds every group the walk's drop test keeps with an own
   // group at these positions (bitwise forces need the forest to: a kept pair's leaves make
   // P2P tasks, and the tiled kernel cuts its tiles by their sources). A pair not chosen was
@@ -287,13 +315,9 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
   // little, but its group's box (the tree knows no periodicity) then spans the whole box,
   // and such a group is kept with every group near it on the other two axes.
   const double allowed = kGhostMargin * r_cut / (2 * std::sqrt(3.0)) * (1 - 1e-6);
-  if (comm_.max(grown) <= allowed) {
-    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n, ghost_send_);
-    if (same_set) *same_set = true;
-    report_.times.ghost_exchange = watch.seconds();
-  } else {
-    report_.times.ghost_exchange = watch.seconds();
-    watch.restart();
+  const bool kept = comm_.max(grown) <= allowed;
+  if (!kept) {
+    Stopwatch watch;
     const double reach = r_cut * (1 + kGhostMargin);
     std::vector<Vec3d> lo, hi;
     if (top_boxes_current_) {
@@ -305,8 +329,8 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
       // in group order (the runs ascend with the rank).
       std::vector<Vec3d> own_box(2 * n_own);
       for (std::size_t k = 0; k < n_own; ++k) {
-        own_box[2 * k] = own_lo_[k];
-        own_box[2 * k + 1] = own_hi_[k];
+        own_box[2 * k] = own_lo[k];
+        own_box[2 * k + 1] = own_hi[k];
       }
       const std::vector<Vec3d> boxes = comm_.allgatherv(own_box);
       lo.resize(domains_.groups());
@@ -322,19 +346,15 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
     chosen_lo_.assign(lo.begin() + g_begin, lo.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
     chosen_hi_.assign(hi.begin() + g_begin, hi.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
     top_boxes_current_ = false;
-    report_.times.ghost_choice = watch.seconds();
-    watch.restart();
-    refresh_ghosts(pos, routes_, comm_, with_ghosts_, n, ghost_send_);
-    if (with_ghosts_.size() != group_offsets_.back())
-      fail("internal: {} ghost positions arrived, their groups hold {}", with_ghosts_.size() - n,
-           group_offsets_.back() - n);
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;
     report_.rechosen = true;
-    report_.times.ghost_exchange += watch.seconds();
+    report_.times.ghost_choice = watch.seconds();
   }
-  report_.ghosts = with_ghosts_.size() - n;
-  return with_ghosts_;
+  report_.ghosts = group_offsets_.back() - own_offsets_.back();
+  report_.ghost_bytes_sent = routes_.sent.size() * sizeof(Vec3d);
+  report_.ghost_bytes_received = report_.ghosts * sizeof(Vec3d);
+  return GhostPlan{kept, &routes_};
 }
 
 }  // namespace orbis

@@ -38,7 +38,10 @@ struct DomainReport {
   std::uint64_t migrated = 0;   // particles that left this rank at the last update
   std::uint64_t ghosts = 0;     // ghosts imported at the last with_ghosts()
   std::uint64_t ghost_groups = 0;   // the whole top nodes they make up
-  bool rechosen = false;        // the last with_ghosts() chose the ghosts (else refreshed them)
+  bool rechosen = false;        // the last with_ghosts() (plan_ghosts()) chose the ghosts (else refreshed them)
+  // The ghosts' positions of the last choice or refresh (24 bytes each): what this rank sends
+  // to and receives from the others at each exchange (with GPUs, also what crosses its bus).
+  std::uint64_t ghost_bytes_sent = 0, ghost_bytes_received = 0;
   // Where the time went (this rank, wall seconds, collectives' waiting included): of the last
   // update() and of the last with_ghosts().
   struct Times {
@@ -50,7 +53,7 @@ struct DomainReport {
     double migrate = 0;         // migrate_particles
     double order = 0;           // subtree order and the permutation
     double ghost_choice = 0;    // boxes gathered, pairs tested, routes (0 when refreshed)
-    double ghost_exchange = 0;  // copy, displacement check, the ghosts' positions sent
+    double ghost_exchange = 0;  // with_ghosts(): copy, boxes, the ghosts' positions sent
   } times;
 };
 
@@ -82,6 +85,23 @@ class RankDomains {
   // particles' order within each). *same_set: the result holds the same particles in the same order as
   // at the last call (the short-range solver may refit its tree).
   const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
+
+  // with_ghosts()'s decision from the own groups' boxes alone, for a caller that holds the
+  // positions elsewhere (the GPU engine: gpu/ghost_exchange_cuda.cuh). Collective, several
+  // ranks, after update(). own_lo/own_hi: each own group's tight box at the current positions
+  // (own_offsets() delimits the groups; an empty group's is lo = +inf, hi = -inf). Keeps or
+  // chooses again the ghosts as with_ghosts() does, and sets group_offsets(), groups() and
+  // report(); the caller then sends its particles routes->sent (by destination rank,
+  // routes->counts) and receives routes->recv_counts from each rank, in rank order, after
+  // its own particles: with_ghosts()'s result. It is what with_ghosts() itself calls.
+  struct GhostPlan {
+    bool kept = false;                     // the same ghosts as at the last call (same_set)
+    const GhostRoutes* routes = nullptr;   // valid until the next plan_ghosts() or update()
+  };
+  GhostPlan plan_ghosts(const std::vector<Vec3d>& own_lo, const std::vector<Vec3d>& own_hi, double r_cut);
+  // Where this rank's groups begin in its particles, as update() ordered them (own group k:
+  // [own_offsets()[k], own_offsets()[k + 1])); empty before the first update and on one rank.
+  const std::vector<std::uint32_t>& own_offsets() const { return own_offsets_; }
   // [group_offsets()[k], group_offsets()[k + 1]): group k of with_ghosts()'s result.
   const std::vector<std::uint32_t>& group_offsets() const { return group_offsets_; }
   // Their top-tree group numbers (tree order), own groups first, then the ghosts'.
@@ -127,7 +147,7 @@ class RankDomains {
   GhostRoutes routes_;
   std::vector<Vec3d> ghost_send_;   // refresh_ghosts' packing buffer, kept between calls
   std::vector<Vec3d> chosen_lo_, chosen_hi_;   // the own groups' boxes the choice was made with
-  std::vector<Vec3d> own_lo_, own_hi_;         // the own groups' boxes at the last call
+  std::vector<Vec3d> own_lo_, own_hi_;         // with_ghosts(): the own groups' boxes at its call
   double chosen_r_cut_ = 0;
 };
 

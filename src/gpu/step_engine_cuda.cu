@@ -27,6 +27,7 @@
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_memory_plan.hpp"
+#include "gpu/ghost_exchange_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
@@ -61,15 +62,6 @@ __global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, s
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
-}
-
-// Interleaved xyz of count particles into x | y | z blocks of `stride`, from index `at` on:
-// the ghosts' part of the forest's positions (the own part is copied on the device).
-__global__ void deinterleave_at_kernel(const double* xyz, std::size_t count, double* soa, std::size_t stride,
-                                       std::size_t at) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
-  for (int d = 0; d < 3; ++d) soa[d * stride + at + i] = xyz[3 * i + d];
 }
 
 // Over ranks the host copies to and from the pinned buffers are hundreds of MB a step (8.4M
@@ -141,6 +133,7 @@ struct CudaStepEngine::Impl {
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
   DeviceArray<double> sources;
+  std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
   DeviceArray<float> forest_acc_f;
   DeviceArray<double> forest_acc_d;
@@ -534,9 +527,10 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   m.acc_current = false;
 }
 
-// Over ranks (step_engine_cuda.hpp). The host's part comes first: the domains (when the tree
-// policy builds), the ghosts and the PM, all at the host positions; then the device's
-// short-range step on the rank's forest.
+// Over ranks (step_engine_cuda.hpp). The domains are updated on the host (when the tree
+// policy builds), the ghosts refreshed from the device's positions (only the own groups'
+// boxes and the ghosts' positions cross the bus), the PM computed at host positions; then
+// the device's short-range step on the rank's forest.
 void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats) {
   const double comm_before = comm.stats().seconds;
   Stopwatch domain_watch;
@@ -569,32 +563,16 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors stay as they are
     host_current = true;
     domains_updated = true;
-  } else if (!host_current) {
-    download(pos.data(), host.pos);   // positions only: the host state stays out of date
+  } else if (long_range && !host_current) {
+    download(pos.data(), host.pos);   // for the host PM alone: the host state stays out of date
   }
   bool same = false;
   if (treepm) {
-    const std::vector<Vec3d>& with_ghosts = domains->with_ghosts(host.pos, sr.r_cut, &same);
-    n_sources = with_ghosts.size();
-    if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 4));
-    // Own particles first, the device's positions themselves (with_ghosts starts with the
-    // positions it was given): copied on the device; only the ghosts go up.
-    const std::size_t own = std::min(n, n_sources), ghosts = n_sources - own;
-    for (int d = 0; d < 3; ++d)
-      if (own > 0)
-        ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data() + d * n_sources, pos.data() + d * n, own * sizeof(double),
-                                         cudaMemcpyDeviceToDevice, stream));
-    if (ghosts > 0) {
-      double* staging = this->staging(3 * ghosts);
-      host_staging.ensure(3 * ghosts);
-      host_copy(host_staging.data(), with_ghosts.data() + own, 3 * ghosts * sizeof(double));
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * ghosts * sizeof(double),
-                                       cudaMemcpyHostToDevice, stream));
-      deinterleave_at_kernel<<<grid_for(ghosts), kThreads, 0, stream>>>(staging, ghosts, sources.data(), n_sources,
-                                                                         own);
-      ORBIS_CUDA_CHECK(cudaGetLastError());
-    }
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
+    // The forest's sources (own particles, then the ghosts) from the device's positions: only
+    // the own groups' boxes and the ghosts' positions cross the bus (gpu/ghost_exchange_cuda.cuh).
+    if (!ghosts) ghosts.emplace(comm);
+    n_sources = ghosts->refresh(*domains, pos.data(), n, sr.r_cut, sources,
+                                [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
   }
   stats.times.add("domain", domain_watch.seconds());
   if (long_range) {
@@ -696,6 +674,10 @@ bool CudaStepEngine::last_step_built_tree() const { return impl_->short_range &&
 void CudaStepEngine::set_max_chunk_tasks(std::size_t tasks) {
   impl_->max_chunk_tasks = tasks;
   if (impl_->short_range) impl_->short_range->set_max_chunk_tasks(tasks);
+}
+
+std::uint64_t CudaStepEngine::ghost_bus_bytes() const {
+  return impl_->ghosts ? impl_->ghosts->traffic().total() : 0;
 }
 
 std::string CudaStepEngine::last_step_details() const {

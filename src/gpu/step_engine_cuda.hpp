@@ -11,16 +11,20 @@
 // policy's choice, tree/tree_reuse.hpp, the same on every rank: its pair counts are summed
 // over the ranks) the state comes to the host through pinned buffers, the domains update
 // there (migration and subtree order, as the host engine's), and the new own set goes back
-// up; at the other steps the domains stay and only the positions come down. The long-range
+// up; at the other steps the domains stay, and the ghosts are refreshed from the device's
+// positions (gpu/ghost_exchange_cuda.cuh: the own groups' boxes come down, the ghosts'
+// positions alone go between the ranks; the positions come down only for the host PM's
+// long-range steps). The long-range
 // force is the host PmSolver's on x slabs with cuFFT transforms (gpu/pm_cuda_slabs.hpp), at
 // the host positions, uploaded. The short range runs on the device on the rank's forest
-// (DeviceShortRange::compute_forest): the own particles and the ghosts uploaded, the own
+// (DeviceShortRange::compute_forest): the own particles and the ghosts, the own
 // active ones as targets; refitted while the ghosts are the same particles. Kicks, drifts,
 // bins and the reductions stay on the device, each reduced over the ranks as the host
 // engine reduces them. The phases "domain" (download, update, ghosts, upload) and "comm"
 // (time inside communication) are the host engine's.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +75,10 @@ class CudaStepEngine final : public StepEngine {
   std::string device_name() const;
   // The last step's device phases and counts in one line (the benchmark).
   std::string last_step_details() const;
+  // Over ranks: the bytes the last force computation's ghost refresh moved over this rank's
+  // bus (the own groups' boxes down, the sent ghosts down, the received up, the send list up
+  // at a new choice); 0 on one rank.
+  std::uint64_t ghost_bus_bytes() const;
   // Benchmark and test hook: the tree policy ([gpu] tree_rebuild_every and tree_max_refits
   // otherwise); it starts afresh, as after load().
   void set_tree_policy(const TreeReuseSettings& settings);

@@ -1,0 +1,111 @@
+// The CUDA step engine's ghosts over ranks (issue #29), refreshed on the device: only the
+// ghosts' own bytes cross the bus.
+//
+// At each force computation the own top-tree groups' boxes are computed on the device (a
+// segmented min/max over the groups of RankDomains::own_offsets(): exact, so the same bits
+// as RankDomains::with_ghosts' host loop) and only they come down (48 bytes a group);
+// RankDomains::plan_ghosts decides from them whether the ghost choice stands, or chooses
+// again (domain/rank_domains.hpp: the same decision and routes as with_ghosts, one
+// implementation). The routes' send list goes up once per choice; at each refresh a kernel
+// packs the sent own positions (by destination rank, in the routes' order) into one device
+// buffer, the transport moves them to the other ranks, and a kernel writes the received ghosts
+// into the forest's sources (x | y | z blocks of n_sources) after the own particles, which
+// are copied on the device. The result is with_ghosts()'s, bit for bit.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/comm.hpp"
+#include "core/vec3.hpp"
+#include "domain/rank_domains.hpp"
+#include "gpu/device_buffer.cuh"
+
+namespace orbis::gpu {
+
+// How the packed ghost positions go from this rank's device to the others' devices. The
+// staged transport below always works; a CUDA-aware MPI (device pointers to MPI_Alltoallv)
+// or CUDA IPC between the ranks of one node would be other implementations of this one call.
+class GhostTransport {
+ public:
+  virtual ~GhostTransport() = default;
+  // Collective. send: on the device, sum(send_counts) positions (3 doubles each, x y z),
+  // send_counts[r] of them for rank r, in rank order; recv: on the device, room for
+  // sum(recv_counts), where rank r's recv_counts[r] arrive, in rank order (the two buffers
+  // do not overlap). Work queued on `stream` before the call has written send; work queued
+  // after it sees recv.
+  virtual void exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
+                        const std::vector<std::size_t>& recv_counts, cudaStream_t stream) = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Through pinned host memory and the communicator's alltoallv with known counts: one copy
+// down, the exchange between the ranks, one copy up.
+class StagedGhostTransport final : public GhostTransport {
+ public:
+  explicit StagedGhostTransport(const Comm& comm) : comm_(comm) {}
+  void exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
+                const std::vector<std::size_t>& recv_counts, cudaStream_t stream) override;
+  std::string describe() const override { return "pinned host staging and MPI"; }
+
+ private:
+  Comm comm_;
+  PinnedArray<double> host_send_, host_recv_;
+};
+
+// Bytes that crossed this rank's bus (PCIe or the like) at the last refresh.
+struct GhostTraffic {
+  std::uint64_t boxes_down = 0;       // the own groups' boxes: 6 doubles a group
+  std::uint64_t positions_down = 0;   // the ghosts this rank sends (24 bytes each; staged transport)
+  std::uint64_t positions_up = 0;     // the ghosts it receives (24 bytes each; staged transport)
+  std::uint64_t routes_up = 0;        // the send list (4 bytes a sent particle; at a choice only)
+  std::uint64_t total() const { return boxes_down + positions_down + positions_up + routes_up; }
+};
+
+// Each own group's tight box (lo then hi, 6 doubles a group, into `boxes` on the device) of
+// the particles pos (x | y | z blocks of n), group g = [offsets[g], offsets[g + 1]) (device
+// array of groups + 1); an empty group's is lo = +inf, hi = -inf.
+void own_group_boxes(const double* pos, std::size_t n, const std::uint32_t* offsets, std::size_t groups,
+                     double* boxes, cudaStream_t stream);
+
+class DeviceGhosts {
+ public:
+  // transport: null for the staged one.
+  explicit DeviceGhosts(const Comm& comm, std::unique_ptr<GhostTransport> transport = nullptr);
+
+  // Collective, several ranks, after domains.update() (the particles in its order, moved
+  // since). pos: the rank's particles on the device (x | y | z blocks of n). Fills `sources`
+  // (grown as needed) with RankDomains::with_ghosts()'s result at these positions, as x | y |
+  // z blocks of the returned count (own particles first, then the ghosts), and sets the
+  // domains' group_offsets(), groups() and report(). *same_set: the ghosts are the last
+  // call's (the forest may be refitted). scratch(doubles): device memory the packed ghosts
+  // may use during the call (the engine lends its staging). Waits for the stream.
+  std::size_t refresh(RankDomains& domains, const double* pos, std::size_t n, double r_cut,
+                      DeviceArray<double>& sources, const std::function<double*(std::size_t)>& scratch,
+                      bool* same_set, cudaStream_t stream);
+
+  const GhostTraffic& traffic() const { return traffic_; }
+  // The own groups' boxes of the last refresh, as they came down.
+  const std::vector<Vec3d>& own_lo() const { return lo_; }
+  const std::vector<Vec3d>& own_hi() const { return hi_; }
+  const GhostTransport& transport() const { return *transport_; }
+
+ private:
+  Comm comm_;
+  std::unique_ptr<GhostTransport> transport_;
+  std::vector<std::uint32_t> offsets_host_;   // own_offsets() as last uploaded
+  DeviceArray<std::uint32_t> offsets_;
+  DeviceArray<double> boxes_;
+  PinnedArray<double> host_boxes_;
+  DeviceArray<std::uint32_t> sent_;           // the routes' send list, uploaded at each choice
+  bool sent_current_ = false;
+  std::vector<Vec3d> lo_, hi_;
+  GhostTraffic traffic_;
+};
+
+}  // namespace orbis::gpu
