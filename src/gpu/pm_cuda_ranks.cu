@@ -134,6 +134,8 @@ struct CudaPmRanks::Impl {
   void sync(cudaStream_t stream) const { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
   void route(const double* pos, std::size_t n, cudaStream_t stream);
+  void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
+                          const std::vector<std::size_t>& in_counts, cudaStream_t stream);
   void send_back(double* acc, std::size_t n, cudaStream_t stream);
   void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
   template <typename Real>
@@ -273,42 +275,66 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   }
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(counts_host.data(), counts_dev.data(), ranks * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream));
-  send.ensure(3 * room * sizeof(double));
-  if (n > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data(), packed.data(), 3 * n * sizeof(double), cudaMemcpyDeviceToHost, stream));
   sync(stream);
   send_counts.assign(ranks, 0);
   for (int r = 0; r < ranks; ++r) send_counts[r] = static_cast<std::size_t>(counts_host.data()[r]);
   recv_counts = comm.alltoall_counts(send_counts, n);
   routed_count = Comm::total(recv_counts);
   const std::size_t m = routed_count, routed_room = std::max<std::size_t>(m, 1);
-  recv.ensure(3 * std::max(room, routed_room) * sizeof(double));
-  comm.alltoallv_known(send.data(), send_counts, recv.data(), recv_counts, 3 * sizeof(double));
-  send.ensure(3 * routed_room * sizeof(double));   // the accelerations go back from it (sent: may grow now)
   routed.ensure(3 * routed_room);
   routed_pos.ensure(3 * routed_room);
   routed_acc.ensure(3 * routed_room);
-  if (m > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(routed.data(), recv.data(), 3 * m * sizeof(double), cudaMemcpyHostToDevice, stream));
-    gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
-  }
+  exchange_particles(packed.data(), send_counts, routed.data(), recv_counts, stream);
+  if (m > 0) gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
   traffic.particles = n;
   traffic.particles_away = n - send_counts[comm.rank()];
   traffic.particle_bytes = 2 * 3 * sizeof(double) * traffic.particles_away;
+}
+
+// Interleaved triples between ranks: `out` (device) holds what this rank sends, grouped by
+// destination in rank order (out_counts), `in` (device) receives, grouped by source
+// (in_counts). Only what crosses goes through pinned memory and MPI; this rank's own block,
+// most of the particles when the domains are nearly x slabs, is copied on the device.
+void CudaPmRanks::Impl::exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
+                                           const std::vector<std::size_t>& in_counts, cudaStream_t stream) {
+  constexpr std::size_t kBytes = 3 * sizeof(double);
+  const int me = comm.rank();
+  std::size_t out_before = 0, in_before = 0;
+  for (int r = 0; r < me; ++r) out_before += out_counts[r], in_before += in_counts[r];
+  const std::size_t self = out_counts[me];
+  const std::size_t out_after = Comm::total(out_counts) - out_before - self;
+  const std::size_t in_after = Comm::total(in_counts) - in_before - self;
+  std::vector<std::size_t> out_others = out_counts, in_others = in_counts;
+  out_others[me] = in_others[me] = 0;
+  send.ensure(std::max<std::size_t>(out_before + out_after, 1) * kBytes);
+  recv.ensure(std::max<std::size_t>(in_before + in_after, 1) * kBytes);
+  auto* const host_out = reinterpret_cast<double*>(send.data());
+  auto* const host_in = reinterpret_cast<double*>(recv.data());
+  if (out_before > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out, out, out_before * kBytes, cudaMemcpyDeviceToHost, stream));
+  if (out_after > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out + 3 * out_before, out + 3 * (out_before + self), out_after * kBytes,
+                                     cudaMemcpyDeviceToHost, stream));
+  if (self > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * in_before, out + 3 * out_before, self * kBytes, cudaMemcpyDeviceToDevice,
+                                     stream));
+  sync(stream);
+  comm.alltoallv_known(host_out, out_others, host_in, in_others, kBytes);
+  if (in_before > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in, host_in, in_before * kBytes, cudaMemcpyHostToDevice, stream));
+  if (in_after > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * (in_before + self), host_in + 3 * in_before, in_after * kBytes,
+                                     cudaMemcpyHostToDevice, stream));
+  sync(stream);   // the pinned buffers are reused at once
 }
 
 // The routed particles' accelerations (routed_acc) back to their senders, into acc in the
 // senders' order.
 void CudaPmRanks::Impl::send_back(double* acc, std::size_t n, cudaStream_t stream) {
   const std::size_t m = routed_count;
-  if (m > 0) {
-    gpu::interleave(routed_acc.data(), m, routed.data(), stream);
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data(), routed.data(), 3 * m * sizeof(double), cudaMemcpyDeviceToHost, stream));
-  }
-  sync(stream);
-  comm.alltoallv_known(send.data(), recv_counts, recv.data(), send_counts, 3 * sizeof(double));
+  if (m > 0) gpu::interleave(routed_acc.data(), m, routed.data(), stream);
+  exchange_particles(routed.data(), recv_counts, packed.data(), send_counts, stream);
   if (n > 0) {
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(packed.data(), recv.data(), 3 * n * sizeof(double), cudaMemcpyHostToDevice, stream));
     unpack_kernel<<<grid_for(n), kThreads, 0, stream>>>(packed.data(), n, sorted_order, acc);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }

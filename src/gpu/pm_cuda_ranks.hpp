@@ -6,8 +6,9 @@
 // The steps, on each rank's GPU with host staging only where MPI moves data:
 //  1. routing: each particle goes to the owner of its stencil's first x plane (the host PM's
 //     rule, pm/slab_routing.hpp); keys sorted by destination on the device (CUB radix sort,
-//     stable: a fixed order), positions packed in that order, one copy to pinned memory,
-//     Comm's alltoallv, one copy up;
+//     stable: a fixed order), positions packed in that order; the blocks for other ranks
+//     copied to pinned memory, Comm's alltoallv, copied up, while the rank's own block (most
+//     particles when the domains are nearly x slabs) is copied on the device;
 //  2. per mesh (two, 1/8 and 5/8 cell, when interlaced: pm/pm_modes.hpp's
 //     long_range_mesh_shift; one at 1/4 otherwise), one after the other in the same memory:
 //     fixed-point deposit into the x slab and its window-order ghost planes (the one-GPU
@@ -37,7 +38,7 @@
 // ghost planes' staging, CudaPmSlabs' two complex y slabs and cuFFT's work areas; per particle
 // (bytes_per_particle(): own particles' keys, order and packed positions, the routed
 // particles' positions and accelerations) grown to the largest count seen. Pinned host
-// buffers of the particles and ghost planes moved.
+// buffers of the particles that cross and of the ghost planes.
 //
 // The forces equal the one-GPU CudaPmSolver's to the transforms' rounding
 // (tests/mpi/test_pm_ranks_cuda.cpp).
