@@ -24,6 +24,8 @@
 #include "pm/fft_mesh.hpp"
 #include "pm/fixed_point_mesh.hpp"
 #include "pm/pm_modes.hpp"
+#include "pm/slab_ghost_lists.hpp"
+#include "pm/slab_routing.hpp"
 #include "pm/slab_transpose.hpp"
 
 namespace orbis {
@@ -37,12 +39,11 @@ double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 // rule on the unshifted mesh (the shifted meshes' stencils start at most one plane further,
 // which the window-order ghost planes hold); index[p] = p; counts[key] += 1.
 __global__ void route_kernel(const double* __restrict__ x, std::size_t n, double box, double cells_per_length,
-                             double offset, int first, int mesh_n, int block, std::uint32_t* __restrict__ key,
+                             Window window, int mesh_n, int block, std::uint32_t* __restrict__ key,
                              std::uint32_t* __restrict__ index, unsigned long long* __restrict__ counts) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= n) return;
-  const int plane =
-      wrap_mesh_index(floor_to_int(cell_coordinate(x[p], box, cells_per_length, offset)) + first, mesh_n);
+  const int plane = stencil_first_plane(x[p], box, cells_per_length, window, mesh_n);
   const int owner = plane / block;   // slab_owner (pm/fft_mesh.hpp)
   key[p] = static_cast<std::uint32_t>(owner);
   index[p] = static_cast<std::uint32_t>(p);
@@ -97,11 +98,8 @@ struct CudaPmRanks::Impl {
   std::unique_ptr<CudaPmSlabs> slabs;
   cudaStream_t own_stream = nullptr;   // the host-vector entry's
 
-  // Ghost planes, as FftMesh::exchange_ghost_planes orders them (both sides of an all-to-all
-  // derive the same lists from the slab rule): this rank's ghost planes (local plane
-  // numbers nx + g) grouped by owner, and this rank's planes that other ranks hold as ghosts
-  // (local plane numbers) grouped by holder, each group in the holder's ghost order. The
-  // density's ghost planes go ghost -> owned (added), the forces' owned -> ghost (copied).
+  // Ghost planes (pm/slab_ghost_lists.hpp): the density's go ghost -> owned (added), the
+  // forces' owned -> ghost (copied).
   std::vector<int> ghost_planes, owned_planes;
   std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
 
@@ -160,32 +158,11 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
   const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1);
   m.mesh_reals = std::max<std::size_t>(static_cast<std::size_t>(m.held) * n * padded, 1);
 
-  // The ghost lists (see Impl).
-  const auto ghosts_of = [&](int s) {
-    std::vector<std::pair<int, int>> out;   // (global plane, owner) in ghost order
-    const SlabPlanes sl = slab_planes(n, ranks, s);
-    const int count = ghost_plane_count(n, sl, wanted);
-    for (int g = 0; g < count; ++g) {
-      const int i = (sl.first + sl.count + g) % n;
-      out.emplace_back(i, slab_owner(i, n, ranks));
-    }
-    return out;
-  };
-  m.ghost_counts.assign(ranks, 0);
-  m.owned_counts.assign(ranks, 0);
-  const auto mine = ghosts_of(rank);
-  for (int r = 0; r < ranks; ++r) {
-    for (std::size_t g = 0; g < mine.size(); ++g)
-      if (mine[g].second == r) {
-        m.ghost_planes.push_back(m.slab.count + static_cast<int>(g));
-        ++m.ghost_counts[r];
-      }
-    for (const auto& [i, owner] : ghosts_of(r))
-      if (owner == rank) {
-        m.owned_planes.push_back(i - m.slab.first);
-        ++m.owned_counts[r];
-      }
-  }
+  SlabGhostLists lists = slab_ghost_lists(n, ranks, rank, wanted);
+  m.ghost_planes = std::move(lists.ghost_planes);
+  m.ghost_counts = std::move(lists.ghost_counts);
+  m.owned_planes = std::move(lists.owned_planes);
+  m.owned_counts = std::move(lists.owned_counts);
 
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
@@ -253,12 +230,10 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   order_alt.ensure(room);
   packed.ensure(3 * room);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_dev.data(), 0, ranks * sizeof(unsigned long long), stream));
-  const bool tsc = settings.window == Window::tsc;
   if (n > 0) {
     route_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, settings.box_mpc_h, mesh_n / settings.box_mpc_h,
-                                                       tsc ? 0.5 : 0.0, tsc ? -1 : 0, mesh_n,
-                                                       (mesh_n + ranks - 1) / ranks, keys.data(), order.data(),
-                                                       counts_dev.data());
+                                                       settings.window, mesh_n, (mesh_n + ranks - 1) / ranks,
+                                                       keys.data(), order.data(), counts_dev.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   int bits = 1;
