@@ -3,7 +3,8 @@
 // forces from the cuFFT PM (gpu/pm_cuda.hpp), short-range forces from gpu/short_range_cuda
 // (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
 // the bus during a step but a few counters. Over ranks (step_engine_cuda.hpp) the rank's
-// particles, with the host doing the domains and the PM's particle side at each step.
+// particles, with the host doing the domains at each step; TreePM's PM from the device's
+// positions (gpu/pm_cuda_ranks.hpp).
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>

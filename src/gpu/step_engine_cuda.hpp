@@ -12,8 +12,10 @@
 // over the ranks) the state comes to the host through pinned buffers, the domains update
 // there (migration and subtree order, as the host engine's), and the new own set goes back
 // up; at the other steps the domains stay and only the positions come down. The long-range
-// force is the host PmSolver's on x slabs with cuFFT transforms (gpu/pm_cuda_slabs.hpp), at
-// the host positions, uploaded. The short range runs on the device on the rank's forest
+// force of TreePM is CudaPmRanks' (gpu/pm_cuda_ranks.hpp): from the device positions, the
+// particles routed to x slabs on the GPUs, into the device's long-range accelerations; the
+// host PmSolver on x slabs (cuFFT transforms where it can, gpu/pm_cuda_slabs.hpp) is the
+// fallback and PM-only's path. The short range runs on the device on the rank's forest
 // (DeviceShortRange::compute_forest): the own particles and the ghosts uploaded, the own
 // active ones as targets; refitted while the ghosts are the same particles. Kicks, drifts,
 // bins and the reductions stay on the device, each reduced over the ranks as the host
