@@ -31,10 +31,13 @@ __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* 
   const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
 #pragma unroll
   for (int o = 0; o < P; ++o) {
-    if (s.i[o] < x_lo || s.i[o] >= x_hi) continue;
+    // The node's plane in the window [x_lo, x_hi), which may wrap at n (x_hi > n).
+    int plane = s.i[o] - x_lo;
+    if (plane < 0) plane += n;
+    if (plane >= x_hi - x_lo) continue;
 #pragma unroll
     for (int a = 0; a < P; ++a) {
-      unsigned long long* row = acc + (static_cast<std::size_t>(s.i[o] - x_lo) * n + s.j[a]) * n;
+      unsigned long long* row = acc + (static_cast<std::size_t>(plane) * n + s.j[a]) * n;
       const double wxy = s.wx[o] * s.wy[a];
 #pragma unroll
       for (int c = 0; c < P; ++c) {
@@ -61,7 +64,7 @@ template <int P, typename Real>
 __global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* __restrict__ x,
                                    const double* __restrict__ y, const double* __restrict__ z,
                                    std::size_t count, double box, double cells_per_length, double shift,
-                                   int n, double scale, bool add, double* __restrict__ out) {
+                                   int n, int x0, double scale, bool add, double* __restrict__ out) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= count) return;
   const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
@@ -69,10 +72,12 @@ __global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* 
   double sum = 0;
 #pragma unroll
   for (int o = 0; o < P; ++o) {
+    int plane = s.i[o] - x0;   // the mesh's planes start at x0 and wrap at n
+    if (plane < 0) plane += n;
     double sx = 0;
 #pragma unroll
     for (int a = 0; a < P; ++a) {
-      const Real* row = mesh + (static_cast<std::size_t>(s.i[o]) * n + s.j[a]) * padded;
+      const Real* row = mesh + (static_cast<std::size_t>(plane) * n + s.j[a]) * padded;
       double sy = 0;
 #pragma unroll
       for (int c = 0; c < P; ++c) sy += s.wz[c] * static_cast<double>(row[s.k[c]]);
@@ -112,23 +117,23 @@ void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, 
 template <typename Real>
 void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
                     std::size_t count, const PmMeshGeometry& g, double scale, bool add,
-                    double* out, cudaStream_t stream) {
+                    double* out, cudaStream_t stream, int x0) {
   if (count == 0) return;
   const double cpl = g.n / g.box;
   if (g.window == Window::cic)
     interpolate_kernel<2, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, scale, add, out);
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out);
   else
     interpolate_kernel<3, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, scale, add, out);
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
 template void pm_fixed_to_mesh<float>(const unsigned long long*, int, int, int, double, double, float*, cudaStream_t);
 template void pm_fixed_to_mesh<double>(const unsigned long long*, int, int, int, double, double, double*, cudaStream_t);
 template void pm_interpolate<float>(const float*, const double*, const double*, const double*, std::size_t,
-                                    const PmMeshGeometry&, double, bool, double*, cudaStream_t);
+                                    const PmMeshGeometry&, double, bool, double*, cudaStream_t, int);
 template void pm_interpolate<double>(const double*, const double*, const double*, const double*, std::size_t,
-                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t);
+                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t, int);
 
 }  // namespace orbis::gpu

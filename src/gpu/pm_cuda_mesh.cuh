@@ -47,7 +47,9 @@ struct PmMeshGeometry {
 };
 
 // acc[((i - x_lo) n + j) n + k] += round(w * scale) for every stencil node (i, j, k) with
-// x_lo <= i < x_hi; acc is zeroed by the caller.
+// x_lo <= i < x_hi; acc is zeroed by the caller. x_hi may exceed n: the planes then wrap
+// periodically (x_lo, ..., n - 1, 0, ..., x_hi - n - 1, at acc's planes 0, 1, ...), the x slab
+// and ghost planes of the PM over ranks (gpu/pm_cuda_ranks.hpp); x_hi - x_lo <= n.
 void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
                      const PmMeshGeometry& g, int x_lo, int x_hi, double scale,
                      unsigned long long* acc, cudaStream_t stream);
@@ -59,10 +61,12 @@ void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, 
                       Real* mesh, cudaStream_t stream);
 
 // out[p] = scale * sum_node W(x_node - x_p) mesh(node) (or out[p] += ... when `add`), the
-// CPU's interpolation (PmSolver), one component at a time.
+// CPU's interpolation (PmSolver), one component at a time. mesh holds the x planes from x0 on
+// (wrapping at n) in the padded layout: the whole mesh (x0 = 0), or a rank's x slab and its
+// ghost planes (gpu/pm_cuda_ranks.hpp), which must hold every stencil's planes.
 template <typename Real>
 void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
                     std::size_t count, const PmMeshGeometry& g, double scale, bool add,
-                    double* out, cudaStream_t stream);
+                    double* out, cudaStream_t stream, int x0 = 0);
 
 }  // namespace orbis::gpu

@@ -65,11 +65,16 @@ struct CudaPmSlabs::Impl {
   void x_to_y(const C* x_slab, C* y_slab);
   template <typename C>
   void y_to_x(const C* y_slab, C* x_slab);
+  // density: the device x slab of the density (overwritten); out[d]: the device x slab that
+  // receives g_d (out[2] may be density); host_out (may be null): each g_d is downloaded
+  // there from out[d] before the next component (the host entry passes one slab thrice).
   template <typename Real>
-  void run(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
+  void run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times);
+  template <typename Real>
+  void run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
 };
 
-CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device)
+CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab)
     : impl_(std::make_unique<Impl>(settings, comm, device)) {
   settings.check();
   if (settings.r_s_mpc_h == 0) fail("internal: the cuFFT slab PM is the long range's (TreePM); PM-only stays on FFTW");
@@ -103,15 +108,16 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   }
   const std::size_t slab_bytes = t.x_slab_count * m.complex_bytes, y_bytes = t.y_slab_count * m.complex_bytes;
   const std::size_t table_bytes = 2 * static_cast<std::size_t>(n) * sizeof(double);
-  const std::size_t need = slab_bytes + 2 * y_bytes + table_bytes;
+  const std::size_t own_slab = host_slab ? slab_bytes : 0;
+  const std::size_t need = own_slab + 2 * y_bytes + table_bytes;
   const std::size_t available = gpu::device_available_bytes();
   if (need > available)
     fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
          "{:.1f} MiB, two y slabs {:.1f} MiB each; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. More "
          "ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
-         comm.size(), n, twice ? "double" : "float", mib(need), device, mib(slab_bytes), mib(y_bytes),
+         comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(y_bytes),
          mib(m.fft_work), mib(available));
-  m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
+  if (host_slab) m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
   m.phi.ensure_exact(std::max<std::size_t>(y_bytes, 1));
   m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
   const PmAxisTables axes = make_pm_axis_tables(settings);
@@ -143,12 +149,43 @@ std::string CudaPmSlabs::describe() const {
 
 void CudaPmSlabs::long_range(float* rho, float* gx, float* gy, PhaseTimes& times) {
   if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
-  impl_->run(rho, gx, gy, times);
+  impl_->run_host(rho, gx, gy, times);
 }
 
 void CudaPmSlabs::long_range(double* rho, double* gx, double* gy, PhaseTimes& times) {
   if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
-  impl_->run(rho, gx, gy, times);
+  impl_->run_host(rho, gx, gy, times);
+}
+
+void CudaPmSlabs::long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times) {
+  if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
+  float* const out[3] = {gx, gy, rho};
+  impl_->run(rho, out, static_cast<float* const*>(nullptr), times);
+}
+
+void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times) {
+  if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
+  double* const out[3] = {gx, gy, rho};
+  impl_->run(rho, out, static_cast<double* const*>(nullptr), times);
+}
+
+// The host slabs through the device x slab: uploaded, and each component downloaded before
+// the next one takes the slab.
+template <typename Real>
+void CudaPmSlabs::Impl::run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
+  if (slab.capacity() == 0) fail("internal: the cuFFT slab PM was built for device slabs only");
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  Real* slab_real = reinterpret_cast<Real*>(slab.data());
+  {
+    ScopedPhase phase(times, "pm_fft");
+    if (layout.x.count > 0)
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(slab_real, rho, layout.x_slab_count * 2 * sizeof(Real), cudaMemcpyHostToDevice,
+                                       stream));
+    sync();
+  }
+  Real* const out[3] = {slab_real, slab_real, slab_real};
+  Real* const host_out[3] = {gx, gy, rho};   // g_z replaces the density, as on the host
+  run(slab_real, out, host_out, times);
 }
 
 // x slab -> y slab: the pitched blocks packed by destination on their way to the host (one
@@ -189,13 +226,11 @@ void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
 }
 
 template <typename Real>
-void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
+void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
   const SlabTranspose& t = layout;
   const int n = settings.grid_side;
-  Real* slab_real = reinterpret_cast<Real*>(slab.data());
-  C* slab_modes = reinterpret_cast<C*>(slab.data());
   C* phi_modes = reinterpret_cast<C*>(phi.data());
   C* work_modes = reinterpret_cast<C*>(work.data());
   const double* k_axis = tables.data();
@@ -204,15 +239,12 @@ void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
   const bool planes = t.x.count > 0, columns = t.y.count > 0;
   {
     ScopedPhase phase(times, "pm_fft");
-    if (planes) {
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(slab_real, rho, slab_bytes, cudaMemcpyHostToDevice, stream));
-      cufft_forward_real(planes_r2c, slab_real);
-    }
+    if (planes) cufft_forward_real(planes_r2c, density);
     sync();
   }
   {
     ScopedPhase phase(times, "pm_exchange");
-    x_to_y(slab_modes, phi_modes);
+    x_to_y(reinterpret_cast<const C*>(density), phi_modes);
     sync();
   }
   {
@@ -229,7 +261,6 @@ void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
                                      settings.r_s_mpc_h * settings.r_s_mpc_h, stream, t.y.first, t.y.count);
     sync();
   }
-  Real* const out[3] = {gx, gy, rho};   // g_z replaces the density, as on the host
   for (int axis = 0; axis < 3; ++axis) {
     {
       ScopedPhase phase(times, "pm_gradient");
@@ -243,14 +274,15 @@ void CudaPmSlabs::Impl::run(Real* rho, Real* gx, Real* gy, PhaseTimes& times) {
     }
     {
       ScopedPhase phase(times, "pm_exchange");
-      y_to_x(work_modes, slab_modes);
+      y_to_x(work_modes, reinterpret_cast<C*>(out[axis]));
       sync();
     }
     {
       ScopedPhase phase(times, "pm_fft");
       if (planes) {
-        cufft_backward_real(planes_c2r, slab_real);
-        ORBIS_CUDA_CHECK(cudaMemcpyAsync(out[axis], slab_real, slab_bytes, cudaMemcpyDeviceToHost, stream));
+        cufft_backward_real(planes_c2r, out[axis]);
+        if (host_out)
+          ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out[axis], out[axis], slab_bytes, cudaMemcpyDeviceToHost, stream));
       }
       sync();
     }

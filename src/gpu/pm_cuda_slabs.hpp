@@ -16,6 +16,10 @@
 // on the host two pinned buffers of max(nx, ny) n (n/2+1) complex values, about n^3 / P reals
 // each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
 //
+// The same work on device slabs (long_range_on_device): the PM whose particle side runs on the
+// GPUs too (gpu/pm_cuda_ranks.hpp) keeps its density and force slabs on the device, and this
+// class then needs no x slab of its own (host_slab false) and copies no slab to or from the host.
+//
 // The result equals the host PM's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
 #pragma once
 #include <cstddef>
@@ -32,11 +36,20 @@ class CudaPmSlabs final : public PmSlabTransform {
   // Plans and allocates on `device` (made current) for this rank's slabs of `comm`; not
   // collective (a failure on one rank should be made everyone's: run_collectively). Fails
   // with the bytes needed and free when the slabs do not fit. Long range (r_s > 0) only.
-  CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device);
+  // host_slab false: no device x slab for the host-pointer entry (long_range() then fails);
+  // only long_range_on_device() is used.
+  CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab = true);
   ~CudaPmSlabs() override;
 
+  // PmSlabTransform: host slabs, uploaded and downloaded here.
   void long_range(float* rho, float* gx, float* gy, PhaseTimes& times) override;
   void long_range(double* rho, double* gx, double* gy, PhaseTimes& times) override;
+  // The same on device slabs of `device` (FftMesh's padded layout, local_nx planes; what
+  // follows them, ghost planes, is left alone): rho, the density, becomes g_z; gx and gy
+  // receive g_x and g_y. Collective over comm; the work runs on this object's stream and is
+  // finished when this returns (work on other streams that fills rho must be finished first).
+  void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times);
+  void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times);
   // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"
   std::string describe() const override;
   std::size_t device_bytes() const override;

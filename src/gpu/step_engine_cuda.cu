@@ -3,7 +3,8 @@
 // forces from the cuFFT PM (gpu/pm_cuda.hpp), short-range forces from gpu/short_range_cuda
 // (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
 // the bus during a step but a few counters. Over ranks (step_engine_cuda.hpp) the rank's
-// particles, with the host doing the domains and the PM's particle side at each step.
+// particles, with the host doing the domains at each step; TreePM's PM from the device's
+// positions (gpu/pm_cuda_ranks.hpp).
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "gpu/ghost_exchange_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
+#include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
 #include "gpu/short_range_cuda.cuh"
 #include "pm/pm_solver.hpp"
@@ -128,7 +130,8 @@ struct CudaStepEngine::Impl {
   bool ranks = false;
   bool loaded = false;
   std::optional<RankDomains> domains;
-  std::unique_ptr<PmSolver> host_pm;
+  std::unique_ptr<PmSolver> host_pm;       // the fallback: the host PM on x slabs
+  std::unique_ptr<CudaPmRanks> pm_ranks;   // TreePM: the PM over ranks on the GPUs, particles and meshes
   double work_since_update = 0;   // this rank's interactions since the last domain update
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
@@ -276,15 +279,24 @@ CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& com
   // sub-steps always refit: no limit on refits in a row.
   m.tree_settings.max_refits = 0;
   m.tree_policy = TreeReusePolicy(m.tree_settings);
-  // The host PM on x slabs (collective), its transforms on each rank's GPU (the host engine's
-  // choice, gpu/pm_cuda_slabs.hpp); the PM-only force's interlaced meshes stay on the host's x slabs.
-  m.host_pm = std::make_unique<PmSolver>(m.pm_settings, comm);
+  // TreePM: the long-range PM over ranks on the GPUs, particles' side and meshes
+  // (gpu/pm_cuda_ranks.hpp); failing that, the host PM on x slabs (collective) with its
+  // transforms on each rank's GPU where it can (the host engine's choice, gpu/pm_cuda_slabs.hpp).
+  // The PM-only force's interlaced meshes stay on the host's x slabs.
   if (m.treepm) {
     m.domains.emplace(m.box, m.sr.max_leaf, m.sr.top_levels, comm);
     std::string why;
-    if (!use_cuda_pm_slabs(*m.host_pm, comm, m.device, &why))
-      log::info("PM: host x slabs over {} ranks ({})", comm.size(), why);
+    m.pm_ranks = make_cuda_pm_ranks(m.pm_settings, comm, m.device, &why);
+    if (m.pm_ranks) {
+      log::info("PM: {}", m.pm_ranks->describe());
+    } else {
+      log::info("PM: the particle side on the host ({})", why);
+      m.host_pm = std::make_unique<PmSolver>(m.pm_settings, comm);
+      if (!use_cuda_pm_slabs(*m.host_pm, comm, m.device, &why))
+        log::info("PM: host x slabs over {} ranks ({})", comm.size(), why);
+    }
   } else {
+    m.host_pm = std::make_unique<PmSolver>(m.pm_settings, comm);
     log::info("PM: host x slabs over {} ranks (the PM-only force's two interlaced meshes stay on the host)",
               comm.size());
   }
@@ -360,7 +372,9 @@ std::string CudaStepEngine::describe() const {
                        "= {}, p = {}, max_leaf = {}), softening {:.4g} Mpc/h; domains updated at the PM steps that build "
                        "the tree (at least every {}), the forest refitted between",
                        m.name, m.comm.size(), pm.grid_side, pm.double_mesh ? "double" : "float",
-                       m.host_pm->slab_transform() ? m.host_pm->slab_transform()->describe() : std::string("host x slabs"),
+                       m.pm_ranks ? std::string("the GPUs (particles routed to x slabs on the device)")
+                       : m.host_pm->slab_transform() ? m.host_pm->slab_transform()->describe()
+                                                     : std::string("host x slabs"),
                        s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta, s.multipole_order,
                        s.max_leaf, s.softening, m.tree_settings.rebuild_every);
   return fmt::format("GPU step engine on {}: particles on the GPU; TreePM: {}, r_s = {:.4g} Mpc/h, r_cut = {:.4g} "
@@ -418,9 +432,13 @@ void CudaStepEngine::load(Particles particles) {
       const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, n);
       in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
       in.pm_held_bytes = m.pm ? 0 : pm_memory.tables;        // a PM of an earlier load() stays
-    }   // over ranks the cuFFT slabs are allocated already (free memory counts them)
+    } else if (m.pm_ranks) {
+      // Allocated already, so counted in the plan and given back to the free memory.
+      in.pm_slab_bytes = m.pm_ranks->mesh_bytes();
+      in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
+    }   // over ranks the host PM's cuFFT slabs are allocated already (free memory counts them)
     plan = plan_device_memory(in);
-    const std::size_t free_bytes = gpu::device_available_bytes();
+    const std::size_t free_bytes = gpu::device_available_bytes() + (m.pm_ranks ? m.pm_ranks->device_bytes() : 0);
     check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
                         m.name);
   };
@@ -529,8 +547,9 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
 
 // Over ranks (step_engine_cuda.hpp). The domains are updated on the host (when the tree
 // policy builds), the ghosts refreshed from the device's positions (only the own groups'
-// boxes and the ghosts' positions cross the bus), the PM computed at host positions; then
-// the device's short-range step on the rank's forest.
+// boxes and the ghosts' positions cross the bus), the PM computed from the device's positions
+// (CudaPmRanks; the host PM's fallback at host positions); then the device's short-range step
+// on the rank's forest.
 void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats) {
   const double comm_before = comm.stats().seconds;
   Stopwatch domain_watch;
@@ -563,7 +582,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors stay as they are
     host_current = true;
     domains_updated = true;
-  } else if (long_range && !host_current) {
+  } else if (long_range && !pm_ranks && !host_current) {
     download(pos.data(), host.pos);   // for the host PM alone: the host state stays out of date
   }
   bool same = false;
@@ -577,8 +596,12 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   stats.times.add("domain", domain_watch.seconds());
   if (long_range) {
     Stopwatch pm_watch;
-    host_pm->accelerations(host.pos, mass, host_acc_long);
-    upload(host_acc_long.data(), n, acc_long.data());
+    if (pm_ranks) {   // from the device's positions into acc_long (gpu/pm_cuda_ranks.hpp)
+      pm_ranks->accelerations(pos.data(), n, mass, acc_long.data(), stream);
+    } else {
+      host_pm->accelerations(host.pos, mass, host_acc_long);
+      upload(host_acc_long.data(), n, acc_long.data());
+    }
     stats.times.add("pm", pm_watch.seconds());
   }
   if (treepm) {

@@ -13,10 +13,11 @@
 // there (migration and subtree order, as the host engine's), and the new own set goes back
 // up; at the other steps the domains stay, and the ghosts are refreshed from the device's
 // positions (gpu/ghost_exchange_cuda.cuh: the own groups' boxes come down, the ghosts'
-// positions alone go between the ranks; the positions come down only for the host PM's
-// long-range steps). The long-range
-// force is the host PmSolver's on x slabs with cuFFT transforms (gpu/pm_cuda_slabs.hpp), at
-// the host positions, uploaded. The short range runs on the device on the rank's forest
+// positions alone go between the ranks). The long-range force of TreePM is CudaPmRanks'
+// (gpu/pm_cuda_ranks.hpp): from the device positions, the particles routed to x slabs on the
+// GPUs, into the device's long-range accelerations; the host PmSolver on x slabs (cuFFT
+// transforms where it can, gpu/pm_cuda_slabs.hpp; positions brought down for it) is the
+// fallback and PM-only's path. The short range runs on the device on the rank's forest
 // (DeviceShortRange::compute_forest): the own particles and the ghosts, the own
 // active ones as targets; refitted while the ghosts are the same particles. Kicks, drifts,
 // bins and the reductions stay on the device, each reduced over the ranks as the host

@@ -18,12 +18,8 @@ void SlabRouting::route(const std::vector<Vec3d>& pos, double box_mpc_h, int n, 
   std::vector<std::uint32_t> dest(count);
   send_counts_.assign(ranks, 0);
   const double cells_per_length = n / box_mpc_h;
-  // The first stencil node of a coordinate u is floor(u) (CIC) or floor(u + 1/2) - 1 (TSC),
-  // as sort_for_mesh puts it.
-  const double offset = window == Window::tsc ? 0.5 : 0.0;
-  const int first = window == Window::tsc ? -1 : 0;
   for (std::size_t i = 0; i < count; ++i) {
-    const int plane = wrap_mesh_index(floor_to_int(cell_coordinate(pos[i].x, box_mpc_h, cells_per_length, offset)) + first, n);
+    const int plane = stencil_first_plane(pos[i].x, box_mpc_h, cells_per_length, window, n);
     dest[i] = static_cast<std::uint32_t>(slab_owner(plane, n, ranks));
     ++send_counts_[dest[i]];
   }

@@ -20,6 +20,16 @@
 
 namespace orbis {
 
+// The first x plane of the stencil of a particle at x (Mpc/h, wrapped here) on the unshifted
+// n-mesh, cells_per_length = n / box: floor(u) (CIC) or floor(u + 1/2) - 1 (TSC), as
+// sort_for_mesh puts it, wrapped into [0, n). route() sends a particle to the owner of this
+// plane, and so does the PM over ranks on the GPUs (gpu/pm_cuda_ranks.hpp): host and device code.
+ORBIS_HD int stencil_first_plane(double x, double box_mpc_h, double cells_per_length, Window window, int n) {
+  const bool tsc = window == Window::tsc;
+  return wrap_mesh_index(floor_to_int(cell_coordinate(x, box_mpc_h, cells_per_length, tsc ? 0.5 : 0.0)) + (tsc ? -1 : 0),
+                         n);
+}
+
 class SlabRouting {
  public:
   // Sends pos[i] to the rank owning its stencil's first plane; `received` gets the positions

@@ -1,7 +1,8 @@
 // The CUDA step engine across ranks (each rank's particles on its GPU, in the rank domains of
 // the global ORB tree's top nodes; the short range on each rank's forest of own and ghost
-// subtrees on the device; the PM on the host slabs with cuFFT transforms) against the same
-// engine on one rank (Comm::self(), every particle, the one-GPU PM), matched by particle id:
+// subtrees on the device; the long-range PM with its particles and x slabs on the GPUs,
+// gpu/pm_cuda_ranks.hpp) against the same engine on one rank (Comm::self(), every particle,
+// the one-GPU PM), matched by particle id:
 // the forces of a PM step, of block sub-steps on the refitted forest, of one after a drift
 // that makes the ranks choose their ghosts again, and of the next PM step after a kick and a
 // drift that move particles between domains (migration); and the reductions over the ranks.

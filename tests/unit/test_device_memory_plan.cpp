@@ -124,6 +124,22 @@ TEST_CASE("the plan holds the persistent parts plus the largest phase, not every
   CHECK(plan_device_memory(bigger).total() == plan.held() + bigger.pm_bytes);
 }
 
+TEST_CASE("over ranks the plan holds the PM's slabs and its routed particles' buffers") {
+  DeviceMemoryInput in;
+  in.particles = std::size_t{1} << 20;
+  in.sources = 2 * in.particles;
+  in.settings = settings(32, 4);
+  const DeviceMemoryPlan without = plan_device_memory(in);
+  in.pm_slab_bytes = std::size_t{300} << 20;
+  in.pm_bytes_per_particle = 112;
+  const DeviceMemoryPlan with = plan_device_memory(in);
+  // Both held (kept from step to step), the buffers for every planned particle.
+  CHECK(with.held() >= without.held() + in.pm_slab_bytes + in.particles * in.pm_bytes_per_particle);
+  CHECK(with.total() - without.total() == with.held() - without.held());
+  CHECK(with.describe().find("PM slabs") != std::string::npos);
+  CHECK(with.describe().find("PM routed particles") != std::string::npos);
+}
+
 TEST_CASE("a step's P2P chunk is a quarter of the planned tasks") {
   const std::size_t n = std::size_t{1} << 27;
   const std::size_t leaves = orb_tree_leaves(n, 32);

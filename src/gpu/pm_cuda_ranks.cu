@@ -1,0 +1,494 @@
+// The long-range PM over ranks on the GPUs (gpu/pm_cuda_ranks.hpp): routing of the particles
+// to the slab owners and back, the ghost planes of the density and of the forces, and the
+// order of the passes. The mesh kernels are the one-GPU PM's (gpu/pm_cuda_mesh.cuh), the
+// Fourier work CudaPmSlabs' (gpu/pm_cuda_slabs.hpp).
+#include "gpu/pm_cuda_ranks.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "fmm/p2p_cuda_factory.hpp"
+#include "gpu/cub_counts.cuh"
+#include "gpu/cuda_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "gpu/particle_kernels.cuh"
+#include "gpu/pm_cuda_mesh.cuh"
+#include "gpu/pm_cuda_slabs.hpp"
+#include "pm/fft_mesh.hpp"
+#include "pm/fixed_point_mesh.hpp"
+#include "pm/pm_modes.hpp"
+#include "pm/slab_ghost_lists.hpp"
+#include "pm/slab_routing.hpp"
+#include "pm/slab_transpose.hpp"
+
+namespace orbis {
+namespace {
+
+constexpr unsigned kThreads = 256;
+unsigned grid_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+
+// key[p] = the rank owning the first x plane of particle p's stencil, SlabRouting::route's
+// rule on the unshifted mesh (the shifted meshes' stencils start at most one plane further,
+// which the window-order ghost planes hold); index[p] = p; counts[key] += 1.
+__global__ void route_kernel(const double* __restrict__ x, std::size_t n, double box, double cells_per_length,
+                             Window window, int mesh_n, int block, std::uint32_t* __restrict__ key,
+                             std::uint32_t* __restrict__ index, unsigned long long* __restrict__ counts) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p >= n) return;
+  const int plane = stencil_first_plane(x[p], box, cells_per_length, window, mesh_n);
+  const int owner = plane / block;   // slab_owner (pm/fft_mesh.hpp)
+  key[p] = static_cast<std::uint32_t>(owner);
+  index[p] = static_cast<std::uint32_t>(p);
+  atomicAdd(counts + owner, 1ull);
+}
+
+// out[3 q + d] = soa[d n + order[q]]: the positions in send order, interleaved (MPI's element
+// is one particle).
+__global__ void pack_kernel(const double* __restrict__ soa, std::size_t n, const std::uint32_t* __restrict__ order,
+                            double* __restrict__ out) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q >= n) return;
+  const std::size_t i = order[q];
+  for (int d = 0; d < 3; ++d) out[3 * q + d] = soa[d * n + i];
+}
+
+// soa[d n + order[q]] = in[3 q + d]: the accelerations back into the caller's order.
+__global__ void unpack_kernel(const double* __restrict__ in, std::size_t n, const std::uint32_t* __restrict__ order,
+                              double* __restrict__ soa) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q >= n) return;
+  const std::size_t i = order[q];
+  for (int d = 0; d < 3; ++d) soa[d * n + i] = in[3 * q + d];
+}
+
+// to[e] += from[e]: a ghost plane's integer sums into its owner's plane.
+__global__ void add_plane_kernel(unsigned long long* __restrict__ to, const unsigned long long* __restrict__ from,
+                                 std::size_t count) {
+  const std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (e < count) to[e] += from[e];
+}
+
+}  // namespace
+
+struct CudaPmRanks::Impl {
+  Impl(const PmSettings& s, const Comm& c, int d)
+      : settings(s), comm(c), device(d), layout(s.grid_side, c.size(), c.rank()) {}
+  ~Impl() {
+    if (own_stream) {
+      cudaStreamSynchronize(own_stream);
+      cudaStreamDestroy(own_stream);
+    }
+  }
+
+  PmSettings settings;
+  Comm comm;
+  int device = 0;
+  SlabTranspose layout;     // CudaPmSlabs' (the traffic count)
+  SlabPlanes slab;          // this rank's x planes
+  int ghosts = 0, held = 0;   // ghost planes after the slab; slab and ghosts
+  std::size_t mesh_reals = 0;   // one mesh: held n 2(n/2+1) reals (at least 1)
+  std::unique_ptr<CudaPmSlabs> slabs;
+  cudaStream_t own_stream = nullptr;   // the host-vector entry's
+
+  // Ghost planes (pm/slab_ghost_lists.hpp): the density's go ghost -> owned (added), the
+  // forces' owned -> ghost (copied).
+  std::vector<int> ghost_planes, owned_planes;
+  std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
+
+  gpu::DeviceArray<unsigned char> meshes;             // rho | gx | gy, each mesh_reals Reals
+  gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
+  // Own particles: sort keys and order (double buffers), the packed positions and then the
+  // accelerations back; routed particles: as received (interleaved, then their accelerations
+  // interleaved), positions and accelerations in x | y | z blocks.
+  gpu::DeviceArray<std::uint32_t> keys, keys_alt, order, order_alt;
+  gpu::DeviceArray<unsigned char> sort_temp;
+  gpu::DeviceArray<double> packed, routed, routed_pos, routed_acc;
+  gpu::DeviceArray<unsigned long long> counts_dev;
+  gpu::DeviceArray<double> host_io;                   // host-vector entry: positions, accelerations
+  gpu::PinnedArray<unsigned char> send, recv;
+  gpu::PinnedArray<unsigned long long> counts_host;
+  std::vector<std::size_t> send_counts, recv_counts;
+  const std::uint32_t* sorted_order = nullptr;   // send slot -> caller's index
+  std::size_t routed_count = 0;
+  PmRankTraffic traffic;
+  bool logged = false;
+
+  std::size_t mesh_bytes() const { return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long); }
+  std::size_t particle_bytes() const {
+    return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +
+           sort_temp.capacity() +
+           (packed.capacity() + routed.capacity() + routed_pos.capacity() + routed_acc.capacity() +
+            host_io.capacity()) * sizeof(double) +
+           counts_dev.capacity() * sizeof(unsigned long long);
+  }
+  void sync(cudaStream_t stream) const { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+
+  void route(const double* pos, std::size_t n, cudaStream_t stream);
+  void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
+                          const std::vector<std::size_t>& in_counts, cudaStream_t stream);
+  void send_back(double* acc, std::size_t n, cudaStream_t stream);
+  void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
+  template <typename Real>
+  void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
+  template <typename Real>
+  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times);
+};
+
+CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int device)
+    : settings_(settings), impl_(std::make_unique<Impl>(settings, comm, device)) {
+  settings.check();
+  if (settings.r_s_mpc_h == 0) fail("internal: the PM over ranks on the GPUs is the long range's (TreePM)");
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  const int n = settings.grid_side, ranks = comm.size(), rank = comm.rank();
+  m.slab = slab_planes(n, ranks, rank);
+  // Window-order ghost planes: the stencil reaches order - 1 planes past its first, and the
+  // interlaced mesh's (or the 1/4 cell shift's) first plane is at most one past the routed one.
+  const int wanted = window_order(settings.window);
+  m.ghosts = ghost_plane_count(n, m.slab, wanted);
+  m.held = m.slab.count + m.ghosts;
+  const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1);
+  m.mesh_reals = std::max<std::size_t>(static_cast<std::size_t>(m.held) * n * padded, 1);
+
+  SlabGhostLists lists = slab_ghost_lists(n, ranks, rank, wanted);
+  m.ghost_planes = std::move(lists.ghost_planes);
+  m.ghost_counts = std::move(lists.ghost_counts);
+  m.owned_planes = std::move(lists.owned_planes);
+  m.owned_counts = std::move(lists.owned_counts);
+
+  m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
+  const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
+  const std::size_t plane_cells = static_cast<std::size_t>(n) * n;
+  const std::size_t mesh_bytes = 3 * m.mesh_reals * real;
+  const std::size_t ghost_bytes = std::max<std::size_t>(m.owned_planes.size(), 1) * plane_cells * 8;
+  const std::size_t available = gpu::device_available_bytes();
+  if (mesh_bytes + ghost_bytes > available)
+    fail("PM on the GPUs over {} ranks: this rank's x slab of {} planes and {} ghost planes of the {}^3 {} mesh needs "
+         "{:.1f} MiB of device {} beside the cuFFT slabs' {:.1f} MiB, but {:.1f} MiB are free. More ranks, a smaller "
+         "[gravity] pm_grid_side, or [gpu] backend = \"cpu\" need less",
+         ranks, m.slab.count, m.ghosts, n, settings.double_mesh ? "double" : "float", mib(mesh_bytes + ghost_bytes),
+         device, mib(m.slabs->device_bytes()), mib(available));
+  m.meshes.ensure_exact(mesh_bytes);
+  m.ghost_in.ensure_exact(ghost_bytes / 8);
+  m.counts_dev.ensure_exact(static_cast<std::size_t>(ranks));
+  m.counts_host.ensure(static_cast<std::size_t>(ranks));
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
+}
+
+CudaPmRanks::~CudaPmRanks() = default;
+
+std::size_t CudaPmRanks::bytes_per_particle() {
+  // Own: two keys and two order entries (the sort's double buffers), packed position.
+  // Routed: as received, positions and accelerations in blocks.
+  return 4 * sizeof(std::uint32_t) + 3 * sizeof(double) + 3 * 3 * sizeof(double);
+}
+
+std::size_t CudaPmRanks::mesh_bytes() const { return impl_->mesh_bytes() + impl_->slabs->device_bytes(); }
+std::size_t CudaPmRanks::device_bytes() const { return mesh_bytes() + impl_->particle_bytes(); }
+std::size_t CudaPmRanks::pinned_bytes() const {
+  return impl_->send.capacity() + impl_->recv.capacity() + impl_->slabs->pinned_bytes();
+}
+const PmRankTraffic& CudaPmRanks::traffic() const { return impl_->traffic; }
+
+PmRankTraffic CudaPmRanks::total_traffic() const {
+  const Comm& c = impl_->comm;
+  const PmRankTraffic& t = impl_->traffic;
+  PmRankTraffic s;
+  s.particles = c.sum<std::uint64_t>(t.particles);
+  s.particles_away = c.sum<std::uint64_t>(t.particles_away);
+  s.particle_bytes = c.sum<std::uint64_t>(t.particle_bytes);
+  s.ghost_bytes = c.sum<std::uint64_t>(t.ghost_bytes);
+  s.transpose_bytes = c.sum<std::uint64_t>(t.transpose_bytes);
+  return s;
+}
+
+std::string CudaPmRanks::describe() const {
+  const PmSettings& s = settings_;
+  return fmt::format("PM {}^3 {} mesh, {}, long range{} over {} ranks, particles and meshes on the GPUs: {:.1f} MiB of "
+                     "slabs on device {} (x planes [{}, {}) and {} ghost planes)",
+                     s.grid_side, s.double_mesh ? "double" : "float", window_name(s.window),
+                     s.interlaced ? " on two interlaced meshes" : "", impl_->comm.size(), mib(mesh_bytes()),
+                     impl_->device, impl_->slab.first, impl_->slab.first + impl_->slab.count, impl_->ghosts);
+}
+
+// Positions to the slab owners: keys, a stable sort by destination, the packed positions
+// down, the all-to-all, up, and into x | y | z blocks.
+void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t stream) {
+  const int ranks = comm.size(), mesh_n = settings.grid_side;
+  const std::size_t room = std::max<std::size_t>(n, 1);
+  keys.ensure(room);
+  keys_alt.ensure(room);
+  order.ensure(room);
+  order_alt.ensure(room);
+  packed.ensure(3 * room);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_dev.data(), 0, ranks * sizeof(unsigned long long), stream));
+  if (n > 0) {
+    route_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, settings.box_mpc_h, mesh_n / settings.box_mpc_h,
+                                                       settings.window, mesh_n, (mesh_n + ranks - 1) / ranks,
+                                                       keys.data(), order.data(), counts_dev.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  int bits = 1;
+  while ((1 << bits) < ranks) ++bits;
+  cub::DoubleBuffer<std::uint32_t> key_buffers(keys.data(), keys_alt.data());
+  cub::DoubleBuffer<std::uint32_t> order_buffers(order.data(), order_alt.data());
+  const std::size_t temp = gpu::radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(room, 0, bits);
+  sort_temp.ensure(temp);
+  gpu::radix_sort_pairs(sort_temp.data(), sort_temp.capacity(), key_buffers, order_buffers, n, 0, bits, stream);
+  sorted_order = order_buffers.Current();
+  if (n > 0) {
+    pack_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, sorted_order, packed.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(counts_host.data(), counts_dev.data(), ranks * sizeof(unsigned long long),
+                                   cudaMemcpyDeviceToHost, stream));
+  sync(stream);
+  send_counts.assign(ranks, 0);
+  for (int r = 0; r < ranks; ++r) send_counts[r] = static_cast<std::size_t>(counts_host.data()[r]);
+  recv_counts = comm.alltoall_counts(send_counts, n);
+  routed_count = Comm::total(recv_counts);
+  const std::size_t m = routed_count, routed_room = std::max<std::size_t>(m, 1);
+  routed.ensure(3 * routed_room);
+  routed_pos.ensure(3 * routed_room);
+  routed_acc.ensure(3 * routed_room);
+  exchange_particles(packed.data(), send_counts, routed.data(), recv_counts, stream);
+  if (m > 0) gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
+  traffic.particles = n;
+  traffic.particles_away = n - send_counts[comm.rank()];
+  traffic.particle_bytes = 2 * 3 * sizeof(double) * traffic.particles_away;
+}
+
+// Interleaved triples between ranks: `out` (device) holds what this rank sends, grouped by
+// destination in rank order (out_counts), `in` (device) receives, grouped by source
+// (in_counts). Only what crosses goes through pinned memory and MPI; this rank's own block,
+// most of the particles when the domains are nearly x slabs, is copied on the device.
+void CudaPmRanks::Impl::exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
+                                           const std::vector<std::size_t>& in_counts, cudaStream_t stream) {
+  constexpr std::size_t kBytes = 3 * sizeof(double);
+  const int me = comm.rank();
+  std::size_t out_before = 0, in_before = 0;
+  for (int r = 0; r < me; ++r) out_before += out_counts[r], in_before += in_counts[r];
+  const std::size_t self = out_counts[me];
+  const std::size_t out_after = Comm::total(out_counts) - out_before - self;
+  const std::size_t in_after = Comm::total(in_counts) - in_before - self;
+  std::vector<std::size_t> out_others = out_counts, in_others = in_counts;
+  out_others[me] = in_others[me] = 0;
+  send.ensure(std::max<std::size_t>(out_before + out_after, 1) * kBytes);
+  recv.ensure(std::max<std::size_t>(in_before + in_after, 1) * kBytes);
+  auto* const host_out = reinterpret_cast<double*>(send.data());
+  auto* const host_in = reinterpret_cast<double*>(recv.data());
+  if (out_before > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out, out, out_before * kBytes, cudaMemcpyDeviceToHost, stream));
+  if (out_after > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out + 3 * out_before, out + 3 * (out_before + self), out_after * kBytes,
+                                     cudaMemcpyDeviceToHost, stream));
+  if (self > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * in_before, out + 3 * out_before, self * kBytes, cudaMemcpyDeviceToDevice,
+                                     stream));
+  sync(stream);
+  comm.alltoallv_known(host_out, out_others, host_in, in_others, kBytes);
+  if (in_before > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in, host_in, in_before * kBytes, cudaMemcpyHostToDevice, stream));
+  if (in_after > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * (in_before + self), host_in + 3 * in_before, in_after * kBytes,
+                                     cudaMemcpyHostToDevice, stream));
+  sync(stream);   // the pinned buffers are reused at once
+}
+
+// The routed particles' accelerations (routed_acc) back to their senders, into acc in the
+// senders' order.
+void CudaPmRanks::Impl::send_back(double* acc, std::size_t n, cudaStream_t stream) {
+  const std::size_t m = routed_count;
+  if (m > 0) gpu::interleave(routed_acc.data(), m, routed.data(), stream);
+  exchange_particles(routed.data(), recv_counts, packed.data(), send_counts, stream);
+  if (n > 0) {
+    unpack_kernel<<<grid_for(n), kThreads, 0, stream>>>(packed.data(), n, sorted_order, acc);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  sync(stream);
+}
+
+// The density's ghost planes (integer sums, n^2 per plane in the fixed-point layout) added
+// into their owners' planes: integer addition, so the owner's sums are the same bits as if
+// it had assigned every particle itself.
+void CudaPmRanks::Impl::add_density_ghosts(unsigned long long* fixed, cudaStream_t stream) {
+  const std::size_t cells = static_cast<std::size_t>(settings.grid_side) * settings.grid_side;
+  const std::size_t plane_bytes = cells * sizeof(unsigned long long);
+  send.ensure(std::max<std::size_t>(ghost_planes.size(), 1) * plane_bytes);
+  recv.ensure(std::max<std::size_t>(owned_planes.size(), 1) * plane_bytes);
+  for (std::size_t k = 0; k < ghost_planes.size(); ++k)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data() + k * plane_bytes, fixed + ghost_planes[k] * cells, plane_bytes,
+                                     cudaMemcpyDeviceToHost, stream));
+  sync(stream);
+  comm.alltoallv_known(send.data(), ghost_counts, recv.data(), owned_counts, plane_bytes);
+  if (!owned_planes.empty())
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(ghost_in.data(), recv.data(), owned_planes.size() * plane_bytes,
+                                     cudaMemcpyHostToDevice, stream));
+  // In the order received: two planes from different ranks may be the same owned plane
+  // (thin slabs), so the adds into one plane are queued one after the other on the stream.
+  for (std::size_t k = 0; k < owned_planes.size(); ++k) {
+    add_plane_kernel<<<grid_for(cells), kThreads, 0, stream>>>(fixed + owned_planes[k] * cells,
+                                                               ghost_in.data() + k * cells, cells);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  traffic.ghost_bytes += ghost_planes.size() * plane_bytes;
+}
+
+// A force mesh's planes to the ranks that hold them as ghost planes (copied).
+template <typename Real>
+void CudaPmRanks::Impl::fetch_force_ghosts(Real* mesh, cudaStream_t stream) {
+  const std::size_t plane = static_cast<std::size_t>(settings.grid_side) * 2 * (settings.grid_side / 2 + 1);
+  const std::size_t plane_bytes = plane * sizeof(Real);
+  send.ensure(std::max<std::size_t>(owned_planes.size(), 1) * plane_bytes);
+  recv.ensure(std::max<std::size_t>(ghost_planes.size(), 1) * plane_bytes);
+  for (std::size_t k = 0; k < owned_planes.size(); ++k)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data() + k * plane_bytes, mesh + owned_planes[k] * plane, plane_bytes,
+                                     cudaMemcpyDeviceToHost, stream));
+  sync(stream);
+  comm.alltoallv_known(send.data(), owned_counts, recv.data(), ghost_counts, plane_bytes);
+  for (std::size_t k = 0; k < ghost_planes.size(); ++k)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(mesh + ghost_planes[k] * plane, recv.data() + k * plane_bytes, plane_bytes,
+                                     cudaMemcpyHostToDevice, stream));
+  sync(stream);   // recv is reused at once
+  traffic.ghost_bytes += owned_planes.size() * plane_bytes;
+}
+
+template <typename Real>
+void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times) {
+  const PmSettings& s = settings;
+  const int n = s.grid_side;
+  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
+  Real* const rho = reinterpret_cast<Real*>(meshes.data());
+  Real* const gx = rho + mesh_reals;
+  Real* const gy = gx + mesh_reals;
+  Real* const force[3] = {gx, gy, rho};   // g_z replaces the density (CudaPmSlabs)
+  // The fixed-point density in the storage of g_x and g_y, free until the transform
+  // (held n^2 sums of 8 bytes <= 2 held n 2(n/2+1) reals of 4 or 8), as on the host.
+  auto* const fixed = reinterpret_cast<unsigned long long*>(gx);
+  const double* const rx = routed_pos.data();
+  const double* const ry = rx + m;
+  const double* const rz = ry + m;
+  const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
+  const double scale = fixed_point_scale(total);
+  const double mean = pm_fixed_point_mean(total, scale, n);
+  const int meshes_count = s.interlaced ? 2 : 1;
+  for (int mesh = 0; mesh < meshes_count; ++mesh) {
+    // One mesh at a time in the same slabs: each adds its share of the force.
+    const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, long_range_mesh_shift(s.interlaced, mesh)};
+    {
+      ScopedPhase phase(times, "pm_assign");
+      ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
+                                       stream));
+      if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
+    }
+    {
+      ScopedPhase phase(times, "pm_exchange");
+      add_density_ghosts(fixed, stream);
+    }
+    {
+      ScopedPhase phase(times, "pm_assign");
+      gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, density / scale, rho, stream);
+      sync(stream);   // CudaPmSlabs works on its own stream
+    }
+    slabs->long_range_on_device(rho, gx, gy, times);
+    {
+      ScopedPhase phase(times, "pm_exchange");
+      for (Real* f : force) fetch_force_ghosts(f, stream);
+    }
+    {
+      // Two meshes: g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's.
+      ScopedPhase phase(times, "pm_interpolate");
+      for (int axis = 0; axis < 3; ++axis)
+        gpu::pm_interpolate(force[axis], rx, ry, rz, m, g, meshes_count == 2 ? 0.5 : 1.0, mesh == 1,
+                            routed_acc.data() + axis * m, stream, slab.first);
+      sync(stream);
+    }
+  }
+  // The transposes of CudaPmSlabs (x -> y once, y -> x per component), off this rank.
+  std::size_t lines = 0;
+  for (int r = 0; r < comm.size(); ++r)
+    if (r != comm.rank()) lines += layout.x_lines[r] + 3 * layout.y_lines[r];
+  traffic.transpose_bytes = meshes_count * lines * layout.nzc * 2 * sizeof(Real);
+}
+
+void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particle_mass, double* acc,
+                                CUstream_st* stream_in, PhaseTimes* times) {
+  Impl& m = *impl_;
+  PhaseTimes local;
+  PhaseTimes& t = times ? *times : local;
+  const cudaStream_t stream = stream_in;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  // A count the routing's 32-bit order cannot hold stops every rank (the others would wait).
+  m.comm.throw_if_any_failed(n >= std::numeric_limits<std::uint32_t>::max()
+                                 ? fmt::format("PM over ranks: {} particles on rank {}; at most 2^32 - 1", n,
+                                               m.comm.rank())
+                                 : std::string());
+  const std::size_t total = m.comm.sum<std::uint64_t>(n);
+  if (total == 0) return;
+  m.sync(stream);   // the positions' producers
+  m.traffic = PmRankTraffic{};
+  {
+    ScopedPhase phase(t, "pm_exchange");
+    m.route(pos, n, stream);
+  }
+  if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t);
+  else m.run<float>(total, particle_mass, stream, t);
+  {
+    ScopedPhase phase(t, "pm_exchange");
+    m.send_back(acc, n, stream);
+  }
+  if (!m.logged) {   // the volume moved, once (collective: every rank's first call)
+    m.logged = true;
+    const PmRankTraffic sum = total_traffic();
+    log::info("PM over {} ranks on the GPUs, per step (all ranks): {} of {} particles routed to another rank's slab "
+              "({:.1f} MiB of positions out and accelerations back), {:.1f} MiB of ghost planes, {:.1f} MiB of "
+              "transposes",
+              m.comm.size(), sum.particles_away, sum.particles, mib(sum.particle_bytes), mib(sum.ghost_bytes),
+              mib(sum.transpose_bytes));
+  }
+}
+
+void CudaPmRanks::accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
+                                PhaseTimes* times) {
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t n = pos.size();
+  m.host_io.ensure(std::max<std::size_t>(6 * n, 1));
+  std::vector<double> soa(3 * n);
+  for (std::size_t p = 0; p < n; ++p)
+    for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
+  if (n > 0) m.host_io.upload(soa.data(), 3 * n);
+  accelerations(m.host_io.data(), n, particle_mass, m.host_io.data() + 3 * n, m.own_stream, times);
+  if (n > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(soa.data(), m.host_io.data() + 3 * n, 3 * n * sizeof(double),
+                                     cudaMemcpyDeviceToHost, m.own_stream));
+  m.sync(m.own_stream);
+  acc.resize(n);
+  for (std::size_t p = 0; p < n; ++p)
+    for (int d = 0; d < 3; ++d) acc[p][d] = soa[d * n + p];
+}
+
+std::unique_ptr<CudaPmRanks> make_cuda_pm_ranks(const PmSettings& settings, const Comm& comm, int device,
+                                                std::string* why) {
+  std::string reason;
+  const bool usable = cuda_device_usable(device, &reason);
+  const std::vector<int> all = comm.allgather(usable ? 1 : 0);
+  for (int r = 0; r < comm.size(); ++r)
+    if (!all[static_cast<std::size_t>(r)]) {
+      if (why) *why = r == comm.rank() ? reason : fmt::format("rank {} has no usable GPU", r);
+      return nullptr;
+    }
+  std::unique_ptr<CudaPmRanks> out;
+  run_collectively(comm, [&] { out = std::make_unique<CudaPmRanks>(settings, comm, device); });
+  return out;
+}
+
+}  // namespace orbis

@@ -1,0 +1,115 @@
+// The long-range (TreePM) PM over ranks with everything on the GPUs: the particles' side too,
+// not only the transforms (gpu/pm_cuda_slabs.hpp). Input: the rank's positions already on the
+// device, output: the long-range accelerations written on the device; collective over the
+// communicator. No CUDA header is needed here (a stream is a CUstream_st*).
+//
+// The steps, on each rank's GPU with host staging only where MPI moves data:
+//  1. routing: each particle goes to the owner of its stencil's first x plane (the host PM's
+//     rule, pm/slab_routing.hpp); keys sorted by destination on the device (CUB radix sort,
+//     stable: a fixed order), positions packed in that order; the blocks for other ranks
+//     copied to pinned memory, Comm's alltoallv, copied up, while the rank's own block (most
+//     particles when the domains are nearly x slabs) is copied on the device;
+//  2. per mesh (two, 1/8 and 5/8 cell, when interlaced: pm/pm_modes.hpp's
+//     long_range_mesh_shift; one at 1/4 otherwise), one after the other in the same memory:
+//     fixed-point deposit into the x slab and its window-order ghost planes (the one-GPU
+//     PM's kernel, gpu/pm_cuda_mesh.cuh: integer atomics, deterministic), the ghost planes
+//     added into their owners' planes as integers (staged through pinned memory), the
+//     conversion to the density, the Fourier work of CudaPmSlabs on these device slabs, the
+//     force meshes' ghost planes fetched from their owners, and the interpolation at the
+//     routed particles (half of each mesh's force when there are two);
+//  3. the accelerations back the way the positions came (device pack, staging, alltoallv)
+//     and scattered into the caller's order.
+//
+// Why particles travel and not mesh pieces: with the default mesh of 2N cells per side a
+// particle's share of the mesh is ~8 cells of 8 bytes (the fixed-point density; then the
+// three force components), twice with interlacing, to move each way if every rank assigned
+// its own particles onto a whole-box mesh and reduced it; a particle that crosses costs
+// 24 bytes of position out and 24 of acceleration back. ORB domains of 2 ranks are nearly x
+// slabs, so few particles cross at all; only the thin ghost planes (3 planes for TSC) move
+// for every rank. The volume moved is logged at the first step (traffic()).
+//
+// Determinism: the density's sums are integers (the same bits for any order of the routed
+// particles); the transforms are cuFFT's over the slab decomposition, so the forces are not
+// bitwise the same across rank counts (as CudaPmSlabs; the host PmSolver's are).
+//
+// Memory per rank, held from step to step (device_bytes()): one mesh set of three real x
+// slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n 2(n/2+1)
+// reals each (the fixed-point density lives in g_x and g_y until the transform), the received
+// ghost planes' staging, CudaPmSlabs' two complex y slabs and cuFFT's work areas; per particle
+// (bytes_per_particle(): own particles' keys, order and packed positions, the routed
+// particles' positions and accelerations) grown to the largest count seen. Pinned host
+// buffers of the particles that cross and of the ghost planes.
+//
+// The forces equal the one-GPU CudaPmSolver's to the transforms' rounding
+// (tests/mpi/test_pm_ranks_cuda.cpp).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/timer.hpp"
+#include "core/vec3.hpp"
+#include "pm/pm_solver.hpp"
+
+struct CUstream_st;
+
+namespace orbis {
+
+// What one accelerations() call moved between ranks, this rank's sends (bytes).
+struct PmRankTraffic {
+  std::size_t particles = 0;          // this rank's particles
+  std::size_t particles_away = 0;     // of them, routed to another rank
+  std::size_t particle_bytes = 0;     // positions out and accelerations back
+  std::size_t ghost_bytes = 0;        // density ghost planes added, force ghost planes fetched
+  std::size_t transpose_bytes = 0;    // CudaPmSlabs' transposes between x and y slabs
+};
+
+class CudaPmRanks {
+ public:
+  // Plans and allocates on `device` (made current) for this rank's slab of `comm`; not
+  // collective (make_cuda_pm_ranks makes a failure everyone's). Long range (r_s > 0) only.
+  CudaPmRanks(const PmSettings& settings, const Comm& comm, int device);
+  ~CudaPmRanks();
+  CudaPmRanks(const CudaPmRanks&) = delete;
+  CudaPmRanks& operator=(const CudaPmRanks&) = delete;
+
+  const PmSettings& settings() const { return settings_; }
+
+  // acc = g(x_p) for the n particles of mass particle_mass (1e10 Msun/h) at pos (device
+  // memory, x | y | z blocks of n doubles, Mpc/h, wrapped into the box here), written (not
+  // added) into acc (device, x | y | z blocks of n). Collective over comm; work queued on
+  // `stream` before the call is waited for, and the result is complete when this returns.
+  // Phases go to `times` (may be null) as PmSolver's.
+  void accelerations(const double* pos, std::size_t n, double particle_mass, double* acc, CUstream_st* stream,
+                     PhaseTimes* times = nullptr);
+  // The same from and to host vectors (tests): PmSolver::accelerations' signature.
+  void accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
+                     PhaseTimes* times = nullptr);
+
+  // The last call's traffic (this rank's), and the same summed over the ranks (collective).
+  const PmRankTraffic& traffic() const;
+  PmRankTraffic total_traffic() const;
+
+  std::size_t device_bytes() const;    // held now: slabs, cuFFT slabs, particle buffers
+  std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs
+  std::size_t pinned_bytes() const;
+  // Device bytes per particle of the particle buffers (own and routed, one each).
+  static std::size_t bytes_per_particle();
+  // "PM 256^3 float mesh, tsc, long range on two interlaced meshes over 2 ranks, particles
+  // and meshes on the GPUs: 130 MiB of slabs on device 0"
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  PmSettings settings_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The PM over ranks on the GPUs when every rank of `comm` has a usable GPU (`device` is this
+// rank's), else null with the reason in *why. Collective over comm.
+std::unique_ptr<CudaPmRanks> make_cuda_pm_ranks(const PmSettings& settings, const Comm& comm, int device,
+                                                std::string* why);
+
+}  // namespace orbis
