@@ -236,11 +236,27 @@ Params Params::parse(const std::string& toml_text, const std::string& source,
     params.values_[spec->name()] = value;
     params.origin_[spec->name()] = "--set";
   }
+  // Keys of the other kind of run ([gravity] boundary: ParamScope) are refused, and their
+  // defaults left out.
+  const auto boundary_it = params.values_.find("gravity.boundary");
+  const bool vacuum = boundary_it != params.values_.end() && std::get<std::string>(boundary_it->second) == "vacuum";
+  const ParamScope other = vacuum ? ParamScope::periodic : ParamScope::vacuum;
   for (const auto& spec : param_schema()) {
-    if (params.values_.count(spec.name())) continue;
+    if (spec.scope != other || !params.values_.count(spec.name())) continue;
+    fail("{}: [{}] {} belongs to {} runs, but {} ({}): {}", params.origin_[spec.name()], spec.section, spec.key,
+         vacuum ? "periodic (cosmological)" : "isolated-system ([gravity] boundary = \"vacuum\")",
+         vacuum ? "[gravity] boundary = \"vacuum\"" : "[gravity] boundary = \"periodic\"",
+         vacuum ? params.origin_["gravity.boundary"] : source + " (default)",
+         vacuum ? "an isolated system has no box, no cosmology and no redshifts; remove the key (params/README.md "
+                  "marks the keys of each kind)"
+                : "remove the key, or set boundary = \"vacuum\"");
+  }
+  for (const auto& spec : param_schema()) {
+    if (params.values_.count(spec.name()) || spec.scope == other) continue;
     if (spec.default_toml == nullptr)
-      fail("{}: missing required key [{}] {} ({}{}{}; {})", source, spec.section, spec.key,
-           type_name(spec.type), *spec.unit ? ", " : "", spec.unit, accepted_range(spec));
+      fail("{}: missing required key [{}] {} ({}{}{}; {}){}", source, spec.section, spec.key,
+           type_name(spec.type), *spec.unit ? ", " : "", spec.unit, accepted_range(spec),
+           spec.scope == ParamScope::vacuum ? " for an isolated system ([gravity] boundary = \"vacuum\")" : "");
     if (*spec.default_toml == '\0') continue;   // optional, derived by the code
     params.values_[spec.name()] = parse_default(spec);
     params.origin_[spec.name()] = source + " (default)";
