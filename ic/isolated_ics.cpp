@@ -12,9 +12,17 @@
 
 namespace orbis {
 
-std::uint64_t isolated_ic_count(const Params& params) {
+std::uint64_t check_isolated_ics(const Params& params) {
   const auto n = static_cast<std::uint64_t>(params.get_int("ic.particles"));
-  return params.get_string("ic.kind") == "merger" ? 2 * n : n;
+  if (params.get_string("ic.kind") != "merger") return n;
+  for (const char* key : {"separation", "pericentre"})
+    if (!params.has(std::string("ic.") + key))
+      fail("{}: [ic] kind = \"merger\" needs [ic] {} (a length in the [units] system)", params.source(), key);
+  if (params.get_real("ic.pericentre") > params.get_real("ic.separation"))
+    fail("{} = {} exceeds {} = {}: the spheres would start inside their closest approach",
+         params.describe("ic.pericentre"), params.get_real("ic.pericentre"), params.describe("ic.separation"),
+         params.get_real("ic.separation"));
+  return 2 * n;
 }
 
 Particles make_isolated_ics(const Params& params) {
@@ -32,17 +40,11 @@ Particles make_isolated_ics(const Params& params) {
   } else if (kind == "hernquist") {
     system = make_hernquist(sphere);
   } else {
-    for (const char* key : {"ic.separation", "ic.pericentre"})
-      if (!params.has(key))
-        fail("{}: [ic] kind = \"merger\" needs [{}] {} (a length in the [units] system)", params.source(), "ic",
-             std::string(key).substr(3));
+    check_isolated_ics(params);
     ParabolicEncounter orbit;
     orbit.separation = params.get_real("ic.separation");
     orbit.pericentre = params.get_real("ic.pericentre");
     orbit.g = sphere.g;
-    if (orbit.pericentre > orbit.separation)
-      fail("{} = {} exceeds {} = {}: the spheres start beyond their closest approach",
-           params.describe("ic.pericentre"), orbit.pericentre, params.describe("ic.separation"), orbit.separation);
     const IsolatedSystem a = make_hernquist(sphere);
     sphere.seed += 1;
     const IsolatedSystem b = make_hernquist(sphere);

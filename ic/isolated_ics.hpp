@@ -14,7 +14,8 @@ class Params;
 
 // The particles the parameters ask for (every check before the sampling).
 Particles make_isolated_ics(const Params& params);
-// How many: [ic] particles, twice that for a merger.
-std::uint64_t isolated_ic_count(const Params& params);
+// Checks the [ic] keys that go together (a merger's separation and pericentre) before any
+// work, and returns how many particles: [ic] particles, twice that for a merger.
+std::uint64_t check_isolated_ics(const Params& params);
 
 }  // namespace orbis

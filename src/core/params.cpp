@@ -310,17 +310,23 @@ std::string Params::describe(const std::string& name) const {
 
 std::string Params::to_toml() const {
   std::string out = "# Every parameter in force for this run, defaults included (orbis).\n";
+  // The keys of the other kind of run ([gravity] boundary, ParamScope) are left out, and so
+  // are the sections that hold only such keys.
+  const auto boundary = values_.find("gravity.boundary");
+  const bool vacuum = boundary != values_.end() && std::get<std::string>(boundary->second) == "vacuum";
+  const ParamScope other = vacuum ? ParamScope::periodic : ParamScope::vacuum;
   for (const auto& section : param_sections()) {
-    out += "\n[" + section + "]\n";
+    std::string lines;
     for (const auto& spec : param_schema()) {
-      if (section != spec.section) continue;
+      if (section != spec.section || spec.scope == other) continue;
       auto it = values_.find(spec.name());
       if (it == values_.end()) {
-        out += fmt::format("# {} is not set: {}\n", spec.key, spec.help);
+        lines += fmt::format("# {} is not set: {}\n", spec.key, spec.help);
         continue;
       }
-      out += fmt::format("{} = {}\n", spec.key, value_to_toml(it->second));
+      lines += fmt::format("{} = {}\n", spec.key, value_to_toml(it->second));
     }
+    if (!lines.empty()) out += "\n[" + section + "]\n" + lines;
   }
   return out;
 }

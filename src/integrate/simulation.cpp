@@ -111,7 +111,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
       schedule_(run_schedule(params, file_a_)) {
   std::uint64_t particles = 0;
   if (!cosmology_) {
-    particles = isolated_ic_count(params);
+    particles = check_isolated_ics(params);
   } else {
     const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
     particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
