@@ -127,3 +127,28 @@ TEST_CASE("vacuum run: the snapshot is GADGET-4's non-comoving layout in galaxy 
   CHECK_FALSE(contains(text.str(), "omega_m"));
   CHECK(contains(text.str(), "system = 'galaxy'"));
 }
+
+TEST_CASE("vacuum run: a restart from a checkpoint ends bitwise where the run without one ends") {
+  test::ScratchDir whole("vacuum_whole"), parts("vacuum_parts");
+  // Both runs land on t = 0.03 (an output), so their steps are the same up to there.
+  const std::vector<std::string> longer = {"time.t_end=0.05", "time.output_times=[0.03]", "checkpoint.every_steps=7"};
+  Simulation uninterrupted(vacuum("[output]\nsnapshots = false\ndirectory = \"" + whole.path() + "\"\n", longer));
+  uninterrupted.run();
+  // The same run stopped at t = 0.03 (its checkpoints on the way), then continued to 0.05.
+  {
+    Simulation first(vacuum("[output]\nsnapshots = false\ndirectory = \"" + parts.path() + "\"\n",
+                            {"time.t_end=0.03", "time.output_times=[0.03]", "checkpoint.every_steps=7"}));
+    first.run();
+  }
+  Simulation resumed(vacuum("[output]\nsnapshots = false\ndirectory = \"" + parts.path() + "\"\n", longer),
+                     RunOptions{true, true});
+  const RunSummary summary = resumed.run();
+  CHECK(summary.a_final == doctest::Approx(0.05));
+  const Particles& a = uninterrupted.particles();
+  const Particles& b = resumed.particles();
+  REQUIRE(a.size() == b.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (int d = 0; d < 3; ++d) differ += a.pos[i][d] != b.pos[i][d] || a.mom[i][d] != b.mom[i][d];
+  CHECK(differ == 0);
+}
