@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace orbis {
 
 double softened_pair_sum(const std::vector<Vec3d>& x, double softening) {
@@ -49,6 +51,31 @@ ConservedQuantities conserved_quantities(const Particles& p, double g, double so
     c.has_potential = true;
   }
   return c;
+}
+
+ConservationRecord conservation_record(double t, const ConservedQuantities& now, const ConservedQuantities* start) {
+  ConservationRecord r;
+  r.t = t;
+  r.now = now;
+  const ConservedQuantities& s = start ? *start : now;
+  const double p_scale = s.mass * s.v_rms, l_scale = s.mass * s.r_rms * s.v_rms;
+  if (now.has_potential && s.has_potential) r.energy_drift = (now.energy() - s.energy()) / std::abs(s.energy());
+  r.momentum_drift = p_scale > 0 ? norm(now.momentum - s.momentum) / p_scale : 0;
+  r.angular_momentum_drift = l_scale > 0 ? norm(now.angular_momentum - s.angular_momentum) / l_scale : 0;
+  return r;
+}
+
+std::string conservation_line(const ConservationRecord& r) {
+  const ConservedQuantities& c = r.now;
+  return fmt::format(
+      "conservation at t = {:.6g}: {}K = {:.8e}; P = ({:.3e}, {:.3e}, {:.3e}), |dP|/(M v_rms) = {:.2e}; "
+      "L = ({:.4e}, {:.4e}, {:.4e}), |dL|/(M r_rms v_rms) = {:.2e}",
+      r.t,
+      c.has_potential
+          ? fmt::format("E = {:.8e}, (E - E0)/|E0| = {:+.3e}, W = {:.8e}, ", c.energy(), r.energy_drift, c.potential)
+          : std::string(),
+      c.kinetic, c.momentum.x, c.momentum.y, c.momentum.z, r.momentum_drift, c.angular_momentum.x,
+      c.angular_momentum.y, c.angular_momentum.z, r.angular_momentum_drift);
 }
 
 }  // namespace orbis

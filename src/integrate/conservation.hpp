@@ -9,6 +9,8 @@
 // computes no potential. Every per-particle sum is formed in a fixed order and the particles'
 // sums added in order, so the result does not depend on the thread count.
 #pragma once
+#include <string>
+
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
 
@@ -30,5 +32,19 @@ ConservedQuantities conserved_quantities(const Particles& particles, double g, d
 
 // The softened pair potential sum S = sum_{i<j} 1 / sqrt(|x_i - x_j|^2 + eps^2) (W = -G m^2 S).
 double softened_pair_sum(const std::vector<Vec3d>& positions, double softening);
+
+// One check as the log gives it: the quantities at time t and their drifts from the start.
+struct ConservationRecord {
+  double t = 0;
+  ConservedQuantities now;
+  double energy_drift = 0;             // (E - E_0) / |E_0| (0 without W)
+  double momentum_drift = 0;           // |P - P_0| / (M v_rms_0)
+  double angular_momentum_drift = 0;   // |L - L_0| / (M r_rms_0 v_rms_0)
+};
+
+// The record of `now` at time t against `start` (the run's first check; null: now is it).
+ConservationRecord conservation_record(double t, const ConservedQuantities& now, const ConservedQuantities* start);
+// Its log line.
+std::string conservation_line(const ConservationRecord& record);
 
 }  // namespace orbis

@@ -228,6 +228,10 @@ void Simulation::start(const std::string& how) {
   log::info("gravity: {}", engine_->describe());
   forecast_ = RunForecast(schedule_, n_particles_, OutputGuess::for_run(params_, n_particles_, comm_.size()),
                           energy_ ? energy_->every() : 0);
+  if (!energy_ && !params_.get_bool("analysis.energy_check")) {
+    log::info("conservation check off: {} = false", params_.describe("analysis.energy_check"));
+    return;
+  }
   if (!energy_) {   // an isolated system
     log::info("conservation check: E = K + W, P and L at the start and at every output{}",
               n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"))
@@ -505,24 +509,12 @@ void Simulation::check_conservation() {
   Stopwatch watch;
   const bool with_w =
       n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"));
-  ConservationRecord r;
-  r.t = state_.a;
-  r.now = conserved_quantities(engine_->particles(), physical_units(params_).g, engine_->softening(), with_w);
-  const ConservedQuantities& start = conservation_checks_.empty() ? r.now : conservation_checks_.front().now;
-  const double p_scale = start.mass * start.v_rms, l_scale = start.mass * start.r_rms * start.v_rms;
-  if (with_w) r.energy_drift = (r.now.energy() - start.energy()) / std::abs(start.energy());
-  r.momentum_drift = p_scale > 0 ? norm(r.now.momentum - start.momentum) / p_scale : 0;
-  r.angular_momentum_drift = l_scale > 0 ? norm(r.now.angular_momentum - start.angular_momentum) / l_scale : 0;
+  const ConservedQuantities now =
+      conserved_quantities(engine_->particles(), physical_units(params_).g, engine_->softening(), with_w);
+  const ConservationRecord r =
+      conservation_record(state_.a, now, conservation_checks_.empty() ? nullptr : &conservation_checks_.front().now);
   conservation_checks_.push_back(r);
-  const ConservedQuantities& c = r.now;
-  log::info("conservation at t = {:.6g}: {}K = {:.8e}; P = ({:.3e}, {:.3e}, {:.3e}), |dP|/(M v_rms) = {:.2e}; "
-            "L = ({:.4e}, {:.4e}, {:.4e}), |dL|/(M r_rms v_rms) = {:.2e} ({:.2f} s)",
-            r.t,
-            with_w ? fmt::format("E = {:.8e}, (E - E0)/|E0| = {:+.3e}, W = {:.8e}, ", c.energy(), r.energy_drift,
-                                 c.potential)
-                   : std::string(),
-            c.kinetic, c.momentum.x, c.momentum.y, c.momentum.z, r.momentum_drift, c.angular_momentum.x,
-            c.angular_momentum.y, c.angular_momentum.z, r.angular_momentum_drift, watch.seconds());
+  log::info("{} ({:.2f} s)", conservation_line(r), watch.seconds());
   const double warning = params_.get_real("analysis.energy_drift_warning");
   if (with_w && std::abs(r.energy_drift) > warning && !energy_warned_) {
     energy_warned_ = true;

@@ -53,16 +53,6 @@ struct EnergyCheckRecord {
   double residual = 0;         // (C(a) - C(a0)) / max(|a W|, a K)
 };
 
-// One conservation check of an isolated system, as the log gives it (relative drifts from the
-// run's start; W and E only where the pair sum ran).
-struct ConservationRecord {
-  double t = 0;
-  ConservedQuantities now;
-  double energy_drift = 0;             // (E - E_0) / |E_0|
-  double momentum_drift = 0;           // |P - P_0| / (M v_rms)
-  double angular_momentum_drift = 0;   // |L - L_0| / (M r_rms v_rms)
-};
-
 // How `orbis run` was asked to treat the output folder.
 struct RunOptions {
   bool overwrite = false;   // replace files of the folder that this run writes (else: refuse before any work)

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "core/physical_units.hpp"
+#include "integrate/conservation.hpp"
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
 #include "support/scratch_dir.hpp"
@@ -151,4 +152,21 @@ TEST_CASE("vacuum run: a restart from a checkpoint ends bitwise where the run wi
   for (std::size_t i = 0; i < a.size(); ++i)
     for (int d = 0; d < 3; ++d) differ += a.pos[i][d] != b.pos[i][d] || a.mom[i][d] != b.mom[i][d];
   CHECK(differ == 0);
+}
+
+TEST_CASE("conserved quantities of two bodies against their closed forms") {
+  Particles p;
+  p.mass = 2.0;
+  p.pos = {Vec3d{1, 0, 0}, Vec3d{-2, 0, 0}};
+  p.mom = {Vec3d{0, 3, 0}, Vec3d{0, -1, 1}};
+  const ConservedQuantities c = conserved_quantities(p, 5.0, 4.0, true);
+  CHECK(c.potential == doctest::Approx(-5.0 * 2 * 2 / std::sqrt(9.0 + 16.0)));   // -G m^2 / sqrt(r^2 + eps^2)
+  CHECK(c.kinetic == doctest::Approx(0.5 * 2 * (9 + 2)));
+  CHECK(c.momentum.y == doctest::Approx(4.0));
+  CHECK(c.momentum.z == doctest::Approx(2.0));
+  // L = m sum x × v: (1,0,0) × (0,3,0) = (0,0,3); (-2,0,0) × (0,-1,1) = (0,2,2).
+  CHECK(c.angular_momentum.y == doctest::Approx(4.0));
+  CHECK(c.angular_momentum.z == doctest::Approx(10.0));
+  const ConservationRecord r = conservation_record(1.0, c, &c);
+  CHECK(r.energy_drift == 0.0);
 }
