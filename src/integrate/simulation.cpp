@@ -451,8 +451,12 @@ double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, doub
   report.particle_steps = state_.particle_steps;
   report.elapsed = elapsed_seconds + report.seconds;
   report.comoving = clock_->comoving();
-  report.eta_seconds = clock_->comoving() ? forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds())
-                                          : -1;   // (the ETA's model is in ln a)
+  if (clock_->comoving()) {
+    report.eta_seconds = forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds());
+  } else {   // the forecast's model is in ln a: an isolated system's ETA is the pace so far
+    const double done = clock_->progress(state_.a, schedule_.a_begin, schedule_.a_end);
+    report.eta_seconds = done > 0 ? report.elapsed * (1 - done) / done : -1;
+  }
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();
   if (sync.pm_end) {   // every particle synchronised: the total momentum means something
