@@ -121,7 +121,7 @@ const std::vector<ParamSpec> kSchema = {
     {"gravity", "taylor_table_size", T::integer, "512", 16, 65536, false, nullptr, "",
      "nodes of the T(x) table on [0, 3]", P},
     {"gravity", "softening", T::real, nullptr, 0, inf, true, nullptr, "length unit",
-     "Plummer softening length eps of the vacuum forces: G m / (r^2 + eps^2) per pair, potential "
+     "Plummer softening length eps of the vacuum forces: G m r / (r^2 + eps^2)^(3/2) per pair, potential "
      "-G m / sqrt(r^2 + eps^2); in the [units] length unit", V},
     // ------------------------------------------------------------------ units
     {"units", "system", T::string, "\"galaxy\"", -inf, inf, false, "galaxy|nbody", "",
@@ -137,7 +137,7 @@ const std::vector<ParamSpec> kSchema = {
     {"time", "max_dln_a", T::real, "0.05", 0, 0.5, true, nullptr, "",
      "largest step in ln a (the PM step, or the global step)", P},
     {"time", "eta", T::real, "0.3", 0, 10, false, nullptr, "",
-     "per-particle step criterion dt <= eta sqrt(softening a^3 / |g|) in physical time (GADGET's "
+     "per-particle step criterion dt <= eta sqrt(softening a^3 / |g|) in physical time (vacuum: a = 1; GADGET's "
      "ErrTolIntAccuracy is eta^2 / 2); sets each particle's bin (hierarchical) or the step of the most "
      "accelerated particle (global); 0: off"},
     {"time", "growth_weighted_kicks", T::boolean, "true", -inf, inf, false, nullptr, "",
