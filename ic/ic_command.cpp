@@ -1,5 +1,8 @@
 #include "ic/ic_command.hpp"
 
+#include "core/gravity_mode.hpp"
+#include "ic/isolated_ics.hpp"
+
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/timer.hpp"
@@ -10,6 +13,27 @@
 #include "io/snapshot.hpp"
 
 namespace orbis {
+namespace {
+
+// An isolated system's ICs ([gravity] boundary = "vacuum", ic/isolated_ics.hpp): ics.hdf5 at
+// t_begin, written by the first rank (the generator is serial).
+int write_isolated_ics(const Params& params, const Comm& comm, const Stopwatch& total) {
+  check_isolated_ics(params);
+  const std::string directory = params.get_string("output.directory");
+  std::vector<std::string> written;
+  run_collectively(comm, [&] {
+    if (!comm.is_root()) return;
+    make_directories(directory);
+    write_text_atomically(join_path(directory, "used_parameters.toml"), params.to_toml());
+    const Particles particles = make_isolated_ics(params);
+    written = write_snapshot(join_path(directory, "ics.hdf5"), particles, params.get_real("time.t_begin"), params,
+                             nullptr, Comm::self());
+    log::info("orbis ic: wrote {} in {:.2f} s", written.front(), total.seconds());
+  });
+  return 0;
+}
+
+}  // namespace
 
 int run_ic_command(const std::string& parameter_file, const std::vector<std::string>& overrides, const Comm& comm) {
   Stopwatch total;
@@ -17,6 +41,7 @@ int run_ic_command(const std::string& parameter_file, const std::vector<std::str
   const Params params = Params::load(parameter_file, overrides);
   log::info("orbis ic: parameters from {} (every value in force):", params.source());
   for (const auto& [name, value] : params.flat()) log::info("  {} = {}   [{}]", name, value, params.where(name));
+  if (!gravity_mode(params).periodic()) return write_isolated_ics(params, comm, total);
   const Cosmology cosmology = Cosmology::from_params(params);
   const LinearPower power = LinearPower::from_params(params);
   const IcSettings settings = IcSettings::from_params(params);

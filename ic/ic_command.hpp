@@ -5,7 +5,9 @@
 //   ic_power.txt           with ic.self_test: measured vs input P(k) of the IC density field
 //                          and of the particles' displacement (plot it with
 //                          analysis/python/plot_ic_power.py)
-// All files are written atomically.
+// All files are written atomically. An isolated system ([gravity] boundary = "vacuum") writes
+// used_parameters.toml and ics.hdf5 (its [ic] kind at [time] t_begin, io/snapshot.hpp's
+// non-comoving layout).
 #pragma once
 #include <string>
 #include <vector>

@@ -236,11 +236,27 @@ Params Params::parse(const std::string& toml_text, const std::string& source,
     params.values_[spec->name()] = value;
     params.origin_[spec->name()] = "--set";
   }
+  // Keys of the other kind of run ([gravity] boundary: ParamScope) are refused, and their
+  // defaults left out.
+  const auto boundary_it = params.values_.find("gravity.boundary");
+  const bool vacuum = boundary_it != params.values_.end() && std::get<std::string>(boundary_it->second) == "vacuum";
+  const ParamScope other = vacuum ? ParamScope::periodic : ParamScope::vacuum;
   for (const auto& spec : param_schema()) {
-    if (params.values_.count(spec.name())) continue;
+    if (spec.scope != other || !params.values_.count(spec.name())) continue;
+    fail("{}: [{}] {} belongs to {} runs, but {} ({}): {}", params.origin_[spec.name()], spec.section, spec.key,
+         vacuum ? "periodic (cosmological)" : "isolated-system ([gravity] boundary = \"vacuum\")",
+         vacuum ? "[gravity] boundary = \"vacuum\"" : "[gravity] boundary = \"periodic\"",
+         vacuum ? params.origin_["gravity.boundary"] : source + " (default)",
+         vacuum ? "an isolated system has no box, no cosmology and no redshifts; remove the key (params/README.md "
+                  "marks the keys of each kind)"
+                : "remove the key, or set boundary = \"vacuum\"");
+  }
+  for (const auto& spec : param_schema()) {
+    if (params.values_.count(spec.name()) || spec.scope == other) continue;
     if (spec.default_toml == nullptr)
-      fail("{}: missing required key [{}] {} ({}{}{}; {})", source, spec.section, spec.key,
-           type_name(spec.type), *spec.unit ? ", " : "", spec.unit, accepted_range(spec));
+      fail("{}: missing required key [{}] {} ({}{}{}; {}){}", source, spec.section, spec.key,
+           type_name(spec.type), *spec.unit ? ", " : "", spec.unit, accepted_range(spec),
+           spec.scope == ParamScope::vacuum ? " for an isolated system ([gravity] boundary = \"vacuum\")" : "");
     if (*spec.default_toml == '\0') continue;   // optional, derived by the code
     params.values_[spec.name()] = parse_default(spec);
     params.origin_[spec.name()] = source + " (default)";
@@ -294,17 +310,23 @@ std::string Params::describe(const std::string& name) const {
 
 std::string Params::to_toml() const {
   std::string out = "# Every parameter in force for this run, defaults included (orbis).\n";
+  // The keys of the other kind of run ([gravity] boundary, ParamScope) are left out, and so
+  // are the sections that hold only such keys.
+  const auto boundary = values_.find("gravity.boundary");
+  const bool vacuum = boundary != values_.end() && std::get<std::string>(boundary->second) == "vacuum";
+  const ParamScope other = vacuum ? ParamScope::periodic : ParamScope::vacuum;
   for (const auto& section : param_sections()) {
-    out += "\n[" + section + "]\n";
+    std::string lines;
     for (const auto& spec : param_schema()) {
-      if (section != spec.section) continue;
+      if (section != spec.section || spec.scope == other) continue;
       auto it = values_.find(spec.name());
       if (it == values_.end()) {
-        out += fmt::format("# {} is not set: {}\n", spec.key, spec.help);
+        lines += fmt::format("# {} is not set: {}\n", spec.key, spec.help);
         continue;
       }
-      out += fmt::format("{} = {}\n", spec.key, value_to_toml(it->second));
+      lines += fmt::format("{} = {}\n", spec.key, value_to_toml(it->second));
     }
+    if (!lines.empty()) out += "\n[" + section + "]\n" + lines;
   }
   return out;
 }

@@ -369,7 +369,8 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
 bool is_physics_parameter(const std::string& name) {
   for (const char* section : {"output.", "analysis.", "checkpoint."})
     if (name.rfind(section, 0) == 0) return false;
-  for (const char* key : {"time.z_final", "time.output_redshifts", "gpu.backend", "gpu.device", "gpu.memory_limit_gib"})
+  for (const char* key : {"time.z_final", "time.output_redshifts", "time.t_end", "time.output_times",
+                          "time.output_interval", "gpu.backend", "gpu.device", "gpu.memory_limit_gib"})
     if (name == key) return false;
   return true;
 }
@@ -411,15 +412,25 @@ namespace orbis {
 
 void check_restart_schedule(const Checkpoint& checkpoint, const OutputSchedule& schedule, const Params& now) {
   const double a = checkpoint.state.a;
-  if (schedule.a_end <= a * (1 + 1e-12))
+  if (now.has("time.t_end")) {   // an isolated system: the schedule is in time t
+    if (schedule.a_end <= a * (1 + 1e-12))
+      fail("--restart: '{}' is at t = {:.6g}, but {} = {} ends the run there or before: nothing to continue (a later "
+           "t_end continues it)", checkpoint.path, a, now.describe("time.t_end"), schedule.a_end);
+  } else if (schedule.a_end <= a * (1 + 1e-12)) {
     fail("--restart: '{}' is at z = {:.6g}, but {} = {} ends the run there or before: nothing to continue (a lower "
          "z_final continues it)", checkpoint.path, 1 / a - 1, now.describe("time.z_final"), 1 / schedule.a_end - 1);
+  }
   int before = 0;
   for (double out : schedule.a_outputs) before += out <= a * (1 + 1e-12);
-  if (before != checkpoint.state.output_index)
+  if (before != checkpoint.state.output_index) {
+    if (now.has("time.t_end"))
+      fail("--restart: {} and {} put {} output(s) at or before the checkpoint's t = {:.6g} ('{}'), where the run wrote "
+           "{}: outputs before a checkpoint cannot change (those after it may)", now.describe("time.output_times"),
+           now.describe("time.output_interval"), before, a, checkpoint.path, checkpoint.state.output_index);
     fail("--restart: {} puts {} output(s) at or before the checkpoint's z = {:.6g} ('{}'), where the run wrote {}: "
          "outputs before a checkpoint cannot change (those after it may)", now.describe("time.output_redshifts"), before,
          1 / a - 1, checkpoint.path, checkpoint.state.output_index);
+  }
 }
 
 }  // namespace orbis

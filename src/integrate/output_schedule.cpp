@@ -33,6 +33,33 @@ OutputSchedule OutputSchedule::from_params(const Params& params, double z_init, 
   return s;
 }
 
+OutputSchedule OutputSchedule::from_times(const Params& params) {
+  OutputSchedule s;
+  s.a_begin = params.get_real("time.t_begin");
+  s.a_end = params.get_real("time.t_end");
+  if (!(s.a_end > s.a_begin))
+    fail("{} = {} must be after {} = {}", params.describe("time.t_end"), s.a_end, params.describe("time.t_begin"),
+         s.a_begin);
+  for (double t : params.get_real_list("time.output_times")) {
+    if (t < s.a_begin || t > s.a_end)
+      fail("{}: output time {} lies outside the run, which goes from t = {} to t = {}",
+           params.describe("time.output_times"), t, s.a_begin, s.a_end);
+    s.a_outputs.push_back(t);
+  }
+  const double interval = params.get_real("time.output_interval");
+  if (interval > 0) {
+    const double count = std::floor((s.a_end - s.a_begin) / interval * (1 + 1e-12));
+    if (count > 1e6)
+      fail("{} = {} makes {:.3g} outputs between t = {} and {} (at most 1e6)", params.describe("time.output_interval"),
+           interval, count, s.a_begin, s.a_end);
+    for (double k = 0; k <= count; ++k) s.a_outputs.push_back(s.a_begin + k * interval);
+  }
+  s.a_outputs.push_back(s.a_end);
+  std::sort(s.a_outputs.begin(), s.a_outputs.end());
+  s.a_outputs.erase(std::unique(s.a_outputs.begin(), s.a_outputs.end(), same), s.a_outputs.end());
+  return s;
+}
+
 double OutputSchedule::next_after(double a) const {
   for (double out : a_outputs)
     if (out > a && !same(out, a)) return out;

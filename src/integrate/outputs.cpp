@@ -26,12 +26,15 @@ struct OutputNames {
   std::string snapshot, pk_base, catalogue;
 };
 
+// A periodic run's estimators (their keys are absent in an isolated system's parameters).
+bool asked(const Params& params, const char* name) { return params.has(name) && params.get_bool(name); }
+
 OutputNames output_names(const Params& params, const std::string& directory, int index) {
   const std::string number = fmt::format("{:03d}", index);
   OutputNames names;
   if (params.get_bool("output.snapshots")) names.snapshot = join_path(directory, "snapshot_" + number + ".hdf5");
-  if (params.get_bool("analysis.pk")) names.pk_base = join_path(directory, "powerspec_" + number);
-  if (params.get_bool("analysis.fof")) names.catalogue = join_path(directory, halo::catalogue_file_name(index));
+  if (asked(params, "analysis.pk")) names.pk_base = join_path(directory, "powerspec_" + number);
+  if (asked(params, "analysis.fof")) names.catalogue = join_path(directory, halo::catalogue_file_name(index));
   return names;
 }
 
@@ -39,11 +42,11 @@ OutputNames output_names(const Params& params, const std::string& directory, int
 
 void validate_outputs(const Params& params) {
   // Building the settings checks them; nothing is measured here.
-  if (params.get_bool("analysis.pk")) {
+  if (asked(params, "analysis.pk")) {
     PowerSpectrumSettings::from_params(params);
     LinearPower::from_params(params);
   }
-  if (params.get_bool("analysis.fof")) fof::config_from_params(params);
+  if (asked(params, "analysis.fof")) fof::config_from_params(params);
   check_folder_writable(params.get_string("output.directory"), params.describe("output.directory"));
 }
 
@@ -72,7 +75,7 @@ double output_file_bytes(const Params& params, std::uint64_t particles) {
   double bytes = 1 << 20;   // headers, /Parameters, P(k), mass function: well under a MiB
   if (params.get_bool("output.snapshots")) bytes += n * particle_record_bytes(params);
   // At most every particle in a group: its ID in /IDs/ID.
-  if (params.get_bool("analysis.fof")) bytes += 8 * n;
+  if (asked(params, "analysis.fof")) bytes += 8 * n;
   return bytes;
 }
 
@@ -80,9 +83,9 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
                                            const std::vector<Vec3d>& accelerations, const Comm& comm) {
   std::vector<std::string> files;
   const Params& params = c.params;
-  const double box = params.get_real("box.size_mpc_h");
   const OutputNames names = output_names(params, c.directory, c.index);
-  log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
+  if (c.cosmology) log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
+  else log::info("output {:03d} at t = {:.6g}", c.index, c.a);
   const bool with_acc = params.get_bool("output.accelerations");
   Stopwatch total, part;
   double snapshot_seconds = 0, pk_seconds = 0, fof_seconds = 0;
@@ -96,7 +99,8 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   if (!names.pk_base.empty()) {
     part.restart();
     const LinearPower power = LinearPower::from_params(params);
-    const double d = c.cosmology.growth(c.a);
+    const double box = params.get_real("box.size_mpc_h");
+    const double d = c.cosmology->growth(c.a);
     // Collective: the mesh in slabs over the ranks, the particles where they are.
     const PowerSpectrum pk = measure_power_spectrum(particles.pos, box, PowerSpectrumSettings::from_params(params),
                                                     [&](double k) { return power(k) * d * d; }, comm);
@@ -110,7 +114,8 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   if (!names.catalogue.empty()) {
     part.restart();
     // Collective: groups linked across ranks, the catalogue on rank 0.
-    const GroupCatalogue catalogue = halo::find_haloes_across_ranks(particles, box, c.a, params, comm);
+    const GroupCatalogue catalogue =
+        halo::find_haloes_across_ranks(particles, params.get_real("box.size_mpc_h"), c.a, params, comm);
     run_collectively(comm, [&] {
       if (!comm.is_root()) return;
       halo::write_halo_outputs(names.catalogue, catalogue, params);

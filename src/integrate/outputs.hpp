@@ -16,7 +16,7 @@ class Cosmology;
 
 struct OutputContext {
   const Params& params;
-  const Cosmology& cosmology;
+  const Cosmology* cosmology;   // null: an isolated system (no power spectrum, no haloes; `a` is the time t)
   const std::string& directory;
   int index;      // 0, 1, ... : snapshot_000.hdf5, ...
   double a;

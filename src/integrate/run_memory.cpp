@@ -13,7 +13,9 @@ namespace {
 // accelerations (3 doubles each).
 constexpr double kBytesPerParticle = 24 + 24 + 8 + 1 + 3 * 24;
 
+// An isolated system has no mesh (its parameters have no [gravity] pm_grid_side).
 double mesh_bytes(const Params& params) {
+  if (!params.has("gravity.pm_grid_side")) return 0;
   std::int64_t grid = params.get_int("gravity.pm_grid_side");
   if (grid == 0) grid = 2 * params.get_int("box.particles_per_side");
   const double cells = static_cast<double>(grid) * static_cast<double>(grid) * static_cast<double>(grid);
@@ -32,10 +34,12 @@ void check_host_memory(const Params& params, std::uint64_t particles) {
   const HostMemoryAvailable available = available_host_memory();
   if (needed <= static_cast<double>(available.bytes)) return;
   fail("the run needs at least {} of host memory ({} particles at {} bytes each, and {} for the PM mesh), but "
-       "{} is available ({}): lower {} or {}, or run on a larger machine",
+       "{} is available ({}): lower {}, or run on a larger machine",
        format_bytes(needed), particles, kBytesPerParticle, format_bytes(mesh_bytes(params)),
        format_bytes(static_cast<double>(available.bytes)), available.source,
-       params.describe("box.particles_per_side"), params.describe("gravity.pm_grid_side"));
+       params.has("box.particles_per_side")
+           ? params.describe("box.particles_per_side") + " or " + params.describe("gravity.pm_grid_side")
+           : params.describe("ic.particles"));
 }
 
 }  // namespace orbis

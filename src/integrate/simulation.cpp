@@ -13,6 +13,8 @@
 #include "core/host_memory.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "core/gravity_mode.hpp"
+#include "core/physical_units.hpp"
 #include "integrate/checkpoint.hpp"
 #include "integrate/energy.hpp"
 #include "integrate/outputs.hpp"
@@ -26,6 +28,8 @@
 #include "io/snapshot.hpp"
 #include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
+#include "ic/isolated_ics.hpp"
+#include "integrate/newtonian_clock.hpp"
 #include "cosmology/linear_power.hpp"
 #include "integrate/time_bins.hpp"
 #include "pm/pm_solver.hpp"
@@ -70,6 +74,18 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
   return share;
 }
 
+bool periodic_run(const Params& params) { return gravity_mode(params).periodic(); }
+
+// A cosmological run from its starting redshift (or its IC file's) to z_final; an isolated
+// system from t_begin to t_end.
+OutputSchedule run_schedule(const Params& params, double file_a) {
+  if (!periodic_run(params)) return OutputSchedule::from_times(params);
+  return OutputSchedule::from_params(params, file_a > 0 ? 1.0 / file_a - 1.0 : params.get_real("ic.z_init"),
+                                     file_a > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"));
+}
+
+bool has_ic_file(const Params& params) { return params.has("ic.file") && !params.get_string("ic.file").empty(); }
+
 }  // namespace
 
 // Which CUDA device each rank takes, in the log when there are several ranks. The step engine
@@ -90,32 +106,25 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
                        std::unique_ptr<StepEngine> engine)
     : params_(params),
       comm_(comm),
-      cosmology_(Cosmology::from_params(params)),
-      file_ics_(params.get_string("ic.file").empty() ? Particles{} : read_ic_file(params, file_a_, comm_)),
-      schedule_(OutputSchedule::from_params(
-          params, file_a_ > 0 ? 1.0 / file_a_ - 1.0 : params.get_real("ic.z_init"),
-          file_a_ > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"))) {
-  const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
-  const std::uint64_t particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
+      cosmology_(periodic_run(params) ? std::optional<Cosmology>(Cosmology::from_params(params)) : std::nullopt),
+      file_ics_(has_ic_file(params) ? read_ic_file(params, file_a_, comm_) : Particles{}),
+      schedule_(run_schedule(params, file_a_)) {
+  std::uint64_t particles = 0;
+  if (!cosmology_) {
+    particles = check_isolated_ics(params);
+  } else {
+    const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
+    particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
+  }
   check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
   log_gpus();
   engine_ = engine ? std::move(engine) : make_step_engine(params, comm_);
-  limits_.max_dln_a = params.get_real("time.max_dln_a");
-  limits_.eta = params.get_real("time.eta");
-  limits_.softening = engine_->softening();
-  limits_.pm_rms_displacement = params.get_real("time.pm_rms_displacement");
-  limits_.growth_weighted_kicks = params.get_bool("time.growth_weighted_kicks");
-  const double spacing = params.get_real("box.size_mpc_h") / static_cast<double>(params.get_int("box.particles_per_side"));
-  limits_.pm_length = std::min(spacing, PmSettings::from_params(params).r_s_mpc_h);
   hierarchical_ = params.get_string("time.stepping") == "hierarchical" && engine_->has_short_range();
-  timeline_ = std::make_unique<CosmicTimeline>(cosmology_, limits_);
-  stepper_ = std::make_unique<BlockStepper>(*engine_, *timeline_, hierarchical_ ? kDeepestBin : 0);
+  make_clock();
+  stepper_ = std::make_unique<BlockStepper>(*engine_, *clock_, hierarchical_ ? kDeepestBin : 0);
   out_dir_ = params.get_string("output.directory");
-  if (schedule_.a_end > Cosmology::a_max)
-    fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
-         params.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
   validate_outputs(params);
-  energy_ = std::make_unique<EnergyCheck>(params, comm_);
+  if (cosmology_) energy_ = std::make_unique<EnergyCheck>(params, comm_);
   options_ = options;
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).
@@ -138,12 +147,36 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   }
 }
 
+// The run's clock (integrate/run_clock.hpp): the scale factor with the cosmology's step
+// criteria, or an isolated system's Newtonian time.
+void Simulation::make_clock() {
+  if (!cosmology_) {
+    NewtonianLimits limits;
+    limits.max_dt = params_.get_real("time.max_dt");
+    limits.eta = params_.get_real("time.eta");
+    limits.softening = engine_->softening();
+    clock_ = std::make_unique<NewtonianClock>(limits);
+    return;
+  }
+  limits_.max_dln_a = params_.get_real("time.max_dln_a");
+  limits_.eta = params_.get_real("time.eta");
+  limits_.softening = engine_->softening();
+  limits_.pm_rms_displacement = params_.get_real("time.pm_rms_displacement");
+  limits_.growth_weighted_kicks = params_.get_bool("time.growth_weighted_kicks");
+  const double spacing = params_.get_real("box.size_mpc_h") / static_cast<double>(params_.get_int("box.particles_per_side"));
+  limits_.pm_length = std::min(spacing, PmSettings::from_params(params_).r_s_mpc_h);
+  clock_ = std::make_unique<CosmicTimeline>(*cosmology_, limits_);
+  if (schedule_.a_end > Cosmology::a_max)
+    fail("{}: the run would end at a = {}, beyond the growth tables (a <= {})",
+         params_.describe("time.z_final"), schedule_.a_end, Cosmology::a_max);
+}
+
 // Before any work: the run never replaces a file it did not write (another run's outputs, a
 // GADGET-4 catalogue) unless told to, and the folder's disk takes at least its first output.
 void Simulation::check_output_folder(const RunOptions& options, std::uint64_t particles) const {
   std::vector<std::string> files = find_checkpoints(out_dir_);   // another run's (--restart continues it)
   files.push_back(join_path(out_dir_, "used_parameters.toml"));
-  if (file_a_ == 0 && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
+  if (file_a_ == 0 && cosmology_ && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
   for (int index = 0; index < static_cast<int>(schedule_.a_outputs.size()); ++index)
     for (auto& file : output_file_names(params_, out_dir_, index)) files.push_back(std::move(file));
   refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
@@ -151,7 +184,8 @@ void Simulation::check_output_folder(const RunOptions& options, std::uint64_t pa
                     "another [output] directory");
   check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
                   fmt::format("one output of {} particles", particles),
-                  "[box] particles_per_side (or turn off [output] snapshots)");
+                  cosmology_ ? "[box] particles_per_side (or turn off [output] snapshots)"
+                             : "[ic] particles (or turn off [output] snapshots)");
 }
 
 Simulation::~Simulation() = default;
@@ -159,11 +193,12 @@ Simulation::~Simulation() = default;
 RunSummary Simulation::run() {
   if (restart_) return resume();
   if (file_a_ > 0) return run_from(std::move(file_ics_), file_a_);
+  if (!cosmology_) return run_from(make_isolated_ics(params_), schedule_.a_begin);
   const LinearPower power = LinearPower::from_params(params_);
   const IcSettings settings = IcSettings::from_params(params_);
   log::info("linear P(k): {}; sigma8 of the z = 0 spectrum {:.6f}", power.description(), power.sigma8());
   IcReport report;
-  Particles particles = make_initial_conditions(settings, cosmology_, power, &report, comm_);
+  Particles particles = make_initial_conditions(settings, *cosmology_, power, &report, comm_);
   log_ic_report(settings, report);
   if (settings.self_test)
     run_collectively(comm_, [&] {
@@ -192,9 +227,21 @@ void Simulation::start(const std::string& how) {
   log::info("{}", how);
   log::info("gravity: {}", engine_->describe());
   forecast_ = RunForecast(schedule_, n_particles_, OutputGuess::for_run(params_, n_particles_, comm_.size()),
-                          energy_->every());
+                          energy_ ? energy_->every() : 0);
+  if (!energy_ && !params_.get_bool("analysis.energy_check")) {
+    log::info("conservation check off: {} = false", params_.describe("analysis.energy_check"));
+    return;
+  }
+  if (!energy_) {   // an isolated system
+    log::info("conservation check: E = K + W, P and L at the start and at every output{}",
+              n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"))
+                  ? " (W: direct sum over every pair)"
+                  : fmt::format(" (W not computed: more than [analysis] energy_pairs_max_particles = {})",
+                                params_.get_int("analysis.energy_pairs_max_particles")));
+    return;
+  }
   if (hierarchical_)
-    forecast_.expect_clustering(clustering_forecast(params_, cosmology_, schedule_, *engine_, comm_.size(), ic_power_));
+    forecast_.expect_clustering(clustering_forecast(params_, *cosmology_, schedule_, *engine_, comm_.size(), ic_power_));
   if (energy_->enabled())
     log::info("energy check: the Layzer-Irvine equation d[a(K+W)]/da = -K at the ends of PM steps (every particle "
               "synchronised there): K at each, W at the start, at the outputs{}", energy_->every() > 0 ?
@@ -207,7 +254,7 @@ RunSummary Simulation::run_from(Particles particles, double a) {
   Stopwatch run_watch;
   n_particles_ = comm_.sum<std::uint64_t>(particles.size());   // every rank's
   particle_mass_ = particles.mass;
-  start(fmt::format("run from a = {:.6g} (z = {:.4f})", a, 1 / a - 1));
+  start("run from " + clock_->describe(a));
   engine_->load(std::move(particles));
   state_ = RunState{};
   state_.a = a;
@@ -238,8 +285,8 @@ RunSummary Simulation::resume() {
                                           checkpoint_path(out_dir_, checkpoint.state.steps, 0, checkpoint.ranks));
   n_particles_ = comm_.sum<std::uint64_t>(checkpoint.particles.size());   // every rank's
   particle_mass_ = checkpoint.particles.mass;
-  start(fmt::format("restart from {}: step {}, a = {:.6g} (z = {:.4f}), next output {:03d}", from,
-                    checkpoint.state.steps, checkpoint.state.a, 1 / checkpoint.state.a - 1,
+  start(fmt::format("restart from {}: step {}, {}, next output {:03d}", from, checkpoint.state.steps,
+                    clock_->describe(checkpoint.state.a),
                     checkpoint.state.output_index));
   forecast_.restore(std::move(checkpoint.costs));
   // The domains before the particles: each rank holds what it held when the checkpoint was
@@ -352,8 +399,9 @@ void Simulation::end_run(RunSummary& summary, const Stopwatch& run_watch) {
   summary.seconds = run_watch.seconds();
   summary.particle_steps = state_.particle_steps;
   summary.full_step_equivalents = n > 0 ? state_.particle_steps / n : 0;
-  log::info("{}: {} steps to z = {:.4f} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
-            "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps, 1 / state_.a - 1,
+  log::info("{}: {} steps to {} in {:.1f} s; {:.2g} particle-steps ({:.0f} full-step equivalents); "
+            "{} files written", summary.stopped_by.empty() ? "finished" : "stopped", summary.steps,
+            cosmology_ ? fmt::format("z = {:.4f}", 1 / state_.a - 1) : fmt::format("t = {:.6g}", state_.a),
             summary.seconds, summary.particle_steps, summary.full_step_equivalents, summary.outputs.size());
   if (const std::string tree = engine_->tree_summary(); !tree.empty()) log::info("{}", tree);
 }
@@ -363,10 +411,8 @@ void Simulation::end_run(RunSummary& summary, const Stopwatch& run_watch) {
 // accelerated particle's criterion.
 void Simulation::begin_pm_step() {
   const double a = state_.a;
-  const double dln = hierarchical_ ? pm_step_dln_a(limits_, cosmology_, a, engine_->rms_momentum())
-                                   : allowed_dln_a(limits_, cosmology_, a, engine_->max_acceleration());
-  stepper_->begin_pm_step(state_, next_scale_factor(a, schedule_.next_after(a), dln));
-  forecast_.pm_step_begun(a, state_.pm_a_end);
+  stepper_->begin_pm_step(state_, clock_->next_pm_end(a, schedule_.next_after(a), *engine_, hierarchical_));
+  if (clock_->comoving()) forecast_.pm_step_begun(a, state_.pm_a_end);   // the ETA's model is in ln a
 }
 
 // One sync point: the step (BlockStepper), the outputs due at its PM step's end, the log line,
@@ -386,7 +432,7 @@ void Simulation::sync_step(RunSummary& summary, double elapsed_seconds) {
   if (sync.pm_end && schedule_.is_output(state_.a)) write_outputs(summary);
   const double eta = log_step(sync, stats, state_.a - a_old, io_watch.seconds(), step_watch.seconds(), elapsed_seconds);
   if (sync.pm_end) check_energy();
-  const double progress = std::log(state_.a / schedule_.a_begin) / std::log(schedule_.a_end / schedule_.a_begin);
+  const double progress = clock_->progress(state_.a, schedule_.a_begin, schedule_.a_end);
   if (comm_.is_root()) print_progress_bar(progress, eta);
 }
 
@@ -404,7 +450,13 @@ double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, doub
   report.bins = state_.bins;
   report.particle_steps = state_.particle_steps;
   report.elapsed = elapsed_seconds + report.seconds;
-  report.eta_seconds = forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds());
+  report.comoving = clock_->comoving();
+  if (clock_->comoving()) {
+    report.eta_seconds = forecast_.remaining_seconds(state_, outputs_.timed(), outputs_.mean_seconds());
+  } else {   // the forecast's model is in ln a: an isolated system's ETA is the pace so far
+    const double done = clock_->progress(state_.a, schedule_.a_begin, schedule_.a_end);
+    report.eta_seconds = done > 0 ? report.elapsed * (1 - done) / done : -1;
+  }
   report.force = &stats;
   report.host_peak_bytes = peak_resident_bytes();
   if (sync.pm_end) {   // every particle synchronised: the total momentum means something
@@ -421,6 +473,7 @@ double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, doub
 // Over several ranks K and W are reduced over the ranks (W collectively: every rank takes
 // the same decision from the same global state), so every rank keeps the same budget.
 void Simulation::check_energy() {
+  if (!energy_) return check_conservation();
   if (!energy_->enabled()) return;
   const bool landmark = schedule_.is_output(state_.a) || state_.a >= schedule_.a_end * (1 - 1e-12);
   const bool with_w = !state_.energy.started || energy_->due(state_.pm_steps, landmark);
@@ -449,9 +502,35 @@ void Simulation::check_energy() {
   }
 }
 
+// An isolated system's check (integrate/conservation.hpp), at its start and at every output
+// (the end is one): E = K + W, P and L, and their drifts from the start, in the log and in
+// conservation_checks(). W from the direct pair sum, for up to [analysis]
+// energy_pairs_max_particles particles.
+void Simulation::check_conservation() {
+  const bool landmark = conservation_checks_.empty() || schedule_.is_output(state_.a) ||
+                        state_.a >= schedule_.a_end * (1 - 1e-12);
+  if (!params_.get_bool("analysis.energy_check") || !landmark) return;
+  Stopwatch watch;
+  const bool with_w =
+      n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"));
+  const ConservedQuantities now =
+      conserved_quantities(engine_->particles(), physical_units(params_).g, engine_->softening(), with_w);
+  const ConservationRecord r =
+      conservation_record(state_.a, now, conservation_checks_.empty() ? nullptr : &conservation_checks_.front().now);
+  conservation_checks_.push_back(r);
+  log::info("{} ({:.2f} s)", conservation_line(r), watch.seconds());
+  const double warning = params_.get_real("analysis.energy_drift_warning");
+  if (with_w && std::abs(r.energy_drift) > warning && !energy_warned_) {
+    energy_warned_ = true;
+    log::warn_root("the energy drift {:+.3e} exceeds [analysis] energy_drift_warning = {} at t = {:.6g}: the time "
+                   "steps ([time] eta, max_dt) or the force accuracy ([gravity] theta) may be too coarse",
+                   r.energy_drift, warning, state_.a);
+  }
+}
+
 void Simulation::write_outputs(RunSummary& summary) {
   Stopwatch watch;
-  OutputContext context{params_, cosmology_, out_dir_, state_.output_index, state_.a};
+  OutputContext context{params_, cosmology_ ? &*cosmology_ : nullptr, out_dir_, state_.output_index, state_.a};
   const bool with_acc = params_.get_bool("output.accelerations");
   std::vector<std::string> files;
   if (comm_.size() == 1) {

@@ -1,8 +1,15 @@
 // The run: ICs, the KDK loop with block time steps (or one global step), and the outputs
 // (snapshot, power spectrum, halo catalogue) at every output redshift. It owns the run's
 // state (RunState) and the step engine that holds the particles; no global state.
+//
+// The same loop runs an isolated system ([gravity] boundary = "vacuum"): its clock
+// (integrate/run_clock.hpp) is Newtonian time instead of the scale factor (RunState::a then
+// holds t), its engine the vacuum one (integrate/vacuum_engine.hpp), its ICs the built-in
+// spheres (ic/isolated_ics.hpp), its outputs snapshots alone, and its check the conserved
+// quantities (integrate/conservation.hpp) instead of the Layzer-Irvine equation.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +18,8 @@
 #include "core/particles.hpp"
 #include "cosmology/cosmology.hpp"
 #include "integrate/block_stepper.hpp"
+#include "integrate/conservation.hpp"
+#include "integrate/run_clock.hpp"
 #include "integrate/run_forecast.hpp"
 #include "integrate/output_schedule.hpp"
 #include "integrate/outputs.hpp"
@@ -72,10 +81,12 @@ class Simulation {
 
   // This rank's particles now (on the host: the CUDA engine downloads them).
   const Particles& particles() { return engine_->particles(); }
-  const Cosmology& cosmology() const { return cosmology_; }
+  const Cosmology& cosmology() const { return *cosmology_; }   // periodic runs only
   const RunState& state() const { return state_; }
   // The energy checks this Simulation logged, in order (a restart's from the restart on).
   const std::vector<EnergyCheckRecord>& energy_checks() const { return energy_checks_; }
+  // An isolated system's conservation checks (the start, then every output), in order.
+  const std::vector<ConservationRecord>& conservation_checks() const { return conservation_checks_; }
 
  private:
   RunSummary resume();
@@ -94,11 +105,13 @@ class Simulation {
   void write_outputs(RunSummary& summary);
   void log_gpus() const;
   void check_energy();
+  void check_conservation();
+  void make_clock();
   void check_output_folder(const RunOptions& options, std::uint64_t particles) const;
 
   Params params_;
   Comm comm_;
-  Cosmology cosmology_;
+  std::optional<Cosmology> cosmology_;   // periodic runs
   double file_a_ = 0;        // scale factor of [ic] file (0: built-in ICs); before file_ics_,
   Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
@@ -106,12 +119,13 @@ class Simulation {
   const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)
   bool hierarchical_ = true;   // time.stepping (a PM-only run steps globally)
   std::unique_ptr<StepEngine> engine_;
-  std::unique_ptr<CosmicTimeline> timeline_;
+  std::unique_ptr<RunClock> clock_;
   std::unique_ptr<BlockStepper> stepper_;
   RunState state_;
   std::size_t n_particles_ = 0;
   double particle_mass_ = 0;
-  std::unique_ptr<EnergyCheck> energy_;   // the Layzer-Irvine check (integrate/energy.hpp)
+  std::unique_ptr<EnergyCheck> energy_;   // the Layzer-Irvine check (integrate/energy.hpp); periodic runs
+  std::vector<ConservationRecord> conservation_checks_;   // isolated systems
   bool energy_warned_ = false;
   std::vector<EnergyCheckRecord> energy_checks_;
   std::string out_dir_;

@@ -14,6 +14,7 @@
 #include "fmm/short_range.hpp"
 #include "integrate/host_engine.hpp"
 #include "integrate/step_engine.hpp"
+#include "integrate/vacuum_engine.hpp"
 #if defined(ORBIS_HAVE_CUDA)
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/step_engine_cuda.hpp"
@@ -48,11 +49,14 @@ std::string ranks_without_gpu(int device, const Comm& comm) {
 }  // namespace
 
 std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
-  // Isolated systems have their force solver (ShortRangeSettings::boundary) but no run yet:
-  // refused here, before any work, rather than run as a periodic box.
-  if (!gravity_mode(params).periodic())
-    fail("{} = \"vacuum\": `orbis run` does not integrate isolated systems yet (only their forces are "
-         "implemented); use boundary = \"periodic\"", params.describe("gravity.boundary"));
+  // Isolated systems: the host's vacuum engine (its P2P on the [gpu] backend); the CUDA step
+  // engine (particles resident on the device) does not integrate them yet.
+  if (!gravity_mode(params).periodic()) {
+    auto engine = std::make_unique<VacuumStepEngine>(params, comm);
+    log::info("step engine: host, vacuum boundaries (the CUDA step engine does not integrate isolated systems yet; "
+              "P2P runs on the [gpu] backend)");
+    return engine;
+  }
   const std::string backend = params.get_string("gpu.backend");
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
   if (params.get_string("gravity.solver") != "pm") {

@@ -39,9 +39,11 @@ std::string step_line(const StepReport& r) {
   std::string checks = " | peak host " + (r.host_peak_bytes > 0 ? format_bytes(static_cast<double>(r.host_peak_bytes)) : "?");
   if (r.force && r.force->device_bytes > 0) checks += " device " + format_bytes(static_cast<double>(r.force->device_bytes));
   if (r.momentum_ratio >= 0) checks += fmt::format(" | |sum p|/(N p_rms) {:.2e}", r.momentum_ratio);
-  return checks.insert(0, fmt::format("step {:5d} a {:.6f} z {:8.4f} da {:.3e} | active {} bins {} | {:.3f} s:{}{} | {:.3g} part/s | "
+  const std::string when = r.comoving ? fmt::format("a {:.6f} z {:8.4f} da {:.3e}", r.a, 1 / r.a - 1, r.da)
+                                      : fmt::format("t {:.6g} dt {:.3e}", r.a, r.da);
+  return checks.insert(0, fmt::format("step {:5d} {} | active {} bins {} | {:.3f} s:{}{} | {:.3g} part/s | "
                      "evals {:.4g} ({:.1f} full) | ETA {}",
-                     r.step, r.a, 1 / r.a - 1, r.da, r.active, bins, r.seconds, phases, interactions,
+                     r.step, when, r.active, bins, r.seconds, phases, interactions,
                      r.seconds > 0 ? static_cast<double>(r.active) / r.seconds : 0.0, r.particle_steps,
                      n > 0 ? r.particle_steps / n : 0.0, duration(r.eta_seconds)));
 }

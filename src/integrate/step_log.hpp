@@ -15,7 +15,8 @@ namespace orbis {
 
 struct StepReport {
   std::int64_t step = 0;
-  double a = 0, da = 0;
+  double a = 0, da = 0;          // the run clock's variable and its step (comoving: a; else the time t)
+  bool comoving = true;
   double seconds = 0;            // wall time of the whole step
   std::size_t particles = 0;
   std::uint64_t active = 0;      // particles whose forces this step computed

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "cosmology/cosmology.hpp"
+#include "integrate/step_engine.hpp"
 #include "integrate/time_bins.hpp"
 
 namespace orbis {
@@ -55,5 +58,17 @@ double CosmicTimeline::bin0_acceleration(double a, double begin, double end) con
   const double x = limits_.eta * cosmology_.hubble(a) / std::log(end / begin);
   return limits_.softening * a * a * a * x * x;
 }
+
+double CosmicTimeline::next_pm_end(double a, double target, StepEngine& engine, bool hierarchical) const {
+  const double dln = hierarchical ? pm_step_dln_a(limits_, cosmology_, a, engine.rms_momentum())
+                                  : allowed_dln_a(limits_, cosmology_, a, engine.max_acceleration());
+  return next_scale_factor(a, target, dln);
+}
+
+double CosmicTimeline::progress(double a, double begin, double end) const {
+  return std::log(a / begin) / std::log(end / begin);
+}
+
+std::string CosmicTimeline::describe(double a) const { return fmt::format("a = {:.6g} (z = {:.4f})", a, 1 / a - 1); }
 
 }  // namespace orbis

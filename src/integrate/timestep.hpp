@@ -12,7 +12,7 @@
 #pragma once
 #include <cstdint>
 
-#include "integrate/block_stepper.hpp"
+#include "integrate/run_clock.hpp"
 
 namespace orbis {
 
@@ -35,15 +35,20 @@ double pm_step_dln_a(const StepLimits& limits, const Cosmology& cosmology, doubl
 // The end of the next step from a towards `target`, with steps of at most dln_a, all equal.
 double next_scale_factor(double a, double target, double dln_a);
 
-// The run's time line for block steps: the scale factor (ln a linear in the ticks), the exact
-// kick and drift integrals, and the per-particle criterion above.
-class CosmicTimeline final : public StepTimeline {
+// The clock of a cosmological run (run_clock.hpp): the scale factor (ln a linear in the
+// ticks), the exact kick and drift integrals, the per-particle criterion above, and the PM
+// step's (pm_step_dln_a) or a global step's (allowed_dln_a) length.
+class CosmicTimeline final : public RunClock {
  public:
   CosmicTimeline(const Cosmology& cosmology, const StepLimits& limits) : cosmology_(cosmology), limits_(limits) {}
   double at(double begin, double end, std::uint64_t tick) const override;
   double drift_factor(double from, double to) const override;
   double kick_factor(double from, double to, double force_at) const override;
   double bin0_acceleration(double a, double begin, double end) const override;
+  bool comoving() const override { return true; }
+  double next_pm_end(double a, double target, StepEngine& engine, bool hierarchical) const override;
+  double progress(double a, double begin, double end) const override;
+  std::string describe(double a) const override;
 
  private:
   const Cosmology& cosmology_;

@@ -5,7 +5,9 @@
 #include <variant>
 
 #include "core/banner.hpp"
+#include "core/gravity_mode.hpp"
 #include "core/params.hpp"
+#include "core/physical_units.hpp"
 #include "core/units.hpp"
 #include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
@@ -15,8 +17,35 @@
 namespace orbis {
 namespace {
 
+// An isolated system's: GADGET-4's parameters of a run without comoving integration, in the
+// [units] system (physical, h = 1).
+void write_gadget_vacuum_parameters(H5Writer& file, const Params& params) {
+  const std::string group = "/Parameters";
+  const PhysicalUnits units = physical_units(params);
+  file.attribute(group, "UnitLength_in_cm", units.length_in_cm);
+  file.attribute(group, "UnitMass_in_g", units.mass_in_g);
+  file.attribute(group, "UnitVelocity_in_cm_per_s", units.velocity_in_cm_per_s);
+  file.attribute(group, "GravityConstantInternal", units.g);
+  file.attribute(group, "HubbleParam", 1.0);
+  file.attribute(group, "Omega0", 0.0);
+  file.attribute(group, "OmegaLambda", 0.0);
+  file.attribute(group, "OmegaBaryon", 0.0);
+  file.attribute(group, "BoxSize", 0.0);
+  file.attribute(group, "PeriodicBoundariesOn", std::int32_t{0});
+  file.attribute(group, "ComovingIntegrationOn", std::int32_t{0});
+  file.attribute(group, "TimeBegin", params.get_real("time.t_begin"));
+  file.attribute(group, "TimeMax", params.get_real("time.t_end"));
+  file.attribute(group, "MaxSizeTimestep", params.get_real("time.max_dt"));
+  const double softening = params.get_real("gravity.softening");
+  file.attribute(group, "SofteningComovingClass0", softening);
+  file.attribute(group, "SofteningMaxPhysClass0", softening);
+  for (int type = 0; type < 6; ++type)
+    file.attribute(group, "SofteningClassOfPartType" + std::to_string(type), std::int32_t{0});
+}
+
 // GADGET-4's names for the same run (provenance.hpp lists them and their units).
 void write_gadget_parameters(H5Writer& file, const Params& params) {
+  if (!gravity_mode(params).periodic()) return write_gadget_vacuum_parameters(file, params);
   const std::string group = "/Parameters";
   file.attribute(group, "UnitLength_in_cm", kMpcInCm);
   file.attribute(group, "UnitMass_in_g", kMassUnitInG);

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/gravity_mode.hpp"
+#include "core/physical_units.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "cosmology/cosmology.hpp"
@@ -29,43 +31,85 @@ int writer_of(int f, int files, int ranks) {
   return static_cast<int>(static_cast<std::int64_t>(f) * ranks / files);
 }
 
+// The velocity the files hold per unit of momentum: GADGET's u = sqrt(a) dx/dt = p / a^(3/2)
+// in a comoving run; dx/dt = p itself for an isolated system (the Newtonian clock).
+double velocity_scale(const Params& params, double a) {
+  return gravity_mode(params).periodic() ? std::pow(a, -1.5) : 1.0;
+}
+
+// The /Header of an isolated system's snapshot: what GADGET-4 writes without comoving
+// integration (Time = t, Redshift 0, no box, no cosmology; units physical, h = 1).
+void write_vacuum_header(H5Writer& file, double t, const Params& params) {
+  const PhysicalUnits units = physical_units(params);
+  file.attribute("/Header", "BoxSize", 0.0);
+  file.attribute("/Header", "Time", t);
+  file.attribute("/Header", "Redshift", 0.0);
+  file.attribute("/Header", "Omega0", 0.0);
+  file.attribute("/Header", "OmegaLambda", 0.0);
+  file.attribute("/Header", "HubbleParam", 1.0);
+  file.attribute("/Header", "UnitLength_in_cm", units.length_in_cm);
+  file.attribute("/Header", "UnitMass_in_g", units.mass_in_g);
+  file.attribute("/Header", "UnitVelocity_in_cm_per_s", units.velocity_in_cm_per_s);
+}
+
 // The header, /Parameters and /Config of one file of a snapshot, and its datasets for
 // `count` particles of the `total` in `files` files, to be filled by write_rows.
 void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
                 double particle_mass, double a, const Params& params) {
+  const bool comoving = gravity_mode(params).periodic();
   file.create_group("/Header");
-  file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
-  file.attribute("/Header", "Time", a);
-  file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
+  if (comoving) {
+    file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
+    file.attribute("/Header", "Time", a);
+    file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
+  }
   file.attribute("/Header", "NumPart_ThisFile", std::vector<std::uint64_t>{0, count, 0, 0, 0, 0});
   file.attribute("/Header", "NumPart_Total", std::vector<std::uint64_t>{0, total, 0, 0, 0, 0});
   // NumPart_Total holds the whole 64-bit count (GADGET-4), so the high words are 0: readers
   // that add HighWord << 32 (the GADGET-2 convention) then count right too.
   file.attribute("/Header", "NumPart_Total_HighWord", std::vector<std::uint32_t>(6, 0));
   file.attribute("/Header", "MassTable", std::vector<double>{0, particle_mass, 0, 0, 0, 0});
-  const CosmologyParams cosmology = cosmology_params(params);
-  file.attribute("/Header", "Omega0", cosmology.omega_m);
-  file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
-  file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
+  if (comoving) {
+    const CosmologyParams cosmology = cosmology_params(params);
+    file.attribute("/Header", "Omega0", cosmology.omega_m);
+    file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
+    file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
+  }
   file.attribute("/Header", "NumFilesPerSnapshot", static_cast<std::int32_t>(files));
   file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
-  file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
-  file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
-  file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
+  if (comoving) {
+    file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
+    file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
+    file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
+  } else {
+    write_vacuum_header(file, a, params);
+  }
 
   file.create_group("/PartType1");
   file.create_dataset<double>("/PartType1/Coordinates", count, 3);
-  describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
   file.create_dataset<double>("/PartType1/Velocities", count, 3);
-  describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
-                   "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
   file.create_dataset<std::uint64_t>("/PartType1/ParticleIDs", count);
-  if (with_acc) {
-    file.create_dataset<double>("/PartType1/Acceleration", count, 3);
-    describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
-                     "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
-                     "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
-                     "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
+  if (with_acc) file.create_dataset<double>("/PartType1/Acceleration", count, 3);
+  if (comoving) {
+    describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
+    describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
+                     "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
+    if (with_acc)
+      describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
+                       "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
+                       "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
+                       "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
+  } else {
+    const PhysicalUnits u = physical_units(params);
+    describe_dataset(file, "/PartType1/Coordinates", GadgetUnit{0, 0, 1, 0, 0, u.length_in_cm},
+                     "position, " + u.length + " (isolated system: physical, no h)");
+    describe_dataset(file, "/PartType1/Velocities", GadgetUnit{0, 0, 0, 0, 1, u.velocity_in_cm_per_s},
+                     "velocity dx/dt, " + u.velocity);
+    if (with_acc)
+      describe_dataset(file, "/PartType1/Acceleration",
+                       GadgetUnit{0, 0, -1, 0, 2, u.velocity_in_cm_per_s * u.velocity_in_cm_per_s / u.length_in_cm},
+                       "gravitational acceleration G sum_j m_j (x_j - x_i) / (|x_j - x_i|^2 + eps^2)^(3/2), (" +
+                           u.velocity + ")^2/" + u.length);
   }
   write_provenance(file, params);
 }
@@ -73,7 +117,8 @@ void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_
 // Rows [first, first + count) of a file begun by start_file: row(i) for i in [0, count).
 // Each column is built and written in turn, so the writer holds one column beside its rows.
 template <typename Row>
-void write_rows(H5Writer& file, const Row& row, bool with_acc, std::uint64_t first, std::uint64_t count, double a) {
+void write_rows(H5Writer& file, const Row& row, bool with_acc, std::uint64_t first, std::uint64_t count,
+                double velocity_scale) {
   if (count == 0) return;
   auto column = [&](Vec3d SnapshotRow::*member, double scale) {
     std::vector<double> out(3 * count);
@@ -84,8 +129,7 @@ void write_rows(H5Writer& file, const Row& row, bool with_acc, std::uint64_t fir
     return out;
   };
   file.write_rows("/PartType1/Coordinates", column(&SnapshotRow::pos, 1.0).data(), first, count);
-  // GADGET convention: u = sqrt(a) dx/dt = p / a^(3/2); v_pec = sqrt(a) u.
-  file.write_rows("/PartType1/Velocities", column(&SnapshotRow::mom, std::pow(a, -1.5)).data(), first, count);
+  file.write_rows("/PartType1/Velocities", column(&SnapshotRow::mom, velocity_scale).data(), first, count);
   {
     std::vector<std::uint64_t> ids(count);
     for (std::uint64_t i = 0; i < count; ++i) ids[i] = row(i).id;
@@ -150,7 +194,7 @@ std::vector<std::unique_ptr<H5Writer>> write_whole_files(const SnapshotPlan& pla
       if (writer_of(f, files, ranks) != comm.rank()) continue;
       written.push_back(plan.start(f));
       write_rows(*written.back(), [&](std::uint64_t i) { return rows[at + i]; }, plan.with_acc, 0, plan.count(f),
-                 plan.a);
+                 velocity_scale(plan.params, plan.a));
       at += plan.count(f);
     }
     if (at != rows.size())
@@ -211,7 +255,7 @@ std::vector<std::unique_ptr<H5Writer>> write_files_in_turns(const SnapshotPlan& 
         const auto [lo, hi] = overlap(t, f);
         if (hi <= lo) continue;
         write_rows(*written[f], [&](std::uint64_t i) { return rows[at + i]; }, plan.with_acc, lo - plan.bounds[f],
-                   hi - lo, plan.a);
+                   hi - lo, velocity_scale(plan.params, plan.a));
         at += hi - lo;
       }
     });
@@ -263,7 +307,8 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     std::uint64_t at = 0;
     for (int f = 0; f < files; ++f) {
       written.push_back(plan.start(f));
-      write_rows(*written.back(), [&](std::uint64_t i) { return local_row(at + i); }, with_acc, 0, plan.count(f), a);
+      write_rows(*written.back(), [&](std::uint64_t i) { return local_row(at + i); }, with_acc, 0, plan.count(f),
+                 velocity_scale(params, a));
       at += plan.count(f);
     }
   } else {

@@ -48,11 +48,11 @@ TEST_CASE("an output on the host thread equals the one written in place") {
   Particles particles = sample_particles();
 
   const std::vector<std::string> direct =
-      write_run_outputs(OutputContext{params, cosmology, in_place, 2, 0.5}, particles, {});
+      write_run_outputs(OutputContext{params, &cosmology, in_place, 2, 0.5}, particles, {});
   std::vector<std::string> files;
   {
     BackgroundOutputs outputs;
-    outputs.start(OutputContext{params, cosmology, background, 2, 0.5}, particles, {}, files);
+    outputs.start(OutputContext{params, &cosmology, background, 2, 0.5}, particles, {}, files);
     for (auto& x : particles.pos) x = {1, 1, 1};   // the run moves on at once
     CHECK(outputs.busy());
     outputs.finish(files);
@@ -78,7 +78,7 @@ TEST_CASE("an output's error comes back from finish()") {
   const Cosmology cosmology = Cosmology::from_params(params);
   BackgroundOutputs outputs;
   std::vector<std::string> files;
-  outputs.start(OutputContext{params, cosmology, not_a_folder, 0, 0.5}, sample_particles(), {}, files);
+  outputs.start(OutputContext{params, &cosmology, not_a_folder, 0, 0.5}, sample_particles(), {}, files);
   CHECK_THROWS(outputs.finish(files));
   CHECK(files.empty());
   CHECK_FALSE(outputs.busy());

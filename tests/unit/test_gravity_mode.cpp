@@ -1,6 +1,6 @@
 // [gravity] boundary and solver: each key checked by the schema, their combination by
-// gravity_mode(), and a vacuum run refused before any work (its time integration is not
-// there yet). Every message names the file, line and key.
+// gravity_mode(), and a vacuum run given the host's vacuum engine. Every message names the
+// file, line and key.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -16,7 +16,15 @@ namespace {
 
 const std::string kMinimal = "[box]\nsize_mpc_h = 100.0\nparticles_per_side = 8\n[gpu]\nbackend = \"cpu\"\n";
 
-Params parse(const std::string& gravity) { return Params::parse(kMinimal + "[gravity]\n" + gravity, "g.toml"); }
+// An isolated system's minimal file, as many lines as kMinimal (the messages' line numbers).
+const std::string kVacuum = "[ic]\nkind = \"plummer\"\nparticles = 64\n[time]\nt_end = 1.0\n";
+
+Params parse(const std::string& gravity) {
+  if (gravity.find("\"vacuum\"") == std::string::npos)
+    return Params::parse(kMinimal + "[gravity]\n" + gravity, "g.toml");
+  return Params::parse(kVacuum + "[gravity]\n" + gravity + "softening = 0.01\n", "g.toml",
+                       {"time.max_dt=0.1", "gpu.backend=cpu"});
+}
 
 // The message of the orbis::Error that f throws ("" if none).
 template <typename F>
@@ -74,10 +82,11 @@ TEST_CASE("a solver that does not serve the boundary names both keys") {
   CHECK(contains(e, "[gravity] boundary = \"periodic\""));
 }
 
-TEST_CASE("a vacuum run is refused before any work (no time integration yet)") {
-  const Params params = parse("boundary = \"vacuum\"\nsolver = \"fmm\"\n");
-  const std::string e = error_of([&] { make_step_engine(params); });
-  CAPTURE(e);
-  CHECK(contains(e, "[gravity] boundary = \"vacuum\""));
-  CHECK(contains(e, "does not integrate isolated systems yet"));
+TEST_CASE("a vacuum run gets the host's vacuum engine (the CUDA step engine does not take it)") {
+  const auto engine = make_step_engine(parse("boundary = \"vacuum\"\nsolver = \"fmm\"\n"));
+  CAPTURE(engine->describe());
+  CHECK(contains(engine->describe(), "vacuum (fmm): FMM theta = 0.5"));
+  CHECK(engine->softening() == 0.01);
+  const auto direct = make_step_engine(parse("boundary = \"vacuum\"\nsolver = \"direct\"\n"));
+  CHECK(contains(direct->describe(), "every pair in P2P (theta = 0)"));
 }

@@ -1,0 +1,50 @@
+// The check that matters for an isolated system ([gravity] boundary = "vacuum"): gravity
+// conserves its total energy E = K + W, momentum P and angular momentum L (about the origin,
+// the ICs' centre of mass). The run logs them at its start and at every output, with their
+// drift from the start (integrate/simulation.cpp).
+//
+// W is the direct sum over every pair of the softened potential whose gradient is the P2P
+// force, -G m^2 / sqrt(r^2 + eps^2) (fmm/kernel_kind.hpp, KernelKind::newtonian): O(N^2) on
+// the CPU (OpenMP), for at most [analysis] energy_pairs_max_particles particles; the tree
+// computes no potential. Every per-particle sum is formed in a fixed order and the particles'
+// sums added in order, so the result does not depend on the thread count.
+#pragma once
+#include <string>
+
+#include "core/particles.hpp"
+#include "core/vec3.hpp"
+
+namespace orbis {
+
+struct ConservedQuantities {
+  double kinetic = 0;          // K = m/2 sum v^2 (mass x velocity^2 in the run's units)
+  double potential = 0;        // W (valid when has_potential)
+  bool has_potential = false;
+  Vec3d momentum;              // P = m sum v
+  Vec3d angular_momentum;      // L = m sum x × v
+  double mass = 0;             // M = N m
+  double r_rms = 0, v_rms = 0; // the scales of the drifts of P and L
+  double energy() const { return kinetic + potential; }
+};
+
+// p = dx/dt (the Newtonian clock's momenta); g: the gravitational constant of the units.
+ConservedQuantities conserved_quantities(const Particles& particles, double g, double softening, bool with_potential);
+
+// The softened pair potential sum S = sum_{i<j} 1 / sqrt(|x_i - x_j|^2 + eps^2) (W = -G m^2 S).
+double softened_pair_sum(const std::vector<Vec3d>& positions, double softening);
+
+// One check as the log gives it: the quantities at time t and their drifts from the start.
+struct ConservationRecord {
+  double t = 0;
+  ConservedQuantities now;
+  double energy_drift = 0;             // (E - E_0) / |E_0| (0 without W)
+  double momentum_drift = 0;           // |P - P_0| / (M v_rms_0)
+  double angular_momentum_drift = 0;   // |L - L_0| / (M r_rms_0 v_rms_0)
+};
+
+// The record of `now` at time t against `start` (the run's first check; null: now is it).
+ConservationRecord conservation_record(double t, const ConservedQuantities& now, const ConservedQuantities* start);
+// Its log line.
+std::string conservation_line(const ConservationRecord& record);
+
+}  // namespace orbis
