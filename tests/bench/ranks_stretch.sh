@@ -7,16 +7,19 @@
 # come back in $OUT. The libraries of .ci/debian-packages must be findable by CMake.
 #   usage, from the source root there: tests/bench/ranks_stretch.sh STAGE...
 #     build [TARGET...]        configure (CUDA and MPI) and build orbis and the targets in /tmp/bm
-#     base                     the run from z = 99 to the z = 0.1 snapshot on one rank
+#     base [NP]                the run from z = 99 to the z = 0.1 snapshot on NP ranks (default 1)
 #     stretch NAME NP [K=V...] z = 0.1 -> 0.05 from that snapshot on NP ranks (orbis run --set K=V)
 #     whole NAME NP [K=V...]   the whole run, z = 99 -> 0, at the default steps on NP ranks
+#   SETS="K=V ..." (environment) adds overrides to every run, e.g. SETS="box.particles_per_side=512
+#   box.size_mpc_h=2000" for another size (tests/bench/scaling.sh); PARAMS another file.
 #   Then, here: tests/bench/ranks_table.py LOG... prints the per-phase table.
 set -o pipefail
 out=${OUT:-device_out}
 runs=${RUNS:-/tmp/stretch_runs}
 b=/tmp/bm
 src=$(pwd)
-params=$src/params/photons_256.toml
+params=${PARAMS:-$src/params/photons_256.toml}
+read -r -a common <<<"${SETS:-}"
 mkdir -p "$out" "$runs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores=$(nproc)
@@ -36,7 +39,7 @@ launch() {   # NAME NP ARGS...: orbis run on NP ranks, timed; the log to $OUT/NA
   grep -E "run loop|finished|ERROR|error" "$out/$name.log" | tail -3 | cut -c1-220
 }
 
-default_steps=(time.eta=0.3 time.max_dln_a=0.05)
+default_steps=(time.eta=0.3 time.max_dln_a=0.05 "${common[@]}")
 
 while [ $# -gt 0 ]; do
   stage=$1; shift
@@ -50,9 +53,11 @@ while [ $# -gt 0 ]; do
         { grep -E "error|Error" -A3 "$out/build.log" | head -40; exit 1; }
       echo "build ok: ${targets[*]}"; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader ;;
     base)
+      np=1
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then np=$1; shift; fi
       mapfile -t args < <(sets output.directory="$runs/base" time.z_final=0.1 "time.output_redshifts=[0.1]" \
         output.snapshots=true analysis.pk=false analysis.fof=false analysis.energy_check=false "${default_steps[@]}")
-      launch base 1 "${args[@]}" ;;
+      launch base "$np" "${args[@]}" ;;
     stretch)
       name=$1 np=$2; shift 2; extra=()
       while [ $# -gt 0 ] && [[ $1 == *=* ]]; do extra+=("$1"); shift; done
