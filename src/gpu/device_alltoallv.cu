@@ -13,7 +13,7 @@
 namespace orbis::gpu {
 namespace {
 
-// The process-wide mode; -1: not set (the environment, else auto).
+// The process-wide mode; -1 (not set) or auto: the environment's, else auto.
 int g_mode = -1;
 
 std::string cuda_message(cudaError_t status) {
@@ -95,7 +95,7 @@ const char* rank_exchange_name(RankExchange mode) {
 void set_rank_exchange(RankExchange mode) { g_mode = static_cast<int>(mode); }
 
 RankExchange rank_exchange() {
-  if (g_mode >= 0) return static_cast<RankExchange>(g_mode);
+  if (g_mode > 0) return static_cast<RankExchange>(g_mode);   // staged or ipc, as set
   const char* env = std::getenv("ORBIS_RANK_EXCHANGE");
   if (env && *env) return parse_rank_exchange(env, "the environment's ORBIS_RANK_EXCHANGE");
   return RankExchange::automatic;

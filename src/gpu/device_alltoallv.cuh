@@ -52,8 +52,8 @@ enum class RankExchange { automatic, staged, ipc };
 RankExchange parse_rank_exchange(const std::string& word, const std::string& where);
 const char* rank_exchange_name(RankExchange mode);
 // The process-wide choice the exchanges made from now on follow: set by the CUDA step engine
-// from its parameters; before that the environment's ORBIS_RANK_EXCHANGE (auto|staged|ipc,
-// for tests and comparisons), else auto.
+// from [gpu] rank_exchange; where that is auto (or not set) the environment's
+// ORBIS_RANK_EXCHANGE (auto|staged|ipc, for tests and comparisons), else auto.
 void set_rank_exchange(RankExchange mode);
 RankExchange rank_exchange();
 
@@ -88,6 +88,7 @@ class DeviceAlltoallv {
                         const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) = 0;
   virtual std::string describe() const = 0;
   virtual bool peer_to_peer() const = 0;   // the IPC path: nothing crosses the bus
+  virtual std::size_t device_bytes() const { return 0; }   // device memory held (IPC: the send buffer)
 
   // Synchronise the stream between the parts (ORBIS_TIME_GHOSTS): each part's time is then
   // its own, at the cost of the synchronisations.
@@ -131,6 +132,7 @@ class IpcAlltoallv final : public DeviceAlltoallv {
                 const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) override;
   std::string describe() const override;
   bool peer_to_peer() const override { return true; }
+  std::size_t device_bytes() const override { return capacity_; }
   // Times this rank's exported buffer was (re)allocated (tests).
   std::uint64_t generation() const { return generation_; }
 

@@ -192,7 +192,7 @@ std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the staging buffers are reused at once
   times_.unpack += watch.seconds();
-  const bool staged = !transport_->alltoallv() || !transport_->alltoallv()->peer_to_peer();
+  const bool staged = !transport_->peer_to_peer();
   traffic_.positions_down = staged ? n_sent * 3 * sizeof(double) : 0;
   traffic_.positions_up = staged ? n_recv * 3 * sizeof(double) : 0;
   if (same_set) *same_set = plan.kept;

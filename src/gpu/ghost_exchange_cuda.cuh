@@ -48,6 +48,8 @@ class GhostTransport {
   virtual double* send_buffer(std::size_t doubles) { (void)doubles; return nullptr; }
   // The exchange underneath (its times), or null.
   virtual DeviceAlltoallv* alltoallv() { return nullptr; }
+  // Device to device (CUDA IPC): the positions do not cross this rank's bus.
+  virtual bool peer_to_peer() const { return false; }
 };
 
 // The positions through a DeviceAlltoallv (24 bytes an element).
@@ -63,6 +65,7 @@ class AlltoallvGhostTransport : public GhostTransport {
     return static_cast<double*>(exchange_->send_buffer(doubles * sizeof(double)));
   }
   DeviceAlltoallv* alltoallv() override { return exchange_.get(); }
+  bool peer_to_peer() const override { return exchange_->peer_to_peer(); }
 
  private:
   std::unique_ptr<DeviceAlltoallv> exchange_;
