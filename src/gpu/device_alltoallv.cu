@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include <fmt/format.h>
 
@@ -200,7 +201,9 @@ IpcAlltoallv::~IpcAlltoallv() {
     }
   if (!buffer_) return;
   if (comm_.size() > 1) {
-    if (!comm_.active()) return;
+    // While an exception unwinds, this rank may be the only one failing: it must reach its
+    // error report (which aborts every rank), not wait in a barrier the others never enter.
+    if (!comm_.active() || std::uncaught_exceptions() > 0) return;
     try {
       comm_.barrier();
     } catch (...) {

@@ -27,9 +27,10 @@
 // The mappings are closed before the exporter frees (steps 1 and the destructor: close the
 // imports, a barrier, then free), as CUDA requires (freeing before the importers close is
 // undefined behaviour). The destructor's barrier makes the destruction collective: every rank
-// destroys its exchanges at the same point (the engines do, before MPI_Finalize); a
-// destruction after MPI_Finalize skips the barrier and leaks the buffer to the process' end
-// rather than free it under a mapping.
+// destroys its exchanges at the same point (the engines do, before MPI_Finalize). A
+// destruction after MPI_Finalize, or while an exception unwinds (one rank's error must reach
+// its report, which aborts every rank, not wait in a barrier), skips the barrier and leaves
+// the buffer to the process' end rather than free it under a peer's mapping.
 //
 // The choice (make_device_alltoallv) is collective and made on the first exchange, so every
 // rank takes the same one; a fallback to staged logs one line on rank 0 saying why.
