@@ -267,9 +267,9 @@ void IpcAlltoallv::open_imports(const std::vector<int>& which, const std::vector
   }
 }
 
-void* IpcAlltoallv::send_buffer(std::size_t bytes) {
+void* IpcAlltoallv::grow(std::size_t bytes, std::size_t headroom) {
   if (comm_.size() == 1) {
-    if (bytes > capacity_) reallocate(bytes + bytes / 4);
+    if (bytes > capacity_) reallocate(bytes + headroom);
     return buffer_;
   }
   Stopwatch watch;
@@ -284,7 +284,7 @@ void* IpcAlltoallv::send_buffer(std::size_t bytes) {
     std::string message;
     cudaIpcMemHandle_t handle{};
     if (grow) try {
-        reallocate(bytes + bytes / 4);
+        reallocate(bytes + headroom);
         ORBIS_CUDA_CHECK(cudaIpcGetMemHandle(&handle, buffer_));
       } catch (const Error& e) {
         message = e.what();

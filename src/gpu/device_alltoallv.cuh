@@ -80,6 +80,9 @@ class DeviceAlltoallv {
   // into its own buffer; null when the implementation has no such buffer (staged: pass any
   // device memory). Valid until the next send_buffer() call.
   virtual void* send_buffer(std::size_t bytes) = 0;
+  // Collective: as send_buffer, growing to exactly `bytes` (no headroom) where it grows: for
+  // users whose sizes never change (the PM's transposes).
+  virtual void reserve_exact(std::size_t bytes) { (void)bytes; }
   // Collective. send: on the device, send_counts[r] elements of `element` bytes for rank r,
   // in rank order; recv: on the device, room for what arrives: recv_counts[r] elements from
   // rank r, in rank order (the two do not overlap). Work queued on `stream` before the call
@@ -128,7 +131,8 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   // rank when any rank fails (the mappings made are closed again first).
   IpcAlltoallv(const Comm& comm, std::size_t initial_bytes);
   ~IpcAlltoallv() override;
-  void* send_buffer(std::size_t bytes) override;
+  void* send_buffer(std::size_t bytes) override { return grow(bytes, bytes / 4); }
+  void reserve_exact(std::size_t bytes) override { grow(bytes, 0); }
   void exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                 const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) override;
   std::string describe() const override;
@@ -141,6 +145,7 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   void close_imports(const std::vector<int>& which);
   void open_imports(const std::vector<int>& which, const std::vector<cudaIpcMemHandle_t>& handles);
   void reallocate(std::size_t bytes);
+  void* grow(std::size_t bytes, std::size_t headroom);   // collective (the protocol's step 1)
 
   Comm comm_;
   int device_ = 0;

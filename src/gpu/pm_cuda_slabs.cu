@@ -161,7 +161,7 @@ void CudaPmSlabs::Impl::choose_exchange() {
   const std::size_t x_bytes = layout.x_slab_count * complex_bytes, y_bytes = layout.y_slab_count * complex_bytes;
   const std::size_t larger = std::max<std::size_t>(std::max(x_bytes, y_bytes), 1);
   if (exchange->peer_to_peer()) {
-    exchange->send_buffer(larger);
+    exchange->reserve_exact(larger);
     work.ensure_exact(larger);
   } else {
     send.ensure(larger);
