@@ -46,14 +46,14 @@ void copy_own(const void* send, void* recv, std::size_t bytes, cudaStream_t stre
 }
 
 // Why this rank cannot map every other rank's device memory ("" when it can).
+// Collective: every rank takes part in the one allgather, whatever fails before it.
 std::string peer_problem(const Comm& comm) {
   int device = 0;
-  cudaError_t status = cudaGetDevice(&device);
-  if (status != cudaSuccess) return "cudaGetDevice failed: " + cuda_message(status);
   cudaDeviceProp prop{};
-  status = cudaGetDeviceProperties(&prop, device);
-  if (status != cudaSuccess) return "cudaGetDeviceProperties failed: " + cuda_message(status);
+  cudaError_t status = cudaGetDevice(&device);
+  if (status == cudaSuccess) status = cudaGetDeviceProperties(&prop, device);
   const std::vector<cudaUUID_t> uuids = comm.allgather(prop.uuid);
+  if (status != cudaSuccess) return "cudaGetDevice or cudaGetDeviceProperties failed: " + cuda_message(status);
   int count = 0;
   status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) return "cudaGetDeviceCount failed: " + cuda_message(status);
