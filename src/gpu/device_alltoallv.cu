@@ -268,6 +268,7 @@ void IpcAlltoallv::open_imports(const std::vector<int>& which, const std::vector
 }
 
 void* IpcAlltoallv::grow(std::size_t bytes, std::size_t headroom) {
+  ORBIS_CUDA_CHECK(cudaSetDevice(device_));   // the buffers are this device's, the mappings made on it
   if (comm_.size() == 1) {
     if (bytes > capacity_) reallocate(bytes + headroom);
     return buffer_;
