@@ -118,7 +118,7 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
       // Over the bus: the boxes, the ghosts sent and received (staged only: CUDA IPC copies
       // them device to device), the send list at a choice.
       const orbis::gpu::GhostTraffic& t = ghosts.traffic();
-      const bool over_bus = !ghosts.transport()->alltoallv()->peer_to_peer();
+      const bool over_bus = !ghosts.transport()->peer_to_peer();
       // One node, one GPU: IPC unless forced (here or by ORBIS_RANK_EXCHANGE=staged).
       CHECK(over_bus == (staged || orbis::gpu::rank_exchange() == orbis::gpu::RankExchange::staged));
       const std::size_t n_recv = n_sources - n, n_sent = on_device.report().ghost_bytes_sent / sizeof(Vec3d);
