@@ -123,6 +123,28 @@ int Comm::node_rank() const {
 #endif
 }
 
+int Comm::node_size() const {
+#ifdef ORBIS_HAVE_MPI
+  if (impl_->comm == MPI_COMM_NULL || !mpi_running()) return 1;
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(impl_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int size = 1;
+  MPI_Comm_size(node, &size);
+  MPI_Comm_free(&node);
+  return size;
+#else
+  return 1;
+#endif
+}
+
+bool Comm::active() const {
+#ifdef ORBIS_HAVE_MPI
+  return size_ == 1 || (impl_->comm != MPI_COMM_NULL && mpi_running());
+#else
+  return true;
+#endif
+}
+
 Comm Comm::split(int colour, int key) const {
   auto impl = std::make_shared<Impl>();
 #ifdef ORBIS_HAVE_MPI

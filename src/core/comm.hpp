@@ -45,6 +45,12 @@ class Comm {
   // This rank's index among the communicator's ranks on its node (ranks that share memory,
   // MPI_Comm_split_type); 0 without MPI. Collective.
   int node_rank() const;
+  // How many of the communicator's ranks share this rank's node (MPI_Comm_split_type); 1
+  // without MPI. Collective.
+  int node_size() const;
+  // Whether collectives may still be called (MPI initialised and not finalised; always
+  // without MPI): a destructor that synchronises the ranks asks first.
+  bool active() const;
 
   // Ranks with the same colour form a new communicator, ordered by key (MPI_Comm_split).
   Comm split(int colour, int key) const;

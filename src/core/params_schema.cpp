@@ -238,6 +238,12 @@ const std::vector<ParamSpec> kSchema = {
      "particles. 1: a new tree at every PM step. Checkpoints wait for a PM step that builds it (a restart "
      "builds one), at most this many less one, and so does a stop signal's checkpoint: hence at most 16 "
      "(beyond 4 a 256^3 run gained nothing measurable)"},
+    {"gpu", "rank_exchange", T::string, "\"auto\"", -inf, inf, false, "auto|staged|ipc", "",
+     "how the CUDA step engine's ranks move device data to each other (the ghost refresh, the PM's slab "
+     "transposes): ipc copies device to device through CUDA IPC (every rank on one node, their GPUs the "
+     "same or peer-accessible; an error otherwise), staged through pinned host memory and MPI, auto ipc "
+     "where it works (else staged, the reason logged). The environment's ORBIS_RANK_EXCHANGE applies "
+     "where this is auto"},
     {"gpu", "tree_max_refits", T::integer, "8", 0, 1e6, false, nullptr, "",
      "the CUDA step engine builds its tree afresh after this many refits in a row at any step, sub-steps "
      "included (the sub-steps' active particles sit where the tree loosens fastest); 0: no limit"},

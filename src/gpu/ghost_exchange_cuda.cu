@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "gpu/cuda_check.cuh"
 
 namespace orbis::gpu {
@@ -70,28 +73,40 @@ void own_group_boxes(const double* pos, std::size_t n, const std::uint32_t* offs
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-void StagedGhostTransport::exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
-                                    const std::vector<std::size_t>& recv_counts, cudaStream_t stream) {
-  const std::size_t n_send = Comm::total(send_counts), n_recv = Comm::total(recv_counts);
-  host_send_.ensure(3 * n_send);
-  host_recv_.ensure(3 * n_recv);
-  if (n_send > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_send_.data(), send, 3 * n_send * sizeof(double), cudaMemcpyDeviceToHost,
-                                     stream));
-  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  comm_.alltoallv_known(host_send_.data(), send_counts, host_recv_.data(), recv_counts, 3 * sizeof(double));
-  if (n_recv > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(recv, host_recv_.data(), 3 * n_recv * sizeof(double), cudaMemcpyHostToDevice,
-                                     stream));
+DeviceGhosts::DeviceGhosts(const Comm& comm, std::unique_ptr<GhostTransport> transport)
+    : comm_(comm), transport_(std::move(transport)) {
+  const char* env = std::getenv("ORBIS_TIME_GHOSTS");
+  timed_ = env && std::string(env) == "1";
+  if (transport_ && transport_->alltoallv()) transport_->alltoallv()->set_timed(timed_);
 }
 
-DeviceGhosts::DeviceGhosts(const Comm& comm, std::unique_ptr<GhostTransport> transport)
-    : comm_(comm), transport_(transport ? std::move(transport) : std::make_unique<StagedGhostTransport>(comm)) {}
+GhostTimes DeviceGhosts::times() const {
+  GhostTimes out = times_;
+  if (transport_ && transport_->alltoallv()) out.transport = transport_->alltoallv()->times();
+  return out;
+}
+
+void DeviceGhosts::reset_times() {
+  times_ = GhostTimes{};
+  if (transport_ && transport_->alltoallv()) transport_->alltoallv()->reset_times();
+}
 
 std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::size_t n, double r_cut,
                                   DeviceArray<double>& sources, const std::function<double*(std::size_t)>& scratch,
                                   bool* same_set, cudaStream_t stream) {
   traffic_ = GhostTraffic{};
+  ++times_.refreshes;
+  if (!transport_) {   // collective: every rank refreshes
+    transport_ = std::make_unique<AlltoallvGhostTransport>(
+        make_device_alltoallv(comm_, rank_exchange(), "ghost refresh"));
+    transport_->alltoallv()->set_timed(timed_);
+  }
+  Stopwatch watch;
+  if (timed_) {
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    times_.queued += watch.seconds();
+    watch.restart();
+  }
   const std::vector<std::uint32_t>& offsets = domains.own_offsets();
   if (offsets.empty() || offsets.back() != n)
     fail("internal: device ghosts for {} particles, the last domain update left {}", n,
@@ -119,9 +134,15 @@ std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::
     }
     traffic_.boxes_down = 6 * groups * sizeof(double);
   }
+  times_.boxes += watch.seconds();
+  watch.restart();
 
   // The decision (collective) and, at a new choice, its send list up.
+  const double comm_before = comm_.stats().seconds;
   const RankDomains::GhostPlan plan = domains.plan_ghosts(lo_, hi_, r_cut);
+  times_.plan_comm += comm_.stats().seconds - comm_before;
+  times_.plan += watch.seconds();
+  watch.restart();
   const GhostRoutes& routes = *plan.routes;
   const std::size_t n_sent = routes.sent.size();
   if (!plan.kept || !sent_current_) {
@@ -132,32 +153,48 @@ std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::
     sent_current_ = true;
     traffic_.routes_up = n_sent * sizeof(std::uint32_t);
   }
+  times_.routes += watch.seconds();
 
-  // The own particles first, copied on the device; then the ghosts, packed, exchanged and
+  // The own particles first, copied on the device; then the ghosts, packed (into the
+  // transport's own buffer when it has one: CUDA IPC's exported buffer), exchanged and
   // written after them.
   const std::size_t n_sources = domains.group_offsets().back();
   const std::size_t n_recv = n_sources - n;
   if (Comm::total(routes.recv_counts) != n_recv)
     fail("internal: {} ghosts expected, their groups hold {}", Comm::total(routes.recv_counts), n_recv);
   if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 4));
+  double* packed = transport_->send_buffer(3 * n_sent);   // collective
+  double* received = nullptr;
+  if (packed) {
+    received = scratch(3 * n_recv);
+  } else {
+    packed = scratch(3 * (n_sent + n_recv));
+    received = packed + 3 * n_sent;
+  }
+  watch.restart();
   if (n > 0)
     for (int d = 0; d < 3; ++d)
       ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data() + d * n_sources, pos + d * n, n * sizeof(double),
                                        cudaMemcpyDeviceToDevice, stream));
-  double* packed = scratch(3 * (n_sent + n_recv));
-  double* received = packed + 3 * n_sent;
   if (n_sent > 0) {
     pack_sent_kernel<<<grid_for(n_sent), kThreads, 0, stream>>>(pos, n, sent_.data(), n_sent, packed);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
+  if (timed_) {
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    times_.pack += watch.seconds();
+  }
   transport_->exchange(packed, routes.counts, received, routes.recv_counts, stream);
+  watch.restart();
   if (n_recv > 0) {
     unpack_ghosts_kernel<<<grid_for(n_recv), kThreads, 0, stream>>>(received, n_recv, sources.data(), n_sources, n);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the staging buffers are reused at once
-  traffic_.positions_down = n_sent * 3 * sizeof(double);
-  traffic_.positions_up = n_recv * 3 * sizeof(double);
+  times_.unpack += watch.seconds();
+  const bool staged = !transport_->peer_to_peer();
+  traffic_.positions_down = staged ? n_sent * 3 * sizeof(double) : 0;
+  traffic_.positions_up = staged ? n_recv * 3 * sizeof(double) : 0;
   if (same_set) *same_set = plan.kept;
   return n_sources;
 }

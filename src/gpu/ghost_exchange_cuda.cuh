@@ -24,13 +24,14 @@
 #include "core/comm.hpp"
 #include "core/vec3.hpp"
 #include "domain/rank_domains.hpp"
+#include "gpu/device_alltoallv.cuh"
 #include "gpu/device_buffer.cuh"
 
 namespace orbis::gpu {
 
-// How the packed ghost positions go from this rank's device to the others' devices. The
-// staged transport below always works; a CUDA-aware MPI (device pointers to MPI_Alltoallv)
-// or CUDA IPC between the ranks of one node would be other implementations of this one call.
+// How the packed ghost positions go from this rank's device to the others' devices: a
+// DeviceAlltoallv (gpu/device_alltoallv.cuh: staged through pinned host memory and MPI, or
+// CUDA IPC between the ranks of one node); a CUDA-aware MPI would be another implementation.
 class GhostTransport {
  public:
   virtual ~GhostTransport() = default;
@@ -42,20 +43,60 @@ class GhostTransport {
   virtual void exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
                         const std::vector<std::size_t>& recv_counts, cudaStream_t stream) = 0;
   virtual std::string describe() const = 0;
+  // Collective: device room for `doubles` that the next exchange's send may be packed into
+  // (it then copies nothing); null: pack anywhere.
+  virtual double* send_buffer(std::size_t doubles) { (void)doubles; return nullptr; }
+  // The exchange underneath (its times), or null.
+  virtual DeviceAlltoallv* alltoallv() { return nullptr; }
+  // Device to device (CUDA IPC): the positions do not cross this rank's bus.
+  virtual bool peer_to_peer() const { return false; }
+};
+
+// The positions through a DeviceAlltoallv (24 bytes an element).
+class AlltoallvGhostTransport : public GhostTransport {
+ public:
+  explicit AlltoallvGhostTransport(std::unique_ptr<DeviceAlltoallv> exchange) : exchange_(std::move(exchange)) {}
+  void exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
+                const std::vector<std::size_t>& recv_counts, cudaStream_t stream) override {
+    exchange_->exchange(send, send_counts, recv, recv_counts, 3 * sizeof(double), stream);
+  }
+  std::string describe() const override { return exchange_->describe(); }
+  double* send_buffer(std::size_t doubles) override {
+    return static_cast<double*>(exchange_->send_buffer(doubles * sizeof(double)));
+  }
+  DeviceAlltoallv* alltoallv() override { return exchange_.get(); }
+  bool peer_to_peer() const override { return exchange_->peer_to_peer(); }
+
+ private:
+  std::unique_ptr<DeviceAlltoallv> exchange_;
 };
 
 // Through pinned host memory and the communicator's alltoallv with known counts: one copy
 // down, the exchange between the ranks, one copy up.
-class StagedGhostTransport final : public GhostTransport {
+class StagedGhostTransport final : public AlltoallvGhostTransport {
  public:
-  explicit StagedGhostTransport(const Comm& comm) : comm_(comm) {}
-  void exchange(const double* send, const std::vector<std::size_t>& send_counts, double* recv,
-                const std::vector<std::size_t>& recv_counts, cudaStream_t stream) override;
-  std::string describe() const override { return "pinned host staging and MPI"; }
+  explicit StagedGhostTransport(const Comm& comm) : AlltoallvGhostTransport(std::make_unique<StagedAlltoallv>(comm)) {}
+};
 
- private:
-  Comm comm_;
-  PinnedArray<double> host_send_, host_recv_;
+// Where a rank's ghost refreshes spent their time (wall seconds, summed over the refreshes
+// since the last reset). Without ORBIS_TIME_GHOSTS=1 only the synchronisations that are there
+// anyway separate the parts: `boxes` then includes the work queued on the stream before the
+// refresh (the drift, the kick), the pack ends in the transport's first part (staged: down;
+// IPC: fill) and the unpack with the staged copy up in `unpack`. With ORBIS_TIME_GHOSTS=1
+// the stream is synchronised between the parts (a little slower): `queued` holds the wait
+// for the earlier work and each part is its own.
+struct GhostTimes {
+  double queued = 0;     // (timed) the stream's earlier work, waited for before the boxes
+  double boxes = 0;      // the own groups' boxes: kernel and download
+  double plan = 0;       // RankDomains::plan_ghosts (the decision; the routes at a choice)
+  double plan_comm = 0;  //   of which inside the communicator's collectives
+  double routes = 0;     // the send list uploaded (at a choice only)
+  double pack = 0;       // (timed) the own particles copied and the sent ones packed
+  ExchangeTimes transport;   // the exchange's parts (gpu/device_alltoallv.cuh)
+  double unpack = 0;     // the ghosts written into the sources, to the end of the refresh
+  std::uint64_t refreshes = 0;
+  double total() const { return queued + boxes + plan + routes + pack + transport.fill + transport.down +
+                                transport.mpi + transport.up + transport.peer + unpack; }
 };
 
 // Bytes that crossed this rank's bus (PCIe or the like) at the last refresh.
@@ -75,7 +116,9 @@ void own_group_boxes(const double* pos, std::size_t n, const std::uint32_t* offs
 
 class DeviceGhosts {
  public:
-  // transport: null for the staged one.
+  // transport: null for the one of [gpu] rank_exchange (make_device_alltoallv, chosen
+  // collectively at the first refresh: CUDA IPC on one node, else staged). ORBIS_TIME_GHOSTS=1
+  // in the environment: the parts of each refresh timed apart (GhostTimes).
   explicit DeviceGhosts(const Comm& comm, std::unique_ptr<GhostTransport> transport = nullptr);
 
   // Collective, several ranks, after domains.update() (the particles in its order, moved
@@ -93,7 +136,12 @@ class DeviceGhosts {
   // The own groups' boxes of the last refresh, as they came down.
   const std::vector<Vec3d>& own_lo() const { return lo_; }
   const std::vector<Vec3d>& own_hi() const { return hi_; }
-  const GhostTransport& transport() const { return *transport_; }
+  // Null before the first refresh when the transport is chosen there.
+  const GhostTransport* transport() const { return transport_.get(); }
+  // The parts' times summed since the last reset_times(), the transport's included.
+  GhostTimes times() const;
+  void reset_times();
+  bool timed() const { return timed_; }
 
  private:
   Comm comm_;
@@ -106,6 +154,8 @@ class DeviceGhosts {
   bool sent_current_ = false;
   std::vector<Vec3d> lo_, hi_;
   GhostTraffic traffic_;
+  GhostTimes times_;   // the transport's apart: transport_->alltoallv()->times()
+  bool timed_ = false;
 };
 
 }  // namespace orbis::gpu

@@ -16,6 +16,7 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/cufft_check.cuh"
+#include "gpu/device_alltoallv.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/pm_cuda_fourier.cuh"
 #include "pm/pm_modes.hpp"
@@ -58,9 +59,14 @@ struct CudaPmSlabs::Impl {
   std::size_t fft_work = 0;
   gpu::DeviceArray<unsigned char> slab, phi, work;   // x slab (real), y slabs (complex)
   gpu::DeviceArray<double> tables;                   // k, then 1/W^2, per axis index
-  gpu::PinnedArray<unsigned char> send, recv;
+  gpu::PinnedArray<unsigned char> send, recv;   // the staged transposes' (allocated when chosen)
+  // How the transposes move between the ranks' devices, chosen (collectively) at the first
+  // run: CUDA IPC device to device between the ranks of one node, else staged through send
+  // and recv (gpu/device_alltoallv.cuh).
+  std::unique_ptr<gpu::DeviceAlltoallv> exchange;
 
   void sync() { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  void choose_exchange();
   template <typename C>
   void x_to_y(const C* x_slab, C* y_slab);
   template <typename C>
@@ -125,9 +131,6 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   tables.insert(tables.end(), axes.inv_w2.begin(), axes.inv_w2.end());
   m.tables.ensure_exact(tables.size());
   m.tables.upload(tables.data(), tables.size());
-  const std::size_t staging = std::max<std::size_t>(std::max(slab_bytes, y_bytes), 1);
-  m.send.ensure(staging);
-  m.recv.ensure(staging);
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   for (cufftHandle plan : {m.planes_r2c, m.planes_c2r, m.lines})
     if (plan) ORBIS_CUFFT_CHECK(cufftSetStream(plan, m.stream));
@@ -137,14 +140,33 @@ CudaPmSlabs::~CudaPmSlabs() = default;
 
 std::size_t CudaPmSlabs::device_bytes() const {
   const Impl& m = *impl_;
-  return m.slab.capacity() + m.phi.capacity() + m.work.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work;
+  return m.slab.capacity() + m.phi.capacity() + m.work.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work +
+         (m.exchange ? m.exchange->device_bytes() : 0);
 }
 
 std::size_t CudaPmSlabs::pinned_bytes() const { return impl_->send.capacity() + impl_->recv.capacity(); }
 
 std::string CudaPmSlabs::describe() const {
-  return fmt::format("cuFFT slabs over {} ranks, device {}, {:.1f} MiB on the device, {:.1f} MiB pinned",
-                     impl_->comm.size(), impl_->device, mib(device_bytes()), mib(pinned_bytes()));
+  return fmt::format("cuFFT slabs over {} ranks, device {}, {:.1f} MiB on the device, {:.1f} MiB pinned{}",
+                     impl_->comm.size(), impl_->device, mib(device_bytes()), mib(pinned_bytes()),
+                     impl_->exchange ? "; transposes: " + impl_->exchange->describe() : std::string());
+}
+
+// Collective (the first run on every rank). With CUDA IPC the send side is the exchange's
+// exported buffer (grown here to the larger transpose) and y -> x lands in `work` (the y slab
+// it sends is copied out first), grown to an x slab where that is larger; staged, the pinned
+// buffers take both sides.
+void CudaPmSlabs::Impl::choose_exchange() {
+  exchange = gpu::make_device_alltoallv(comm, gpu::rank_exchange(), "PM slab transposes");
+  const std::size_t x_bytes = layout.x_slab_count * complex_bytes, y_bytes = layout.y_slab_count * complex_bytes;
+  const std::size_t larger = std::max<std::size_t>(std::max(x_bytes, y_bytes), 1);
+  if (exchange->peer_to_peer()) {
+    exchange->reserve_exact(larger);
+    work.ensure_exact(larger);
+  } else {
+    send.ensure(larger);
+    recv.ensure(larger);
+  }
 }
 
 void CudaPmSlabs::long_range(float* rho, float* gx, float* gy, PhaseTimes& times) {
@@ -194,6 +216,17 @@ void CudaPmSlabs::Impl::run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& time
 template <typename C>
 void CudaPmSlabs::Impl::x_to_y(const C* x_slab, C* y_slab) {
   const SlabTranspose& t = layout;
+  const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
+  if (exchange->peer_to_peer()) {   // packed on the device into the exported buffer, pulled by the peers
+    C* out = static_cast<C*>(exchange->send_buffer(Comm::total(t.x_lines) * line));
+    for (const PitchedBlock& b : t.x_blocks)
+      if (b.count() > 0)
+        ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(out + b.buffer_offset, b.width * sizeof(C), x_slab + b.slab_offset,
+                                           b.pitch * sizeof(C), b.width * sizeof(C), b.rows,
+                                           cudaMemcpyDeviceToDevice, stream));
+    exchange->exchange(out, t.x_lines, y_slab, t.y_lines, line, stream);
+    return;
+  }
   C* out = reinterpret_cast<C*>(send.data());
   C* in = reinterpret_cast<C*>(recv.data());
   for (const PitchedBlock& b : t.x_blocks)
@@ -202,7 +235,7 @@ void CudaPmSlabs::Impl::x_to_y(const C* x_slab, C* y_slab) {
                                          b.pitch * sizeof(C), b.width * sizeof(C), b.rows, cudaMemcpyDeviceToHost,
                                          stream));
   sync();
-  comm.alltoallv_known(out, t.x_lines, in, t.y_lines, static_cast<std::size_t>(t.nzc) * sizeof(C));
+  comm.alltoallv_known(out, t.x_lines, in, t.y_lines, line);
   if (t.y_slab_count > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(y_slab, in, t.y_slab_count * sizeof(C), cudaMemcpyHostToDevice, stream));
 }
@@ -212,12 +245,30 @@ void CudaPmSlabs::Impl::x_to_y(const C* x_slab, C* y_slab) {
 template <typename C>
 void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
   const SlabTranspose& t = layout;
+  const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
+  if (exchange->peer_to_peer()) {
+    // The y slab (grouped by destination already) copied into the exported buffer; what
+    // arrives lands in `work`, free once that copy is done (the exchange waits for it before
+    // anything arrives), and is unpacked into the x slab's columns on the device.
+    C* landing = reinterpret_cast<C*>(work.data());
+    if (y_slab != landing) fail("internal: the cuFFT slab PM's y -> x transpose sends from its work slab only");
+    C* out = static_cast<C*>(exchange->send_buffer(Comm::total(t.y_lines) * line));
+    if (t.y_slab_count > 0)
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, y_slab, t.y_slab_count * sizeof(C), cudaMemcpyDeviceToDevice, stream));
+    exchange->exchange(out, t.y_lines, landing, t.x_lines, line, stream);
+    for (const PitchedBlock& b : t.x_blocks)
+      if (b.count() > 0)
+        ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(x_slab + b.slab_offset, b.pitch * sizeof(C), landing + b.buffer_offset,
+                                           b.width * sizeof(C), b.width * sizeof(C), b.rows,
+                                           cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
   C* out = reinterpret_cast<C*>(send.data());
   C* in = reinterpret_cast<C*>(recv.data());
   if (t.y_slab_count > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, y_slab, t.y_slab_count * sizeof(C), cudaMemcpyDeviceToHost, stream));
   sync();
-  comm.alltoallv_known(out, t.y_lines, in, t.x_lines, static_cast<std::size_t>(t.nzc) * sizeof(C));
+  comm.alltoallv_known(out, t.y_lines, in, t.x_lines, line);
   for (const PitchedBlock& b : t.x_blocks)
     if (b.count() > 0)
       ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(x_slab + b.slab_offset, b.pitch * sizeof(C), in + b.buffer_offset,
@@ -229,6 +280,7 @@ template <typename Real>
 void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  if (!exchange) choose_exchange();
   const SlabTranspose& t = layout;
   const int n = settings.grid_side;
   C* phi_modes = reinterpret_cast<C*>(phi.data());

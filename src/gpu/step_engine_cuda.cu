@@ -262,6 +262,7 @@ struct CudaStepEngine::Impl {
   }
 
   void forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats);
+  void log_ghost_times();
 };
 
 CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& comm) : impl_(std::make_unique<Impl>()) {
@@ -317,6 +318,9 @@ void CudaStepEngine::setup(const Params& params) {
   m.tree_settings.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
   m.tree_settings.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
   m.tree_policy = TreeReusePolicy(m.tree_settings);
+  // How the ranks' device data moves (the ghosts, the PM's transposes): gpu/device_alltoallv.cuh.
+  gpu::set_rank_exchange(gpu::parse_rank_exchange(params.get_string("gpu.rank_exchange"),
+                                                  params.describe("gpu.rank_exchange")));
   if (m.treepm) {
     m.sr = short_range_settings(params, nominal_particle_mass(params));
     ShortRangeSolver checked(m.sr);   // every short-range check, before any work
@@ -545,6 +549,27 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   m.acc_current = false;
 }
 
+// One line per PM step (rank 0's, summed over its refreshes since the last line, this PM
+// step's included): where the ghost refreshes' time went (gpu/ghost_exchange_cuda.cuh,
+// GhostTimes; ORBIS_TIME_GHOSTS=1 separates the parts with stream synchronisations).
+void CudaStepEngine::Impl::log_ghost_times() {
+  const gpu::GhostTimes t = ghosts->times();
+  ghosts->reset_times();
+  if (t.refreshes == 0) return;
+  const gpu::ExchangeTimes& x = t.transport;
+  const gpu::GhostTransport* transport = ghosts->transport();
+  const bool ipc = transport && transport->peer_to_peer();
+  const std::string parts =
+      ipc ? fmt::format("IPC [fill {:.4f}, peer copies {:.4f}, mpi/barriers {:.4f}]", x.fill, x.peer, x.mpi)
+          : fmt::format("staged [down {:.4f}, mpi {:.4f}, up {:.4f}]", x.down, x.mpi, x.up);
+  log::info("ghost refreshes since the last PM step (rank 0: {}{}): {:.4f} s = {}boxes {:.4f} + plan {:.4f} (comm "
+            "{:.4f}) + routes {:.4f} + {}transport {} + unpack {:.4f}; {:.1f} MB received from the other ranks",
+            t.refreshes, ghosts->timed() ? ", parts timed apart" : "", t.total(),
+            ghosts->timed() ? fmt::format("queued {:.4f} + ", t.queued) : std::string(), t.boxes, t.plan, t.plan_comm,
+            t.routes, ghosts->timed() ? fmt::format("pack {:.4f} + ", t.pack) : std::string(), parts, t.unpack,
+            static_cast<double>(x.bytes) / 1e6);
+}
+
 // Over ranks (step_engine_cuda.hpp). The domains are updated on the host (when the tree
 // policy builds), the ghosts refreshed from the device's positions (only the own groups'
 // boxes and the ghosts' positions cross the bus), the PM computed from the device's positions
@@ -594,6 +619,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
                                 [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
   }
   stats.times.add("domain", domain_watch.seconds());
+  if (long_range && ghosts) log_ghost_times();
   if (long_range) {
     Stopwatch pm_watch;
     if (pm_ranks) {   // from the device's positions into acc_long (gpu/pm_cuda_ranks.hpp)

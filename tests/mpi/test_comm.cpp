@@ -112,6 +112,10 @@ TEST_CASE("node ranks: distinct on one node, and the rank's GPU follows from the
   const std::vector<int> all = world.allgather(node);
   for (int r = 0; r < world.size(); ++r) CHECK(all[static_cast<std::size_t>(r)] == r);
   CHECK(Comm::self().node_rank() == 0);
+  // The tests' ranks share one node: the node holds them all (CUDA IPC's condition).
+  CHECK(world.node_size() == world.size());
+  CHECK(Comm::self().node_size() == 1);
+  CHECK(world.active());
   CHECK(orbis::gpu_device_for_rank(3, world) == 3);   // an explicit device: every rank takes it
   const int device = orbis::gpu_device_for_rank(-1, world);
 #if defined(ORBIS_HAVE_CUDA)

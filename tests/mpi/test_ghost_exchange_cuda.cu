@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -52,6 +53,9 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const double box = 60.0;
   const orbis::Particles all = orbis::test::clustered_particle_set(11, box, 77);
+  // The transport of [gpu] rank_exchange's default (CUDA IPC with the ranks on one node, as
+  // in these tests) and the staged one, forced.
+  for (const bool staged : {false, true})
   for (double r_cut : {2.0, 6.0}) {
     orbis::Particles mine;
     mine.mass = all.mass;
@@ -63,7 +67,8 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
         mine.time_bin.push_back(0);
       }
     orbis::RankDomains reference(box, 8, 5, world), on_device(box, 8, 5, world);
-    orbis::gpu::DeviceGhosts ghosts(world);
+    orbis::gpu::DeviceGhosts ghosts(
+        world, staged ? std::make_unique<orbis::gpu::StagedGhostTransport>(world) : nullptr);
     orbis::gpu::DeviceArray<double> pos, sources, scratch;
     const auto lend = [&scratch](std::size_t doubles) {
       scratch.ensure(doubles);
@@ -71,7 +76,7 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
     };
     int kept = 0, chosen = 0;
     for (int round = 0; round < 10; ++round) {
-      INFO(world.size() << " ranks, r_cut " << r_cut << ", round " << round);
+      INFO(world.size() << " ranks, r_cut " << r_cut << ", round " << round << (staged ? ", staged" : ""));
       if (round % 5 == 0) {
         orbis::Particles copy = mine;
         reference.update(mine, 1.0 + world.rank());
@@ -110,14 +115,18 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
       CHECK(n_sources == expected.size());
       const std::vector<double> want = blocks_of(expected);
       CHECK((want.size() == got.size() && std::memcmp(want.data(), got.data(), got.size() * sizeof(double)) == 0));
-      // Over the bus: the boxes, the ghosts sent and received, the send list at a choice.
+      // Over the bus: the boxes, the ghosts sent and received (staged only: CUDA IPC copies
+      // them device to device), the send list at a choice.
       const orbis::gpu::GhostTraffic& t = ghosts.traffic();
+      const bool over_bus = !ghosts.transport()->peer_to_peer();
+      // One node, one GPU: IPC unless forced (here or by ORBIS_RANK_EXCHANGE=staged).
+      CHECK(over_bus == (staged || orbis::gpu::rank_exchange() == orbis::gpu::RankExchange::staged));
       const std::size_t n_recv = n_sources - n, n_sent = on_device.report().ghost_bytes_sent / sizeof(Vec3d);
       CHECK(t.boxes_down == 6 * sizeof(double) * (own.size() - 1));
-      CHECK(t.positions_up == 3 * sizeof(double) * n_recv);
-      CHECK(t.positions_down == 3 * sizeof(double) * n_sent);
+      CHECK(t.positions_up == (over_bus ? 3 * sizeof(double) * n_recv : 0));
+      CHECK(t.positions_down == (over_bus ? 3 * sizeof(double) * n_sent : 0));
       CHECK(t.routes_up == (same ? 0 : sizeof(std::uint32_t) * n_sent));
-      CHECK(on_device.report().ghost_bytes_received == t.positions_up);
+      CHECK(on_device.report().ghost_bytes_received == 3 * sizeof(double) * n_recv);
       (same ? kept : chosen) += 1;
 
       // Small moves, a large one after the second call of each update, and at round 7 the
@@ -131,7 +140,7 @@ TEST_CASE("ghosts refreshed on the device: with_ghosts()'s decision, groups and 
       }
     }
     MESSAGE(world.size() << " ranks, r_cut " << r_cut << ": kept " << kept << ", chosen " << chosen
-                         << "; transport: " << ghosts.transport().describe());
+                         << "; transport: " << ghosts.transport()->describe());
     CHECK(kept >= 4);
     CHECK(chosen >= 4);
   }
