@@ -279,7 +279,8 @@ TEST_CASE("the energy check over ranks with the CUDA backend: the one-rank check
     CHECK(relative(w.pairs, reference.pairs) < 1e-10);
     CHECK(relative(w.self, reference.self) < 1e-12);
     CHECK(relative(w.background, reference.background) < 1e-12);
-    CHECK(std::abs(w.total() - reference.total()) < mesh_bar * std::abs(reference.mesh) + 1e-10 * std::abs(reference.pairs));
+    CHECK(std::abs(w.total() - reference.total()) <
+          mesh_bar * std::abs(reference.mesh) + 1e-10 * std::abs(reference.pairs));
     CHECK(same_on_every_rank(w.total(), world));
     CHECK(same_bits(many.potential(mine).total(), w.total()));   // the same bits again
 
