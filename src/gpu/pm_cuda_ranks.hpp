@@ -65,9 +65,11 @@
 // from the device pool (gpu/device_buffer.cuh), queued on the caller's stream, the density x
 // slab with its ghost planes, one scratch area (the fixed-point sums of the held planes, then
 // the y slab of modes), the received ghost planes, the cuFFT work area, the row sums and the
-// routing's per-particle buffers, and gives them all back before it returns: ~12 n^3 / P bytes
-// for a float mesh (16 for double) plus ~112 bytes per particle, for the length of the check
-// only, from memory the step's phases (tree, walk, P2P) have given back to the pool; a check
+// routed positions (the routing's other buffers go back before the slabs are taken), and
+// gives them all back before it returns: ~12 n^3 / P bytes for a float mesh (16 for double)
+// plus 24 bytes per routed particle and the caller's 24 per particle, for the length of the
+// check only, from memory the step's phases (tree, walk, P2P) have given back to the pool
+// (0.8 GB + 0.4 GB per rank for 256^3 particles on a 512^3 float mesh over 2 ranks); a check
 // that would not fit stops every rank with the bytes needed and free. The transpose's host
 // staging is ordinary host memory freed at return (the particles' and ghost planes' pinned
 // buffers stay, small). A CudaPmRanks built for forces computes the same energy in its own

@@ -91,25 +91,21 @@ void CudaPmRanks::Impl::make_energy_plans() {
 }
 
 std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
+  // The routing: own particles' keys and order twice and packed positions; the routed ones
+  // (counted as many as the own) as received and in blocks.
+  const std::size_t routing = n * (4 * sizeof(std::uint32_t) + 3 * sizeof(double)) + n * 2 * 3 * sizeof(double);
+  // Then (Use::energy: the routing's buffers given back first) the routed positions and the meshes.
   const EnergyBlock block = energy_block();
-  std::size_t bytes = meshes.capacity() >= block.total() ? 0 : block.total();
-  bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
-  bytes += energy_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
-  // Own particles: keys and order twice, the packed positions; routed (about as many):
-  // as received and in blocks; the caller's positions.
-  bytes += n * (4 * sizeof(std::uint32_t) + 3 * 3 * sizeof(double) + 3 * sizeof(double));
-  return bytes;
+  std::size_t meshes_bytes = meshes.capacity() >= block.total() ? 0 : block.total();
+  meshes_bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
+  meshes_bytes += energy_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
+  meshes_bytes += n * 3 * sizeof(double);
+  return use == Use::energy ? std::max(routing, meshes_bytes) : routing + meshes_bytes;
 }
 
-// What a call took from the pool goes back (queued on the call's stream): the work area and
-// row sums always; with Use::energy the slabs and the routing's buffers too, so that nothing
-// but the plans and tables stays between checks.
-void CudaPmRanks::Impl::give_back_energy_memory() {
-  fft_work.release();
-  row_sums.release();
-  if (use != Use::energy) return;
-  meshes.release();
-  ghost_in.release();
+// The routing's buffers but the routed positions, which the energy no longer needs once they
+// are routed (the forces need them to send the accelerations back).
+void CudaPmRanks::Impl::give_back_routing_buffers() {
   keys.release();
   keys_alt.release();
   order.release();
@@ -117,6 +113,19 @@ void CudaPmRanks::Impl::give_back_energy_memory() {
   sort_temp.release();
   packed.release();
   routed.release();
+  sorted_order = nullptr;
+}
+
+// What a call took from the pool goes back (queued on the call's stream): the work area and
+// row sums always; with Use::energy the slabs and the routed positions too, so that nothing
+// but the plans and tables stays between checks.
+void CudaPmRanks::Impl::give_back_energy_memory() {
+  fft_work.release();
+  row_sums.release();
+  if (use != Use::energy) return;
+  meshes.release();
+  ghost_in.release();
+  give_back_routing_buffers();
   routed_pos.release();
 }
 
@@ -260,6 +269,7 @@ double CudaPmRanks::potential_energy(const double* pos, std::size_t n, double pa
   {
     gpu::AllocationStream on_stream(stream);
     m.route(pos, n, stream);
+    if (m.use == Use::energy) m.give_back_routing_buffers();   // their memory then serves the meshes
     w = settings_.double_mesh ? m.mesh_energy<double>(total, particle_mass, stream)
                               : m.mesh_energy<float>(total, particle_mass, stream);
     m.give_back_energy_memory();

@@ -109,6 +109,7 @@ struct CudaPmRanks::Impl {
   // Device bytes one potential_energy() call of this rank would take from the pool for n own
   // particles (the routed ones counted as n: an estimate for the check before any allocation).
   std::size_t energy_call_bytes(std::size_t n) const;
+  void give_back_routing_buffers();
   void give_back_energy_memory();
   template <typename C>
   void transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream);
