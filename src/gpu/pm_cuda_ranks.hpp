@@ -53,8 +53,8 @@
 // every rank (allgather, n^2 doubles in all) and are added as CudaPmSolver adds them: the
 // rows of each x plane in y order, the planes in x order, mesh B's planes into mesh A's at
 // weight 1/2 each. So the value is the same on every rank, the same bits from call to call for
-// a given rank count, and the one-GPU value to the transforms' rounding
-// (tests/mpi/test_energy_ranks_cuda.cpp).
+// a given rank count (however the particles are spread over the ranks: the density is integer
+// sums), and the one-GPU value to the transforms' rounding (tests/mpi/test_energy_ranks_cuda.cpp).
 //
 // Memory of the energy: the energy check is its own object, apart from the step engine's
 // CudaPmRanks, and a second object built for forces would hold a second set of slabs for the
@@ -140,7 +140,8 @@ class CudaPmRanks {
   // pool memory that is given back on return.
   double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
 
-  // The last call's traffic (this rank's), and the same summed over the ranks (collective).
+  // The last accelerations()' traffic (this rank's; potential_energy() leaves it), and the same
+  // summed over the ranks (collective).
   const PmRankTraffic& traffic() const;
   PmRankTraffic total_traffic() const;
 
