@@ -51,10 +51,10 @@ __global__ void long_range_green_kernel(C* __restrict__ rho, int n, const double
 template <typename Real, typename C = typename MeshComplex<Real>::type>
 __global__ void long_range_energy_rows_kernel(const C* __restrict__ rho, int n, const double* __restrict__ k_axis,
                                               const double* __restrict__ inv_w2, double norm, double rs2,
-                                              double* __restrict__ row_sums) {
+                                              double* __restrict__ row_sums, int y0, int ny) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1;
-  if (row >= n * n) return;   // a whole warp: the rows are the warps
-  const int i = row / n, j = row - i * n;
+  if (row >= n * ny) return;   // a whole warp: the rows are the warps
+  const int i = row / ny, j = y0 + (row - i * ny);
   const double kxy2 = k_axis[i] * k_axis[i] + k_axis[j] * k_axis[j];
   const double wxy = inv_w2[i] * inv_w2[j];
   const C* r = rho + static_cast<std::size_t>(row) * nzc;
@@ -138,9 +138,10 @@ void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const dou
 template <typename Real>
 void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
                                const double* inv_w2, double norm, double rs2, double* row_sums,
-                               cudaStream_t stream) {
-  long_range_energy_rows_kernel<Real><<<row_blocks(n), kRowBlock, 0, stream>>>(rho, n, k_axis, inv_w2, norm, rs2,
-                                                                               row_sums);
+                               cudaStream_t stream, int y0, int ny) {
+  if (ny == 0) ny = n;
+  long_range_energy_rows_kernel<Real><<<row_blocks(n, ny), kRowBlock, 0, stream>>>(rho, n, k_axis, inv_w2, norm,
+                                                                                   rs2, row_sums, y0, ny);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -174,7 +175,8 @@ void pm_interlaced_gradient(const typename MeshComplex<Real>::type* phi_even,
   template void pm_long_range_green<Real>(MeshComplex<Real>::type*, int, const double*, const double*,     \
                                           double, double, cudaStream_t, int, int);                         \
   template void pm_long_range_energy_rows<Real>(const MeshComplex<Real>::type*, int, const double*,          \
-                                                const double*, double, double, double*, cudaStream_t);     \
+                                                const double*, double, double, double*, cudaStream_t, int, \
+                                                int);                                                      \
   template void pm_long_range_gradient<Real>(const MeshComplex<Real>::type*, MeshComplex<Real>::type*, int, \
                                              int, const double*, cudaStream_t, int, int);                  \
   template void pm_interlaced_green<Real>(MeshComplex<Real>::type*, MeshComplex<Real>::type*, int,         \

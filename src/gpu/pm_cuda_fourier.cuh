@@ -26,14 +26,15 @@ void pm_long_range_green(typename MeshComplex<Real>::type* rho, int n, const dou
                          int ny = 0);
 
 // Long range, the mesh potential energy's sum over the modes of each row (i, j), in double:
-// row_sums[i n + j] = sum_k long_range_energy_term(rho(i, j, k), long_range_green(k)), with
-// the Green's function of pm_long_range_green (rho is left as it is). Each row's sum has a
-// fixed order (a warp's strided partial sums, then a fixed butterfly), so the result is
+// row_sums[i ny + j - y0] = sum_k long_range_energy_term(rho(i, j, k), long_range_green(k)),
+// with the Green's function of pm_long_range_green (rho is left as it is), over the rows
+// stored as above (the whole mesh, or a rank's y slab: gpu/pm_cuda_ranks.cu). Each row's sum
+// has a fixed order (a warp's strided partial sums, then a fixed butterfly), so the result is
 // bitwise the same from run to run.
 template <typename Real>
 void pm_long_range_energy_rows(const typename MeshComplex<Real>::type* rho, int n, const double* k_axis,
                                const double* inv_w2, double norm, double rs2, double* row_sums,
-                               cudaStream_t stream);
+                               cudaStream_t stream, int y0 = 0, int ny = 0);
 
 // Long range: out = -i k_d phi (zero on axis d's Nyquist plane); out may be phi.
 template <typename Real>

@@ -1,7 +1,8 @@
 // The long-range PM over ranks on the GPUs (gpu/pm_cuda_ranks.hpp): routing of the particles
 // to the slab owners and back, the ghost planes of the density and of the forces, and the
 // order of the passes. The mesh kernels are the one-GPU PM's (gpu/pm_cuda_mesh.cuh), the
-// Fourier work CudaPmSlabs' (gpu/pm_cuda_slabs.hpp).
+// Fourier work CudaPmSlabs' (gpu/pm_cuda_slabs.hpp). The potential energy's own passes are in
+// gpu/pm_cuda_ranks_energy.cu.
 #include "gpu/pm_cuda_ranks.hpp"
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "gpu/device_buffer.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda_mesh.cuh"
+#include "gpu/pm_cuda_ranks_impl.cuh"
 #include "gpu/pm_cuda_slabs.hpp"
 #include "pm/fft_mesh.hpp"
 #include "pm/fixed_point_mesh.hpp"
@@ -78,72 +80,15 @@ __global__ void add_plane_kernel(unsigned long long* __restrict__ to, const unsi
 
 }  // namespace
 
-struct CudaPmRanks::Impl {
-  Impl(const PmSettings& s, const Comm& c, int d)
-      : settings(s), comm(c), device(d), layout(s.grid_side, c.size(), c.rank()) {}
-  ~Impl() {
-    if (own_stream) {
-      cudaStreamSynchronize(own_stream);
-      cudaStreamDestroy(own_stream);
-    }
-  }
+CudaPmRanks::Impl::~Impl() {
+  if (own_stream) cudaStreamSynchronize(own_stream);
+  if (energy_planes_made) cufftDestroy(energy_planes);
+  if (energy_lines_made) cufftDestroy(energy_lines);
+  if (own_stream) cudaStreamDestroy(own_stream);
+}
 
-  PmSettings settings;
-  Comm comm;
-  int device = 0;
-  SlabTranspose layout;     // CudaPmSlabs' (the traffic count)
-  SlabPlanes slab;          // this rank's x planes
-  int ghosts = 0, held = 0;   // ghost planes after the slab; slab and ghosts
-  std::size_t mesh_reals = 0;   // one mesh: held n 2(n/2+1) reals (at least 1)
-  std::unique_ptr<CudaPmSlabs> slabs;
-  cudaStream_t own_stream = nullptr;   // the host-vector entry's
-
-  // Ghost planes (pm/slab_ghost_lists.hpp): the density's go ghost -> owned (added), the
-  // forces' owned -> ghost (copied).
-  std::vector<int> ghost_planes, owned_planes;
-  std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
-
-  gpu::DeviceArray<unsigned char> meshes;             // rho | gx | gy, each mesh_reals Reals
-  gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
-  // Own particles: sort keys and order (double buffers), the packed positions and then the
-  // accelerations back; routed particles: as received (interleaved, then their accelerations
-  // interleaved), positions and accelerations in x | y | z blocks.
-  gpu::DeviceArray<std::uint32_t> keys, keys_alt, order, order_alt;
-  gpu::DeviceArray<unsigned char> sort_temp;
-  gpu::DeviceArray<double> packed, routed, routed_pos, routed_acc;
-  gpu::DeviceArray<unsigned long long> counts_dev;
-  gpu::DeviceArray<double> host_io;                   // host-vector entry: positions, accelerations
-  gpu::PinnedArray<unsigned char> send, recv;
-  gpu::PinnedArray<unsigned long long> counts_host;
-  std::vector<std::size_t> send_counts, recv_counts;
-  const std::uint32_t* sorted_order = nullptr;   // send slot -> caller's index
-  std::size_t routed_count = 0;
-  PmRankTraffic traffic;
-  bool logged = false;
-
-  std::size_t mesh_bytes() const { return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long); }
-  std::size_t particle_bytes() const {
-    return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +
-           sort_temp.capacity() +
-           (packed.capacity() + routed.capacity() + routed_pos.capacity() + routed_acc.capacity() +
-            host_io.capacity()) * sizeof(double) +
-           counts_dev.capacity() * sizeof(unsigned long long);
-  }
-  void sync(cudaStream_t stream) const { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
-
-  void route(const double* pos, std::size_t n, cudaStream_t stream);
-  void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
-                          const std::vector<std::size_t>& in_counts, cudaStream_t stream);
-  void send_back(double* acc, std::size_t n, cudaStream_t stream);
-  void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
-  template <typename Real>
-  void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
-  template <typename Real>
-  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times);
-};
-
-CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int device)
-    : settings_(settings), impl_(std::make_unique<Impl>(settings, comm, device)) {
+CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int device, Use use)
+    : settings_(settings), impl_(std::make_unique<Impl>(settings, comm, device, use)) {
   settings.check();
   if (settings.r_s_mpc_h == 0) fail("internal: the PM over ranks on the GPUs is the long range's (TreePM)");
   Impl& m = *impl_;
@@ -164,11 +109,17 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
   m.owned_planes = std::move(lists.owned_planes);
   m.owned_counts = std::move(lists.owned_counts);
 
+  m.counts_dev.ensure_exact(static_cast<std::size_t>(ranks));
+  m.counts_host.ensure(static_cast<std::size_t>(ranks));
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
+  if (use == Use::energy) {   // no slabs held: potential_energy() takes them from the pool
+    m.make_energy_plans();
+    return;
+  }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
-  const std::size_t plane_cells = static_cast<std::size_t>(n) * n;
   const std::size_t mesh_bytes = 3 * m.mesh_reals * real;
-  const std::size_t ghost_bytes = std::max<std::size_t>(m.owned_planes.size(), 1) * plane_cells * 8;
+  const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long);
   const std::size_t available = gpu::device_available_bytes();
   if (mesh_bytes + ghost_bytes > available)
     fail("PM on the GPUs over {} ranks: this rank's x slab of {} planes and {} ghost planes of the {}^3 {} mesh needs "
@@ -177,10 +128,7 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
          ranks, m.slab.count, m.ghosts, n, settings.double_mesh ? "double" : "float", mib(mesh_bytes + ghost_bytes),
          device, mib(m.slabs->device_bytes()), mib(available));
   m.meshes.ensure_exact(mesh_bytes);
-  m.ghost_in.ensure_exact(ghost_bytes / 8);
-  m.counts_dev.ensure_exact(static_cast<std::size_t>(ranks));
-  m.counts_host.ensure(static_cast<std::size_t>(ranks));
-  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
+  m.ghost_in.ensure_exact(m.ghost_in_count());
 }
 
 CudaPmRanks::~CudaPmRanks() = default;
@@ -191,10 +139,14 @@ std::size_t CudaPmRanks::bytes_per_particle() {
   return 4 * sizeof(std::uint32_t) + 3 * sizeof(double) + 3 * 3 * sizeof(double);
 }
 
-std::size_t CudaPmRanks::mesh_bytes() const { return impl_->mesh_bytes() + impl_->slabs->device_bytes(); }
-std::size_t CudaPmRanks::device_bytes() const { return mesh_bytes() + impl_->particle_bytes(); }
+std::size_t CudaPmRanks::mesh_bytes() const {
+  return impl_->mesh_bytes() + (impl_->slabs ? impl_->slabs->device_bytes() : 0);
+}
+std::size_t CudaPmRanks::device_bytes() const {
+  return mesh_bytes() + impl_->particle_bytes() + impl_->axis_tables.capacity() * sizeof(double);
+}
 std::size_t CudaPmRanks::pinned_bytes() const {
-  return impl_->send.capacity() + impl_->recv.capacity() + impl_->slabs->pinned_bytes();
+  return impl_->send.capacity() + impl_->recv.capacity() + (impl_->slabs ? impl_->slabs->pinned_bytes() : 0);
 }
 const PmRankTraffic& CudaPmRanks::traffic() const { return impl_->traffic; }
 
@@ -212,6 +164,12 @@ PmRankTraffic CudaPmRanks::total_traffic() const {
 
 std::string CudaPmRanks::describe() const {
   const PmSettings& s = settings_;
+  if (impl_->use == Use::energy)
+    return fmt::format("PM {}^3 {} mesh, {}, long-range potential energy{} over {} ranks on the GPUs: slabs from the "
+                       "device pool of device {} at each call (x planes [{}, {}) and {} ghost planes)",
+                       s.grid_side, s.double_mesh ? "double" : "float", window_name(s.window),
+                       s.interlaced ? " of two interlaced meshes" : "", impl_->comm.size(), impl_->device,
+                       impl_->slab.first, impl_->slab.first + impl_->slab.count, impl_->ghosts);
   return fmt::format("PM {}^3 {} mesh, {}, long range{} over {} ranks, particles and meshes on the GPUs: {:.1f} MiB of "
                      "slabs on device {} (x planes [{}, {}) and {} ghost planes)",
                      s.grid_side, s.double_mesh ? "double" : "float", window_name(s.window),
@@ -258,7 +216,6 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   const std::size_t m = routed_count, routed_room = std::max<std::size_t>(m, 1);
   routed.ensure(3 * routed_room);
   routed_pos.ensure(3 * routed_room);
-  routed_acc.ensure(3 * routed_room);
   exchange_particles(packed.data(), send_counts, routed.data(), recv_counts, stream);
   if (m > 0) gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
   traffic.particles = n;
@@ -422,6 +379,7 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
 void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particle_mass, double* acc,
                                 CUstream_st* stream_in, PhaseTimes* times) {
   Impl& m = *impl_;
+  if (m.use != Use::forces) fail("internal: accelerations() of a PM over ranks built for the energy alone");
   PhaseTimes local;
   PhaseTimes& t = times ? *times : local;
   const cudaStream_t stream = stream_in;
@@ -439,6 +397,7 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
     ScopedPhase phase(t, "pm_exchange");
     m.route(pos, n, stream);
   }
+  m.routed_acc.ensure(3 * std::max<std::size_t>(m.routed_count, 1));
   if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t);
   else m.run<float>(total, particle_mass, stream, t);
   {
@@ -477,7 +436,7 @@ void CudaPmRanks::accelerations(const std::vector<Vec3d>& pos, double particle_m
 }
 
 std::unique_ptr<CudaPmRanks> make_cuda_pm_ranks(const PmSettings& settings, const Comm& comm, int device,
-                                                std::string* why) {
+                                                std::string* why, CudaPmRanks::Use use) {
   std::string reason;
   const bool usable = cuda_device_usable(device, &reason);
   const std::vector<int> all = comm.allgather(usable ? 1 : 0);
@@ -487,7 +446,7 @@ std::unique_ptr<CudaPmRanks> make_cuda_pm_ranks(const PmSettings& settings, cons
       return nullptr;
     }
   std::unique_ptr<CudaPmRanks> out;
-  run_collectively(comm, [&] { out = std::make_unique<CudaPmRanks>(settings, comm, device); });
+  run_collectively(comm, [&] { out = std::make_unique<CudaPmRanks>(settings, comm, device, use); });
   return out;
 }
 

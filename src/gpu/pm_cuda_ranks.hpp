@@ -42,6 +42,38 @@
 //
 // The forces equal the one-GPU CudaPmSolver's to the transforms' rounding
 // (tests/mpi/test_pm_ranks_cuda.cpp).
+//
+// The long-range potential energy over ranks (potential_energy(), the mesh term of the energy
+// check, integrate/energy.hpp): the same routing, deposit and ghost planes, then only the
+// forward transform: the 2D R2C of the x planes, the transpose to y slabs (this rank's own
+// block copied on the device, the others' through host memory and Comm's alltoallv) and the
+// 1D transforms along x, with cuFFT plans of this class that match CudaPmSlabs' (whose
+// Fourier work has no forward-only entry); then the one-GPU PM's sum of G(k) |rho(k)|^2 per
+// mesh row (gpu/pm_cuda_fourier.cuh) over the rank's y columns. Every rank's row sums go to
+// every rank (allgather, n^2 doubles in all) and are added as CudaPmSolver adds them: the
+// rows of each x plane in y order, the planes in x order, mesh B's planes into mesh A's at
+// weight 1/2 each. So the value is the same on every rank, the same bits from call to call for
+// a given rank count (however the particles are spread over the ranks: the density is integer
+// sums), and the one-GPU value to the transforms' rounding (tests/mpi/test_energy_ranks_cuda.cpp).
+//
+// Memory of the energy: the energy check is its own object, apart from the step engine's
+// CudaPmRanks, and a second object built for forces would hold a second set of slabs for the
+// whole run (three x slabs, CudaPmSlabs' two y slabs and cuFFT's work areas: ~5 n^3 / P reals
+// per rank, 20 n^3 / P bytes for a float mesh, 1.3 GB per rank for 512^3 on 2 ranks). So the
+// energy check builds its CudaPmRanks with Use::energy, which keeps only its cuFFT plans
+// (without work areas), the per-axis tables and a few counts. Each potential_energy() takes
+// from the device pool (gpu/device_buffer.cuh), queued on the caller's stream, the density x
+// slab with its ghost planes, one scratch area (the fixed-point sums of the held planes, then
+// the y slab of modes), the received ghost planes, the cuFFT work area, the row sums and the
+// routed positions (the routing's other buffers go back before the slabs are taken), and
+// gives them all back before it returns: ~12 n^3 / P bytes for a float mesh (16 for double)
+// plus 24 bytes per routed particle and the caller's 24 per particle, for the length of the
+// check only, from memory the step's phases (tree, walk, P2P) have given back to the pool
+// (0.8 GB + 0.4 GB per rank for 256^3 particles on a 512^3 float mesh over 2 ranks); a check
+// that would not fit stops every rank with the bytes needed and free. The transpose's host
+// staging is ordinary host memory freed at return (the particles' and ghost planes' pinned
+// buffers stay, small). A CudaPmRanks built for forces computes the same energy in its own
+// slabs (the same layout, kernels and plans), holding nothing more than the plans and tables.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -68,9 +100,16 @@ struct PmRankTraffic {
 
 class CudaPmRanks {
  public:
+  // What the object is for, and so what it keeps on the device between calls.
+  enum class Use {
+    forces,   // the step engine's: slabs, CudaPmSlabs, particle buffers, kept from step to step
+    energy,   // the energy check's: potential_energy() only, its memory from the pool per call
+  };
+
   // Plans and allocates on `device` (made current) for this rank's slab of `comm`; not
   // collective (make_cuda_pm_ranks makes a failure everyone's). Long range (r_s > 0) only.
-  CudaPmRanks(const PmSettings& settings, const Comm& comm, int device);
+  // Use::energy allocates no slabs (accelerations() is then an Error).
+  CudaPmRanks(const PmSettings& settings, const Comm& comm, int device, Use use = Use::forces);
   ~CudaPmRanks();
   CudaPmRanks(const CudaPmRanks&) = delete;
   CudaPmRanks& operator=(const CudaPmRanks&) = delete;
@@ -88,12 +127,26 @@ class CudaPmRanks {
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
                      PhaseTimes* times = nullptr);
 
-  // The last call's traffic (this rank's), and the same summed over the ranks (collective).
+  // The long-range potential energy W_mesh = (1/2) sum_p m phi_long(x_p) of every rank's
+  // particles, comoving, in (km/s)^2 times 1e10 Msun/h: CudaPmSolver::potential_energy's and
+  // PmSolver::potential_energy's quantity, (1/2) cell^3 sum_k G(k) |rho(k)|^2 with the long
+  // range's Green's function and window deconvolutions (the mean of the two meshes' when
+  // interlaced), for this rank's n particles of mass particle_mass at pos (device memory,
+  // x | y | z blocks of n doubles, Mpc/h, wrapped here). Collective over comm; every rank
+  // returns the whole value, the same bits. Work is queued on `stream` (earlier work on it is
+  // waited for); this waits for the result. Memory: see the header's comment.
+  double potential_energy(const double* pos, std::size_t n, double particle_mass, CUstream_st* stream);
+  // The same from host positions (the energy check holds them on the host): staged through
+  // pool memory that is given back on return.
+  double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
+
+  // The last accelerations()' traffic (this rank's; potential_energy() leaves it), and the same
+  // summed over the ranks (collective).
   const PmRankTraffic& traffic() const;
   PmRankTraffic total_traffic() const;
 
   std::size_t device_bytes() const;    // held now: slabs, cuFFT slabs, particle buffers
-  std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs
+  std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs (none for Use::energy)
   std::size_t pinned_bytes() const;
   // Device bytes per particle of the particle buffers (own and routed, one each).
   static std::size_t bytes_per_particle();
@@ -110,6 +163,6 @@ class CudaPmRanks {
 // The PM over ranks on the GPUs when every rank of `comm` has a usable GPU (`device` is this
 // rank's), else null with the reason in *why. Collective over comm.
 std::unique_ptr<CudaPmRanks> make_cuda_pm_ranks(const PmSettings& settings, const Comm& comm, int device,
-                                                std::string* why);
+                                                std::string* why, CudaPmRanks::Use use = CudaPmRanks::Use::forces);
 
 }  // namespace orbis

@@ -10,7 +10,9 @@
 #include "domain/particle_exchange.hpp"
 #include "fmm/pair_energy.hpp"
 #if defined(ORBIS_HAVE_CUDA)
+#include "core/log.hpp"
 #include "gpu/pm_cuda.hpp"
+#include "gpu/pm_cuda_ranks.hpp"
 #endif
 
 namespace orbis {
@@ -23,23 +25,37 @@ double integral_u_erfc(double x) {
 
 }  // namespace
 
-// The mesh term's solver: on one rank cuFFT's on the pair sum's device when that runs on CUDA
-// (energy.hpp), the host's (FFTW, over the ranks of comm) otherwise. The host's meshes are its own, kept
-// between checks; the device's come from the device pool for each check and go back.
+// The mesh term's solver (energy.hpp): on one rank cuFFT's on the pair sum's device when that
+// runs on CUDA; over ranks with a backend other than "cpu" the PM over ranks on the GPUs when
+// every rank has a usable GPU (the CUDA step engine's condition for its own CudaPmRanks;
+// collective); the host's (FFTW, over the ranks of comm) otherwise. The host's meshes are its
+// own, kept between checks; the devices' come from the device pool for each check and go back.
 struct EnergyCheck::MeshSolver {
   std::unique_ptr<PmSolver> host;
 #if defined(ORBIS_HAVE_CUDA)
   std::unique_ptr<CudaPmSolver> device;
+  std::unique_ptr<CudaPmRanks> devices;   // built for the energy: no slabs held between checks
 #endif
 
-  MeshSolver(const PmSettings& settings, const Comm& comm, const P2PEvaluator* pairs, int device_index) {
+  MeshSolver(const PmSettings& settings, const Comm& comm, const P2PEvaluator* pairs, const std::string& backend,
+             int device_index) {
 #if defined(ORBIS_HAVE_CUDA)
     if (comm.size() == 1 && pairs && pairs->name() == "cuda") {
       device = std::make_unique<CudaPmSolver>(settings, device_index);
       return;
     }
+    if (comm.size() > 1 && backend != "cpu") {
+      std::string why;
+      devices = make_cuda_pm_ranks(settings, comm, device_index, &why, CudaPmRanks::Use::energy);
+      if (devices) {
+        log::info("energy check: {}", devices->describe());
+        return;
+      }
+      log::info("energy check: the mesh term on the host's x slabs ({})", why);
+    }
 #else
     (void)pairs;
+    (void)backend;
     (void)device_index;
 #endif
     host = std::make_unique<PmSolver>(settings, comm);
@@ -48,6 +64,7 @@ struct EnergyCheck::MeshSolver {
   double potential_energy(const std::vector<Vec3d>& pos, double mass) {
 #if defined(ORBIS_HAVE_CUDA)
     if (device) return device->potential_energy(pos, mass);
+    if (devices) return devices->potential_energy(pos, mass);
 #endif
     return host->potential_energy(pos, mass);
   }
@@ -84,7 +101,7 @@ EnergyCheck::~EnergyCheck() = default;
 PotentialEnergy EnergyCheck::potential(const Particles& particles) {
   if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
   if (!pairs_) pairs_ = make_p2p_evaluator(backend_, device_);
-  if (!mesh_) mesh_ = std::make_unique<MeshSolver>(pm_settings_, comm_, pairs_.get(), device_);
+  if (!mesh_) mesh_ = std::make_unique<MeshSolver>(pm_settings_, comm_, pairs_.get(), backend_, device_);
   // The mass every rank agrees on (a rank left with no particles may not know it).
   const double m = comm_.max(particles.mass), g_mass = units::G * m;
   const auto n = static_cast<std::size_t>(comm_.sum<std::uint64_t>(particles.size()));

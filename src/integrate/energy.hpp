@@ -28,21 +28,27 @@
 // (the CUDA engine downloads them), at the start, at every output and every [analysis]
 // energy_check_every PM steps. TreePM. Where the pair sum runs on the GPU (one rank, the
 // [gpu] backend's P2P evaluator on CUDA) the mesh term does too, with cuFFT from the same
-// device pool the step engine uses, given back after each check; elsewhere the host PM
-// (pm/pm_solver.hpp: fixed-point assignment, FFTW's reproducible plan).
+// device pool the step engine uses, given back after each check; over ranks with a [gpu]
+// backend other than "cpu" and a usable GPU on every rank (the CUDA step engine's case) it
+// runs on the ranks' GPUs (CudaPmRanks built for the energy: its slabs too come from the pool
+// at each check and go back, so the step engine's own slabs are not doubled); elsewhere the
+// host PM (pm/pm_solver.hpp: fixed-point assignment, FFTW's reproducible plan).
 // It takes the host positions rather than the engine's device arrays: the pair sum builds
 // its chaining mesh on the host from them, so they are downloaded anyway, and one more upload
 // (24 bytes a particle) is small beside the check.
 //
 // Over several ranks each rank holds its domain's particles, and every term is a sum over the
-// ranks: K from the engine's reduced sum |p|^2; the mesh term from the host PM's x slabs (the
-// particles routed to them as for the forces; fixed-point assignment, the reproducible plan and
-// its plane sums added in plane order: bitwise the one-rank host PM's value); the pairs from
+// ranks: K from the engine's reduced sum |p|^2; the mesh term from x slabs (the particles
+// routed to them as for the forces; fixed-point assignment): on the host, the reproducible
+// plan and its plane sums added in plane order, bitwise the one-rank host PM's value; on the
+// GPUs (gpu/pm_cuda_ranks.hpp), cuFFT on the slabs and the row sums gathered and added in
+// the one-GPU order, the one-GPU value to the transforms' rounding; the pairs from
 // each rank's particles with each other and with ghosts, the other ranks' particles within the
 // cut, imported for the check (domain/particle_exchange.hpp), a pair between two ranks taken by
-// exactly one of them (fmm/pair_energy.hpp), on the CPU; self and background from the global
-// count. Every rank gets the same W, so the budget (RunState, saved in every rank's checkpoint
-// file) is the same on every rank, and it equals the one-rank run's to the pair sum's rounding.
+// exactly one of them (fmm/pair_energy.hpp), where the one-rank sum runs (the rank's GPU with
+// a CUDA backend); self and background from the global count. Every rank gets the same W, so
+// the budget (RunState, saved in every rank's checkpoint file) is the same on every rank, and
+// it equals the one-rank run's to the sums' rounding.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -113,7 +119,7 @@ class EnergyCheck {
   PmSettings pm_settings_;
   struct MeshSolver;                  // FFTW's or cuFFT's, made at the first potential()
   std::unique_ptr<MeshSolver> mesh_;
-  std::string backend_;            // [gpu]: where the pair sum runs (one rank; the CPU over several)
+  std::string backend_;            // [gpu]: where the pair sum and the mesh term run
   int device_ = 0;
   std::unique_ptr<P2PEvaluator> pairs_;
 };

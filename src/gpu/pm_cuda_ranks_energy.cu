@@ -1,0 +1,301 @@
+// The long-range potential energy of the PM over ranks on the GPUs (gpu/pm_cuda_ranks.hpp,
+// "The long-range potential energy over ranks"): per mesh the forces' routing, deposit and
+// density ghost planes (pm_cuda_ranks.cu), then the forward transform alone (2D R2C of the x
+// planes, x slabs -> y slabs, 1D C2C along x) and the one-GPU PM's per-row sums of
+// G(k) |rho(k)|^2 (gpu/pm_cuda_fourier.cuh) over this rank's y columns; every rank's row sums
+// gathered to every rank and added in CudaPmSolver::potential_energy's order.
+#include <cufft.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "gpu/cuda_check.cuh"
+#include "gpu/cufft_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "gpu/pm_cuda_fourier.cuh"
+#include "gpu/pm_cuda_mesh.cuh"
+#include "gpu/pm_cuda_ranks.hpp"
+#include "gpu/pm_cuda_ranks_impl.cuh"
+#include "pm/fixed_point_mesh.hpp"
+#include "pm/pm_modes.hpp"
+
+namespace orbis {
+namespace {
+
+double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
+// The scratch area starts 256-byte aligned, as the pool's blocks do (cuFFT's alignment).
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+void x_lines_forward(cufftHandle plan, float2* data) {
+  ORBIS_CUFFT_CHECK(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(data), reinterpret_cast<cufftComplex*>(data),
+                                 CUFFT_FORWARD));
+}
+void x_lines_forward(cufftHandle plan, double2* data) {
+  ORBIS_CUFFT_CHECK(cufftExecZ2Z(plan, reinterpret_cast<cufftDoubleComplex*>(data),
+                                 reinterpret_cast<cufftDoubleComplex*>(data), CUFFT_FORWARD));
+}
+
+}  // namespace
+
+CudaPmRanks::Impl::EnergyBlock CudaPmRanks::Impl::energy_block() const {
+  const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
+  const std::size_t n = static_cast<std::size_t>(settings.grid_side);
+  EnergyBlock b;
+  b.scratch_offset = aligned(mesh_reals * real);
+  // The held planes' fixed-point sums (8 bytes a node), later the y slab (two reals a mode).
+  const std::size_t fixed = static_cast<std::size_t>(held) * n * n * sizeof(unsigned long long);
+  b.scratch_bytes = std::max<std::size_t>(std::max(fixed, layout.y_slab_count * 2 * real), 1);
+  return b;
+}
+
+// The plans of CudaPmSlabs' forward passes, with work areas left to the caller (the pool).
+void CudaPmRanks::Impl::make_energy_plans() {
+  if (energy_ready) return;
+  const long long n = settings.grid_side, nzc = n / 2 + 1;
+  const bool twice = settings.double_mesh;
+  std::size_t work = 0;
+  if (layout.x.count > 0 && !energy_planes_made) {
+    // In place on the padded layout: rows of 2(n/2+1) reals in, n/2+1 complex out.
+    long long dims[2] = {n, n}, real_embed[2] = {n, 2 * nzc}, complex_embed[2] = {n, nzc};
+    ORBIS_CUFFT_CHECK(cufftCreate(&energy_planes));
+    energy_planes_made = true;
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(energy_planes, 0));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(energy_planes, 2, dims, real_embed, 1, n * 2 * nzc, complex_embed, 1,
+                                          n * nzc, twice ? CUFFT_D2Z : CUFFT_R2C, layout.x.count, &work));
+    energy_fft_work = std::max(energy_fft_work, work);
+  }
+  if (layout.y.count > 0 && !energy_lines_made) {
+    // The y slab [i][j - y0][k]: every (j, k) column is an x line of stride ny (n/2+1).
+    const long long columns = static_cast<long long>(layout.y.count) * nzc;
+    long long dims[1] = {n}, embed[1] = {n};
+    ORBIS_CUFFT_CHECK(cufftCreate(&energy_lines));
+    energy_lines_made = true;
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(energy_lines, 0));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(energy_lines, 1, dims, embed, columns, 1, embed, columns, 1,
+                                          twice ? CUFFT_Z2Z : CUFFT_C2C, columns, &work));
+    energy_fft_work = std::max(energy_fft_work, work);
+  }
+  const PmAxisTables axes = make_pm_axis_tables(settings);
+  std::vector<double> tables(axes.k);
+  tables.insert(tables.end(), axes.inv_w2.begin(), axes.inv_w2.end());
+  axis_tables.ensure_exact(tables.size());
+  axis_tables.upload(tables.data(), tables.size());
+  energy_ready = true;
+}
+
+std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
+  // The routing: own particles' keys and order twice and packed positions; the routed ones
+  // (counted as many as the own) as received and in blocks.
+  const std::size_t routing = n * (4 * sizeof(std::uint32_t) + 3 * sizeof(double)) + n * 2 * 3 * sizeof(double);
+  // Then (Use::energy: the routing's buffers given back first) the routed positions and the meshes.
+  const EnergyBlock block = energy_block();
+  std::size_t meshes_bytes = meshes.capacity() >= block.total() ? 0 : block.total();
+  meshes_bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
+  meshes_bytes += energy_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
+  meshes_bytes += n * 3 * sizeof(double);
+  return use == Use::energy ? std::max(routing, meshes_bytes) : routing + meshes_bytes;
+}
+
+// The routing's buffers but the routed positions, which the energy no longer needs once they
+// are routed (the forces need them to send the accelerations back).
+void CudaPmRanks::Impl::give_back_routing_buffers() {
+  keys.release();
+  keys_alt.release();
+  order.release();
+  order_alt.release();
+  sort_temp.release();
+  packed.release();
+  routed.release();
+  sorted_order = nullptr;
+}
+
+// What a call took from the pool goes back (queued on the call's stream): the work area and
+// row sums always; with Use::energy the slabs and the routed positions too, so that nothing
+// but the plans and tables stays between checks.
+void CudaPmRanks::Impl::give_back_energy_memory() {
+  fft_work.release();
+  row_sums.release();
+  if (use != Use::energy) return;
+  meshes.release();
+  ghost_in.release();
+  give_back_routing_buffers();
+  routed_pos.release();
+}
+
+// x slab -> y slab of complex modes (pm/slab_transpose.hpp's blocks): this rank's own block
+// copied on the device, the other ranks' blocks packed into host memory by destination, the
+// all-to-all, and what arrived copied up into its place (sources in rank order).
+template <typename C>
+void CudaPmRanks::Impl::transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream) {
+  const SlabTranspose& t = layout;
+  const int me = comm.rank(), ranks = comm.size();
+  const PitchedBlock& own = t.x_blocks[me];
+  if (own.count() > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(y_slab + t.y_offsets[me], own.width * sizeof(C), x_slab + own.slab_offset,
+                                       own.pitch * sizeof(C), own.width * sizeof(C), own.rows,
+                                       cudaMemcpyDeviceToDevice, stream));
+  if (ranks == 1) return;
+  std::vector<std::size_t> out_lines = t.x_lines, in_lines = t.y_lines;
+  out_lines[me] = in_lines[me] = 0;
+  // Ordinary host memory (not zeroed), freed at return: the energy check keeps no pinned slab.
+  const std::unique_ptr<C[]> out(new C[std::max<std::size_t>(Comm::total(t.x_counts) - t.x_counts[me], 1)]);
+  const std::unique_ptr<C[]> in(new C[std::max<std::size_t>(Comm::total(t.y_counts) - t.y_counts[me], 1)]);
+  std::size_t at = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const PitchedBlock& b = t.x_blocks[r];
+    if (r == me || b.count() == 0) continue;
+    ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(out.get() + at, b.width * sizeof(C), x_slab + b.slab_offset,
+                                       b.pitch * sizeof(C), b.width * sizeof(C), b.rows, cudaMemcpyDeviceToHost,
+                                       stream));
+    at += b.count();
+  }
+  sync(stream);
+  comm.alltoallv_known(out.get(), out_lines, in.get(), in_lines, static_cast<std::size_t>(t.nzc) * sizeof(C));
+  at = 0;
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me || t.y_counts[r] == 0) continue;
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(y_slab + t.y_offsets[r], in.get() + at, t.y_counts[r] * sizeof(C),
+                                     cudaMemcpyHostToDevice, stream));
+    at += t.y_counts[r];
+  }
+  sync(stream);   // `in` goes at return
+}
+
+template <typename Real>
+double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream_t stream) {
+  using C = typename gpu::MeshComplex<Real>::type;
+  const PmSettings& s = settings;
+  const int n = s.grid_side, ranks = comm.size(), y0 = layout.y.first, ny = layout.y.count;
+  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
+  const EnergyBlock block = energy_block();
+  meshes.ensure_exact(block.total());   // Use::forces: its own slabs hold the block already
+  ghost_in.ensure_exact(ghost_in_count());
+  fft_work.ensure_exact(std::max<std::size_t>(energy_fft_work, 1));
+  row_sums.ensure_exact(std::max<std::size_t>(static_cast<std::size_t>(n) * ny, 1));
+  for (const auto& [plan, made] : {std::pair<cufftHandle, bool>{energy_planes, energy_planes_made},
+                                   std::pair<cufftHandle, bool>{energy_lines, energy_lines_made}}) {
+    if (!made) continue;
+    ORBIS_CUFFT_CHECK(cufftSetStream(plan, stream));
+    if (energy_fft_work > 0) ORBIS_CUFFT_CHECK(cufftSetWorkArea(plan, fft_work.data()));
+  }
+  Real* const rho = reinterpret_cast<Real*>(meshes.data());
+  unsigned char* const scratch = meshes.data() + block.scratch_offset;
+  auto* const fixed = reinterpret_cast<unsigned long long*>(scratch);   // until converted into rho
+  C* const modes = reinterpret_cast<C*>(scratch);                      // then the y slab
+  const double* const rx = routed_pos.data();
+  const double* const ry = rx + m;
+  const double* const rz = ry + m;
+  const double* const k_axis = axis_tables.data();
+  const double* const inv_w2 = k_axis + n;
+  const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
+  const double scale = fixed_point_scale(total);
+  const double mean = pm_fixed_point_mean(total, scale, n);
+  // Where each rank's rows (i, j in its y columns) start among the gathered row sums.
+  std::vector<int> columns(static_cast<std::size_t>(ranks));
+  std::vector<std::size_t> first_row(static_cast<std::size_t>(ranks), 0);
+  for (int r = 0; r < ranks; ++r) {
+    columns[r] = slab_planes(n, ranks, r).count;
+    if (r > 0) first_row[r] = first_row[r - 1] + static_cast<std::size_t>(n) * columns[r - 1];
+  }
+  // Interlaced: the mean of the two meshes' energies, plane by plane, as CudaPmSolver and
+  // PmSolver weigh them.
+  const int meshes_count = s.interlaced ? 2 : 1;
+  std::vector<double> mine(static_cast<std::size_t>(n) * ny), planes(static_cast<std::size_t>(n), 0.0);
+  for (int mesh = 0; mesh < meshes_count; ++mesh) {
+    const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, long_range_mesh_shift(s.interlaced, mesh)};
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
+                                     stream));
+    if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
+    add_density_ghosts(fixed, stream);
+    gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, density / scale, rho, stream);
+    if (slab.count > 0) cufft_forward_real(energy_planes, rho);
+    transpose_to_y(reinterpret_cast<const C*>(rho), modes, stream);
+    if (ny > 0) {
+      x_lines_forward(energy_lines, modes);
+      gpu::pm_long_range_energy_rows<Real>(modes, n, k_axis, inv_w2, long_range_norm(n), s.r_s_mpc_h * s.r_s_mpc_h,
+                                           row_sums.data(), stream, y0, ny);
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), row_sums.data(), mine.size() * sizeof(double),
+                                       cudaMemcpyDeviceToHost, stream));
+    }
+    sync(stream);
+    // Every rank's rows, in rank order; the y slabs in rank order are the y columns in order,
+    // so each x plane's rows are added in y order, as CudaPmSolver adds them.
+    const std::vector<double> rows = comm.allgatherv(mine);
+    for (int i = 0; i < n; ++i) {
+      double plane = 0;
+      for (int r = 0; r < ranks; ++r)
+        for (int j = 0; j < columns[r]; ++j)
+          plane += rows[first_row[r] + static_cast<std::size_t>(i) * columns[r] + j];
+      planes[static_cast<std::size_t>(i)] += (1.0 / meshes_count) * plane;
+    }
+  }
+  double sum = 0;
+  for (double plane : planes) sum += plane;
+  return 0.5 * cell * cell * cell * sum;
+}
+
+double CudaPmRanks::potential_energy(const double* pos, std::size_t n, double particle_mass, CUstream_st* stream_in) {
+  Impl& m = *impl_;
+  const cudaStream_t stream = stream_in;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  m.comm.throw_if_any_failed(n >= std::numeric_limits<std::uint32_t>::max()
+                                 ? fmt::format("PM over ranks: {} particles on rank {}; at most 2^32 - 1", n,
+                                               m.comm.rank())
+                                 : std::string());
+  const std::size_t total = m.comm.sum<std::uint64_t>(n);
+  if (total == 0) return 0.0;
+  run_collectively(m.comm, [&] { m.make_energy_plans(); });   // Use::forces: at the first call
+  // What the call takes from the pool, checked on every rank before anything is allocated.
+  const std::size_t need = m.energy_call_bytes(n), available = gpu::device_available_bytes();
+  m.comm.throw_if_any_failed(
+      need > available
+          ? fmt::format("energy check over {} ranks: the long-range potential energy on rank {} needs about {:.1f} MiB "
+                        "of device {} for the check (the {}^3 mesh's density slab, its scratch and {} particles' "
+                        "routing) but {:.1f} MiB are free. More ranks, a smaller [gravity] pm_grid_side, or "
+                        "[analysis] energy_check = false need less",
+                        m.comm.size(), m.comm.rank(), mib(need), m.device, settings_.grid_side, n, mib(available))
+          : std::string());
+  m.sync(stream);   // the positions' producers
+  // The forces' traffic record (traffic()) is the last accelerations()' and stays so.
+  const PmRankTraffic forces_traffic = m.traffic;
+  double w = 0;
+  {
+    gpu::AllocationStream on_stream(stream);
+    m.route(pos, n, stream);
+    if (m.use == Use::energy) m.give_back_routing_buffers();   // their memory then serves the meshes
+    w = settings_.double_mesh ? m.mesh_energy<double>(total, particle_mass, stream)
+                              : m.mesh_energy<float>(total, particle_mass, stream);
+    m.give_back_energy_memory();
+  }
+  m.traffic = forces_traffic;
+  return w;
+}
+
+double CudaPmRanks::potential_energy(const std::vector<Vec3d>& pos, double particle_mass) {
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t n = pos.size();
+  std::vector<double> soa(3 * n);
+  for (std::size_t p = 0; p < n; ++p)
+    for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
+  // The positions in pool memory for this call only (24 bytes a particle); a failure to get
+  // them is every rank's (the others would wait in the collectives).
+  gpu::AllocationStream on_stream(m.own_stream);
+  gpu::DeviceArray<double> positions;
+  run_collectively(m.comm, [&] {
+    positions.ensure_exact(std::max<std::size_t>(3 * n, 1));
+    if (n > 0) positions.upload(soa.data(), 3 * n);
+  });
+  const double w = potential_energy(positions.data(), n, particle_mass, m.own_stream);
+  positions.release();
+  return w;
+}
+
+}  // namespace orbis

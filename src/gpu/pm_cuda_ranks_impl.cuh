@@ -1,0 +1,120 @@
+// The state of CudaPmRanks (gpu/pm_cuda_ranks.hpp), shared by its two source files: the
+// forces (gpu/pm_cuda_ranks.cu: routing, ghost planes, the passes over CudaPmSlabs) and the
+// potential energy (gpu/pm_cuda_ranks_energy.cu: the forward transform and the mode sums).
+#pragma once
+#include <cufft.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/timer.hpp"
+#include "gpu/cuda_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "gpu/pm_cuda_ranks.hpp"
+#include "gpu/pm_cuda_slabs.hpp"
+#include "pm/fft_mesh.hpp"
+#include "pm/slab_transpose.hpp"
+
+namespace orbis {
+
+struct CudaPmRanks::Impl {
+  Impl(const PmSettings& s, const Comm& c, int d, Use u)
+      : settings(s), comm(c), device(d), use(u), layout(s.grid_side, c.size(), c.rank()) {}
+  ~Impl();
+
+  PmSettings settings;
+  Comm comm;
+  int device = 0;
+  Use use = Use::forces;
+  SlabTranspose layout;     // CudaPmSlabs' (the traffic count; the energy's transpose)
+  SlabPlanes slab;          // this rank's x planes
+  int ghosts = 0, held = 0;   // ghost planes after the slab; slab and ghosts
+  std::size_t mesh_reals = 0;   // one mesh: held n 2(n/2+1) reals (at least 1)
+  std::unique_ptr<CudaPmSlabs> slabs;   // Use::forces only
+  cudaStream_t own_stream = nullptr;   // the host-vector entries'
+
+  // Ghost planes (pm/slab_ghost_lists.hpp): the density's go ghost -> owned (added), the
+  // forces' owned -> ghost (copied).
+  std::vector<int> ghost_planes, owned_planes;
+  std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
+
+  // Use::forces: rho | gx | gy, each mesh_reals Reals, held. Use::energy: rho and the energy's
+  // scratch (energy_block), for one potential_energy() call.
+  gpu::DeviceArray<unsigned char> meshes;
+  gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
+  // Own particles: sort keys and order (double buffers), the packed positions and then the
+  // accelerations back; routed particles: as received (interleaved, then their accelerations
+  // interleaved), positions and accelerations in x | y | z blocks.
+  gpu::DeviceArray<std::uint32_t> keys, keys_alt, order, order_alt;
+  gpu::DeviceArray<unsigned char> sort_temp;
+  gpu::DeviceArray<double> packed, routed, routed_pos, routed_acc;
+  gpu::DeviceArray<unsigned long long> counts_dev;
+  gpu::DeviceArray<double> host_io;                   // host-vector entry: positions, accelerations
+  gpu::PinnedArray<unsigned char> send, recv;
+  gpu::PinnedArray<unsigned long long> counts_host;
+  std::vector<std::size_t> send_counts, recv_counts;
+  const std::uint32_t* sorted_order = nullptr;   // send slot -> caller's index
+  std::size_t routed_count = 0;
+  PmRankTraffic traffic;
+  bool logged = false;
+
+  // The potential energy's forward transform (pm_cuda_ranks_energy.cu): CudaPmSlabs' 2D R2C
+  // of the x planes and 1D C2C of the y slab's x lines (none without planes or columns),
+  // made without work areas; the work area, the row sums and the (energy use) meshes come
+  // from the pool for each call. k and 1/W^2 per axis index, held (2n doubles).
+  cufftHandle energy_planes = 0, energy_lines = 0;
+  bool energy_planes_made = false, energy_lines_made = false, energy_ready = false;
+  std::size_t energy_fft_work = 0;
+  gpu::DeviceArray<unsigned char> fft_work;
+  gpu::DeviceArray<double> axis_tables, row_sums;
+
+  std::size_t mesh_bytes() const { return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long); }
+  std::size_t particle_bytes() const {
+    return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +
+           sort_temp.capacity() +
+           (packed.capacity() + routed.capacity() + routed_pos.capacity() + routed_acc.capacity() +
+            host_io.capacity()) * sizeof(double) +
+           counts_dev.capacity() * sizeof(unsigned long long);
+  }
+  void sync(cudaStream_t stream) const { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  // Elements of ghost_in: the owned planes' integer sums received (at least one plane).
+  std::size_t ghost_in_count() const {
+    return std::max<std::size_t>(owned_planes.size(), 1) * static_cast<std::size_t>(settings.grid_side) *
+           settings.grid_side;
+  }
+
+  void route(const double* pos, std::size_t n, cudaStream_t stream);
+  void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
+                          const std::vector<std::size_t>& in_counts, cudaStream_t stream);
+  void send_back(double* acc, std::size_t n, cudaStream_t stream);
+  void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
+  template <typename Real>
+  void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
+  template <typename Real>
+  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times);
+
+  // The energy (pm_cuda_ranks_energy.cu). The block of one call, in `meshes`: the density x
+  // slab (mesh_reals reals, as rho of the forces' layout), then from scratch_offset (256-byte
+  // aligned) the scratch: the fixed-point sums of the held planes, then the y slab of modes.
+  struct EnergyBlock {
+    std::size_t scratch_offset = 0, scratch_bytes = 0;
+    std::size_t total() const { return scratch_offset + scratch_bytes; }
+  };
+  EnergyBlock energy_block() const;
+  void make_energy_plans();
+  // Device bytes one potential_energy() call of this rank would take from the pool for n own
+  // particles (the routed ones counted as n: an estimate for the check before any allocation).
+  std::size_t energy_call_bytes(std::size_t n) const;
+  void give_back_routing_buffers();
+  void give_back_energy_memory();
+  template <typename C>
+  void transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream);
+  template <typename Real>
+  double mesh_energy(std::size_t total, double mass, cudaStream_t stream);
+};
+
+}  // namespace orbis
