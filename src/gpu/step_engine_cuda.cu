@@ -475,6 +475,9 @@ void CudaStepEngine::load(Particles particles) {
     ORBIS_CUDA_CHECK(cudaMemset(m.acc_long.data(), 0, 3 * n * sizeof(double)));
     if (m.short_double) ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_d.data(), 0, 3 * n * sizeof(double)));
     else ORBIS_CUDA_CHECK(cudaMemset(m.acc_short_f.data(), 0, 3 * n * sizeof(float)));
+    // The memsets ran on the legacy default stream, which the engine's non-blocking stream
+    // does not wait for.
+    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
   }
   particles.time_bin.resize(n);   // all in bin 0 when it came empty, as on the device
   m.host = std::move(particles);   // the host copy is current until the state changes

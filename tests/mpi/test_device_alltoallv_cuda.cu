@@ -80,7 +80,9 @@ std::vector<unsigned char> run_round(DeviceAlltoallv& x, const Round& round, con
   void* recv = nullptr;
   ORBIS_CUDA_CHECK(cudaMalloc(&own_send, host.size() + 1));
   ORBIS_CUDA_CHECK(cudaMalloc(&recv, recv_bytes + 1));
-  ORBIS_CUDA_CHECK(cudaMemset(recv, 0xab, recv_bytes + 1));
+  // On the exchange's stream: a non-blocking stream does not wait for the legacy default
+  // stream, so a plain cudaMemset could land after (or under) the exchange's writes.
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(recv, 0xab, recv_bytes + 1, stream));
   void* send = x.send_buffer(host.size());   // collective
   if (!round.pack_in_place || !send) send = own_send;
   if (!host.empty()) ORBIS_CUDA_CHECK(cudaMemcpy(send, host.data(), host.size(), cudaMemcpyHostToDevice));
