@@ -124,6 +124,10 @@ struct CudaStepEngine::Impl {
   PinnedArray<unsigned long long> host_reduction;
   PinnedArray<double> host_partial;
 
+  // One rank: the outputs' P(k) on the device (power_spectrum()); its cuFFT plan is kept.
+  std::unique_ptr<gpu::CudaPowerSpectrum> power;
+  bool power_fallback_logged = false;
+
   // Over ranks (comm of more than one): the rank domains (TreePM), the host PM on x slabs,
   // and the short-range forest's arrays: its particles (own, then ghosts: x | y | z blocks
   // of n_sources), the target mask, and its accelerations before the targets' go to the state.
@@ -139,10 +143,6 @@ struct CudaStepEngine::Impl {
   DeviceArray<double> sources;
   std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
-
-  // One rank: the outputs' P(k) on the device (power_spectrum()); its cuFFT plan is kept.
-  std::unique_ptr<gpu::CudaPowerSpectrum> power;
-  bool power_fallback_logged = false;
   DeviceArray<float> forest_acc_f;
   DeviceArray<double> forest_acc_d;
   std::vector<Vec3d> host_acc_long;   // the host PM's
