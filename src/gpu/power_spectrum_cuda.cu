@@ -1,9 +1,11 @@
 #include "gpu/power_spectrum_cuda.cuh"
 
 #include <cufft.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "analysis/power_spectrum_estimator.hpp"
@@ -129,9 +131,16 @@ struct CudaPowerSpectrum::Impl {
   int plan_n = 0;   // the mesh side of `plan` (0: none yet)
   cufftHandle plan = 0;
   std::size_t work_bytes = 0;
+  // Phase timing: events at the phase boundaries of a spectrum; ms per phase, summed.
+  cudaEvent_t events[4] = {};
+  double phase_ms[3] = {0, 0, 0};   // deposit, transforms, binning
 
+  Impl() {
+    for (cudaEvent_t& e : events) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+  }
   ~Impl() {
     if (plan_n) cufftDestroy(plan);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
   }
   // The in-place D2Z plan of the padded n^3 mesh, without a work area of its own (it comes
   // from the pool at each call).
@@ -172,9 +181,11 @@ pk::BinSums CudaPowerSpectrum::Impl::spectrum(const double* x, const double* y, 
     pm_assign_fixed(x, y, z, count, PmMeshGeometry{n, s.window, box, shift_cells}, 0, n, scale, sums.data(), stream);
     pm_fixed_to_mesh<double>(sums.data(), n, 0, n, mean, 1.0 / scale, mesh.data(), stream);
   };
+  ORBIS_CUDA_CHECK(cudaEventRecord(events[0], stream));
   assign(0.0, first);
   if (s.interlacing) assign(0.5, shifted);
   sums.release();
+  ORBIS_CUDA_CHECK(cudaEventRecord(events[1], stream));
 
   DeviceArray<unsigned char> work;
   if (work_bytes > 0) {
@@ -185,6 +196,7 @@ pk::BinSums CudaPowerSpectrum::Impl::spectrum(const double* x, const double* y, 
   cufft_forward_real(plan, first.data());
   if (s.interlacing) cufft_forward_real(plan, shifted.data());
   work.release();
+  ORBIS_CUDA_CHECK(cudaEventRecord(events[2], stream));
 
   BinArgs g;
   g.first = reinterpret_cast<const double2*>(first.data());
@@ -204,6 +216,7 @@ pk::BinSums CudaPowerSpectrum::Impl::spectrum(const double* x, const double* y, 
   partial.ensure_exact(cells);
   bin_modes_kernel<<<grid_for(cells), kThreads, 0, stream>>>(g, partial.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
+  ORBIS_CUDA_CHECK(cudaEventRecord(events[3], stream));
   std::vector<ModeSums> host(cells);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.data(), partial.data(), cells * sizeof(ModeSums), cudaMemcpyDeviceToHost,
                                    stream));
@@ -211,6 +224,11 @@ pk::BinSums CudaPowerSpectrum::Impl::spectrum(const double* x, const double* y, 
   partial.release();
   first.release();
   shifted.release();
+  for (int p = 0; p < 3; ++p) {
+    float ms = 0;
+    ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, events[p], events[p + 1]));
+    phase_ms[p] += ms;
+  }
 
   // The partial sums added in (plane, group) order: the same bits at every call.
   pk::BinSums out(g.bins);
@@ -247,6 +265,7 @@ PowerSpectrum CudaPowerSpectrum::measure(const double* x, const double* y, const
   if (count == 0) fail("P(k): no particles");
   impl_->make_plan(n);
   AllocationStream scope(stream);
+  for (double& ms : impl_->phase_ms) ms = 0;
 
   // The host's tables: the same windows, alias sums and bin edges.
   const pk::Binning binning(s, n);
@@ -280,6 +299,11 @@ PowerSpectrum CudaPowerSpectrum::measure(const double* x, const double* y, const
   tables.release();
   edges.release();
   return pk::assemble(s, box_mpc_h, count, unfolded, &folded_sums, {});
+}
+
+std::string CudaPowerSpectrum::last_phases() const {
+  return fmt::format("deposit {:.1f} ms, transforms {:.1f} ms, binning {:.1f} ms", impl_->phase_ms[0],
+                     impl_->phase_ms[1], impl_->phase_ms[2]);
 }
 
 }  // namespace orbis::gpu

@@ -22,6 +22,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -45,6 +46,9 @@ class CudaPowerSpectrum {
   // measure_power_spectrum's.
   PowerSpectrum measure(const double* x, const double* y, const double* z, std::size_t count, double box_mpc_h,
                         const PowerSpectrumSettings& settings, cudaStream_t stream);
+  // The last measure()'s device phases in ms (deposit, transforms, binning), summed over its
+  // spectra (two when folded): for the benchmark and the test's log.
+  std::string last_phases() const;
 
  private:
   struct Impl;
