@@ -1,5 +1,7 @@
 #include "analysis/power_spectrum.hpp"
 
+#include "analysis/power_spectrum_estimator.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -15,65 +17,99 @@
 #include "pm/slab_routing.hpp"
 
 namespace orbis {
+namespace pk {
+
+Binning::Binning(const PowerSpectrumSettings& s, int n) : log(s.log_bins) {
+  const double half = n / 2;
+  if (log) {
+    count = s.num_bins > 0 ? s.num_bins : static_cast<int>(std::ceil(10.0 * std::log10(half)));
+    count = std::max(count, 1);
+    log_top = std::log(half);
+  } else {
+    count = s.num_bins > 0 ? s.num_bins : n / 2;
+    width = half / count;
+  }
+}
+
+int Binning::index(double m) const {
+  if (log) return std::min(static_cast<int>(count * std::log(m) / log_top), count - 1);
+  return static_cast<int>((m - 0.5) / width);
+}
+
+double Binning::centre(int b) const {
+  if (log) return std::exp((b + 0.5) * log_top / count);
+  return 0.5 + (b + 0.5) * width;
+}
+
+std::vector<std::int64_t> Binning::squared_edges(int n) const {
+  const std::int64_t top = static_cast<std::int64_t>(n / 2) * (n / 2);
+  std::vector<std::int64_t> edges(count + 1, top + 1);
+  edges[0] = 1;
+  int previous = 0;
+  for (std::int64_t q = 1; q <= top; ++q) {
+    const int b = index(std::sqrt(static_cast<double>(q)));
+    if (b < previous || b >= count) fail("internal: P(k) bin {} of |m|^2 = {} is out of order", b, q);
+    for (int e = previous + 1; e <= b; ++e) edges[e] = q;
+    previous = b;
+  }
+  return edges;
+}
+
+AxisTables::AxisTables(Window window, int n) : w(n), a(n), b(n) {
+  const int p = window_order(window);
+  for (int i = 0; i < n; ++i) {
+    const int m = FftMesh<double>::signed_index(i, n);
+    w[i] = window_fourier(window, m, n);
+    double sa = 0, sb = 0;
+    for (int l = -400; l <= 400; ++l) {
+      const double t = units::pi * (m + static_cast<double>(l) * n) / n;
+      const double w2 = t == 0 ? 1.0 : std::pow(std::sin(t) / t, 2 * p);
+      sa += w2;
+      sb += (l % 2 == 0 ? 1.0 : -1.0) * w2;
+    }
+    a[i] = sa;
+    b[i] = sb;
+  }
+}
+
+PowerSpectrum assemble(const PowerSpectrumSettings& settings, double box_mpc_h, std::uint64_t total,
+                       const BinSums& unfolded, const BinSums* folded, const LinearPowerFn& linear) {
+  const int n = settings.grid_side;
+  PowerSpectrum out;
+  out.settings = settings;
+  out.box_mpc_h = box_mpc_h;
+  out.num_particles = total;
+  const Binning binning(settings, n);
+  const double k_fundamental = 2.0 * units::pi / box_mpc_h;
+  const double k_switch = 0.5 * (n / 2) * k_fundamental;   // half the unfolded Nyquist frequency
+  auto append = [&](const BinSums& sums, int fold, bool below_switch) {
+    for (int b = 0; b < binning.count; ++b) {
+      if (sums.modes[b] == 0) continue;
+      const double centre = binning.centre(b) * fold * k_fundamental;
+      if (settings.fold_factor > 1 && (centre < k_switch) != below_switch) continue;
+      PowerSpectrumBin bin;
+      const double modes = static_cast<double>(sums.modes[b]);
+      bin.k_mean = sums.k[b] / modes * fold * k_fundamental;
+      bin.modes = sums.modes[b];
+      bin.shot_noise = sums.shot[b] / modes;
+      bin.power = sums.power[b] / modes - (settings.subtract_shot_noise ? bin.shot_noise : 0.0);
+      bin.linear = linear ? linear(bin.k_mean) : std::numeric_limits<double>::quiet_NaN();
+      bin.fold = fold;
+      out.bins.push_back(bin);
+    }
+  };
+  append(unfolded, 1, true);
+  if (settings.fold_factor > 1 && folded) append(*folded, settings.fold_factor, false);
+  return out;
+}
+
+}  // namespace pk
+
 namespace {
 
-// Bins on |m|, the mode's length in units of the mesh's fundamental frequency, for modes
-// with 1 <= |m| <= n/2 (inside the Nyquist sphere).
-struct Binning {
-  bool log = false;
-  int count = 0;
-  double width = 1;   // linear: edges at 0.5 + i * width
-  double log_top = 1; // log: edges at (n/2)^(i / count)
-
-  Binning(const PowerSpectrumSettings& s, int n) : log(s.log_bins) {
-    const double half = n / 2;
-    if (log) {
-      count = s.num_bins > 0 ? s.num_bins : static_cast<int>(std::ceil(10.0 * std::log10(half)));
-      count = std::max(count, 1);
-      log_top = std::log(half);
-    } else {
-      count = s.num_bins > 0 ? s.num_bins : n / 2;
-      width = half / count;
-    }
-  }
-  int index(double m) const {
-    if (log) return std::min(static_cast<int>(count * std::log(m) / log_top), count - 1);
-    return static_cast<int>((m - 0.5) / width);
-  }
-  double centre(int b) const {
-    if (log) return std::exp((b + 0.5) * log_top / count);
-    return 0.5 + (b + 0.5) * width;
-  }
-};
-
-// Per mesh index along one axis: the window W_1(m) and the alias sums of the shot noise,
-// A(m) = sum_l W_1^2(m + l n), B(m) = sum_l (-1)^l W_1^2(m + l n) (Jing 2005). The terms fall
-// as l^-2p, so |l| <= 400 leaves < 1e-8.
-struct AxisTables {
-  std::vector<double> w, a, b;
-  AxisTables(Window window, int n) : w(n), a(n), b(n) {
-    const int p = window_order(window);
-    for (int i = 0; i < n; ++i) {
-      const int m = FftMesh<double>::signed_index(i, n);
-      w[i] = window_fourier(window, m, n);
-      double sa = 0, sb = 0;
-      for (int l = -400; l <= 400; ++l) {
-        const double t = units::pi * (m + static_cast<double>(l) * n) / n;
-        const double w2 = t == 0 ? 1.0 : std::pow(std::sin(t) / t, 2 * p);
-        sa += w2;
-        sb += (l % 2 == 0 ? 1.0 : -1.0) * w2;
-      }
-      a[i] = sa;
-      b[i] = sb;
-    }
-  }
-};
-
-struct BinSums {
-  std::vector<double> k, power, shot;
-  std::vector<std::int64_t> modes;
-  explicit BinSums(int count) : k(count, 0), power(count, 0), shot(count, 0), modes(count, 0) {}
-};
+using pk::AxisTables;
+using pk::BinSums;
+using pk::Binning;
 
 // The particle counts of `pos` (this rank's, `total` over all ranks; shift_cells added to
 // every coordinate) minus their mean, in 64-bit fixed point (pm/fixed_point_mesh.hpp) as the
@@ -213,42 +249,17 @@ PowerSpectrum measure_power_spectrum(const std::vector<Vec3d>& pos, double box_m
   if (settings.fold_factor < 1) fail("P(k): fold factor {} must be at least 1", settings.fold_factor);
   const std::uint64_t total = comm.sum(static_cast<std::uint64_t>(pos.size()));
   if (total == 0) fail("P(k): no particles");
-  PowerSpectrum out;
-  out.settings = settings;
-  out.box_mpc_h = box_mpc_h;
-  out.num_particles = total;
   const Binning binning(settings, n);
-  const double k_fundamental = 2.0 * units::pi / box_mpc_h;
-  const double k_switch = 0.5 * (n / 2) * k_fundamental;   // half the unfolded Nyquist frequency
-
-  auto append = [&](const BinSums& sums, int fold, bool below_switch) {
-    for (int b = 0; b < binning.count; ++b) {
-      if (sums.modes[b] == 0) continue;
-      const double centre = binning.centre(b) * fold * k_fundamental;
-      if (settings.fold_factor > 1 && (centre < k_switch) != below_switch) continue;
-      PowerSpectrumBin bin;
-      const double modes = static_cast<double>(sums.modes[b]);
-      bin.k_mean = sums.k[b] / modes * fold * k_fundamental;
-      bin.modes = sums.modes[b];
-      bin.shot_noise = sums.shot[b] / modes;
-      bin.power = sums.power[b] / modes - (settings.subtract_shot_noise ? bin.shot_noise : 0.0);
-      bin.linear = linear ? linear(bin.k_mean) : std::numeric_limits<double>::quiet_NaN();
-      bin.fold = fold;
-      out.bins.push_back(bin);
-    }
-  };
-  append(binned_spectrum(pos, total, box_mpc_h, settings, binning, comm), 1, true);
-  if (settings.fold_factor > 1) {
-    // Positions modulo L/F, stretched back to [0, L): mesh mode m is the box's mode F m.
-    const int f = settings.fold_factor;
-    const double sub = box_mpc_h / f;
-    std::vector<Vec3d> folded(pos.size());
+  const BinSums unfolded = binned_spectrum(pos, total, box_mpc_h, settings, binning, comm);
+  if (settings.fold_factor == 1) return pk::assemble(settings, box_mpc_h, total, unfolded, nullptr, linear);
+  // Positions modulo L/F, stretched back to [0, L): mesh mode m is the box's mode F m.
+  const int f = settings.fold_factor;
+  std::vector<Vec3d> folded(pos.size());
 #pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(pos.size()); ++p)
-      for (int d = 0; d < 3; ++d) folded[p][d] = periodic_wrap_position(pos[p][d], sub) * f;
-    append(binned_spectrum(folded, total, box_mpc_h, settings, binning, comm), f, false);
-  }
-  return out;
+  for (std::ptrdiff_t p = 0; p < static_cast<std::ptrdiff_t>(pos.size()); ++p)
+    for (int d = 0; d < 3; ++d) folded[p][d] = pk::fold_position(pos[p][d], box_mpc_h, f);
+  const BinSums folded_sums = binned_spectrum(folded, total, box_mpc_h, settings, binning, comm);
+  return pk::assemble(settings, box_mpc_h, total, unfolded, &folded_sums, linear);
 }
 
 }  // namespace orbis

@@ -33,6 +33,7 @@
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
+#include "gpu/power_spectrum_cuda.cuh"
 #include "gpu/short_range_cuda.cuh"
 #include "pm/pm_solver.hpp"
 #include "tree/tree_reuse.hpp"
@@ -122,6 +123,10 @@ struct CudaStepEngine::Impl {
   PinnedArray<double> host_factors;
   PinnedArray<unsigned long long> host_reduction;
   PinnedArray<double> host_partial;
+
+  // One rank: the outputs' P(k) on the device (power_spectrum()); its cuFFT plan is kept.
+  std::unique_ptr<gpu::CudaPowerSpectrum> power;
+  bool power_fallback_logged = false;
 
   // Over ranks (comm of more than one): the rank domains (TreePM), the host PM on x slabs,
   // and the short-range forest's arrays: its particles (own, then ghosts: x | y | z blocks
@@ -837,6 +842,30 @@ BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   m.host_current = false;   // the bins changed
   if (m.ranks) m.comm.reduce(counts.data(), counts.size(), Comm::Op::sum);
   return counts;
+}
+
+// One rank: from the device positions, in memory taken from the pool for the call alone;
+// when the device lacks it, nullopt (the output measures P(k) on the host), said once.
+std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumSettings& settings) {
+  Impl& m = *impl_;
+  if (m.ranks || m.n == 0) return std::nullopt;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  if (!m.power) m.power = std::make_unique<gpu::CudaPowerSpectrum>();
+  const std::size_t need = m.power->device_bytes(m.n, settings);
+  std::size_t available = gpu::device_available_bytes();
+  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
+    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
+    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
+    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  if (need + need / 16 > available) {
+    if (!m.power_fallback_logged)
+      log::info("P(k) on the host: the device estimator needs {:.2f} GiB, {:.2f} GiB free", gib(need), gib(available));
+    m.power_fallback_logged = true;
+    return std::nullopt;
+  }
+  return m.power->measure(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, settings, m.stream);
 }
 
 std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }

@@ -66,6 +66,9 @@ class CudaStepEngine final : public StepEngine {
   std::string tree_summary() const override;
   // The P2P kernel skips only the leaves with no active particle (gpu/short_range_cuda.cuh).
   bool computes_whole_leaves() const override { return true; }
+  // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
+  // over ranks, or without the device memory it needs: nullopt.
+  std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;

@@ -17,6 +17,7 @@
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
 #include "io/snapshot.hpp"
+#include "integrate/step_engine.hpp"
 
 namespace orbis {
 namespace {
@@ -79,8 +80,17 @@ double output_file_bytes(const Params& params, std::uint64_t particles) {
   return bytes;
 }
 
+std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEngine& engine) {
+  if (!asked(params, "analysis.pk")) return std::nullopt;
+  Stopwatch watch;
+  std::optional<PowerSpectrum> pk = engine.power_spectrum(PowerSpectrumSettings::from_params(params));
+  if (pk) log::info("P(k) measured by the step engine in {:.1f} ms", 1e3 * watch.seconds());
+  return pk;
+}
+
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations, const Comm& comm) {
+                                           const std::vector<Vec3d>& accelerations, const Comm& comm,
+                                           const PowerSpectrum* measured) {
   std::vector<std::string> files;
   const Params& params = c.params;
   const OutputNames names = output_names(params, c.directory, c.index);
@@ -101,9 +111,15 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
     const LinearPower power = LinearPower::from_params(params);
     const double box = params.get_real("box.size_mpc_h");
     const double d = c.cosmology->growth(c.a);
-    // Collective: the mesh in slabs over the ranks, the particles where they are.
-    const PowerSpectrum pk = measure_power_spectrum(particles.pos, box, PowerSpectrumSettings::from_params(params),
-                                                    [&](double k) { return power(k) * d * d; }, comm);
+    const LinearPowerFn linear = [&](double k) { return power(k) * d * d; };
+    PowerSpectrum pk;
+    if (measured) {   // by the engine, where the particles are
+      pk = *measured;
+      for (PowerSpectrumBin& bin : pk.bins) bin.linear = linear(bin.k_mean);
+    } else {
+      // Collective: the mesh in slabs over the ranks, the particles where they are.
+      pk = measure_power_spectrum(particles.pos, box, PowerSpectrumSettings::from_params(params), linear, comm);
+    }
     run_collectively(comm, [&] {
       if (comm.is_root()) write_power_spectrum(names.pk_base, pk, c.a, params);
     });
@@ -141,12 +157,15 @@ BackgroundOutputs::~BackgroundOutputs() {
 }
 
 void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
-                              std::vector<std::string>& files) {
+                              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum) {
   finish(files);
   pending_ = std::async(std::launch::async,
-                        [context, particles = std::move(particles), accelerations = std::move(accelerations)] {
+                        [context, particles = std::move(particles), accelerations = std::move(accelerations),
+                         pk = std::move(power_spectrum)] {
                           Stopwatch watch;
-                          Written written{write_run_outputs(context, particles, accelerations), 0};
+                          Written written{write_run_outputs(context, particles, accelerations, Comm::self(),
+                                                            pk ? &*pk : nullptr),
+                                          0};
                           written.seconds = watch.seconds();
                           return written;
                         });

@@ -3,9 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/power_spectrum.hpp"
 #include "core/comm.hpp"
 #include "core/particles.hpp"
 
@@ -13,6 +15,7 @@ namespace orbis {
 
 class Params;
 class Cosmology;
+class StepEngine;
 
 struct OutputContext {
   const Params& params;
@@ -39,9 +42,18 @@ double particle_record_bytes(const Params& params);
 // snapshot in ID order, each file written by one rank from its share (io/snapshot.hpp); the
 // power spectrum measured on the mesh in slabs (analysis/power_spectrum.hpp) and the halo
 // catalogue of groups linked across ranks (analysis/fof_ranks.hpp), both written by rank 0.
-// No rank gathers the particles.
+// No rank gathers the particles. `measured`: the power spectrum already measured where the
+// particles are (engine_power_spectrum; one rank), written instead of measuring it here (its
+// linear column filled in here).
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self());
+                                           const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self(),
+                                           const PowerSpectrum* measured = nullptr);
+
+// The output's power spectrum measured by the engine where the particles are, when the
+// parameters ask for one and the engine measures it (StepEngine::power_spectrum: the CUDA
+// engine on one rank, from the device positions, in milliseconds instead of the host
+// thread's seconds); else nullopt, and write_run_outputs measures it from its copy.
+std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEngine& engine);
 
 // Writes one output at a time on a host thread, from its own copy of the particles, while the
 // run goes on (the snapshot, P(k) and FoF of a 256^3 run take seconds of host time that the
@@ -57,9 +69,9 @@ class BackgroundOutputs {
   ~BackgroundOutputs();   // waits for the output in progress (its error, if any, is logged)
 
   // Starts output context.index once the one in progress has finished (its files go to
-  // `files`).
+  // `files`); power_spectrum: measured already (engine_power_spectrum), written as it is.
   void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
-             std::vector<std::string>& files);
+             std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt);
   // Appends the files of an output that has finished to `files`; never waits.
   void poll(std::vector<std::string>& files);
   // Waits for the output in progress, if any, and appends its files to `files`.

@@ -534,9 +534,10 @@ void Simulation::write_outputs(RunSummary& summary) {
   const bool with_acc = params_.get_bool("output.accelerations");
   std::vector<std::string> files;
   if (comm_.size() == 1) {
-    // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp).
+    // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) from
+    // the engine where it can measure it where the particles are.
     outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
-                   summary.outputs);
+                   summary.outputs, engine_power_spectrum(params_, *engine_));
   } else {
     // Collective: each rank's particles where they are (integrate/outputs.hpp).
     files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);

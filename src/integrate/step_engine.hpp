@@ -22,9 +22,11 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/power_spectrum.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/hostdevice.hpp"
@@ -132,6 +134,15 @@ class StepEngine {
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;
+
+  // The power spectrum of the particles where they are (analysis/power_spectrum.hpp's
+  // estimator, without the linear column: NaN), for an output; nullopt: the engine does not
+  // measure it (the host engine, several ranks, or not enough device memory), and the output
+  // measures it from its copy of the particles. The CUDA engine on one rank measures it on
+  // the device (gpu/power_spectrum_cuda.cuh).
+  virtual std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& /*settings*/) {
+    return std::nullopt;
+  }
 
   // Over several ranks: the state besides the particles that decides which rank computes
   // what in the steps to come (the rank domains), as bytes for a checkpoint written at the

@@ -8,13 +8,17 @@
 // the GPU run with float vs double P2P by up to 1.3e-3, both below 2e-4 for k <= 0.5 h/Mpc.
 // So the bars: 0.1% for k <= 0.5 h/Mpc, where that noise is five times smaller, and 0.2% for
 // k <= 1 h/Mpc, about the noise itself; a force error of 0.1% on the GPU alone would
-// exceed them. Returns 77 without a usable GPU.
+// exceed them. And the P(k) the run measures on the device at an output (StepEngine::
+// power_spectrum) is the host estimator's of the same output's snapshot. Returns 77 without a
+// usable GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -120,4 +124,56 @@ TEST_CASE("GPU run of the demo: the z = 0 power spectrum of the CPU run within 0
   CHECK(compared > 10);
   CHECK(worst_half < 1e-3);
   CHECK(worst < 2e-3);
+}
+
+namespace {
+
+// The rows of a powerspec_NNN.txt: k_mean, P, N_modes, shot noise, P_lin D^2, fold.
+std::vector<std::vector<double>> power_spectrum_rows(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<std::vector<double>> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::vector<double> row(6);
+    for (double& v : row) fields >> v;
+    REQUIRE(!fields.fail());
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("GPU run: the P(k) measured on the device at an output is the host estimator's of its snapshot") {
+  test::require_gpu_or_skip();
+  test::ScratchDir dir("run_cuda_pk");
+  const Params params = Params::parse(
+      "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 32\n[ic]\nz_init = 19.0\nseed = 77\n"
+      "[time]\nz_final = 1.0\noutput_redshifts = [3.0, 1.0]\n"
+      "[analysis]\npk = true\npk_fold_factor = 2\nfof = false\n[gpu]\nbackend = \"cuda\"\n"
+      "[output]\nsnapshots = true\ndirectory = \"" + dir.path() + "\"\n",
+      "run_cuda_pk.toml");
+  Simulation sim(params);
+  sim.run();
+  for (const char* number : {"000", "001"}) {
+    CAPTURE(number);
+    const Snapshot snap = read_snapshot(dir.file(std::string("snapshot_") + number + ".hdf5"));
+    const PowerSpectrum host = measure_power_spectrum(snap.particles.pos, params.get_real("box.size_mpc_h"),
+                                                      PowerSpectrumSettings::from_params(params));
+    const auto rows = power_spectrum_rows(dir.file(std::string("powerspec_") + number + ".txt"));
+    REQUIRE(rows.size() == host.bins.size());
+    REQUIRE(rows.size() > 10);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const PowerSpectrumBin& h = host.bins[i];
+      CAPTURE(h.k_mean);
+      CHECK(rows[i][0] == doctest::Approx(h.k_mean).epsilon(1e-11));
+      CHECK(rows[i][1] == doctest::Approx(h.power).epsilon(1e-5));
+      CHECK(rows[i][2] == static_cast<double>(h.modes));
+      CHECK(rows[i][3] == doctest::Approx(h.shot_noise).epsilon(1e-11));
+      CHECK(std::isfinite(rows[i][4]));   // the linear column, filled in by the writer
+      CHECK(rows[i][5] == h.fold);
+    }
+  }
 }

@@ -84,3 +84,30 @@ TEST_CASE("an output's error comes back from finish()") {
   CHECK_FALSE(outputs.busy());
   CHECK_NOTHROW(outputs.finish(files));   // nothing pending any more
 }
+
+TEST_CASE("an output given its power spectrum writes it, with the linear column, instead of measuring one") {
+  test::ScratchDir scratch("background_outputs_given_pk");
+  const std::string in_place = scratch.file("in_place"), given = scratch.file("given");
+  std::filesystem::create_directories(in_place);
+  std::filesystem::create_directories(given);
+  const Params params = Params::parse(kRun, "test.toml");
+  const Cosmology cosmology = Cosmology::from_params(params);
+  const Particles particles = sample_particles();
+  write_run_outputs(OutputContext{params, &cosmology, in_place, 1, 0.5}, particles, {});
+
+  // The spectrum an engine would measure (no linear column), given to the writer: the files are
+  // the ones it measures itself. A different one (power doubled) shows it was not measured again.
+  PowerSpectrum pk = measure_power_spectrum(particles.pos, 32.0, PowerSpectrumSettings::from_params(params));
+  std::vector<std::string> files;
+  {
+    BackgroundOutputs outputs;
+    outputs.start(OutputContext{params, &cosmology, given, 1, 0.5}, particles, {}, files, pk);
+    outputs.finish(files);
+  }
+  REQUIRE(files == output_file_names(params, given, 1));
+  CHECK(read_whole_file(given + "/powerspec_001.txt") == read_whole_file(in_place + "/powerspec_001.txt"));
+  for (PowerSpectrumBin& bin : pk.bins) bin.power *= 2;
+  files.clear();
+  write_run_outputs(OutputContext{params, &cosmology, given, 1, 0.5}, particles, {}, Comm::self(), &pk);
+  CHECK(read_whole_file(given + "/powerspec_001.txt") != read_whole_file(in_place + "/powerspec_001.txt"));
+}
