@@ -145,10 +145,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   plan.parts.push_back({"PM", in.pm_bytes, "PM"});
   plan.parts.push_back({"PM tables", in.pm_held_bytes, ""});
   if (in.pm_slab_bytes > 0 || in.pm_bytes_per_particle > 0) {
-    plan.parts.push_back({"PM slabs", in.pm_slab_bytes, ""});
-    // Grown to the largest count a step routes; a rank's own and routed counts are both
-    // near its share when the domains are nearly x slabs (2 ranks), planned at its most.
-    plan.parts.push_back({"PM routed particles", padded(n * in.pm_bytes_per_particle), ""});
+    // Taken from the pool by each PM step and given back (gpu/pm_cuda_ranks.hpp); a rank's own
+    // and routed counts are both near its share when the domains are nearly x slabs.
+    plan.parts.push_back({"PM slabs", in.pm_slab_bytes, "PM"});
+    plan.parts.push_back({"PM routed particles", padded(n * in.pm_bytes_per_particle), "PM"});
   }
   plan.parts.push_back({"CUDA and CUB reserve", std::size_t{256} << 20, ""});
   return plan;

@@ -49,9 +49,10 @@ struct DeviceMemoryInput {
   // P2P are then planned for these, and the forest's positions, target mask and accelerations
   // are held beside the state.
   std::size_t sources = 0;
-  // Over ranks with the PM's particle side on the GPUs (gpu/pm_cuda_ranks.hpp), held: its x
-  // slabs with their ghost planes and the cuFFT slabs, and its per-particle buffers (own and
-  // routed particles), planned for `particles`.
+  // Over ranks with the PM's particle side on the GPUs (gpu/pm_cuda_ranks.hpp), the PM phase:
+  // its x slabs with their ghost planes and the cuFFT slabs' y slabs, and its per-particle
+  // buffers (own and routed particles), planned for `particles` (what it holds between steps
+  // goes in pm_held_bytes).
   std::size_t pm_slab_bytes = 0;
   std::size_t pm_bytes_per_particle = 0;
 };

@@ -117,8 +117,7 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
     return;
   }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
-  const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
-  const std::size_t mesh_bytes = 3 * m.mesh_reals * real;
+  const std::size_t mesh_bytes = m.meshes_bytes();
   const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long);
   const std::size_t available = gpu::device_available_bytes();
   if (mesh_bytes + ghost_bytes > available)
@@ -127,8 +126,9 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
          "[gravity] pm_grid_side, or [gpu] backend = \"cpu\" need less",
          ranks, m.slab.count, m.ghosts, n, settings.double_mesh ? "double" : "float", mib(mesh_bytes + ghost_bytes),
          device, mib(m.slabs->device_bytes()), mib(available));
-  m.meshes.ensure_exact(mesh_bytes);
-  m.ghost_in.ensure_exact(m.ghost_in_count());
+  // The meshes are taken from the pool by each accelerations() call and given back after it
+  // (transient_bytes()), as the one-GPU PM's: between PM steps the short-range step uses
+  // that memory.
 }
 
 CudaPmRanks::~CudaPmRanks() = default;
@@ -144,6 +144,14 @@ std::size_t CudaPmRanks::mesh_bytes() const {
 }
 std::size_t CudaPmRanks::device_bytes() const {
   return mesh_bytes() + impl_->particle_bytes() + impl_->axis_tables.capacity() * sizeof(double);
+}
+std::size_t CudaPmRanks::held_bytes() const {
+  return (impl_->slabs ? impl_->slabs->held_bytes() : 0) + impl_->axis_tables.capacity() * sizeof(double);
+}
+std::size_t CudaPmRanks::transient_bytes() const {
+  const Impl& m = *impl_;
+  return m.meshes_bytes() + m.ghost_in_count() * sizeof(unsigned long long) +
+         (m.slabs ? m.slabs->transient_bytes() : 0);
 }
 std::size_t CudaPmRanks::pinned_bytes() const {
   return impl_->send.capacity() + impl_->recv.capacity() + (impl_->slabs ? impl_->slabs->pinned_bytes() : 0);
@@ -394,15 +402,29 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
   m.sync(stream);   // the positions' producers
   m.traffic = PmRankTraffic{};
   {
-    ScopedPhase phase(t, "pm_exchange");
-    m.route(pos, n, stream);
-  }
-  m.routed_acc.ensure(3 * std::max<std::size_t>(m.routed_count, 1));
-  if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t);
-  else m.run<float>(total, particle_mass, stream, t);
-  {
-    ScopedPhase phase(t, "pm_exchange");
-    m.send_back(acc, n, stream);
+    // Everything the call needs comes from the pool on the caller's stream and goes back at
+    // its end: the meshes, the ghost planes, the routing and routed particles' buffers, and
+    // CudaPmSlabs' y slabs (on its own stream).
+    gpu::AllocationStream on_stream(stream);
+    m.meshes.ensure_exact(m.meshes_bytes());
+    m.ghost_in.ensure_exact(m.ghost_in_count());
+    {
+      ScopedPhase phase(t, "pm_exchange");
+      m.route(pos, n, stream);
+    }
+    m.routed_acc.ensure(3 * std::max<std::size_t>(m.routed_count, 1));
+    m.sync(stream);   // the allocations, before CudaPmSlabs' stream uses the meshes
+    if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t);
+    else m.run<float>(total, particle_mass, stream, t);
+    {
+      ScopedPhase phase(t, "pm_exchange");
+      m.send_back(acc, n, stream);
+    }
+    m.meshes.release();
+    m.ghost_in.release();
+    m.give_back_routing_buffers();
+    m.routed_pos.release();
+    m.routed_acc.release();
   }
   if (!m.logged) {   // the volume moved, once (collective: every rank's first call)
     m.logged = true;

@@ -32,13 +32,16 @@
 // particles); the transforms are cuFFT's over the slab decomposition, so the forces are not
 // bitwise the same across rank counts (as CudaPmSlabs; the host PmSolver's are).
 //
-// Memory per rank, held from step to step (device_bytes()): one mesh set of three real x
-// slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n 2(n/2+1)
-// reals each (the fixed-point density lives in g_x and g_y until the transform), the received
-// ghost planes' staging, CudaPmSlabs' two complex y slabs and cuFFT's work areas; per particle
-// (bytes_per_particle(): own particles' keys, order and packed positions, the routed
-// particles' positions and accelerations) grown to the largest count seen. Pinned host
-// buffers of the particles that cross and of the ghost planes.
+// Memory per rank, taken from the device pool by each accelerations() call and given back
+// at its end (transient_bytes() and the per-particle buffers; between PM steps the
+// short-range step uses that memory, as the one-GPU PM's): one mesh set of three real x
+// slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n
+// 2(n/2+1) reals each (the fixed-point density lives in g_x and g_y until the transform), the
+// received ghost planes, CudaPmSlabs' two complex y slabs; per particle (bytes_per_particle():
+// own particles' keys, order and packed positions, the routed particles' positions and
+// accelerations). Held between calls (held_bytes()): cuFFT's work areas, the exchange's
+// exported buffer with CUDA IPC, the axis tables. Pinned host buffers of the particles that
+// cross and of the ghost planes.
 //
 // The forces equal the one-GPU CudaPmSolver's to the transforms' rounding
 // (tests/mpi/test_pm_ranks_cuda.cpp).
@@ -145,8 +148,14 @@ class CudaPmRanks {
   const PmRankTraffic& traffic() const;
   PmRankTraffic total_traffic() const;
 
-  std::size_t device_bytes() const;    // held now: slabs, cuFFT slabs, particle buffers
+  std::size_t device_bytes() const;    // allocated now: slabs, cuFFT slabs, particle buffers
   std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs (none for Use::energy)
+  // Held between calls (cuFFT's work areas, the exchange's exported buffer, tables), and what
+  // an accelerations() call takes from the pool besides the per-particle buffers (the three
+  // real x slabs with their ghost planes, the density's received ghost planes, the cuFFT
+  // slabs' two complex y slabs), given back when it returns.
+  std::size_t held_bytes() const;
+  std::size_t transient_bytes() const;
   std::size_t pinned_bytes() const;
   // Device bytes per particle of the particle buffers (own and routed, one each).
   static std::size_t bytes_per_particle();

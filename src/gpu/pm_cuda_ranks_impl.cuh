@@ -72,6 +72,10 @@ struct CudaPmRanks::Impl {
   gpu::DeviceArray<unsigned char> fft_work;
   gpu::DeviceArray<double> axis_tables, row_sums;
 
+  // The forces' three real meshes (rho | gx | gy).
+  std::size_t meshes_bytes() const {
+    return 3 * mesh_reals * (settings.double_mesh ? sizeof(double) : sizeof(float));
+  }
   std::size_t mesh_bytes() const { return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long); }
   std::size_t particle_bytes() const {
     return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +

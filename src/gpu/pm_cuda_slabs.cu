@@ -66,6 +66,26 @@ struct CudaPmSlabs::Impl {
   std::unique_ptr<gpu::DeviceAlltoallv> exchange;
 
   void sync() { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  // The y slabs' sizes: phi one y slab; work one y slab, or with CUDA IPC the larger of an x
+  // and a y slab (y -> x lands there).
+  std::size_t phi_bytes() const { return std::max<std::size_t>(layout.y_slab_count * complex_bytes, 1); }
+  std::size_t work_bytes() const {
+    const std::size_t y = layout.y_slab_count * complex_bytes, x = layout.x_slab_count * complex_bytes;
+    return std::max<std::size_t>(exchange && exchange->peer_to_peer() ? std::max(x, y) : y, 1);
+  }
+  // The device entry's y slabs: from the pool for a call (on this object's stream), back after.
+  void take_y_slabs() {
+    ORBIS_CUDA_CHECK(cudaSetDevice(device));
+    if (!exchange) choose_exchange();
+    gpu::AllocationStream on_stream(stream);
+    phi.ensure_exact(phi_bytes());
+    work.ensure_exact(work_bytes());
+  }
+  void give_back_y_slabs() {
+    gpu::AllocationStream on_stream(stream);
+    phi.release();
+    work.release();
+  }
   void choose_exchange();
   template <typename C>
   void x_to_y(const C* x_slab, C* y_slab);
@@ -124,8 +144,10 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
          comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(y_bytes),
          mib(m.fft_work), mib(available));
   if (host_slab) m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
-  m.phi.ensure_exact(std::max<std::size_t>(y_bytes, 1));
-  m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+  if (host_slab) {   // the host entry keeps its y slabs; the device entry takes them per call
+    m.phi.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+    m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+  }
   const PmAxisTables axes = make_pm_axis_tables(settings);
   std::vector<double> tables(axes.k);
   tables.insert(tables.end(), axes.inv_w2.begin(), axes.inv_w2.end());
@@ -182,14 +204,25 @@ void CudaPmSlabs::long_range(double* rho, double* gx, double* gy, PhaseTimes& ti
 void CudaPmSlabs::long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times) {
   if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
   float* const out[3] = {gx, gy, rho};
+  impl_->take_y_slabs();
   impl_->run(rho, out, static_cast<float* const*>(nullptr), times);
+  impl_->give_back_y_slabs();
 }
 
 void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times) {
   if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
   double* const out[3] = {gx, gy, rho};
+  impl_->take_y_slabs();
   impl_->run(rho, out, static_cast<double* const*>(nullptr), times);
+  impl_->give_back_y_slabs();
 }
+
+std::size_t CudaPmSlabs::held_bytes() const {
+  const Impl& m = *impl_;
+  return m.slab.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work +
+         (m.exchange ? m.exchange->device_bytes() : 0);
+}
+std::size_t CudaPmSlabs::transient_bytes() const { return impl_->phi_bytes() + impl_->work_bytes(); }
 
 // The host slabs through the device x slab: uploaded, and each component downloaded before
 // the next one takes the slab.

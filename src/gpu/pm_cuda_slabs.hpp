@@ -48,8 +48,13 @@ class CudaPmSlabs final : public PmSlabTransform {
   // follows them, ghost planes, is left alone): rho, the density, becomes g_z; gx and gy
   // receive g_x and g_y. Collective over comm; the work runs on this object's stream and is
   // finished when this returns (work on other streams that fills rho must be finished first).
+  // The two complex y slabs are taken from the device pool for the call and given back when it
+  // ends (the short-range step reuses that memory between PM steps); held_bytes() is what
+  // stays allocated between calls, transient_bytes() what a call takes besides.
   void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times);
   void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times);
+  std::size_t held_bytes() const;
+  std::size_t transient_bytes() const;
   // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"
   std::string describe() const override;
   std::size_t device_bytes() const override;

@@ -268,6 +268,41 @@ struct CudaStepEngine::Impl {
 
   void forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats);
   void log_ghost_times();
+
+  // The memory plan's input for `own` particles and a forest of `sources` (0: one rank).
+  DeviceMemoryInput memory_input(std::size_t own, std::size_t sources) const {
+    DeviceMemoryInput in;
+    in.particles = own;
+    in.sources = sources;
+    in.short_range = treepm;
+    in.settings = sr;
+    in.short_acc_double = short_double;
+    if (!ranks) {
+      const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm_settings, own);
+      in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
+      in.pm_held_bytes = pm ? 0 : pm_memory.tables;          // a PM of an earlier load() stays
+    } else if (pm_ranks) {
+      // What it holds is allocated already: counted in the plan and given back to the free memory.
+      in.pm_slab_bytes = pm_ranks->transient_bytes();
+      in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
+      in.pm_held_bytes = pm_ranks->held_bytes();
+    }   // over ranks the host PM's cuFFT slabs are allocated already (free memory counts them)
+    return in;
+  }
+  // Over ranks, after the domains or the ghosts changed: the plan for this rank's counts now
+  // (load() checked the worst case the domains allow, 1.5 times the mean and a forest of
+  // twice that), logged when it moves by a tenth; what the log's "planned" compares with.
+  void replan_for_counts() {
+    const DeviceMemoryPlan plan = plan_device_memory(memory_input(n, n_sources));
+    const std::size_t now = plan.total();
+    if (now > planned_logged + planned_logged / 10 || now + now / 10 < planned_logged) {
+      log::info("GPU memory plan for this rank's {} particles and {} ghosts now: {}", n,
+                n_sources - std::min(n, n_sources), plan.describe());
+      planned_logged = now;
+    }
+    planned = now;
+  }
+  std::size_t planned_logged = 0;   // the last plan replan_for_counts logged
 };
 
 CudaStepEngine::CudaStepEngine(const Params& params, int device, const Comm& comm) : impl_(std::make_unique<Impl>()) {
@@ -431,22 +466,7 @@ void CudaStepEngine::load(Particles particles) {
     // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
     if (m.treepm)
       check_short_range_counts(m.ranks ? planned_sources : n, m.sr.max_leaf, ShortRangeGpu::walk_and_p2p);
-    DeviceMemoryInput in;
-    in.particles = planned_own;
-    in.sources = planned_sources;
-    in.short_range = m.treepm;
-    in.settings = m.sr;
-    in.short_acc_double = m.short_double;
-    if (!m.ranks) {
-      const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, n);
-      in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
-      in.pm_held_bytes = m.pm ? 0 : pm_memory.tables;        // a PM of an earlier load() stays
-    } else if (m.pm_ranks) {
-      // Allocated already, so counted in the plan and given back to the free memory.
-      in.pm_slab_bytes = m.pm_ranks->mesh_bytes();
-      in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
-    }   // over ranks the host PM's cuFFT slabs are allocated already (free memory counts them)
-    plan = plan_device_memory(in);
+    plan = plan_device_memory(m.memory_input(planned_own, planned_sources));
     const std::size_t free_bytes = gpu::device_available_bytes() + (m.pm_ranks ? m.pm_ranks->device_bytes() : 0);
     check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
                         m.name);
@@ -625,6 +645,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     if (!ghosts) ghosts.emplace(comm);
     n_sources = ghosts->refresh(*domains, pos.data(), n, sr.r_cut, sources,
                                 [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
+    if (update || !same) replan_for_counts();
   }
   stats.times.add("domain", domain_watch.seconds());
   if (long_range && ghosts) log_ghost_times();
