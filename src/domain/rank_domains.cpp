@@ -381,11 +381,15 @@ RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo
     }
     // The groups whose pairs are tested again (every rank marks the same: the same boxes and
     // references): all at the first choice after update() or for another r_cut, else those
-    // that stuck out of their reference by more than allowed (empty groups never do).
+    // that stuck out of their reference by more than allowed (empty groups never do), and
+    // those that shrank inside it by more (not needed for the guarantee, but without them a
+    // group whose particle crossed a face and back would keep its box-wide reference, and
+    // every ghost it brought, until the next update).
     std::vector<unsigned char> moved(n_groups, chosen ? 0 : 1);
     if (chosen) {
       for (std::uint32_t g = 0; g < n_groups; ++g)
-        if (group_count_[g] > 0 && sticks_out(ref_lo_[g], ref_hi_[g], lo[g], hi[g]) > allowed) {
+        if (group_count_[g] > 0 && (sticks_out(ref_lo_[g], ref_hi_[g], lo[g], hi[g]) > allowed ||
+                                    sticks_out(lo[g], hi[g], ref_lo_[g], ref_hi_[g]) > allowed)) {
           moved[g] = 1;
           ref_lo_[g] = lo[g];
           ref_hi_[g] = hi[g];
