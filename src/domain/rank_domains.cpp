@@ -177,45 +177,79 @@ void RankDomains::restore(const std::string& state, const std::string& what) {
 }
 
 // Which other ranks' groups this rank imports and which of its own it sends where, from the
-// boxes of all groups (the same on every rank, so both sides agree without a request): the
-// pairs (own group, other rank's group) that walk_pair keeps at r_cut = reach, tested with
-// the lower group first (the test is symmetric; one order makes that plain).
-void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<Vec3d>& hi, double reach) {
+// reference boxes of all groups (the same on every rank, so both sides agree without a
+// request): the pairs (own group, other rank's group) that walk_pair keeps at r_cut = reach
+// between them, tested with the lower group first (the test is symmetric; one order makes
+// that plain). full: every pair, afresh; else only the pairs of a group `moved` marks (whose
+// reference is its current box now), the others' near_ as it was.
+void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved) {
   const int me = comm_.rank();
+  const std::size_t ranks = static_cast<std::size_t>(comm_.size());
   const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me), n_groups = domains_.groups();
+  const std::size_t n_own = g_end - g_begin;
   std::vector<WalkNode> nodes(n_groups);
+  std::vector<int> owner(n_groups);
   for (std::uint32_t g = 0; g < n_groups; ++g) {
-    const Vec3d c = 0.5 * (lo[g] + hi[g]);
-    nodes[g] = make_walk_node(lo[g], hi[g], c, 0.0, -1, -1, -1, false);
+    const Vec3d c = 0.5 * (ref_lo_[g] + ref_hi_[g]);
+    nodes[g] = make_walk_node(ref_lo_[g], ref_hi_[g], c, 0.0, -1, -1, -1, false);
+    owner[g] = domains_.owner(g);
   }
   const WalkPairParams params{box_, 0.5 * box_, reach, reach * reach, 0.0};
-  // near[(a - g_begin) * n_groups + b]: own group a and group b of another rank are kept.
-  const std::size_t n_own = g_end - g_begin;
-  std::vector<unsigned char> near(n_own * n_groups, 0);
-  const std::ptrdiff_t pairs = static_cast<std::ptrdiff_t>(n_own * n_groups);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < pairs; ++k) {
-    const std::uint32_t a = g_begin + static_cast<std::uint32_t>(static_cast<std::size_t>(k) / n_groups);
-    const std::uint32_t b = static_cast<std::uint32_t>(static_cast<std::size_t>(k) % n_groups);
-    if (b >= g_begin && b < g_end) continue;
-    KeptSink sink;
-    const std::uint32_t x = std::min(a, b), y = std::max(a, b);
-    walk_pair(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y), nodes[x], nodes[y], params, sink);
-    near[static_cast<std::size_t>(k)] = sink.kept ? 1 : 0;
+  if (full) {
+    near_.assign(n_own * n_groups, 0);
+    near_ranks_.assign(n_own * ranks, 0);
+    near_own_.assign(n_groups, 0);
   }
+  // The other ranks' groups whose pairs are all tested again.
+  std::vector<std::uint32_t> moved_remote;
+  if (!full)
+    for (std::uint32_t b = 0; b < n_groups; ++b)
+      if (moved[b] && (b < g_begin || b >= g_end)) moved_remote.push_back(b);
+  const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(n_own);
+#pragma omp parallel for schedule(dynamic, 4)
+  for (std::ptrdiff_t k = 0; k < rows; ++k) {
+    const std::size_t row = static_cast<std::size_t>(k);
+    const std::uint32_t a = g_begin + static_cast<std::uint32_t>(row);
+    unsigned char* near = near_.data() + row * n_groups;
+    std::uint32_t* by_rank = near_ranks_.data() + row * ranks;
+    const auto test = [&](std::uint32_t b) {
+      KeptSink sink;
+      const std::uint32_t x = std::min(a, b), y = std::max(a, b);
+      walk_pair(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y), nodes[x], nodes[y], params, sink);
+      const unsigned char now = sink.kept ? 1 : 0;
+      if (now == near[b]) return;
+      near[b] = now;
+      const std::uint32_t step = now ? 1u : ~0u;   // +1 or -1 (modulo 2^32)
+      by_rank[owner[b]] += step;
+#pragma omp atomic
+      near_own_[b] += step;
+    };
+    if (full || moved[a]) {
+      for (std::uint32_t b = 0; b < n_groups; ++b)
+        if (b < g_begin || b >= g_end) test(b);
+    } else {
+      for (std::uint32_t b : moved_remote) test(b);
+    }
+  }
+  routes_from_near();
+}
+
+// The routes, groups_ and group_offsets_ from the counts of near pairs.
+void RankDomains::routes_from_near() {
+  const int me = comm_.rank();
+  const std::size_t ranks = static_cast<std::size_t>(comm_.size());
+  const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me), n_groups = domains_.groups();
+  const std::size_t n_own = g_end - g_begin;
   // Sent: for each other rank, in rank order, the own groups near one of its groups, whole.
   routes_.sent.clear();
-  routes_.counts.assign(static_cast<std::size_t>(comm_.size()), 0);
-  routes_.recv_counts.assign(static_cast<std::size_t>(comm_.size()), 0);
-  for (int r = 0; r < comm_.size(); ++r) {
-    if (r == me) continue;
-    for (std::uint32_t a = g_begin; a < g_end; ++a) {
-      bool wanted = false;
-      for (std::uint32_t b = domains_.begin(r); b < domains_.end(r) && !wanted; ++b)
-        wanted = near[(a - g_begin) * n_groups + b] != 0;
-      if (!wanted) continue;
-      for (std::uint32_t i = own_offsets_[a - g_begin]; i < own_offsets_[a - g_begin + 1]; ++i) routes_.sent.push_back(i);
-      routes_.counts[static_cast<std::size_t>(r)] += own_offsets_[a - g_begin + 1] - own_offsets_[a - g_begin];
+  routes_.counts.assign(ranks, 0);
+  routes_.recv_counts.assign(ranks, 0);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (static_cast<int>(r) == me) continue;
+    for (std::size_t a = 0; a < n_own; ++a) {
+      if (near_ranks_[a * ranks + r] == 0) continue;
+      for (std::uint32_t i = own_offsets_[a]; i < own_offsets_[a + 1]; ++i) routes_.sent.push_back(i);
+      routes_.counts[r] += own_offsets_[a + 1] - own_offsets_[a];
     }
   }
   // Received: the other ranks' groups near one of the own, by rank and group.
@@ -223,10 +257,7 @@ void RankDomains::choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<
   for (std::size_t a = 0; a < n_own; ++a) groups_[a] = g_begin + static_cast<std::uint32_t>(a);
   group_offsets_ = own_offsets_;
   for (std::uint32_t b = 0; b < n_groups; ++b) {
-    if (b >= g_begin && b < g_end) continue;
-    bool wanted = false;
-    for (std::size_t a = 0; a < n_own && !wanted; ++a) wanted = near[a * n_groups + b] != 0;
-    if (!wanted) continue;
+    if ((b >= g_begin && b < g_end) || near_own_[b] == 0) continue;
     groups_.push_back(b);
     group_offsets_.push_back(group_offsets_.back() + group_count_[b]);
     routes_.recv_counts[static_cast<std::size_t>(domains_.owner(b))] += group_count_[b];
@@ -294,28 +325,36 @@ RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo
   const std::size_t n_own = own_offsets_.size() - 1;
   if (own_lo.size() != n_own || own_hi.size() != n_own)
     fail("internal: ghosts planned from {} boxes for {} own groups", own_lo.size(), n_own);
-  // How far a group's box sticks out of its box at the choice (a maximum: exact, the same
+  // How far a group's box sticks out of its reference box (a maximum: exact, the same
   // whatever computed the boxes).
-  const bool chosen = ghosts_chosen_ && chosen_lo_.size() == n_own && chosen_r_cut_ == r_cut;
+  const std::uint32_t g_begin = domains_.begin(comm_.rank()), n_groups = domains_.groups();
+  const bool chosen = ghosts_chosen_ && ref_lo_.size() == n_groups && chosen_r_cut_ == r_cut;
+  const auto sticks_out = [](const Vec3d& ref_lo, const Vec3d& ref_hi, const Vec3d& lo, const Vec3d& hi) {
+    double e = 0;
+    for (int d = 0; d < 3; ++d) e = std::max({e, ref_lo[d] - lo[d], hi[d] - ref_hi[d]});
+    return e;
+  };
   double grown = chosen ? 0.0 : HUGE_VAL;
   if (chosen)
     for (std::size_t g = 0; g < n_own; ++g)
       if (own_offsets_[g + 1] > own_offsets_[g])
-        for (int d = 0; d < 3; ++d)
-          grown = std::max({grown, chosen_lo_[g][d] - own_lo[g][d], own_hi[g][d] - chosen_hi_[g][d]});
+        grown = std::max(grown, sticks_out(ref_lo_[g_begin + g], ref_hi_[g_begin + g], own_lo[g], own_hi[g]));
   // The choice stands while it holds every group the walk's drop test keeps with an own
   // group at these positions (bitwise forces need the forest to: a kept pair's leaves make
   // P2P tasks, and the tiled kernel cuts its tiles by their sources). A pair not chosen was
-  // more than reach = r_cut (1 + kGhostMargin) apart (walk_pair's gap: the nearest-image
-  // distance of the boxes, per axis); if no box sticks out of its box at the choice by more
-  // than e on any side, each axis' gap has shrunk by at most 2e and the distance by at most
-  // 2e sqrt(3), so e <= r_cut kGhostMargin / (2 sqrt(3)) keeps it beyond r_cut (with a 1e-6
-  // relative margin for the rounding of the gaps). Measured on the boxes, not on the
-  // particles' displacements: a particle that crosses a face of the periodic box moves a
-  // little, but its group's box (the tree knows no periodicity) then spans the whole box,
-  // and such a group is kept with every group near it on the other two axes.
+  // more than reach = r_cut (1 + kGhostMargin) apart at the two groups' reference boxes
+  // (walk_pair's gap: the nearest-image distance of the boxes, per axis); if no box sticks
+  // out of its reference by more than e on any side, each axis' gap has shrunk by at most 2e
+  // and the distance by at most 2e sqrt(3), so e <= r_cut kGhostMargin / (2 sqrt(3)) keeps
+  // it beyond r_cut (with a 1e-6 relative margin for the rounding of the gaps). Measured on
+  // the boxes, not on the particles' displacements: a particle that crosses a face of the
+  // periodic box moves a little, but its group's box (the tree knows no periodicity) then
+  // spans the whole box, and such a group is kept with every group near it on the other two
+  // axes. A new choice keeps that invariant incrementally: the groups that stuck out by more
+  // take their current box as reference and their pairs are tested again at the reference
+  // boxes; every other pair's groups are still within e of the references it was tested at.
   const double allowed = kGhostMargin * r_cut / (2 * std::sqrt(3.0)) * (1 - 1e-6);
-  const bool kept = comm_.max(grown) <= allowed;
+  bool kept = comm_.max(grown) <= allowed;
   if (!kept) {
     Stopwatch watch;
     const double reach = r_cut * (1 + kGhostMargin);
@@ -333,18 +372,41 @@ RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo
         own_box[2 * k + 1] = own_hi[k];
       }
       const std::vector<Vec3d> boxes = comm_.allgatherv(own_box);
-      lo.resize(domains_.groups());
-      hi.resize(domains_.groups());
+      lo.resize(n_groups);
+      hi.resize(n_groups);
       for (std::size_t g = 0; g < lo.size(); ++g) {
         lo[g] = boxes[2 * g];
         hi[g] = boxes[2 * g + 1];
       }
     }
-    choose_ghosts(lo, hi, reach);
-    // The own groups' boxes the choice was made with: what later calls measure against.
-    const std::uint32_t g_begin = domains_.begin(comm_.rank());
-    chosen_lo_.assign(lo.begin() + g_begin, lo.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
-    chosen_hi_.assign(hi.begin() + g_begin, hi.begin() + g_begin + static_cast<std::ptrdiff_t>(n_own));
+    // The groups whose pairs are tested again (every rank marks the same: the same boxes and
+    // references): all at the first choice after update() or for another r_cut, else those
+    // that stuck out of their reference by more than allowed (empty groups never do), and
+    // those that shrank inside it by more (not needed for the guarantee, but without them a
+    // group whose particle crossed a face and back would keep its box-wide reference, and
+    // every ghost it brought, until the next update).
+    std::vector<unsigned char> moved(n_groups, chosen ? 0 : 1);
+    if (chosen) {
+      for (std::uint32_t g = 0; g < n_groups; ++g)
+        if (group_count_[g] > 0 && (sticks_out(ref_lo_[g], ref_hi_[g], lo[g], hi[g]) > allowed ||
+                                    sticks_out(lo[g], hi[g], ref_lo_[g], ref_hi_[g]) > allowed)) {
+          moved[g] = 1;
+          ref_lo_[g] = lo[g];
+          ref_hi_[g] = hi[g];
+        }
+    } else {
+      ref_lo_.swap(lo);
+      ref_hi_.swap(hi);
+    }
+    // The same ghosts as before (same groups, same particles sent): the caller may keep its
+    // send list and refit its forest.
+    std::vector<std::uint32_t> groups_before, sent_before;
+    if (ghosts_chosen_) {
+      groups_before.swap(groups_);
+      sent_before.swap(routes_.sent);
+    }
+    choose_ghosts(reach, !chosen, moved);
+    kept = ghosts_chosen_ && groups_ == groups_before && routes_.sent == sent_before;
     top_boxes_current_ = false;
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;

@@ -78,12 +78,16 @@ class RankDomains {
   // rank and group, each in its owner's order. group_offsets() then delimits the groups of
   // the result (own first). One rank: pos itself, one group.
   // The choice is kept, only the positions exchanged, while no group's box sticks out of its
-  // box at the choice by more than r_cut kGhostMargin / (2 sqrt 3) on any side (then no pair
-  // of groups left out can come within r_cut: every group the walk keeps with an own group
-  // is there, also one whose particle crossed a face of the box and whose box spans it);
-  // else the groups' current boxes are allgathered and the groups chosen again (the same
-  // particles' order within each). *same_set: the result holds the same particles in the same order as
-  // at the last call (the short-range solver may refit its tree).
+  // reference box (the box its pairs were last tested at) by more than
+  // r_cut kGhostMargin / (2 sqrt 3) on any side (then no pair of groups left out can come
+  // within r_cut: every group the walk keeps with an own group is there, also one whose
+  // particle crossed a face of the box and whose box spans it); else the groups' current
+  // boxes are allgathered and the choice is made again incrementally: the groups that stuck
+  // out take their current box as reference and only their pairs are tested again (all pairs
+  // at the first choice after update()), the groups' order within each the same.
+  // *same_set: the result holds the same particles in the same order as at the last call
+  // (the short-range solver may refit its tree): also after a new choice that found the same
+  // groups.
   const std::vector<Vec3d>& with_ghosts(const std::vector<Vec3d>& pos, double r_cut, bool* same_set = nullptr);
 
   // with_ghosts()'s decision from the own groups' boxes alone, for a caller that holds the
@@ -95,7 +99,8 @@ class RankDomains {
   // routes->counts) and receives routes->recv_counts from each rank, in rank order, after
   // its own particles: with_ghosts()'s result. It is what with_ghosts() itself calls.
   struct GhostPlan {
-    bool kept = false;                     // the same ghosts as at the last call (same_set)
+    bool kept = false;                     // the same ghosts as at the last call (same_set; chosen
+                                           // again or not: report().rechosen)
     const GhostRoutes* routes = nullptr;   // valid until the next plan_ghosts() or update()
   };
   GhostPlan plan_ghosts(const std::vector<Vec3d>& own_lo, const std::vector<Vec3d>& own_hi, double r_cut);
@@ -124,7 +129,10 @@ class RankDomains {
   int top_depth() const { return top_depth_; }
 
  private:
-  void choose_ghosts(const std::vector<Vec3d>& lo, const std::vector<Vec3d>& hi, double reach);
+  // The pairs (own group, other rank's group) walk_pair keeps at `reach` between the
+  // reference boxes: all of them (full) or those of the groups `moved` marks; then the routes.
+  void choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved);
+  void routes_from_near();
 
   Comm comm_;
   double box_;
@@ -146,7 +154,13 @@ class RankDomains {
   bool ghosts_chosen_ = false;
   GhostRoutes routes_;
   std::vector<Vec3d> ghost_send_;   // refresh_ghosts' packing buffer, kept between calls
-  std::vector<Vec3d> chosen_lo_, chosen_hi_;   // the own groups' boxes the choice was made with
+  // Every group's reference box (the same on every rank): the box its pairs were last tested
+  // at; near_[(a - own begin) * groups + b]: own group a and group b of another rank were
+  // kept there. near_ranks_[(a - own begin) * ranks + r]: rank r's groups near own group a;
+  // near_own_[b]: own groups near group b.
+  std::vector<Vec3d> ref_lo_, ref_hi_;
+  std::vector<unsigned char> near_;
+  std::vector<std::uint32_t> near_ranks_, near_own_;
   std::vector<Vec3d> own_lo_, own_hi_;         // with_ghosts(): the own groups' boxes at its call
   double chosen_r_cut_ = 0;
 };

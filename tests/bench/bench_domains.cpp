@@ -210,13 +210,16 @@ int main(int argc, char** argv) {
           comm.barrier();
         }
       }
-      double refresh_s = 0;
+      double refresh_s = 0, rechoice_s = 0;
+      int rechoices = 0;
       for (int k = 1; k < subs; ++k) {
         drift(mine, 1000 * s + k, 1e-4 * r_cut, box);
         comm.barrier();
         Stopwatch refresh;
         const std::vector<Vec3d>& with = domains.with_ghosts(mine.pos, r_cut, &same);
         refresh_s += refresh.seconds();
+        rechoice_s += domains.report().times.ghost_choice;
+        rechoices += domains.report().rechosen ? 1 : 0;
         for (std::size_t i = mine.size(); i < with.size(); i += 97)
           check = mix(mix(mix(check, bits(with[i].x)), bits(with[i].y)), bits(with[i].z));
         if (!same && comm.is_root()) std::printf("  (sub-step %d chose the ghosts again)\n", k);
@@ -229,6 +232,8 @@ int main(int argc, char** argv) {
                     "migration %.4f s, subtree order %.4f s; ghost choice %.4f s, ghost exchange %.4f s\n",
                     up.top_tree, up.top_levels, up.top_rounds, up.top_comm, up.runs, up.migrate, up.order,
                     sel.ghost_choice, sel.ghost_exchange);
+      if (comm.is_root())
+        std::printf("  refreshes: %d chose again (pairs tested), in %.4f s\n", rechoices, rechoice_s);
       if (comm.is_root())
         std::printf("PM step %d: update %.4f s (%llu migrated), ghost selection %.4f s (%llu ghosts in %llu nodes), "
                     "%d refreshes %.4f s; domain phase %.4f s\n",
