@@ -206,7 +206,8 @@ void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
     for (std::uint32_t b = 0; b < n_groups; ++b)
       if (moved[b] && (b < g_begin || b >= g_end)) moved_remote.push_back(b);
   const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(n_own);
-#pragma omp parallel for schedule(dynamic, 4)
+  int flipped = 0;   // a pair changed its answer
+#pragma omp parallel for schedule(dynamic, 4) reduction(max : flipped)
   for (std::ptrdiff_t k = 0; k < rows; ++k) {
     const std::size_t row = static_cast<std::size_t>(k);
     const std::uint32_t a = g_begin + static_cast<std::uint32_t>(row);
@@ -219,6 +220,7 @@ void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
       const unsigned char now = sink.kept ? 1 : 0;
       if (now == near[b]) return;
       near[b] = now;
+      flipped = 1;
       const std::uint32_t step = now ? 1u : ~0u;   // +1 or -1 (modulo 2^32)
       by_rank[owner[b]] += step;
 #pragma omp atomic
@@ -231,7 +233,9 @@ void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
       for (std::uint32_t b : moved_remote) test(b);
     }
   }
-  routes_from_near();
+  // No pair changed on any rank: the routes stand (their rebuild, about a million sent
+  // indices at 256^3 on 2 ranks, and its collective check cost more than the tests).
+  if (full || comm_.max<std::uint64_t>(static_cast<std::uint64_t>(flipped)) > 0) routes_from_near();
 }
 
 // The routes, groups_ and group_offsets_ from the counts of near pairs.
