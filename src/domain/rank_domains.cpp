@@ -182,7 +182,7 @@ void RankDomains::restore(const std::string& state, const std::string& what) {
 // between them, tested with the lower group first (the test is symmetric; one order makes
 // that plain). full: every pair, afresh; else only the pairs of a group `moved` marks (whose
 // reference is its current box now), the others' near_ as it was.
-void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved) {
+bool RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved) {
   const int me = comm_.rank();
   const std::size_t ranks = static_cast<std::size_t>(comm_.size());
   const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me), n_groups = domains_.groups();
@@ -235,7 +235,12 @@ void RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
   }
   // No pair changed on any rank: the routes stand (their rebuild, about a million sent
   // indices at 256^3 on 2 ranks, and its collective check cost more than the tests).
-  if (full || comm_.max<std::uint64_t>(static_cast<std::uint64_t>(flipped)) > 0) routes_from_near();
+  if (!full && comm_.max<std::uint64_t>(static_cast<std::uint64_t>(flipped)) == 0) return false;
+  std::vector<std::uint32_t> groups_before, sent_before;
+  groups_before.swap(groups_);
+  sent_before.swap(routes_.sent);
+  routes_from_near();
+  return groups_ != groups_before || routes_.sent != sent_before;
 }
 
 // The routes, groups_ and group_offsets_ from the counts of near pairs.
@@ -404,13 +409,8 @@ RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo
     }
     // The same ghosts as before (same groups, same particles sent): the caller may keep its
     // send list and refit its forest.
-    std::vector<std::uint32_t> groups_before, sent_before;
-    if (ghosts_chosen_) {
-      groups_before.swap(groups_);
-      sent_before.swap(routes_.sent);
-    }
-    choose_ghosts(reach, !chosen, moved);
-    kept = ghosts_chosen_ && groups_ == groups_before && routes_.sent == sent_before;
+    const bool changed = choose_ghosts(reach, !chosen, moved);
+    kept = ghosts_chosen_ && !changed;
     top_boxes_current_ = false;
     chosen_r_cut_ = r_cut;
     ghosts_chosen_ = true;

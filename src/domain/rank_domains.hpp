@@ -130,8 +130,10 @@ class RankDomains {
 
  private:
   // The pairs (own group, other rank's group) walk_pair keeps at `reach` between the
-  // reference boxes: all of them (full) or those of the groups `moved` marks; then the routes.
-  void choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved);
+  // reference boxes: all of them (full) or those of the groups `moved` marks; then the routes,
+  // rebuilt where a pair changed its answer on some rank. True: other ghosts or routes than
+  // before.
+  bool choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved);
   void routes_from_near();
 
   Comm comm_;
