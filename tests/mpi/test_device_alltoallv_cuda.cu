@@ -85,7 +85,12 @@ std::vector<unsigned char> run_round(DeviceAlltoallv& x, const Round& round, con
   ORBIS_CUDA_CHECK(cudaMemsetAsync(recv, 0xab, recv_bytes + 1, stream));
   void* send = x.send_buffer(host.size());   // collective
   if (!round.pack_in_place || !send) send = own_send;
-  if (!host.empty()) ORBIS_CUDA_CHECK(cudaMemcpy(send, host.data(), host.size(), cudaMemcpyHostToDevice));
+  // On the exchange's stream too: a cudaMemcpy from pageable memory may return before its DMA
+  // ends, and the non-blocking stream would not wait for it.
+  if (!host.empty()) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   x.exchange(send, send_counts, recv, recv_counts, round.element, stream);
   std::vector<unsigned char> got(recv_bytes + 1);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(got.data(), recv, got.size(), cudaMemcpyDeviceToHost, stream));
