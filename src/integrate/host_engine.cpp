@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/ordered_sum.hpp"
 #include "core/exact_sum.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -30,25 +31,6 @@ double nominal_particle_mass(const Params& params) {
   const double box = params.get_real("box.size_mpc_h");
   const double n = static_cast<double>(params.get_int("box.particles_per_side"));
   return params.get_real("cosmology.omega_m") * units::rho_crit0 * box * box * box / (n * n * n);
-}
-
-// sum_i f(i) in fixed blocks, each summed in order, then the block sums in order: the same
-// bits for any thread count (an OpenMP reduction combines its partial sums in no fixed order).
-template <typename F>
-double ordered_sum(std::size_t n, F f) {
-  constexpr std::size_t kBlock = 4096;
-  const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(n_blocks);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(n_blocks); ++b) {
-    double s = 0;
-    const std::size_t end = std::min(n, (static_cast<std::size_t>(b) + 1) * kBlock);
-    for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < end; ++i) s += f(i);
-    partial[static_cast<std::size_t>(b)] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
 }
 
 }  // namespace

@@ -6,33 +6,12 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/ordered_sum.hpp"
 #include "core/params.hpp"
 #include "core/physical_units.hpp"
 #include "integrate/time_bins.hpp"
 
 namespace orbis {
-namespace {
-
-// sum_i f(i) in fixed blocks, each in order, then the blocks in order: the same bits for any
-// thread count (as the host engine's).
-template <typename F>
-double ordered_sum(std::size_t n, F f) {
-  constexpr std::size_t kBlock = 4096;
-  const std::size_t n_blocks = (n + kBlock - 1) / kBlock;
-  std::vector<double> partial(n_blocks);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t b = 0; b < static_cast<std::ptrdiff_t>(n_blocks); ++b) {
-    double s = 0;
-    const std::size_t end = std::min(n, (static_cast<std::size_t>(b) + 1) * kBlock);
-    for (std::size_t i = static_cast<std::size_t>(b) * kBlock; i < end; ++i) s += f(i);
-    partial[static_cast<std::size_t>(b)] = s;
-  }
-  double total = 0;
-  for (double s : partial) total += s;
-  return total;
-}
-
-}  // namespace
 
 VacuumStepEngine::VacuumStepEngine(const Params& params, const Comm& comm)
     : solver_(params.get_string("gravity.solver")), g_(physical_units(params).g) {
