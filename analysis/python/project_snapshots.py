@@ -13,8 +13,8 @@ snapshot_NNN.png next to the snapshot, or into --out. One PNG pixel is one histo
 (x to the right, the second coordinate up), so the frames can be measured as well as watched.
 
 What stays fixed over the run, so that the frames of a movie are comparable:
-  - the colour scale: logarithmic, from the faintest non-empty pixel to the brightest over
-    all the snapshots (--vmin/--vmax to set it);
+  - the colour scale: logarithmic, from half the faintest non-empty pixel (so that it is not
+    the colour of an empty one) to the brightest, over all the snapshots (or --vmin/--vmax);
   - the field: for a vacuum run (/Header BoxSize = 0), a square centred on the centre of mass
     of the first snapshot, the smallest one holding --mass-fraction of its mass (0.9), or of
     side --extent; for a periodic run, the whole box (the plane's periodic images wrapped).
@@ -192,8 +192,8 @@ def write_png(path, sigma, vmin, vmax, cmap, labels):
     from matplotlib.figure import Figure
 
     pixels = sigma.shape[0]
-    dpi = 100
-    figure = Figure(figsize=(pixels / dpi, pixels / dpi), dpi=dpi)
+    dpi = pixels      # a figure of one inch: exactly `pixels` pixels a side, whatever the rounding
+    figure = Figure(figsize=(1, 1), dpi=dpi)
     ax = figure.add_axes([0, 0, 1, 1])
     ax.set_axis_off()
     colours = matplotlib.colormaps[cmap].copy()
@@ -205,7 +205,7 @@ def write_png(path, sigma, vmin, vmax, cmap, labels):
     ax.set_xlim(0, pixels)
     ax.set_ylim(0, pixels)
     if labels:
-        size = max(6, pixels / 40)
+        size = max(8.0, pixels / 40) * 72.0 / dpi      # points, for a text this many pixels high
         for text, y, va in ((labels[0], 0.98, "top"), (labels[1], 0.02, "bottom")):
             ax.text(0.02, y, text, transform=ax.transAxes, color="white", fontsize=size, va=va, ha="left",
                     family="monospace")
@@ -238,7 +238,10 @@ def parse(argv):
         parser.error(f"--extent {args.extent}: expected a positive length")
     if not 0 < args.mass_fraction <= 1:
         parser.error(f"--mass-fraction {args.mass_fraction}: expected a fraction in (0, 1]")
-    if args.vmin is not None and args.vmax is not None and not 0 < args.vmin < args.vmax:
+    for name, value in (("--vmin", args.vmin), ("--vmax", args.vmax)):
+        if value is not None and not value > 0:
+            parser.error(f"{name} {value}: expected a positive surface density (the scale is logarithmic)")
+    if args.vmin is not None and args.vmax is not None and not args.vmin < args.vmax:
         parser.error(f"--vmin {args.vmin} --vmax {args.vmax}: expected 0 < vmin < vmax")
     try:
         import matplotlib
@@ -265,10 +268,12 @@ def main(argv=None):
     positive = [s[s > 0] for _, _, s in images if np.any(s > 0)]
     if not positive:
         sys.exit("no particle of any snapshot falls in the field: give a larger --extent or another --centre")
-    vmin = args.vmin if args.vmin is not None else min(float(p.min()) for p in positive)
+    # Half the faintest pixel at the bottom of the scale: a lone particle stays visible, not the
+    # colour of an empty pixel.
+    vmin = args.vmin if args.vmin is not None else 0.5 * min(float(p.min()) for p in positive)
     vmax = args.vmax if args.vmax is not None else max(float(p.max()) for p in positive)
     if not vmax > vmin:
-        vmax = vmin * 10.0     # every non-empty pixel alike (e.g. one particle per pixel)
+        sys.exit(f"--vmin {vmin:g} --vmax {vmax:g}: expected vmin < vmax")
     i, j = AXES[args.axis]
     made = []
     for stem, header, sigma in images:
