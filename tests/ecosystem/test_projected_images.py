@@ -223,10 +223,10 @@ def check_clumps(workdir):
     folder = os.path.join(workdir, "clumps")
     os.makedirs(folder)
     a, b = np.array([2.3, -1.6, 0.7]), np.array([-3.4, 2.9, -2.2])
-    # Clump a: 30 particles of 0.1 with individual masses (PartType1/Masses); clump b: 10 of 0.1
-    # from the MassTable (PartType2).
+    # Clump a: 10 particles of 0.3 with individual masses (PartType1/Masses); clump b: 20 of 0.05
+    # from the MassTable (PartType2). Unequal masses: the centre of mass is not the mean position.
     write_gadget(os.path.join(folder, "snapshot_000.hdf5"),
-                 {1: (np.tile(a, (30, 1)), np.full(30, 0.1), 0.0), 2: (np.tile(b, (10, 1)), None, 0.1)})
+                 {1: (np.tile(a, (10, 1)), np.full(10, 0.3), 0.0), 2: (np.tile(b, (20, 1)), None, 0.05)})
     com = (3.0 * a + 1.0 * b) / 4.0
     extent, pixels = 12.0, 24
     # Levels of the log scale: from half the faintest pixel (b, 1 unit) to the brightest (a, 3).
