@@ -12,7 +12,8 @@ usage: test_projected_images.py ORBIS_BINARY
    ffmpeg is on the PATH) has one frame per snapshot.
 2. The projection itself, against particles written here: two point clumps (3 and 1 mass
    units; one PartType with individual Masses, one with a MassTable mass) in a vacuum file,
-   imaged along z, x and y, and a clump in a periodic box straddling its edge. Each clump must
+   imaged along z, x and y, and split over two files (a snapshot of files_per_snapshot = 2),
+   and a clump in a periodic box straddling its edge. Each clump must
    land in the pixel computed here from its position, the field (centre of mass, --extent)
    and the image's orientation (first coordinate to the right, second up), at the grey level
    of the logarithmic scale; every other pixel must be empty.
@@ -220,19 +221,25 @@ def write_gadget(path, groups, box=0.0, time=1.5, redshift=0.0):
 def check_clumps(workdir):
     """Two point clumps at known places: their pixels and grey levels, computed here."""
     import numpy as np
-    folder = os.path.join(workdir, "clumps")
-    os.makedirs(folder)
     a, b = np.array([2.3, -1.6, 0.7]), np.array([-3.4, 2.9, -2.2])
     # Clump a: 10 particles of 0.3 with individual masses (PartType1/Masses); clump b: 20 of 0.05
     # from the MassTable (PartType2). Unequal masses: the centre of mass is not the mean position.
-    write_gadget(os.path.join(folder, "snapshot_000.hdf5"),
-                 {1: (np.tile(a, (10, 1)), np.full(10, 0.3), 0.0), 2: (np.tile(b, (20, 1)), None, 0.05)})
+    clump_a = {1: (np.tile(a, (10, 1)), np.full(10, 0.3), 0.0)}
+    clump_b = {2: (np.tile(b, (20, 1)), None, 0.05)}
+    single, split = os.path.join(workdir, "clumps"), os.path.join(workdir, "clumps_split")
+    os.makedirs(single)
+    os.makedirs(split)
+    write_gadget(os.path.join(single, "snapshot_000.hdf5"), {**clump_a, **clump_b})
+    # The same snapshot as a set of two files (files_per_snapshot = 2): one clump in each.
+    write_gadget(os.path.join(split, "snapshot_000.0.hdf5"), clump_a)
+    write_gadget(os.path.join(split, "snapshot_000.1.hdf5"), clump_b)
     com = (3.0 * a + 1.0 * b) / 4.0
     extent, pixels = 12.0, 24
     # Levels of the log scale: from half the faintest pixel (b, 1 unit) to the brightest (a, 3).
     level_b = int(math.log(2.0) / math.log(6.0) * 256)
-    for axis, (i, j) in (("z", (0, 1)), ("x", (1, 2)), ("y", (2, 0))):
-        out = os.path.join(workdir, f"clumps_{axis}")
+    for folder, axis, (i, j) in ((single, "z", (0, 1)), (single, "x", (1, 2)), (single, "y", (2, 0)),
+                                 (split, "z", (0, 1))):
+        out = os.path.join(workdir, f"{os.path.basename(folder)}_{axis}")
         run([sys.executable, PROJECT, folder, "--axis", axis, "--extent", str(extent), "--pixels", str(pixels),
              "--cmap", "gray", "--no-labels", "--out", out], workdir)
         _, level = grey(os.path.join(out, "snapshot_000.png"))
@@ -244,8 +251,9 @@ def check_clumps(workdir):
         expected[pa], expected[pb] = 255, level_b
         wrong = np.argwhere(np.abs(level - expected) > 1)
         check(len(wrong) == 0 and level.shape == expected.shape,
-              f"--axis {axis}: clump a (3 units) at pixel {pa} at grey 255, clump b (1 unit) at {pb} at grey "
-              f"{level_b}, every other pixel empty (wrong pixels: {[(tuple(p), level[tuple(p)]) for p in wrong[:6]]})")
+              f"{os.path.basename(folder)} --axis {axis}: clump a (3 units) at pixel {pa} at grey 255, clump b "
+              f"(1 unit) at {pb} at grey {level_b}, every other pixel empty (wrong pixels: "
+              f"{[(tuple(p), level[tuple(p)]) for p in wrong[:6]]})")
 
     # A periodic box (BoxSize 10, z = 2): the field is the box; a clump straddling x = 0 wraps.
     folder = os.path.join(workdir, "periodic")
