@@ -157,8 +157,8 @@ def project(positions, masses, view, header, axis, pixels):
     return mass / (width / pixels) ** 2
 
 
-def unit_names(header):
-    """(length, mass, time label) of the snapshot's units, for the labels."""
+def length_unit(header):
+    """The name of the snapshot's length unit for the labels (kpc, Mpc, Mpc/h; empty: N-body)."""
     length_cm = header["length_cm"]
     if np.isclose(length_cm, KPC_IN_CM, rtol=1e-4):
         length = "kpc"
@@ -279,7 +279,7 @@ def main(argv=None):
     for stem, header, sigma in images:
         folder = args.out if args.out else os.path.dirname(stem)
         path = os.path.join(folder, os.path.basename(stem) + ".png")
-        length = unit_names(header)
+        length = length_unit(header)
         labels = None if args.no_labels else (
             time_label(header),
             f"{AXIS_NAMES[i]}{AXIS_NAMES[j]}, width {view[2]:.4g}{' ' + length if length else ''}")
