@@ -36,10 +36,14 @@ const std::vector<ParamSpec> kSchema = {
      "N: the run has N^3 particles, initially on a grid", P},
     // ------------------------------------------------------------------ ic
     {"ic", "file", T::string, "\"\"", -inf, inf, false, nullptr, "",
-     "start from this IC or snapshot file (GADGET-4/N-GenIC, MUSIC, monofonIC or orbis HDF5; "
-     "PATH, PATH.hdf5 or PATH.0.hdf5; relative to the parameter file) instead of built-in ICs; "
+     "start from this IC or snapshot file (GADGET-4/N-GenIC, MUSIC, monofonIC or orbis HDF5, or GADGET's "
+     "binary formats 1 and 2 as N-GenIC, 2LPTic and MUSIC write them; PATH, PATH.hdf5, PATH.0.hdf5 or "
+     "PATH.0; relative to the parameter file) instead of built-in ICs; "
      "its box must equal [box] size_mpc_h and it must hold particles_per_side^3 particles; "
      "the run starts at its redshift, and z_init is then not used", P},
+    {"ic", "file_length_unit", T::string, "\"kpc/h\"", -inf, inf, false, "kpc/h|Mpc/h", "",
+     "the length unit of a GADGET binary [ic] file, which does not say (kpc/h is GADGET's and N-GenIC's "
+     "default); HDF5 files carry their units", P},
     {"ic", "z_init", T::real, "49.0", 0, 1e4, true, nullptr, "", "starting redshift", P},
     {"ic", "seed", T::integer, "12345", 0, 9.2e18, false, nullptr, "",
      "random seed; the field at each grid point depends only on it and the grid position"},

@@ -25,6 +25,7 @@
 #include "fmm/p2p.hpp"
 #include "io/atomic_file.hpp"
 #include "io/output_guard.hpp"
+#include "io/gadget_binary.hpp"
 #include "io/snapshot.hpp"
 #include "ic/ic_power.hpp"
 #include "ic/initial_conditions.hpp"
@@ -43,12 +44,17 @@ namespace {
 Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) {
   std::string path = params.get_string("ic.file");
   if (!path.empty() && path[0] != '/') path = join_path(params.directory(), path);
-  const Snapshot snap = read_snapshot(path);
+  const double binary_length_unit = params.get_string("ic.file_length_unit") == "kpc/h" ? 1e-3 : 1.0;
+  const Snapshot snap = read_snapshot(path, Comm::self(), binary_length_unit);
   const double box = params.get_real("box.size_mpc_h");
   const auto n = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
   if (std::abs(snap.header.box_mpc_h - box) > 1e-9 * box)
-    fail("{}: '{}' has BoxSize {} Mpc/h, but {} = {}", params.describe("ic.file"), path,
-         snap.header.box_mpc_h, params.describe("box.size_mpc_h"), box);
+    fail("{}: '{}' has BoxSize {} Mpc/h, but {} = {}{}", params.describe("ic.file"), path,
+         snap.header.box_mpc_h, params.describe("box.size_mpc_h"), box,
+         GadgetBinaryFile::detect(snapshot_first_file(path))
+             ? fmt::format(" (a GADGET binary file, its lengths read in {} = {})", params.describe("ic.file_length_unit"),
+                           params.get_string("ic.file_length_unit"))
+             : std::string());
   if (snap.particles.size() != n * n * n)
     fail("{}: '{}' holds {} particles, but {} = {} means {}", params.describe("ic.file"), path,
          snap.particles.size(), params.describe("box.particles_per_side"), n, n * n * n);

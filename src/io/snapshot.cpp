@@ -3,9 +3,12 @@
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "io/gadget_binary.hpp"
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
@@ -21,7 +24,7 @@ std::string snapshot_first_file(const std::string& path) {
   const bool has_ext = path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
   const std::vector<std::string> tried =
       has_ext ? std::vector<std::string>{path, path.substr(0, path.size() - ext.size()) + ".0.hdf5"}
-              : std::vector<std::string>{path, path + ".hdf5", path + ".0.hdf5"};
+              : std::vector<std::string>{path, path + ".hdf5", path + ".0.hdf5", path + ".0"};
   for (const std::string& candidate : tried)
     if (fs::exists(candidate)) return candidate;
   std::string list;
@@ -35,6 +38,21 @@ namespace {
 std::vector<std::string> snapshot_files(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string first = snapshot_first_file(path);
+  if (GadgetBinaryFile::detect(first)) {   // GADGET's binary formats: a set is PATH.0, PATH.1, ...
+    const int num_files = GadgetBinaryFile(first).header().num_files;
+    if (num_files <= 1) return {first};
+    if (first.size() < 2 || first.compare(first.size() - 2, 2, ".0") != 0)
+      fail("'{}' says num_files = {}, but its name does not end in '.0', so the other files cannot be found", first,
+           num_files);
+    const std::string base = first.substr(0, first.size() - 2);
+    std::vector<std::string> files;
+    for (int i = 0; i < num_files; ++i) {
+      files.push_back(base + "." + std::to_string(i));
+      if (!fs::exists(files.back()))
+        fail("multi-file snapshot '{}': file {} of {} ('{}') is missing", base, i, num_files, files.back());
+    }
+    return files;
+  }
   int num_files = 1;
   {
     H5Reader reader(first);
@@ -134,16 +152,140 @@ struct OutsideTheBox {
   }
 };
 
-// This rank's share of a snapshot (read_snapshot).
-Snapshot read_share(const std::string& path, int rank, int ranks) {
-  Snapshot snap;
-  const auto files = snapshot_files(path);
-  snap.header.num_files = static_cast<int>(files.size());
+// One file's type-1 particles as the share reader takes them, whatever the format: in the
+// file's units, particles [first, first + count) of the file's type 1.
+class ParticleFile {
+ public:
+  virtual ~ParticleFile() = default;
+  // Their mass: the header's mass table, else their masses, which must all be equal.
+  virtual double mass(std::uint64_t first, std::uint64_t count) = 0;
+  virtual std::vector<double> positions(std::uint64_t first, std::uint64_t count) = 0;    // x y z each
+  virtual std::vector<double> velocities(std::uint64_t first, std::uint64_t count) = 0;   // u = sqrt(a) dx/dt
+  virtual std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) = 0;
+  virtual const char* where(bool position) const = 0;   // the dataset or block, for messages
+};
+
+class Hdf5ParticleFile final : public ParticleFile {
+ public:
+  Hdf5ParticleFile(const std::string& file, std::uint64_t n) : r_(file), file_(file), n_(n) {}
+  double mass(std::uint64_t first, std::uint64_t count) override {
+    const double table = r_.attribute_array<double>("/Header", "MassTable").at(1);
+    if (table != 0) return table;
+    if (!r_.has("/PartType1/Masses")) fail("'{}': MassTable[1] is 0 and there is no /PartType1/Masses dataset", file_);
+    const auto masses = r_.read_rows<double>("/PartType1/Masses", first, std::max<std::uint64_t>(count, 1));
+    for (double m : masses)
+      if (std::abs(m - masses[0]) > 1e-6 * masses[0])
+        fail("'{}': particles of PartType1 have different masses; orbis needs equal masses", file_);
+    return masses[0];
+  }
+  std::vector<double> positions(std::uint64_t first, std::uint64_t count) override {
+    check_particle_layout(r_, n_);
+    return r_.read_rows<double>("/PartType1/Coordinates", first, count);
+  }
+  std::vector<double> velocities(std::uint64_t first, std::uint64_t count) override {
+    return r_.read_rows<double>("/PartType1/Velocities", first, count);
+  }
+  std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) override {
+    return r_.read_rows<std::uint64_t>("/PartType1/ParticleIDs", first, count);
+  }
+  const char* where(bool position) const override {
+    return position ? "/PartType1/Coordinates" : "/PartType1/Velocities";
+  }
+
+ private:
+  H5Reader r_;
+  std::string file_;
+  std::uint64_t n_;
+};
+
+class BinaryParticleFile final : public ParticleFile {
+ public:
+  explicit BinaryParticleFile(const std::string& file) : f_(file), file_(file) {}
+  double mass(std::uint64_t first, std::uint64_t count) override {
+    if (f_.header().massarr[1] != 0) return f_.header().massarr[1];
+    const auto masses = f_.masses(first, std::max<std::uint64_t>(count, 1));
+    for (double m : masses)
+      if (std::abs(m - masses[0]) > 1e-6 * masses[0])
+        fail("'{}': particles of type 1 have different masses; orbis needs equal masses", file_);
+    return masses[0];
+  }
+  std::vector<double> positions(std::uint64_t first, std::uint64_t count) override { return f_.positions(first, count); }
+  std::vector<double> velocities(std::uint64_t first, std::uint64_t count) override {
+    return f_.velocities(first, count);
+  }
+  std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) override { return f_.ids(first, count); }
+  const char* where(bool position) const override { return position ? "the POS block" : "the VEL block"; }
+
+ private:
+  GadgetBinaryFile f_;
+  std::string file_;
+};
+
+struct FormatUnits {
+  double length = 1, mass = 1, velocity = 1;   // the file's units in Mpc/h, 1e10 Msun/h, km/s
+};
+
+// This rank's particles [r N / P, (r + 1) N / P) of the set, in file order (in_file[f]: file
+// f's type-1 count, summing to the header's total), converted: positions wrapped into the box,
+// momenta p = a^(3/2) u. The mass comes from the first file with particles (every rank reads
+// it) and must be the same in every file.
+void read_particles(const std::vector<std::string>& files, const std::vector<std::uint64_t>& in_file,
+                    const std::function<std::unique_ptr<ParticleFile>(std::size_t)>& open, const FormatUnits& units,
+                    const std::string& path, int rank, int ranks, Snapshot& snap) {
+  std::uint64_t sum = 0;
+  for (auto c : in_file) sum += c;
+  if (sum != snap.header.num_total)
+    fail("snapshot '{}': its files hold {} particles but the header's total of type 1 says {}", path, sum,
+         snap.header.num_total);
+  const std::uint64_t mine_lo = equal_share_begin(sum, ranks, rank), mine_hi = equal_share_begin(sum, ranks, rank + 1);
   Particles& p = snap.particles;
-  const FileUnits units{H5Reader(files.front())};
+  OutsideTheBox outside;
+  bool mass_set = false;
+  std::uint64_t file_first = 0;
+  for (std::size_t f = 0; f < files.size(); file_first += in_file[f], ++f) {
+    const std::uint64_t n = in_file[f];
+    if (n == 0) continue;
+    const std::uint64_t lo = std::max(mine_lo, file_first), hi = std::min(mine_hi, file_first + n);
+    if (hi <= lo && mass_set) continue;
+    const std::unique_ptr<ParticleFile> file = open(f);
+    const std::uint64_t first = hi > lo ? lo - file_first : 0, count = hi > lo ? hi - lo : 0;
+    const double mass = file->mass(first, count) * units.mass;
+    if (mass_set && std::abs(mass - p.mass) > 1e-6 * p.mass)
+      fail("'{}': particle mass {} differs from the first file's {}", files[f], mass, p.mass);
+    if (!mass_set) p.mass = mass;
+    mass_set = true;
+    if (count == 0) continue;
+    const auto pos = file->positions(first, count), vel = file->velocities(first, count);
+    const auto ids = file->ids(first, count);
+    const double box = snap.header.box_mpc_h;
+    const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
+    const std::size_t offset = p.size();
+    p.resize(offset + count);
+    for (std::size_t i = 0; i < count; ++i) {
+      for (int d = 0; d < 3; ++d) {
+        const double x = pos[3 * i + d] * units.length, u = vel[3 * i + d];
+        if (!std::isfinite(x) || !std::isfinite(u))
+          fail("'{}': particle {} (ID {}) has {} {} in {} (a corrupt file, or ICs made from a broken power "
+               "spectrum)", files[f], first + i, ids[i], std::isfinite(x) ? "velocity" : "position",
+               std::isfinite(x) ? u : x, file->where(!std::isfinite(x)));
+        outside.add(x, box, files[f], first + i, ids[i]);
+        p.pos[offset + i][d] = x >= 0 && x < box ? x : periodic_wrap_position(x, box);
+        p.mom[offset + i][d] = u * momentum_factor;
+      }
+      p.id[offset + i] = ids[i];
+    }
+  }
+  outside.report(path, snap.header.box_mpc_h);
+}
+
+// The share of an HDF5 snapshot (GADGET-4 layout, units from the file).
+Snapshot read_hdf5_share(const std::vector<std::string>& files, const std::string& path, int rank, int ranks) {
+  Snapshot snap;
+  snap.header.num_files = static_cast<int>(files.size());
+  const FileUnits file_units{H5Reader(files.front())};
   {
     H5Reader r(files.front());
-    snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * units.length;
+    snap.header.box_mpc_h = r.attribute<double>("/Header", "BoxSize") * file_units.length;
     snap.header.a = r.attribute<double>("/Header", "Time");
     snap.header.redshift = r.has_attribute("/Header", "Redshift") ? r.attribute<double>("/Header", "Redshift")
                                                                 : 1.0 / snap.header.a - 1.0;
@@ -161,7 +303,6 @@ Snapshot read_share(const std::string& path, int rank, int ranks) {
     if (!(snap.header.box_mpc_h > 0) || !(snap.header.a > 0))
       fail("'{}': BoxSize = {} and Time = {} must be positive", files.front(), snap.header.box_mpc_h, snap.header.a);
   }
-  // Particles per file, and this rank's share of their concatenation.
   std::vector<std::uint64_t> in_file(files.size());
   for (std::size_t f = 0; f < files.size(); ++f) {
     H5Reader r(files[f]);
@@ -172,71 +313,57 @@ Snapshot read_share(const std::string& path, int rank, int ranks) {
              files[f], counts[type], type);
     in_file[f] = counts.size() > 1 ? counts[1] : 0;
   }
-  std::uint64_t sum = 0;
-  for (auto c : in_file) sum += c;
-  if (sum != snap.header.num_total)
-    fail("snapshot '{}': its files hold {} particles but NumPart_Total[1] says {}", path, sum, snap.header.num_total);
-  const std::uint64_t mine_lo = equal_share_begin(sum, ranks, rank), mine_hi = equal_share_begin(sum, ranks, rank + 1);
-
-  OutsideTheBox outside;
-  bool mass_set = false;
-  std::uint64_t file_first = 0;
-  for (std::size_t f = 0; f < files.size(); file_first += in_file[f], ++f) {
-    const std::uint64_t n = in_file[f];
-    if (n == 0) continue;
-    // The particle mass comes from the first file with particles (every rank reads it).
-    const std::uint64_t lo = std::max(mine_lo, file_first), hi = std::min(mine_hi, file_first + n);
-    if (hi <= lo && mass_set) continue;
-    H5Reader r(files[f]);
-    const std::uint64_t first = hi > lo ? lo - file_first : 0, count = hi > lo ? hi - lo : 0;
-    const double mass_table = r.attribute_array<double>("/Header", "MassTable").at(1);
-    double mass = mass_table;
-    if (mass_table == 0) {
-      if (!r.has("/PartType1/Masses"))
-        fail("'{}': MassTable[1] is 0 and there is no /PartType1/Masses dataset", files[f]);
-      auto masses = r.read_rows<double>("/PartType1/Masses", first, std::max<std::uint64_t>(count, 1));
-      for (double m : masses)
-        if (std::abs(m - masses[0]) > 1e-6 * masses[0])
-          fail("'{}': particles of PartType1 have different masses; orbis needs equal masses", files[f]);
-      mass = masses[0];
-    }
-    mass *= units.mass;
-    if (mass_set && std::abs(mass - p.mass) > 1e-6 * p.mass)
-      fail("'{}': particle mass {} differs from the first file's {}", files[f], mass, p.mass);
-    if (!mass_set) p.mass = mass;
-    mass_set = true;
-    if (count == 0) continue;
-    check_particle_layout(r, n);
-    auto pos = r.read_rows<double>("/PartType1/Coordinates", first, count);
-    auto vel = r.read_rows<double>("/PartType1/Velocities", first, count);
-    auto ids = r.read_rows<std::uint64_t>("/PartType1/ParticleIDs", first, count);
-    const double box = snap.header.box_mpc_h;
-    const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
-    const std::size_t offset = p.size();
-    p.resize(offset + count);
-    for (std::size_t i = 0; i < count; ++i) {
-      for (int d = 0; d < 3; ++d) {
-        const double x = pos[3 * i + d] * units.length, u = vel[3 * i + d];
-        if (!std::isfinite(x) || !std::isfinite(u))
-          fail("'{}': particle {} (ID {}) has {} {} in /PartType1/{} (a corrupt file, or ICs made from a broken "
-               "power spectrum)", files[f], first + i, ids[i], std::isfinite(x) ? "velocity" : "position",
-               std::isfinite(x) ? u : x, std::isfinite(x) ? "Velocities" : "Coordinates");
-        outside.add(x, box, files[f], first + i, ids[i]);
-        p.pos[offset + i][d] = x >= 0 && x < box ? x : periodic_wrap_position(x, box);
-        p.mom[offset + i][d] = u * momentum_factor;
-      }
-      p.id[offset + i] = ids[i];
-    }
-  }
-  outside.report(path, snap.header.box_mpc_h);
+  const FormatUnits units{file_units.length, file_units.mass, file_units.velocity};
+  read_particles(files, in_file, [&](std::size_t f) { return std::make_unique<Hdf5ParticleFile>(files[f], in_file[f]); },
+                 units, path, rank, ranks, snap);
   return snap;
+}
+
+// The share of GADGET binary files (io/gadget_binary.hpp): no units in the files; lengths in
+// `length_unit` Mpc/h, masses in 1e10 Msun/h, velocities in km/s.
+Snapshot read_binary_share(const std::vector<std::string>& files, const std::string& path, int rank, int ranks,
+                           double length_unit) {
+  Snapshot snap;
+  snap.header.num_files = static_cast<int>(files.size());
+  {
+    const GadgetBinaryFile first(files.front());
+    const GadgetBinaryHeader& h = first.header();
+    snap.header.box_mpc_h = h.box * length_unit;
+    snap.header.a = h.time;
+    snap.header.redshift = h.redshift;
+    snap.header.omega_m = h.omega0;
+    snap.header.omega_lambda = h.omega_lambda;
+    snap.header.h = h.hubble;
+    snap.header.num_total = gadget_total_count(h.npart_total[1], h.npart_total_high[1]);
+    if (!(snap.header.box_mpc_h > 0) || !(snap.header.a > 0))
+      fail("'{}': BoxSize = {} and Time = {} must be positive", files.front(), h.box, h.time);
+  }
+  std::vector<std::uint64_t> in_file(files.size());
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const GadgetBinaryFile file(files[f]);
+    for (int type = 0; type < 6; ++type)
+      if (type != 1 && file.header().npart[type] != 0)
+        fail("'{}' holds {} particles of type {}: orbis simulates dark matter only (type 1)", files[f],
+             file.header().npart[type], type);
+    in_file[f] = file.header().npart[1];
+  }
+  read_particles(files, in_file, [&](std::size_t f) { return std::make_unique<BinaryParticleFile>(files[f]); },
+                 FormatUnits{length_unit, 1, 1}, path, rank, ranks, snap);
+  return snap;
+}
+
+// This rank's share of a snapshot (read_snapshot).
+Snapshot read_share(const std::string& path, int rank, int ranks, double binary_length_unit) {
+  const auto files = snapshot_files(path);
+  return GadgetBinaryFile::detect(files.front()) ? read_binary_share(files, path, rank, ranks, binary_length_unit)
+                                                 : read_hdf5_share(files, path, rank, ranks);
 }
 
 }  // namespace
 
-Snapshot read_snapshot(const std::string& path, const Comm& comm) {
+Snapshot read_snapshot(const std::string& path, const Comm& comm, double binary_length_unit) {
   Snapshot snap;
-  run_collectively(comm, [&] { snap = read_share(path, comm.rank(), comm.size()); });
+  run_collectively(comm, [&] { snap = read_share(path, comm.rank(), comm.size(), binary_length_unit); });
   return snap;
 }
 

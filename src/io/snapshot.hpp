@@ -62,14 +62,18 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
 
 // The first file of the snapshot named PATH: PATH itself; for PATH ending in ".hdf5" else
 // STEM.0.hdf5 (STEM: PATH without ".hdf5", as write_snapshot names a set); for any other PATH
-// else PATH.hdf5, else PATH.0.hdf5. None there: an error listing the names tried.
+// else PATH.hdf5, else PATH.0.hdf5, else PATH.0 (a GADGET binary set). None there: an error
+// listing the names tried.
 std::string snapshot_first_file(const std::string& path);
 
 // Reads a snapshot or IC file, found as snapshot_first_file says: one file, or the numbered
-// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). Only PartType1 is read; every other type must be
-// empty. Positions are wrapped into [0, BoxSize). Over several ranks (collective), rank r
-// reads the particles [r N / P, (r + 1) N / P) of the set, in file order; the header is the
-// whole set's on every rank.
-Snapshot read_snapshot(const std::string& path, const Comm& comm = Comm::self());
+// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). Only
+// PartType1 is read; every other type must be empty. Positions are wrapped into [0, BoxSize).
+// Over several ranks (collective), rank r reads the particles [r N / P, (r + 1) N / P) of the
+// set, in file order; the header is the whole set's on every rank. GADGET's binary formats
+// (io/gadget_binary.hpp: PATH, or the set PATH.0, PATH.1, ...) are read too; they carry no
+// units, and their lengths are taken in binary_length_unit Mpc/h (1e-3: kpc/h, GADGET's
+// default), velocities in km/s and masses in 1e10 Msun/h.
+Snapshot read_snapshot(const std::string& path, const Comm& comm = Comm::self(), double binary_length_unit = 1e-3);
 
 }  // namespace orbis

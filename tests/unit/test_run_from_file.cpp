@@ -9,6 +9,7 @@
 #include "core/units.hpp"
 #include "integrate/simulation.hpp"
 #include "io/snapshot.hpp"
+#include "support/gadget_binary_writer.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace orbis;
@@ -57,4 +58,31 @@ TEST_CASE("a run starts from an IC file at its redshift and checks it against th
                        doctest::Contains("starting redshift 30"), Error);
   CHECK_THROWS_WITH_AS(Simulation(Params::parse(base + "[ic]\nfile = \"" + dir.file("none.hdf5") + "\"\n", "run.toml")),
                        doctest::Contains("not found"), Error);
+}
+
+TEST_CASE("a run starts from GADGET binary ICs in kpc/h, and a wrong length unit is named") {
+  test::ScratchDir dir("run_from_binary");
+  const std::string base = "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 4\n"
+                           "[gravity]\nsolver = \"pm\"\n[analysis]\npk = false\nfof = false\n"
+                           "[output]\nsnapshots = false\ndirectory = \"" + dir.path() + "\"\n"
+                           "[time]\nz_final = 19.0\noutput_redshifts = []\n";
+  std::vector<Vec3d> pos(64), vel(64);
+  std::vector<std::uint64_t> ids(64);
+  for (std::size_t i = 0; i < 64; ++i) {
+    pos[i] = {8000.0 * (i / 16) + 100.0, 8000.0 * ((i / 4) % 4), 8000.0 * (i % 4)};   // kpc/h
+    ids[i] = i + 1;
+  }
+  test::GadgetBinaryHeaderValues h;
+  h.mass = 0.3144 * units::rho_crit0 * 32.0 * 32.0 * 32.0 / 64;
+  h.box = 32000.0;
+  h.time = 1.0 / 31.0;
+  h.omega_m = 0.3144;
+  const std::string ics = dir.file("ics_gadget");
+  test::write_gadget_binary(ics, pos, vel, ids, h, test::GadgetBinaryLayout{});
+
+  Simulation sim(Params::parse(base + "[ic]\nfile = \"" + ics + "\"\n", "run.toml"));
+  CHECK(sim.run().a_final == doctest::Approx(1.0 / 20.0).epsilon(1e-12));
+  CHECK_THROWS_WITH_AS(Simulation(Params::parse(base + "[ic]\nfile = \"" + ics + "\"\nfile_length_unit = \"Mpc/h\"\n",
+                                                "run.toml")),
+                       doctest::Contains("[ic] file_length_unit = Mpc/h"), Error);
 }
