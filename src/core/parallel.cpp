@@ -16,11 +16,24 @@ void init(int* argc, char*** argv) {
   MPI_Initialized(&initialised);
   if (!initialised) {
     int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
   }
 #else
   (void)argc;
   (void)argv;
+#endif
+}
+
+bool concurrent_mpi() {
+#ifdef ORBIS_HAVE_MPI
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) return true;
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_MULTIPLE;
+#else
+  return true;
 #endif
 }
 

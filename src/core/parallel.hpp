@@ -6,8 +6,13 @@
 
 namespace orbis::parallel {
 
-void init(int* argc, char*** argv);   // MPI_Init when built with MPI; idempotent
+// MPI_Init_thread when built with MPI, asking for MPI_THREAD_MULTIPLE (the run's output thread
+// then makes collectives of its own, on a communicator of its own); idempotent.
+void init(int* argc, char*** argv);
 void finalize();
+// True when several threads may call MPI at once (MPI_THREAD_MULTIPLE was provided), and
+// always without MPI.
+bool concurrent_mpi();
 // Ends every rank of the run with `code` (MPI_Abort): after an error on some ranks only, the
 // others would otherwise wait forever in their next collective. Without MPI, or on one rank,
 // it returns and the caller exits normally.

@@ -157,13 +157,14 @@ BackgroundOutputs::~BackgroundOutputs() {
 }
 
 void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
-                              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum) {
+                              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum,
+                              const Comm& comm) {
   finish(files);
   pending_ = std::async(std::launch::async,
                         [context, particles = std::move(particles), accelerations = std::move(accelerations),
-                         pk = std::move(power_spectrum)] {
+                         pk = std::move(power_spectrum), comm] {
                           Stopwatch watch;
-                          Written written{write_run_outputs(context, particles, accelerations, Comm::self(),
+                          Written written{write_run_outputs(context, particles, accelerations, comm,
                                                             pk ? &*pk : nullptr),
                                           0};
                           written.seconds = watch.seconds();

@@ -70,8 +70,13 @@ class BackgroundOutputs {
 
   // Starts output context.index once the one in progress has finished (its files go to
   // `files`); power_spectrum: measured already (engine_power_spectrum), written as it is.
+  // Over several ranks `comm` is a communicator of the outputs' own (Comm::split of the run's,
+  // made by every rank), whose collectives the writer threads make while the main threads
+  // make theirs (MPI_THREAD_MULTIPLE: parallel::concurrent_mpi); every rank starts, finishes
+  // and checkpoints the same outputs, so the collectives match.
   void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
-             std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt);
+             std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt,
+             const Comm& comm = Comm::self());
   // Appends the files of an output that has finished to `files`; never waits.
   void poll(std::vector<std::string>& files);
   // Waits for the output in progress, if any, and appends its files to `files`.

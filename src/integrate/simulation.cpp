@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/host_memory.hpp"
 #include "core/log.hpp"
+#include "core/parallel.hpp"
 #include "core/timer.hpp"
 #include "core/gravity_mode.hpp"
 #include "core/physical_units.hpp"
@@ -130,6 +131,14 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   stepper_ = std::make_unique<BlockStepper>(*engine_, *clock_, hierarchical_ ? kDeepestBin : 0);
   out_dir_ = params.get_string("output.directory");
   validate_outputs(params);
+  if (comm_.size() > 1) {   // every rank the same answer, and the same communicator
+    outputs_in_background_ = comm_.min<std::uint64_t>(parallel::concurrent_mpi() ? 1 : 0) == 1;
+    if (outputs_in_background_) output_comm_ = comm_.split(0, comm_.rank());
+    log::info("outputs over {} ranks: {}", comm_.size(),
+              outputs_in_background_ ? "written on a host thread of each rank beside the steps"
+                                     : "written between the steps (the MPI library does not provide "
+                                       "MPI_THREAD_MULTIPLE)");
+  }
   if (cosmology_) energy_ = std::make_unique<EnergyCheck>(params, comm_);
   options_ = options;
   if (options.restart) {
@@ -539,11 +548,12 @@ void Simulation::write_outputs(RunSummary& summary) {
   OutputContext context{params_, cosmology_ ? &*cosmology_ : nullptr, out_dir_, state_.output_index, state_.a};
   const bool with_acc = params_.get_bool("output.accelerations");
   std::vector<std::string> files;
-  if (comm_.size() == 1) {
+  if (outputs_in_background_) {
     // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) from
-    // the engine where it can measure it where the particles are.
+    // the engine where it can measure it where the particles are. Over ranks each rank's
+    // thread writes its share, collectively on output_comm_.
     outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
-                   summary.outputs, engine_power_spectrum(params_, *engine_));
+                   summary.outputs, engine_power_spectrum(params_, *engine_), output_comm_);
   } else {
     // Collective: each rank's particles where they are (integrate/outputs.hpp).
     files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);

@@ -132,6 +132,10 @@ class Simulation {
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
   RunForecast forecast_;                  // the step log's ETA (integrate/run_forecast.hpp)
+  // Outputs on a host thread beside the steps: always on one rank; over ranks when MPI lets a
+  // rank's threads make collectives at once, on a communicator of their own.
+  bool outputs_in_background_ = true;
+  Comm output_comm_;
   BackgroundOutputs outputs_;   // last: it waits for an output, which reads the members above
 };
 
