@@ -375,9 +375,10 @@ bool Simulation::checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary
   const bool fresh = comm_.all(engine_->forces_from_fresh_tree());
   if (!fresh) {
     if (!clock.waiting)
-      log::info("checkpoint{} due at a = {:.6g}, but this PM step's short-range forces came from a refitted tree, "
+      log::info("checkpoint{} due at {}, but this PM step's short-range forces came from a refitted tree, "
                 "which a restart would not have: it waits for the next PM step that builds the tree",
-                signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(), state_.a);
+                signal != 0 ? fmt::format(" ({} received)", StopSignals::name(signal)) : std::string(),
+                clock_->describe(state_.a));
     clock.waiting = true;
     return false;
   }
@@ -395,8 +396,8 @@ bool Simulation::checkpoint_if_asked(CheckpointClock& clock, RunSummary& summary
   clock.since_last.restart();
   if (signal == 0) return false;
   summary.stopped_by = StopSignals::name(signal);
-  log::info("{} received: stopped at a = {:.6g} after writing {}; `orbis run FILE --restart` continues{}",
-            summary.stopped_by, state_.a, what,
+  log::info("{} received: stopped at {} after writing {}; `orbis run FILE --restart` continues{}",
+            summary.stopped_by, clock_->describe(state_.a), what,
             comm_.size() > 1 ? fmt::format(" (on {} ranks)", comm_.size()) : std::string());
   return true;
 }
