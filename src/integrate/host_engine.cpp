@@ -35,6 +35,16 @@ double nominal_particle_mass(const Params& params) {
 
 }  // namespace
 
+void add_short_range_stats(const ShortRangeStats& s, ForceStats& stats) {
+  stats.times.add("tree", s.tree_seconds + s.multipole_seconds);
+  stats.times.add("walk", s.walk_seconds);
+  stats.times.add("m2l", s.m2l_seconds);
+  stats.times.add("p2p", s.p2p_seconds);
+  stats.p2p_interactions += s.p2p_interactions;
+  stats.m2l_interactions += s.m2l_interactions;
+  stats.p2p_where = s.p2p_where;
+}
+
 HostStepEngine::HostStepEngine(const Params& params, const Comm& comm)
     : box_mpc_h_(params.get_real("box.size_mpc_h")),
       comm_(comm),
@@ -198,13 +208,7 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
       if (particles_.time_bin[i] >= min_active_bin) acc_short_[i] = acc_with_ghosts_[i];
     work_since_update_ += s.p2p_interactions + s.m2l_interactions;
   }
-  stats.times.add("tree", s.tree_seconds + s.multipole_seconds);
-  stats.times.add("walk", s.walk_seconds);
-  stats.times.add("m2l", s.m2l_seconds);
-  stats.times.add("p2p", s.p2p_seconds);
-  stats.p2p_interactions += s.p2p_interactions;
-  stats.m2l_interactions += s.m2l_interactions;
-  stats.p2p_where = s.p2p_where;
+  add_short_range_stats(s, stats);
 }
 
 void HostStepEngine::kick(const KickPlan& plan) {

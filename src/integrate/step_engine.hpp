@@ -46,6 +46,11 @@ struct ForceStats {
   std::size_t device_bytes = 0;  // device memory the engine holds after the step (the log); 0: none or not reported
 };
 
+struct ShortRangeStats;
+// A host engine's short-range computation (fmm/short_range.hpp) added to a step's stats: its
+// phases, interaction counts and where P2P ran (integrate/host_engine.cpp).
+void add_short_range_stats(const ShortRangeStats& s, ForceStats& stats);
+
 constexpr int kMaxTimeBins = 32;
 
 // The kicks of one sync point; momenta p += g * factor with factor = int da/(a^2 H).

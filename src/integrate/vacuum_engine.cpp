@@ -60,13 +60,7 @@ void VacuumStepEngine::compute_forces(bool, int min_active_bin, ForceStats& stat
   }
   tree_->begin(particles_.pos, *p2p_, targets);
   const ShortRangeStats s = tree_->end(acc_);
-  stats.times.add("tree", s.tree_seconds + s.multipole_seconds);
-  stats.times.add("walk", s.walk_seconds);
-  stats.times.add("m2l", s.m2l_seconds);
-  stats.times.add("p2p", s.p2p_seconds);
-  stats.p2p_interactions += s.p2p_interactions;
-  stats.m2l_interactions += s.m2l_interactions;
-  stats.p2p_where = s.p2p_where;
+  add_short_range_stats(s, stats);
 }
 
 // All of the force is kicked on the bins; the PM step's long-range factor has nothing to kick.
