@@ -224,6 +224,9 @@ const std::vector<ParamSpec> kSchema = {
      "vacuum: the potential energy W is the direct sum over every pair of the softened potential (O(N^2), "
      "OpenMP; about 4 s for 1e5 particles on 2 cores) for at most this many particles; above, the log gives "
      "K, momentum and angular momentum only", V},
+    {"analysis", "energy_pairs_max_particles_gpu", T::integer, "2000000", 0, 1e9, false, nullptr, "",
+     "vacuum: the same sum on the GPU where the particles are (the CUDA step engine; double, about a second for "
+     "1e6 particles on an H200, growing as N^2) for at most this many particles", V},
     // ------------------------------------------------------------------ gpu
     {"gpu", "backend", T::string, "\"auto\"", -inf, inf, false, "auto|cpu|cuda", "",
      "where P2P runs: auto (CUDA when a GPU is usable), cpu, or cuda (an error without one)"},

@@ -36,6 +36,18 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   return s;
 }
 
+ShortRangeSettings vacuum_short_range_settings(const Params& params) {
+  ShortRangeSettings s;
+  s.boundary = Boundary::vacuum;
+  s.theta = params.get_string("gravity.solver") == "direct" ? 0.0 : params.get_real("gravity.theta");
+  s.multipole_order = static_cast<int>(params.get_int("gravity.multipole_order"));
+  s.max_leaf = static_cast<int>(params.get_int("gravity.max_leaf"));
+  s.softening = params.get_real("gravity.softening");
+  s.p2p_double = params.get_string("gpu.p2p_precision") == "double";
+  s.g_mass = 0;
+  return s;
+}
+
 void check_short_range_counts(std::size_t particles, int max_leaf_setting, ShortRangeGpu gpu) {
   const auto n = static_cast<std::int64_t>(particles);
   if (n > OrbTree::kMaxParticles)

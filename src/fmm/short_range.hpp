@@ -79,6 +79,12 @@ struct ShortRangeSettings {
 // top_levels = top_levels_for(particles_per_side^3, top_node_particles, max_leaf).
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 
+// The settings of an isolated system ([gravity] boundary = "vacuum"): the tree gravity of
+// vacuum boundaries with [gravity] theta (0 for solver = "direct": every pair in P2P),
+// multipole_order, max_leaf, softening (in the [units] length) and [gpu] p2p_precision;
+// g_mass = 0 (the engine sets G m for the particles it loads).
+ShortRangeSettings vacuum_short_range_settings(const Params& params);
+
 // The P2P evaluators' settings for these, with the walk's and P2P's common cut: r_cut, or
 // min(r_cut, 6 r_s) with the tabulated T(x), whose table ends there. Vacuum: the Newtonian
 // kernel, its cut at twice `extent` (the diagonal of the particles' bounding box, which no

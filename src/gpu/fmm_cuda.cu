@@ -90,7 +90,7 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
 }
 
 // M2L: a warp per target node (grid-stride), its tasks in list order.
-__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, double r_s, FmmTreeView t,
+__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, FmmTreeView t,
                            const InteractionTask* tasks, const std::uint64_t* offsets, double box, const double* m,
                            double* l, std::uint8_t* has_local) {
   __shared__ double sm[kWarps][kMaxNm];
@@ -107,7 +107,7 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, double r_s, Fmm
       const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
       const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
       double g[9];
-      truncated_radial_derivatives(sqrt(norm2(R)), r_s, q_order, g);
+      radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
       // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
       for (int mm = q_order; mm >= 0; --mm) {
         double* cur = lev[w][mm & 1];
@@ -239,13 +239,14 @@ FmmTreeView fmm_tree_view(const DeviceOrbTree& tree) {
   return view;
 }
 
-DeviceFmm::DeviceFmm(int multipole_order, double r_s)
+DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel)
     : order_(multipole_order),
       nm_(MultiIndexSet::count(multipole_order)),
       nl_(MultiIndexSet::count(multipole_order + 1)),
-      r_s_(r_s) {
+      r_s_(r_s),
+      kernel_(kernel) {
   if (multipole_order < 1 || multipole_order > 6) fail("device FMM: multipole_order = {} outside [1, 6]", multipole_order);
-  if (!(r_s > 0)) fail("device FMM: r_s = {} must be > 0", r_s);
+  if (kernel == KernelKind::truncated && !(r_s > 0)) fail("device FMM: r_s = {} must be > 0", r_s);
   const MultiIndexSet mset(multipole_order), lset(multipole_order + 1);
   std::vector<int> all;
   table_offsets_.clear();
@@ -377,7 +378,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const auto m2l_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(nn), 16 * static_cast<std::size_t>(sms)));
-  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, r_s_, tree, m2l, m2l_offsets, box, m_.data(),
+  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets, box, m_.data(),
                                                 l_.data(), active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = 0; d + 1 < depths; ++d) {

@@ -1,7 +1,8 @@
 // The far field of the short-range FMM on the device: the operators of fmm/expansions.hpp
 // and tree/multipoles.hpp (full Cartesian moments to order p about each node's centre of
-// mass, local expansions to p + 1, truncated kernel psi = erfc(r/2r_s)/r) over the device
-// tree and the device walk's M2L lists, so no tree or task list crosses the bus.
+// mass, local expansions to p + 1, the truncated kernel psi = erfc(r/2r_s)/r or, for vacuum
+// boundaries, the Newtonian 1/r: fmm/kernel_kind.hpp) over the device tree and the device
+// walk's M2L lists, so no tree or task list crosses the bus.
 //
 //   P2M   M_n = sum_j (x_j - z)^n / n!, one warp per leaf, a lane per n, the particles in
 //         tree order, the monomials by the host's recurrence (scaled_monomials);
@@ -22,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include "fmm/kernel_kind.hpp"
 #include "fmm/tasks.hpp"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_tree.cuh"
@@ -49,8 +51,9 @@ FmmTreeView fmm_tree_view(const DeviceOrbTree& tree);
 
 class DeviceFmm {
  public:
-  // multipole_order p in 1..6; r_s > 0 (Mpc/h).
-  DeviceFmm(int multipole_order, double r_s);
+  // multipole_order p in 1..6; the truncated kernel needs r_s > 0 (Mpc/h), the Newtonian one
+  // reads none.
+  DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated);
 
   // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
   // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
@@ -76,6 +79,7 @@ class DeviceFmm {
  private:
   int order_, nm_, nl_;
   double r_s_;
+  KernelKind kernel_;
   // Index tables, built on the host from the multi-index layout (tree/multi_index.hpp).
   DeviceArray<int> tables_;
   std::vector<int> table_offsets_;

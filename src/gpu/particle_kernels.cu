@@ -41,7 +41,8 @@ __global__ void drift_kernel(double* x, const double* p, double f, double box, s
   ORBIS_FOR_EACH(i, n) {
     for (int d = 0; d < 3; ++d) {
       const std::size_t k = d * n + i;
-      x[k] = periodic_wrap_position(x[k] + p[k] * f, box);
+      const double moved = x[k] + p[k] * f;
+      x[k] = box > 0 ? periodic_wrap_position(moved, box) : moved;
     }
   }
 }

@@ -22,7 +22,8 @@ void kick_particles(double* p, const double* g_long, double long_factor, const G
                     const std::uint8_t* bin, int min_active_bin, const double* short_factor, std::size_t n,
                     cudaStream_t stream);
 
-// x += p * drift_factor, wrapped into [0, box) (periodic_wrap_position, core/vec3.hpp).
+// x += p * drift_factor, wrapped into [0, box) (periodic_wrap_position, core/vec3.hpp); box 0:
+// not wrapped (vacuum boundaries).
 void drift_particles(double* x, const double* p, double drift_factor, double box, std::size_t n,
                      cudaStream_t stream);
 

@@ -43,15 +43,19 @@ __global__ void active_nodes(const DeviceShapeNode* nodes, std::size_t n_nodes, 
 }  // namespace
 
 DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int device)
-    : settings_(settings), runner_(device), fmm_(settings.multipole_order, settings.r_s) {
+    : settings_(settings),
+      runner_(device),
+      fmm_(settings.multipole_order, settings.r_s,
+           vacuum(settings) ? KernelKind::newtonian : KernelKind::truncated) {
   ShortRangeSolver checked(settings);   // the host solver's checks, before any work
   if (settings.max_leaf < 1 || static_cast<unsigned>(settings.max_leaf) > CudaP2PEvaluator::kMaxLeafCount)
     fail("short range on the GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)",
          settings.max_leaf, CudaP2PEvaluator::kMaxLeafCount);
-  p2p_settings_ = p2p_settings_of(settings);
-  const P2PSettings& ps = p2p_settings_;
-  walk_settings_ = WalkSettings{settings.box_mpc_h, ps.r_cut, settings.theta, settings.top_levels};
-  runner_.prepare(ps);
+  // Vacuum: the P2P's length scale (its cut beyond every pair) follows the particles' extent,
+  // set at each step (vacuum_extent); a unit extent until then.
+  p2p_settings_ = vacuum(settings) ? p2p_settings_of(settings, 1.0) : p2p_settings_of(settings);
+  walk_settings_ = walk_settings_of(settings, p2p_settings_);
+  runner_.prepare(p2p_settings_);
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);
   host_counters_.ensure(3);
@@ -97,6 +101,8 @@ template <typename Ga>
 void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
                                       bool refit, const std::uint8_t* target, Ga* out, cudaStream_t stream) {
   if (n == 0) fail("short range on the GPU: a forest of no particles");
+  if (vacuum(settings_))
+    fail("tree gravity (vacuum): a forest of subtrees (over ranks) is not supported with vacuum boundaries");
   if (target == nullptr) fail("short range on the GPU: a forest needs its targets (one flag per particle)");
   if (refit && !(tree_.is_forest() && tree_.size() == n && tree_.forest_offsets() == group_offsets))
     fail("short range on the GPU: refit of a forest of {} particles in {} groups, but the last tree is {}", n,
@@ -138,6 +144,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active,
             tree_.is_forest() ? tree_.max_depth() : -1);   // waits once, at its end
   walk_.release_work();
+  if (vacuum(settings_)) prepare_vacuum_p2p(stream);
   walk_nodes_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
 
@@ -182,6 +189,23 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), 3 * sizeof(unsigned long long),
                                    cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[6], stream));
+}
+
+// The host solver's extent (short_range.cpp: the diagonal of the positions' bounding box),
+// here from the root's tight box, which a build and a refit both make: 2 |half width| with
+// the host's operations, so the P2P's length scale is the host's to the bit.
+void DeviceShortRange::prepare_vacuum_p2p(cudaStream_t stream) {
+  WalkNode root;
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(&root, walk_nodes_.data(), sizeof(root), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const Vec3d side{2 * root.half_width[0], 2 * root.half_width[1], 2 * root.half_width[2]};
+  const double extent = norm(side);
+  if (!std::isfinite(extent)) fail("tree gravity (vacuum): a position is not finite (the particles' extent is {})", extent);
+  const P2PSettings ps = p2p_settings_of(settings_, extent);
+  if (ps.r_cut != p2p_settings_.r_cut) {
+    p2p_settings_ = ps;
+    runner_.prepare(p2p_settings_);
+  }
 }
 
 std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const {

@@ -11,6 +11,11 @@
 // particles are written; the walk keeps the full walk's order for every active target, so
 // their forces are bitwise those of the full computation.
 //
+// Vacuum boundaries (ShortRangeSettings::boundary, fmm/short_range.hpp): the same steps give
+// the whole force of an isolated system: positions anywhere, the walk by the opening angle
+// alone, Newtonian P2P (its length scale from the root's box at each step) and M2L. One
+// process: no forest.
+//
 // Over ranks (compute_forest): a rank's tree is a forest of the global tree's depth-d
 // subtrees (own groups and ghost groups), assembled on the device from grouped positions
 // (DeviceOrbTree::assemble_forest, the host OrbTree::assemble_forest bit for bit), and the
@@ -131,6 +136,9 @@ class DeviceShortRange {
   void step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
             MakeTree make_tree);
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
+  // Vacuum boundaries: the P2P settings for the extent of the tree just made (after the walk).
+  void prepare_vacuum_p2p(cudaStream_t stream);
+  static bool vacuum(const ShortRangeSettings& s) { return s.boundary == Boundary::vacuum; }
   // The chunk size for this step's tasks (0: one chunk), from free memory and the setting.
   std::size_t chunk_limit(std::size_t entries, std::size_t tasks, std::size_t n_leaves) const;
 

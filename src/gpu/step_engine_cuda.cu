@@ -4,7 +4,9 @@
 // (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
 // the bus during a step but a few counters. Over ranks (step_engine_cuda.hpp) the rank's
 // particles, with the host doing the domains at each step; TreePM's PM from the device's
-// positions (gpu/pm_cuda_ranks.hpp).
+// positions (gpu/pm_cuda_ranks.hpp). Isolated systems ([gravity] boundary = "vacuum", one
+// rank): no PM, the whole force from the short-range step with vacuum boundaries (Newtonian
+// P2P and M2L, fmm/short_range.hpp), positions not wrapped.
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
@@ -17,8 +19,10 @@
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "core/gravity_mode.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
+#include "core/physical_units.hpp"
 #include "core/timer.hpp"
 #include "core/units.hpp"
 #include "domain/node_domains.hpp"
@@ -35,6 +39,7 @@
 #include "gpu/pm_cuda_slabs.hpp"
 #include "gpu/power_spectrum_cuda.cuh"
 #include "gpu/short_range_cuda.cuh"
+#include "gpu/vacuum_potential_cuda.cuh"
 #include "pm/pm_solver.hpp"
 #include "tree/tree_reuse.hpp"
 
@@ -100,6 +105,10 @@ struct CudaStepEngine::Impl {
   TreeReusePolicy tree_policy;       // when the short-range step builds its tree (tree/tree_reuse.hpp)
   std::size_t max_chunk_tasks = 0;
   bool treepm = true;
+  // Vacuum boundaries: the short-range step is the whole force (treepm stays true for it),
+  // there is no PM, box is 0 (nothing wraps), and G is the [units] system's.
+  bool vacuum = false;
+  double g = units::G;
   PmSettings pm_settings;
   ShortRangeSettings sr;
   double memory_limit_gib = 0;
@@ -277,7 +286,9 @@ struct CudaStepEngine::Impl {
     in.short_range = treepm;
     in.settings = sr;
     in.short_acc_double = short_double;
-    if (!ranks) {
+    if (vacuum) {
+      // no PM
+    } else if (!ranks) {
       const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm_settings, own);
       in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
       in.pm_held_bytes = pm ? 0 : pm_memory.tables;          // a PM of an earlier load() stays
@@ -351,9 +362,15 @@ void CudaStepEngine::setup(const Params& params) {
   cudaDeviceProp prop{};
   ORBIS_CUDA_CHECK(cudaGetDeviceProperties(&prop, m.device));
   m.name = prop.name;
-  m.treepm = params.get_string("gravity.solver") == "treepm";
-  m.pm_settings = PmSettings::from_params(params);
-  m.box = params.get_real("box.size_mpc_h");
+  m.vacuum = !gravity_mode(params).periodic();
+  if (m.vacuum && m.ranks)
+    fail("{} = \"vacuum\" runs on one MPI rank (this run has {}): its particles are not spread over rank domains yet",
+         params.describe("gravity.boundary"), m.comm.size());
+  m.treepm = m.vacuum || params.get_string("gravity.solver") == "treepm";
+  if (!m.vacuum) {
+    m.pm_settings = PmSettings::from_params(params);
+    m.box = params.get_real("box.size_mpc_h");
+  }
   m.memory_limit_gib = params.get_real("gpu.memory_limit_gib");
   m.tree_settings.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
   m.tree_settings.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
@@ -361,7 +378,12 @@ void CudaStepEngine::setup(const Params& params) {
   // How the ranks' device data moves (the ghosts, the PM's transposes): gpu/device_alltoallv.cuh.
   gpu::set_rank_exchange(gpu::parse_rank_exchange(params.get_string("gpu.rank_exchange"),
                                                   params.describe("gpu.rank_exchange")));
-  if (m.treepm) {
+  if (m.vacuum) {
+    m.sr = vacuum_short_range_settings(params);
+    m.g = physical_units(params).g;
+    ShortRangeSolver checked(m.sr);
+    m.short_double = m.sr.p2p_double;
+  } else if (m.treepm) {
     m.sr = short_range_settings(params, nominal_particle_mass(params));
     ShortRangeSolver checked(m.sr);   // every short-range check, before any work
     if (std::abs(m.pm_settings.r_s_mpc_h - m.sr.r_s) > 1e-12 * m.sr.r_s)
@@ -401,6 +423,17 @@ CudaStepEngine::~CudaStepEngine() {
 
 std::string CudaStepEngine::describe() const {
   const Impl& m = *impl_;
+  if (m.vacuum) {
+    const auto& s = m.sr;
+    return fmt::format("GPU step engine on {}: particles on the GPU; vacuum boundaries: {}, P2P {}; tree, walk, P2P "
+                       "and far field on the GPU, Plummer softening {:.4g}, G = {:.6g}; the tree built afresh at least "
+                       "every {} full steps, refitted between",
+                       m.name,
+                       s.theta == 0 ? std::string("direct summation (every pair in P2P)")
+                                    : fmt::format("FMM theta = {}, p = {}, max_leaf = {}", s.theta, s.multipole_order,
+                                                  s.max_leaf),
+                       s.p2p_double ? "double" : "float", s.softening, m.g, m.tree_settings.rebuild_every);
+  }
   const auto& pm = m.pm_settings;
   const std::string pm_text = fmt::format("cuFFT PM {}^3 {} mesh ({})", pm.grid_side,
                                           pm.double_mesh ? "double" : "float", window_name(pm.window));
@@ -459,9 +492,14 @@ void CudaStepEngine::load(Particles particles) {
       fail("GPU step engine: {} time bins for {} particles", particles.time_bin.size(), n);
     for (std::uint8_t b : particles.time_bin)
       if (b >= kMaxTimeBins) fail("GPU step engine: time bin {} (bins are 0..{})", b, kMaxTimeBins - 1);
-    for (const Vec3d& x : particles.pos)
-      if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box))
+    for (const Vec3d& x : particles.pos) {
+      if (m.vacuum) {
+        if (!(std::isfinite(x.x) && std::isfinite(x.y) && std::isfinite(x.z)))
+          fail("GPU step engine: position ({}, {}, {}) is not finite", x.x, x.y, x.z);
+      } else if (!(x.x >= 0 && x.x < m.box && x.y >= 0 && x.y < m.box && x.z >= 0 && x.z < m.box)) {
         fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
+      }
+    }
 
     // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
     if (m.treepm)
@@ -481,13 +519,13 @@ void CudaStepEngine::load(Particles particles) {
   m.mass = particles.mass;
   m.loaded = true;
   if (m.treepm) {
-    m.sr.g_mass = units::G * particles.mass;
+    m.sr.g_mass = m.g * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
     m.tree_policy = TreeReusePolicy(m.tree_settings);   // a new tree, new counters
     m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
   m.domains_updated = false;   // over ranks the first force computation puts the particles in their domains
-  if (!m.pm && !m.ranks) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
+  if (!m.pm && !m.ranks && !m.vacuum) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
   m.reserve_state(n);
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
@@ -541,7 +579,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   // The PM first, on the same stream (on a stream of its own beside the short-range step
   // it gained nothing: 0.160 s vs 0.159 s per 256^3 step on an H100, the device being busy).
-  if (long_range) {
+  if (long_range && m.pm) {
     const std::size_t n = m.n;
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[0], m.stream));
     m.pm->accelerations(m.pos.data(), m.pos.data() + n, m.pos.data() + 2 * n, n, m.mass, m.acc_long.data(),
@@ -568,7 +606,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     stats.p2p_where = fmt::format("cuda ({}, {}, particles on the GPU)", m.name, m.short_double ? "double" : "float");
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  if (long_range) {
+  if (long_range && m.pm) {
     float ms = 0;
     ORBIS_CUDA_CHECK(cudaEventElapsedTime(&ms, m.pm_events[0], m.pm_events[1]));
     stats.times.add("pm", 1e-3 * ms);
@@ -869,7 +907,7 @@ BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
 // when the device lacks it, nullopt (the output measures P(k) on the host), said once.
 std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumSettings& settings) {
   Impl& m = *impl_;
-  if (m.ranks || m.n == 0) return std::nullopt;
+  if (m.ranks || m.vacuum || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   if (!m.power) m.power = std::make_unique<gpu::CudaPowerSpectrum>();
   const std::size_t need = m.power->device_bytes(m.n, settings);
@@ -895,6 +933,14 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
   return result;
+}
+
+std::optional<double> CudaStepEngine::softened_pair_sum() {
+  Impl& m = *impl_;
+  if (!m.vacuum || m.n == 0) return std::nullopt;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  return gpu::softened_pair_sum(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
+                                m.stream);
 }
 
 std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }

@@ -23,6 +23,11 @@
 // bins and the reductions stay on the device, each reduced over the ranks as the host
 // engine reduces them. The phases "domain" (download, update, ghosts, upload) and "comm"
 // (time inside communication) are the host engine's.
+//
+// Isolated systems ([gravity] boundary = "vacuum"; one rank): the same engine without a PM,
+// the whole force from the short-range step with vacuum boundaries (Newtonian P2P and M2L,
+// the walk by the opening angle alone; gpu/short_range_cuda.cuh), G of the [units] system,
+// positions not wrapped: the host's VacuumStepEngine (integrate/vacuum_engine.hpp) on the GPU.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +74,8 @@ class CudaStepEngine final : public StepEngine {
   // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
   // over ranks, or without the device memory it needs: nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
+  // Vacuum boundaries: the pair sum on the device from the device positions; otherwise nullopt.
+  std::optional<double> softened_pair_sum() override;
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;

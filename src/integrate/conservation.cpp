@@ -27,7 +27,7 @@ double softened_pair_sum(const std::vector<Vec3d>& x, double softening) {
   return total;
 }
 
-ConservedQuantities conserved_quantities(const Particles& p, double g, double softening, bool with_potential) {
+ConservedQuantities conserved_quantities(const Particles& p, double g, std::optional<double> pair_sum) {
   ConservedQuantities c;
   const double m = p.mass;
   double v2 = 0, r2 = 0;
@@ -46,8 +46,8 @@ ConservedQuantities conserved_quantities(const Particles& p, double g, double so
   c.angular_momentum = c.angular_momentum * m;
   c.r_rms = n > 0 ? std::sqrt(r2 / n) : 0;
   c.v_rms = n > 0 ? std::sqrt(v2 / n) : 0;
-  if (with_potential) {
-    c.potential = -g * m * m * softened_pair_sum(p.pos, softening);
+  if (pair_sum) {
+    c.potential = -g * m * m * *pair_sum;
     c.has_potential = true;
   }
   return c;

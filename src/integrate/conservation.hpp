@@ -5,10 +5,13 @@
 //
 // W is the direct sum over every pair of the softened potential whose gradient is the P2P
 // force, -G m^2 / sqrt(r^2 + eps^2) (fmm/kernel_kind.hpp, KernelKind::newtonian): O(N^2) on
-// the CPU (OpenMP), for at most [analysis] energy_pairs_max_particles particles; the tree
-// computes no potential. Every per-particle sum is formed in a fixed order and the particles'
-// sums added in order, so the result does not depend on the thread count.
+// the CPU (OpenMP, softened_pair_sum below) for at most [analysis] energy_pairs_max_particles
+// particles, or on the GPU where the particles are (StepEngine::softened_pair_sum) for at
+// most energy_pairs_max_particles_gpu; the tree computes no potential. Every per-particle sum
+// is formed in a fixed order and the particles' sums added in order, so the result does not
+// depend on the thread count.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/particles.hpp"
@@ -27,8 +30,9 @@ struct ConservedQuantities {
   double energy() const { return kinetic + potential; }
 };
 
-// p = dx/dt (the Newtonian clock's momenta); g: the gravitational constant of the units.
-ConservedQuantities conserved_quantities(const Particles& particles, double g, double softening, bool with_potential);
+// p = dx/dt (the Newtonian clock's momenta); g: the gravitational constant of the units;
+// pair_sum: S below for these particles (W = -g m^2 S), or nullopt for no W.
+ConservedQuantities conserved_quantities(const Particles& particles, double g, std::optional<double> pair_sum);
 
 // The softened pair potential sum S = sum_{i<j} 1 / sqrt(|x_i - x_j|^2 + eps^2) (W = -G m^2 S).
 double softened_pair_sum(const std::vector<Vec3d>& positions, double softening);

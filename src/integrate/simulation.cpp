@@ -248,11 +248,12 @@ void Simulation::start(const std::string& how) {
     return;
   }
   if (!energy_) {   // an isolated system
-    log::info("conservation check: E = K + W, P and L at the start and at every output{}",
-              n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"))
-                  ? " (W: direct sum over every pair)"
-                  : fmt::format(" (W not computed: more than [analysis] energy_pairs_max_particles = {})",
-                                params_.get_int("analysis.energy_pairs_max_particles")));
+    log::info("conservation check: E = K + W, P and L at the start and at every output (W: the direct sum over "
+              "every pair, for at most {} = {} particles on the host, {} = {} where the particles are on a GPU)",
+              params_.describe("analysis.energy_pairs_max_particles"),
+              params_.get_int("analysis.energy_pairs_max_particles"),
+              params_.describe("analysis.energy_pairs_max_particles_gpu"),
+              params_.get_int("analysis.energy_pairs_max_particles_gpu"));
     return;
   }
   if (hierarchical_)
@@ -527,10 +528,16 @@ void Simulation::check_conservation() {
                         state_.a >= schedule_.a_end * (1 - 1e-12);
   if (!params_.get_bool("analysis.energy_check") || !landmark) return;
   Stopwatch watch;
-  const bool with_w =
-      n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"));
-  const ConservedQuantities now =
-      conserved_quantities(engine_->particles(), physical_units(params_).g, engine_->softening(), with_w);
+  // W where the particles are (the CUDA engine's device) when the engine sums it, else on
+  // the host from their copy; each within its own particle limit.
+  std::optional<double> pairs;
+  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
+    pairs = engine_->softened_pair_sum();
+  const Particles& particles = engine_->particles();
+  if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles")))
+    pairs = softened_pair_sum(particles.pos, engine_->softening());
+  const bool with_w = pairs.has_value();
+  const ConservedQuantities now = conserved_quantities(particles, physical_units(params_).g, pairs);
   const ConservationRecord r =
       conservation_record(state_.a, now, conservation_checks_.empty() ? nullptr : &conservation_checks_.front().now);
   conservation_checks_.push_back(r);

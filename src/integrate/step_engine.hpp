@@ -149,6 +149,13 @@ class StepEngine {
     return std::nullopt;
   }
 
+  // An isolated system's softened pair sum S = sum_{i<j} (r_ij^2 + eps^2)^(-1/2) of the
+  // particles where they are (integrate/conservation.hpp: W = -G m^2 S, eps = softening()),
+  // for the conservation check; nullopt: the engine does not compute it, and the check sums
+  // it on the host from its copy. The CUDA engine sums it on the device
+  // (gpu/vacuum_potential_cuda.cuh).
+  virtual std::optional<double> softened_pair_sum() { return std::nullopt; }
+
   // Over several ranks: the state besides the particles that decides which rank computes
   // what in the steps to come (the rank domains), as bytes for a checkpoint written at the
   // end of a PM step; "" when there is none (one rank). restore_domain_state takes it back

@@ -49,15 +49,26 @@ std::string ranks_without_gpu(int device, const Comm& comm) {
 }  // namespace
 
 std::unique_ptr<StepEngine> make_step_engine(const Params& params, const Comm& comm) {
-  // Isolated systems: the host's vacuum engine (its P2P on the [gpu] backend); the CUDA step
-  // engine (particles resident on the device) does not integrate them yet.
+  const std::string backend = params.get_string("gpu.backend");
+  // Isolated systems: on one rank with a usable GPU (backend "cuda", or "auto"), the CUDA step
+  // engine with vacuum boundaries (particles, tree and walk on the device); otherwise the
+  // host's vacuum engine (its P2P on the [gpu] backend's evaluator).
   if (!gravity_mode(params).periodic()) {
+#if defined(ORBIS_HAVE_CUDA)
+    if (backend != "cpu" && comm.size() == 1) {
+      const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
+      std::string why;
+      if (cuda_device_usable(device, &why)) {
+        log::info("step engine: cuda (device {}; particles on the GPU), vacuum boundaries", device);
+        return make_cuda_step_engine(params, device);
+      }
+      if (backend == "cuda") fail("{} = \"cuda\", but {}", params.describe("gpu.backend"), why);
+    }
+#endif
     auto engine = std::make_unique<VacuumStepEngine>(params, comm);
-    log::info("step engine: host, vacuum boundaries (the CUDA step engine does not integrate isolated systems yet; "
-              "P2P runs on the [gpu] backend)");
+    log::info("step engine: host, vacuum boundaries (P2P on the [gpu] backend's evaluator)");
     return engine;
   }
-  const std::string backend = params.get_string("gpu.backend");
   // The counts that stay 32-bit, checked before any engine allocates (PM meshes, particles).
   if (params.get_string("gravity.solver") != "pm") {
     const auto side = static_cast<std::size_t>(params.get_int("box.particles_per_side"));

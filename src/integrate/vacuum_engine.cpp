@@ -18,13 +18,7 @@ VacuumStepEngine::VacuumStepEngine(const Params& params, const Comm& comm)
   if (comm.size() > 1)
     fail("{} = \"vacuum\" runs on one MPI rank (this run has {}): its particles are not spread over rank domains yet",
          params.describe("gravity.boundary"), comm.size());
-  settings_.boundary = Boundary::vacuum;
-  settings_.theta = solver_ == "direct" ? 0.0 : params.get_real("gravity.theta");
-  settings_.multipole_order = static_cast<int>(params.get_int("gravity.multipole_order"));
-  settings_.max_leaf = static_cast<int>(params.get_int("gravity.max_leaf"));
-  settings_.softening = params.get_real("gravity.softening");
-  settings_.p2p_double = params.get_string("gpu.p2p_precision") == "double";
-  settings_.g_mass = 0;   // load() sets G m
+  settings_ = vacuum_short_range_settings(params);   // load() sets G m
   p2p_ = make_p2p_evaluator(params.get_string("gpu.backend"), gpu_device_for_rank(params.get_int("gpu.device"), comm));
 }
 

@@ -5,14 +5,18 @@
 // timed evaluations after a warm-up, the phases, interactions per particle, and the
 // median / 99th percentile / max relative error of the sampled particles' forces.
 //
-//   bench_vacuum [--p2p=cpu|cuda] [--scene=plummer|hernquist] [--theta=T[,T...]]
+//   bench_vacuum [--p2p=cpu|cuda|engine] [--scene=plummer|hernquist] [--theta=T[,T...]]
 //                [--order=P] [--max-leaf=L] [--softening=EPS] [--double] [--tree-on-host]
 //                [--reps=R] [--sample=S] [N ...]
 //
 // Defaults: cpu, plummer, theta 0.5, p = 4, max_leaf 32, softening 0 (the reference is
 // unsoftened then), float P2P, 3 reps, 1000 sampled particles, N = 100000 300000 1000000.
 // --p2p=cuda (a CUDA build on a machine with a GPU): P2P on the GPU, with the tree and the
-// walk on the device too unless --tree-on-host. --theta=0: direct summation (all N^2 pairs
+// walk on the device too unless --tree-on-host; the far field on the host.
+// --p2p=engine: the CUDA step engine with vacuum boundaries (gpu/step_engine_cuda.hpp), the
+// particles resident on the device and everything there, the far field included; a force
+// evaluation is compute_forces() with a new tree each time ([gpu] tree_rebuild_every = 1),
+// timed from the host (its end waits for the device); "refit" repeats it on the last tree. --theta=0: direct summation (all N^2 pairs
 // in P2P: small N only).
 #include <algorithm>
 #include <cstdio>
@@ -21,13 +25,17 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/timer.hpp"
 #include "fmm/p2p_cpu.hpp"
 #include "fmm/short_range.hpp"
 #include "support/vacuum_scenes.hpp"
 #if defined(ORBIS_HAVE_CUDA)
+#include "core/params.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/p2p_cuda.hpp"
+#include "gpu/step_engine_cuda.hpp"
 #endif
 
 using namespace orbis;
@@ -38,6 +46,57 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
 }
+
+#if defined(ORBIS_HAVE_CUDA)
+// One evaluation row of the CUDA step engine: median wall time of compute_forces() over reps
+// (a new tree each, then on the last tree refitted), its phases, and the errors of acc.
+struct EngineRow {
+  double build = 0, refit = 0, tree = 0, walk = 0, m2l = 0, p2p = 0, p2p_pairs = 0, m2l_tasks = 0;
+};
+
+EngineRow engine_forces(const test::VacuumScene& scene, double theta, int order, int max_leaf, double softening,
+                        bool dbl, int reps, std::vector<Vec3d>& acc) {
+  const Params params = Params::parse(
+      fmt::format("[ic]\nkind = \"plummer\"\nparticles = 1000\n[units]\nsystem = \"nbody\"\n"
+                  "[gravity]\nboundary = \"vacuum\"\nsolver = \"{}\"\ntheta = {}\nmultipole_order = {}\n"
+                  "max_leaf = {}\nsoftening = {}\n[time]\nt_end = 1.0\n"
+                  "[gpu]\nbackend = \"cuda\"\np2p_precision = \"{}\"\ntree_rebuild_every = 1\n",
+                  theta == 0 ? "direct" : "fmm", theta == 0 ? 0.5 : theta, order, max_leaf, softening,
+                  dbl ? "double" : "float"),
+      "bench_vacuum");
+  CudaStepEngine engine(params, 0);
+  Particles p;
+  p.pos = scene.pos;
+  p.mom.assign(p.pos.size(), Vec3d{});
+  p.id.resize(p.pos.size());
+  for (std::size_t i = 0; i < p.id.size(); ++i) p.id[i] = i + 1;
+  p.mass = scene.particle_mass;
+  engine.load(std::move(p));
+  ForceStats stats;
+  engine.compute_forces(true, 0, stats);   // warm-up: the pool's first allocations
+  std::vector<double> build, refit, tree, walk, m2l, p2p;
+  for (int r = 0; r < reps; ++r) {
+    ForceStats st;
+    Stopwatch watch;
+    engine.compute_forces(true, 0, st);   // tree_rebuild_every = 1: a new tree
+    build.push_back(watch.seconds());
+    tree.push_back(st.times.get("tree"));
+    walk.push_back(st.times.get("walk"));
+    m2l.push_back(st.times.get("m2l"));
+    p2p.push_back(st.times.get("p2p"));
+    stats = st;
+  }
+  for (int r = 0; r < reps; ++r) {
+    ForceStats st;
+    Stopwatch watch;
+    engine.compute_forces(false, 0, st);   // a sub-step: the last tree refitted
+    refit.push_back(watch.seconds());
+  }
+  acc = engine.accelerations();
+  return {median(build), median(refit), median(tree), median(walk), median(m2l), median(p2p), stats.p2p_interactions,
+          stats.m2l_interactions};
+}
+#endif
 
 std::vector<double> parse_list(const std::string& text) {
   std::vector<double> out;
@@ -82,7 +141,18 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<P2PEvaluator> p2p;
-  if (mode == "cpu") {
+  if (mode == "engine") {
+#if defined(ORBIS_HAVE_CUDA)
+    std::string why;
+    if (!cuda_device_usable(0, &why)) {
+      std::fprintf(stderr, "bench_vacuum: --p2p=engine, but %s\n", why.c_str());
+      return 1;
+    }
+#else
+    std::fprintf(stderr, "bench_vacuum: --p2p=engine needs a CUDA build\n");
+    return 1;
+#endif
+  } else if (mode == "cpu") {
     p2p = std::make_unique<CpuP2PEvaluator>();
   } else if (mode == "cuda") {
 #if defined(ORBIS_HAVE_CUDA)
@@ -97,7 +167,7 @@ int main(int argc, char** argv) {
     return 1;
 #endif
   } else {
-    std::fprintf(stderr, "bench_vacuum: --p2p is cpu or cuda\n");
+    std::fprintf(stderr, "bench_vacuum: --p2p is cpu, cuda or engine\n");
     return 2;
   }
 
@@ -116,6 +186,27 @@ int main(int argc, char** argv) {
     const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, softening);
     std::printf("# N = %zu: scene and exact forces of %zu particles in %.1f s\n", n, sample.size(), setup.seconds());
     for (const double theta : thetas) {
+      const auto errors = [&](const std::vector<Vec3d>& acc) {
+        std::vector<double> e;
+        for (std::size_t q = 0; q < sample.size(); ++q) e.push_back(norm(acc[sample[q]] - exact[q]) / norm(exact[q]));
+        std::sort(e.begin(), e.end());
+        return std::vector<double>{e[e.size() / 2], e[static_cast<std::size_t>(0.99 * static_cast<double>(e.size() - 1))],
+                                   e.back()};
+      };
+      const double dn = static_cast<double>(n);
+#if defined(ORBIS_HAVE_CUDA)
+      if (mode == "engine") {
+        std::vector<Vec3d> acc;
+        const EngineRow row = engine_forces(scene, theta, order, max_leaf, softening, dbl, reps, acc);
+        const std::vector<double> e = errors(acc);
+        std::printf("  %8zu %5.2f | %7.4f %7s %7.4f %7.4f %7.4f %8.4f | %8.0f %7.1f | %9.2e %9.2e %9.2e | CUDA step "
+                    "engine (device-resident); refit step %.4f s\n",
+                    n, theta, row.tree, "-", row.walk, row.m2l, row.p2p, row.build, row.p2p_pairs / dn,
+                    row.m2l_tasks / dn, e[0], e[1], e[2], row.refit);
+        std::fflush(stdout);
+        continue;
+      }
+#endif
       ShortRangeSettings s;
       s.boundary = Boundary::vacuum;
       s.theta = theta;
@@ -139,15 +230,10 @@ int main(int argc, char** argv) {
         p2p_time.push_back(st.p2p_seconds);
         total.push_back(st.total_seconds);
       }
-      std::vector<double> e;
-      for (std::size_t q = 0; q < sample.size(); ++q) e.push_back(norm(acc[sample[q]] - exact[q]) / norm(exact[q]));
-      std::sort(e.begin(), e.end());
-      const double dn = static_cast<double>(n);
+      const std::vector<double> e = errors(acc);
       std::printf("  %8zu %5.2f | %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f | %8.0f %7.1f | %9.2e %9.2e %9.2e | %s\n", n,
                   theta, median(tree), median(mpole), median(walk), median(m2l), median(p2p_time), median(total),
-                  st.p2p_interactions / dn, st.m2l_interactions / dn, e[e.size() / 2],
-                  e[static_cast<std::size_t>(0.99 * static_cast<double>(e.size() - 1))], e.back(),
-                  st.p2p_where.c_str());
+                  st.p2p_interactions / dn, st.m2l_interactions / dn, e[0], e[1], e[2], st.p2p_where.c_str());
       std::fflush(stdout);
     }
   }

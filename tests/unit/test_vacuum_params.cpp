@@ -159,7 +159,7 @@ TEST_CASE("conserved quantities of two bodies against their closed forms") {
   p.mass = 2.0;
   p.pos = {Vec3d{1, 0, 0}, Vec3d{-2, 0, 0}};
   p.mom = {Vec3d{0, 3, 0}, Vec3d{0, -1, 1}};
-  const ConservedQuantities c = conserved_quantities(p, 5.0, 4.0, true);
+  const ConservedQuantities c = conserved_quantities(p, 5.0, softened_pair_sum(p.pos, 4.0));
   CHECK(c.potential == doctest::Approx(-5.0 * 2 * 2 / std::sqrt(9.0 + 16.0)));   // -G m^2 / sqrt(r^2 + eps^2)
   CHECK(c.kinetic == doctest::Approx(0.5 * 2 * (9 + 2)));
   CHECK(c.momentum.y == doctest::Approx(4.0));
