@@ -41,10 +41,12 @@ for stage in $stages; do
             output.directory=/tmp/merger_1m "${extra[@]}")
       args=()
       for kv in "${sets[@]}"; do args+=(--set "$kv"); done
-      /usr/bin/time -f "%e s wall, %M kB peak" -o "$out/merger.time" $b/orbis run params/hernquist_merger.toml \
+      timeout "${MERGER_TIMEOUT:-600}" /usr/bin/time -f "%e s wall, %M kB peak" -o "$out/merger.time" \
+        $b/orbis run params/hernquist_merger.toml \
         --overwrite "${args[@]}" >"$out/merger.log" 2>&1
       echo "merger: exit $?, $(tail -1 "$out/merger.time")"
-      grep -E "conservation at|run loop|finished|ERROR" "$out/merger.log" | cut -c1-200 | tail -12 ;;
+      grep -E "conservation at|run loop|finished|ERROR" "$out/merger.log" | cut -c1-200 | tail -12
+      grep -E "^\[.*step " "$out/merger.log" | tail -2 | cut -c1-300 ;;
     *)
       echo "unknown stage $stage"; exit 2 ;;
   esac
