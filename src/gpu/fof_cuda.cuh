@@ -3,15 +3,19 @@
 // smallest index of its group's members), from which the host makes the catalogue
 // (fof::groups_from_labels, halo::find_haloes_from_labels) as from its own groups.
 //
-//   cells: every particle goes to the host grid's coarse cell (fof::grid_shape and
-//     fof::fine_axis: the same cells, bit for bit); a CUB radix sort by cell gives the cells'
-//     slot ranges, and the positions are gathered in slot order;
-//   links: one thread per slot tests every later slot of the 27 neighbour cells (each
-//     unordered pair once; over 1 or 2 cells per side the same cell at several periodic
-//     images, as the host does), and unites the pair when its separation is within the
-//     linking length: a lock-free union-find over slots whose roots are hooked onto the
-//     smaller root with atomicCAS (Jaiganesh and Burtscher's ECL-CC), so that one pass links
-//     every component, whatever the order the threads run in;
+//   cells: a CUB radix sort of the particles by the cell of a search grid of side just above
+//     the linking length l (the host's coarse cells are ~8 l wide at the default b = 0.2: in a
+//     halo's core each holds hundreds of times more particles); the positions are gathered in
+//     slot order, each with its host coarse cell (fof::grid_shape and fof::fine_axis: the
+//     host's cells, bit for bit);
+//   links: one thread per slot tests every later slot of the 27 neighbour search cells (each
+//     unordered pair once) as the host would test the pair: only if their host cells are
+//     adjacent, with the host's periodic image and order of operations; a pair within the
+//     linking length is united in a lock-free union-find over slots whose roots are hooked onto
+//     the smaller root with atomicCAS (Jaiganesh and Burtscher's ECL-CC), so that one pass
+//     links every component, whatever the order the threads run in. With fewer than 3 host or
+//     search cells per side (a few particles, or l near box/3) the host's own coarse cells are
+//     searched instead, each neighbour at every periodic image the host tests;
 //   labels: every slot points at its root, the root takes its members' smallest particle
 //     index (atomicMin), and each particle gets its root's.
 //
@@ -24,11 +28,11 @@
 // links whole fine cells without testing their pairs: those are within l by a margin of
 // 1e-9, so the test would pass.)
 //
-// Cost: the pairs of adjacent coarse cells (about 4 particles each on average, so ~54
-// tests per particle in voids, more in haloes), on the GPU. Memory, from the stream-ordered
-// pool for the length of a call: 40 bytes a particle (sort keys and values twice, the
-// positions in slot order) plus 8 bytes a coarse cell and CUB's sort space;
-// fof_device_bytes says how much.
+// Cost: in voids 27 cells of about (l / spacing)^3 particles each per particle, in haloes
+// ~27 x (the density times l^3) / 2 tests per particle. Memory, from the stream-ordered pool
+// for the length of a call: 52 bytes a particle (64-bit sort keys and 32-bit values twice,
+// the positions and host cells in slot order) and CUB's sort space; fof_device_bytes says how
+// much.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -36,12 +40,10 @@
 
 #include <cuda_runtime.h>
 
-#include "analysis/fof_grid.hpp"
-
 namespace orbis::gpu {
 
-// Device bytes fof_labels takes at most for `count` particles on a grid of this shape.
-std::size_t fof_device_bytes(std::size_t count, const fof::GridShape& shape);
+// Device bytes fof_labels takes at most for `count` particles.
+std::size_t fof_device_bytes(std::size_t count, double box_mpc_h, double link_mpc_h);
 
 // For each of the `count` particles at x, y, z (device arrays, positions in [0, box): an
 // Error otherwise, as the host grid's) the smallest index of its friends-of-friends group

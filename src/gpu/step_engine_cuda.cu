@@ -907,7 +907,7 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
   if (m.ranks || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const double link = fof::linking_length(m.n, m.box, linking_length_over_spacing);
-  const std::size_t need = gpu::fof_device_bytes(m.n, fof::grid_shape(m.box, link, m.n));
+  const std::size_t need = gpu::fof_device_bytes(m.n, m.box, link);
   std::size_t available = gpu::device_available_bytes();
   if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
     const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);

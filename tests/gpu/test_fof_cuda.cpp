@@ -178,6 +178,21 @@ TEST_CASE("device FoF: pairs at the linking length decide as on the host, across
   INFO(linked << " of " << pairs << " near-l pairs linked by the host");
   CHECK(linked > pairs / 10);   // both outcomes occur: the test sees the rounding
   CHECK(linked < pairs - pairs / 10);
+  // Pairs the other order of operations (x_b - (x_a - shift) for the host's x_a - (x_b + shift))
+  // would decide otherwise: a device that took the wrong particle as the host's a would fail.
+  std::size_t flips = 0;
+  for (std::size_t k = first_pair; k + 1 < 700; k += 2) {
+    double r2a = 0, r2b = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double raw = pos[k][d] - pos[k + 1][d];
+      const double shift = raw > box / 2 ? box : raw < -box / 2 ? -box : 0.0;
+      const double ea = pos[k][d] - (pos[k + 1][d] + shift), eb = pos[k + 1][d] - (pos[k][d] - shift);
+      r2a += ea * ea;
+      r2b += eb * eb;
+    }
+    flips += (r2a <= link * link) != (r2b <= link * link);
+  }
+  CHECK(flips > 0);
   const std::vector<std::uint32_t> device = DevicePositions(pos).labels(box, link);
   CHECK(device == host);
 }
