@@ -244,10 +244,17 @@ TEST_CASE("device FoF: positions outside the box and impossible sizes are refuse
   CHECK_THROWS_AS(DevicePositions(std::vector<Vec3d>{}).labels(1.0, 0.3), Error);
 }
 
-TEST_CASE("device FoF of 128^3 clustered particles: the host's groups, and the time of each") {
+TEST_CASE("device FoF of the headline's size: 256^3 clustered particles, the host's groups, the time of each") {
   test::require_gpu_or_skip();
-  const std::vector<Vec3d> pos = test::clustered_particles(128, 256.0, 2028);
-  check_set(pos, 256.0, fof::linking_length(pos.size(), 256.0, 0.2), "clustered 128^3");
+  // The 128^3 clustered set tiled 2 x 2 x 2 into a box twice as large (as the P(k) test's).
+  constexpr double big = 256.0;
+  const std::vector<Vec3d> tile = test::clustered_particles(128, big / 2, 2028);
+  std::vector<Vec3d> pos;
+  pos.reserve(8 * tile.size());
+  for (int t = 0; t < 8; ++t)
+    for (const Vec3d& x : tile)
+      pos.push_back({x.x + (t & 1) * big / 2, x.y + (t >> 1 & 1) * big / 2, x.z + (t >> 2 & 1) * big / 2});
+  check_set(pos, big, fof::linking_length(pos.size(), big, 0.2), "clustered 256^3");
 }
 
 TEST_CASE("GPU run: the catalogues made from the device's groups are the host finder's of the snapshots") {
