@@ -309,7 +309,9 @@ __global__ void search_link_kernel(const double* __restrict__ sorted, const std:
   const int hy = static_cast<int>((hs / nc) % nc);
   const int hz = static_cast<int>(hs % nc);
   const double xs = sorted[s], ys = sorted[n + s], zs = sorted[2 * n + s];
-  const auto wrap = [ns](std::uint64_t i, int d) { return d < 0 ? (i == 0 ? ns - 1 : i - 1) : d > 0 ? (i + 1 == ns ? 0 : i + 1) : i; };
+  const auto wrap = [ns](std::uint64_t i, int d) {   // the neighbour cell's coordinate (ns >= 3)
+    return d < 0 ? (i == 0 ? ns - 1 : i - 1) : d > 0 ? (i + 1 == ns ? 0 : i + 1) : i;
+  };
   for (int dx = -1; dx <= 1; ++dx) {
     const std::uint64_t bx = wrap(ix, dx);
     for (int dy = -1; dy <= 1; ++dy) {
@@ -344,7 +346,10 @@ __global__ void search_link_kernel(const double* __restrict__ sorted, const std:
   }
 }
 
-std::size_t cube(std::int64_t v) { return static_cast<std::size_t>(v) * static_cast<std::size_t>(v) * static_cast<std::size_t>(v); }
+std::size_t cube(std::int64_t v) {
+  const auto u = static_cast<std::size_t>(v);
+  return u * u * u;
+}
 
 // The search grid for a linking length, or ns < 3 when it cannot be used.
 Search search_grid(double box, double link) {

@@ -99,7 +99,8 @@ std::optional<std::vector<std::uint32_t>> engine_fof_labels(const Params& params
 
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm,
-                                           const PowerSpectrum* measured, const std::vector<std::uint32_t>* fof_labels) {
+                                           const PowerSpectrum* measured,
+                                           const std::vector<std::uint32_t>* fof_labels) {
   std::vector<std::string> files;
   const Params& params = c.params;
   const OutputNames names = output_names(params, c.directory, c.index);

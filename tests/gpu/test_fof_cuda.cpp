@@ -96,7 +96,7 @@ std::vector<Vec3d> clumpy(std::uint64_t seed, double box) {
   testing::add_uniform(pos, 6000, box, rng);
   testing::add_plummer(pos, 2000, {0.02 * box, 0.5 * box, 0.5 * box}, 0.01 * box, 0.1 * box, box, rng);   // face
   testing::add_plummer(pos, 1500, {0.99 * box, 0.005 * box, 0.3 * box}, 0.008 * box, 0.08 * box, box, rng);   // edge
-  testing::add_plummer(pos, 1000, {0.999 * box, 0.999 * box, 0.001 * box}, 0.005 * box, 0.05 * box, box, rng);   // corner
+  testing::add_plummer(pos, 1000, {0.999 * box, 0.999 * box, 0.001 * box}, 0.005 * box, 0.05 * box, box, rng); // corner
   testing::add_plummer(pos, 3000, {0.4 * box, 0.6 * box, 0.7 * box}, 0.003 * box, 0.05 * box, box, rng);   // dense
   return pos;
 }

@@ -67,7 +67,8 @@ inline std::vector<std::uint32_t> brute_force_labels(const std::vector<Vec3d>& p
 inline std::size_t count_groups(const std::vector<std::uint32_t>& label, std::size_t min_size) {
   std::vector<std::uint32_t> size(label.size(), 0);
   for (std::uint32_t l : label) ++size[l];
-  return static_cast<std::size_t>(std::count_if(size.begin(), size.end(), [&](std::uint32_t s) { return s >= min_size; }));
+  return static_cast<std::size_t>(
+      std::count_if(size.begin(), size.end(), [&](std::uint32_t s) { return s >= min_size; }));
 }
 
 // "" when the catalogues are the same in every header field and column, bit for bit; else
