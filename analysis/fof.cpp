@@ -251,6 +251,42 @@ std::vector<std::int64_t> slab_bounds(const CellGrid& grid, int slabs) {
   return bounds;
 }
 
+// Groups given as (length, offset, members in any order within a group) in the canonical
+// order of fof.hpp: members by ID (ties by index), groups by descending length, then by
+// smallest member ID. Whatever linked them, the same groups come out the same.
+FofGroups canonical_groups(const std::vector<std::uint32_t>& length, const std::vector<std::uint64_t>& offset,
+                           std::vector<std::uint32_t>& members, const std::vector<std::uint64_t>& ids,
+                           double link_mpc_h) {
+  const std::size_t ngroups = length.size();
+  const std::uint64_t total = members.size();
+  auto by_id = [&](std::uint32_t i, std::uint32_t j) { return ids[i] != ids[j] ? ids[i] < ids[j] : i < j; };
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::size_t g = 0; g < ngroups; ++g)
+    std::sort(members.begin() + offset[g], members.begin() + offset[g] + length[g], by_id);
+
+  // Canonical group order: longest first, then by smallest member ID (the first member now).
+  std::vector<std::uint32_t> rank(ngroups);
+  std::iota(rank.begin(), rank.end(), 0u);
+  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
+    if (length[a] != length[b]) return length[a] > length[b];
+    return by_id(members[offset[a]], members[offset[b]]);
+  });
+  FofGroups out;
+  out.link_mpc_h = link_mpc_h;
+  out.length.resize(ngroups);
+  out.offset.resize(ngroups);
+  out.members.resize(total);
+  std::uint64_t next = 0;
+  for (std::size_t k = 0; k < ngroups; ++k) {
+    const std::uint32_t g = rank[k];
+    out.length[k] = length[g];
+    out.offset[k] = next;
+    std::copy_n(members.begin() + offset[g], length[g], out.members.begin() + next);
+    next += length[g];
+  }
+  return out;
+}
+
 }  // namespace
 
 FofConfig config_from_params(const Params& params) {
@@ -340,33 +376,41 @@ FofGroups collect_groups(const CellGrid& grid, DisjointSets& sets,
     if (g != none) members[cursor[g]++] = order[s];
   }
   std::vector<std::uint32_t>().swap(tag);
+  return canonical_groups(length, offset, members, ids, grid.link());
+}
 
-  auto by_id = [&](std::uint32_t i, std::uint32_t j) { return ids[i] != ids[j] ? ids[i] < ids[j] : i < j; };
-#pragma omp parallel for schedule(dynamic, 16)
-  for (std::size_t g = 0; g < ngroups; ++g)
-    std::sort(members.begin() + offset[g], members.begin() + offset[g] + length[g], by_id);
-
-  // Canonical group order: longest first, then by smallest member ID (the first member now).
-  std::vector<std::uint32_t> rank(ngroups);
-  std::iota(rank.begin(), rank.end(), 0u);
-  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
-    if (length[a] != length[b]) return length[a] > length[b];
-    return by_id(members[offset[a]], members[offset[b]]);
-  });
-  FofGroups out;
-  out.link_mpc_h = grid.link();
-  out.length.resize(ngroups);
-  out.offset.resize(ngroups);
-  out.members.resize(total);
-  std::uint64_t next = 0;
-  for (std::size_t k = 0; k < ngroups; ++k) {
-    const std::uint32_t g = rank[k];
-    out.length[k] = length[g];
-    out.offset[k] = next;
-    std::copy_n(members.begin() + offset[g], length[g], out.members.begin() + next);
-    next += length[g];
+FofGroups groups_from_labels(const std::vector<std::uint32_t>& label, const std::vector<std::uint64_t>& ids,
+                             std::uint32_t min_members, double link_mpc_h) {
+  const std::size_t n = label.size();
+  if (ids.size() != n) fail("fof.cpp: {} IDs for {} particle labels", ids.size(), n);
+  constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
+  // A label is its group's smallest member index: label[i] <= i, and a label labels itself.
+  for (std::size_t i = 0; i < n; ++i)
+    if (label[i] > i || label[label[i]] != label[i])
+      fail("internal: fof.cpp: particle {}'s group label {} is not its group's smallest member", i, label[i]);
+  // Counts per label, then (reusing the array) a provisional group number per kept label.
+  std::vector<std::uint32_t> tag(n, 0);
+  for (std::size_t i = 0; i < n; ++i) ++tag[label[i]];
+  std::vector<std::uint32_t> length;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (label[i] != i) continue;
+    if (tag[i] >= min_members) {
+      length.push_back(tag[i]);
+      tag[i] = static_cast<std::uint32_t>(length.size() - 1);
+    } else {
+      tag[i] = none;
+    }
   }
-  return out;
+  const std::size_t ngroups = length.size();
+  std::vector<std::uint64_t> offset(ngroups, 0);
+  for (std::size_t g = 1; g < ngroups; ++g) offset[g] = offset[g - 1] + length[g - 1];
+  std::vector<std::uint64_t> cursor(offset);
+  std::vector<std::uint32_t> members(ngroups ? offset.back() + length.back() : 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t g = tag[label[i]];
+    if (g != none) members[cursor[g]++] = static_cast<std::uint32_t>(i);
+  }
+  return canonical_groups(length, offset, members, ids, link_mpc_h);
 }
 
 FofGroups find_groups(const CellGrid& grid, const Particles& particles, std::uint32_t min_members) {

@@ -59,6 +59,13 @@ void link_particles(const CellGrid& grid, const std::vector<Vec3d>& pos, Disjoin
 FofGroups collect_groups(const CellGrid& grid, DisjointSets& sets,
                          const std::vector<std::uint64_t>& ids, std::uint32_t min_members);
 
+// The groups of particles linked elsewhere (the CUDA step engine's, gpu/fof_cuda.cuh): label[i]
+// is the smallest index of particle i's group (so label[i] <= i and label[label[i]] =
+// label[i]; anything else is an internal error); the groups with >= min_members in the
+// canonical order, as collect_groups gives them.
+FofGroups groups_from_labels(const std::vector<std::uint32_t>& label, const std::vector<std::uint64_t>& ids,
+                             std::uint32_t min_members, double link_mpc_h);
+
 // Both steps for one set of particles; the grid must have been built on particles.pos.
 FofGroups find_groups(const CellGrid& grid, const Particles& particles, std::uint32_t min_members);
 

@@ -15,33 +15,42 @@ constexpr std::int64_t kMaxFinePerCoarse = 1625;
 
 }  // namespace
 
-CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h, std::size_t sizing_count)
-    : box_(box_mpc_h), link_(link_mpc_h) {
-  const std::size_t n = pos.size();
-  if (!(box_ > 0)) fail("fof_grid.cpp: box side {} Mpc/h must be positive", box_);
-  if (!(link_ > 0) || !(link_ < 0.5 * box_))
+GridShape grid_shape(double box, double link, std::size_t count) {
+  if (!(box > 0)) fail("fof_grid.cpp: box side {} Mpc/h must be positive", box);
+  if (!(link > 0) || !(link < 0.5 * box))
     fail("fof_grid.cpp: linking length {} Mpc/h must be positive and below half the box ({} Mpc/h)",
-         link_, 0.5 * box_);
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    fail("fof_grid.cpp: {} particles in one friends-of-friends set; at most 2^32 - 2 are supported "
-         "per rank", n);
-
+         link, 0.5 * box);
   // Fine side h <= link/sqrt(3) with a margin, so that a cell's diagonal stays below the
   // linking length even after rounding of x/h.
-  const double fine_needed = std::ceil(box_ * std::sqrt(3.0) / link_ * (1.0 + 1e-9));
+  const double fine_needed = std::ceil(box * std::sqrt(3.0) / link * (1.0 + 1e-9));
   // Coarse cells: ~4 particles each, side >= link (then m >= sqrt(3) >= 2 follows).
-  std::int64_t nc = static_cast<std::int64_t>(std::cbrt(static_cast<double>(sizing_count ? sizing_count : n) / kParticlesPerCoarseCell));
-  nc = std::clamp<std::int64_t>(nc, 1, static_cast<std::int64_t>(std::floor(box_ / link_)));
+  std::int64_t nc = static_cast<std::int64_t>(std::cbrt(static_cast<double>(count) / kParticlesPerCoarseCell));
+  nc = std::clamp<std::int64_t>(nc, 1, static_cast<std::int64_t>(std::floor(box / link)));
   nc = std::min<std::int64_t>(nc, 1024);
   std::int64_t m = static_cast<std::int64_t>(std::ceil(fine_needed / static_cast<double>(nc)));
   if (m > kMaxFinePerCoarse)
     fail("fof_grid.cpp: linking length {} Mpc/h is too small for the grid ({} fine cells per coarse "
          "cell side, at most {}); expected a linking length above ~0.002 mean spacings",
-         link_, m, kMaxFinePerCoarse);
-  nc_ = nc;
-  m_ = std::max<std::int64_t>(m, 2);
-  inv_fine_ = static_cast<double>(nc_ * m_) / box_;
-  fine_limit_ = static_cast<double>(nc_ * m_);
+         link, m, kMaxFinePerCoarse);
+  GridShape shape;
+  shape.coarse_side = nc;
+  shape.fine_per_coarse = std::max<std::int64_t>(m, 2);
+  shape.inv_fine = static_cast<double>(nc * shape.fine_per_coarse) / box;
+  shape.fine_limit = static_cast<double>(nc * shape.fine_per_coarse);
+  return shape;
+}
+
+CellGrid::CellGrid(const std::vector<Vec3d>& pos, double box_mpc_h, double link_mpc_h, std::size_t sizing_count)
+    : box_(box_mpc_h), link_(link_mpc_h) {
+  const std::size_t n = pos.size();
+  const GridShape shape = grid_shape(box_, link_, sizing_count ? sizing_count : n);
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    fail("fof_grid.cpp: {} particles in one friends-of-friends set; at most 2^32 - 2 are supported "
+         "per rank", n);
+  nc_ = shape.coarse_side;
+  m_ = shape.fine_per_coarse;
+  inv_fine_ = shape.inv_fine;
+  fine_limit_ = shape.fine_limit;
 
   const std::size_t ncells = static_cast<std::size_t>(nc_ * nc_ * nc_);
   start_.assign(ncells + 1, 0);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/hostdevice.hpp"
 #include "core/vec3.hpp"
 
 namespace orbis::fof {
@@ -22,6 +23,27 @@ namespace orbis::fof {
 struct CellCoord {
   std::int64_t x = 0, y = 0, z = 0;
 };
+
+// The cell sizes CellGrid takes for `count` particles (its constructor's first step, on its
+// own for the device linker, gpu/fof_cuda.cuh, which must put every particle in the same
+// coarse cell as the host: that cell decides how a pair across the box's faces is computed).
+// Fails as the constructor does on an impossible box or linking length.
+struct GridShape {
+  std::int64_t coarse_side = 1;     // coarse cells per box side, nc
+  std::int64_t fine_per_coarse = 2; // fine cells per coarse side, m
+  double inv_fine = 0;              // fine cells per Mpc/h, nc m / box
+  double fine_limit = 0;            // nc m as a double
+};
+GridShape grid_shape(double box_mpc_h, double link_mpc_h, std::size_t count);
+
+// The fine coordinate along one axis of v in [0, box) (CellGrid::fine_cell's): truncation of
+// v * inv_fine, 0 below (and for NaN), nc m - 1 at or above the box. Host and device.
+ORBIS_HD std::int64_t fine_axis(double v, double inv_fine, double fine_limit, std::int64_t fine_side) {
+  const double t = v * inv_fine;
+  if (!(t >= 0)) return 0;                       // also NaN: the constructor reports it
+  if (t >= fine_limit) return fine_side - 1;
+  return static_cast<std::int64_t>(t);           // truncation = floor for t >= 0
+}
 
 class CellGrid {
  public:
@@ -65,12 +87,7 @@ class CellGrid {
   }
 
  private:
-  std::int64_t fine_axis(double v) const {
-    const double t = v * inv_fine_;
-    if (!(t >= 0)) return 0;                       // also NaN: the constructor reports it
-    if (t >= fine_limit_) return nc_ * m_ - 1;
-    return static_cast<std::int64_t>(t);           // truncation = floor for t >= 0
-  }
+  std::int64_t fine_axis(double v) const { return fof::fine_axis(v, inv_fine_, fine_limit_, nc_ * m_); }
   std::int64_t wrap_coarse(std::int64_t v) const {
     if (v >= 0 && v < nc_) return v;               // the common case: no division
     v %= nc_;

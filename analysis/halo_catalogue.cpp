@@ -88,6 +88,23 @@ GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double 
   return make_catalogue(particles, groups, haloes, box_mpc_h, a, config, params);
 }
 
+GroupCatalogue find_haloes_from_labels(const Particles& particles, const std::vector<std::uint32_t>& label,
+                                       double box_mpc_h, double a, const Params& params) {
+  Stopwatch watch;
+  const fof::FofConfig config = fof::config_from_params(params);
+  const double link = fof::linking_length(particles.size(), box_mpc_h, config.linking_length_over_spacing);
+  if (label.size() != particles.size())
+    fail("internal: halo_catalogue.cpp: {} group labels for {} particles", label.size(), particles.size());
+  const fof::FofGroups groups = fof::groups_from_labels(label, particles.id, config.min_members, link);
+  const fof::CellGrid grid(particles.pos, box_mpc_h, link);
+  const double t_groups = watch.seconds();
+  const Cosmology cosmo = Cosmology::from_params(params);
+  const auto haloes = compute_properties(grid, particles, groups, cosmo, a, softening(params, box_mpc_h));
+  log::info("haloes: {} groups of >= {} particles from the step engine's links; groups and grid {:.2f} s, "
+            "properties {:.2f} s", groups.size(), config.min_members, t_groups, watch.seconds() - t_groups);
+  return make_catalogue(particles, groups, haloes, box_mpc_h, a, config, params);
+}
+
 namespace {
 
 // One rank's answer to a batch of overdensity spheres: the squared distances of its particles

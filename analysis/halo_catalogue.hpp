@@ -7,7 +7,9 @@
 // and Poisson errors sqrt(N) / (V dlog10M). analysis/python/plot_mass_function.py plots it
 // against the Reed et al. (2007, FoF) and Tinker et al. (2008, 200m) fits.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "analysis/halo_properties.hpp"
 #include "core/comm.hpp"
@@ -28,6 +30,12 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
 // particles in a periodic box at scale factor a; cosmology from [cosmology]; the potential's
 // softening is the run's, [gravity] softening_over_spacing x box / [box] particles_per_side.
 GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params);
+
+// find_haloes' catalogue from groups linked elsewhere (label: fof::groups_from_labels', the
+// CUDA step engine's, StepEngine::fof_labels): the same groups, properties and catalogue,
+// without the linking (the grid is still built: the overdensity spheres search it).
+GroupCatalogue find_haloes_from_labels(const Particles& particles, const std::vector<std::uint32_t>& label,
+                                       double box_mpc_h, double a, const Params& params);
 
 // Collective over comm: the catalogue find_haloes makes of every rank's particles together
 // (each rank passes its own), on root and empty elsewhere, without gathering the particles:

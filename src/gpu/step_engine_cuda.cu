@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/fof.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/gravity_mode.hpp"
@@ -32,6 +33,7 @@
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_memory_plan.hpp"
+#include "gpu/fof_cuda.cuh"
 #include "gpu/ghost_exchange_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
@@ -935,12 +937,42 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   return result;
 }
 
+<<<<<<< HEAD
 std::optional<double> CudaStepEngine::softened_pair_sum() {
   Impl& m = *impl_;
   if (!m.vacuum || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   return gpu::softened_pair_sum(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
                                 m.stream);
+=======
+// One rank: linked on the device, in memory taken from the pool for the call alone and given
+// back at its end, as power_spectrum()'s; when the device lacks it, nullopt (the output links
+// the groups on the host).
+std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double linking_length_over_spacing) {
+  Impl& m = *impl_;
+  if (m.ranks || m.vacuum || m.n == 0) return std::nullopt;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const double link = fof::linking_length(m.n, m.box, linking_length_over_spacing);
+  const std::size_t need = gpu::fof_device_bytes(m.n, m.box, link);
+  std::size_t available = gpu::device_available_bytes();
+  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
+    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
+    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
+    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  if (need + need / 16 > available) {
+    log::info("FoF on the host: the device linker needs {:.2f} GiB, {:.2f} GiB free", gib(need), gib(available));
+    return std::nullopt;
+  }
+  std::uint64_t reserved = 0;   // what the pool held for the steps before the linker's arrays
+  ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  std::vector<std::uint32_t> labels =
+      gpu::fof_labels(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, link, m.stream);
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  return labels;
+>>>>>>> fof-gpu
 }
 
 std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }

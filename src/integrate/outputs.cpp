@@ -88,9 +88,19 @@ std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEng
   return pk;
 }
 
+std::optional<std::vector<std::uint32_t>> engine_fof_labels(const Params& params, StepEngine& engine) {
+  if (!asked(params, "analysis.fof")) return std::nullopt;
+  Stopwatch watch;
+  std::optional<std::vector<std::uint32_t>> labels =
+      engine.fof_labels(fof::config_from_params(params).linking_length_over_spacing);
+  if (labels) log::info("FoF groups linked by the step engine in {:.1f} ms", 1e3 * watch.seconds());
+  return labels;
+}
+
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm,
-                                           const PowerSpectrum* measured) {
+                                           const PowerSpectrum* measured,
+                                           const std::vector<std::uint32_t>* fof_labels) {
   std::vector<std::string> files;
   const Params& params = c.params;
   const OutputNames names = output_names(params, c.directory, c.index);
@@ -130,8 +140,11 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   if (!names.catalogue.empty()) {
     part.restart();
     // Collective: groups linked across ranks, the catalogue on rank 0.
+    // From the engine's groups (one rank) the same catalogue, without linking here.
     const GroupCatalogue catalogue =
-        halo::find_haloes_across_ranks(particles, params.get_real("box.size_mpc_h"), c.a, params, comm);
+        fof_labels && comm.size() == 1
+            ? halo::find_haloes_from_labels(particles, *fof_labels, params.get_real("box.size_mpc_h"), c.a, params)
+            : halo::find_haloes_across_ranks(particles, params.get_real("box.size_mpc_h"), c.a, params, comm);
     run_collectively(comm, [&] {
       if (!comm.is_root()) return;
       halo::write_halo_outputs(names.catalogue, catalogue, params);
@@ -158,14 +171,14 @@ BackgroundOutputs::~BackgroundOutputs() {
 
 void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
                               std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum,
-                              const Comm& comm) {
+                              const Comm& comm, std::optional<std::vector<std::uint32_t>> fof_labels) {
   finish(files);
   pending_ = std::async(std::launch::async,
                         [context, particles = std::move(particles), accelerations = std::move(accelerations),
-                         pk = std::move(power_spectrum), comm] {
+                         pk = std::move(power_spectrum), comm, labels = std::move(fof_labels)] {
                           Stopwatch watch;
                           Written written{write_run_outputs(context, particles, accelerations, comm,
-                                                            pk ? &*pk : nullptr),
+                                                            pk ? &*pk : nullptr, labels ? &*labels : nullptr),
                                           0};
                           written.seconds = watch.seconds();
                           return written;

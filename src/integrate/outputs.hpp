@@ -44,16 +44,24 @@ double particle_record_bytes(const Params& params);
 // catalogue of groups linked across ranks (analysis/fof_ranks.hpp), both written by rank 0.
 // No rank gathers the particles. `measured`: the power spectrum already measured where the
 // particles are (engine_power_spectrum; one rank), written instead of measuring it here (its
-// linear column filled in here).
+// linear column filled in here). `fof_labels`: the groups linked already where the particles
+// are (engine_fof_labels; one rank), from which the catalogue is made instead of linking here.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self(),
-                                           const PowerSpectrum* measured = nullptr);
+                                           const PowerSpectrum* measured = nullptr,
+                                           const std::vector<std::uint32_t>* fof_labels = nullptr);
 
 // The output's power spectrum measured by the engine where the particles are, when the
 // parameters ask for one and the engine measures it (StepEngine::power_spectrum: the CUDA
 // engine on one rank, from the device positions, in milliseconds instead of the host
 // thread's seconds); else nullopt, and write_run_outputs measures it from its copy.
 std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEngine& engine);
+
+// The output's friends-of-friends groups linked by the engine where the particles are, as
+// per-particle labels (StepEngine::fof_labels: the CUDA engine on one rank), when the
+// parameters ask for a halo catalogue and the engine links them; else nullopt, and
+// write_run_outputs links them from its copy. The catalogue is the same either way.
+std::optional<std::vector<std::uint32_t>> engine_fof_labels(const Params& params, StepEngine& engine);
 
 // Writes one output at a time on a host thread, from its own copy of the particles, while the
 // run goes on (the snapshot, P(k) and FoF of a 256^3 run take seconds of host time that the
@@ -74,9 +82,11 @@ class BackgroundOutputs {
   // made by every rank), whose collectives the writer threads make while the main threads
   // make theirs (MPI_THREAD_MULTIPLE: parallel::concurrent_mpi); every rank starts, finishes
   // and checkpoints the same outputs, so the collectives match.
+  // fof_labels: the groups linked already (engine_fof_labels), made into the catalogue as they are.
   void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt,
-             const Comm& comm = Comm::self());
+             const Comm& comm = Comm::self(),
+             std::optional<std::vector<std::uint32_t>> fof_labels = std::nullopt);
   // Appends the files of an output that has finished to `files`; never waits.
   void poll(std::vector<std::string>& files);
   // Waits for the output in progress, if any, and appends its files to `files`.

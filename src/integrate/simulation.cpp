@@ -557,11 +557,12 @@ void Simulation::write_outputs(RunSummary& summary) {
   const bool with_acc = params_.get_bool("output.accelerations");
   std::vector<std::string> files;
   if (outputs_in_background_) {
-    // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) from
-    // the engine where it can measure it where the particles are. Over ranks each rank's
-    // thread writes its share, collectively on output_comm_.
+    // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) and
+    // the FoF groups from the engine where it can make them where the particles are. Over
+    // ranks each rank's thread writes its share, collectively on output_comm_.
     outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
-                   summary.outputs, engine_power_spectrum(params_, *engine_), output_comm_);
+                   summary.outputs, engine_power_spectrum(params_, *engine_), output_comm_,
+                   engine_fof_labels(params_, *engine_));
   } else {
     // Collective: each rank's particles where they are (integrate/outputs.hpp).
     files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);

@@ -156,6 +156,16 @@ class StepEngine {
   // (gpu/vacuum_potential_cuda.cuh).
   virtual std::optional<double> softened_pair_sum() { return std::nullopt; }
 
+  // The friends-of-friends groups of the particles where they are, for an output's halo
+  // catalogue: for each particle (in particles()'s order) the smallest index of its group's
+  // members, the groups exactly analysis/fof.hpp's for linking length b x the mean spacing
+  // (b = [analysis] fof_linking_length). nullopt: the engine does not link them (the host
+  // engine, several ranks, or not enough device memory), and the output links them from its
+  // copy. The CUDA engine on one rank links them on the device (gpu/fof_cuda.cuh).
+  virtual std::optional<std::vector<std::uint32_t>> fof_labels(double /*linking_length_over_spacing*/) {
+    return std::nullopt;
+  }
+
   // Over several ranks: the state besides the particles that decides which rank computes
   // what in the steps to come (the rank domains), as bytes for a checkpoint written at the
   // end of a PM step; "" when there is none (one rank). restore_domain_state takes it back
