@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "fmm/kernel_derivatives.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/orb_tree_cuda.cuh"
 #include "tree/multi_index.hpp"
 
@@ -89,58 +90,123 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
     if (lane + 32 * j < nm) m[static_cast<std::size_t>(node) * nm + lane + 32 * j] = sum[j];
 }
 
-// M2L: a warp per target node (grid-stride), its tasks in list order.
+// M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
+// expansion acc (lane k holds entries k + 32 j), in list order.
+__device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s,
+                          const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end,
+                          const Vec3d& zt, double box, const double* m, double* sm, double (*lev)[kMaxNl],
+                          double* acc) {
+  const int lane = threadIdx.x & 31;
+  const int q_order = order + 1;   // D to p + 1
+  for (std::uint64_t q = begin; q < end; ++q) {
+    const InteractionTask task = tasks[q];
+    const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
+    const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
+    double g[9];
+    radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
+    // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
+    for (int mm = q_order; mm >= 0; --mm) {
+      double* cur = lev[mm & 1];
+      const double* up = lev[(mm + 1) & 1];
+      const int count = MultiIndexSet::count(q_order - mm);
+      for (int i = lane; i < count; i += 32) {
+        if (i == 0) {
+          cur[0] = g[mm];
+        } else {
+          const int* s = tb.steps + 4 * i;
+          double v = R[s[0]] * up[s[1]];
+          if (s[2] >= 0) v += s[3] * up[s[2]];
+          cur[i] = v;
+        }
+      }
+      __syncwarp();
+    }
+    const double* D = lev[0];
+    const double* ms = m + static_cast<std::size_t>(task.source) * nm;
+    for (int n = lane; n < nm; n += 32) {
+      const int* mi = tb.mi + 3 * n;
+      sm[n] = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
+    }
+    __syncwarp();
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int k = lane + 32 * j;
+      if (k >= nl) break;
+      const int* kn = tb.m2l_kn + k * nm;
+      double s = 0;
+      for (int n = 0; n < tb.m2l_count[k]; ++n) s += sm[n] * D[kn[n]];
+      acc[j] += s;
+    }
+    __syncwarp();   // sm and lev are rewritten by the next task
+  }
+}
+
+// A node's M2L tasks are split into chunks of `chunk` tasks when it has more than that (the
+// few nodes with thousands of tasks would otherwise keep one warp busy while the GPU idles:
+// a sub-step with few active targets, or the core of an isolated system). chunks[node]: its
+// chunk count (0: done in one piece by m2l_kernel).
+__global__ void m2l_chunk_counts(const std::uint64_t* offsets, std::size_t n_nodes, std::uint64_t chunk,
+                                 std::uint32_t* chunks) {
+  const std::size_t node = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (node > n_nodes) return;
+  if (node == n_nodes) {
+    chunks[n_nodes] = 0;   // the exclusive scan's entry n_nodes is then the total
+    return;
+  }
+  const std::uint64_t n = offsets[node + 1] - offsets[node];
+  chunks[node] = n > chunk ? static_cast<std::uint32_t>((n + chunk - 1) / chunk) : 0u;
+}
+
+// A warp per chunk (grid-stride up to max_chunks; those beyond the total do nothing): the
+// chunk's partial local expansion, in list order, into partial[c * nl ...].
+__global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, FmmTreeView t,
+                                 const InteractionTask* tasks, const std::uint64_t* offsets,
+                                 const std::uint32_t* chunk_start, std::uint64_t chunk, std::size_t max_chunks,
+                                 double box, const double* m, double* partial) {
+  __shared__ double sm[kWarps][kMaxNm];
+  __shared__ double lev[kWarps][2][kMaxNl];
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const std::uint32_t total = chunk_start[t.n_nodes];
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
+  for (std::size_t c = blockIdx.x * static_cast<std::size_t>(kWarps) + w; c < max_chunks && c < total; c += warps) {
+    // The node whose chunks hold c: the last with chunk_start[node] <= c (warp-uniform).
+    std::size_t lo = 0, hi = t.n_nodes;   // chunk_start[lo] <= c < chunk_start[hi]
+    while (hi - lo > 1) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (chunk_start[mid] <= c) lo = mid;
+      else hi = mid;
+    }
+    const std::size_t node = lo;
+    const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
+    const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
+    double acc[kMaxPerLane] = {};
+    m2l_tasks(tb, order, nm, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), box, m, sm[w], lev[w],
+              acc);
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
+  }
+}
+
+// M2L: a warp per target node (grid-stride): its tasks in list order, or, for a node split
+// into chunks, its chunks' partial expansions added in chunk order. Either way a fixed order.
 __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, FmmTreeView t,
-                           const InteractionTask* tasks, const std::uint64_t* offsets, double box, const double* m,
+                           const InteractionTask* tasks, const std::uint64_t* offsets,
+                           const std::uint32_t* chunk_start, const double* partial, double box, const double* m,
                            double* l, std::uint8_t* has_local) {
   __shared__ double sm[kWarps][kMaxNm];
   __shared__ double lev[kWarps][2][kMaxNl];
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-  const int q_order = order + 1;   // D to p + 1
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
   for (std::size_t node = blockIdx.x * static_cast<std::size_t>(kWarps) + w; node < t.n_nodes; node += warps) {
     const std::uint64_t begin = offsets[node], end = offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    const Vec3d zt = centre_of(t.geometry[node]);
-    for (std::uint64_t q = begin; q < end; ++q) {
-      const InteractionTask task = tasks[q];
-      const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
-      const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
-      double g[9];
-      radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
-      // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
-      for (int mm = q_order; mm >= 0; --mm) {
-        double* cur = lev[w][mm & 1];
-        const double* up = lev[w][(mm + 1) & 1];
-        const int count = MultiIndexSet::count(q_order - mm);
-        for (int i = lane; i < count; i += 32) {
-          if (i == 0) {
-            cur[0] = g[mm];
-          } else {
-            const int* s = tb.steps + 4 * i;
-            double v = R[s[0]] * up[s[1]];
-            if (s[2] >= 0) v += s[3] * up[s[2]];
-            cur[i] = v;
-          }
-        }
-        __syncwarp();
-      }
-      const double* D = lev[w][0];
-      const double* ms = m + static_cast<std::size_t>(task.source) * nm;
-      for (int n = lane; n < nm; n += 32) {
-        const int* mi = tb.mi + 3 * n;
-        sm[w][n] = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
-      }
-      __syncwarp();
-      for (int j = 0; j < kMaxPerLane; ++j) {
-        const int k = lane + 32 * j;
-        if (k >= nl) break;
-        const int* kn = tb.m2l_kn + k * nm;
-        double s = 0;
-        for (int n = 0; n < tb.m2l_count[k]; ++n) s += sm[w][n] * D[kn[n]];
-        acc[j] += s;
-      }
-      __syncwarp();   // sm and lev are rewritten by the next task
+    const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
+    if (c1 > c0) {
+      for (std::uint32_t c = c0; c < c1; ++c)
+        for (int j = 0; j < kMaxPerLane; ++j)
+          if (lane + 32 * j < nl) acc[j] += partial[static_cast<std::size_t>(c) * nl + lane + 32 * j];
+    } else {
+      m2l_tasks(tb, order, nm, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), box, m, sm[w],
+                lev[w], acc);
     }
     if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
       for (int j = 0; j < kMaxPerLane; ++j)
@@ -326,7 +392,10 @@ DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel)
 std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
   const std::size_t per_node = (MultiIndexSet::count(multipole_order) + MultiIndexSet::count(multipole_order + 1)) *
                                    sizeof(double) + 1;
-  return n_nodes * per_node + n_nodes * per_node / 8 + 4096;
+  // The M2L chunks' partial expansions and counts, and the counts' scan (m2l_chunk_kernel).
+  const std::size_t chunks = kMaxM2LChunks * MultiIndexSet::count(multipole_order + 1) * sizeof(double) +
+                             (n_nodes + 1) * sizeof(std::uint32_t) * 2;
+  return n_nodes * per_node + n_nodes * per_node / 8 + chunks + 4096;
 }
 
 void DeviceFmm::release() {
@@ -334,6 +403,9 @@ void DeviceFmm::release() {
   l_.release();
   active_.release();
   wanted_.release();
+  chunk_start_.release();
+  partial_.release();
+  scan_temp_.release();
 }
 
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
@@ -378,8 +450,27 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const auto m2l_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(nn), 16 * static_cast<std::size_t>(sms)));
-  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets, box, m_.data(),
-                                                l_.data(), active_.data());
+  // The chunk: enough tasks that the chunks are at most kMaxM2LChunks (their partial
+  // expansions' memory is bounded: bytes_for), at least kMinM2LChunk (a chunk is a warp's
+  // work; below that the partials cost more than they save).
+  const std::uint64_t chunk =
+      std::max<std::uint64_t>(kMinM2LChunk, (2 * static_cast<std::uint64_t>(m2l_count) + kMaxM2LChunks - 1) / kMaxM2LChunks);
+  const std::size_t max_chunks = std::min<std::size_t>(kMaxM2LChunks, 2 * m2l_count / chunk + 1);
+  chunk_start_.ensure(nn + 1);
+  m2l_chunk_counts<<<static_cast<unsigned>((nn + 1 + 255) / 256), 256, 0, stream>>>(m2l_offsets, nn, chunk,
+                                                                                   chunk_start_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  scan_temp_.ensure(exclusive_sum_bytes(chunk_start_.data(), chunk_start_.data(), nn + 1));
+  exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), chunk_start_.data(), chunk_start_.data(), nn + 1, stream);
+  partial_.ensure(max_chunks * static_cast<std::size_t>(nl_));
+  const auto chunk_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(max_chunks), 16 * static_cast<std::size_t>(sms)));
+  m2l_chunk_kernel<<<chunk_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets,
+                                                        chunk_start_.data(), chunk, max_chunks, box, m_.data(),
+                                                        partial_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets,
+                                                chunk_start_.data(), partial_.data(), box, m_.data(), l_.data(),
+                                                active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = 0; d + 1 < depths; ++d) {
     if (level_size(d) == 0) continue;

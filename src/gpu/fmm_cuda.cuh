@@ -10,7 +10,9 @@
 //   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
 //         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
 //         (a level of the recurrence per step, lanes over its entries), then lane k adds
-//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register;
+//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register; a node with more tasks than a
+//         chunk (at least 16, at most 65536 chunks in all) has its chunks done by a warp
+//         each first, and adds their partial expansions in chunk order;
 //   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
 //   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree.
 // Every sum has a fixed order (no atomics), so the far field is bitwise the same run after
@@ -85,6 +87,12 @@ class DeviceFmm {
   std::vector<int> table_offsets_;
   DeviceArray<double> m_, l_;
   DeviceArray<std::uint8_t> active_, wanted_;
+  // M2L of the nodes with many tasks, in chunks (fmm_cuda.cu): chunk counts, then their scan;
+  // the chunks' partial local expansions; the scan's temporaries.
+  DeviceArray<std::uint32_t> chunk_start_;
+  DeviceArray<double> partial_;
+  DeviceArray<unsigned char> scan_temp_;
+  static constexpr std::size_t kMaxM2LChunks = 65536, kMinM2LChunk = 16;
 };
 
 }  // namespace orbis::gpu
