@@ -108,6 +108,12 @@ const std::vector<ParamSpec> kSchema = {
     {"gravity", "r_cut_over_rs", T::real, "5.5", 1, 12, false, nullptr, "",
      "short-range cut-off radius in units of r_s; 4.5 (GADGET) drops up to 1.8% of a pair's force "
      "at the cut, 5.5 brings the 99th-percentile force error under 1e-3", P},
+    {"gravity", "short_range_cut", T::string, "\"sharp\"", -inf, inf, false, "sharp|shifted", "",
+     "how the short-range force ends at the cut: sharp, T(x) up to the cut and nothing beyond (a step of "
+     "T(x_cut), 0.17% of a pair's force at 5.5 r_s, which the IC lattice's shells can cross together: "
+     "docs/force_split.md), or shifted, T(x) - T(x_cut) (x/x_cut)^2, zero at the cut (the pair potential "
+     "and M2L's kernel to match), which removes the step but lowers every pair's force inside the cut by "
+     "T(x_cut)/r_cut^2: twice the force error against Ewald at 5.5 r_s", P},
     {"gravity", "softening_over_spacing", T::real, "0.025", 0, 0.5, false, nullptr, "",
      "Plummer-equivalent softening length in units of the mean inter-particle spacing", P},
     {"gravity", "theta", T::real, "0.5", 0, 1, true, nullptr, "", "FMM opening angle"},

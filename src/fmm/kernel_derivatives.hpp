@@ -62,18 +62,40 @@ ORBIS_HD void newtonian_radial_derivatives(double r, int order, double* g) {
   }
 }
 
-// The radial factors of either kernel; r_s (Mpc/h) is read by the truncated one only.
-ORBIS_HD void radial_derivatives(KernelKind kind, double r, double r_s, int order, double* g) {
-  if (kind == KernelKind::newtonian)
+// The shifted cut of the truncated kernel (ShortRangeSettings::shifted_cut, fmm/short_range.hpp):
+// psi' = erfc(r/2r_s)/r + a r, whose force T(x)/r^2 - a vanishes at the cut for
+// a = T(x_cut)/r_cut^2, adds a ((1/r) d/dr)^m r to g_m: a r for m = 0, a times the Newtonian
+// g_(m-1) = (-1)^(m-1) (2m-3)!!/r^(2m-1) for m >= 1. a = 0: nothing. Host and device.
+ORBIS_HD void add_cut_shift_derivatives(double r, double a, int order, double* g) {
+  if (a == 0) return;
+  g[0] += a * r;
+  const double inv_r2 = 1.0 / (r * r);
+  double b = 1.0 / r, sign = 1.0;
+  for (int m = 1; m <= order; ++m) {
+    if (m > 1) {
+      b = (2 * m - 3) * b * inv_r2;
+      sign = -sign;
+    }
+    g[m] += a * (sign * b);
+  }
+}
+
+// The radial factors of either kernel; r_s (Mpc/h) and the cut's shift a (1/(Mpc/h)^2, 0: a
+// sharp cut) are read by the truncated one only.
+ORBIS_HD void radial_derivatives(KernelKind kind, double r, double r_s, int order, double* g, double cut_shift = 0) {
+  if (kind == KernelKind::newtonian) {
     newtonian_radial_derivatives(r, order, g);
-  else
+  } else {
     truncated_radial_derivatives(r, r_s, order, g);
+    add_cut_shift_derivatives(r, cut_shift, order, g);
+  }
 }
 
 class KernelDerivatives {
  public:
-  // r_s > 0 for the truncated kernel; not read for the Newtonian one.
-  KernelDerivatives(int order, double r_s, KernelKind kind = KernelKind::truncated);
+  // r_s > 0 for the truncated kernel; not read for the Newtonian one. cut_shift: the
+  // truncated kernel's shifted cut (add_cut_shift_derivatives; 0: sharp).
+  KernelDerivatives(int order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0);
   int order() const { return set_.order(); }
   double r_s() const { return r_s_; }
   KernelKind kind() const { return kind_; }
@@ -85,6 +107,7 @@ class KernelDerivatives {
   MultiIndexSet set_;
   double r_s_;
   KernelKind kind_;
+  double cut_shift_;
   std::vector<double> g_, levels_;
   // For each index i > 0: the axis the recurrence steps along and the indices of n - e and
   // n - 2e (-1 when absent), and the factor (n_axis - 1).

@@ -239,7 +239,8 @@ ORBIS_INLINE void radial_newtonian(const V* R, V* g) {
 }
 
 template <int P, bool Newtonian>
-ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s) {
+ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s,
+                           double cut_shift) {
   constexpr int Q = P + 1;
   constexpr int nm = ct::count(P), nl = ct::count(Q);
   V acc[nl];
@@ -275,6 +276,20 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
       radial_newtonian<Q>(Rv, g);
     else
       radial<Q>(Rv, r_s, g, g_d, coef_d, node_d);
+    if (!Newtonian && cut_shift != 0) {   // the shifted cut's terms, per lane (a run's choice: rare to be off)
+      alignas(64) double shift_d[Q + 1][kLanes];
+      for (int l = 0; l < kLanes; ++l) {
+        double t[Q + 1] = {};
+        add_cut_shift_derivatives(std::sqrt(r_d[0][l] * r_d[0][l] + r_d[1][l] * r_d[1][l] + r_d[2][l] * r_d[2][l]),
+                                  cut_shift, Q, t);
+        for (int m = 0; m <= Q; ++m) shift_d[m][l] = t[m];
+      }
+      for (int m = 0; m <= Q; ++m) {
+        V v;
+        load(v, shift_d[m]);
+        g[m] += v;
+      }
+    }
     for (int i = 0; i < nm; ++i) load(sm[i], sm_d[i]);
     V lev[rec_total<Q>()];
     recurrence<Q>(lev, g, Rv, std::make_index_sequence<rec_total<Q>()>{});
@@ -288,19 +303,19 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
 static_assert(kLanes == 8, "the lane reduction above is written for eight lanes");
 
 template <int P, bool Newtonian>
-void m2l_base(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
+void m2l_base(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s, double cut_shift) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
 }
 #if ORBIS_M2L_MULTIVERSION
 template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v3")]] void m2l_v3(const double* const* mp, const Vec3d* R, std::size_t n,
-                                             double* local, double r_s) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
+                                             double* local, double r_s, double cut_shift) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
 }
 template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v4")]] void m2l_v4(const double* const* mp, const Vec3d* R, std::size_t n,
-                                             double* local, double r_s) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s);
+                                             double* local, double r_s, double cut_shift) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
 }
 #endif
 
@@ -331,8 +346,8 @@ M2LBatch::Kernel select(KernelKind kind) {
 
 }  // namespace
 
-M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind)
-    : order_(multipole_order), r_s_(r_s), kind_(kind) {
+M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind, double cut_shift)
+    : order_(multipole_order), r_s_(r_s), kind_(kind), cut_shift_(cut_shift) {
   if (kind == KernelKind::truncated && !(r_s > 0)) fail("M2L: r_s = {} must be > 0", r_s);
   switch (multipole_order) {
     case 1: kernel_ = select<1>(kind); break;
@@ -348,7 +363,7 @@ M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind)
 int M2LBatch::local_size() const { return ct::count(order_ + 1); }
 
 void M2LBatch::apply(const double* const* multipoles, const Vec3d* R, std::size_t n, double* local) const {
-  if (n > 0) kernel_(multipoles, R, n, local, r_s_);
+  if (n > 0) kernel_(multipoles, R, n, local, r_s_, cut_shift_);
 }
 
 std::string M2LBatch::simd_variant() {

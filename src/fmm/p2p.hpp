@@ -27,6 +27,9 @@ struct P2PSettings {
   int taylor_order = 3;         // 0..4; -1: exact erfc/exp (reference path)
   int table_size = 512;         // nodes of the T(x) table on [0, 3]
   bool double_precision = false;
+  // The shifted cut's a (1/(Mpc/h)^2, cut_shift_of in fmm/short_range.hpp): T(x) - a r^2 per
+  // pair, zero at the cut; 0: a sharp cut. Not read by the Newtonian kernel.
+  double cut_shift = 0;
   // newtonian: the plain softened 1/r^2 of vacuum boundaries (T = 1, fmm/p2p_kernel.hpp):
   // box_mpc_h, r_s, taylor_order and table_size are not read, every task's image is 0, and
   // r_cut must lie beyond every pair of the system (ShortRangeSolver sets it so), so that no

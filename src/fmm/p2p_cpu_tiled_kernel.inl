@@ -23,6 +23,7 @@
 
 struct Consts {
   F rcut2, eps2, magic, half;
+  F shift;            // the shifted cut: T(s) - shift s^2 (p2p_kernel.hpp)
   F h2;               // h^2 (A = i h^2 (1 - x^2))
   F b2, b1, b0;       // h^2 {2/3, -5/3, 1/3}
   F d2, d1, d0;       // -h^4 {1/3, -3/2, 1}  (C = i ((d2 x^2 + d1) x^2 + d0))
@@ -30,6 +31,7 @@ struct Consts {
     const double h = k.spacing, hh = h * h;
     rcut2 = S::set1(k.rcut2);
     eps2 = S::set1(k.eps2);
+    shift = S::set1(k.shift);
     magic = S::set1(12582912.0f);   // 1.5 * 2^23, as rounded_bits() in truncation.hpp
     half = S::set1(0.5f);
     h2 = S::set1(static_cast<float>(hh));
@@ -119,7 +121,7 @@ template <int Order>
   if (!S::any(inside)) return;
   const F s2 = S::add(r2, c.eps2);
   const F sinv = S::rsqrt(s2, c);
-  const F t = taylor<Order>(S::mul(s2, sinv), inside, c, b);
+  const F t = S::sub(taylor<Order>(S::mul(s2, sinv), inside, c, b), S::mul(c.shift, s2));
   const F g = S::keep(inside, S::mul(S::mul(t, sinv), S::mul(sinv, sinv)));
   ax = S::fmadd(g, dx, ax);
   ay = S::fmadd(g, dy, ay);

@@ -51,15 +51,17 @@ struct P2PPairConstants {
   R u_max = 0;          // u is clamped to min(last node, x_cut/h): pairs beyond the cut then
                         // all read one node (a shared-memory broadcast on the GPU instead of
                         // bank conflicts) and are discarded
+  R shift = 0;          // the shifted cut's a in table units: T(s) - shift s^2 (0: a sharp cut)
   double length_scale = 0;   // Mpc/h -> table units
   double acc_scale = 0;      // G m length_scale^2: sum -> (km/s)^2/(Mpc/h)
 };
 
 // Host side: constants for a given split, softening, G m and table (use_table = false: the
-// exact erfc path, x = s).
+// exact erfc path, x = s); cut_shift: the shifted cut's a in 1/(Mpc/h)^2 (P2PSettings).
 template <typename R>
 inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double softening,
-                                               double g_mass, int table_size, bool use_table) {
+                                               double g_mass, int table_size, bool use_table,
+                                               double cut_shift = 0) {
   P2PPairConstants<R> c;
   const double cut = use_table ? std::fmin(r_cut, 2.0 * r_s * kTruncationTableXMax) : r_cut;
   const double h = kTruncationTableXMax / (table_size - 1);
@@ -72,6 +74,7 @@ inline P2PPairConstants<R> make_pair_constants(double r_s, double r_cut, double 
   c.eps2 = static_cast<R>(softening * softening * scale * scale + 1e-20);
   c.spacing = static_cast<R>(h);
   c.u_max = static_cast<R>(std::fmin(table_size - 1.0, cut * scale));
+  c.shift = static_cast<R>(cut_shift / (scale * scale));   // a r^2 = (a / scale^2) s^2
   return c;
 }
 
@@ -133,6 +136,7 @@ ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& tab
     } else {
       t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
     }
+    t -= k.shift * s2;   // the shifted cut: zero at the cut (k.shift = 0: a sharp cut)
   }
   const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
   return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly

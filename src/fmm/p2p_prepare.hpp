@@ -25,7 +25,8 @@ inline int p2p_order_of(const P2PSettings& s) {
 template <typename R>
 P2PPairConstants<R> pair_constants_of(const P2PSettings& s) {
   if (s.kernel == KernelKind::newtonian) return make_newtonian_pair_constants<R>(s.r_cut, s.softening, s.g_mass);
-  return make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0);
+  return make_pair_constants<R>(s.r_s, s.r_cut, s.softening, s.g_mass, s.table_size, s.taylor_order >= 0,
+                                s.cut_shift);
 }
 
 // Fails (orbis::Error) on settings or inputs the kernels cannot honour: r_s, r_cut or the

@@ -30,6 +30,7 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   s.taylor_table_size = static_cast<int>(params.get_int("gravity.taylor_table_size"));
   s.p2p_double = params.get_string("gpu.p2p_precision") == "double";
   s.top_levels = top_levels_for(n_side * n_side * n_side, params.get_int("gravity.top_node_particles"), s.max_leaf);
+  s.shifted_cut = params.get_string("gravity.short_range_cut") == "shifted";
   if (!(s.r_cut < 0.5 * s.box_mpc_h))
     fail("{}: r_cut = r_cut_over_rs * r_s = {} Mpc/h must be < BoxSize/2 = {} Mpc/h",
          params.describe("gravity.r_cut_over_rs"), s.r_cut, 0.5 * s.box_mpc_h);
@@ -100,7 +101,14 @@ P2PSettings p2p_settings_of(const ShortRangeSettings& s, double extent) {
   ps.taylor_order = s.taylor_order;
   ps.table_size = s.taylor_table_size;
   ps.double_precision = s.p2p_double;
+  ps.cut_shift = cut_shift_of(s);
   return ps;
+}
+
+double cut_shift_of(const ShortRangeSettings& s) {
+  if (s.boundary != Boundary::periodic || !s.shifted_cut) return 0.0;
+  const double cut = s.taylor_order >= 0 ? std::min(s.r_cut, 2.0 * s.r_s * kTruncationTableXMax) : s.r_cut;
+  return truncation_exact(cut / (2 * s.r_s)) / (cut * cut);
 }
 
 WalkSettings walk_settings_of(const ShortRangeSettings& s, const P2PSettings& p2p) {
@@ -189,8 +197,8 @@ double vacuum_extent(const std::vector<Vec3d>& positions) {
 
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
-      ops_(settings.multipole_order, settings.r_s, kernel_of(settings)),
-      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings)) {}
+      ops_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)),
+      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {

@@ -67,6 +67,11 @@ struct ShortRangeSettings {
   // top_node_particles), so over ranks every rank's walk meets the same pairs as the serial
   // one. 0: the plain walk from the root.
   int top_levels = 0;
+  // The short-range force goes to zero continuously at the cut ([gravity] short_range_cut =
+  // "shifted"): T'(x) = T(x) - T(x_c) (x / x_c)^2 in P2P (x_c: the P2P cut's, p2p_settings_of)
+  // and psi' = erfc(r/2r_s)/r + a r in M2L, a = T(x_c)/r_c^2 (cut_shift_of). false: T up to
+  // the cut, a step of T(x_c) there ("sharp").
+  bool shifted_cut = false;
   // vacuum: an isolated system (see the top of this file). box_mpc_h, r_s, r_cut,
   // taylor_order and taylor_table_size are not read; softening and the positions in any
   // unit of length. Not with a forest (ShortRangeTargets::forest_groups).
@@ -90,6 +95,11 @@ ShortRangeSettings vacuum_short_range_settings(const Params& params);
 // kernel, its cut at twice `extent` (the diagonal of the particles' bounding box, which no
 // pair exceeds; ShortRangeSolver::begin measures it; required), so that nothing is cut.
 P2PSettings p2p_settings_of(const ShortRangeSettings& settings, double extent = -1);
+
+// The shifted cut's a = T(x_c)/r_c^2 (1/(Mpc/h)^2) at the P2P's cut r_c (min(r_cut, 6 r_s) with
+// the table), 0 for a sharp cut or vacuum boundaries: the force of a pair is then G m (T(x)/r^2
+// - a) r-hat inside the cut, zero at it.
+double cut_shift_of(const ShortRangeSettings& settings);
 
 // The walk's settings for these (periodic: box, the P2P cut, theta, top_levels; vacuum: no
 // images, no cut).

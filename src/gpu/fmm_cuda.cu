@@ -92,7 +92,7 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
 
 // M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
 // expansion acc (lane k holds entries k + 32 j), in list order.
-__device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s,
+__device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
                           const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end,
                           const Vec3d& zt, double box, const double* m, double* sm, double (*lev)[kMaxNl],
                           double* acc) {
@@ -103,7 +103,7 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
     const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
     const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
     double g[9];
-    radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
+    radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
     // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
     for (int mm = q_order; mm >= 0; --mm) {
       double* cur = lev[mm & 1];
@@ -158,7 +158,8 @@ __global__ void m2l_chunk_counts(const std::uint64_t* offsets, std::size_t n_nod
 
 // A warp per chunk (grid-stride up to max_chunks; those beyond the total do nothing): the
 // chunk's partial local expansion, in list order, into partial[c * nl ...].
-__global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, FmmTreeView t,
+__global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
+                                 FmmTreeView t,
                                  const InteractionTask* tasks, const std::uint64_t* offsets,
                                  const std::uint32_t* chunk_start, std::uint64_t chunk, std::size_t max_chunks,
                                  double box, const double* m, double* partial) {
@@ -179,8 +180,8 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    m2l_tasks(tb, order, nm, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), box, m, sm[w], lev[w],
-              acc);
+    m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
+              sm[w], lev[w], acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
   }
@@ -188,7 +189,8 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
 
 // M2L: a warp per target node (grid-stride): its tasks in list order, or, for a node split
 // into chunks, its chunks' partial expansions added in chunk order. Either way a fixed order.
-__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, FmmTreeView t,
+__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
+                           FmmTreeView t,
                            const InteractionTask* tasks, const std::uint64_t* offsets,
                            const std::uint32_t* chunk_start, const double* partial, double box, const double* m,
                            double* l, std::uint8_t* has_local) {
@@ -205,8 +207,8 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
         for (int j = 0; j < kMaxPerLane; ++j)
           if (lane + 32 * j < nl) acc[j] += partial[static_cast<std::size_t>(c) * nl + lane + 32 * j];
     } else {
-      m2l_tasks(tb, order, nm, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), box, m, sm[w],
-                lev[w], acc);
+      m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
+                sm[w], lev[w], acc);
     }
     if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
       for (int j = 0; j < kMaxPerLane; ++j)
@@ -305,12 +307,13 @@ FmmTreeView fmm_tree_view(const DeviceOrbTree& tree) {
   return view;
 }
 
-DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel)
+DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double cut_shift)
     : order_(multipole_order),
       nm_(MultiIndexSet::count(multipole_order)),
       nl_(MultiIndexSet::count(multipole_order + 1)),
       r_s_(r_s),
-      kernel_(kernel) {
+      kernel_(kernel),
+      cut_shift_(cut_shift) {
   if (multipole_order < 1 || multipole_order > 6) fail("device FMM: multipole_order = {} outside [1, 6]", multipole_order);
   if (kernel == KernelKind::truncated && !(r_s > 0)) fail("device FMM: r_s = {} must be > 0", r_s);
   const MultiIndexSet mset(multipole_order), lset(multipole_order + 1);
@@ -464,11 +467,11 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), chunk_start_.data(), chunk_start_.data(), nn + 1, stream);
   partial_.ensure(max_chunks * static_cast<std::size_t>(nl_));
   const auto chunk_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(max_chunks), 16 * static_cast<std::size_t>(sms)));
-  m2l_chunk_kernel<<<chunk_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets,
+  m2l_chunk_kernel<<<chunk_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets,
                                                         chunk_start_.data(), chunk, max_chunks, box, m_.data(),
                                                         partial_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, tree, m2l, m2l_offsets,
+  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets,
                                                 chunk_start_.data(), partial_.data(), box, m_.data(), l_.data(),
                                                 active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());

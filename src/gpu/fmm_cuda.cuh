@@ -55,7 +55,8 @@ class DeviceFmm {
  public:
   // multipole_order p in 1..6; the truncated kernel needs r_s > 0 (Mpc/h), the Newtonian one
   // reads none.
-  DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated);
+  // cut_shift: the truncated kernel's shifted cut (fmm/kernel_derivatives.hpp; 0: sharp).
+  DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated, double cut_shift = 0);
 
   // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
   // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
@@ -82,6 +83,7 @@ class DeviceFmm {
   int order_, nm_, nl_;
   double r_s_;
   KernelKind kernel_;
+  double cut_shift_;
   // Index tables, built on the host from the multi-index layout (tree/multi_index.hpp).
   DeviceArray<int> tables_;
   std::vector<int> table_offsets_;
