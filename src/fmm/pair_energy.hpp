@@ -49,6 +49,13 @@ ORBIS_HD double ghost_pair_weight(const Vec3d& own, const Vec3d& ghost) {
 // The chaining mesh: reach 2 if the box holds at least 5 cells of side >= cut / 2, else
 // reach 1 if it holds 3 of side >= cut (fewer would visit a cell twice), else one cell holds
 // everything and every pair is tried with the minimal image.
+struct ChainingShape {
+  int side = 1, reach = 0;
+};
+// That shape for a box and a cut (an Error unless 0 < cut < box / 2): the host's mesh below
+// and the device's (gpu/pair_energy_cuda.cuh) are made alike.
+ChainingShape chaining_mesh_shape(double box, double cut);
+
 struct ChainingMesh {
   int side = 1, reach = 0;
   std::vector<std::uint32_t> start;   // cell c holds order[start[c] .. start[c + 1])

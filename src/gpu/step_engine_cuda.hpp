@@ -69,6 +69,10 @@ class CudaStepEngine final : public StepEngine {
   // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
   // over ranks, or without the device memory it needs: nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
+  // One rank: the energy check's pair sum and mesh term on the device from the device
+  // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
+  // memory it needs: nullopt.
+  std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& request) override;
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;
