@@ -6,9 +6,10 @@
 // multipoles), over a chaining mesh: cells of side >= cut / reach, so that a particle's
 // partners lie within `reach` cells of its own. Each pair is taken once, by the particle
 // whose cell comes first in the half stencil (or, in one cell, the lower index); each
-// particle's sum is formed in a fixed order and the particles' sums are added in cell order,
-// so the result does not depend on the thread count. P2PEvaluator::pair_potential_sum runs
-// it on the CPU (this file) or the GPU (gpu/pair_energy_cuda.cu).
+// particle's sum is formed in a fixed order and the particles' sums are added in cell order
+// (on the GPU in fixed blocks of it), so the result does not depend on the thread count.
+// P2PEvaluator::pair_potential_sum runs it on the CPU (this file) or the GPU
+// (gpu/pair_energy_cuda.cuh, which also builds the mesh on the device from device positions).
 //
 // Over several ranks (CPU and GPU alike) a rank sums the pairs of its own particles with each other
 // and with its ghosts, the other ranks' particles within the cut (the last `ghosts`

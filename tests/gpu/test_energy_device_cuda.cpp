@@ -114,7 +114,7 @@ TEST_CASE("the pair sum with the chaining mesh made on the device: the brute-for
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const auto evaluator = make_p2p_evaluator("cuda", 0);
-  for (double cut : {5.0, 12.0, 30.0}) {   // reach 2 (25 cells a side), reach 1 (5), one cell
+  for (double cut : {5.0, 12.0, 30.0}) {   // reach 2 with 25 and 10 cells a side; one cell (the minimal image)
     CAPTURE(cut);
     PairPotentialInput in;
     in.positions = &pos;
