@@ -114,7 +114,7 @@ TEST_CASE("the pair sum with the chaining mesh made on the device: the brute-for
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const auto evaluator = make_p2p_evaluator("cuda", 0);
-  for (double cut : {5.0, 12.0, 30.0}) {   // reach 2 with 25 and 10 cells a side; one cell (the minimal image)
+  for (double cut : {5.3, 12.7, 30.1}) {   // reach 2 with 24 and 10 cells a side; one cell (the minimal image)
     CAPTURE(cut);
     PairPotentialInput in;
     in.positions = &pos;
@@ -127,7 +127,7 @@ TEST_CASE("the pair sum with the chaining mesh made on the device: the brute-for
     const double device = gpu::pair_potential_sum_device(d.d, d.d + d.n, d.d + 2 * d.n, d.n, in, stream);
     CHECK(pool_bytes_in_use() == pool_before);   // the mesh, the sorted copy, the sums went back
     const double host_mesh = evaluator->pair_potential_sum(in);
-    std::printf("cut %.0f: pair sum, device mesh %.17e, host mesh %.17e, brute force %.17e (%.1e)\n", cut, device,
+    std::printf("cut %.1f: pair sum, device mesh %.17e, host mesh %.17e, brute force %.17e (%.1e)\n", cut, device,
                 host_mesh, brute, device / brute - 1);
     CHECK(brute > 0);
     CHECK(device == doctest::Approx(brute).epsilon(1e-12));
