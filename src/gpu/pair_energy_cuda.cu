@@ -206,7 +206,8 @@ std::size_t pair_potential_sum_device_bytes(std::size_t n, double box, double cu
   // At most at once: the keys' and indices' double buffers with the sort's temporary memory
   // (16 bytes a particle), or the indices with the sorted positions (8 + 24), then the
   // sorted positions with the sums (24 + 8); counted together, with the cell starts.
-  const std::size_t sort_temp = n > 0 ? radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n, 0, cell_key_bits(cells)) : 0;
+  const std::size_t sort_temp =
+      n > 0 ? radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n, 0, cell_key_bits(cells)) : 0;
   return n * 40 + sort_temp + (cells + 1) * sizeof(std::uint32_t) + sum_block_count(n) * sizeof(double);
 }
 

@@ -906,8 +906,8 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   if (m.ranks || m.n == 0 || !m.treepm || !m.pm) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
-  const std::size_t need =
-      std::max(gpu::pair_potential_sum_device_bytes(m.n, request.box, request.cut), pm_memory.meshes + pm_memory.fft_work);
+  const std::size_t need = std::max(gpu::pair_potential_sum_device_bytes(m.n, request.box, request.cut),
+                                    pm_memory.meshes + pm_memory.fft_work);
   std::size_t available = gpu::device_available_bytes();
   if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
     const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
