@@ -60,6 +60,10 @@ class CudaStepEngine final : public StepEngine {
   double max_acceleration() override;
   double rms_momentum() override;
   Vec3d total_momentum() override;
+  // One rank: the energy check's pair sum and mesh term on the device from the device
+  // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
+  // memory it needs: nullopt.
+  std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& request) override;
   BinCounts assign_bins(const BinRule& rule) override;
   // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
   bool forces_from_fresh_tree() const override;
@@ -69,10 +73,6 @@ class CudaStepEngine final : public StepEngine {
   // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
   // over ranks, or without the device memory it needs: nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
-  // One rank: the energy check's pair sum and mesh term on the device from the device
-  // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
-  // memory it needs: nullopt.
-  std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& request) override;
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;

@@ -153,6 +153,13 @@ class StepEngine {
   // The sum of p over all particles, km/s (times the mass: the total momentum, which gravity
   // conserves): the step log's check at the end of each PM step. NaN: not provided.
   virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
+  // The terms of the energy check's W that need the positions (PotentialEnergyTerms),
+  // computed where the engine holds the particles; nullopt: the engine does not compute them
+  // (the host engine, several ranks, or not enough device memory), and the check takes
+  // particles() (integrate/energy.hpp). The CUDA engine on one rank computes them on the device.
+  virtual std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& /*request*/) {
+    return std::nullopt;
+  }
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;
@@ -163,14 +170,6 @@ class StepEngine {
   // measures it from its copy of the particles. The CUDA engine on one rank measures it on
   // the device (gpu/power_spectrum_cuda.cuh).
   virtual std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& /*settings*/) {
-    return std::nullopt;
-  }
-
-  // The terms of the energy check's W that need the positions (PotentialEnergyTerms),
-  // computed where the engine holds the particles; nullopt: the engine does not compute them
-  // (the host engine, several ranks, or not enough device memory), and the check takes
-  // particles() (integrate/energy.hpp). The CUDA engine on one rank computes them on the device.
-  virtual std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& /*request*/) {
     return std::nullopt;
   }
 
