@@ -36,17 +36,25 @@ class ErfcTable {
 
 }  // namespace
 
-ChainingMesh::ChainingMesh(const std::vector<Vec3d>& pos, double box, double cut) {
-  if (pos.size() >= (std::size_t{1} << 32)) fail("pair energy: {} particles (at most 2^32 - 1)", pos.size());
+ChainingShape chaining_mesh_shape(double box, double cut) {
   if (!(cut > 0 && cut < 0.5 * box)) fail("pair energy: the cut {} must be in (0, box/2 = {})", cut, 0.5 * box);
+  ChainingShape shape;
   for (int r : {2, 1}) {
     const int fit = static_cast<int>(std::floor(box * r / cut));
     if (fit >= 2 * r + 1) {
-      side = std::min(fit, 512);
-      reach = r;
+      shape.side = std::min(fit, 512);
+      shape.reach = r;
       break;
     }
   }
+  return shape;
+}
+
+ChainingMesh::ChainingMesh(const std::vector<Vec3d>& pos, double box, double cut) {
+  if (pos.size() >= (std::size_t{1} << 32)) fail("pair energy: {} particles (at most 2^32 - 1)", pos.size());
+  const ChainingShape shape = chaining_mesh_shape(box, cut);
+  side = shape.side;
+  reach = shape.reach;
   const std::size_t cells = static_cast<std::size_t>(side) * side * side;
   std::vector<std::uint32_t> cell_of(pos.size());
   start.assign(cells + 1, 0);

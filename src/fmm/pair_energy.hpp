@@ -6,9 +6,10 @@
 // multipoles), over a chaining mesh: cells of side >= cut / reach, so that a particle's
 // partners lie within `reach` cells of its own. Each pair is taken once, by the particle
 // whose cell comes first in the half stencil (or, in one cell, the lower index); each
-// particle's sum is formed in a fixed order and the particles' sums are added in cell order,
-// so the result does not depend on the thread count. P2PEvaluator::pair_potential_sum runs
-// it on the CPU (this file) or the GPU (gpu/pair_energy_cuda.cu).
+// particle's sum is formed in a fixed order and the particles' sums are added in cell order
+// (on the GPU in fixed blocks of it), so the result does not depend on the thread count.
+// P2PEvaluator::pair_potential_sum runs it on the CPU (this file) or the GPU
+// (gpu/pair_energy_cuda.cuh, which also builds the mesh on the device from device positions).
 //
 // Over several ranks (CPU and GPU alike) a rank sums the pairs of its own particles with each other
 // and with its ghosts, the other ranks' particles within the cut (the last `ghosts`
@@ -49,6 +50,13 @@ ORBIS_HD double ghost_pair_weight(const Vec3d& own, const Vec3d& ghost) {
 // The chaining mesh: reach 2 if the box holds at least 5 cells of side >= cut / 2, else
 // reach 1 if it holds 3 of side >= cut (fewer would visit a cell twice), else one cell holds
 // everything and every pair is tried with the minimal image.
+struct ChainingShape {
+  int side = 1, reach = 0;
+};
+// That shape for a box and a cut (an Error unless 0 < cut < box / 2): the host's mesh below
+// and the device's (gpu/pair_energy_cuda.cuh) are made alike.
+ChainingShape chaining_mesh_shape(double box, double cut);
+
 struct ChainingMesh {
   int side = 1, reach = 0;
   std::vector<std::uint32_t> start;   // cell c holds order[start[c] .. start[c + 1])

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "gpu/cub_counts.cuh"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
 
@@ -23,8 +24,9 @@ struct PairSumArgs {
 // in the half stencil (in its own cell those after it), the ghosts in the whole stencil with
 // their ghost_pair_weight, as pair_potential_sum_cpu.
 __global__ void pair_potential_kernel(PairSumArgs a, double* psi) {
-  const std::uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
-  if (q >= a.n) return;
+  const std::size_t thread = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (thread >= a.n) return;
+  const auto q = static_cast<std::uint32_t>(thread);
   const bool ghosts = a.ghost != nullptr;
   if (ghosts && a.ghost[q]) {
     psi[q] = 0;
@@ -65,6 +67,102 @@ __global__ void pair_potential_kernel(PairSumArgs a, double* psi) {
   psi[q] = sum;
 }
 
+void launch_pair_potential(const PairSumArgs& a, double* psi, cudaStream_t stream) {
+  constexpr unsigned kThreads = 128;
+  pair_potential_kernel<<<static_cast<unsigned>((a.n + std::size_t{kThreads} - 1) / kThreads), kThreads, 0, stream>>>(
+      a, psi);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+// The particles' sums added in a fixed order: each thread block sums kSumBlock consecutive
+// ones (each thread its strided share in order, then a fixed tree in shared memory), and the
+// host adds the blocks' sums in order. No atomics: the same bits at every run.
+constexpr unsigned kSumThreads = 256;
+constexpr std::size_t kSumBlock = std::size_t{kSumThreads} * 16;
+
+__global__ void block_sums_kernel(const double* v, std::size_t n, double* partial) {
+  __shared__ double s[kSumThreads];
+  const std::size_t begin = blockIdx.x * kSumBlock;
+  const std::size_t end = begin + kSumBlock < n ? begin + kSumBlock : n;
+  double sum = 0;
+  for (std::size_t i = begin + threadIdx.x; i < end; i += kSumThreads) sum += v[i];
+  s[threadIdx.x] = sum;
+  __syncthreads();
+  for (unsigned half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+
+std::size_t sum_block_count(std::size_t n) { return (n + kSumBlock - 1) / kSumBlock; }
+
+// The sum of v[0 .. n) on `stream` (waits for it); the partial sums' memory from the pool.
+double sum_in_order(const double* v, std::size_t n, cudaStream_t stream) {
+  const std::size_t blocks = sum_block_count(n);
+  if (blocks == 0) return 0.0;
+  DeviceArray<double> partial;
+  partial.ensure_exact(blocks);
+  block_sums_kernel<<<static_cast<unsigned>(blocks), kSumThreads, 0, stream>>>(v, n, partial.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  std::vector<double> sums(blocks);
+  ORBIS_CUDA_CHECK(
+      cudaMemcpyAsync(sums.data(), partial.data(), blocks * sizeof(double), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  partial.release();
+  double total = 0;
+  for (double s : sums) total += s;
+  return total;
+}
+
+// The device's chaining mesh (pair_potential_sum_device). Each particle's cell (the key) and
+// its index (the value) for the sort.
+__global__ void cell_key_kernel(const double* x, const double* y, const double* z, std::size_t n, double box,
+                                int side, std::uint32_t* key, std::uint32_t* index) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q >= n) return;
+  const int ci = chaining_cell(x[q], box, side), cj = chaining_cell(y[q], box, side),
+            ck = chaining_cell(z[q], box, side);
+  key[q] = static_cast<std::uint32_t>((static_cast<std::size_t>(ci) * side + cj) * side + ck);
+  index[q] = static_cast<std::uint32_t>(q);
+}
+
+// start[c] = the first position in cell order whose cell is >= c, for c in [0, cells]: the
+// thread of position q (0 .. n) writes the cells after its predecessor's up to its own (past
+// the end: up to `cells`), so each entry is written once.
+__global__ void cell_start_kernel(const std::uint32_t* key, std::size_t n, std::size_t cells, std::uint32_t* start) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q > n) return;
+  const std::size_t first = q == 0 ? 0 : static_cast<std::size_t>(key[q - 1]) + 1;
+  const std::size_t last = q == n ? cells : static_cast<std::size_t>(key[q]);
+  for (std::size_t c = first; c <= last; ++c) start[c] = static_cast<std::uint32_t>(q);
+}
+
+// The positions in cell order, x | y | z blocks of n.
+__global__ void gather_kernel(const double* x, const double* y, const double* z, const std::uint32_t* order,
+                              std::size_t n, double* sorted) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q >= n) return;
+  const std::uint32_t i = order[q];
+  sorted[q] = x[i];
+  sorted[n + q] = y[i];
+  sorted[2 * n + q] = z[i];
+}
+
+constexpr unsigned kMeshThreads = 256;
+unsigned mesh_grid(std::size_t threads) { return static_cast<unsigned>((threads + kMeshThreads - 1) / kMeshThreads); }
+
+// The bits of a cell index (the sort's key width).
+int cell_key_bits(std::size_t cells) {
+  int bits = 1;
+  while ((std::size_t{1} << bits) < cells) ++bits;
+  return bits;
+}
+
+std::size_t cell_count(const ChainingShape& shape) {
+  return static_cast<std::size_t>(shape.side) * shape.side * shape.side;
+}
+
 }  // namespace
 
 double pair_potential_sum(const PairPotentialInput& in, int device) {
@@ -98,13 +196,73 @@ double pair_potential_sum(const PairPotentialInput& in, int device) {
   PairSumArgs a{xyz.data(),   xyz.data() + n, xyz.data() + 2 * n, ghost.empty() ? nullptr : ghost_flags.data(),
                 start.data(), static_cast<std::uint32_t>(n), mesh.side, mesh.reach, in.box, in.cut * in.cut,
                 in.softening * in.softening, 0.5 / in.r_s};
-  constexpr int kThreads = 128;
-  pair_potential_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads>>>(a, psi.data());
+  launch_pair_potential(a, psi.data(), nullptr);
+  return sum_in_order(psi.data(), n, nullptr);
+}
+
+std::size_t pair_potential_sum_device_bytes(std::size_t n, double box, double cut) {
+  const ChainingShape shape = chaining_mesh_shape(box, cut);
+  const std::size_t cells = cell_count(shape);
+  // At most at once: the keys' and indices' double buffers with the sort's temporary memory
+  // (16 bytes a particle), or the indices with the sorted positions (8 + 24), then the
+  // sorted positions with the sums (24 + 8); counted together, with the cell starts.
+  const std::size_t sort_temp =
+      n > 0 ? radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n, 0, cell_key_bits(cells)) : 0;
+  return n * 40 + sort_temp + (cells + 1) * sizeof(std::uint32_t) + sum_block_count(n) * sizeof(double);
+}
+
+double pair_potential_sum_device(const double* x, const double* y, const double* z, std::size_t n,
+                                 const PairPotentialInput& rule, cudaStream_t stream) {
+  if (rule.ghosts != 0) fail("internal: pair energy on the device: {} ghosts (one rank only)", rule.ghosts);
+  if (n >= (std::size_t{1} << 32)) fail("pair energy: {} particles (at most 2^32 - 1)", n);
+  if (n == 0) return 0.0;
+  const ChainingShape shape = chaining_mesh_shape(rule.box, rule.cut);
+  const std::size_t cells = cell_count(shape);
+  const int bits = cell_key_bits(cells);
+  AllocationStream on_stream(stream);
+  // Cells and indices, sorted by cell (stable: ascending indices in each cell, ChainingMesh's
+  // order), in double buffers of 2n.
+  DeviceArray<std::uint32_t> keys, index;
+  keys.ensure_exact(2 * n);
+  index.ensure_exact(2 * n);
+  const std::size_t temp_bytes = radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n, 0, bits);
+  DeviceArray<unsigned char> temp;
+  temp.ensure_exact(temp_bytes);
+  cell_key_kernel<<<mesh_grid(n), kMeshThreads, 0, stream>>>(x, y, z, n, rule.box, shape.side, keys.data(),
+                                                              index.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  std::vector<double> sums(n);
-  ORBIS_CUDA_CHECK(cudaMemcpy(sums.data(), psi.data(), n * sizeof(double), cudaMemcpyDeviceToHost));
-  double total = 0;
-  for (double s : sums) total += s;
+  cub::DoubleBuffer<std::uint32_t> sorted_keys(keys.data(), keys.data() + n), order(index.data(), index.data() + n);
+  radix_sort_pairs(temp.data(), temp_bytes, sorted_keys, order, n, 0, bits, stream);
+  temp.release();
+  DeviceArray<std::uint32_t> start;
+  start.ensure_exact(cells + 1);
+  cell_start_kernel<<<mesh_grid(n + 1), kMeshThreads, 0, stream>>>(sorted_keys.Current(), n, cells, start.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  DeviceArray<double> sorted;
+  sorted.ensure_exact(3 * n);
+  gather_kernel<<<mesh_grid(n), kMeshThreads, 0, stream>>>(x, y, z, order.Current(), n, sorted.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  index.release();
+  keys.release();
+  DeviceArray<double> psi;
+  psi.ensure_exact(n);
+  const PairSumArgs a{sorted.data(),
+                      sorted.data() + n,
+                      sorted.data() + 2 * n,
+                      nullptr,
+                      start.data(),
+                      static_cast<std::uint32_t>(n),
+                      shape.side,
+                      shape.reach,
+                      rule.box,
+                      rule.cut * rule.cut,
+                      rule.softening * rule.softening,
+                      0.5 / rule.r_s};
+  launch_pair_potential(a, psi.data(), stream);
+  const double total = sum_in_order(psi.data(), n, stream);
+  psi.release();
+  sorted.release();
+  start.release();
   return total;
 }
 

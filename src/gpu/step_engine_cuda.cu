@@ -35,6 +35,7 @@
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/fof_cuda.cuh"
 #include "gpu/ghost_exchange_cuda.cuh"
+#include "gpu/pair_energy_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
@@ -885,6 +886,47 @@ Vec3d CudaStepEngine::total_momentum() {
   if (m.ranks)   // the host engine's: each rank's ordered sum, then their sum
     for (int d = 0; d < 3; ++d) total[d] = m.comm.sum(total[d]);
   return total;
+}
+
+// One rank: W's terms from the device positions, in memory taken from the pool for the call
+// alone (the pair sum's chaining mesh and sorted copy, then the PM's meshes, one after the
+// other); when the device lacks it, nullopt (the energy check downloads the particles).
+std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const PotentialEnergyRequest& request) {
+  Impl& m = *impl_;
+  if (m.ranks || m.n == 0 || !m.treepm || !m.pm) return std::nullopt;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
+  const std::size_t need = std::max(gpu::pair_potential_sum_device_bytes(m.n, request.box, request.cut),
+                                    pm_memory.meshes + pm_memory.fft_work);
+  std::size_t available = gpu::device_available_bytes();
+  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
+    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
+    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
+    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  if (need + need / 16 > available) {
+    log::info("energy check: W from the host's copy of the particles (on the device it needs {:.2f} GiB, {:.2f} GiB "
+              "free)", gib(need), gib(available));
+    return std::nullopt;
+  }
+  std::uint64_t reserved = 0;   // what the pool held for the steps before the check's arrays
+  ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  PairPotentialInput rule;
+  rule.box = request.box;
+  rule.r_s = request.r_s;
+  rule.cut = request.cut;
+  rule.softening = request.softening;
+  const double* x = m.pos.data();
+  PotentialEnergyTerms terms;
+  terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
+  terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
+  terms.mass = m.mass;
+  terms.count = m.n;
+  // As power_spectrum(): the pool gives back to the driver what the check took beyond the steps'.
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  return terms;
 }
 
 BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {

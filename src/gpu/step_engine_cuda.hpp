@@ -65,6 +65,10 @@ class CudaStepEngine final : public StepEngine {
   double max_acceleration() override;
   double rms_momentum() override;
   Vec3d total_momentum() override;
+  // One rank: the energy check's pair sum and mesh term on the device from the device
+  // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
+  // memory it needs: nullopt.
+  std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& request) override;
   BinCounts assign_bins(const BinRule& rule) override;
   // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
   bool forces_from_fresh_tree() const override;

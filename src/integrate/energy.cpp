@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/periodic_extent.hpp"
 #include "core/units.hpp"
 #include "domain/particle_exchange.hpp"
 #include "fmm/pair_energy.hpp"
+#include "integrate/step_engine.hpp"
 #if defined(ORBIS_HAVE_CUDA)
-#include "core/log.hpp"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #endif
@@ -129,6 +131,30 @@ PotentialEnergy EnergyCheck::potential(const Particles& particles) {
     pairs.ghosts = ghosts.size();
     w.pairs = -g_mass * m * comm_.sum(pairs_->pair_potential_sum(pairs));
   }
+  w.self = split_self_energy(n, g_mass, m, short_.r_s);
+  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);
+  return w;
+}
+
+PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
+  if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
+  std::optional<PotentialEnergyTerms> terms;
+  if (comm_.size() == 1) {   // over ranks every rank takes the collective path alike
+    PotentialEnergyRequest request;
+    request.box = box_;
+    request.r_s = short_.r_s;
+    request.cut = cut_;
+    request.softening = short_.softening;
+    terms = engine.potential_energy_terms(request);
+  }
+  if (!terms) return potential(engine.particles());
+  if (!engine_terms_logged_) log::info("energy check: W from the particles where the step engine holds them");
+  engine_terms_logged_ = true;
+  const double m = terms->mass, g_mass = units::G * m;
+  const auto n = static_cast<std::size_t>(terms->count);
+  PotentialEnergy w;
+  w.mesh = terms->mesh;
+  w.pairs = -g_mass * m * terms->pair_sum;
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
   w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);
   return w;

@@ -33,9 +33,13 @@
 // runs on the ranks' GPUs (CudaPmRanks built for the energy: its slabs too come from the pool
 // at each check and go back, so the step engine's own slabs are not doubled); elsewhere the
 // host PM (pm/pm_solver.hpp: fixed-point assignment, FFTW's reproducible plan).
-// It takes the host positions rather than the engine's device arrays: the pair sum builds
-// its chaining mesh on the host from them, so they are downloaded anyway, and one more upload
-// (24 bytes a particle) is small beside the check.
+// Where the step engine holds the particles on a device (the CUDA engine on one rank), W's
+// position terms come from there (potential(StepEngine&), StepEngine::potential_energy_terms):
+// the pair sum with its chaining mesh made on the device (gpu/pair_energy_cuda.cuh: the same
+// kernel and the same cell order as the host-built mesh's, hence the same sum) and the mesh
+// term from the engine's own cuFFT PM, in memory the engine takes from its pool for the check;
+// nothing per particle crosses the bus. Elsewhere (over ranks, the host engine, or a device
+// without the memory) W comes from the particles on the host (potential(Particles)).
 //
 // Over several ranks each rank holds its domain's particles, and every term is a sum over the
 // ranks: K from the engine's reduced sum |p|^2; the mesh term from x slabs (the particles
@@ -66,6 +70,7 @@
 namespace orbis {
 
 class Params;
+class StepEngine;
 
 // a W by term, comoving: (km/s)^2 times 1e10 Msun/h.
 struct PotentialEnergy {
@@ -101,6 +106,9 @@ class EnergyCheck {
   // a W of the particles (positions in [0, box)): over several ranks, of every rank's
   // (collective; each rank passes its own, and every rank gets the whole W).
   PotentialEnergy potential(const Particles& particles);
+  // The same for the particles `engine` holds: on one rank from the engine's own terms where
+  // it offers them (StepEngine::potential_energy_terms), else potential(engine.particles()).
+  PotentialEnergy potential(StepEngine& engine);
 
   // The budget at an end of a PM step at scale factor a, with sum |p|^2: starts it (needs W:
   // `potential` non-null) or advances the integral of K da. Returns the residual
@@ -122,6 +130,7 @@ class EnergyCheck {
   std::string backend_;            // [gpu]: where the pair sum and the mesh term run
   int device_ = 0;
   std::unique_ptr<P2PEvaluator> pairs_;
+  bool engine_terms_logged_ = false;   // potential(StepEngine&) said once where W is computed
 };
 
 }  // namespace orbis

@@ -499,7 +499,7 @@ void Simulation::check_energy() {
   Stopwatch watch;
   PotentialEnergy w;
   if (with_w) {
-    w = energy_->potential(engine_->particles());
+    w = energy_->potential(*engine_);
     forecast_.energy_check_timed(watch.seconds());
   }
   const bool starting = !state_.energy.started;

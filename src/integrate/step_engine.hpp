@@ -86,6 +86,23 @@ ORBIS_HD int bin_for_acceleration(double g2, const BinRule& rule) {
   return k > rule.max_bin ? rule.max_bin : k;
 }
 
+// What the energy check (integrate/energy.hpp) asks of an engine that computes the terms of W
+// that need the positions where it holds them (StepEngine::potential_energy_terms): the pair
+// sum's rule (fmm/pair_energy.hpp), the force's; the mesh term is the engine's own PM's.
+struct PotentialEnergyRequest {
+  double box = 0;         // Mpc/h
+  double r_s = 0;         // the split scale, Mpc/h
+  double cut = 0;         // pairs at r >= cut contribute nothing, Mpc/h
+  double softening = 0;   // Plummer-equivalent eps, Mpc/h
+};
+// The answer, for all of the engine's particles.
+struct PotentialEnergyTerms {
+  double mesh = 0;            // (1/2) sum m phi_long(x_i), (km/s)^2 1e10 Msun/h (PmSolver::potential_energy)
+  double pair_sum = 0;        // sum over pairs within the cut of erfc(s / 2r_s) / s, h/Mpc (pair_potential_sum_cpu's)
+  double mass = 0;            // the particles' mass, 1e10 Msun/h
+  std::uint64_t count = 0;    // the particles
+};
+
 class StepEngine {
  public:
   virtual ~StepEngine() = default;
@@ -136,6 +153,13 @@ class StepEngine {
   // The sum of p over all particles, km/s (times the mass: the total momentum, which gravity
   // conserves): the step log's check at the end of each PM step. NaN: not provided.
   virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
+  // The terms of the energy check's W that need the positions (PotentialEnergyTerms),
+  // computed where the engine holds the particles; nullopt: the engine does not compute them
+  // (the host engine, several ranks, or not enough device memory), and the check takes
+  // particles() (integrate/energy.hpp). The CUDA engine on one rank computes them on the device.
+  virtual std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& /*request*/) {
+    return std::nullopt;
+  }
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;

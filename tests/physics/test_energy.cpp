@@ -7,15 +7,18 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/comm.hpp"
 #include "core/params.hpp"
 #include "core/units.hpp"
 #include "fmm/p2p_kernel.hpp"
 #include "fmm/pair_energy.hpp"
 #include "integrate/energy.hpp"
 #include "integrate/simulation.hpp"
+#include "integrate/step_engine.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/ewald.hpp"
 #include "support/scratch_dir.hpp"
@@ -91,6 +94,22 @@ TEST_CASE("the pair potential's gradient is the P2P force (softened, truncated)"
     const double force = r * truncation_exact(s / (2 * r_s)) / (s * s * s);
     CHECK(slope == doctest::Approx(force).epsilon(1e-7));
   }
+}
+
+TEST_CASE("W of the particles a step engine without terms of its own holds: W of its particles(), bit for bit") {
+  const Params params = energy_params(64);
+  Particles p = test::clustered_particle_set(16, kBox, 99);
+  p.mom.assign(p.size(), Vec3d{0, 0, 0});
+  const std::unique_ptr<StepEngine> engine = make_step_engine(params, Comm::self());   // the host engine
+  engine->load(p);
+  CHECK(!engine->potential_energy_terms(PotentialEnergyRequest{kBox, 1.2, 5.4, 0.0}).has_value());
+  EnergyCheck check(params);
+  const PotentialEnergy w = check.potential(*engine), ref = check.potential(p);
+  CHECK(w.pairs < 0);
+  CHECK(w.mesh == ref.mesh);
+  CHECK(w.pairs == ref.pairs);
+  CHECK(w.self == ref.self);
+  CHECK(w.background == ref.background);
 }
 
 TEST_CASE("a short run keeps the Layzer-Irvine residual small; W's sign or factor a wrong would not") {
