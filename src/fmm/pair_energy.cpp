@@ -70,6 +70,15 @@ ChainingMesh::ChainingMesh(const std::vector<Vec3d>& pos, double box, double cut
   for (std::size_t i = 0; i < pos.size(); ++i) order[fill[cell_of[i]]++] = static_cast<std::uint32_t>(i);
 }
 
+CutShiftTerms cut_shift_terms(const PairPotentialInput& in) {
+  CutShiftTerms t;
+  if (in.cut_shift == 0) return t;
+  const double s_c = std::sqrt(in.cut * in.cut + in.softening * in.softening);
+  t.a = in.cut_shift;
+  t.offset = std::erfc(s_c * 0.5 / in.r_s) / s_c + t.a * s_c;
+  return t;
+}
+
 double pair_potential_sum_cpu(const PairPotentialInput& in) {
   const std::vector<Vec3d>& pos = *in.positions;
   const double box = in.box;
@@ -79,6 +88,7 @@ double pair_potential_sum_cpu(const PairPotentialInput& in) {
   const ChainingMesh mesh(pos, box, in.cut);
   const double cut2 = in.cut * in.cut, eps2 = in.softening * in.softening, inv_two_rs = 0.5 / in.r_s;
   const ErfcTable erfc_table(std::sqrt(cut2 + eps2) * inv_two_rs);
+  const CutShiftTerms shift = cut_shift_terms(in);
   const int reach = mesh.reach, side = mesh.side;
   // psi[q]: the sum of the particle at mesh.order[q], so the total runs in cell order.
   std::vector<double> psi(pos.size(), 0.0);
@@ -115,7 +125,11 @@ double pair_potential_sum_cpu(const PairPotentialInput& in) {
             const double r2 = dx * dx + dy * dy + dz * dz;
             if (r2 >= cut2) continue;
             const double s = std::sqrt(r2 + eps2);
-            if (s > 0) sum += weight * (erfc_table(s * inv_two_rs) / s);
+            if (s > 0) {
+              double term = erfc_table(s * inv_two_rs) / s;
+              if (shift.a != 0) term += shift.a * s - shift.offset;
+              sum += weight * term;
+            }
           }
         }
     psi[static_cast<std::size_t>(q)] = sum;

@@ -35,7 +35,18 @@ struct PairPotentialInput {
   double cut = 0;         // pairs at r >= cut contribute nothing; cut < box / 2
   double softening = 0;   // Plummer-equivalent eps, Mpc/h
   std::size_t ghosts = 0; // the last `ghosts` positions are other ranks' particles
+  // The shifted cut's a (1/(Mpc/h)^2, fmm/short_range.hpp cut_shift_of; 0: a sharp cut): the
+  // pair potential of the shifted force, psi + a s - (psi + a s at the cut), zero at the cut.
+  double cut_shift = 0;
 };
+
+// The shifted cut's per-pair terms: a s - offset, offset = erfc(s_c / 2r_s) / s_c + a s_c at
+// s_c = sqrt(cut^2 + eps^2) (0 for a sharp cut), so that the pair potential vanishes where
+// the force does.
+struct CutShiftTerms {
+  double a = 0, offset = 0;
+};
+CutShiftTerms cut_shift_terms(const PairPotentialInput& in);
 
 // The share of the pair of this rank's particle at `own` and another rank's at `ghost` that
 // this rank takes: 1 when `own` comes first in (x, y, z) order, 0 when `ghost` does, 1/2 for

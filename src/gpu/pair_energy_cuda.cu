@@ -18,6 +18,7 @@ struct PairSumArgs {
   std::uint32_t n;
   int side, reach;
   double box, cut2, eps2, inv_two_rs;
+  double shift_a = 0, shift_offset = 0;   // the shifted cut (cut_shift_terms; 0: sharp)
 };
 
 // One thread per particle of this rank (a ghost's thread writes 0): its partners of this rank
@@ -61,7 +62,11 @@ __global__ void pair_potential_kernel(PairSumArgs a, double* psi) {
           const double r2 = dx * dx + dy * dy + dz * dz;
           if (r2 >= a.cut2) continue;
           const double s = sqrt(r2 + a.eps2);
-          if (s > 0) sum += weight * (erfc(s * a.inv_two_rs) / s);
+          if (s > 0) {
+            double term = erfc(s * a.inv_two_rs) / s;
+            if (a.shift_a != 0) term += a.shift_a * s - a.shift_offset;
+            sum += weight * term;
+          }
         }
       }
   psi[q] = sum;
@@ -196,6 +201,9 @@ double pair_potential_sum(const PairPotentialInput& in, int device) {
   PairSumArgs a{xyz.data(),   xyz.data() + n, xyz.data() + 2 * n, ghost.empty() ? nullptr : ghost_flags.data(),
                 start.data(), static_cast<std::uint32_t>(n), mesh.side, mesh.reach, in.box, in.cut * in.cut,
                 in.softening * in.softening, 0.5 / in.r_s};
+  const CutShiftTerms shift = cut_shift_terms(in);
+  a.shift_a = shift.a;
+  a.shift_offset = shift.offset;
   launch_pair_potential(a, psi.data(), nullptr);
   return sum_in_order(psi.data(), n, nullptr);
 }
@@ -246,7 +254,7 @@ double pair_potential_sum_device(const double* x, const double* y, const double*
   keys.release();
   DeviceArray<double> psi;
   psi.ensure_exact(n);
-  const PairSumArgs a{sorted.data(),
+  PairSumArgs a{sorted.data(),
                       sorted.data() + n,
                       sorted.data() + 2 * n,
                       nullptr,
@@ -258,6 +266,9 @@ double pair_potential_sum_device(const double* x, const double* y, const double*
                       rule.cut * rule.cut,
                       rule.softening * rule.softening,
                       0.5 / rule.r_s};
+  const CutShiftTerms shift = cut_shift_terms(rule);
+  a.shift_a = shift.a;
+  a.shift_offset = shift.offset;
   launch_pair_potential(a, psi.data(), stream);
   const double total = sum_in_order(psi.data(), n, stream);
   psi.release();

@@ -917,6 +917,7 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   rule.r_s = request.r_s;
   rule.cut = request.cut;
   rule.softening = request.softening;
+  rule.cut_shift = request.cut_shift;
   const double* x = m.pos.data();
   PotentialEnergyTerms terms;
   terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);

@@ -76,11 +76,17 @@ double split_self_energy(std::size_t n, double g_mass, double mass, double r_s) 
   return static_cast<double>(n) * g_mass * mass / (2 * std::sqrt(units::pi) * r_s);
 }
 
-// (1/2) G M rho_bar 4 pi int_0^cut r erfc(r/2r_s) dr = 8 pi G M^2 r_s^2 I(cut / 2r_s) / V.
-double split_background_energy(std::size_t n, double g_mass, double mass, double box, double r_s, double cut) {
+// (1/2) G M rho_bar 4 pi int_0^cut r erfc(r/2r_s) dr = 8 pi G M^2 r_s^2 I(cut / 2r_s) / V;
+// with the shifted cut (shift: its a and offset) the pair potential's a r - offset adds
+// (1/2) G M rho_bar 4 pi (a cut^4 / 4 - offset cut^3 / 3) (softening neglected, as above).
+double split_background_energy(std::size_t n, double g_mass, double mass, double box, double r_s, double cut,
+                               const CutShiftTerms& shift) {
   const double total_mass = static_cast<double>(n) * mass;
-  return 8 * units::pi * g_mass * total_mass * static_cast<double>(n) * r_s * r_s * integral_u_erfc(cut / (2 * r_s)) /
-         (box * box * box);
+  const double per_mass2 = g_mass * total_mass * static_cast<double>(n) / (box * box * box);   // G M^2 / V
+  double e = 8 * units::pi * per_mass2 * r_s * r_s * integral_u_erfc(cut / (2 * r_s));
+  if (shift.a != 0)
+    e += 2 * units::pi * per_mass2 * (shift.a * cut * cut * cut * cut / 4 - shift.offset * cut * cut * cut / 3);
+  return e;
 }
 
 EnergyCheck::EnergyCheck(const Params& params, const Comm& comm) : comm_(comm) {
@@ -113,6 +119,7 @@ PotentialEnergy EnergyCheck::potential(const Particles& particles) {
   pairs.box = box_;
   pairs.r_s = short_.r_s;
   pairs.cut = cut_;
+  pairs.cut_shift = cut_shift_of(short_);
   pairs.softening = short_.softening;
   if (comm_.size() == 1) {
     pairs.positions = &particles.pos;
@@ -132,8 +139,17 @@ PotentialEnergy EnergyCheck::potential(const Particles& particles) {
     w.pairs = -g_mass * m * comm_.sum(pairs_->pair_potential_sum(pairs));
   }
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
-  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);
+  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_, shift_terms());
   return w;
+}
+
+CutShiftTerms EnergyCheck::shift_terms() const {
+  PairPotentialInput in;
+  in.r_s = short_.r_s;
+  in.cut = cut_;
+  in.softening = short_.softening;
+  in.cut_shift = cut_shift_of(short_);
+  return cut_shift_terms(in);
 }
 
 PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
@@ -145,6 +161,7 @@ PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
     request.r_s = short_.r_s;
     request.cut = cut_;
     request.softening = short_.softening;
+    request.cut_shift = cut_shift_of(short_);
     terms = engine.potential_energy_terms(request);
   }
   if (!terms) return potential(engine.particles());
@@ -156,7 +173,7 @@ PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
   w.mesh = terms->mesh;
   w.pairs = -g_mass * m * terms->pair_sum;
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
-  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_);
+  w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_, shift_terms());
   return w;
 }
 

@@ -78,9 +78,11 @@ struct PotentialEnergy {
   double total() const { return mesh + pairs + self + background; }
 };
 
-// The self and background terms above for n particles of mass m in a box.
+// The self and background terms above for n particles of mass m in a box (shift: the shifted
+// cut's pair-potential terms, fmm/pair_energy.hpp; default: a sharp cut).
 double split_self_energy(std::size_t n, double g_mass, double mass, double r_s);
-double split_background_energy(std::size_t n, double g_mass, double mass, double box, double r_s, double cut);
+double split_background_energy(std::size_t n, double g_mass, double mass, double box, double r_s, double cut,
+                               const CutShiftTerms& shift = {});
 
 // a K = m sum |p|^2 / (2a) from sum |p|^2 (km/s)^2.
 inline double scaled_kinetic_energy(double sum_p2, double mass, double a) { return 0.5 * mass * sum_p2 / a; }
@@ -124,6 +126,8 @@ class EnergyCheck {
   double box_ = 0;
   ShortRangeSettings short_;
   double cut_ = 0;
+  // The shifted cut's pair-potential terms for these settings (a sharp cut: zeros).
+  CutShiftTerms shift_terms() const;
   PmSettings pm_settings_;
   struct MeshSolver;                  // FFTW's or cuFFT's, made at the first potential()
   std::unique_ptr<MeshSolver> mesh_;

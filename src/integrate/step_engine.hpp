@@ -94,6 +94,7 @@ struct PotentialEnergyRequest {
   double r_s = 0;         // the split scale, Mpc/h
   double cut = 0;         // pairs at r >= cut contribute nothing, Mpc/h
   double softening = 0;   // Plummer-equivalent eps, Mpc/h
+  double cut_shift = 0;   // the shifted cut's a, 1/(Mpc/h)^2 (PairPotentialInput::cut_shift; 0: sharp)
 };
 // The answer, for all of the engine's particles.
 struct PotentialEnergyTerms {

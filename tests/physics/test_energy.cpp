@@ -96,6 +96,34 @@ TEST_CASE("the pair potential's gradient is the P2P force (softened, truncated)"
   }
 }
 
+TEST_CASE("the shifted cut: the pair sum's potential has the shifted P2P force as gradient and vanishes at the cut") {
+  // psi'(s) = erfc(s/2r_s)/s + a s - offset, force r (T(x) - a s^2 ... in r_s units) / s^3:
+  // -d/dr psi' = r (T(s/2r_s) - a s^2) / s^3 (p2p_kernel.hpp's T(s) - shift s^2).
+  const double r_s = 0.7, eps = 0.1, cut = 5.5 * r_s;
+  PairPotentialInput in;
+  in.box = 100;
+  in.r_s = r_s;
+  in.cut = cut;
+  in.softening = eps;
+  in.cut_shift = truncation_exact(cut / (2 * r_s)) / (cut * cut);
+  const auto pair_sum = [&](double r) {   // two particles r apart: the pair sum is psi'(r)
+    std::vector<Vec3d> pos = {Vec3d{10, 10, 10}, Vec3d{10 + r, 10, 10}};
+    in.positions = &pos;
+    return pair_potential_sum_cpu(in);
+  };
+  for (double r : {0.3, 1.0, 2.5, 3.5}) {
+    const double h = 1e-5 * r;
+    const double slope = -(pair_sum(r + h) - pair_sum(r - h)) / (2 * h);
+    const double s = std::sqrt(r * r + eps * eps);
+    const double force = r * (truncation_exact(s / (2 * r_s)) - in.cut_shift * s * s) / (s * s * s);
+    CAPTURE(r);
+    CHECK(slope == doctest::Approx(force).epsilon(1e-6));
+  }
+  // Just inside the cut: the potential is continuous there (the sharp cut's is erfc(x_c)/r_c).
+  CHECK(std::abs(pair_sum(cut * (1 - 1e-9))) < 1e-12);
+  CHECK(pair_sum(cut * (1 + 1e-9)) == 0.0);
+}
+
 TEST_CASE("W of the particles a step engine without terms of its own holds: W of its particles(), bit for bit") {
   const Params params = energy_params(64);
   Particles p = test::clustered_particle_set(16, kBox, 99);
@@ -113,9 +141,14 @@ TEST_CASE("W of the particles a step engine without terms of its own holds: W of
 }
 
 TEST_CASE("a short run keeps the Layzer-Irvine residual small; W's sign or factor a wrong would not") {
-  test::ScratchDir dir("energy_run");
+  // The sharp cut (the default) and the shifted one (whose W takes the shifted pair potential
+  // and its background term: a W that did not match its forces would leave a residual).
+  for (const char* cut : {"sharp", "shifted"}) {
+  CAPTURE(cut);
+  test::ScratchDir dir(std::string("energy_run_") + cut);
   // 16^3 particles, 2LPT from z = 19 to z = 2, the default hierarchical steps; W every 4 PM steps.
   const Params params = Params::parse(
+      std::string("[gravity]\nshort_range_cut = \"") + cut + "\"\n"
       "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 16\n[ic]\nz_init = 19.0\nseed = 5\n"
       "[time]\nz_final = 2.0\noutput_redshifts = [2.0]\n[analysis]\npk = false\nfof = false\nenergy_check_every = 4\n"
       "[gpu]\nbackend = \"cpu\"\n[output]\nsnapshots = false\ndirectory = \"" + dir.path() + "\"\n",
@@ -148,5 +181,6 @@ TEST_CASE("a short run keeps the Layzer-Irvine residual small; W's sign or facto
   CHECK(std::abs(residual) < 5e-3);
   CHECK(std::abs(flipped) > 0.1);
   CHECK(std::abs(no_a) > 0.1);
+  }
 }
 
