@@ -92,7 +92,9 @@ const std::vector<ParamSpec> kSchema = {
      "the FMM over the whole tree (untruncated 1/r, cells interact by the opening angle alone), direct = every "
      "pair in P2P (O(N^2): the reference, and for small N)"},
     {"gravity", "pm_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
-     "PM mesh cells per side; 0: 2 x particles_per_side", P},
+     "PM mesh cells per side; 0: auto, 3 x particles_per_side on the CUDA step engine of one rank when "
+     "that mesh fits the GPU (its P2P then costs a third), else 2 x particles_per_side; the log says which "
+     "and why (a restart takes the same or stops: set it to restart elsewhere)", P},
     {"gravity", "mass_assignment", T::string, "\"tsc\"", -inf, inf, false, "cic|tsc", "",
      "PM mass assignment and force interpolation window (TSC: long-range force within 0.3% of "
      "Ewald at r_s = 1.2 cells; CIC is aliasing-limited at ~1.5% rms, 3.5% max)", P},
@@ -105,15 +107,16 @@ const std::vector<ParamSpec> kSchema = {
     {"gravity", "rs_over_cell", T::real, "2.4", 0.25, 8, false, nullptr, "",
      "force-split scale r_s in PM cells; 2.4 cells of the default 2N mesh is PhotoNs' 1.2 cells "
      "of an N mesh (the same r_s), with 15x smaller PM force errors (tests/physics/test_treepm_ewald)", P},
-    {"gravity", "r_cut_over_rs", T::real, "5.5", 1, 12, false, nullptr, "",
+    {"gravity", "r_cut_over_rs", T::real, "6", 1, 12, false, nullptr, "",
      "short-range cut-off radius in units of r_s; 4.5 (GADGET) drops up to 1.8% of a pair's force "
-     "at the cut, 5.5 brings the 99th-percentile force error under 1e-3", P},
-    {"gravity", "short_range_cut", T::string, "\"sharp\"", -inf, inf, false, "sharp|shifted", "",
-     "how the short-range force ends at the cut: sharp, T(x) up to the cut and nothing beyond (a step of "
-     "T(x_cut), 0.17% of a pair's force at 5.5 r_s, which the IC lattice's shells can cross together: "
-     "docs/force_split.md), or shifted, T(x) - T(x_cut) (x/x_cut)^2, zero at the cut (the pair potential "
-     "and M2L's kernel to match), which removes the step but lowers every pair's force inside the cut by "
-     "T(x_cut)/r_cut^2: twice the force error against Ewald at 5.5 r_s", P},
+     "at the cut; at 6 (the T(x) table's end) the shifted cut's force error against Ewald is 4e-4 at the "
+     "99th percentile and P(k) does not depend on the mesh (docs/force_split.md)", P},
+    {"gravity", "short_range_cut", T::string, "\"shifted\"", -inf, inf, false, "shifted|sharp", "",
+     "how the short-range force ends at the cut: shifted, T(x) - T(x_cut) (x/x_cut)^2, zero at the cut "
+     "(the pair potential and M2L's kernel to match; every pair inside the cut loses T(x_cut)/r_cut^2 of "
+     "force, 4.4e-4 of the Newtonian force at the cut at 6 r_s), or sharp, T(x) up to the cut and nothing "
+     "beyond: a step of T(x_cut) that the IC lattice's shells cross together, which moved P(k) by 0.1-1% "
+     "with the mesh (docs/force_split.md)", P},
     {"gravity", "softening_over_spacing", T::real, "0.025", 0, 0.5, false, nullptr, "",
      "Plummer-equivalent softening length in units of the mean inter-particle spacing", P},
     {"gravity", "theta", T::real, "0.5", 0, 1, true, nullptr, "", "FMM opening angle"},

@@ -2,6 +2,7 @@
 // when the build has CUDA. Only p2p_backend.cpp calls them, and only under ORBIS_HAVE_CUDA,
 // so a CPU-only build never needs their definitions.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,9 @@ bool cuda_device_usable(int device, std::string* why);
 
 // CUDA devices present (0 when there are none or the driver cannot say).
 int cuda_device_count();
+
+// Free memory of a usable CUDA device now, bytes (0 when it cannot say).
+std::size_t cuda_device_free_memory(int device);
 
 // The CUDA P2P evaluator on `device` (call cuda_device_usable first; fails otherwise).
 std::unique_ptr<P2PEvaluator> make_cuda_p2p_evaluator(int device);

@@ -726,6 +726,15 @@ bool cuda_device_usable(int device, std::string* why) {
   return true;
 }
 
+std::size_t cuda_device_free_memory(int device) {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (cudaSetDevice(device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return free_bytes;
+}
+
 std::unique_ptr<P2PEvaluator> make_cuda_p2p_evaluator(int device) {
   return std::make_unique<CudaP2PEvaluator>(device);
 }

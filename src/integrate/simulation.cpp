@@ -19,6 +19,7 @@
 #include "integrate/checkpoint.hpp"
 #include "integrate/energy.hpp"
 #include "integrate/outputs.hpp"
+#include "integrate/pm_mesh_choice.hpp"
 #include "integrate/run_memory.hpp"
 #include "integrate/step_log.hpp"
 #include "integrate/stop_signals.hpp"
@@ -123,14 +124,22 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
     particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
   }
-  check_host_memory(params, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
+  if (cosmology_ && params_.get_string("gravity.solver") != "pm" && params_.get_int("gravity.pm_grid_side") == 0) {
+    // "auto": the mesh the run takes (integrate/pm_mesh_choice.hpp), set in the parameters every
+    // part of the run reads (and used_parameters.toml records).
+    const PmMeshChoice mesh = choose_pm_grid_side(params_, comm_);
+    const std::string key = params_.describe("gravity.pm_grid_side");
+    params_.set("gravity.pm_grid_side", ParamValue(static_cast<std::int64_t>(mesh.grid_side)));
+    log::info("PM mesh: {}^3 ({} = 0, auto: {})", mesh.grid_side, key, mesh.why);
+  }
+  check_host_memory(params_, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
   log_gpus();
-  engine_ = engine ? std::move(engine) : make_step_engine(params, comm_);
+  engine_ = engine ? std::move(engine) : make_step_engine(params_, comm_);
   hierarchical_ = params.get_string("time.stepping") == "hierarchical" && engine_->has_short_range();
   make_clock();
   stepper_ = std::make_unique<BlockStepper>(*engine_, *clock_, hierarchical_ ? kDeepestBin : 0);
   out_dir_ = params.get_string("output.directory");
-  validate_outputs(params);
+  validate_outputs(params_);
   if (comm_.size() > 1) {   // every rank the same answer, and the same communicator
     outputs_in_background_ = comm_.min<std::uint64_t>(parallel::concurrent_mpi() ? 1 : 0) == 1;
     if (outputs_in_background_) output_comm_ = comm_.split(0, comm_.rank());
@@ -139,7 +148,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
                                      : "written between the steps (the MPI library does not provide "
                                        "MPI_THREAD_MULTIPLE)");
   }
-  if (cosmology_) energy_ = std::make_unique<EnergyCheck>(params, comm_);
+  if (cosmology_) energy_ = std::make_unique<EnergyCheck>(params_, comm_);
   options_ = options;
   if (options.restart) {
     // Each rank its own file of the checkpoint (collective: every rank takes the same one).

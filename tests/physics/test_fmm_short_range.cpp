@@ -263,7 +263,9 @@ TEST_CASE("short range: settings from the parameter file") {
   const Params params = Params::parse(base + "[gravity]\nsolver = \"treepm\"\n", "test.toml");
   const ShortRangeSettings s = short_range_settings(params, 2.0);
   CHECK(s.r_s == doctest::Approx(2.4 * 200.0 / 128).epsilon(1e-14));   // N_pm = 2 N_side
-  CHECK(s.r_cut == doctest::Approx(5.5 * s.r_s).epsilon(1e-14));
+  CHECK(s.r_cut == doctest::Approx(6.0 * s.r_s).epsilon(1e-14));
+  CHECK(s.shifted_cut);   // the default: the force shifted to zero at the cut
+  CHECK(cut_shift_of(s) == doctest::Approx(truncation_exact(3.0) / (s.r_cut * s.r_cut)).epsilon(1e-14));
   CHECK(s.softening == doctest::Approx(0.025 * 200.0 / 64).epsilon(1e-14));
   CHECK(s.g_mass == doctest::Approx(43.0071 * 2.0).epsilon(1e-14));
   CHECK(s.theta == 0.5);

@@ -52,12 +52,13 @@ TEST_CASE("TreePM forces match the Ewald sum on a clustered set") {
       {"p 2", "multipole_order = 2\n", 1.0, 1.0},
       {"p 6", "multipole_order = 6\n", 1e-3, 2e-4},
       {"taylor 1", "taylor_order = 1\n", 1.0, 1.0},
-      {"r_cut 4.5 r_s", "r_cut_over_rs = 4.5\n", 1.0, 1.0},
-      // The shifted cut (zero at the cut, lower inside it): a bias on every pair inside the
-      // cut, measured 99% 1.2e-3 at 5.5 r_s and 4.0e-4 at 6 r_s against 5.0e-4 and 2.0e-4 sharp.
-      {"shifted cut", "short_range_cut = \"shifted\"\n", 2e-3, 2e-4},
-      {"shifted, r_cut 6", "short_range_cut = \"shifted\"\nr_cut_over_rs = 6\n", 1e-3, 1e-4},
-      {"r_cut 6 r_s", "r_cut_over_rs = 6\n", 1e-3, 1e-4},
+      {"r_cut 4.5 r_s", "r_cut_over_rs = 4.5\nshort_range_cut = \"sharp\"\n", 1.0, 1.0},
+      // The cut: the defaults shift the force to zero at 6 r_s, a bias of T(x_c)/r_c^2 on every
+      // pair inside it (measured 99% 4.0e-4); shifted at 5.5 r_s the bias is 4x larger (1.2e-3);
+      // the sharp cut (a step of T(x_c) there) 5.0e-4 at 5.5 r_s (the old default), 2.0e-4 at 6.
+      {"shifted, r_cut 5.5", "r_cut_over_rs = 5.5\n", 2e-3, 2e-4},
+      {"sharp, r_cut 5.5", "short_range_cut = \"sharp\"\nr_cut_over_rs = 5.5\n", 1e-3, 2e-4},
+      {"sharp, r_cut 6", "short_range_cut = \"sharp\"\n", 1e-3, 1e-4},
       {"rs 1.2 cells", "rs_over_cell = 1.2\n", 1.0, 1.0},
       {"high accuracy", "pm_mesh_precision = \"double\"\npm_grid_side = 128\nrs_over_cell = 4.0\n"
                         "r_cut_over_rs = 8.0\ntaylor_order = -1\ntheta = 0.4\nmultipole_order = 6\n", 1e-4, 1e-5},
