@@ -268,6 +268,28 @@ struct CudaStepEngine::Impl {
     host_current = true;
   }
 
+  // What a computation beside the steps (the outputs' P(k) and FoF, the energy check's W) may
+  // take from the device for itself: the free memory, within what [gpu] memory_limit_gib
+  // leaves (as cap_allocation()).
+  std::size_t transient_available() const {
+    std::size_t available = gpu::device_available_bytes();
+    if (memory_limit_gib > 0) {
+      const std::size_t limit = usable_device_memory(~std::size_t{0}, memory_limit_gib);
+      const std::size_t now = used_now() - std::min(used_now(), gpu::pool_unused_bytes());
+      const std::size_t used = now > baseline ? now - baseline : 0;
+      available = std::min(available, limit > used ? limit - used : 0);
+    }
+    return available;
+  }
+  // The pool's reserved bytes, taken before such a computation: afterwards the pool is trimmed
+  // back to them (cudaMemPoolTrimTo), so the steps hold what their plan says, not the
+  // computation's high-water mark.
+  static std::size_t pool_reserved() {
+    std::uint64_t reserved = 0;
+    ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+    return static_cast<std::size_t>(reserved);
+  }
+
   // What [gpu] memory_limit_gib leaves for the short-range step's task chunks.
   void cap_allocation() {
     if (!(memory_limit_gib > 0)) return;
@@ -898,20 +920,13 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
   const std::size_t need = std::max(gpu::pair_potential_sum_device_bytes(m.n, request.box, request.cut),
                                     pm_memory.meshes + pm_memory.fft_work);
-  std::size_t available = gpu::device_available_bytes();
-  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
-    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
-    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
-    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
-    available = std::min(available, limit > used ? limit - used : 0);
-  }
+  const std::size_t available = m.transient_available();
   if (need + need / 16 > available) {
     log::info("energy check: W from the host's copy of the particles (on the device it needs {:.2f} GiB, {:.2f} GiB "
               "free)", gib(need), gib(available));
     return std::nullopt;
   }
-  std::uint64_t reserved = 0;   // what the pool held for the steps before the check's arrays
-  ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the check's arrays
   PairPotentialInput rule;
   rule.box = request.box;
   rule.r_s = request.r_s;
@@ -956,21 +971,14 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   if (!m.power) m.power = std::make_unique<gpu::CudaPowerSpectrum>();
   const std::size_t need = m.power->device_bytes(m.n, settings);
-  std::size_t available = gpu::device_available_bytes();
-  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
-    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
-    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
-    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
-    available = std::min(available, limit > used ? limit - used : 0);
-  }
+  const std::size_t available = m.transient_available();
   if (need + need / 16 > available) {
     if (!m.power_fallback_logged)
       log::info("P(k) on the host: the device estimator needs {:.2f} GiB, {:.2f} GiB free", gib(need), gib(available));
     m.power_fallback_logged = true;
     return std::nullopt;
   }
-  std::uint64_t reserved = 0;   // what the pool held for the steps before the estimator's meshes
-  ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the meshes
   std::optional<PowerSpectrum> result =
       m.power->measure(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, settings, m.stream);
   // The pool keeps what is freed: the meshes (3 GiB at 512^3) go back to the driver, so the
@@ -997,19 +1005,12 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const double link = fof::linking_length(m.n, m.box, linking_length_over_spacing);
   const std::size_t need = gpu::fof_device_bytes(m.n, m.box, link);
-  std::size_t available = gpu::device_available_bytes();
-  if (m.memory_limit_gib > 0) {   // what [gpu] memory_limit_gib leaves, as cap_allocation()
-    const std::size_t limit = usable_device_memory(~std::size_t{0}, m.memory_limit_gib);
-    const std::size_t now = m.used_now() - std::min(m.used_now(), gpu::pool_unused_bytes());
-    const std::size_t used = now > m.baseline ? now - m.baseline : 0;
-    available = std::min(available, limit > used ? limit - used : 0);
-  }
+  const std::size_t available = m.transient_available();
   if (need + need / 16 > available) {
     log::info("FoF on the host: the device linker needs {:.2f} GiB, {:.2f} GiB free", gib(need), gib(available));
     return std::nullopt;
   }
-  std::uint64_t reserved = 0;   // what the pool held for the steps before the linker's arrays
-  ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
+  const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the linker's arrays
   std::vector<std::uint32_t> labels =
       gpu::fof_labels(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, link, m.stream);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
