@@ -937,14 +937,14 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   return result;
 }
 
-<<<<<<< HEAD
 std::optional<double> CudaStepEngine::softened_pair_sum() {
   Impl& m = *impl_;
   if (!m.vacuum || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   return gpu::softened_pair_sum(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
                                 m.stream);
-=======
+}
+
 // One rank: linked on the device, in memory taken from the pool for the call alone and given
 // back at its end, as power_spectrum()'s; when the device lacks it, nullopt (the output links
 // the groups on the host).
@@ -972,7 +972,6 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
   return labels;
->>>>>>> fof-gpu
 }
 
 std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }

@@ -74,14 +74,11 @@ class CudaStepEngine final : public StepEngine {
   // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
   // over ranks, or without the device memory it needs: nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
-<<<<<<< HEAD
   // Vacuum boundaries: the pair sum on the device from the device positions; otherwise nullopt.
   std::optional<double> softened_pair_sum() override;
-=======
   // One rank: the FoF groups linked on the device from the device positions
   // (gpu/fof_cuda.cuh); over ranks, or without the device memory it needs: nullopt.
   std::optional<std::vector<std::uint32_t>> fof_labels(double linking_length_over_spacing) override;
->>>>>>> fof-gpu
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;
