@@ -71,6 +71,9 @@ struct ShortRangeSettings {
   // taylor_order and taylor_table_size are not read; softening and the positions in any
   // unit of length. Not with a forest (ShortRangeTargets::forest_groups).
   Boundary boundary = Boundary::periodic;
+  // Vacuum only: leaf-cell pairs (P2L/M2P, WalkSettings::leaf_cell) where a leaf faces a
+  // compact node; off: M2L and P2P only (the walk of phase A).
+  bool leaf_cell = true;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
@@ -163,6 +166,10 @@ struct ShortRangeStats {
   double total_seconds = 0;
   double p2p_interactions = 0;    // particle pairs evaluated in P2P (both directions)
   double m2l_interactions = 0;    // M2L tasks (node pairs, one direction each)
+  // Vacuum leaf-cell pairs: source particles expanded into a node's local expansion (P2L,
+  // one per particle and task) and node multipoles evaluated at a particle (M2P, one per
+  // target particle and task).
+  double p2l_interactions = 0, m2p_interactions = 0;
   std::size_t nodes = 0, leaves = 0, p2p_tasks = 0;
   std::string p2p_where;
 };

@@ -55,6 +55,7 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   // set at each step (vacuum_extent); a unit extent until then.
   p2p_settings_ = vacuum(settings) ? p2p_settings_of(settings, 1.0) : p2p_settings_of(settings);
   walk_settings_ = walk_settings_of(settings, p2p_settings_);
+  walk_settings_.leaf_cell = false;   // not on the device yet: M2L and P2P only
   runner_.prepare(p2p_settings_);
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);

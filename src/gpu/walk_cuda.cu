@@ -41,6 +41,8 @@ struct CountSink {
     ++c.p2p;
     c.mutual += t != s ? 1 : 0;
   }
+  // Leaf-cell pairs (vacuum): not walked on the device yet (DeviceShortRange turns them off).
+  __device__ void p2l_m2p(bool) { __trap(); }
   __device__ void child(std::int32_t, std::int32_t) { ++c.children; }
 };
 
@@ -73,6 +75,7 @@ struct WriteSink {
     p2p_s[at.p2p] = pack_source(static_cast<std::uint32_t>(nodes[s].leaf), image);
     ++at.p2p;
   }
+  __device__ void p2l_m2p(bool) { __trap(); }
   __device__ void child(std::int32_t a, std::int32_t b) { next[at.children++] = pack_pair(a, b); }
 };
 
@@ -92,6 +95,7 @@ struct DeeperSink {
   int& top;
   __device__ void m2l(const std::int8_t* image) { sink.m2l(image); }
   __device__ void p2p(const std::int8_t* image) { sink.p2p(image); }
+  __device__ void p2l_m2p(bool leaf_is_target) { sink.p2l_m2p(leaf_is_target); }
   __device__ void child(std::int32_t a, std::int32_t b) {
     if (level + 1 < depth) {
       stack_t[top] = a, stack_s[top] = b, stack_level[top] = level + 1;
@@ -405,6 +409,8 @@ void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_l
                      const WalkSettings& settings, cudaStream_t stream, const std::uint8_t* node_active,
                      int tree_depth) {
   check_walk_settings(settings);
+  if (!settings.periodic && settings.leaf_cell)
+    fail("device walk: leaf-cell pairs (P2L/M2P, vacuum boundaries) are not supported on the device yet");
   pair_levels_ = tree_depth >= 0 ? pair_levels_of_depth(tree_depth) : pair_levels(n_leaves);
   check_packed_leaves(n_leaves, "device walk");
   if (n_nodes >= (std::size_t{1} << 31)) fail("device walk: {} nodes exceed the pair format", n_nodes);
