@@ -191,7 +191,8 @@ double vacuum_extent(const std::vector<Vec3d>& positions) {
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
       ops_(settings.multipole_order, settings.r_s, kernel_of(settings)),
-      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings)) {}
+      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings)),
+      leaf_cell_batch_(settings.multipole_order) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {
@@ -415,13 +416,12 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& m2p_offsets = walk_.m2p_offsets();
 
   // M2L: one thread per target node sums its sources in list order, eight at a time
-  // (fmm/m2l_batch.hpp), then its P2L sources' particles in list order, one by one; no
-  // atomics, the same sums for any thread count.
+  // (fmm/m2l_batch.hpp), then its P2L sources' particles in list order, eight at a time
+  // (fmm/leaf_cell_batch.hpp); no atomics, the same sums for any thread count.
 #pragma omp parallel
   {
     std::vector<const double*> sources;
     std::vector<Vec3d> R;
-    FmmOperators::Scratch scratch(ops_);
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
       const auto ut = static_cast<std::size_t>(t);
@@ -448,9 +448,13 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
       }
       // P2L: each source leaf's particles as unit masses (image 0), before L2L hands the
       // expansion to the node's subtree.
-      for (std::size_t q = p2l_begin; q < p2l_end; ++q) {
-        const Leaf& leaf = leaves[p2l[q].source];
-        for (std::uint32_t j = leaf.first; j < leaf.first + leaf.count; ++j) ops_.p2l(zt - pos[j], local, scratch);
+      if (p2l_begin < p2l_end) {
+        R.clear();
+        for (std::size_t q = p2l_begin; q < p2l_end; ++q) {
+          const Leaf& leaf = leaves[p2l[q].source];
+          for (std::uint32_t j = leaf.first; j < leaf.first + leaf.count; ++j) R.push_back(zt - pos[j]);
+        }
+        leaf_cell_batch_.p2l(R.data(), R.size(), local);
       }
     }
   }
@@ -476,22 +480,28 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const double g_mass = settings_.g_mass;
 #pragma omp parallel
   {
-    FmmOperators::Scratch scratch(ops_);
+    std::vector<Vec3d> R, field;
 #pragma omp for schedule(dynamic, 16)
     for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
       const auto ul = static_cast<std::size_t>(l);
       const auto n = static_cast<std::size_t>(leaf_node[ul]);
       if (subset_ && !sinks_[n]) continue;   // no target here: its far field is not read
       const double* local = local_.data() + n * nl;
+      const std::uint32_t first = nodes[n].first, count = nodes[n].count;
+      // M2P: each source node's field at the leaf's particles, eight at a time, the
+      // sources in list order (every particle: a non-target's is not read).
       const std::size_t m2p_begin = m2p.empty() ? 0 : m2p_offsets[ul], m2p_end = m2p.empty() ? 0 : m2p_offsets[ul + 1];
-      for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t) {
-        Vec3d g = active_[n] ? ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};
-        if (m2p_begin < m2p_end && !(subset_ && !targets_tree_[t]))
-          for (std::size_t q = m2p_begin; q < m2p_end; ++q) {
-            const auto c = static_cast<std::size_t>(m2p[q].source);
-            g += ops_.m2p(multipoles_.of(static_cast<int>(c)), pos[t] - nodes[c].centre, scratch);
-          }
-        far[t] = g_mass * g;
+      field.assign(count, Vec3d{0, 0, 0});
+      for (std::size_t q = m2p_begin; q < m2p_end; ++q) {
+        const auto c = static_cast<std::size_t>(m2p[q].source);
+        R.resize(count);
+        for (std::uint32_t i = 0; i < count; ++i) R[i] = pos[first + i] - nodes[c].centre;
+        leaf_cell_batch_.m2p(multipoles_.of(static_cast<int>(c)), R.data(), count, field.data());
+      }
+      for (std::uint32_t i = 0; i < count; ++i) {
+        const std::uint32_t t = first + i;
+        const Vec3d g = active_[n] ? ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};
+        far[t] = g_mass * (m2p_begin < m2p_end ? g + field[i] : g);
       }
     }
   }

@@ -31,6 +31,7 @@
 #include "core/timer.hpp"
 #include "core/vec3.hpp"
 #include "fmm/expansions.hpp"
+#include "fmm/leaf_cell_batch.hpp"
 #include "fmm/m2l_batch.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/walk.hpp"
@@ -217,6 +218,7 @@ class ShortRangeSolver {
   std::vector<std::size_t> device_m2l_offsets_;   // its M2L offsets (else the walk's)
   FmmOperators ops_;
   M2LBatch m2l_batch_;
+  LeafCellBatch leaf_cell_batch_;   // vacuum: P2L and M2P of the leaf-cell pairs
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
   std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)

@@ -20,8 +20,9 @@ constexpr std::size_t kFrontierPairs = 2048;
 // Vacuum: the opening angle of the leaf-cell pairs (WalkPairParams::leaf_cell_theta) over
 // theta. A leaf-cell pair approximates what P2P summed exactly, with M2L's error at the same
 // angle; at 0.8 theta the forces' median and 99th-percentile errors stay below the walk's
-// without leaf-cell pairs (Plummer sphere and Hernquist pair, theta 0.5, p 6: 1.0 raised
-// the median by ~1.5x; tests/physics/test_vacuum_leaf_cell.cpp), at ~0.35x its P2P pairs.
+// without leaf-cell pairs (Plummer sphere and Hernquist pair of 24576 particles, theta 0.5,
+// p 6, as tests/physics/test_vacuum_leaf_cell.cpp: 1.0 raised the median by ~1.5x), at
+// ~0.35x its P2P pairs (0.2x at 1e5, tests/bench/bench_vacuum).
 constexpr double kLeafCellThetaFactor = 0.8;
 
 // Tasks of a list, a mutual one counted twice.

@@ -55,7 +55,6 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   // set at each step (vacuum_extent); a unit extent until then.
   p2p_settings_ = vacuum(settings) ? p2p_settings_of(settings, 1.0) : p2p_settings_of(settings);
   walk_settings_ = walk_settings_of(settings, p2p_settings_);
-  walk_settings_.leaf_cell = false;   // not on the device yet: M2L and P2P only
   runner_.prepare(p2p_settings_);
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
   counters_.ensure(3);
@@ -174,10 +173,19 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   rel_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
-  // Far field: added to the P2P sums of the leaves that have a local expansion.
-  if (walk_.m2l_count() > 0)
+  // Far field: added to the P2P sums of the leaves that have a local expansion, and (vacuum)
+  // the leaf-cell pairs' P2L into the locals and M2P onto their target leaves.
+  LeafCellLists leaf_cell;
+  leaf_cell.count = walk_.leaf_cell_count();
+  if (leaf_cell.count > 0) {
+    leaf_cell.p2l = walk_.p2l_tasks();
+    leaf_cell.p2l_offsets = walk_.p2l_offsets();
+    leaf_cell.m2p = walk_.m2p_tasks();
+    leaf_cell.m2p_offsets = walk_.m2p_offsets();
+  }
+  if (walk_.m2l_count() > 0 || leaf_cell.count > 0)
     fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
-                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
+                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
   fmm_.release();
   walk_.release_outputs();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
@@ -261,6 +269,7 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.active_particles = active_subset_ ? static_cast<std::size_t>(c[1]) : n_;
   s.active_leaves = active_subset_ ? static_cast<std::size_t>(c[2]) : tree_.n_leaves();
   s.m2l_tasks = walk_.m2l_count();
+  s.leaf_cell_pairs = walk_.leaf_cell_count();
   s.p2p_tasks = walk_.p2p_tasks();
   s.nodes = tree_.n_nodes();
   s.leaves = tree_.n_leaves();

@@ -247,6 +247,29 @@ int main(int argc, char** argv) {
                   n, theta, median(tree), median(mpole), median(walk), median(m2l), median(p2p_time), median(total),
                   st.p2p_interactions / dn, st.m2l_interactions / dn, st.p2l_interactions / dn,
                   st.m2p_interactions / dn, e[0], e[1], e[2], st.p2p_where.c_str());
+      if (!solver.tasks().p2l.empty()) {
+        // How the leaf-cell work is spread over targets (the device gives each target node's
+        // P2L, and each target leaf's M2P, to one warp): the largest per target.
+        const auto& tasks = solver.tasks();
+        const auto& leaves = solver.tree().leaves();
+        const auto& p2l_off = solver.walk().p2l_offsets();
+        const auto& m2p_off = solver.walk().m2p_offsets();
+        double most_p2l = 0, most_m2p = 0;
+        std::size_t p2l_targets = 0, m2p_targets = 0;
+        for (std::size_t t = 0; t + 1 < p2l_off.size(); ++t) {
+          double particles = 0;
+          for (std::size_t q = p2l_off[t]; q < p2l_off[t + 1]; ++q) particles += leaves[tasks.p2l[q].source].count;
+          most_p2l = std::max(most_p2l, particles);
+          p2l_targets += p2l_off[t + 1] > p2l_off[t];
+        }
+        for (std::size_t l = 0; l + 1 < m2p_off.size(); ++l) {
+          most_m2p = std::max(most_m2p, static_cast<double>((m2p_off[l + 1] - m2p_off[l]) * leaves[l].count));
+          m2p_targets += m2p_off[l + 1] > m2p_off[l];
+        }
+        std::printf("#   leaf-cell: %zu pairs; P2L into %zu nodes, at most %.0f particles into one; M2P onto %zu "
+                    "leaves, at most %.0f evaluations on one\n",
+                    tasks.p2l.size(), p2l_targets, most_p2l, m2p_targets, most_m2p);
+      }
       std::fflush(stdout);
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fmm/expansions.hpp"
+#include "fmm/leaf_cell_batch.hpp"
 #include "tree/multipoles.hpp"
 #include "tree/orb_tree.hpp"
 
@@ -191,5 +192,42 @@ TEST_CASE("P2L and M2P (leaf-cell pairs) converge to the direct Newtonian sum, a
       CHECK(norm(total) < 1e-13 * sum_abs);
     }
     MESSAGE(row);
+  }
+}
+
+TEST_CASE("LeafCellBatch (eight lanes) equals FmmOperators::p2l and ::m2p") {
+  const auto cluster = ball(60, Vec3d{0.2, 0.1, -0.3}, 0.4, 7);
+  const auto points = ball(29, Vec3d{3.0, -1.0, 2.0}, 1.5, 8);   // 29: a last batch of 5 lanes
+  for (int p = 1; p <= 6; ++p) {
+    OrbTree ct;
+    ct.build(cluster, static_cast<int>(cluster.size()));
+    Multipoles mc;
+    mc.compute(ct, p);
+    FmmOperators ops(p, 0.0, KernelKind::newtonian);
+    FmmOperators::Scratch scratch(ops);
+    const LeafCellBatch batch(p);
+    const Vec3d zc = ct.nodes()[0].centre;
+    std::vector<Vec3d> R;
+    for (const Vec3d& x : points) R.push_back(zc - x);
+    std::vector<double> one(static_cast<std::size_t>(ops.local_size()), 0.0), eight = one;
+    for (const Vec3d& r : R) ops.p2l(r, one.data(), scratch);
+    batch.p2l(R.data(), R.size(), eight.data());
+    double worst = 0, scale = 0;
+    for (std::size_t k = 0; k < one.size(); ++k) {
+      worst = std::max(worst, std::fabs(one[k] - eight[k]));
+      scale = std::max(scale, std::fabs(one[k]));
+    }
+    INFO("p = " << p);
+    CHECK(worst < 1e-13 * scale);
+    std::vector<Vec3d> field(points.size(), Vec3d{0, 0, 0});
+    for (Vec3d& r : R) r = Vec3d{0, 0, 0} - r;   // x - z
+    batch.m2p(mc.of(0), R.data(), R.size(), field.data());
+    double diff = 0, size = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const Vec3d ref = ops.m2p(mc.of(0), R[i], scratch);
+      diff = std::max(diff, norm(field[i] - ref));
+      size = std::max(size, norm(ref));
+    }
+    CHECK(diff < 1e-13 * size);
   }
 }
