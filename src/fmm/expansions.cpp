@@ -75,4 +75,24 @@ Vec3d FmmOperators::l2p(const double* local, const Vec3d& y) const {
   return g;
 }
 
+void FmmOperators::p2l(const Vec3d& R, double* local, Scratch& scratch) const {
+  scratch.kernel.evaluate(R, scratch.d.data());
+  const double* d = scratch.d.data();
+  const int nl = local_set_.size();
+  for (int k = 0; k < nl; ++k) local[k] += d[k];
+}
+
+Vec3d FmmOperators::m2p(const double* multipole, const Vec3d& R, Scratch& scratch) const {
+  scratch.kernel.evaluate(R, scratch.d.data());
+  const double* d = scratch.d.data();
+  Vec3d g{0, 0, 0};
+  for (std::size_t n = 0; n < multipole_sign_.size(); ++n) {
+    const double sm = multipole_sign_[n] * multipole[n];
+    g.x += sm * d[plus_e_[0][n]];
+    g.y += sm * d[plus_e_[1][n]];
+    g.z += sm * d[plus_e_[2][n]];
+  }
+  return g;
+}
+
 }  // namespace orbis

@@ -2,6 +2,12 @@
 //   M2L  L_k += sum_n (-1)^|n| M_n D_(n+k)(R),  R = z_target - z_source (image applied),
 //   L2L  L'_k = sum_(n >= k) L_n d^(n-k)/(n-k)!, d = z_child - z_parent (exact),
 //   L2P  grad phi(z + y) = sum_k L_(k+e) y^k/k!.
+// and the two halves of a leaf-cell pair (vacuum boundaries, fmm/walk_pair.hpp), M2L with
+// a point mass on one side:
+//   P2L  L_k += D_k(R),  R = z_target - x_source (a unit mass at x_source), |k| <= p + 1,
+//   M2P  grad phi(x) = sum_n (-1)^|n| M_n D_(n+e)(R),  R = x - z_source, |n| <= p
+// (M2L into an order-1 expansion at x, read by L2P at y = 0). Both keep M2L's truncation
+// |n| + |k| <= p + 1, so a leaf-cell pair too gives exactly opposite total forces.
 // The potential of the sources near a target centre z is phi(z + y) = sum_k L_k y^k/k! with
 // phi = sum_j m_j psi(|x - x_j|), psi = erfc(r/2r_s)/r (truncated) or 1/r (Newtonian,
 // fmm/kernel_kind.hpp: only D differs); the acceleration is G grad phi.
@@ -47,6 +53,11 @@ class FmmOperators {
   void l2l(const double* parent, const Vec3d& d, double* child) const;
   // grad phi at offset y from the expansion centre.
   Vec3d l2p(const double* local, const Vec3d& y) const;
+  // P2L: local[0 .. local_size()) += D_k(R), a unit mass at R from the expansion centre's
+  // opposite side (R = z_target - x_source != 0).
+  void p2l(const Vec3d& R, double* local, Scratch& scratch) const;
+  // M2P: grad phi at x of `multipole` (multipole_set layout) about z, R = x - z != 0.
+  Vec3d m2p(const double* multipole, const Vec3d& R, Scratch& scratch) const;
 
  private:
   // M2L terms grouped by local index k: terms [k_start_[k], k_start_[k+1]) hold, for each
@@ -64,7 +75,9 @@ class FmmOperators {
   std::vector<int> k_start_;
   std::vector<double> multipole_sign_;   // (-1)^|n|
   std::vector<ShiftTerm> l2l_terms_;
-  std::vector<int> plus_e_[3];    // plus_e_[d][i]: local index of gradient_set_[i] + e_d
+  // plus_e_[d][i]: local index of gradient_set_[i] + e_d (gradient_set_ is laid out as the
+  // multipole set: M2P reads it with multipole indices too)
+  std::vector<int> plus_e_[3];
 };
 
 }  // namespace orbis

@@ -114,6 +114,7 @@ double cut_shift_of(const ShortRangeSettings& s) {
 WalkSettings walk_settings_of(const ShortRangeSettings& s, const P2PSettings& p2p) {
   WalkSettings ws{s.box_mpc_h, p2p.r_cut, s.theta, s.top_levels};
   ws.periodic = s.boundary == Boundary::periodic;
+  ws.leaf_cell = s.leaf_cell;
   return ws;
 }
 
@@ -198,7 +199,8 @@ double vacuum_extent(const std::vector<Vec3d>& positions) {
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
       ops_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)),
-      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)) {}
+      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)),
+      leaf_cell_batch_(settings.multipole_order) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc) {
@@ -239,7 +241,10 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   p2p_ = &p2p;
   const WalkSettings ws = walk_settings_of(s, ps);
 
-  device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups;
+  // The device tree step returns M2L lists only: with leaf-cell pairs (vacuum) the host
+  // builds and walks, and the evaluator runs the P2P of the host's tasks.
+  device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups &&
+                 (periodic || !s.leaf_cell);
   if (device_step_) {
     // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
     // the far field, which end() computes while the P2P runs. Those lists are not in the
@@ -250,6 +255,8 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
     out.m2l = &tasks_.m2l;
     out.m2l_offsets = &device_m2l_offsets_;
     tasks_.p2p.clear();
+    tasks_.p2l.clear();   // none: the device step is never taken with leaf-cell pairs
+    tasks_.m2p.clear();
     Stopwatch phase;
     p2p.start_tree_step(ps, DeviceTreeStep{&positions, s.max_leaf, ws}, out);
     stats_.tree_on_device = true;
@@ -309,14 +316,20 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   // field, where r_cut keeps every pair within a few leaves, there are none at all.
   Stopwatch phase;
   const auto& m2l = tasks_.m2l;
-  // No M2L task (every pair within r_cut reached P2P; early times, or small active sets):
-  // no multipoles, no far field (the zeros it would add).
-  const bool far_field = !m2l.empty();
+  const auto& m2p = tasks_.m2p;
+  // No M2L task (every pair within r_cut reached P2P; early times, or small active sets)
+  // and no leaf-cell task: no multipoles, no far field (the zeros it would add).
+  const bool far_field = !m2l.empty() || !tasks_.p2l.empty() || !m2p.empty();
   needed_.assign(tree_.nodes().size(), 0);
   const auto n_m2l = static_cast<std::int64_t>(m2l.size());
 #pragma omp parallel for schedule(static)
   for (std::int64_t q = 0; q < n_m2l; ++q)   // the same byte from several threads: atomic
     __atomic_store_n(&needed_[m2l[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
+                     __ATOMIC_RELAXED);
+  const auto n_m2p = static_cast<std::int64_t>(m2p.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t q = 0; q < n_m2p; ++q)
+    __atomic_store_n(&needed_[m2p[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
                      __ATOMIC_RELAXED);
   if (far_field) multipoles_.compute(tree_, settings_.multipole_order, &needed_);
   stats_.multipole_seconds = phase.seconds();
@@ -351,6 +364,12 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   stats.total_seconds = total_.seconds();
   stats.p2p_interactions = p2p_stats_.interactions;
   stats.m2l_interactions = static_cast<double>(tasks_.m2l.size());
+  stats.p2l_interactions = 0;
+  for (const InteractionTask& task : tasks_.p2l) stats.p2l_interactions += tree_.leaves()[task.source].count;
+  stats.m2p_interactions = 0;
+  for (const InteractionTask& task : m2p)
+    for (std::uint32_t i = tree_.leaves()[task.target].first, e = i + tree_.leaves()[task.target].count; i < e; ++i)
+      stats.m2p_interactions += subset_ ? targets_tree_[i] : 1;
   stats.nodes = tree_.nodes().size();
   stats.leaves = tree_.leaves().size();
   stats.p2p_where = p2p_stats_.where;
@@ -396,32 +415,55 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   const auto& offsets = device_step_ ? device_m2l_offsets_ : walk_.m2l_offsets();
   const auto& m2l = tasks_.m2l;
 
+  // Leaf-cell tasks (vacuum): P2L grouped by target node, M2P by target leaf (the walk's).
+  const auto& pos = tree_.positions();
+  const auto& leaves = tree_.leaves();
+  const auto& p2l = tasks_.p2l;
+  const auto& m2p = tasks_.m2p;
+  const auto& p2l_offsets = walk_.p2l_offsets();
+  const auto& m2p_offsets = walk_.m2p_offsets();
+
   // M2L: one thread per target node sums its sources in list order, eight at a time
-  // (fmm/m2l_batch.hpp); no atomics, the same sums for any thread count.
+  // (fmm/m2l_batch.hpp), then its P2L sources' particles in list order, eight at a time
+  // (fmm/leaf_cell_batch.hpp); no atomics, the same sums for any thread count.
 #pragma omp parallel
   {
     std::vector<const double*> sources;
     std::vector<Vec3d> R;
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
-      const auto begin = offsets[static_cast<std::size_t>(t)], end = offsets[static_cast<std::size_t>(t) + 1];
-      if (subset_ && !sinks_[static_cast<std::size_t>(t)]) {   // no target below: never read
-        active_[static_cast<std::size_t>(t)] = 0;
+      const auto ut = static_cast<std::size_t>(t);
+      const auto begin = offsets[ut], end = offsets[ut + 1];
+      const std::size_t p2l_begin = p2l.empty() ? 0 : p2l_offsets[ut], p2l_end = p2l.empty() ? 0 : p2l_offsets[ut + 1];
+      if (subset_ && !sinks_[ut]) {   // no target below: never read
+        active_[ut] = 0;
         continue;
       }
-      std::fill_n(local_.data() + static_cast<std::size_t>(t) * nl, nl, 0.0);
-      active_[static_cast<std::size_t>(t)] = begin < end;
-      if (begin == end) continue;
-      const Vec3d& zt = nodes[static_cast<std::size_t>(t)].centre;
-      sources.resize(end - begin);
-      R.resize(end - begin);
-      for (auto q = begin; q < end; ++q) {
-        const InteractionTask& task = m2l[q];
-        const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
-        sources[q - begin] = multipoles_.of(static_cast<int>(task.source));
-        R[q - begin] = (zt - nodes[task.source].centre) - shift;   // as in the walk
+      double* local = local_.data() + ut * nl;
+      std::fill_n(local, nl, 0.0);
+      active_[ut] = begin < end || p2l_begin < p2l_end;
+      const Vec3d& zt = nodes[ut].centre;
+      if (begin < end) {
+        sources.resize(end - begin);
+        R.resize(end - begin);
+        for (auto q = begin; q < end; ++q) {
+          const InteractionTask& task = m2l[q];
+          const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
+          sources[q - begin] = multipoles_.of(static_cast<int>(task.source));
+          R[q - begin] = (zt - nodes[task.source].centre) - shift;   // as in the walk
+        }
+        m2l_batch_.apply(sources.data(), R.data(), end - begin, local);
       }
-      m2l_batch_.apply(sources.data(), R.data(), end - begin, local_.data() + static_cast<std::size_t>(t) * nl);
+      // P2L: each source leaf's particles as unit masses (image 0), before L2L hands the
+      // expansion to the node's subtree.
+      if (p2l_begin < p2l_end) {
+        R.clear();
+        for (std::size_t q = p2l_begin; q < p2l_end; ++q) {
+          const Leaf& leaf = leaves[p2l[q].source];
+          for (std::uint32_t j = leaf.first; j < leaf.first + leaf.count; ++j) R.push_back(zt - pos[j]);
+        }
+        leaf_cell_batch_.p2l(R.data(), R.size(), local);
+      }
     }
   }
 
@@ -439,18 +481,37 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
     }
   }
 
-  // L2P: the gradient of each leaf's expansion at its particles, times G m.
-  const auto& pos = tree_.positions();
+  // L2P: the gradient of each leaf's expansion at its particles, plus (vacuum) the M2P of
+  // its source nodes in list order, times G m.
   far.resize(pos.size());   // the leaves cover every particle: each target's is written below
   const auto& leaf_node = tree_.leaf_node();
   const double g_mass = settings_.g_mass;
-#pragma omp parallel for schedule(dynamic, 16)
-  for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
-    const auto n = static_cast<std::size_t>(leaf_node[static_cast<std::size_t>(l)]);
-    if (subset_ && !sinks_[n]) continue;   // no target here: its far field is not read
-    const double* local = local_.data() + n * nl;
-    for (std::uint32_t t = nodes[n].first; t < nodes[n].first + nodes[n].count; ++t)
-      far[t] = active_[n] ? g_mass * ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};
+#pragma omp parallel
+  {
+    std::vector<Vec3d> R, field;
+#pragma omp for schedule(dynamic, 16)
+    for (long l = 0; l < static_cast<long>(leaf_node.size()); ++l) {
+      const auto ul = static_cast<std::size_t>(l);
+      const auto n = static_cast<std::size_t>(leaf_node[ul]);
+      if (subset_ && !sinks_[n]) continue;   // no target here: its far field is not read
+      const double* local = local_.data() + n * nl;
+      const std::uint32_t first = nodes[n].first, count = nodes[n].count;
+      // M2P: each source node's field at the leaf's particles, eight at a time, the
+      // sources in list order (every particle: a non-target's is not read).
+      const std::size_t m2p_begin = m2p.empty() ? 0 : m2p_offsets[ul], m2p_end = m2p.empty() ? 0 : m2p_offsets[ul + 1];
+      field.assign(count, Vec3d{0, 0, 0});
+      for (std::size_t q = m2p_begin; q < m2p_end; ++q) {
+        const auto c = static_cast<std::size_t>(m2p[q].source);
+        R.resize(count);
+        for (std::uint32_t i = 0; i < count; ++i) R[i] = pos[first + i] - nodes[c].centre;
+        leaf_cell_batch_.m2p(multipoles_.of(static_cast<int>(c)), R.data(), count, field.data());
+      }
+      for (std::uint32_t i = 0; i < count; ++i) {
+        const std::uint32_t t = first + i;
+        const Vec3d g = active_[n] ? ops_.l2p(local, pos[t] - nodes[n].centre) : Vec3d{0, 0, 0};
+        far[t] = g_mass * (m2p_begin < m2p_end ? g + field[i] : g);
+      }
+    }
   }
 }
 

@@ -31,6 +31,7 @@
 #include "core/timer.hpp"
 #include "core/vec3.hpp"
 #include "fmm/expansions.hpp"
+#include "fmm/leaf_cell_batch.hpp"
 #include "fmm/m2l_batch.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/walk.hpp"
@@ -76,6 +77,9 @@ struct ShortRangeSettings {
   // taylor_order and taylor_table_size are not read; softening and the positions in any
   // unit of length. Not with a forest (ShortRangeTargets::forest_groups).
   Boundary boundary = Boundary::periodic;
+  // Vacuum only: leaf-cell pairs (P2L/M2P, WalkSettings::leaf_cell) where a leaf faces a
+  // compact node; off: M2L and P2P only (the walk of phase A).
+  bool leaf_cell = true;
 };
 
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
@@ -173,6 +177,10 @@ struct ShortRangeStats {
   double total_seconds = 0;
   double p2p_interactions = 0;    // particle pairs evaluated in P2P (both directions)
   double m2l_interactions = 0;    // M2L tasks (node pairs, one direction each)
+  // Vacuum leaf-cell pairs: source particles expanded into a node's local expansion (P2L,
+  // one per particle and task) and node multipoles evaluated at a particle (M2P, one per
+  // target particle and task).
+  double p2l_interactions = 0, m2p_interactions = 0;
   std::size_t nodes = 0, leaves = 0, p2p_tasks = 0;
   std::string p2p_where;
 };
@@ -220,6 +228,7 @@ class ShortRangeSolver {
   std::vector<std::size_t> device_m2l_offsets_;   // its M2L offsets (else the walk's)
   FmmOperators ops_;
   M2LBatch m2l_batch_;
+  LeafCellBatch leaf_cell_batch_;   // vacuum: P2L and M2P of the leaf-cell pairs
   std::vector<double> local_;          // local expansions, node-major
   std::vector<unsigned char> active_;  // node has a non-zero local expansion
   std::vector<unsigned char> needed_;  // node is an M2L source (its moments are needed)

@@ -54,6 +54,12 @@ ORBIS_HD int packed_image(std::uint32_t w, int axis) {
 struct TaskLists {
   std::vector<InteractionTask> p2p;   // target/source are leaf indices
   std::vector<InteractionTask> m2l;   // target/source are node indices
+  // Vacuum boundaries only (WalkSettings::leaf_cell), image 0: the two halves of a leaf-cell
+  // pair (fmm/walk_pair.hpp). P2L: target node, source leaf (the leaf's particles into the
+  // node's local expansion); M2P: target leaf, source node (the node's multipoles at the
+  // leaf's particles). Empty in periodic walks.
+  std::vector<InteractionTask> p2l;
+  std::vector<InteractionTask> m2p;
 };
 
 }  // namespace orbis

@@ -16,7 +16,10 @@
 //  3. P2P when both are leaves: one task in the unique image, or else one task per image
 //     whose boxes come within r_cut (r_cut < L/2 puts each particle pair within r_cut in at
 //     most one of them);
-//  4. otherwise split the node of larger radius (both when equal; a leaf never).
+//  4. otherwise split the node of larger radius (both when equal; a leaf never); vacuum
+//     only (WalkSettings::leaf_cell), before that: a leaf facing a node compact against its
+//     distance from the leaf's particles takes one mutual leaf-cell pair, P2L into the
+//     node's local expansion and M2P onto the leaf's particles (fmm/walk_pair.hpp).
 // Between 1 and 2, a pair holding a top node (not a leaf, depth < top_levels) only splits it.
 // So the pairs of depth-d nodes within r_cut are reached whatever the tree above them
 // (a rank's forest of the global tree's depth-d subtrees, OrbTree::assemble_forest, or the
@@ -61,6 +64,12 @@ struct WalkSettings {
   // read): every pair of nodes is tested by the opening angle alone, every task's image is
   // 0, and what is not well separated goes down to P2P. With theta = 0, direct summation.
   bool periodic = true;
+  // Vacuum only (not read when periodic): a leaf facing a node compact against its distance
+  // from the leaf's particles takes one mutual leaf-cell pair, P2L and M2P (fmm/walk_pair.hpp,
+  // TaskLists::p2l/m2p), instead of the node being split to its leaves, each of them summing
+  // the leaf directly (the ORB tree's long outer leaves of an isolated system against its
+  // core). Off: the plain walk (M2L and P2P only).
+  bool leaf_cell = true;
 };
 
 class DualTreeWalk {
@@ -87,9 +96,13 @@ class DualTreeWalk {
            const std::vector<std::uint64_t>* source_keys = nullptr);
 
   // p2p_offsets()[l] .. [l + 1]: the P2P tasks of target leaf l (when grouped);
-  // m2l_offsets() per node.
+  // m2l_offsets() per node. With leaf-cell tasks (vacuum), lists.p2l grouped by target node
+  // (p2l_offsets(), per node) and lists.m2p by target leaf (m2p_offsets(), per leaf), each
+  // target's tasks by source; both offsets empty when the lists are.
   const std::vector<std::size_t>& p2p_offsets() const { return p2p_offsets_; }
   const std::vector<std::size_t>& m2l_offsets() const { return m2l_offsets_; }
+  const std::vector<std::size_t>& p2l_offsets() const { return p2l_offsets_; }
+  const std::vector<std::size_t>& m2p_offsets() const { return m2p_offsets_; }
   // The P2P tasks of the last run as consecutive spans in walk order (lists.p2p holds the
   // same tasks, expanded, grouped by target, stably); valid until the next run.
   const std::vector<TaskSpan>& p2p_spans() const { return p2p_spans_; }
@@ -107,7 +120,7 @@ class DualTreeWalk {
   struct Context;
   std::vector<TaskLists> chunks_;   // per frontier pair (+1 for the serial top), reused
   std::vector<Pair> frontier_, next_;
-  std::vector<std::size_t> p2p_offsets_, m2l_offsets_;
+  std::vector<std::size_t> p2p_offsets_, m2l_offsets_, p2l_offsets_, m2p_offsets_;
   std::vector<TaskSpan> p2p_spans_;
   std::vector<std::size_t> p2p_tasks_;   // per chunk, expanded
   std::size_t p2p_count_ = 0;

@@ -54,8 +54,14 @@ ORBIS_HD bool is_top_node(std::int32_t depth, std::int32_t left, int top_levels)
 // test with a period no pair comes near (box = 2^1000, r_cut = box/4: every image 0 and
 // unique, raw + 0 * box = raw exactly) and r_cut2 = +inf (nothing dropped, every pair
 // inside the cut): what decides is the opening angle alone, on the CPU and the device.
+// leaf_cell (vacuum only, WalkSettings::leaf_cell): a leaf facing a compact node takes one
+// P2L/M2P pair (walk_pair) instead of splitting the node down to its leaves, by the opening
+// angle leaf_cell_theta (and its square). Off (the periodic walk) the test is the one
+// without it, bit for bit.
 struct WalkPairParams {
   double box, half_box, r_cut, r_cut2, theta2;
+  double leaf_cell_theta = 0, leaf_cell_theta2 = 0;
+  bool leaf_cell = false;
 };
 
 // Always inlined on the host too: the CPU walk runs the test per pair in its innermost
@@ -84,6 +90,9 @@ ORBIS_WALK_PAIR_HD void split_pair(std::int32_t t, std::int32_t s, const WalkNod
 // The test of pair (t, s) (nodes T, S). What it becomes goes to `sink`, in the walk's order:
 //   sink.m2l(image): one M2L pair (the tasks (t, s, image) and, when t != s, (s, t, -image));
 //   sink.p2p(image): one P2P task per image (mutual when t != s);
+//   sink.p2l_m2p(leaf_is_target): (vacuum, params.leaf_cell) one mutual leaf-cell pair of
+//     leaf L and node C, L = T when leaf_is_target, else S: the P2L task (L's particles
+//     into C's local expansion) and the M2P task (C's multipoles at L's particles);
 //   sink.child(t', s'): each child pair.
 // Nothing is called for a dropped pair. Each walk supplies its sink (emit, count or write).
 // A pair that is not dropped and holds a top node (WalkNode::top) emits nothing: its top
@@ -133,6 +142,34 @@ ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode
   }
 
   const bool t_leaf = T.left < 0, s_leaf = S.left < 0;
+  if (p.leaf_cell && t_leaf != s_leaf) {
+    // A leaf L cannot split, so a node C that fails the opening angle against it would be
+    // split all the way down to its leaves, each then summing L directly (vacuum: the long
+    // outer leaves of an ORB tree against a compact core). When C is compact against the
+    // distance d_min from its centre to L's particles, C.radius < theta' d_min (theta' =
+    // leaf_cell_theta), C's
+    // multipoles converge at L's particles and L's particles' expansion about z_C converges
+    // over C (errors ~ (R_C / d_min)^(p+1), as M2L's): one P2L/M2P pair instead. d_min is
+    // bounded below by the distance from z_C to L's sphere, |z_C - z_L| - L.radius, and to
+    // L's tight box (the better bound for a long leaf, whose sphere may hold z_C): the test
+    // passes when either does. Squared (radii >= 0: theta > 0 and a positive distance are
+    // implied; theta = 0 never passes), no square root, and the same bits whichever side
+    // of the pair the leaf is on.
+    const WalkNode& L = t_leaf ? T : S;
+    const WalkNode& C = t_leaf ? S : T;
+    double d2 = 0, box2 = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double r = C.centre[d] - L.centre[d];
+      d2 += r * r;
+      const double gap = std::fabs(C.centre[d] - L.box_centre[d]) - L.half_width[d];
+      if (gap > 0) box2 += gap * gap;
+    }
+    const double reach = C.radius + p.leaf_cell_theta * L.radius;
+    if (C.radius * C.radius < p.leaf_cell_theta2 * box2 || reach * reach < p.leaf_cell_theta2 * d2) {
+      sink.p2l_m2p(t_leaf);
+      return;
+    }
+  }
   if (t_leaf && s_leaf) {
     if (unique) {
       sink.p2p(image);

@@ -273,6 +273,123 @@ __global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const doubl
   }
 }
 
+// D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers), by the recurrence
+// of m2l_kernel; every lane returns the pointer, after the warp's last write.
+__device__ const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
+                                           const Vec3d& R, double (*lev)[kMaxNl], int lane) {
+  double g[9];
+  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
+  for (int mm = q_order; mm >= 0; --mm) {
+    double* cur = lev[mm & 1];
+    const double* up = lev[(mm + 1) & 1];
+    const int count = MultiIndexSet::count(q_order - mm);
+    for (int i = lane; i < count; i += 32) {
+      if (i == 0) {
+        cur[0] = g[mm];
+      } else {
+        const int* s = tb.steps + 4 * i;
+        double v = R[s[0]] * up[s[1]];
+        if (s[2] >= 0) v += s[3] * up[s[2]];
+        cur[i] = v;
+      }
+    }
+    __syncwarp();
+  }
+  return lev[0];
+}
+
+// P2L (vacuum leaf-cell pairs): a block per target node (grid-stride), its source leaves in
+// list order and each leaf's particles in tree order, the k-th of them to warp k mod kWarps
+// (a node facing many leaves is the longest item), which sums D_k(z - x_j) in registers,
+// lane k for entry k; the warps' sums are added in warp order to the node's M2L expansion
+// (or to zero, when it has none).
+__global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int nl, KernelKind kernel, double r_s,
+                                                      FmmTreeView t, const InteractionTask* tasks,
+                                                      const std::uint64_t* offsets, double* l,
+                                                      std::uint8_t* has_local) {
+  __shared__ double lev[kWarps][2][kMaxNl];
+  __shared__ double part[kWarps][kMaxNl];
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const int q_order = order + 1;
+  for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
+    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
+    if (begin == end) continue;   // block-uniform
+    double acc[kMaxPerLane] = {};
+    const Vec3d zt = centre_of(t.geometry[node]);
+    std::uint32_t k = 0;   // the particle's place in the node's list
+    for (std::uint64_t q = begin; q < end; ++q) {
+      const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
+      for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p, ++k) {
+        if (k % kWarps != static_cast<std::uint32_t>(w)) continue;   // warp-uniform
+        const Vec3d R = zt - Vec3d{t.x[p], t.y[p], t.z[p]};
+        const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev[w], lane);
+        for (int j = 0; j < kMaxPerLane; ++j)
+          if (lane + 32 * j < nl) acc[j] += D[lane + 32 * j];
+        __syncwarp();   // lev is rewritten by the next particle
+      }
+    }
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) part[w][lane + 32 * j] = acc[j];
+    __syncthreads();
+    if (w == 0) {
+      const bool had = has_local[node];
+      double* ln = l + node * nl;
+      for (int j = 0; j < kMaxPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e >= nl) break;
+        double sum = had ? ln[e] : 0.0;
+        for (int v = 0; v < kWarps; ++v) sum += part[v][e];
+        ln[e] = sum;
+      }
+      __syncwarp();   // every lane has read `had`
+      if (lane == 0) has_local[node] = 1;
+    }
+    __syncthreads();   // part is rewritten for the next node
+  }
+}
+
+// M2P (vacuum leaf-cell pairs): kM2PSlots warps per target leaf (grid-stride over leaf and
+// slot), slot s taking the leaf's particles s, s + kM2PSlots, ... (a leaf facing many nodes
+// is the longest item); per particle, its source nodes in list order, lane n adding
+// (-1)^|n| M_n D_(n+e)(x - z) over its n and every task, the warp's sum in a fixed tree;
+// lane 0 adds G m times it to the particle's acceleration.
+constexpr unsigned kM2PSlots = 8;
+__global__ void m2p_kernel(Tables tb, int order, int nm, KernelKind kernel, double r_s, FmmTreeView t,
+                           const InteractionTask* tasks, const std::uint64_t* offsets, const double* m,
+                           double g_mass, double* acc) {
+  __shared__ double lev[kWarps][2][kMaxNl];
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const int q_order = order + 1;
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
+  for (std::size_t item = blockIdx.x * static_cast<std::size_t>(kWarps) + w; item < t.n_leaves * kM2PSlots;
+       item += warps) {
+    const std::size_t leaf = item / kM2PSlots;
+    const auto slot = static_cast<std::uint32_t>(item % kM2PSlots);
+    const std::uint64_t begin = offsets[leaf], end = offsets[leaf + 1];
+    if (begin == end) continue;   // warp-uniform
+    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
+    for (std::uint32_t p = nd.first + slot; p < nd.first + nd.count; p += kM2PSlots) {
+      const Vec3d x{t.x[p], t.y[p], t.z[p]};
+      double g[3] = {0, 0, 0};
+      for (std::uint64_t q = begin; q < end; ++q) {
+        const std::uint32_t src = tasks[q].source;
+        const double* D = derivative_tensor(tb, kernel, r_s, q_order, x - centre_of(t.geometry[src]), lev[w], lane);
+        const double* ms = m + static_cast<std::size_t>(src) * nm;
+        for (int n = lane; n < nm; n += 32) {
+          const int* mi = tb.mi + 3 * n;
+          const double sm = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
+          for (int d = 0; d < 3; ++d) g[d] += sm * D[tb.plus_e[d * nm + n]];
+        }
+        __syncwarp();   // lev is rewritten by the next task
+      }
+      for (int o = 16; o > 0; o /= 2)
+        for (int d = 0; d < 3; ++d) g[d] += __shfl_down_sync(0xffffffffu, g[d], o);
+      if (lane == 0)
+        for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
+    }
+  }
+}
+
 // Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
 // Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
 __global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
@@ -412,7 +529,8 @@ void DeviceFmm::release() {
 }
 
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-                        std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream) {
+                        std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
+                        const LeafCellLists& leaf_cell) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
   m_.ensure(nn * static_cast<std::size_t>(nm_));
@@ -432,6 +550,11 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
   if (m2l_count > 0) {
     flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  if (leaf_cell.count > 0) {   // the M2P sources
+    flag_sources<<<static_cast<unsigned>((leaf_cell.count + 255) / 256), 256, 0, stream>>>(
+        leaf_cell.m2p, leaf_cell.count, wanted_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   // A forest's levels between its top and its subtrees are empty: nothing is launched there.
@@ -475,6 +598,12 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
                                                 chunk_start_.data(), partial_.data(), box, m_.data(), l_.data(),
                                                 active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (leaf_cell.count > 0) {
+    const auto p2l_grid = static_cast<unsigned>(std::min<std::size_t>(nn, 16 * static_cast<std::size_t>(sms)));
+    p2l_kernel<<<p2l_grid, kThreads, 0, stream>>>(tb, order_, nl_, kernel_, r_s_, tree, leaf_cell.p2l,
+                                                  leaf_cell.p2l_offsets, l_.data(), active_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
   for (int d = 0; d + 1 < depths; ++d) {
     if (level_size(d) == 0) continue;
     l2l_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nl_, tree, level(d), level_size(d), l_.data(),
@@ -484,6 +613,13 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   l2p_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, nl_, tree, l_.data(), active_.data(),
                                                                   g_mass, acc);
   ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (leaf_cell.count > 0) {
+    const auto grid = static_cast<unsigned>(
+        std::min<std::size_t>(warp_blocks(tree.n_leaves * kM2PSlots), 16 * static_cast<std::size_t>(sms)));
+    m2p_kernel<<<grid, kThreads, 0, stream>>>(tb, order_, nm_, kernel_, r_s_, tree, leaf_cell.m2p,
+                                              leaf_cell.m2p_offsets, m_.data(), g_mass, acc);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 }  // namespace orbis::gpu

@@ -14,7 +14,14 @@
 //         chunk (at least 16, at most 65536 chunks in all) has its chunks done by a warp
 //         each first, and adds their partial expansions in chunk order;
 //   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
-//   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree.
+//   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
+// and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
+//   P2L   after M2L, a block per target node, its tasks in list order, each source leaf's
+//         particles in tree order dealt to its warps in turn: D_k(z - x_j) as M2L builds D,
+//         lane k adds it to its L_k, the warps' sums added in warp order;
+//   M2P   after L2P, eight warps per target leaf (each a share of its particles), per
+//         particle its tasks in list order: lanes over n add sum_n (-1)^|n| M_n
+//         D_(n+e)(x - z_source), the warp's sum in a fixed tree.
 // Every sum has a fixed order (no atomics), so the far field is bitwise the same run after
 // run. P2M and M2M repeat the host's arithmetic term for term; M2L evaluates erfc and exp
 // directly where the host reads a table, so the two agree to ~1e-14, not bitwise.
@@ -51,6 +58,16 @@ struct FmmTreeView {
 // The view of a device tree's arrays (valid until its next build or refit).
 FmmTreeView fmm_tree_view(const DeviceOrbTree& tree);
 
+// The walk's leaf-cell pairs (gpu/walk_cuda.cuh: DeviceWalk's P2L tasks grouped by target
+// node, M2P tasks by target leaf), or none (count 0).
+struct LeafCellLists {
+  const InteractionTask* p2l = nullptr;
+  const std::uint64_t* p2l_offsets = nullptr;   // [n_nodes + 1]
+  const InteractionTask* m2p = nullptr;
+  const std::uint64_t* m2p_offsets = nullptr;   // [n_leaves + 1]
+  std::size_t count = 0;                        // tasks in each list
+};
+
 class DeviceFmm {
  public:
   // multipole_order p in 1..6; the truncated kernel needs r_s > 0 (Mpc/h), the Newtonian one
@@ -61,9 +78,11 @@ class DeviceFmm {
   // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
   // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
   // acc[3 t + d] += g_mass * grad phi of every particle of a leaf that has a local
-  // expansion (tree order).
+  // expansion (tree order). With leaf-cell lists (vacuum): P2L into the locals before L2L,
+  // and M2P (its sources' multipoles computed too) added to the target leaves' particles.
   void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-               std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream);
+               std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
+               const LeafCellLists& leaf_cell = {});
 
   // Device bytes compute() holds for a tree of n_nodes nodes.
   static std::size_t bytes_for(int multipole_order, std::size_t n_nodes);

@@ -173,10 +173,19 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   rel_.release();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
-  // Far field: added to the P2P sums of the leaves that have a local expansion.
-  if (walk_.m2l_count() > 0)
+  // Far field: added to the P2P sums of the leaves that have a local expansion, and (vacuum)
+  // the leaf-cell pairs' P2L into the locals and M2P onto their target leaves.
+  LeafCellLists leaf_cell;
+  leaf_cell.count = walk_.leaf_cell_count();
+  if (leaf_cell.count > 0) {
+    leaf_cell.p2l = walk_.p2l_tasks();
+    leaf_cell.p2l_offsets = walk_.p2l_offsets();
+    leaf_cell.m2p = walk_.m2p_tasks();
+    leaf_cell.m2p_offsets = walk_.m2p_offsets();
+  }
+  if (walk_.m2l_count() > 0 || leaf_cell.count > 0)
     fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
-                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream);
+                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
   fmm_.release();
   walk_.release_outputs();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
@@ -260,6 +269,7 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.active_particles = active_subset_ ? static_cast<std::size_t>(c[1]) : n_;
   s.active_leaves = active_subset_ ? static_cast<std::size_t>(c[2]) : tree_.n_leaves();
   s.m2l_tasks = walk_.m2l_count();
+  s.leaf_cell_pairs = walk_.leaf_cell_count();
   s.p2p_tasks = walk_.p2p_tasks();
   s.nodes = tree_.n_nodes();
   s.leaves = tree_.n_leaves();

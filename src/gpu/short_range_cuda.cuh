@@ -13,7 +13,8 @@
 //
 // Vacuum boundaries (ShortRangeSettings::boundary, fmm/short_range.hpp): the same steps give
 // the whole force of an isolated system: positions anywhere, the walk by the opening angle
-// alone, Newtonian P2P (its length scale from the root's box at each step) and M2L. One
+// alone, Newtonian P2P (its length scale from the root's box at each step) and M2L, and the
+// walk's leaf-cell pairs (P2L/M2P, ShortRangeSettings::leaf_cell) in the far field. One
 // process: no forest.
 //
 // Over ranks (compute_forest): a rank's tree is a forest of the global tree's depth-d
@@ -47,6 +48,7 @@ struct DeviceShortRangeStats {
   double p2p_interactions = 0;    // particle pairs evaluated (active targets)
   std::uint64_t p2p_pairs = 0;    // the same, the exact device count (the tree policy's)
   std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
+  std::size_t leaf_cell_pairs = 0;   // vacuum: P2L/M2P pairs (one P2L and one M2P task each)
   std::size_t active_particles = 0, active_leaves = 0;
   int walk_launches = 0, walk_reruns = 0;
   int p2p_chunks = 1;             // chunks of target leaves the P2P tasks were sorted in

@@ -28,7 +28,8 @@ __host__ __device__ std::uint64_t pack_pair(std::int32_t t, std::int32_t s) {
 
 struct AddCounts {
   __host__ __device__ WalkCounts operator()(const WalkCounts& a, const WalkCounts& b) const {
-    return WalkCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children};
+    return WalkCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
+                      a.leaf_cell + b.leaf_cell};
   }
 };
 
@@ -41,17 +42,21 @@ struct CountSink {
     ++c.p2p;
     c.mutual += t != s ? 1 : 0;
   }
+  __device__ void p2l_m2p(bool) { ++c.leaf_cell; }
   __device__ void child(std::int32_t, std::int32_t) { ++c.children; }
 };
 
 // The pair's outputs written from its scanned offsets: M2L as the CPU emits it, P2P in
-// DeviceGrouping's upload format, child pairs into the next frontier.
+// DeviceGrouping's upload format, a leaf-cell pair's P2L and M2P tasks at the same place of
+// their two arrays (as the CPU's lists.p2l and lists.m2p), child pairs into the next frontier.
 struct WriteSink {
   std::int32_t t, s;
   const WalkNode* nodes;
   std::uint32_t* p2p_t;
   std::uint32_t* p2p_s;
   InteractionTask* m2l_out;
+  InteractionTask* p2l_out;
+  InteractionTask* m2p_out;
   std::uint64_t* next;
   WalkCounts at;
   __device__ void m2l(const std::int8_t* image) {
@@ -73,6 +78,18 @@ struct WriteSink {
     p2p_s[at.p2p] = pack_source(static_cast<std::uint32_t>(nodes[s].leaf), image);
     ++at.p2p;
   }
+  __device__ void p2l_m2p(bool leaf_is_target) {
+    const std::int32_t leaf_node = leaf_is_target ? t : s, cell = leaf_is_target ? s : t;
+    const auto leaf = static_cast<std::uint32_t>(nodes[leaf_node].leaf);
+    InteractionTask task;   // image 0 (vacuum)
+    task.target = static_cast<std::uint32_t>(cell);
+    task.source = leaf;
+    p2l_out[at.leaf_cell] = task;
+    task.target = leaf;
+    task.source = static_cast<std::uint32_t>(cell);
+    m2p_out[at.leaf_cell] = task;
+    ++at.leaf_cell;
+  }
   __device__ void child(std::int32_t a, std::int32_t b) { next[at.children++] = pack_pair(a, b); }
 };
 
@@ -92,6 +109,7 @@ struct DeeperSink {
   int& top;
   __device__ void m2l(const std::int8_t* image) { sink.m2l(image); }
   __device__ void p2p(const std::int8_t* image) { sink.p2p(image); }
+  __device__ void p2l_m2p(bool leaf_is_target) { sink.p2l_m2p(leaf_is_target); }
   __device__ void child(std::int32_t a, std::int32_t b) {
     if (level + 1 < depth) {
       stack_t[top] = a, stack_s[top] = b, stack_level[top] = level + 1;
@@ -140,11 +158,12 @@ struct WalkState {
   unsigned long long p2p, mutual, m2l, pairs;   // totals of the levels done
   unsigned long long p2p_base, m2l_base;        // where this launch's outputs start
   unsigned long long need_p2p, need_m2l, need_frontier;   // the most each buffer was asked for
+  unsigned long long leaf_cell, leaf_cell_base, need_leaf_cell, launch_leaf_cell;   // leaf-cell pairs, likewise
 };
 
 // Buffer capacities, and the most one launch may emit (DeviceWalk::kMaxLaunchEntries/Pairs).
 struct WalkLimits {
-  unsigned long long p2p, m2l, frontier;
+  unsigned long long p2p, m2l, frontier, leaf_cell;
   unsigned long long launch_entries, launch_pairs;
 };
 
@@ -153,7 +172,7 @@ constexpr int kScanThreads = 1024;   // the one block that scans the tile sums
 using TileReduce = cub::BlockReduce<WalkCounts, kTile>;
 using TileScan = cub::BlockScan<WalkCounts, kTile>;
 using SumScan = cub::BlockScan<WalkCounts, kScanThreads>;
-constexpr WalkCounts kZero{0, 0, 0, 0};
+constexpr WalkCounts kZero{0, 0, 0, 0, 0};
 
 __device__ __forceinline__ WalkCounts add(const WalkCounts& a, const WalkCounts& b) { return AddCounts{}(a, b); }
 
@@ -187,13 +206,13 @@ __global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int pa
                                                            WalkLimits limits) {
   __shared__ typename SumScan::TempStorage temp;
   __shared__ WalkCounts carry;
-  __shared__ unsigned long long wide[3];   // the launch's totals in 64 bits: carry may wrap
+  __shared__ unsigned long long wide[4];   // the launch's totals in 64 bits: carry may wrap
   if (st->overflow) return;
   const std::uint32_t n = st->n[parity];
   const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
   if (threadIdx.x == 0) {
     carry = kZero;
-    wide[0] = wide[1] = wide[2] = 0;
+    wide[0] = wide[1] = wide[2] = wide[3] = 0;
   }
   __syncthreads();
   for (std::uint32_t base = 0; base < n_tiles; base += kScanThreads) {
@@ -209,30 +228,37 @@ __global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int pa
       wide[0] += total.p2p;
       wide[1] += total.m2l;
       wide[2] += total.children;
+      wide[3] += total.leaf_cell;
     }
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
   const WalkCounts tot = carry;
-  if (wide[0] > limits.launch_entries || wide[1] > limits.launch_entries || wide[2] > limits.launch_pairs) {
+  if (wide[0] > limits.launch_entries || wide[1] > limits.launch_entries || wide[2] > limits.launch_pairs ||
+      wide[3] > limits.launch_entries) {
     st->overflow = kCountLimit;
     st->launch_p2p = wide[0];
     st->launch_m2l = wide[1];
     st->launch_children = wide[2];
+    st->launch_leaf_cell = wide[3];
     return;
   }
   st->need_p2p = st->p2p + tot.p2p;
   st->need_m2l = st->m2l + tot.m2l;
+  st->need_leaf_cell = st->leaf_cell + tot.leaf_cell;
   st->need_frontier = max(st->need_frontier, static_cast<unsigned long long>(tot.children));
-  if (st->need_p2p > limits.p2p || st->need_m2l > limits.m2l || tot.children > limits.frontier) {
+  if (st->need_p2p > limits.p2p || st->need_m2l > limits.m2l || tot.children > limits.frontier ||
+      st->need_leaf_cell > limits.leaf_cell) {
     st->overflow = 1;
     return;
   }
   st->p2p_base = st->p2p;
   st->m2l_base = st->m2l;
+  st->leaf_cell_base = st->leaf_cell;
   st->p2p += tot.p2p;
   st->mutual += tot.mutual;
   st->m2l += tot.m2l;
+  st->leaf_cell += tot.leaf_cell;
   st->pairs += n;
   st->launches += n > 0 ? 1 : 0;
   st->n[parity ^ 1] = tot.children;
@@ -243,7 +269,8 @@ __global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, cons
                                                      const WalkState* st, int parity, WalkPairParams p, int depth,
                                                      const std::uint8_t* active, const WalkCounts* tiles,
                                                      std::uint32_t* p2p_t, std::uint32_t* p2p_s,
-                                                     InteractionTask* m2l, std::uint64_t* next) {
+                                                     InteractionTask* m2l, InteractionTask* p2l, InteractionTask* m2p,
+                                                     std::uint64_t* next) {
   __shared__ typename TileScan::TempStorage temp;
   if (st->overflow) return;
   const std::uint32_t n = st->n[parity];
@@ -251,6 +278,8 @@ __global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, cons
   p2p_t += st->p2p_base;
   p2p_s += st->p2p_base;
   m2l += st->m2l_base;
+  p2l += st->leaf_cell_base;
+  m2p += st->leaf_cell_base;
   for (std::uint32_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
     const std::uint32_t i = tile * kTile + threadIdx.x;
     CountSink count{0, 0, kZero};
@@ -258,7 +287,7 @@ __global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, cons
     WalkCounts at;
     TileScan(temp).ExclusiveScan(count.c, at, kZero, AddCounts{});
     if (i < n) {
-      WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, next, add(tiles[tile], at)};
+      WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, p2l, m2p, next, add(tiles[tile], at)};
       walk_from(nodes, pairs[i], p, depth, active, sink);
     }
     __syncthreads();
@@ -338,7 +367,10 @@ std::size_t DeviceWalk::held_bytes() const {
   return (p2p_t_.capacity() + p2p_s_.capacity() + m2l_keys_[0].capacity() + m2l_keys_[1].capacity()) * 4 +
          (m2l_raw_.capacity() + m2l_values_.capacity()) * sizeof(InteractionTask) +
          (frontier_[0].capacity() + frontier_[1].capacity() + m2l_offsets_.capacity()) * 8 +
-         tiles_.capacity() * sizeof(WalkCounts) + temp_.capacity() + state_.capacity();
+         tiles_.capacity() * sizeof(WalkCounts) + temp_.capacity() + state_.capacity() +
+         (p2l_raw_.capacity() + m2p_raw_.capacity() + p2l_values_.capacity() + m2p_values_.capacity()) *
+             sizeof(InteractionTask) +
+         (p2l_offsets_.capacity() + m2p_offsets_.capacity()) * 8;
 }
 
 bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves,
@@ -349,9 +381,12 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   p2p_t_.ensure_exact(std::max<std::size_t>(capacity_.p2p, 1));
   p2p_s_.ensure_exact(std::max<std::size_t>(capacity_.p2p, 1));
   m2l_raw_.ensure_exact(std::max<std::size_t>(capacity_.m2l, 1));
+  p2l_raw_.ensure_exact(std::max<std::size_t>(capacity_.leaf_cell, 1));
+  m2p_raw_.ensure_exact(std::max<std::size_t>(capacity_.leaf_cell, 1));
   // What the arrays hold now (ensure rounds up): the limits the scan checks.
   const WalkLimits limits{std::min(p2p_t_.capacity(), p2p_s_.capacity()), m2l_raw_.capacity(),
                           std::min(frontier_[0].capacity(), frontier_[1].capacity()),
+                          std::min(p2l_raw_.capacity(), m2p_raw_.capacity()),
                           std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchEntries),
                           std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchPairs)};
   tiles_.ensure(limits.frontier / kTile + 1);
@@ -373,7 +408,7 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
     ORBIS_CUDA_CHECK(cudaGetLastError());
     write_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
                                             tiles_.data(), p2p_t_.data(), p2p_s_.data(), m2l_raw_.data(),
-                                            frontier_[parity ^ 1].data());
+                                            p2l_raw_.data(), m2p_raw_.data(), frontier_[parity ^ 1].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   // The one host wait of the walk: its totals.
@@ -384,11 +419,13 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   need_.p2p = std::max<std::size_t>(need_.p2p, out.need_p2p);
   need_.m2l = std::max<std::size_t>(need_.m2l, out.need_m2l);
   need_.frontier = std::max<std::size_t>(need_.frontier, out.need_frontier);
+  need_.leaf_cell = std::max<std::size_t>(need_.leaf_cell, out.need_leaf_cell);
   if (out.overflow == kCountLimit)
-    fail("device walk: one launch of the walk emits {} P2P entries, {} M2L tasks and {} node pairs, but its "
-         "32-bit offsets hold at most {} entries or tasks and {} pairs: a larger [gravity] max_leaf (fewer "
-         "leaves), a smaller [gravity] r_cut_over_rs, fewer particles per GPU, or [gpu] backend = \"cpu\"",
-         out.launch_p2p, out.launch_m2l, out.launch_children, limits.launch_entries, limits.launch_pairs);
+    fail("device walk: one launch of the walk emits {} P2P entries, {} M2L tasks, {} leaf-cell pairs and {} node "
+         "pairs, but its 32-bit offsets hold at most {} entries or tasks and {} pairs: a larger [gravity] max_leaf "
+         "(fewer leaves), a smaller [gravity] r_cut_over_rs, fewer particles per GPU, or [gpu] backend = \"cpu\"",
+         out.launch_p2p, out.launch_m2l, out.launch_leaf_cell, out.launch_children, limits.launch_entries,
+         limits.launch_pairs);
   if (out.overflow) return false;
   if (out.n[k & 1] != 0)   // the frontier the last launch left
     fail("device walk: pairs left after {} pair levels (the tree is deeper than its {} leaves or its depth "
@@ -396,6 +433,7 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
   p2p_entries_ = out.p2p;
   p2p_mutual_ = out.mutual;
   m2l_count_ = out.m2l;
+  leaf_cell_count_ = out.leaf_cell;
   pairs_tested_ = out.pairs;
   levels_ = static_cast<int>(out.launches);
   return true;
@@ -410,13 +448,17 @@ void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_l
   if (n_nodes >= (std::size_t{1} << 31)) fail("device walk: {} nodes exceed the pair format", n_nodes);
   const WalkPairParams params = walk_pair_params(settings);
   n_nodes_ = n_nodes;
-  p2p_entries_ = p2p_mutual_ = m2l_count_ = pairs_tested_ = 0;
+  n_leaves_ = n_leaves;
+  p2p_entries_ = p2p_mutual_ = m2l_count_ = leaf_cell_count_ = pairs_tested_ = 0;
   levels_ = reruns_ = 0;
   ORBIS_CUDA_CHECK(cudaEventRecord(start_, stream));
   // First sizes: a guess from the tree for a run's first walk, then what walks needed so far.
   capacity_.p2p = std::max({capacity_.p2p, 32 * n_leaves, need_.p2p + need_.p2p / 4});
   capacity_.m2l = std::max({capacity_.m2l, 2 * n_nodes, need_.m2l + need_.m2l / 4});
   capacity_.frontier = std::max({capacity_.frontier, 2 * n_nodes, need_.frontier + need_.frontier / 4});
+  // Leaf-cell pairs (vacuum only): none in a periodic walk.
+  const bool leaf_cell = !settings.periodic && settings.leaf_cell;
+  capacity_.leaf_cell = std::max({capacity_.leaf_cell, leaf_cell ? 4 * n_leaves : 0, need_.leaf_cell + need_.leaf_cell / 4});
   while (!attempt(nodes, n_nodes, n_leaves, params, node_active, stream)) {
     // Too small: grow what overflowed (at least doubled) and walk again.
     ++reruns_;
@@ -424,8 +466,10 @@ void DeviceWalk::run(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_l
     capacity_.p2p = grow(capacity_.p2p, need_.p2p);
     capacity_.m2l = grow(capacity_.m2l, need_.m2l);
     capacity_.frontier = grow(capacity_.frontier, need_.frontier);
+    capacity_.leaf_cell = grow(capacity_.leaf_cell, need_.leaf_cell);
   }
   group_m2l(n_nodes, stream);
+  group_leaf_cell(n_nodes, n_leaves, stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(stop_, stream));
 }
 
@@ -452,10 +496,44 @@ void DeviceWalk::group_m2l(std::size_t n_nodes, cudaStream_t stream) {
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
+// The leaf-cell pairs' P2L tasks grouped by target node and M2P tasks by target leaf, as
+// M2L's (a stable sort by target: each target's tasks in walk order).
+void DeviceWalk::group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cudaStream_t stream) {
+  const std::size_t n = leaf_cell_count_;
+  if (n == 0) return;   // none (a periodic walk): no arrays, nothing to read
+  p2l_offsets_.ensure(n_nodes + 1);
+  m2p_offsets_.ensure(n_leaves + 1);
+  for (auto& k : m2l_keys_) k.ensure(std::max<std::size_t>(n, 1));
+  p2l_values_.ensure(std::max<std::size_t>(n, 1));
+  m2p_values_.ensure(std::max<std::size_t>(n, 1));
+  const struct {
+    const InteractionTask* raw;
+    InteractionTask* sorted;
+    std::uint64_t* offsets;
+    std::size_t n_targets;
+  } lists[2] = {{p2l_raw_.data(), p2l_values_.data(), p2l_offsets_.data(), n_nodes},
+                {m2p_raw_.data(), m2p_values_.data(), m2p_offsets_.data(), n_leaves}};
+  for (const auto& list : lists) {
+    if (n > 0) {
+      m2l_keys<<<blocks_for(n), kBlock, 0, stream>>>(list.raw, n, m2l_keys_[0].data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+      const int bits = key_bits(list.n_targets);
+      temp_.ensure(radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, bits, max_cub_items_));
+      radix_sort_pairs_copy(temp_.data(), temp_.capacity(), m2l_keys_[0].data(), m2l_keys_[1].data(), list.raw,
+                            list.sorted, n, 0, bits, stream, max_cub_items_);
+    }
+    m2l_group_offsets<<<blocks_for(list.n_targets + 1), kBlock, 0, stream>>>(
+        m2l_keys_[1].data(), n, static_cast<std::uint32_t>(list.n_targets), list.offsets);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
 void DeviceWalk::release_work() {
   for (auto& f : frontier_) f.release();
   tiles_.release();
   m2l_raw_.release();
+  p2l_raw_.release();
+  m2p_raw_.release();
   for (auto& k : m2l_keys_) k.release();
   temp_.release();
 }
@@ -466,6 +544,10 @@ void DeviceWalk::release_outputs() {
   m2l_values_.release();
   m2l_offsets_.release();
   m2l_sorted_ = nullptr;
+  p2l_values_.release();
+  m2p_values_.release();
+  p2l_offsets_.release();
+  m2p_offsets_.release();
 }
 
 void DeviceWalk::download_m2l(std::vector<InteractionTask>& tasks, std::vector<std::size_t>& offsets,
@@ -500,6 +582,26 @@ void DeviceWalk::download_p2p(std::vector<std::uint32_t>& targets, std::vector<s
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(sources.data(), p2p_s_.data(), p2p_entries_ * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
   }
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void DeviceWalk::download_leaf_cell(std::vector<InteractionTask>& p2l, std::vector<std::size_t>& p2l_offsets,
+                                    std::vector<InteractionTask>& m2p, std::vector<std::size_t>& m2p_offsets,
+                                    cudaStream_t stream) const {
+  static_assert(sizeof(std::size_t) == sizeof(std::uint64_t), "offsets are copied as they are");
+  p2l.resize(leaf_cell_count_);
+  m2p.resize(leaf_cell_count_);
+  p2l_offsets.assign(n_nodes_ + 1, 0);
+  m2p_offsets.assign(n_leaves_ + 1, 0);
+  if (leaf_cell_count_ == 0) return;
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(p2l.data(), p2l_values_.data(), leaf_cell_count_ * sizeof(InteractionTask),
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m2p.data(), m2p_values_.data(), leaf_cell_count_ * sizeof(InteractionTask),
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(p2l_offsets.data(), p2l_offsets_.data(), p2l_offsets.size() * 8,
+                                   cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(m2p_offsets.data(), m2p_offsets_.data(), m2p_offsets.size() * 8,
+                                   cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

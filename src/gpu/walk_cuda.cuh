@@ -3,8 +3,8 @@
 // mode, in another order.
 //
 // Level-synchronous over node pairs, with no host wait between levels: per launch a kernel
-// runs the pair test and sums each tile's outputs (M2L tasks, P2P entries, child pairs),
-// one block scans the tile sums and advances the totals, and a second kernel runs the test
+// runs the pair test and sums each tile's outputs (M2L tasks, P2P entries, leaf-cell pairs,
+// child pairs), one block scans the tile sums and advances the totals, and a second kernel runs the test
 // again, scans its tile and writes the outputs there; the child pairs are the next launch's
 // frontier. Frontier sizes and totals stay on the device; the launches follow a fixed
 // schedule (several levels per kernel thread for the first launches, where the frontier is
@@ -35,9 +35,9 @@
 namespace orbis::gpu {
 
 // Per-pair output counts (and, scanned, offsets): M2L tasks, P2P entries, the mutual ones
-// among them, child pairs.
+// among them, child pairs, leaf-cell pairs (vacuum: one P2L and one M2P task each).
 struct WalkCounts {
-  std::uint32_t m2l, p2p, mutual, children;
+  std::uint32_t m2l, p2p, mutual, children, leaf_cell;
 };
 
 class DeviceWalk {
@@ -69,11 +69,25 @@ class DeviceWalk {
   const InteractionTask* m2l_tasks() const { return m2l_sorted_; }
   const std::uint64_t* m2l_offsets() const { return m2l_offsets_.data(); }   // [n_nodes + 1]
 
+  // Vacuum boundaries (WalkSettings::leaf_cell): the leaf-cell pairs' P2L tasks (target node,
+  // source leaf) grouped by target node, p2l_offsets()[n_nodes + 1], and M2P tasks (target
+  // leaf, source node) grouped by target leaf, m2p_offsets()[n_leaves + 1]; the CPU's
+  // lists.p2l and lists.m2p as sets, each target's tasks in walk order. Image 0. The
+  // arrays are not made when there are none (leaf_cell_count() == 0).
+  std::size_t leaf_cell_count() const { return leaf_cell_count_; }
+  const InteractionTask* p2l_tasks() const { return p2l_values_.data(); }
+  const std::uint64_t* p2l_offsets() const { return p2l_offsets_.data(); }
+  const InteractionTask* m2p_tasks() const { return m2p_values_.data(); }
+  const std::uint64_t* m2p_offsets() const { return m2p_offsets_.data(); }
+
   // Host copies (wait for the stream): for the CPU far field and for tests.
   void download_m2l(std::vector<InteractionTask>& tasks, std::vector<std::size_t>& offsets,
                     cudaStream_t stream) const;
   void download_p2p(std::vector<std::uint32_t>& targets, std::vector<std::uint32_t>& sources,
                     cudaStream_t stream) const;
+  void download_leaf_cell(std::vector<InteractionTask>& p2l, std::vector<std::size_t>& p2l_offsets,
+                          std::vector<InteractionTask>& m2p, std::vector<std::size_t>& m2p_offsets,
+                          cudaStream_t stream) const;
 
   // Device time of the last run, ms (events; waits for the run to finish).
   double last_ms() const;
@@ -105,12 +119,13 @@ class DeviceWalk {
 
  private:
   struct Capacity {
-    std::size_t p2p = 0, m2l = 0, frontier = 0;
+    std::size_t p2p = 0, m2l = 0, frontier = 0, leaf_cell = 0;
   };
   // Queues the whole walk; false when an output buffer was too small (then `need` says how large).
   bool attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t n_leaves, const WalkPairParams& params,
                const std::uint8_t* node_active, cudaStream_t stream);
   void group_m2l(std::size_t n_nodes, cudaStream_t stream);
+  void group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cudaStream_t stream);
 
   DeviceArray<std::uint64_t> frontier_[2];   // (target, source) pairs, ping-pong
   DeviceArray<WalkCounts> tiles_;             // per tile of the frontier: its sums, then their scan
@@ -120,6 +135,8 @@ class DeviceWalk {
   DeviceArray<std::uint32_t> m2l_keys_[2];
   DeviceArray<InteractionTask> m2l_values_;
   DeviceArray<std::uint64_t> m2l_offsets_;
+  DeviceArray<InteractionTask> p2l_raw_, m2p_raw_, p2l_values_, m2p_values_;   // leaf-cell pairs
+  DeviceArray<std::uint64_t> p2l_offsets_, m2p_offsets_;
   DeviceArray<unsigned char> temp_;
   PinnedArray<unsigned char> host_state_;
   Capacity capacity_, need_;
@@ -128,7 +145,8 @@ class DeviceWalk {
   const InteractionTask* m2l_sorted_ = nullptr;
   std::uint64_t max_launch_outputs_ = kMaxLaunchEntries;
   std::size_t max_cub_items_ = kCubMaxItems;
-  std::size_t n_nodes_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
+  std::size_t n_nodes_ = 0, n_leaves_ = 0, p2p_entries_ = 0, p2p_mutual_ = 0, m2l_count_ = 0, pairs_tested_ = 0;
+  std::size_t leaf_cell_count_ = 0;
   int levels_ = 0, reruns_ = 0;
   int pair_levels_ = 0;   // the pair levels run() launches for (its tree's depth)
   cudaEvent_t start_ = nullptr, stop_ = nullptr;

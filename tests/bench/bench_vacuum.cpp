@@ -7,7 +7,7 @@
 //
 //   bench_vacuum [--p2p=cpu|cuda|engine] [--scene=plummer|hernquist] [--theta=T[,T...]]
 //                [--order=P] [--max-leaf=L] [--softening=EPS] [--double] [--tree-on-host]
-//                [--reps=R] [--sample=S] [N ...]
+//                [--no-leaf-cell] [--reps=R] [--sample=S] [N ...]
 //
 // Defaults: cpu, plummer, theta 0.5, p = 4, max_leaf 32, softening 0 (the reference is
 // unsoftened then), float P2P, 3 reps, 1000 sampled particles, N = 100000 300000 1000000.
@@ -17,7 +17,9 @@
 // particles resident on the device and everything there, the far field included; a force
 // evaluation is compute_forces() with a new tree each time ([gpu] tree_rebuild_every = 1),
 // timed from the host (its end waits for the device); "refit" repeats it on the last tree. --theta=0: direct summation (all N^2 pairs
-// in P2P: small N only).
+// in P2P: small N only). --no-leaf-cell: the walk without leaf-cell pairs (P2L/M2P,
+// fmm/walk_pair.hpp; the walk of phase A), host solver only. P2L/pt and M2P/pt: source
+// particles expanded into a node (P2L) and nodes evaluated at a particle (M2P), per particle.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
   int order = 4, max_leaf = 32, reps = 3;
   std::size_t n_sample = 1000;
   double softening = 0;
-  bool dbl = false, tree_on_host = false;
+  bool dbl = false, tree_on_host = false, leaf_cell = true;
   for (int a = 1; a < argc; ++a) {
     const std::string arg = argv[a];
     auto value = [&](const char* key) { return arg.substr(std::string(key).size()); };
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
     else if (arg.rfind("--sample=", 0) == 0) n_sample = std::stoul(value("--sample="));
     else if (arg == "--double") dbl = true;
     else if (arg == "--tree-on-host") tree_on_host = true;
+    else if (arg == "--no-leaf-cell") leaf_cell = false;
     else if (!arg.empty() && arg[0] != '-') sizes.push_back(static_cast<std::size_t>(std::stod(arg)));
     else {
       std::fprintf(stderr, "bench_vacuum: unknown argument '%s' (see the top of bench_vacuum.cpp)\n", arg.c_str());
@@ -172,11 +175,17 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::printf("# vacuum tree gravity: %s, p = %d, max_leaf %d, softening %g, %s P2P on %s%s\n", scene_name.c_str(),
+  if (!leaf_cell && mode == "engine") {
+    std::fprintf(stderr, "bench_vacuum: --no-leaf-cell is for the host solver (--p2p=cpu or cuda)\n");
+    return 2;
+  }
+  std::printf("# vacuum tree gravity: %s, p = %d, max_leaf %d, softening %g, %s P2P on %s%s, %s\n", scene_name.c_str(),
               order, max_leaf, softening, dbl ? "double" : "float", mode.c_str(),
-              mode == "cuda" && !tree_on_host ? " (tree and walk on the device)" : "");
-  std::printf("# %8s %5s | %7s %7s %7s %7s %7s %8s | %8s %7s | %9s %9s %9s | %s\n", "N", "theta", "tree", "mpole",
-              "walk", "M2L", "P2P", "total", "P2P/part", "M2L/pt", "median", "99%", "max", "where");
+              mode == "cuda" && !tree_on_host && !leaf_cell ? " (tree and walk on the device)" : "",
+              leaf_cell ? "leaf-cell pairs (P2L/M2P)" : "no leaf-cell pairs");
+  std::printf("# %8s %5s | %7s %7s %7s %7s %7s %8s | %8s %7s %7s %7s | %9s %9s %9s | %s\n", "N", "theta", "tree",
+              "mpole", "walk", "M2L", "P2P", "total", "P2P/part", "M2L/pt", "P2L/pt", "M2P/pt", "median", "99%", "max",
+              "where");
   for (const std::size_t n : sizes) {
     Stopwatch setup;
     const test::VacuumScene scene =
@@ -200,10 +209,10 @@ int main(int argc, char** argv) {
         std::vector<Vec3d> acc;
         const EngineRow row = engine_forces(scene, theta, order, max_leaf, softening, dbl, reps, acc);
         const std::vector<double> e = errors(acc);
-        std::printf("  %8zu %5.2f | %7.4f %7s %7.4f %7.4f %7.4f %8.4f | %8.0f %7.1f | %9.2e %9.2e %9.2e | CUDA step "
-                    "engine (device-resident); refit step %.4f s\n",
+        std::printf("  %8zu %5.2f | %7.4f %7s %7.4f %7.4f %7.4f %8.4f | %8.0f %7.1f %7s %7s | %9.2e %9.2e %9.2e | "
+                    "CUDA step engine (device-resident); refit step %.4f s\n",
                     n, theta, row.tree, "-", row.walk, row.m2l, row.p2p, row.build, row.p2p_pairs / dn,
-                    row.m2l_tasks / dn, e[0], e[1], e[2], row.refit);
+                    row.m2l_tasks / dn, "-", "-", e[0], e[1], e[2], row.refit);
         std::fflush(stdout);
         continue;
       }
@@ -217,6 +226,7 @@ int main(int argc, char** argv) {
       s.g_mass = scene.particle_mass;
       s.p2p_double = dbl;
       s.tree_on_device = !tree_on_host;
+      s.leaf_cell = leaf_cell;
       ShortRangeSolver solver(s);
       std::vector<Vec3d> acc;
       solver.compute(scene.pos, *p2p, acc);   // warm-up
@@ -232,9 +242,34 @@ int main(int argc, char** argv) {
         total.push_back(st.total_seconds);
       }
       const std::vector<double> e = errors(acc);
-      std::printf("  %8zu %5.2f | %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f | %8.0f %7.1f | %9.2e %9.2e %9.2e | %s\n", n,
-                  theta, median(tree), median(mpole), median(walk), median(m2l), median(p2p_time), median(total),
-                  st.p2p_interactions / dn, st.m2l_interactions / dn, e[0], e[1], e[2], st.p2p_where.c_str());
+      std::printf("  %8zu %5.2f | %7.3f %7.3f %7.3f %7.3f %7.3f %8.3f | %8.0f %7.1f %7.1f %7.1f | %9.2e %9.2e %9.2e | "
+                  "%s\n",
+                  n, theta, median(tree), median(mpole), median(walk), median(m2l), median(p2p_time), median(total),
+                  st.p2p_interactions / dn, st.m2l_interactions / dn, st.p2l_interactions / dn,
+                  st.m2p_interactions / dn, e[0], e[1], e[2], st.p2p_where.c_str());
+      if (!solver.tasks().p2l.empty()) {
+        // How the leaf-cell work is spread over targets (the device gives each target node's
+        // P2L, and each target leaf's M2P, to one warp): the largest per target.
+        const auto& tasks = solver.tasks();
+        const auto& leaves = solver.tree().leaves();
+        const auto& p2l_off = solver.walk().p2l_offsets();
+        const auto& m2p_off = solver.walk().m2p_offsets();
+        double most_p2l = 0, most_m2p = 0;
+        std::size_t p2l_targets = 0, m2p_targets = 0;
+        for (std::size_t t = 0; t + 1 < p2l_off.size(); ++t) {
+          double particles = 0;
+          for (std::size_t q = p2l_off[t]; q < p2l_off[t + 1]; ++q) particles += leaves[tasks.p2l[q].source].count;
+          most_p2l = std::max(most_p2l, particles);
+          p2l_targets += p2l_off[t + 1] > p2l_off[t];
+        }
+        for (std::size_t l = 0; l + 1 < m2p_off.size(); ++l) {
+          most_m2p = std::max(most_m2p, static_cast<double>((m2p_off[l + 1] - m2p_off[l]) * leaves[l].count));
+          m2p_targets += m2p_off[l + 1] > m2p_off[l];
+        }
+        std::printf("#   leaf-cell: %zu pairs; P2L into %zu nodes, at most %.0f particles into one; M2P onto %zu "
+                    "leaves, at most %.0f evaluations on one\n",
+                    tasks.p2l.size(), p2l_targets, most_p2l, m2p_targets, most_m2p);
+      }
       std::fflush(stdout);
     }
   }

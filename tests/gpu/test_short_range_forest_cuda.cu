@@ -168,6 +168,7 @@ struct NotDropped {
   bool any = false;
   ORBIS_HD void m2l(const std::int8_t*) { any = true; }
   ORBIS_HD void p2p(const std::int8_t*) { any = true; }
+  ORBIS_HD void p2l_m2p(bool) { any = true; }
   ORBIS_HD void child(std::int32_t, std::int32_t) { any = true; }
 };
 bool within_r_cut(const TreeNode& a, const TreeNode& b, const WalkPairParams& p) {

@@ -31,7 +31,10 @@ double max_over_rms(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref) 
   return worst / rms;
 }
 
-ShortRangeSettings vacuum_settings(double g_mass, double theta, bool dbl, bool tree_on_device) {
+// leaf_cell: the walk's leaf-cell pairs (P2L/M2P, host far field); the solver's device tree
+// step is taken only without them (ShortRangeSolver::begin).
+ShortRangeSettings vacuum_settings(double g_mass, double theta, bool dbl, bool tree_on_device,
+                                   bool leaf_cell = false) {
   ShortRangeSettings s;
   s.boundary = Boundary::vacuum;
   s.theta = theta;
@@ -39,6 +42,7 @@ ShortRangeSettings vacuum_settings(double g_mass, double theta, bool dbl, bool t
   s.g_mass = g_mass;
   s.p2p_double = dbl;
   s.tree_on_device = tree_on_device;
+  s.leaf_cell = leaf_cell;
   return s;
 }
 
@@ -69,6 +73,15 @@ TEST_CASE("vacuum: CUDA P2P = CPU P2P on the host tree, and the device tree and 
       // few times the rms: a few 1e-7 of it).
       CHECK(d_host < (dbl ? 1e-12 : 3e-6));
       CHECK(d_device < (dbl ? 1e-12 : 3e-6));
+      // With leaf-cell pairs: the host tree and walk (the device step is not taken), the
+      // CUDA P2P of its tasks against the CPU's.
+      std::vector<Vec3d> ref_lc, gpu_lc;
+      ShortRangeSolver(vacuum_settings(scene.particle_mass, 0.5, dbl, true, true)).compute(scene.pos, cpu, ref_lc);
+      const ShortRangeStats sl =
+          ShortRangeSolver(vacuum_settings(scene.particle_mass, 0.5, dbl, true, true)).compute(scene.pos, gpu, gpu_lc);
+      CHECK_FALSE(sl.tree_on_device);
+      CHECK(sl.p2l_interactions > 0);
+      CHECK(max_over_rms(gpu_lc, ref_lc) < (dbl ? 1e-12 : 3e-6));
     }
   }
 }
@@ -92,7 +105,7 @@ TEST_CASE("vacuum on the GPU: accuracy against the exact direct sum, and direct 
   // meets 99% < 1e-3 in vacuum (tests/physics/test_vacuum_forces); the GPU as the CPU.
   {
     const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, 0.0);
-    ShortRangeSettings s = vacuum_settings(scene.particle_mass, 0.4, false, true);
+    ShortRangeSettings s = vacuum_settings(scene.particle_mass, 0.4, false, true, true);
     s.softening = 0;
     s.multipole_order = 6;
     std::vector<Vec3d> on_gpu, on_cpu;

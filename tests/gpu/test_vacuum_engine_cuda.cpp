@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "core/params.hpp"
+#include "fmm/p2p_cpu.hpp"
+#include "fmm/short_range.hpp"
 #include "gpu/step_engine_cuda.hpp"
 #include "ic/isolated_ics.hpp"
 #include "integrate/simulation.hpp"
@@ -85,6 +87,49 @@ TEST_CASE("CUDA step engine, vacuum: forces against the exact direct sum") {
                                      test::direct_newtonian(scene.pos, sample, scene.particle_mass, 0.01));
     std::printf("CUDA engine, vacuum, direct summation: median %.2e, 99%% %.2e, max %.2e\n", e[0], e[1], e[2]);
     CHECK(e[1] < 3e-6);
+  }
+}
+
+TEST_CASE("CUDA step engine, vacuum: leaf-cell pairs (P2L/M2P) on the device = the CPU solver's, and vs the direct sum") {
+  test::require_gpu_or_skip();
+  // The production leaves of 32 at theta 0.5, p = 6, where the walk's leaf-cell pairs carry
+  // what the outer leaves' P2P did (tests/physics/test_vacuum_leaf_cell.cpp on the CPU).
+  for (const test::VacuumScene& scene : {test::plummer_scene(40000, 3), test::hernquist_pair_scene(40000, 5)}) {
+    CAPTURE(scene.name);
+    const Params params = vacuum_params(0.5, 6, 1e-6);
+    CudaStepEngine engine(params, 0);
+    engine.load(particles_of(scene));
+    ForceStats stats;
+    engine.compute_forces(true, 0, stats);
+    const std::vector<Vec3d> on_gpu = engine.accelerations();
+    ShortRangeSettings s = vacuum_short_range_settings(params);
+    s.g_mass = scene.particle_mass;
+    REQUIRE(s.leaf_cell);
+    CpuP2PEvaluator cpu;
+    std::vector<Vec3d> on_cpu;
+    const ShortRangeStats st = ShortRangeSolver(s).compute(scene.pos, cpu, on_cpu);
+    REQUIRE(st.p2l_interactions > 0);
+    // The same tree and task sets (the device tree is the CPU's bit for bit, the walk's
+    // pair test is shared): the same P2P pairs and M2L tasks.
+    CHECK(stats.p2p_interactions == st.p2p_interactions);
+    CHECK(stats.m2l_interactions == st.m2l_interactions);
+    // Forces: float P2P on both (the GPU's rsqrt, the summation order), the far field in
+    // double in another order.
+    double rms = 0, worst = 0;
+    for (const Vec3d& a : on_cpu) rms += norm2(a);
+    rms = std::sqrt(rms / static_cast<double>(on_cpu.size()));
+    for (std::size_t i = 0; i < on_cpu.size(); ++i) worst = std::max(worst, norm(on_gpu[i] - on_cpu[i]));
+    std::vector<std::size_t> sample;
+    for (std::size_t i = 0; i < scene.pos.size(); i += 20) sample.push_back(i);
+    const auto exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, 1e-6);
+    const auto eg = error_percentiles(on_gpu, sample, exact), ec = error_percentiles(on_cpu, sample, exact);
+    std::printf("%s, theta 0.5, p 6, leaf-cell pairs: GPU vs CPU max |diff| / rms %.2e; vs exact: GPU median %.2e "
+                "99%% %.2e, CPU median %.2e 99%% %.2e; P2P pairs/particle %.0f, P2L/particle %.1f\n",
+                scene.name, worst / rms, eg[0], eg[1], ec[0], ec[1], st.p2p_interactions / scene.pos.size(),
+                st.p2l_interactions / scene.pos.size());
+    CHECK(worst < 3e-6 * rms);
+    CHECK(eg[1] < 1e-3);
+    CHECK(eg[1] < 1.05 * ec[1] + 1e-6);
   }
 }
 

@@ -424,6 +424,7 @@ TEST_CASE("ghosts after a particle crosses a face: every group the walk keeps wi
       bool kept = false;
       void m2l(const std::int8_t*) { kept = true; }
       void p2p(const std::int8_t*) { kept = true; }
+      void p2l_m2p(bool) { kept = true; }
       void child(std::int32_t, std::int32_t) { kept = true; }
     };
     const orbis::WalkPairParams params{box, 0.5 * box, r_cut, r_cut * r_cut, 0.0};

@@ -53,6 +53,7 @@ struct KeptSink {
   bool kept = false;
   void m2l(const std::int8_t*) { kept = true; }
   void p2p(const std::int8_t*) { kept = true; }
+  void p2l_m2p(bool) { kept = true; }
   void child(std::int32_t, std::int32_t) { kept = true; }
 };
 

@@ -58,6 +58,7 @@ struct NotDropped {
   bool any = false;
   void m2l(const std::int8_t*) { any = true; }
   void p2p(const std::int8_t*) { any = true; }
+  void p2l_m2p(bool) { any = true; }
   void child(std::int32_t, std::int32_t) { any = true; }
 };
 bool within_r_cut(const TreeNode& a, const TreeNode& b, const WalkPairParams& p) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fmm/expansions.hpp"
+#include "fmm/leaf_cell_batch.hpp"
 #include "tree/multipoles.hpp"
 #include "tree/orb_tree.hpp"
 
@@ -127,4 +128,106 @@ TEST_CASE("M2L applied both ways gives exactly opposite total forces") {
       INFO("p = " << p << (kind == KernelKind::newtonian ? ", Newtonian" : ", truncated"));
       CHECK(norm(total) < 1e-13 * sum_abs);
     }
+}
+
+namespace {
+// The leaf-cell pair (vacuum): a compact cluster C against loose particles L at distance
+// d_min >= R_C / theta from C's centre. P2L: L's particles into C's local expansion (about
+// C's centre, L2L'd to a displaced centre first, as a subtree's node would get it), read by
+// L2P at C's particles; M2P: C's multipoles at L's particles.
+struct LeafCell {
+  std::vector<Vec3d> on_c, on_l;
+};
+LeafCell via_leaf_cell(const std::vector<Vec3d>& cluster, const std::vector<Vec3d>& loose, int p,
+                       const Vec3d& child_offset) {
+  OrbTree ct;
+  ct.build(cluster, static_cast<int>(cluster.size()));
+  Multipoles mc;
+  mc.compute(ct, p);
+  FmmOperators ops(p, 0.0, KernelKind::newtonian);
+  FmmOperators::Scratch scratch(ops);
+  const Vec3d zc = ct.nodes()[0].centre;
+  std::vector<double> lc(static_cast<std::size_t>(ops.local_size()), 0.0), child = lc;
+  for (const Vec3d& x : loose) ops.p2l(zc - x, lc.data(), scratch);
+  ops.l2l(lc.data(), child_offset, child.data());
+  LeafCell out;
+  out.on_c.resize(cluster.size());
+  for (std::size_t t = 0; t < cluster.size(); ++t)
+    out.on_c[ct.order()[t]] = ops.l2p(child.data(), ct.positions()[t] - (zc + child_offset));
+  for (const Vec3d& x : loose) out.on_l.push_back(ops.m2p(mc.of(0), x - zc, scratch));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("P2L and M2P (leaf-cell pairs) converge to the direct Newtonian sum, and are exactly opposite") {
+  const double a = 0.5;   // the cluster's radius
+  MESSAGE("max relative force error of P2L / M2P (rows theta, columns p = 1..6)");
+  for (double theta : {0.7, 0.5, 0.3}) {
+    // The loose particles: a long thin leaf whose nearest member is a / theta from the
+    // cluster's centre, the farthest 20 times as far.
+    const Vec3d zc{0.3, -0.2, 0.1};
+    const auto cluster = ball(50, zc, a, 5);
+    std::vector<Vec3d> loose;
+    std::mt19937_64 rng(6);
+    std::uniform_real_distribution<double> uni(0, 1);
+    const Vec3d axis = Vec3d{0.6, 0.0, 0.8};
+    for (int k = 0; k < 32; ++k)
+      loose.push_back(zc + axis * (1.05 * a / theta * (1 + 19 * uni(rng))) + Vec3d{0.0, 0.02 * uni(rng), 0.0});
+    const auto ref_c = direct(cluster, loose, 1.0, KernelKind::newtonian);
+    const auto ref_l = direct(loose, cluster, 1.0, KernelKind::newtonian);
+    std::string row = "theta " + std::to_string(theta) + ":";
+    for (int p = 1; p <= 6; ++p) {
+      const LeafCell lc = via_leaf_cell(cluster, loose, p, Vec3d{0.1, -0.05, 0.08});
+      const double e_c = max_rel_error(lc.on_c, ref_c), e_l = max_rel_error(lc.on_l, ref_l);
+      row += " " + std::to_string(e_c) + "/" + std::to_string(e_l);
+      INFO("theta " << theta << ", p " << p);
+      CHECK(e_c < 3 * std::pow(theta, p + 1));
+      CHECK(e_l < 3 * std::pow(theta, p + 1));
+      // Momentum: the cluster's total force from P2L (L2L is exact) and the loose particles'
+      // from M2P cancel to rounding.
+      Vec3d total{0, 0, 0};
+      double sum_abs = 0;
+      for (const auto& g : lc.on_c) total += g, sum_abs += norm(g);
+      for (const auto& g : lc.on_l) total += g, sum_abs += norm(g);
+      CHECK(norm(total) < 1e-13 * sum_abs);
+    }
+    MESSAGE(row);
+  }
+}
+
+TEST_CASE("LeafCellBatch (eight lanes) equals FmmOperators::p2l and ::m2p") {
+  const auto cluster = ball(60, Vec3d{0.2, 0.1, -0.3}, 0.4, 7);
+  const auto points = ball(29, Vec3d{3.0, -1.0, 2.0}, 1.5, 8);   // 29: a last batch of 5 lanes
+  for (int p = 1; p <= 6; ++p) {
+    OrbTree ct;
+    ct.build(cluster, static_cast<int>(cluster.size()));
+    Multipoles mc;
+    mc.compute(ct, p);
+    FmmOperators ops(p, 0.0, KernelKind::newtonian);
+    FmmOperators::Scratch scratch(ops);
+    const LeafCellBatch batch(p);
+    const Vec3d zc = ct.nodes()[0].centre;
+    std::vector<Vec3d> R;
+    for (const Vec3d& x : points) R.push_back(zc - x);
+    std::vector<double> one(static_cast<std::size_t>(ops.local_size()), 0.0), eight = one;
+    for (const Vec3d& r : R) ops.p2l(r, one.data(), scratch);
+    batch.p2l(R.data(), R.size(), eight.data());
+    double worst = 0, scale = 0;
+    for (std::size_t k = 0; k < one.size(); ++k) {
+      worst = std::max(worst, std::fabs(one[k] - eight[k]));
+      scale = std::max(scale, std::fabs(one[k]));
+    }
+    INFO("p = " << p);
+    CHECK(worst < 1e-13 * scale);
+    std::vector<Vec3d> field(points.size(), Vec3d{0, 0, 0});
+    for (Vec3d& r : R) r = Vec3d{0, 0, 0} - r;   // x - z
+    batch.m2p(mc.of(0), R.data(), R.size(), field.data());
+    double diff = 0, size = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const Vec3d ref = ops.m2p(mc.of(0), R[i], scratch);
+      diff = std::max(diff, norm(field[i] - ref));
+      size = std::max(size, norm(ref));
+    }
+    CHECK(diff < 1e-13 * size);
+  }
 }

@@ -104,6 +104,8 @@ std::size_t run_case(const std::vector<Vec3d>& positions, double box, double r_c
   walk.run(tree, WalkSettings{box, r_cut, theta, top_levels}, lists);
   check_grouped(lists.p2p);
   check_grouped(lists.m2l);
+  CHECK(lists.p2l.empty());   // leaf-cell pairs are for vacuum boundaries only
+  CHECK(lists.m2p.empty());
   REQUIRE(walk.m2l_offsets().size() == tree.nodes().size() + 1);
   for (std::size_t t = 0; t < tree.nodes().size(); ++t)
     for (std::size_t q = walk.m2l_offsets()[t]; q < walk.m2l_offsets()[t + 1]; ++q)
@@ -262,20 +264,75 @@ TEST_CASE("walk: r_cut must be below BoxSize/2") {
 }
 
 namespace {
-// Vacuum boundaries: every ordered pair (i, j), i != j, covered exactly once by P2P or by an
-// M2L between ancestors, with image 0 everywhere and every M2L pair well separated by the
-// opening angle alone (r_T + r_S < theta |z_T - z_S|). Returns the M2L task count.
-std::size_t run_vacuum_case(const std::vector<Vec3d>& positions, double theta, int max_leaf, int top_levels) {
+struct VacuumCase {
+  std::size_t m2l_tasks = 0, p2l_tasks = 0;
+  long p2p_pairs = 0;
+};
+
+// Vacuum boundaries: every ordered pair (i, j), i != j, covered exactly once by P2P, by an
+// M2L between ancestors, or (leaf_cell) by a P2L (source leaf holding j, target ancestor of
+// i) or an M2P (target leaf holding i, source ancestor of j), with image 0 everywhere, every
+// M2L pair well separated by the opening angle alone (r_T + r_S < theta |z_T - z_S|) and
+// every leaf-cell pair's node compact against its distance from the leaf's particles
+// (r_C < theta d_min, d_min from z_C to the leaf's sphere or box), each leaf-cell pair emitted in
+// both directions.
+VacuumCase run_vacuum_case(const std::vector<Vec3d>& positions, double theta, int max_leaf, int top_levels,
+                           bool leaf_cell = true) {
   OrbTree tree;
   tree.build(positions, max_leaf, 1.0, OrbTree::kParallelMin, top_levels);
   WalkSettings ws{0.0, 0.0, theta, top_levels};   // box and r_cut are not read
   ws.periodic = false;
+  ws.leaf_cell = leaf_cell;
   DualTreeWalk walk;
   TaskLists lists;
   walk.run(tree, ws, lists);
   const std::size_t n = positions.size();
   std::vector<unsigned char> hits(n * n, 0);
-  long images = 0, unseparated = 0, p2p_pairs = 0;
+  long images = 0, unseparated = 0, p2p_pairs = 0, not_compact = 0;
+  const auto leaf_cell_covers = [&](const std::vector<InteractionTask>& list, bool leaf_is_source) {
+    for (const auto& task : list) {
+      images += task.image[0] != 0 || task.image[1] != 0 || task.image[2] != 0;
+      const TreeNode& leaf = tree.nodes()[tree.leaf_node()[leaf_is_source ? task.source : task.target]];
+      const TreeNode& cell = tree.nodes()[leaf_is_source ? task.target : task.source];
+      CHECK(!cell.is_leaf());
+      // The distance from the node's centre to the leaf's particles, bounded below by the
+      // distance to the leaf's sphere or to its box.
+      Vec3d gap{0, 0, 0};
+      for (int d = 0; d < 3; ++d)
+        gap[d] = std::max({0.0, leaf.lo[d] - cell.centre[d], cell.centre[d] - leaf.hi[d]});
+      const double d_min = std::max(norm(cell.centre - leaf.centre) - leaf.radius, norm(gap));
+      not_compact += !(cell.radius < theta * d_min * (1 + 1e-12));
+      const TreeNode& t = leaf_is_source ? cell : leaf;
+      const TreeNode& s = leaf_is_source ? leaf : cell;
+      for (std::uint32_t i = t.first; i < t.first + t.count; ++i)
+        for (std::uint32_t j = s.first; j < s.first + s.count; ++j) ++hits[i * n + j];
+    }
+  };
+  leaf_cell_covers(lists.p2l, true);
+  leaf_cell_covers(lists.m2p, false);
+  // Mutual: the M2P tasks are the P2L tasks reversed.
+  REQUIRE(lists.m2p.size() == lists.p2l.size());
+  {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> a, b;
+    const auto& node_of = tree.leaf_node();
+    for (const auto& task : lists.p2l) a.emplace_back(static_cast<std::uint32_t>(node_of[task.source]), task.target);
+    for (const auto& task : lists.m2p) b.emplace_back(static_cast<std::uint32_t>(node_of[task.target]), task.source);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    CHECK(a == b);
+  }
+  if (!leaf_cell || theta == 0) CHECK(lists.p2l.empty());
+  // Grouped by target: P2L per node, M2P per leaf.
+  if (!lists.p2l.empty()) {
+    REQUIRE(walk.p2l_offsets().size() == tree.nodes().size() + 1);
+    REQUIRE(walk.m2p_offsets().size() == tree.leaves().size() + 1);
+    for (std::size_t t = 0; t < tree.nodes().size(); ++t)
+      for (std::size_t q = walk.p2l_offsets()[t]; q < walk.p2l_offsets()[t + 1]; ++q)
+        CHECK(lists.p2l[q].target == t);
+    for (std::size_t l = 0; l < tree.leaves().size(); ++l)
+      for (std::size_t q = walk.m2p_offsets()[l]; q < walk.m2p_offsets()[l + 1]; ++q)
+        CHECK(lists.m2p[q].target == l);
+  }
   for (const auto& task : lists.p2p) {
     images += task.image[0] != 0 || task.image[1] != 0 || task.image[2] != 0;
     const Leaf& t = tree.leaves()[task.target];
@@ -296,12 +353,14 @@ std::size_t run_vacuum_case(const std::vector<Vec3d>& positions, double theta, i
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j)
       if (i != j) (hits[i * n + j] == 1 ? once : wrong) += 1;
-  MESSAGE("vacuum, N = " << n << ", theta = " << theta << ", top_levels " << top_levels << ": P2P tasks "
-                         << lists.p2p.size() << " (" << p2p_pairs << " pairs), M2L tasks " << lists.m2l.size());
+  MESSAGE("vacuum, N = " << n << ", theta = " << theta << ", top_levels " << top_levels << ", leaf-cell "
+                         << leaf_cell << ": P2P tasks " << lists.p2p.size() << " (" << p2p_pairs
+                         << " pairs), M2L tasks " << lists.m2l.size() << ", P2L/M2P pairs " << lists.p2l.size());
   CHECK(once == static_cast<long>(n * (n - 1)));
   CHECK(wrong == 0);
   CHECK(images == 0);
   CHECK(unseparated == 0);
+  CHECK(not_compact == 0);
   if (theta == 0) {   // direct summation: every pair in P2P, the particles with themselves too
     CHECK(lists.m2l.empty());
     CHECK(p2p_pairs == static_cast<long>(n * n));
@@ -317,7 +376,11 @@ std::size_t run_vacuum_case(const std::vector<Vec3d>& positions, double theta, i
   REQUIRE(serial.m2l.size() == lists.m2l.size());
   CHECK(std::memcmp(serial.p2p.data(), lists.p2p.data(), lists.p2p.size() * sizeof(InteractionTask)) == 0);
   CHECK(std::memcmp(serial.m2l.data(), lists.m2l.data(), lists.m2l.size() * sizeof(InteractionTask)) == 0);
-  return lists.m2l.size();
+  REQUIRE(serial.p2l.size() == lists.p2l.size());
+  REQUIRE(serial.m2p.size() == lists.m2p.size());
+  CHECK(std::memcmp(serial.p2l.data(), lists.p2l.data(), lists.p2l.size() * sizeof(InteractionTask)) == 0);
+  CHECK(std::memcmp(serial.m2p.data(), lists.m2p.data(), lists.m2p.size() * sizeof(InteractionTask)) == 0);
+  return VacuumCase{lists.m2l.size(), lists.p2l.size(), p2p_pairs};
 }
 }  // namespace
 
@@ -325,9 +388,14 @@ TEST_CASE("walk, vacuum boundaries: every pair covered once, by the opening angl
   // A clustered set moved off the unit box into negative coordinates: nothing wraps.
   std::vector<Vec3d> pos = test::clustered_particles(12, 1.0, 5);
   for (Vec3d& x : pos) x += Vec3d{-3.0, 0.25, -0.5};
-  CHECK(run_vacuum_case(pos, 0.5, 8, 0) > 0);
-  CHECK(run_vacuum_case(pos, 0.8, 4, 3) > 0);
+  CHECK(run_vacuum_case(pos, 0.5, 8, 0).m2l_tasks > 0);
+  CHECK(run_vacuum_case(pos, 0.8, 4, 3).m2l_tasks > 0);
   run_vacuum_case(pos, 0.0, 16, 0);
+  // Without leaf-cell pairs (the walk of phase A): the same coverage, more P2P.
+  const VacuumCase plain = run_vacuum_case(pos, 0.5, 16, 0, false);
+  const VacuumCase hybrid = run_vacuum_case(pos, 0.5, 16, 0, true);
+  CHECK(hybrid.p2l_tasks > 0);
+  CHECK(hybrid.p2p_pairs < plain.p2p_pairs);
   WalkSettings bad{0.0, 0.0, 1.5, 0};
   bad.periodic = false;
   CHECK_THROWS_AS(check_walk_settings(bad), Error);
