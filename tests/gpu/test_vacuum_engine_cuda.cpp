@@ -127,7 +127,10 @@ TEST_CASE("CUDA step engine, vacuum: leaf-cell pairs (P2L/M2P) on the device = t
                 "99%% %.2e, CPU median %.2e 99%% %.2e; P2P pairs/particle %.0f, P2L/particle %.1f\n",
                 scene.name, worst / rms, eg[0], eg[1], ec[0], ec[1], st.p2p_interactions / scene.pos.size(),
                 st.p2l_interactions / scene.pos.size());
-    CHECK(worst < 3e-6 * rms);
+    // Measured on an H200: 3.6e-6 (Plummer) and 5.1e-6 (Hernquist pair) of the rms, the float
+    // P2P's rounding in two summation orders; a wrong or missing leaf-cell pair moves forces by
+    // ~1e-3 of it.
+    CHECK(worst < 2e-5 * rms);
     CHECK(eg[1] < 1e-3);
     CHECK(eg[1] < 1.05 * ec[1] + 1e-6);
   }
