@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "fmm/derivative_recurrence_ct.hpp"
 #include "fmm/multi_index_ct.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -26,67 +27,6 @@ namespace {
 constexpr int kLanes = LeafCellBatch::kLanes;
 typedef double V __attribute__((vector_size(kLanes * sizeof(double))));
 
-// The recurrence R^(m)_n = R_axis R^(m+1)_(n-e) + (n_axis - 1) R^(m+1)_(n-2e), R^(m)_0 = g_m,
-// for levels m = Q .. 0 stored one after the other (level 0 first: D), as compile-time steps
-// (the scheme of fmm/m2l_batch.cpp), so the compiler unrolls it with constant indices.
-struct RecOp {
-  int dst = 0, up1 = -1, up2 = -1, axis = 0, m = 0;
-  double factor = 0;
-};
-template <int Q>
-constexpr int rec_total() {
-  int t = 0;
-  for (int m = 0; m <= Q; ++m) t += ct::count(Q - m);
-  return t;
-}
-template <int Q>
-constexpr std::array<RecOp, rec_total<Q>()> make_rec() {
-  std::array<RecOp, rec_total<Q>()> ops{};
-  int off[Q + 2] = {};
-  for (int m = 0; m <= Q; ++m) off[m + 1] = off[m] + ct::count(Q - m);
-  int o = 0;
-  for (int m = Q; m >= 0; --m)
-    for (int i = 0; i < ct::count(Q - m); ++i) {
-      RecOp op;
-      op.dst = off[m] + i;
-      op.m = m;
-      if (i > 0) {
-        const ct::MI n = ct::kAll[static_cast<std::size_t>(i)];
-        const int axis = n.a > 0 ? 0 : (n.b > 0 ? 1 : 2);
-        int v[3] = {n.a, n.b, n.c};
-        op.axis = axis;
-        op.factor = v[axis] - 1;
-        v[axis] -= 1;
-        op.up1 = off[m + 1] + ct::index(v[0], v[1], v[2]);
-        if (v[axis] >= 1) {
-          v[axis] -= 1;
-          op.up2 = off[m + 1] + ct::index(v[0], v[1], v[2]);
-        }
-      }
-      ops[static_cast<std::size_t>(o++)] = op;
-    }
-  return ops;
-}
-template <int Q> inline constexpr auto kRec = make_rec<Q>();
-
-template <int Q, std::size_t I>
-ORBIS_INLINE void rec_step(V* lev, const V* g, const V* R) {
-  constexpr RecOp op = kRec<Q>[I];
-  if constexpr (op.up1 < 0) {
-    lev[op.dst] = g[op.m];
-  } else if constexpr (op.up2 < 0) {
-    lev[op.dst] = R[op.axis] * lev[op.up1];
-  } else if constexpr (op.factor == 1.0) {
-    lev[op.dst] = R[op.axis] * lev[op.up1] + lev[op.up2];
-  } else {
-    lev[op.dst] = R[op.axis] * lev[op.up1] + op.factor * lev[op.up2];
-  }
-}
-template <int Q, std::size_t... I>
-ORBIS_INLINE void recurrence(V* lev, const V* g, const V* R, std::index_sequence<I...>) {
-  (rec_step<Q, I>(lev, g, R), ...);
-}
-
 // D_n(R) for the eight lanes, |n| <= Q, at lev[0 .. count(Q)): the radial factors of 1/r,
 // g_m = ((1/r) d/dr)^m (1/r) = -(2m - 1) g_(m-1) / r^2, then the recurrence.
 template <int Q>
@@ -98,7 +38,7 @@ ORBIS_INLINE void derivatives(const V* R, V* lev) {
   V g[Q + 1];
   g[0] = inv_r;
   for (int m = 1; m <= Q; ++m) g[m] = -(2.0 * m - 1.0) * g[m - 1] * inv_r2;
-  recurrence<Q>(lev, g, R, std::make_index_sequence<rec_total<Q>()>{});
+  ct::recurrence<Q>(lev, g, R);
 }
 
 // Lanes b .. b + 7 of R (the last batch padded with R[b], weight 0).
@@ -118,7 +58,7 @@ template <int P>
 ORBIS_INLINE void p2l_body(const Vec3d* R, std::size_t n, double* local) {
   constexpr int Q = P + 1, nl = ct::count(Q);
   V acc[nl] = {};
-  V lev[rec_total<Q>()];
+  V lev[ct::rec_total<Q>()];
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
     load_batch(R, n, b, Rv, w);
@@ -151,7 +91,7 @@ ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t 
   constexpr int Q = P + 1, nm = ct::count(P);
   double sm[nm];
   for (int i = 0; i < nm; ++i) sm[i] = (ct::kAll[static_cast<std::size_t>(i)].degree() & 1) ? -multipole[i] : multipole[i];
-  V lev[rec_total<Q>()];
+  V lev[ct::rec_total<Q>()];
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
     load_batch(R, n, b, Rv, w);

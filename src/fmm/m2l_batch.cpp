@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "fmm/kernel_derivatives.hpp"
+#include "fmm/derivative_recurrence_ct.hpp"
 #include "fmm/multi_index_ct.hpp"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
@@ -36,48 +37,7 @@ constexpr int kLanes = M2LBatch::kLanes;
 typedef double V __attribute__((vector_size(kLanes * sizeof(double))));
 
 // ---------------------------------------------------------------- compile-time tables
-
-// One step of the recurrence R^(m)_(n) = R_axis R^(m+1)_(n-e) + (n_axis - 1) R^(m+1)_(n-2e),
-// R^(m)_0 = g_m, levels m = Q .. 0 stored one after the other (level 0 first = D).
-struct RecOp {
-  int dst = 0, up1 = -1, up2 = -1, axis = 0, m = 0;
-  double factor = 0;
-};
-template <int Q>
-constexpr int rec_total() {
-  int t = 0;
-  for (int m = 0; m <= Q; ++m) t += ct::count(Q - m);
-  return t;
-}
-template <int Q>
-constexpr std::array<RecOp, rec_total<Q>()> make_rec() {
-  std::array<RecOp, rec_total<Q>()> ops{};
-  int off[Q + 2] = {};
-  for (int m = 0; m <= Q; ++m) off[m + 1] = off[m] + ct::count(Q - m);
-  int o = 0;
-  for (int m = Q; m >= 0; --m)
-    for (int i = 0; i < ct::count(Q - m); ++i) {
-      RecOp op;
-      op.dst = off[m] + i;
-      op.m = m;
-      if (i > 0) {
-        const ct::MI n = ct::kAll[static_cast<std::size_t>(i)];
-        const int axis = n.a > 0 ? 0 : (n.b > 0 ? 1 : 2);
-        int v[3] = {n.a, n.b, n.c};
-        op.axis = axis;
-        op.factor = v[axis] - 1;
-        v[axis] -= 1;
-        op.up1 = off[m + 1] + ct::index(v[0], v[1], v[2]);
-        if (v[axis] >= 1) {
-          v[axis] -= 1;
-          op.up2 = off[m + 1] + ct::index(v[0], v[1], v[2]);
-        }
-      }
-      ops[static_cast<std::size_t>(o++)] = op;
-    }
-  return ops;
-}
-template <int Q> inline constexpr auto kRec = make_rec<Q>();
+// (the derivative tensors' recurrence: fmm/derivative_recurrence_ct.hpp)
 
 // M2L: for local index k (|k| <= p + 1), the multipoles n = 0 .. n_terms(k) - 1 (those with
 // |n| <= p + 1 - |k|, a prefix of the layout) and the index of n + k in the order-(p+1) set.
@@ -137,24 +97,6 @@ const RadialTable& radial_table() {
 }
 
 // ---------------------------------------------------------------- unrolled kernels
-
-template <int Q, std::size_t I>
-ORBIS_INLINE void rec_step(V* lev, const V* g, const V* R) {
-  constexpr RecOp op = kRec<Q>[I];
-  if constexpr (op.up1 < 0) {
-    lev[op.dst] = g[op.m];
-  } else if constexpr (op.up2 < 0) {
-    lev[op.dst] = R[op.axis] * lev[op.up1];
-  } else if constexpr (op.factor == 1.0) {
-    lev[op.dst] = R[op.axis] * lev[op.up1] + lev[op.up2];
-  } else {
-    lev[op.dst] = R[op.axis] * lev[op.up1] + op.factor * lev[op.up2];
-  }
-}
-template <int Q, std::size_t... I>
-ORBIS_INLINE void recurrence(V* lev, const V* g, const V* R, std::index_sequence<I...>) {
-  (rec_step<Q, I>(lev, g, R), ...);
-}
 
 template <int P, int K, std::size_t... J>
 ORBIS_INLINE void contract_k(V& acc, const V* sm, const V* D, std::index_sequence<J...>) {
@@ -291,8 +233,8 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
       }
     }
     for (int i = 0; i < nm; ++i) load(sm[i], sm_d[i]);
-    V lev[rec_total<Q>()];
-    recurrence<Q>(lev, g, Rv, std::make_index_sequence<rec_total<Q>()>{});
+    V lev[ct::rec_total<Q>()];
+    ct::recurrence<Q>(lev, g, Rv);
     contract<P>(acc, sm, lev, std::make_index_sequence<nl>{});
   }
   for (int k = 0; k < nl; ++k) {

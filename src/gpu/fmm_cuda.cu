@@ -90,6 +90,33 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
     if (lane + 32 * j < nm) m[static_cast<std::size_t>(node) * nm + lane + 32 * j] = sum[j];
 }
 
+// D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers): the radial
+// factors (every lane), then the recurrence a level per step, lanes over its entries; every
+// lane returns the pointer, after the warp's last write. cut_shift: the truncated kernel's
+// shifted cut (fmm/kernel_derivatives.hpp).
+__device__ const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
+                                           const Vec3d& R, double (*lev)[kMaxNl], int lane, double cut_shift = 0) {
+  double g[9];
+  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
+  for (int mm = q_order; mm >= 0; --mm) {
+    double* cur = lev[mm & 1];
+    const double* up = lev[(mm + 1) & 1];
+    const int count = MultiIndexSet::count(q_order - mm);
+    for (int i = lane; i < count; i += 32) {
+      if (i == 0) {
+        cur[0] = g[mm];
+      } else {
+        const int* s = tb.steps + 4 * i;
+        double v = R[s[0]] * up[s[1]];
+        if (s[2] >= 0) v += s[3] * up[s[2]];
+        cur[i] = v;
+      }
+    }
+    __syncwarp();
+  }
+  return lev[0];
+}
+
 // M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
 // expansion acc (lane k holds entries k + 32 j), in list order.
 __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
@@ -102,26 +129,7 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
     const InteractionTask task = tasks[q];
     const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
     const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
-    double g[9];
-    radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
-    // D_n(R) = R^(0)_n from the levels m = p + 1 .. 0, two buffers alternating.
-    for (int mm = q_order; mm >= 0; --mm) {
-      double* cur = lev[mm & 1];
-      const double* up = lev[(mm + 1) & 1];
-      const int count = MultiIndexSet::count(q_order - mm);
-      for (int i = lane; i < count; i += 32) {
-        if (i == 0) {
-          cur[0] = g[mm];
-        } else {
-          const int* s = tb.steps + 4 * i;
-          double v = R[s[0]] * up[s[1]];
-          if (s[2] >= 0) v += s[3] * up[s[2]];
-          cur[i] = v;
-        }
-      }
-      __syncwarp();
-    }
-    const double* D = lev[0];
+    const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane, cut_shift);
     const double* ms = m + static_cast<std::size_t>(task.source) * nm;
     for (int n = lane; n < nm; n += 32) {
       const int* mi = tb.mi + 3 * n;
@@ -273,30 +281,6 @@ __global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const doubl
   }
 }
 
-// D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers), by the recurrence
-// of m2l_kernel; every lane returns the pointer, after the warp's last write.
-__device__ const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
-                                           const Vec3d& R, double (*lev)[kMaxNl], int lane) {
-  double g[9];
-  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g);
-  for (int mm = q_order; mm >= 0; --mm) {
-    double* cur = lev[mm & 1];
-    const double* up = lev[(mm + 1) & 1];
-    const int count = MultiIndexSet::count(q_order - mm);
-    for (int i = lane; i < count; i += 32) {
-      if (i == 0) {
-        cur[0] = g[mm];
-      } else {
-        const int* s = tb.steps + 4 * i;
-        double v = R[s[0]] * up[s[1]];
-        if (s[2] >= 0) v += s[3] * up[s[2]];
-        cur[i] = v;
-      }
-    }
-    __syncwarp();
-  }
-  return lev[0];
-}
 
 // P2L (vacuum leaf-cell pairs): a block per target node (grid-stride), its source leaves in
 // list order and each leaf's particles in tree order, the k-th of them to warp k mod kWarps
