@@ -45,6 +45,7 @@ ShortRangeSettings vacuum_short_range_settings(const Params& params) {
   s.max_leaf = static_cast<int>(params.get_int("gravity.max_leaf"));
   s.softening = params.get_real("gravity.softening");
   s.p2p_double = params.get_string("gpu.p2p_precision") == "double";
+  s.leaf_cell = params.get_bool("gravity.leaf_cell_pairs");
   s.g_mass = 0;
   return s;
 }

@@ -90,7 +90,8 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
 
 // The settings of an isolated system ([gravity] boundary = "vacuum"): the tree gravity of
 // vacuum boundaries with [gravity] theta (0 for solver = "direct": every pair in P2P),
-// multipole_order, max_leaf, softening (in the [units] length) and [gpu] p2p_precision;
+// multipole_order, max_leaf, softening (in the [units] length), leaf_cell_pairs and [gpu]
+// p2p_precision;
 // g_mass = 0 (the engine sets G m for the particles it loads).
 ShortRangeSettings vacuum_short_range_settings(const Params& params);
 

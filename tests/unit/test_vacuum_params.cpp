@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "core/physical_units.hpp"
+#include "fmm/short_range.hpp"
 #include "integrate/conservation.hpp"
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
@@ -81,6 +82,18 @@ TEST_CASE("vacuum parameters: required keys are asked for with the kind of run t
   // A periodic box still requires its box.
   e = error_of([] { Params::parse("[time]\nz_final = 0.0\n", "box.toml"); });
   CHECK(contains(e, "missing required key [box] size_mpc_h"));
+}
+
+TEST_CASE("vacuum parameters: leaf-cell pairs are on unless [gravity] leaf_cell_pairs = false, and only in vacuum") {
+  CHECK(vacuum_short_range_settings(vacuum("")).leaf_cell);
+  CHECK_FALSE(vacuum_short_range_settings(vacuum("", {"gravity.leaf_cell_pairs=false"})).leaf_cell);
+  CHECK_THROWS_AS(vacuum("", {"gravity.leaf_cell_pairs=3"}), Error);
+  // A periodic box's file does not take it (the key is vacuum's).
+  const std::string box = error_of([] {
+    Params::parse("[box]\nsize_mpc_h = 100.0\nparticles_per_side = 16\n[gravity]\nleaf_cell_pairs = false\n",
+                  "box.toml");
+  });
+  CHECK(contains(box, "leaf_cell_pairs"));
 }
 
 TEST_CASE("vacuum parameters: the time span and the merger's orbit are checked before any work") {
