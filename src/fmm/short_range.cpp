@@ -222,18 +222,25 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
     fail("tree gravity (vacuum): a forest of subtrees (over ranks) is not supported with vacuum boundaries");
   const double box = s.box_mpc_h;
   const auto n = static_cast<std::int64_t>(positions.size());
+  // A tree built here takes positions wrapped into the box. A refitted tree, or a forest of
+  // groups over ranks, takes them as they drifted since the build (the step engines wrap
+  // only where they build): within a quarter box of it, so that node centres stay within
+  // the walk's reach of nearest images (walk_pair.hpp).
+  const bool built = !targets.refit_tree && !targets.forest_groups;
+  const double lo = built ? 0.0 : -0.25 * box, hi = built ? box : 1.25 * box;
+  const auto in_reach = [lo, hi](const Vec3d& x) {
+    return x.x >= lo && x.x < hi && x.y >= lo && x.y < hi && x.z >= lo && x.z < hi;
+  };
   bool inside = true;
   if (periodic) {
 #pragma omp parallel for schedule(static) reduction(&& : inside)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const Vec3d& x = positions[static_cast<std::size_t>(i)];
-      inside = inside && x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box;
-    }
+    for (std::int64_t i = 0; i < n; ++i) inside = inside && in_reach(positions[static_cast<std::size_t>(i)]);
   }
   if (!inside)
     for (const Vec3d& x : positions)
-      if (!(x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box))
-        fail("short-range solver: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, box);
+      if (!in_reach(x))
+        fail("short-range solver: position ({}, {}, {}) outside [{}, {}) Mpc/h{}", x.x, x.y, x.z, lo, hi,
+             built ? "" : " (a refit's reach around the periodic box)");
   const double extent = periodic ? 0.0 : vacuum_extent(positions);
 
   stats_ = ShortRangeStats{};

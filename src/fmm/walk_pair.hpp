@@ -110,8 +110,10 @@ ORBIS_WALK_PAIR_HD void walk_pair(std::int32_t t, std::int32_t s, const WalkNode
   for (int d = 0; d < 3; ++d) {
     // Swapping T and S negates every quantity exactly: the decision is symmetric.
     raw[d] = S.box_centre[d] - T.box_centre[d];
-    // Centres lie in [0, L): |raw| < L, so the nearest image is -1, 0 or +1 (a tie at
-    // exactly L/2 keeps 0, as nearbyint's round-half-even would).
+    // Centres lie in [0, L), or a little outside it in a tree refitted to particles that
+    // drifted across a face (the engines wrap positions only where they build): |raw| < 1.5 L,
+    // so the nearest image is -1, 0 or +1 (a tie at exactly L/2 keeps 0, as nearbyint's
+    // round-half-even would).
     const double e = raw[d] > p.half_box ? -1.0 : (raw[d] < -p.half_box ? 1.0 : 0.0);
     const double dc = std::fabs(raw[d] + e * p.box);
     half[d] = T.half_width[d] + S.half_width[d];

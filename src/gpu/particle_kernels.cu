@@ -55,12 +55,17 @@ __global__ void deinterleave_kernel(const double* xyz, std::size_t n, double* so
   }
 }
 
-__global__ void interleave_kernel(const double* soa, std::size_t n, double* xyz) {
+__global__ void interleave_kernel(const double* soa, std::size_t n, double box, double* xyz) {
   ORBIS_FOR_EACH(i, n) {
-    xyz[3 * i] = soa[i];
-    xyz[3 * i + 1] = soa[n + i];
-    xyz[3 * i + 2] = soa[2 * n + i];
+    for (int d = 0; d < 3; ++d) {
+      const double v = soa[d * n + i];
+      xyz[3 * i + d] = box > 0 ? periodic_wrap_position(v, box) : v;
+    }
   }
+}
+
+__global__ void wrap_kernel(double* x, double box, std::size_t n) {
+  ORBIS_FOR_EACH(k, n) x[k] = periodic_wrap_position(x[k], box);
 }
 
 template <typename Gb>
@@ -175,8 +180,18 @@ void deinterleave(const double* xyz, std::size_t n, double* soa, cudaStream_t st
 }
 
 void interleave(const double* soa, std::size_t n, double* xyz, cudaStream_t stream) {
+  interleave_positions(soa, n, 0.0, xyz, stream);
+}
+
+void interleave_positions(const double* soa, std::size_t n, double box, double* xyz, cudaStream_t stream) {
   if (n == 0) return;
-  interleave_kernel<<<grid_for(n), kThreads, 0, stream>>>(soa, n, xyz);
+  interleave_kernel<<<grid_for(n), kThreads, 0, stream>>>(soa, n, box, xyz);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+void wrap_positions(double* x, std::size_t n, double box, cudaStream_t stream) {
+  if (n == 0 || !(box > 0)) return;
+  wrap_kernel<<<grid_for(3 * n), kThreads, 0, stream>>>(x, box, 3 * n);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -23,13 +23,18 @@ void kick_particles(double* p, const double* g_long, double long_factor, const G
                     cudaStream_t stream);
 
 // x += p * drift_factor, wrapped into [0, box) (periodic_wrap_position, core/vec3.hpp); box 0:
-// not wrapped (vacuum boundaries).
+// not wrapped (vacuum boundaries, and the TreePM engine between tree builds).
 void drift_particles(double* x, const double* p, double drift_factor, double box, std::size_t n,
                      cudaStream_t stream);
+// x (x | y | z, 3n doubles) wrapped into [0, box) in place (nothing when box is 0).
+void wrap_positions(double* x, std::size_t n, double box, cudaStream_t stream);
 
-// Interleaved (x y z per particle, as std::vector<Vec3d>) <-> x | y | z, on the device.
+// Interleaved (x y z per particle, as std::vector<Vec3d>) <-> x | y | z, on the device;
+// interleave_positions also wraps into [0, box) when box > 0 (the same function, the same bits
+// as wrap_positions).
 void deinterleave(const double* xyz, std::size_t n, double* soa, cudaStream_t stream);
 void interleave(const double* soa, std::size_t n, double* xyz, cudaStream_t stream);
+void interleave_positions(const double* soa, std::size_t n, double box, double* xyz, cudaStream_t stream);
 // out (interleaved) = a + b (both x | y | z; b of type Gb).
 template <typename Gb>
 void interleave_sum(const double* a, const Gb* b, std::size_t n, double* out, cudaStream_t stream);

@@ -208,6 +208,21 @@ struct CudaStepEngine::Impl {
     gpu::interleave(from, n, staging, stream);
     download_interleaved(staging, to);
   }
+  // The positions on the host are always wrapped into the box (outputs, checkpoints, the
+  // domains): the device's may lie outside it since the last tree build (drift()).
+  void download_positions(std::vector<Vec3d>& to) {
+    double* staging = this->staging();
+    gpu::interleave_positions(pos.data(), n, box, staging, stream);
+    download_interleaved(staging, to);
+  }
+  // The same on the device, x | y | z in the borrowed staging (free between steps), for the
+  // outputs that bin positions into cells (FoF, the energy check's pair sum).
+  const double* wrapped_positions() {
+    double* w = staging(3 * n);
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(w, pos.data(), 3 * n * sizeof(double), cudaMemcpyDeviceToDevice, stream));
+    gpu::wrap_positions(w, n, box, stream);
+    return w;
+  }
   static std::size_t used_now() {
     std::size_t free_bytes = 0, total_bytes = 0;
     ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -254,7 +269,7 @@ struct CudaStepEngine::Impl {
   // The whole state on the host (particles()).
   void bring_host_current() {
     if (host_current) return;
-    download(pos.data(), host.pos);
+    download_positions(host.pos);
     download(mom.data(), host.mom);
     host.id.resize(n);
     host.time_bin.resize(n);
@@ -602,6 +617,14 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   }
   if (m.n == 0) fail("GPU step engine: compute_forces() before load()");
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  // Build or refit (tree/tree_reuse.hpp): decided at long-range steps from counters that a
+  // build resets, so that a run and its restart from a checkpoint (written only where a
+  // long-range step built: forces_from_fresh_tree) take the same decisions. A build wraps the
+  // positions into the box first (drift() does not: see there).
+  if (m.treepm && m.tree_policy.begin(long_range, m.short_range->has_tree(m.n)) != TreeBuild::none) {
+    gpu::wrap_positions(m.pos.data(), m.n, m.box, m.stream);
+    m.short_range->rebuild_next();
+  }
   // The PM first, on the same stream (on a stream of its own beside the short-range step
   // it gained nothing: 0.160 s vs 0.159 s per 256^3 step on an H100, the device being busy).
   if (long_range && m.pm) {
@@ -613,10 +636,6 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   }
   if (m.treepm) {
     m.cap_allocation();
-    // Build or refit (tree/tree_reuse.hpp): decided at long-range steps from counters that
-    // a build resets, so that a run and its restart from a checkpoint (written only where a
-    // long-range step built: forces_from_fresh_tree) take the same decisions.
-    if (m.tree_policy.begin(long_range, m.short_range->has_tree(m.n)) != TreeBuild::none) m.short_range->rebuild_next();
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
     if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
     else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
@@ -699,7 +718,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     host_current = true;
     domains_updated = true;
   } else if (long_range && !pm_ranks && !host_current) {
-    download(pos.data(), host.pos);   // for the host PM alone: the host state stays out of date
+    download_positions(host.pos);   // for the host PM alone: the host state stays out of date
   }
   bool same = false;
   if (treepm) {
@@ -788,10 +807,18 @@ void CudaStepEngine::kick(const KickPlan& plan) {
   m.host_current = false;
 }
 
+// With a short-range tree the positions are not wrapped here but where the tree is built
+// (compute_forces; over ranks at the domain update, through the host): a refitted tree then
+// bounds each leaf by where its particles went, also across a face of the box, and a
+// particle crossing a face no longer makes its leaf's box (and, over ranks, its top group's,
+// which decides the ghosts) span the whole box. The walk and the kernels take positions
+// relative to node centres and images from the centres, which stay within a few Mpc/h of
+// the box; the PM's assignment wraps each position (cell_coordinate), and every copy that
+// leaves the engine is wrapped (download_positions, wrapped_positions).
 void CudaStepEngine::drift(double drift_factor) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  gpu::drift_particles(m.pos.data(), m.mom.data(), drift_factor, m.box, m.n, m.stream);
+  gpu::drift_particles(m.pos.data(), m.mom.data(), drift_factor, m.treepm ? 0.0 : m.box, m.n, m.stream);
   m.host_current = false;
 }
 
@@ -933,7 +960,7 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   rule.cut = request.cut;
   rule.softening = request.softening;
   rule.cut_shift = request.cut_shift;
-  const double* x = m.pos.data();
+  const double* x = m.wrapped_positions();
   PotentialEnergyTerms terms;
   terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
   terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
@@ -1011,8 +1038,8 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
     return std::nullopt;
   }
   const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the linker's arrays
-  std::vector<std::uint32_t> labels =
-      gpu::fof_labels(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, link, m.stream);
+  const double* x = m.wrapped_positions();
+  std::vector<std::uint32_t> labels = gpu::fof_labels(x, x + m.n, x + 2 * m.n, m.n, m.box, link, m.stream);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
   return labels;

@@ -148,6 +148,11 @@ void HostStepEngine::forces(bool long_range, int min_active_bin, ForceStats& sta
   // computed, on the last tree refitted (refit_tree_; on several ranks while the ghosts
   // are the same particles).
   const bool ranks = comm_.size() > 1;
+  // A computation that builds the tree (every one with all particles active; the others
+  // refit) wraps the positions into the box first, as drift() does not (see there). Over
+  // ranks the same steps wrap (the domains update at PM steps, all particles active), so the
+  // forest's positions are the one-rank tree's bit for bit.
+  if (!(min_active_bin > 0 && refit_tree_)) wrap_positions(particles_.pos, box_mpc_h_);
   ShortRangeTargets targets;
   if (min_active_bin > 0) {
     targets.bins = &particles_.time_bin;
@@ -215,8 +220,21 @@ void HostStepEngine::kick(const KickPlan& plan) {
   orbis::kick(plan, particles_.time_bin, acc_long_, short_range_ ? &acc_short_ : nullptr, particles_.mom);
 }
 
+// With a short-range tree the positions are wrapped where the tree is built (forces()), not
+// here: a refitted tree then bounds each leaf by where its particles went, also across a face
+// of the box, and a particle that crosses one no longer makes its leaf's box (over ranks its
+// top group's, which decides the ghosts) span the whole box. The walk takes images from node
+// centres and the kernels positions relative to them, which stay within a few Mpc/h of the
+// box; the PM's assignment wraps each position, and particles() hands out wrapped ones.
 void HostStepEngine::drift(double drift_factor) {
-  orbis::drift(particles_.pos, particles_.mom, drift_factor, box_mpc_h_);
+  orbis::drift(particles_.pos, particles_.mom, drift_factor, short_range_ ? 0.0 : box_mpc_h_);
+}
+
+const Particles& HostStepEngine::particles() {
+  if (positions_inside(particles_.pos, box_mpc_h_)) return particles_;
+  wrapped_ = particles_;
+  wrap_positions(wrapped_.pos, box_mpc_h_);
+  return wrapped_;
 }
 
 double HostStepEngine::max_acceleration() {

@@ -41,7 +41,7 @@ class HostStepEngine final : public StepEngine {
   double softening() const override;
   bool has_short_range() const override { return short_range_.has_value(); }
   void load(Particles particles) override;
-  const Particles& particles() override { return particles_; }
+  const Particles& particles() override;
   const std::vector<Vec3d>& accelerations() override;
   void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
   void kick(const KickPlan& plan) override;
@@ -78,6 +78,7 @@ class HostStepEngine final : public StepEngine {
   bool refit_tree_ = true;
 
   Particles particles_;
+  Particles wrapped_;   // particles(): a copy with the positions wrapped, when some lie outside
   std::vector<Vec3d> acc_long_, acc_short_;   // per particle, (km/s)^2/(Mpc/h)
   std::vector<Vec3d> acc_total_;              // accelerations()
   std::vector<Vec3d> acc_with_ghosts_;        // the short-range solver's, ghosts after the particles

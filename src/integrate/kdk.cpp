@@ -29,8 +29,26 @@ void drift(std::vector<Vec3d>& positions, const std::vector<Vec3d>& momenta, dou
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     Vec3d& x = positions[i];
     x += momenta[i] * drift_factor;
-    for (int d = 0; d < 3; ++d) x[d] = periodic_wrap_position(x[d], box_mpc_h);
+    if (box_mpc_h > 0)
+      for (int d = 0; d < 3; ++d) x[d] = periodic_wrap_position(x[d], box_mpc_h);
   }
+}
+
+void wrap_positions(std::vector<Vec3d>& positions, double box_mpc_h) {
+  if (!(box_mpc_h > 0)) return;
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(positions.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) positions[i][d] = periodic_wrap_position(positions[i][d], box_mpc_h);
+}
+
+bool positions_inside(const std::vector<Vec3d>& positions, double box_mpc_h) {
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(positions.size());
+  bool inside = true;
+#pragma omp parallel for schedule(static) reduction(&& : inside)
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) inside = inside && positions[i][d] >= 0 && positions[i][d] < box_mpc_h;
+  return inside;
 }
 
 }  // namespace orbis

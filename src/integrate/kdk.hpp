@@ -15,7 +15,13 @@ namespace orbis {
 // bins holds one bin per particle.
 void kick(const KickPlan& plan, const std::vector<std::uint8_t>& bins, const std::vector<Vec3d>& g_long,
           const std::vector<Vec3d>* g_short, std::vector<Vec3d>& momenta);
+// Wraps into [0, box) (periodic_wrap_position); box 0: not wrapped (isolated systems, and
+// TreePM between tree builds: see HostStepEngine::drift).
 void drift(std::vector<Vec3d>& positions, const std::vector<Vec3d>& momenta, double drift_factor,
-           double box_mpc_h);   // wraps into [0, box)
+           double box_mpc_h);
+// Positions wrapped into [0, box) in place (the same bits as drift's wrap).
+void wrap_positions(std::vector<Vec3d>& positions, double box_mpc_h);
+// Whether every coordinate lies in [0, box).
+bool positions_inside(const std::vector<Vec3d>& positions, double box_mpc_h);
 
 }  // namespace orbis

@@ -52,11 +52,20 @@ TEST_CASE("GPU pair sum of the energy check: the CPU's; a W on the GPU: the Ewal
   }
   const Particles p = test::clustered_particle_set(16, 32.0, 99);
   const double ewald = test::ewald_potential_energy(p.pos, p.mass, 32.0);
-  EnergyCheck check(Params::parse("[box]\nsize_mpc_h = 32.0\nparticles_per_side = 16\n[gravity]\npm_grid_side = 64\n"
-                                  "softening_over_spacing = 0.0\n[gpu]\nbackend = \"cuda\"\n", "energy_cuda.toml"));
-  const double w = check.potential(p).total();
-  std::printf("aW with the pair sum on the GPU %.8e, Ewald %.8e (%.1e)\n", w, ewald, w / ewald - 1);
-  CHECK(std::abs(w / ewald - 1) < 1e-5);
+  // The sharp cut's W is the Newtonian one to the split's error; the shifted cut (the
+  // default) takes T(x_c) (x/x_c)^2 off each pair's force inside the cut, which no other term
+  // restores, so its W (that of the forces the run integrates) lies 5.1e-5 from the Ewald sum
+  // here (measured on an H200): a looser bar for it.
+  for (const char* cut : {"sharp", "shifted"}) {
+    CAPTURE(cut);
+    EnergyCheck check(Params::parse(std::string("[box]\nsize_mpc_h = 32.0\nparticles_per_side = 16\n[gravity]\n"
+                                                "pm_grid_side = 64\nsoftening_over_spacing = 0.0\nshort_range_cut = \"") +
+                                        cut + "\"\n[gpu]\nbackend = \"cuda\"\n",
+                                    "energy_cuda.toml"));
+    const double w = check.potential(p).total();
+    std::printf("%s cut: aW with the pair sum on the GPU %.8e, Ewald %.8e (%.1e)\n", cut, w, ewald, w / ewald - 1);
+    CHECK(std::abs(w / ewald - 1) < (std::string(cut) == "sharp" ? 1e-5 : 1e-4));
+  }
 }
 
 TEST_CASE("GPU pair sum over ranks: each rank's share with its ghosts adds up to the one-rank sum") {

@@ -200,9 +200,11 @@ TEST_CASE("the CUDA step engine's W: the existing path's, the CPU backend's; not
 TEST_CASE("a run on the CUDA step engine logs the W the host path gives for its particles") {
   test::require_gpu_or_skip();
   test::ScratchDir dir("energy_device_run");
-  // The run's last check (at its end, z = 2) comes from the engine's device positions.
+  // The run's last check (at its end, z = 2) comes from the engine's device positions. The
+  // mesh is set: the host path's EnergyCheck must use the run's (an automatic one is chosen
+  // by the run, 3N on one GPU).
   const Params params = Params::parse(
-      "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 32\n[ic]\nz_init = 19.0\nseed = 5\n"
+      "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 32\n[gravity]\npm_grid_side = 96\n[ic]\nz_init = 19.0\nseed = 5\n"
       "[time]\nz_final = 2.0\noutput_redshifts = [2.0]\n[analysis]\npk = false\nfof = false\nenergy_check_every = 8\n"
       "[gpu]\nbackend = \"cuda\"\n[output]\nsnapshots = false\ndirectory = \"" + dir.path() + "\"\n",
       "energy_device_run.toml");
