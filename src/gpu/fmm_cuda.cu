@@ -5,42 +5,47 @@
 #include "core/error.hpp"
 #include "fmm/kernel_derivatives.hpp"
 #include "gpu/cub_counts.cuh"
+#include "gpu/fmm_cuda_kernels.cuh"
 #include "gpu/orb_tree_cuda.cuh"
 #include "tree/multi_index.hpp"
 
 namespace orbis::gpu {
+namespace fmm_detail {
 namespace {
 
-constexpr int kWarps = 4;   // per block: one item (leaf, node) per warp
-constexpr int kThreads = 32 * kWarps;
-constexpr int kMaxNm = MultiIndexSet::count(6);   // multipoles of the highest order
-constexpr int kMaxNl = MultiIndexSet::count(7);   // its local expansion
-constexpr int kMaxPerLane = (kMaxNl + 31) / 32;
-
-// The index tables, as device pointers into one array (DeviceFmm::tables_).
-struct Tables {
-  const int* mi;          // (a, b, c) of each local-set index (the multipole set is its prefix)
-  const int* m2m_start;   // M2M: terms of multipole n at [start[n], start[n + 1]) ...
-  const int* m2m_terms;   // ... as (k, n - k): M_n += M_k(child) d^(n-k)/(n-k)!, host order
-  const int* l2l_start;   // L2L: terms of local k ...
-  const int* l2l_terms;   // ... as (n, n - k): L_k += L_n(parent) d^(n-k)/(n-k)!, host order
-  const int* m2l_count;   // M2L: multipoles n < count[k] reach local k ...
-  const int* m2l_kn;      // ... at D_(n+k), index kn[k * nm + n]
-  const int* steps;       // D recurrence of index i: (axis, i - e, i - 2e or -1, n_axis - 1)
-  const int* plus_e;      // L2P: local index of gradient term i + e_d at [d * nm + i]
-};
-
-// s^n / n! for n = (a, b, c) by the chain of scaled_monomials (tree/multi_index.hpp): z
-// first, then y, then x, one rounded multiply and divide per step, as the host does.
-__device__ __forceinline__ double scaled_monomial(const int* n, double sx, double sy, double sz) {
-  double v = 1.0;
-  for (int k = 1; k <= n[2]; ++k) v = __dmul_rn(v, sz) / k;
-  for (int k = 1; k <= n[1]; ++k) v = __dmul_rn(v, sy) / k;
-  for (int k = 1; k <= n[0]; ++k) v = __dmul_rn(v, sx) / k;
-  return v;
+// chunks[i]: the chunks of target i (0: done whole), chunks[n] = 0 (the exclusive scan's
+// entry n is then the total).
+__global__ void task_chunk_counts(const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
+                                  std::uint32_t* chunks) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i > n) return;
+  if (i == n) {
+    chunks[n] = 0;
+    return;
+  }
+  const std::uint64_t tasks = offsets[i + 1] - offsets[i];
+  chunks[i] = tasks > chunk ? static_cast<std::uint32_t>((tasks + chunk - 1) / chunk) : 0u;
 }
 
-__device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
+}  // namespace
+
+void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
+                      const ChunkArrays& arrays, std::uint32_t* total) {
+  task_chunk_counts<<<static_cast<unsigned>((n + 1 + 255) / 256), 256, 0, pass.stream>>>(offsets, n, chunk,
+                                                                                         arrays.chunk_start);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  DeviceArray<unsigned char>& temp = *arrays.scan_temp;
+  temp.ensure(exclusive_sum_bytes(arrays.chunk_start, arrays.chunk_start, n + 1));
+  exclusive_sum(temp.data(), temp.capacity(), arrays.chunk_start, arrays.chunk_start, n + 1, pass.stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(total, arrays.chunk_start + n, sizeof(std::uint32_t), cudaMemcpyDeviceToDevice,
+                                   pass.stream));
+}
+
+}  // namespace fmm_detail
+
+namespace {
+
+using namespace fmm_detail;
 
 // P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order.
 __global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t* wanted, double* m) {
@@ -90,33 +95,6 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
     if (lane + 32 * j < nm) m[static_cast<std::size_t>(node) * nm + lane + 32 * j] = sum[j];
 }
 
-// D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers): the radial
-// factors (every lane), then the recurrence a level per step, lanes over its entries; every
-// lane returns the pointer, after the warp's last write. cut_shift: the truncated kernel's
-// shifted cut (fmm/kernel_derivatives.hpp).
-__device__ const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
-                                           const Vec3d& R, double (*lev)[kMaxNl], int lane, double cut_shift = 0) {
-  double g[9];
-  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
-  for (int mm = q_order; mm >= 0; --mm) {
-    double* cur = lev[mm & 1];
-    const double* up = lev[(mm + 1) & 1];
-    const int count = MultiIndexSet::count(q_order - mm);
-    for (int i = lane; i < count; i += 32) {
-      if (i == 0) {
-        cur[0] = g[mm];
-      } else {
-        const int* s = tb.steps + 4 * i;
-        double v = R[s[0]] * up[s[1]];
-        if (s[2] >= 0) v += s[3] * up[s[2]];
-        cur[i] = v;
-      }
-    }
-    __syncwarp();
-  }
-  return lev[0];
-}
-
 // M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
 // expansion acc (lane k holds entries k + 32 j), in list order.
 __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
@@ -148,22 +126,6 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
   }
 }
 
-// A node's M2L tasks are split into chunks of `chunk` tasks when it has more than that (the
-// few nodes with thousands of tasks would otherwise keep one warp busy while the GPU idles:
-// a sub-step with few active targets, or the core of an isolated system). chunks[node]: its
-// chunk count (0: done in one piece by m2l_kernel).
-__global__ void m2l_chunk_counts(const std::uint64_t* offsets, std::size_t n_nodes, std::uint64_t chunk,
-                                 std::uint32_t* chunks) {
-  const std::size_t node = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (node > n_nodes) return;
-  if (node == n_nodes) {
-    chunks[n_nodes] = 0;   // the exclusive scan's entry n_nodes is then the total
-    return;
-  }
-  const std::uint64_t n = offsets[node + 1] - offsets[node];
-  chunks[node] = n > chunk ? static_cast<std::uint32_t>((n + chunk - 1) / chunk) : 0u;
-}
-
 // A warp per chunk (grid-stride up to max_chunks; those beyond the total do nothing): the
 // chunk's partial local expansion, in list order, into partial[c * nl ...].
 __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
@@ -177,14 +139,7 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
   const std::uint32_t total = chunk_start[t.n_nodes];
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
   for (std::size_t c = blockIdx.x * static_cast<std::size_t>(kWarps) + w; c < max_chunks && c < total; c += warps) {
-    // The node whose chunks hold c: the last with chunk_start[node] <= c (warp-uniform).
-    std::size_t lo = 0, hi = t.n_nodes;   // chunk_start[lo] <= c < chunk_start[hi]
-    while (hi - lo > 1) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (chunk_start[mid] <= c) lo = mid;
-      else hi = mid;
-    }
-    const std::size_t node = lo;
+    const std::size_t node = owner_of(chunk_start, t.n_nodes, c);   // warp-uniform
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
@@ -282,98 +237,6 @@ __global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const doubl
 }
 
 
-// P2L (vacuum leaf-cell pairs): a block per target node (grid-stride), its source leaves in
-// list order and each leaf's particles in tree order, the k-th of them to warp k mod kWarps
-// (a node facing many leaves is the longest item), which sums D_k(z - x_j) in registers,
-// lane k for entry k; the warps' sums are added in warp order to the node's M2L expansion
-// (or to zero, when it has none).
-__global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int nl, KernelKind kernel, double r_s,
-                                                      FmmTreeView t, const InteractionTask* tasks,
-                                                      const std::uint64_t* offsets, double* l,
-                                                      std::uint8_t* has_local) {
-  __shared__ double lev[kWarps][2][kMaxNl];
-  __shared__ double part[kWarps][kMaxNl];
-  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-  const int q_order = order + 1;
-  for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
-    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
-    if (begin == end) continue;   // block-uniform
-    double acc[kMaxPerLane] = {};
-    const Vec3d zt = centre_of(t.geometry[node]);
-    std::uint32_t k = 0;   // the particle's place in the node's list
-    for (std::uint64_t q = begin; q < end; ++q) {
-      const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
-      for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p, ++k) {
-        if (k % kWarps != static_cast<std::uint32_t>(w)) continue;   // warp-uniform
-        const Vec3d R = zt - Vec3d{t.x[p], t.y[p], t.z[p]};
-        const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev[w], lane);
-        for (int j = 0; j < kMaxPerLane; ++j)
-          if (lane + 32 * j < nl) acc[j] += D[lane + 32 * j];
-        __syncwarp();   // lev is rewritten by the next particle
-      }
-    }
-    for (int j = 0; j < kMaxPerLane; ++j)
-      if (lane + 32 * j < nl) part[w][lane + 32 * j] = acc[j];
-    __syncthreads();
-    if (w == 0) {
-      const bool had = has_local[node];
-      double* ln = l + node * nl;
-      for (int j = 0; j < kMaxPerLane; ++j) {
-        const int e = lane + 32 * j;
-        if (e >= nl) break;
-        double sum = had ? ln[e] : 0.0;
-        for (int v = 0; v < kWarps; ++v) sum += part[v][e];
-        ln[e] = sum;
-      }
-      __syncwarp();   // every lane has read `had`
-      if (lane == 0) has_local[node] = 1;
-    }
-    __syncthreads();   // part is rewritten for the next node
-  }
-}
-
-// M2P (vacuum leaf-cell pairs): kM2PSlots warps per target leaf (grid-stride over leaf and
-// slot), slot s taking the leaf's particles s, s + kM2PSlots, ... (a leaf facing many nodes
-// is the longest item); per particle, its source nodes in list order, lane n adding
-// (-1)^|n| M_n D_(n+e)(x - z) over its n and every task, the warp's sum in a fixed tree;
-// lane 0 adds G m times it to the particle's acceleration.
-constexpr unsigned kM2PSlots = 8;
-__global__ void m2p_kernel(Tables tb, int order, int nm, KernelKind kernel, double r_s, FmmTreeView t,
-                           const InteractionTask* tasks, const std::uint64_t* offsets, const double* m,
-                           double g_mass, double* acc) {
-  __shared__ double lev[kWarps][2][kMaxNl];
-  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-  const int q_order = order + 1;
-  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
-  for (std::size_t item = blockIdx.x * static_cast<std::size_t>(kWarps) + w; item < t.n_leaves * kM2PSlots;
-       item += warps) {
-    const std::size_t leaf = item / kM2PSlots;
-    const auto slot = static_cast<std::uint32_t>(item % kM2PSlots);
-    const std::uint64_t begin = offsets[leaf], end = offsets[leaf + 1];
-    if (begin == end) continue;   // warp-uniform
-    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
-    for (std::uint32_t p = nd.first + slot; p < nd.first + nd.count; p += kM2PSlots) {
-      const Vec3d x{t.x[p], t.y[p], t.z[p]};
-      double g[3] = {0, 0, 0};
-      for (std::uint64_t q = begin; q < end; ++q) {
-        const std::uint32_t src = tasks[q].source;
-        const double* D = derivative_tensor(tb, kernel, r_s, q_order, x - centre_of(t.geometry[src]), lev[w], lane);
-        const double* ms = m + static_cast<std::size_t>(src) * nm;
-        for (int n = lane; n < nm; n += 32) {
-          const int* mi = tb.mi + 3 * n;
-          const double sm = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
-          for (int d = 0; d < 3; ++d) g[d] += sm * D[tb.plus_e[d * nm + n]];
-        }
-        __syncwarp();   // lev is rewritten by the next task
-      }
-      for (int o = 16; o > 0; o /= 2)
-        for (int d = 0; d < 3; ++d) g[d] += __shfl_down_sync(0xffffffffu, g[d], o);
-      if (lane == 0)
-        for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
-    }
-  }
-}
-
 // Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
 // Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
 __global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
@@ -388,8 +251,6 @@ __global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, 
   const DeviceShapeNode nd = nodes[node];
   if (nd.left >= 0 && wanted[node]) wanted[nd.left] = wanted[nd.right] = 1;
 }
-
-unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + kWarps - 1) / kWarps); }
 
 }  // namespace
 
@@ -496,9 +357,11 @@ DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double 
 std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
   const std::size_t per_node = (MultiIndexSet::count(multipole_order) + MultiIndexSet::count(multipole_order + 1)) *
                                    sizeof(double) + 1;
-  // The M2L chunks' partial expansions and counts, and the counts' scan (m2l_chunk_kernel).
-  const std::size_t chunks = kMaxM2LChunks * MultiIndexSet::count(multipole_order + 1) * sizeof(double) +
-                             (n_nodes + 1) * sizeof(std::uint32_t) * 2;
+  // The chunks' partial sums (M2L and P2L: kMaxChunks local expansions; M2P: as many doubles),
+  // the chunk counts and their scan, M2P's per-leaf work and entries (a leaf is a node) and
+  // their scans' temporaries.
+  const std::size_t chunks = kMaxChunks * MultiIndexSet::count(multipole_order + 1) * sizeof(double) +
+                             (n_nodes + 1) * (sizeof(std::uint32_t) * 2 + sizeof(std::uint64_t)) * 2;
   return n_nodes * per_node + n_nodes * per_node / 8 + chunks + 4096;
 }
 
@@ -508,8 +371,22 @@ void DeviceFmm::release() {
   active_.release();
   wanted_.release();
   chunk_start_.release();
+  entry_start_.release();
+  leaf_work_.release();
   partial_.release();
   scan_temp_.release();
+}
+
+DeviceFmm::ChunkCounts DeviceFmm::last_chunk_counts() const {
+  ChunkCounts c;
+  if (chunk_totals_.data() == nullptr) return c;
+  std::uint32_t h[3] = {0, 0, 0};
+  ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+  ORBIS_CUDA_CHECK(cudaMemcpy(h, chunk_totals_.data(), sizeof(h), cudaMemcpyDeviceToHost));
+  c.m2l = h[0];
+  c.p2l = h[1];
+  c.m2p = h[2];
+  return c;
 }
 
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
@@ -559,35 +436,54 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   int device = 0, sms = 0;
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const auto m2l_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(nn), 16 * static_cast<std::size_t>(sms)));
-  // The chunk: enough tasks that the chunks are at most kMaxM2LChunks (their partial
-  // expansions' memory is bounded: bytes_for), at least kMinM2LChunk (a chunk is a warp's
-  // work; below that the partials cost more than they save).
-  const std::uint64_t chunk =
-      std::max<std::uint64_t>(kMinM2LChunk, (2 * static_cast<std::uint64_t>(m2l_count) + kMaxM2LChunks - 1) / kMaxM2LChunks);
-  const std::size_t max_chunks = std::min<std::size_t>(kMaxM2LChunks, 2 * m2l_count / chunk + 1);
+  fmm_detail::Pass pass;
+  pass.tb = tb;
+  pass.order = order_;
+  pass.nm = nm_;
+  pass.nl = nl_;
+  pass.kernel = kernel_;
+  pass.r_s = r_s_;
+  pass.t = tree;
+  pass.sms = sms;
+  pass.stream = stream;
+  // The chunks' arrays, shared by M2L, P2L and M2P (one after the other on the stream). A
+  // chunk: enough tasks that the chunks are at most kMaxChunks (their partial expansions'
+  // memory is bounded: bytes_for), at least kMinChunk (a chunk is a warp's work; below that
+  // the partials cost more than they save).
+  const std::uint64_t min_chunk = min_chunk_ > 0 ? min_chunk_ : kMinChunk;
+  const std::uint64_t chunk = fmm_detail::chunk_tasks(m2l_count, min_chunk, kMaxChunks);
+  const std::size_t max_chunks = fmm_detail::chunks_bound(m2l_count, chunk, kMaxChunks);
+  const bool pairs = leaf_cell.count > 0;
+  // M2P's partial entries are bounded by this size, which sets its chunk: a fixed number, not
+  // the array's capacity, so the chunks (and the sums) do not depend on earlier steps.
+  const std::size_t partial_doubles = (pairs ? kMaxChunks : max_chunks) * static_cast<std::size_t>(nl_);
   chunk_start_.ensure(nn + 1);
-  m2l_chunk_counts<<<static_cast<unsigned>((nn + 1 + 255) / 256), 256, 0, stream>>>(m2l_offsets, nn, chunk,
-                                                                                   chunk_start_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  scan_temp_.ensure(exclusive_sum_bytes(chunk_start_.data(), chunk_start_.data(), nn + 1));
-  exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), chunk_start_.data(), chunk_start_.data(), nn + 1, stream);
-  partial_.ensure(max_chunks * static_cast<std::size_t>(nl_));
-  const auto chunk_grid = static_cast<unsigned>(std::min<std::size_t>(warp_blocks(max_chunks), 16 * static_cast<std::size_t>(sms)));
-  m2l_chunk_kernel<<<chunk_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets,
-                                                        chunk_start_.data(), chunk, max_chunks, box, m_.data(),
-                                                        partial_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  m2l_kernel<<<m2l_grid, kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets,
-                                                chunk_start_.data(), partial_.data(), box, m_.data(), l_.data(),
-                                                active_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  if (leaf_cell.count > 0) {
-    const auto p2l_grid = static_cast<unsigned>(std::min<std::size_t>(nn, 16 * static_cast<std::size_t>(sms)));
-    p2l_kernel<<<p2l_grid, kThreads, 0, stream>>>(tb, order_, nl_, kernel_, r_s_, tree, leaf_cell.p2l,
-                                                  leaf_cell.p2l_offsets, l_.data(), active_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
+  partial_.ensure(partial_doubles);
+  chunk_totals_.ensure(3);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(chunk_totals_.data(), 0, 3 * sizeof(std::uint32_t), stream));
+  if (pairs) {
+    entry_start_.ensure(tree.n_leaves + 1);
+    leaf_work_.ensure(tree.n_leaves + 1);
   }
+  fmm_detail::ChunkArrays arrays;
+  arrays.chunk_start = chunk_start_.data();
+  arrays.entry_start = entry_start_.data();
+  arrays.leaf_work = leaf_work_.data();
+  arrays.partial = partial_.data();
+  arrays.partial_doubles = partial_doubles;
+  arrays.scan_temp = &scan_temp_;
+  arrays.totals = chunk_totals_.data();
+
+  fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
+  m2l_chunk_kernel<<<stride_grid(max_chunks, sms), kThreads, 0, stream>>>(
+      tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk, max_chunks,
+      box, m_.data(), partial_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l,
+                                                            m2l_offsets, chunk_start_.data(), partial_.data(), box,
+                                                            m_.data(), l_.data(), active_.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (pairs) fmm_detail::p2l(pass, leaf_cell, min_chunk, kMaxChunks, arrays, l_.data(), active_.data());
   for (int d = 0; d + 1 < depths; ++d) {
     if (level_size(d) == 0) continue;
     l2l_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nl_, tree, level(d), level_size(d), l_.data(),
@@ -597,13 +493,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   l2p_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, nl_, tree, l_.data(), active_.data(),
                                                                   g_mass, acc);
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  if (leaf_cell.count > 0) {
-    const auto grid = static_cast<unsigned>(
-        std::min<std::size_t>(warp_blocks(tree.n_leaves * kM2PSlots), 16 * static_cast<std::size_t>(sms)));
-    m2p_kernel<<<grid, kThreads, 0, stream>>>(tb, order_, nm_, kernel_, r_s_, tree, leaf_cell.m2p,
-                                              leaf_cell.m2p_offsets, m_.data(), g_mass, acc);
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-  }
+  if (pairs) fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_.data(), g_mass, acc);
 }
 
 }  // namespace orbis::gpu

@@ -10,18 +10,22 @@
 //   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
 //         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
 //         (a level of the recurrence per step, lanes over its entries), then lane k adds
-//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register; a node with more tasks than a
-//         chunk (at least 16, at most 65536 chunks in all) has its chunks done by a warp
-//         each first, and adds their partial expansions in chunk order;
+//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register;
 //   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
 //   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
 // and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
-//   P2L   after M2L, a block per target node, its tasks in list order, each source leaf's
-//         particles in tree order dealt to its warps in turn: D_k(z - x_j) as M2L builds D,
-//         lane k adds it to its L_k, the warps' sums added in warp order;
+//   P2L   after M2L, a warp per target node, its tasks in list order and each source leaf's
+//         particles in tree order: D_k(z - x_j) as M2L builds D, lane k adds it to its L_k,
+//         the sum added to the node's M2L expansion;
 //   M2P   after L2P, eight warps per target leaf (each a share of its particles), per
 //         particle its tasks in list order: lanes over n add sum_n (-1)^|n| M_n
 //         D_(n+e)(x - z_source), the warp's sum in a fixed tree.
+// M2L, P2L and M2P in chunks (gpu/fmm_cuda_kernels.cuh): a target with more tasks than a
+// chunk (at least 16 tasks; at most 65536 chunks of M2L or P2L in all, M2P's partial fields
+// in as much memory) has its chunks done by a warp each first, into partial sums that it then
+// adds in chunk order: the few targets with thousands of tasks (an isolated system's core,
+// which receives ~1e4 leaves, and the leaves facing it; a sub-step's few active targets)
+// would otherwise keep one warp busy while the GPU idles.
 // Every sum has a fixed order (no atomics), so the far field is bitwise the same run after
 // run. P2M and M2M repeat the host's arithmetic term for term; M2L evaluates erfc and exp
 // directly where the host reads a table, so the two agree to ~1e-14, not bitwise.
@@ -97,6 +101,15 @@ class DeviceFmm {
   const std::uint8_t* wanted() const { return wanted_.data(); }
   const double* locals() const { return l_.data(); }
   const std::uint8_t* has_local() const { return active_.data(); }
+  // Test hook: every chunk of M2L, P2L and M2P tasks at least this many tasks (0: the
+  // default, kMinChunk), so that a small system takes the chunked paths.
+  void set_min_chunk_tasks(std::uint64_t tasks) { min_chunk_ = tasks; }
+  // The chunks of the last compute() (tests; waits for the device): targets done whole
+  // are none.
+  struct ChunkCounts {
+    std::uint32_t m2l = 0, p2l = 0, m2p = 0;
+  };
+  ChunkCounts last_chunk_counts() const;
 
  private:
   int order_, nm_, nl_;
@@ -108,12 +121,16 @@ class DeviceFmm {
   std::vector<int> table_offsets_;
   DeviceArray<double> m_, l_;
   DeviceArray<std::uint8_t> active_, wanted_;
-  // M2L of the nodes with many tasks, in chunks (fmm_cuda.cu): chunk counts, then their scan;
-  // the chunks' partial local expansions; the scan's temporaries.
-  DeviceArray<std::uint32_t> chunk_start_;
+  // The targets with many tasks, in chunks (fmm_cuda_kernels.cuh): chunk counts, then their
+  // scan; M2P's partial entries per leaf and its leaves' work, scanned; the chunks' partial
+  // sums; the scans' temporaries; the last compute()'s chunks (M2L, P2L, M2P).
+  DeviceArray<std::uint32_t> chunk_start_, entry_start_;
+  DeviceArray<std::uint64_t> leaf_work_;
   DeviceArray<double> partial_;
   DeviceArray<unsigned char> scan_temp_;
-  static constexpr std::size_t kMaxM2LChunks = 65536, kMinM2LChunk = 16;
+  DeviceArray<std::uint32_t> chunk_totals_;
+  std::uint64_t min_chunk_ = 0;
+  static constexpr std::size_t kMaxChunks = 65536, kMinChunk = 16;
 };
 
 }  // namespace orbis::gpu

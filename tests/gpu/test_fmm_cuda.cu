@@ -1,7 +1,8 @@
 // The device far field (gpu/fmm_cuda) against the host operators on the same tree and the
 // same M2L task sets: multipoles (P2M + M2M) against Multipoles::compute, and the far-field
 // accelerations (M2L, L2L, L2P) against FmmOperators applied node by node as the host
-// short-range solver does. Returns 77 without a usable GPU.
+// short-range solver does, with the default M2L chunks and with every node's tasks in chunks.
+// Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -134,21 +135,34 @@ TEST_CASE("device multipoles and far field equal the host operators") {
     CHECK(compared > 0);
     CHECK(worst < 1e-13);
 
-    std::vector<double> dacc(3 * n);
-    ORBIS_CUDA_CHECK(cudaMemcpy(dacc.data(), acc.data(), 3 * n * sizeof(double), cudaMemcpyDeviceToHost));
     const std::vector<Vec3d> ref = host_far_field(tree, mp, lists, cpu_walk.m2l_offsets(), p, r_s, box, g_mass);
-    double rms = 0, diff = 0;
-    std::size_t with_far = 0;
-    for (std::size_t t = 0; t < n; ++t) {
-      const Vec3d d{dacc[3 * t], dacc[3 * t + 1], dacc[3 * t + 2]};
-      rms += norm2(ref[t]);
-      diff = std::max(diff, std::sqrt(norm2(d - ref[t])));
-      with_far += norm2(ref[t]) > 0;
+    // The default chunks (16 tasks), then chunks of one task (every node with two M2L tasks
+    // or more in chunks: the path of a node with thousands).
+    for (const std::uint64_t min_chunk : {std::uint64_t{0}, std::uint64_t{1}}) {
+      CAPTURE(min_chunk);
+      if (min_chunk > 0) {
+        fmm.set_min_chunk_tasks(min_chunk);
+        ORBIS_CUDA_CHECK(cudaMemset(acc.data(), 0, 3 * n * sizeof(double)));
+        fmm.compute(view, dwalk.m2l_tasks(), dwalk.m2l_offsets(), dwalk.m2l_count(), box, g_mass, acc.data(),
+                    nullptr);
+        ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(fmm.last_chunk_counts().m2l > 0);
+      }
+      std::vector<double> dacc(3 * n);
+      ORBIS_CUDA_CHECK(cudaMemcpy(dacc.data(), acc.data(), 3 * n * sizeof(double), cudaMemcpyDeviceToHost));
+      double rms = 0, diff = 0;
+      std::size_t with_far = 0;
+      for (std::size_t t = 0; t < n; ++t) {
+        const Vec3d d{dacc[3 * t], dacc[3 * t + 1], dacc[3 * t + 2]};
+        rms += norm2(ref[t]);
+        diff = std::max(diff, std::sqrt(norm2(d - ref[t])));
+        with_far += norm2(ref[t]) > 0;
+      }
+      rms = std::sqrt(rms / static_cast<double>(n));
+      MESSAGE("p = " << p << ", min chunk " << min_chunk << ": far field at " << with_far << " of " << n
+                     << " particles, max |device - host| / rms " << diff / rms);
+      CHECK(with_far > 0);
+      CHECK(diff / rms < 1e-11);
     }
-    rms = std::sqrt(rms / static_cast<double>(n));
-    MESSAGE("p = " << p << ": far field at " << with_far << " of " << n << " particles, max |device - host| / rms "
-                   << diff / rms);
-    CHECK(with_far > 0);
-    CHECK(diff / rms < 1e-11);
   }
 }

@@ -1,0 +1,160 @@
+// Internals of the device far field (gpu/fmm_cuda.cuh), shared by its two files:
+// fmm_cuda.cu (P2M, M2M, M2L, L2L, L2P) and fmm_cuda_leaf_cell.cu (the vacuum walk's
+// leaf-cell pairs, P2L and M2P). The launch shape, the index tables as device pointers, the
+// device helpers both use, and the task chunks: a target with more tasks than a chunk has
+// them done in chunks, a warp each, and their partial sums are then added in chunk order,
+// so the few targets with thousands of tasks (the core of an isolated system, a sub-step's
+// few active targets) do not keep one warp busy while the GPU idles, and every sum keeps a
+// fixed order (no atomics).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/vec3.hpp"
+#include "fmm/kernel_derivatives.hpp"
+#include "gpu/device_buffer.cuh"
+#include "gpu/fmm_cuda.cuh"
+#include "gpu/orb_tree_cuda.cuh"
+#include "tree/multi_index.hpp"
+
+namespace orbis::gpu::fmm_detail {
+
+inline constexpr int kWarps = 4;   // per block: one item (leaf, node, chunk) per warp
+inline constexpr int kThreads = 32 * kWarps;
+inline constexpr int kMaxNm = MultiIndexSet::count(6);   // multipoles of the highest order
+inline constexpr int kMaxNl = MultiIndexSet::count(7);   // its local expansion
+inline constexpr int kMaxPerLane = (kMaxNl + 31) / 32;
+
+// The index tables, as device pointers into one array (DeviceFmm::tables_).
+struct Tables {
+  const int* mi;          // (a, b, c) of each local-set index (the multipole set is its prefix)
+  const int* m2m_start;   // M2M: terms of multipole n at [start[n], start[n + 1]) ...
+  const int* m2m_terms;   // ... as (k, n - k): M_n += M_k(child) d^(n-k)/(n-k)!, host order
+  const int* l2l_start;   // L2L: terms of local k ...
+  const int* l2l_terms;   // ... as (n, n - k): L_k += L_n(parent) d^(n-k)/(n-k)!, host order
+  const int* m2l_count;   // M2L: multipoles n < count[k] reach local k ...
+  const int* m2l_kn;      // ... at D_(n+k), index kn[k * nm + n]
+  const int* steps;       // D recurrence of index i: (axis, i - e, i - 2e or -1, n_axis - 1)
+  const int* plus_e;      // L2P: local index of gradient term i + e_d at [d * nm + i]
+};
+
+// What every pass of one compute() reads: the tables, the expansion sizes (nm multipoles to
+// `order`, nl locals to order + 1), the kernel, the tree, the stream and the device's SMs.
+struct Pass {
+  Tables tb;
+  int order = 0, nm = 0, nl = 0;
+  KernelKind kernel = KernelKind::truncated;
+  double r_s = 0;
+  FmmTreeView t;
+  int sms = 1;
+  cudaStream_t stream = nullptr;
+};
+
+// The chunked passes' shared arrays (DeviceFmm's, sized by compute()). The passes run one
+// after the other on one stream, so each reuses them. chunk_start: [n_nodes + 1], the scanned
+// chunk counts of the pass's targets; partial: `partial_doubles` doubles, the chunks'
+// partial sums; M2P also scans its leaves' work (leaf_work, [n_leaves + 1]) and partial
+// entries (entry_start, [n_leaves + 1]); totals[3]: the chunks of M2L, P2L and M2P (device,
+// for tests).
+struct ChunkArrays {
+  std::uint32_t* chunk_start = nullptr;
+  std::uint32_t* entry_start = nullptr;
+  std::uint64_t* leaf_work = nullptr;
+  double* partial = nullptr;
+  std::size_t partial_doubles = 0;
+  DeviceArray<unsigned char>* scan_temp = nullptr;
+  std::uint32_t* totals = nullptr;
+};
+
+// The chunk of a list of `count` tasks grouped by target: at least min_chunk tasks, and
+// enough that a target split into chunks (more than one chunk of tasks: ceil(n / chunk) <=
+// 2 n / chunk chunks) gives at most max_chunks chunks in all.
+inline std::uint64_t chunk_tasks(std::uint64_t count, std::uint64_t min_chunk, std::uint64_t max_chunks) {
+  const std::uint64_t c = (2 * count + max_chunks - 1) / max_chunks;
+  return c > min_chunk ? c : min_chunk;
+}
+// The most chunks a list of `count` tasks in chunks of `chunk` gives (a launch's grid).
+inline std::size_t chunks_bound(std::uint64_t count, std::uint64_t chunk, std::uint64_t max_chunks) {
+  const std::uint64_t b = 2 * count / chunk + 1;
+  return static_cast<std::size_t>(b < max_chunks ? b : max_chunks);
+}
+
+// Queues chunk_start[i] = the chunks of targets 0 .. i - 1 (i <= n; chunk_start[n] the
+// total, copied to *total) for tasks grouped by target (offsets[n + 1]): a target with more
+// than `chunk` tasks has ceil(tasks / chunk) chunks, the others none (done whole).
+void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
+                      const ChunkArrays& arrays, std::uint32_t* total);
+
+// The vacuum walk's leaf-cell pairs (fmm_cuda_leaf_cell.cu), queued on pass.stream.
+// P2L into the local expansions l (after M2L, before L2L; sets has_local of its targets);
+// min_chunk, max_chunks as M2L's.
+void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, std::uint64_t max_chunks,
+         const ChunkArrays& arrays, double* l, std::uint8_t* has_local);
+// M2P of the multipoles m onto the target leaves' particles: acc[3 t + d] += g_mass * grad
+// phi (after L2P). Its chunks' partial entries (a particle's field from one chunk, 3
+// doubles) are at most arrays.partial_doubles / 3.
+void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, const ChunkArrays& arrays,
+         const double* m, double g_mass, double* acc);
+
+// s^n / n! for n = (a, b, c) by the chain of scaled_monomials (tree/multi_index.hpp): z
+// first, then y, then x, one rounded multiply and divide per step, as the host does.
+__device__ __forceinline__ double scaled_monomial(const int* n, double sx, double sy, double sz) {
+  double v = 1.0;
+  for (int k = 1; k <= n[2]; ++k) v = __dmul_rn(v, sz) / k;
+  for (int k = 1; k <= n[1]; ++k) v = __dmul_rn(v, sy) / k;
+  for (int k = 1; k <= n[0]; ++k) v = __dmul_rn(v, sx) / k;
+  return v;
+}
+
+__device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
+
+// D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers): the radial
+// factors (every lane), then the recurrence a level per step, lanes over its entries; every
+// lane returns the pointer, after the warp's last write. cut_shift: the truncated kernel's
+// shifted cut (fmm/kernel_derivatives.hpp).
+__device__ inline const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
+                                                  const Vec3d& R, double (*lev)[kMaxNl], int lane,
+                                                  double cut_shift = 0) {
+  double g[9];
+  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
+  for (int mm = q_order; mm >= 0; --mm) {
+    double* cur = lev[mm & 1];
+    const double* up = lev[(mm + 1) & 1];
+    const int count = MultiIndexSet::count(q_order - mm);
+    for (int i = lane; i < count; i += 32) {
+      if (i == 0) {
+        cur[0] = g[mm];
+      } else {
+        const int* s = tb.steps + 4 * i;
+        double v = R[s[0]] * up[s[1]];
+        if (s[2] >= 0) v += s[3] * up[s[2]];
+        cur[i] = v;
+      }
+    }
+    __syncwarp();
+  }
+  return lev[0];
+}
+
+// The target whose chunks hold chunk c: the last i < n with start[i] <= c, for a scan
+// start[0 .. n] with start[0] = 0 <= c < start[n] (warp-uniform when c is).
+__device__ inline std::size_t owner_of(const std::uint32_t* start, std::size_t n, std::size_t c) {
+  std::size_t lo = 0, hi = n;   // start[lo] <= c < start[hi]
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (start[mid] <= c) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+inline unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + kWarps - 1) / kWarps); }
+// A grid-stride launch's grid: enough warps for the items, at most 16 blocks per SM.
+inline unsigned stride_grid(std::size_t warps, int sms) {
+  const std::size_t cap = 16 * static_cast<std::size_t>(sms);
+  return static_cast<unsigned>(warps == 0 ? 1 : (warp_blocks(warps) < cap ? warp_blocks(warps) : cap));
+}
+
+}  // namespace orbis::gpu::fmm_detail
