@@ -2,7 +2,7 @@
 // to the slab owners and back, the ghost planes of the density and of the forces, and the
 // order of the passes. The mesh kernels are the one-GPU PM's (gpu/pm_cuda_mesh.cuh), the
 // Fourier work CudaPmSlabs' (gpu/pm_cuda_slabs.hpp). The potential energy's own passes are in
-// gpu/pm_cuda_ranks_energy.cu.
+// gpu/pm_cuda_ranks_energy.cu, the counts' modes (for the P(k)) in gpu/pm_cuda_ranks_modes.cu.
 #include "gpu/pm_cuda_ranks.hpp"
 
 #include <algorithm>
@@ -82,15 +82,16 @@ __global__ void add_plane_kernel(unsigned long long* __restrict__ to, const unsi
 
 CudaPmRanks::Impl::~Impl() {
   if (own_stream) cudaStreamSynchronize(own_stream);
-  if (energy_planes_made) cufftDestroy(energy_planes);
-  if (energy_lines_made) cufftDestroy(energy_lines);
+  if (forward_planes_made) cufftDestroy(forward_planes);
+  if (forward_lines_made) cufftDestroy(forward_lines);
   if (own_stream) cudaStreamDestroy(own_stream);
 }
 
 CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int device, Use use)
     : settings_(settings), impl_(std::make_unique<Impl>(settings, comm, device, use)) {
   settings.check();
-  if (settings.r_s_mpc_h == 0) fail("internal: the PM over ranks on the GPUs is the long range's (TreePM)");
+  if (settings.r_s_mpc_h == 0 && use != Use::counts)
+    fail("internal: the PM over ranks on the GPUs is the long range's (TreePM)");
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
   const int n = settings.grid_side, ranks = comm.size(), rank = comm.rank();
@@ -114,6 +115,10 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
   if (use == Use::energy) {   // no slabs held: potential_energy() takes them from the pool
     m.make_energy_plans();
+    return;
+  }
+  if (use == Use::counts) {   // no slabs held: count_modes() takes them from the pool
+    m.make_forward_plans();
     return;
   }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
@@ -172,6 +177,11 @@ PmRankTraffic CudaPmRanks::total_traffic() const {
 
 std::string CudaPmRanks::describe() const {
   const PmSettings& s = settings_;
+  if (impl_->use == Use::counts)
+    return fmt::format("{}^3 {} mesh, {}, the counts' Fourier modes over {} ranks on the GPUs: slabs from the device "
+                       "pool of device {} at each call (x planes [{}, {}) and {} ghost planes)",
+                       s.grid_side, s.double_mesh ? "double" : "float", window_name(s.window), impl_->comm.size(),
+                       impl_->device, impl_->slab.first, impl_->slab.first + impl_->slab.count, impl_->ghosts);
   if (impl_->use == Use::energy)
     return fmt::format("PM {}^3 {} mesh, {}, long-range potential energy{} over {} ranks on the GPUs: slabs from the "
                        "device pool of device {} at each call (x planes [{}, {}) and {} ghost planes)",
@@ -183,6 +193,13 @@ std::string CudaPmRanks::describe() const {
                      s.grid_side, s.double_mesh ? "double" : "float", window_name(s.window),
                      s.interlaced ? " on two interlaced meshes" : "", impl_->comm.size(), mib(mesh_bytes()),
                      impl_->device, impl_->slab.first, impl_->slab.first + impl_->slab.count, impl_->ghosts);
+}
+
+std::size_t CudaPmRanks::Impl::total_particles(std::size_t n) const {
+  comm.throw_if_any_failed(n >= std::numeric_limits<std::uint32_t>::max()
+                               ? fmt::format("PM over ranks: {} particles on rank {}; at most 2^32 - 1", n, comm.rank())
+                               : std::string());
+  return comm.sum<std::uint64_t>(n);
 }
 
 // Positions to the slab owners: keys, a stable sort by destination, the packed positions
@@ -387,17 +404,14 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
 void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particle_mass, double* acc,
                                 CUstream_st* stream_in, PhaseTimes* times) {
   Impl& m = *impl_;
-  if (m.use != Use::forces) fail("internal: accelerations() of a PM over ranks built for the energy alone");
+  if (m.use != Use::forces)
+    fail("internal: accelerations() of a PM over ranks built for the energy or the counts' modes alone");
   PhaseTimes local;
   PhaseTimes& t = times ? *times : local;
   const cudaStream_t stream = stream_in;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   // A count the routing's 32-bit order cannot hold stops every rank (the others would wait).
-  m.comm.throw_if_any_failed(n >= std::numeric_limits<std::uint32_t>::max()
-                                 ? fmt::format("PM over ranks: {} particles on rank {}; at most 2^32 - 1", n,
-                                               m.comm.rank())
-                                 : std::string());
-  const std::size_t total = m.comm.sum<std::uint64_t>(n);
+  const std::size_t total = m.total_particles(n);
   if (total == 0) return;
   m.sync(stream);   // the positions' producers
   m.traffic = PmRankTraffic{};

@@ -77,8 +77,24 @@
 // staging is ordinary host memory freed at return (the particles' and ghost planes' pinned
 // buffers stay, small). A CudaPmRanks built for forces computes the same energy in its own
 // slabs (the same layout, kernels and plans), holding nothing more than the plans and tables.
+//
+// The counts' modes (count_modes(), for the power spectrum over ranks:
+// gpu/power_spectrum_cuda_ranks.hpp): the same routing, deposit, ghost planes and forward
+// transform, with the particle counts minus their mean (analysis/power_spectrum.cpp's
+// assign_counts: the same fixed point, the same mesh values) in place of the mass density, at
+// the shifts the caller gives (0 and 1/2 cell for an interlaced P(k)), each mesh's y slab of
+// modes kept until the caller has used them all. Built with Use::counts on the P(k) mesh's
+// settings (any r_s; a double mesh) it holds only its cuFFT plans; each call takes from the
+// pool the density x slab and scratch (the last mesh's modes), one more y slab per earlier
+// mesh, the received ghost planes, the work area and the routed positions, and gives them
+// back before it returns: for a double mesh ~(16 + 8 (meshes - 1)) n^3 / P bytes plus 24
+// bytes per routed particle (P(k) on 512^3, interlaced, over 2 ranks: 1.6 GB a rank, and
+// cuFFT's work area). When they would not fit on some rank (ranks on one GPU counted
+// together, gpu/shared_gpu_memory.hpp), no rank takes them (count_modes() returns false on
+// every rank).
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,11 +123,13 @@ class CudaPmRanks {
   enum class Use {
     forces,   // the step engine's: slabs, CudaPmSlabs, particle buffers, kept from step to step
     energy,   // the energy check's: potential_energy() only, its memory from the pool per call
+    counts,   // the P(k)'s: count_modes() only, its memory from the pool per call; any r_s
   };
 
   // Plans and allocates on `device` (made current) for this rank's slab of `comm`; not
-  // collective (make_cuda_pm_ranks makes a failure everyone's). Long range (r_s > 0) only.
-  // Use::energy allocates no slabs (accelerations() is then an Error).
+  // collective (make_cuda_pm_ranks makes a failure everyone's). Long range (r_s > 0) only,
+  // but for Use::counts. Use::energy and Use::counts allocate no slabs (accelerations() is
+  // then an Error, and potential_energy() too for Use::counts).
   CudaPmRanks(const PmSettings& settings, const Comm& comm, int device, Use use = Use::forces);
   ~CudaPmRanks();
   CudaPmRanks(const CudaPmRanks&) = delete;
@@ -143,8 +161,32 @@ class CudaPmRanks {
   // pool memory that is given back on return.
   double potential_energy(const std::vector<Vec3d>& pos, double particle_mass);
 
-  // The last accelerations()' traffic (this rank's; potential_energy() leaves it), and the same
-  // summed over the ranks (collective).
+  // The Fourier modes of the counts of every rank's particles on this mesh, for each shift in
+  // shifts_cells (cells along every axis): this rank's n particles at pos (device memory,
+  // x | y | z blocks of n doubles, Mpc/h, any coordinates: wrapped), the fixed-point counts
+  // minus their mean (fixed_point_scale and pm_fixed_point_mean of the total over the ranks,
+  // pm/fixed_point_mesh.hpp) forward transformed, unnormalised, e^{-i k.x} (FFTW's and cuFFT's
+  // sign), into this rank's y slab: modes (i, j, k) for every x index i, the y columns
+  // [y_first(), y_first() + y_count()) and k < n/2+1, stored [i][j - y_first()][k], two reals
+  // (re, im) of the mesh precision a mode. `use` is called once, on every rank, with one slab
+  // per shift in that order (device memory on `stream`, valid during the call; its queued work
+  // is waited for before the memory goes back). Collective over comm; work queued on `stream`
+  // before the call is waited for. Returns false, on every rank, without calling `use`, when
+  // the slabs and use_bytes more (what `use` takes from the pool) would not fit on some rank's
+  // device once the particles are routed (see the header's comment); true otherwise. A rank
+  // may hold no particles, but not every rank (an Error).
+  bool count_modes(const double* pos, std::size_t n, const std::vector<double>& shifts_cells,
+                   const std::function<void(const std::vector<const void*>& slabs)>& use, CUstream_st* stream,
+                   std::size_t use_bytes = 0);
+  // This rank's y columns of count_modes()' slabs.
+  int y_first() const;
+  int y_count() const;
+  // Device bytes a count_modes() call of `meshes` shifts takes from the pool on this rank for n
+  // own particles (an estimate: the routed particles counted as many as the own).
+  std::size_t count_modes_bytes(std::size_t n, int meshes) const;
+
+  // The last accelerations()' traffic (this rank's; potential_energy() and count_modes() leave
+  // it), and the same summed over the ranks (collective).
   const PmRankTraffic& traffic() const;
   PmRankTraffic total_traffic() const;
 

@@ -3,12 +3,12 @@
 // density ghost planes (pm_cuda_ranks.cu), then the forward transform alone (2D R2C of the x
 // planes, x slabs -> y slabs, 1D C2C along x) and the one-GPU PM's per-row sums of
 // G(k) |rho(k)|^2 (gpu/pm_cuda_fourier.cuh) over this rank's y columns; every rank's row sums
-// gathered to every rank and added in CudaPmSolver::potential_energy's order.
+// gathered to every rank and added in CudaPmSolver::potential_energy's order. The forward
+// transform (forward_modes) serves the counts' modes of the P(k) too (pm_cuda_ranks_modes.cu).
 #include <cufft.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,38 +56,54 @@ CudaPmRanks::Impl::EnergyBlock CudaPmRanks::Impl::energy_block() const {
 }
 
 // The plans of CudaPmSlabs' forward passes, with work areas left to the caller (the pool).
-void CudaPmRanks::Impl::make_energy_plans() {
-  if (energy_ready) return;
+void CudaPmRanks::Impl::make_forward_plans() {
+  if (forward_ready) return;
   const long long n = settings.grid_side, nzc = n / 2 + 1;
   const bool twice = settings.double_mesh;
   std::size_t work = 0;
-  if (layout.x.count > 0 && !energy_planes_made) {
+  if (layout.x.count > 0 && !forward_planes_made) {
     // In place on the padded layout: rows of 2(n/2+1) reals in, n/2+1 complex out.
     long long dims[2] = {n, n}, real_embed[2] = {n, 2 * nzc}, complex_embed[2] = {n, nzc};
-    ORBIS_CUFFT_CHECK(cufftCreate(&energy_planes));
-    energy_planes_made = true;
-    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(energy_planes, 0));
-    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(energy_planes, 2, dims, real_embed, 1, n * 2 * nzc, complex_embed, 1,
+    ORBIS_CUFFT_CHECK(cufftCreate(&forward_planes));
+    forward_planes_made = true;
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(forward_planes, 0));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(forward_planes, 2, dims, real_embed, 1, n * 2 * nzc, complex_embed, 1,
                                           n * nzc, twice ? CUFFT_D2Z : CUFFT_R2C, layout.x.count, &work));
-    energy_fft_work = std::max(energy_fft_work, work);
+    forward_fft_work = std::max(forward_fft_work, work);
   }
-  if (layout.y.count > 0 && !energy_lines_made) {
+  if (layout.y.count > 0 && !forward_lines_made) {
     // The y slab [i][j - y0][k]: every (j, k) column is an x line of stride ny (n/2+1).
     const long long columns = static_cast<long long>(layout.y.count) * nzc;
     long long dims[1] = {n}, embed[1] = {n};
-    ORBIS_CUFFT_CHECK(cufftCreate(&energy_lines));
-    energy_lines_made = true;
-    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(energy_lines, 0));
-    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(energy_lines, 1, dims, embed, columns, 1, embed, columns, 1,
+    ORBIS_CUFFT_CHECK(cufftCreate(&forward_lines));
+    forward_lines_made = true;
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(forward_lines, 0));
+    ORBIS_CUFFT_CHECK(cufftMakePlanMany64(forward_lines, 1, dims, embed, columns, 1, embed, columns, 1,
                                           twice ? CUFFT_Z2Z : CUFFT_C2C, columns, &work));
-    energy_fft_work = std::max(energy_fft_work, work);
+    forward_fft_work = std::max(forward_fft_work, work);
   }
+  forward_ready = true;
+}
+
+void CudaPmRanks::Impl::make_energy_plans() {
+  make_forward_plans();
+  if (energy_ready) return;
   const PmAxisTables axes = make_pm_axis_tables(settings);
   std::vector<double> tables(axes.k);
   tables.insert(tables.end(), axes.inv_w2.begin(), axes.inv_w2.end());
   axis_tables.ensure_exact(tables.size());
   axis_tables.upload(tables.data(), tables.size());
   energy_ready = true;
+}
+
+void CudaPmRanks::Impl::bind_forward_plans(cudaStream_t stream) {
+  fft_work.ensure_exact(std::max<std::size_t>(forward_fft_work, 1));
+  for (const auto& [plan, made] : {std::pair<cufftHandle, bool>{forward_planes, forward_planes_made},
+                                   std::pair<cufftHandle, bool>{forward_lines, forward_lines_made}}) {
+    if (!made) continue;
+    ORBIS_CUFFT_CHECK(cufftSetStream(plan, stream));
+    if (forward_fft_work > 0) ORBIS_CUFFT_CHECK(cufftSetWorkArea(plan, fft_work.data()));
+  }
 }
 
 std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
@@ -98,7 +114,7 @@ std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
   const EnergyBlock block = energy_block();
   std::size_t meshes_bytes = meshes.capacity() >= block.total() ? 0 : block.total();
   meshes_bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
-  meshes_bytes += energy_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
+  meshes_bytes += forward_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
   meshes_bytes += n * 3 * sizeof(double);
   return use == Use::energy ? std::max(routing, meshes_bytes) : routing + meshes_bytes;
 }
@@ -169,34 +185,50 @@ void CudaPmRanks::Impl::transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t 
 }
 
 template <typename Real>
+void CudaPmRanks::Impl::forward_modes(double shift_cells, std::size_t total, double factor, Real* rho,
+                                      unsigned long long* fixed, void* modes_out, cudaStream_t stream) {
+  using C = typename gpu::MeshComplex<Real>::type;
+  const int n = settings.grid_side;
+  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
+  C* const modes = static_cast<C*>(modes_out);
+  const double* const rx = routed_pos.data();
+  const double* const ry = rx + m;
+  const double* const rz = ry + m;
+  const double scale = fixed_point_scale(total);
+  const double mean = pm_fixed_point_mean(total, scale, n);
+  const gpu::PmMeshGeometry g{n, settings.window, settings.box_mpc_h, shift_cells};
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
+                                   stream));
+  if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
+  add_density_ghosts(fixed, stream);
+  gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, factor / scale, rho, stream);
+  if (slab.count > 0) cufft_forward_real(forward_planes, rho);
+  transpose_to_y(reinterpret_cast<const C*>(rho), modes, stream);
+  if (layout.y.count > 0) x_lines_forward(forward_lines, modes);
+}
+
+template void CudaPmRanks::Impl::forward_modes<float>(double, std::size_t, double, float*, unsigned long long*, void*,
+                                                      cudaStream_t);
+template void CudaPmRanks::Impl::forward_modes<double>(double, std::size_t, double, double*, unsigned long long*,
+                                                       void*, cudaStream_t);
+
+template <typename Real>
 double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const PmSettings& s = settings;
   const int n = s.grid_side, ranks = comm.size(), y0 = layout.y.first, ny = layout.y.count;
-  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
   const EnergyBlock block = energy_block();
   meshes.ensure_exact(block.total());   // Use::forces: its own slabs hold the block already
   ghost_in.ensure_exact(ghost_in_count());
-  fft_work.ensure_exact(std::max<std::size_t>(energy_fft_work, 1));
   row_sums.ensure_exact(std::max<std::size_t>(static_cast<std::size_t>(n) * ny, 1));
-  for (const auto& [plan, made] : {std::pair<cufftHandle, bool>{energy_planes, energy_planes_made},
-                                   std::pair<cufftHandle, bool>{energy_lines, energy_lines_made}}) {
-    if (!made) continue;
-    ORBIS_CUFFT_CHECK(cufftSetStream(plan, stream));
-    if (energy_fft_work > 0) ORBIS_CUFFT_CHECK(cufftSetWorkArea(plan, fft_work.data()));
-  }
+  bind_forward_plans(stream);
   Real* const rho = reinterpret_cast<Real*>(meshes.data());
   unsigned char* const scratch = meshes.data() + block.scratch_offset;
   auto* const fixed = reinterpret_cast<unsigned long long*>(scratch);   // until converted into rho
   C* const modes = reinterpret_cast<C*>(scratch);                      // then the y slab
-  const double* const rx = routed_pos.data();
-  const double* const ry = rx + m;
-  const double* const rz = ry + m;
   const double* const k_axis = axis_tables.data();
   const double* const inv_w2 = k_axis + n;
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
-  const double scale = fixed_point_scale(total);
-  const double mean = pm_fixed_point_mean(total, scale, n);
   // Where each rank's rows (i, j in its y columns) start among the gathered row sums.
   std::vector<int> columns(static_cast<std::size_t>(ranks));
   std::vector<std::size_t> first_row(static_cast<std::size_t>(ranks), 0);
@@ -209,16 +241,8 @@ double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream
   const int meshes_count = s.interlaced ? 2 : 1;
   std::vector<double> mine(static_cast<std::size_t>(n) * ny), planes(static_cast<std::size_t>(n), 0.0);
   for (int mesh = 0; mesh < meshes_count; ++mesh) {
-    const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, long_range_mesh_shift(s.interlaced, mesh)};
-    ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
-                                     stream));
-    if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
-    add_density_ghosts(fixed, stream);
-    gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, density / scale, rho, stream);
-    if (slab.count > 0) cufft_forward_real(energy_planes, rho);
-    transpose_to_y(reinterpret_cast<const C*>(rho), modes, stream);
+    forward_modes(long_range_mesh_shift(s.interlaced, mesh), total, density, rho, fixed, modes, stream);
     if (ny > 0) {
-      x_lines_forward(energy_lines, modes);
       gpu::pm_long_range_energy_rows<Real>(modes, n, k_axis, inv_w2, long_range_norm(n), s.r_s_mpc_h * s.r_s_mpc_h,
                                            row_sums.data(), stream, y0, ny);
       ORBIS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), row_sums.data(), mine.size() * sizeof(double),
@@ -243,13 +267,10 @@ double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream
 
 double CudaPmRanks::potential_energy(const double* pos, std::size_t n, double particle_mass, CUstream_st* stream_in) {
   Impl& m = *impl_;
+  if (m.use == Use::counts) fail("internal: potential_energy() of a PM over ranks built for the counts' modes");
   const cudaStream_t stream = stream_in;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  m.comm.throw_if_any_failed(n >= std::numeric_limits<std::uint32_t>::max()
-                                 ? fmt::format("PM over ranks: {} particles on rank {}; at most 2^32 - 1", n,
-                                               m.comm.rank())
-                                 : std::string());
-  const std::size_t total = m.comm.sum<std::uint64_t>(n);
+  const std::size_t total = m.total_particles(n);
   if (total == 0) return 0.0;
   run_collectively(m.comm, [&] { m.make_energy_plans(); });   // Use::forces: at the first call
   // What the call takes from the pool, checked on every rank before anything is allocated.

@@ -1,12 +1,14 @@
-// The state of CudaPmRanks (gpu/pm_cuda_ranks.hpp), shared by its two source files: the
-// forces (gpu/pm_cuda_ranks.cu: routing, ghost planes, the passes over CudaPmSlabs) and the
-// potential energy (gpu/pm_cuda_ranks_energy.cu: the forward transform and the mode sums).
+// The state of CudaPmRanks (gpu/pm_cuda_ranks.hpp), shared by its source files: the forces
+// (gpu/pm_cuda_ranks.cu: routing, ghost planes, the passes over CudaPmSlabs), the potential
+// energy (gpu/pm_cuda_ranks_energy.cu: the forward transform and the mode sums) and the
+// counts' modes (gpu/pm_cuda_ranks_modes.cu: the same forward transform, for the P(k)).
 #pragma once
 #include <cufft.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,8 +44,8 @@ struct CudaPmRanks::Impl {
   std::vector<int> ghost_planes, owned_planes;
   std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
 
-  // Use::forces: rho | gx | gy, each mesh_reals Reals, held. Use::energy: rho and the energy's
-  // scratch (energy_block), for one potential_energy() call.
+  // Use::forces: rho | gx | gy, each mesh_reals Reals, held. Use::energy and Use::counts: rho
+  // and the energy's scratch (energy_block), for one potential_energy() or count_modes() call.
   gpu::DeviceArray<unsigned char> meshes;
   gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
   // Own particles: sort keys and order (double buffers), the packed positions and then the
@@ -62,15 +64,18 @@ struct CudaPmRanks::Impl {
   PmRankTraffic traffic;
   bool logged = false;
 
-  // The potential energy's forward transform (pm_cuda_ranks_energy.cu): CudaPmSlabs' 2D R2C
-  // of the x planes and 1D C2C of the y slab's x lines (none without planes or columns),
-  // made without work areas; the work area, the row sums and the (energy use) meshes come
-  // from the pool for each call. k and 1/W^2 per axis index, held (2n doubles).
-  cufftHandle energy_planes = 0, energy_lines = 0;
-  bool energy_planes_made = false, energy_lines_made = false, energy_ready = false;
-  std::size_t energy_fft_work = 0;
+  // The forward transform of the potential energy and of the counts' modes
+  // (pm_cuda_ranks_energy.cu): CudaPmSlabs' 2D R2C of the x planes and 1D C2C of the y slab's
+  // x lines (none without planes or columns), made without work areas; the work area, the
+  // row sums and the (energy and counts use) meshes come from the pool for each call. The
+  // energy's k and 1/W^2 per axis index, held (2n doubles).
+  cufftHandle forward_planes = 0, forward_lines = 0;
+  bool forward_planes_made = false, forward_lines_made = false, forward_ready = false, energy_ready = false;
+  std::size_t forward_fft_work = 0;
   gpu::DeviceArray<unsigned char> fft_work;
   gpu::DeviceArray<double> axis_tables, row_sums;
+  // count_modes(): the y slabs of the meshes before the last (pm_cuda_ranks_modes.cu).
+  gpu::DeviceArray<unsigned char> earlier_modes;
 
   // The forces' three real meshes (rho | gx | gy).
   std::size_t meshes_bytes() const {
@@ -91,6 +96,9 @@ struct CudaPmRanks::Impl {
            settings.grid_side;
   }
 
+  // The particles over every rank, this rank holding n; a count the routing's 32-bit order
+  // cannot hold stops every rank (the others would wait). Collective.
+  std::size_t total_particles(std::size_t n) const;
   void route(const double* pos, std::size_t n, cudaStream_t stream);
   void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
                           const std::vector<std::size_t>& in_counts, cudaStream_t stream);
@@ -101,15 +109,19 @@ struct CudaPmRanks::Impl {
   template <typename Real>
   void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times);
 
-  // The energy (pm_cuda_ranks_energy.cu). The block of one call, in `meshes`: the density x
-  // slab (mesh_reals reals, as rho of the forces' layout), then from scratch_offset (256-byte
-  // aligned) the scratch: the fixed-point sums of the held planes, then the y slab of modes.
+  // The energy (pm_cuda_ranks_energy.cu). The block of one call (of count_modes() too), in
+  // `meshes`: the density x slab (mesh_reals reals, as rho of the forces' layout), then from
+  // scratch_offset (256-byte aligned) the scratch: the fixed-point sums of the held planes,
+  // then the y slab of modes.
   struct EnergyBlock {
     std::size_t scratch_offset = 0, scratch_bytes = 0;
     std::size_t total() const { return scratch_offset + scratch_bytes; }
   };
   EnergyBlock energy_block() const;
-  void make_energy_plans();
+  void make_forward_plans();
+  void make_energy_plans();   // the forward plans and the energy's tables
+  // The forward plans on `stream` with a work area from the pool (fft_work).
+  void bind_forward_plans(cudaStream_t stream);
   // Device bytes one potential_energy() call of this rank would take from the pool for n own
   // particles (the routed ones counted as n: an estimate for the check before any allocation).
   std::size_t energy_call_bytes(std::size_t n) const;
@@ -117,8 +129,25 @@ struct CudaPmRanks::Impl {
   void give_back_energy_memory();
   template <typename C>
   void transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream);
+  // One mesh's forward transform of the routed particles (routed_pos): the fixed-point deposit
+  // at shift_cells into the held planes (`fixed`: held n^2 sums), the density ghost planes
+  // added into their owners' planes, (sum - mean) factor / scale into the x slab `rho`
+  // (fixed_point_scale(total) and its mean), the 2D R2C of its planes, the transpose into
+  // `modes` (this rank's y slab of complex Reals; may be `fixed`'s memory, read before) and the
+  // 1D transforms along x. The plans bound (bind_forward_plans).
+  template <typename Real>
+  void forward_modes(double shift_cells, std::size_t total, double factor, Real* rho, unsigned long long* fixed,
+                     void* modes, cudaStream_t stream);
   template <typename Real>
   double mesh_energy(std::size_t total, double mass, cudaStream_t stream);
+
+  // count_modes() (pm_cuda_ranks_modes.cu): the pool memory of its meshes (the energy's block,
+  // the received ghost planes, the earlier meshes' y slabs and the work area) for `meshes`
+  // shifts, and the passes over them once the particles are routed.
+  std::size_t count_slab_bytes(int meshes) const;
+  template <typename Real>
+  void count_passes(std::size_t total, const std::vector<double>& shifts,
+                    const std::function<void(const std::vector<const void*>&)>& use, cudaStream_t stream);
 };
 
 }  // namespace orbis

@@ -6,13 +6,14 @@
 //     scale: integer sums, the same bits for any particle order), the counts minus their
 //     mean into a double mesh; the half-cell-shifted copy when interlaced;
 //   transforms: cuFFT's in-place D2Z (unnormalised, e^{-i k.x}, as FFTW's);
-//   binning: one thread per (x plane, row group, bin) sums its modes in a fixed order (the
-//     bin's modes in a row are one run of k: bins are ranges of the integer |m|^2, taken from
-//     the host's binning), the partial sums go to an array, and one thread per bin adds them
-//     in (plane, group) order. So the result is the same bits at every call, and equals the
-//     host's to the transforms' rounding (cuFFT vs FFTW); the mode counts and k_mean are the
-//     host's exactly up to the order of summation.
+//   binning: the per-mode sums of gpu/power_spectrum_bins_cuda.cuh (shared with the spectrum
+//     over ranks, gpu/power_spectrum_cuda_ranks.hpp) over the whole mesh, in a fixed order. So
+//     the result is the same bits at every call, and equals the host's to the transforms'
+//     rounding (cuFFT vs FFTW); the mode counts and k_mean are the host's exactly up to the
+//     order of summation.
 // Folding (fold_factor F > 1) measures a second spectrum from positions folded on the device.
+// Over several ranks, gpu/power_spectrum_cuda_ranks.hpp measures the same estimator with the
+// meshes in x slabs over the ranks' GPUs.
 //
 // Memory, from the stream-ordered pool (gpu/device_buffer.cuh) for the length of a call and
 // given back at its end: the 64-bit sums (8 n^3 bytes), one or two (interlaced) padded double

@@ -41,6 +41,8 @@
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
 #include "gpu/power_spectrum_cuda.cuh"
+#include "gpu/power_spectrum_cuda_ranks.hpp"
+#include "gpu/shared_gpu_memory.hpp"
 #include "gpu/short_range_cuda.cuh"
 #include "gpu/vacuum_potential_cuda.cuh"
 #include "pm/pm_solver.hpp"
@@ -136,8 +138,10 @@ struct CudaStepEngine::Impl {
   PinnedArray<unsigned long long> host_reduction;
   PinnedArray<double> host_partial;
 
-  // One rank: the outputs' P(k) on the device (power_spectrum()); its cuFFT plan is kept.
+  // The outputs' P(k) on the device (power_spectrum()): one rank's (its cuFFT plan kept), and
+  // over ranks the meshes in x slabs over the ranks' GPUs (its cuFFT plans kept).
   std::unique_ptr<gpu::CudaPowerSpectrum> power;
+  std::unique_ptr<gpu::CudaPowerSpectrumRanks> power_ranks;
   bool power_fallback_logged = false;
 
   // Over ranks (comm of more than one): the rank domains (TreePM), the host PM on x slabs,
@@ -990,26 +994,60 @@ BinCounts CudaStepEngine::assign_bins(const BinRule& rule) {
   return counts;
 }
 
-// One rank: from the device positions, in memory taken from the pool for the call alone;
-// when the device lacks it, nullopt (the output measures P(k) on the host), said once.
+// From the device positions, in memory taken from the pool for the call alone and trimmed
+// back afterwards; when the device lacks it, nullopt (the output measures P(k) on the host),
+// said once. Over ranks collectively, the meshes in x slabs over the ranks' GPUs
+// (gpu/power_spectrum_cuda_ranks.hpp): the memory checked on every rank first (the estimate
+// counts the particles routed to a rank as many as its own; the estimator checks again once
+// they are routed; ranks on one GPU share its free memory), nullopt on every rank when any
+// rank's device lacks it.
 std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumSettings& settings) {
   Impl& m = *impl_;
-  if (m.ranks || m.vacuum || m.n == 0) return std::nullopt;
+  if (m.vacuum) return std::nullopt;
+  if (m.ranks ? m.comm.sum<std::uint64_t>(m.n) == 0 : m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  if (!m.power) m.power = std::make_unique<gpu::CudaPowerSpectrum>();
-  const std::size_t need = m.power->device_bytes(m.n, settings);
+  std::size_t need = 0;
+  if (m.ranks) {
+    if (!m.power_ranks) m.power_ranks = std::make_unique<gpu::CudaPowerSpectrumRanks>(m.comm, m.device);
+    need = m.power_ranks->device_bytes(m.n, m.box, settings);
+  } else {
+    if (!m.power) m.power = std::make_unique<gpu::CudaPowerSpectrum>();
+    need = m.power->device_bytes(m.n, settings);
+  }
   const std::size_t available = m.transient_available();
-  if (need + need / 16 > available) {
+  bool fits = need + need / 16 <= available;
+  // Over ranks every rank's answer, the asks of ranks that share a GPU counted together.
+  if (m.ranks) {
+    const bool shared = gpu::fits_on_gpus(m.comm, m.device, need + need / 16);
+    fits = m.comm.all(fits) && shared;
+  }
+  if (!fits) {
+    const std::size_t most = m.ranks ? m.comm.max<std::uint64_t>(need) : need;
+    const std::size_t least = m.ranks ? m.comm.min<std::uint64_t>(available) : available;
     if (!m.power_fallback_logged)
-      log::info("P(k) on the host: the device estimator needs {:.2f} GiB, {:.2f} GiB free", gib(need), gib(available));
+      log::info("P(k) on the host: the device estimator needs {:.2f} GiB{}, {:.2f} GiB free", gib(most),
+                m.ranks ? fmt::format(" a rank over {} ranks (at most)", m.comm.size()) : std::string(), gib(least));
     m.power_fallback_logged = true;
     return std::nullopt;
   }
   const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the meshes
-  std::optional<PowerSpectrum> result =
-      m.power->measure(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, settings, m.stream);
-  // The pool keeps what is freed: the meshes (3 GiB at 512^3) go back to the driver, so the
-  // steps hold what their plan says, not the output's high-water mark.
+  std::optional<PowerSpectrum> result;
+  if (m.ranks) {
+    result = m.power_ranks->measure(m.pos.data(), m.n, m.box, settings, m.stream);
+    if (result) {
+      log::info("P(k) on the GPUs over {} ranks: {}", m.comm.size(), m.power_ranks->last_phases());
+    } else {
+      if (!m.power_fallback_logged)
+        log::info("P(k) on the host: its meshes over {} ranks do not fit a rank's GPU once the particles are routed",
+                  m.comm.size());
+      m.power_fallback_logged = true;
+    }
+  } else {
+    result = m.power->measure(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.box, settings,
+                              m.stream);
+  }
+  // The pool keeps what is freed: the meshes (3 GiB at 512^3 on one GPU) go back to the
+  // driver, so the steps hold what their plan says, not the output's high-water mark.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
   return result;

@@ -75,8 +75,9 @@ class CudaStepEngine final : public StepEngine {
   std::string tree_summary() const override;
   // The P2P kernel skips only the leaves with no active particle (gpu/short_range_cuda.cuh).
   bool computes_whole_leaves() const override { return true; }
-  // One rank: P(k) on the device from the device positions (gpu/power_spectrum_cuda.cuh);
-  // over ranks, or without the device memory it needs: nullopt.
+  // P(k) on the device from the device positions: one rank's (gpu/power_spectrum_cuda.cuh),
+  // over ranks the meshes in x slabs over the ranks' GPUs (gpu/power_spectrum_cuda_ranks.hpp,
+  // collective); without the device memory it needs (on any rank): nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
   // Vacuum boundaries: the pair sum on the device from the device positions; otherwise nullopt.
   std::optional<double> softened_pair_sum() override;

@@ -43,7 +43,7 @@ double particle_record_bytes(const Params& params);
 // power spectrum measured on the mesh in slabs (analysis/power_spectrum.hpp) and the halo
 // catalogue of groups linked across ranks (analysis/fof_ranks.hpp), both written by rank 0.
 // No rank gathers the particles. `measured`: the power spectrum already measured where the
-// particles are (engine_power_spectrum; one rank), written instead of measuring it here (its
+// particles are (engine_power_spectrum), written instead of measuring it here (its
 // linear column filled in here). `fof_labels`: the groups linked already where the particles
 // are (engine_fof_labels; one rank), from which the catalogue is made instead of linking here.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
@@ -53,8 +53,9 @@ std::vector<std::string> write_run_outputs(const OutputContext& context, const P
 
 // The output's power spectrum measured by the engine where the particles are, when the
 // parameters ask for one and the engine measures it (StepEngine::power_spectrum: the CUDA
-// engine on one rank, from the device positions, in milliseconds instead of the host
-// thread's seconds); else nullopt, and write_run_outputs measures it from its copy.
+// engine, from the device positions, on one GPU or over the ranks' GPUs, in milliseconds
+// instead of the host thread's seconds); else nullopt, and write_run_outputs measures it from
+// its copy. Over ranks collective over the engine's ranks, the same answer on every rank.
 std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEngine& engine);
 
 // The output's friends-of-friends groups linked by the engine where the particles are, as

@@ -573,8 +573,10 @@ void Simulation::write_outputs(RunSummary& summary) {
                    summary.outputs, engine_power_spectrum(params_, *engine_), output_comm_,
                    engine_fof_labels(params_, *engine_));
   } else {
-    // Collective: each rank's particles where they are (integrate/outputs.hpp).
-    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_);
+    // Collective: each rank's particles where they are (integrate/outputs.hpp); P(k) from the
+    // engine where it can make it where the particles are (collective too).
+    const std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
+    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_, pk ? &*pk : nullptr);
   }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;

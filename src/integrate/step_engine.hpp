@@ -167,9 +167,10 @@ class StepEngine {
 
   // The power spectrum of the particles where they are (analysis/power_spectrum.hpp's
   // estimator, without the linear column: NaN), for an output; nullopt: the engine does not
-  // measure it (the host engine, several ranks, or not enough device memory), and the output
-  // measures it from its copy of the particles. The CUDA engine on one rank measures it on
-  // the device (gpu/power_spectrum_cuda.cuh).
+  // measure it (the host engine, or not enough device memory), and the output measures it
+  // from its copy of the particles. Over ranks every rank calls it and gets the same answer.
+  // The CUDA engine measures it on the device (gpu/power_spectrum_cuda.cuh; over ranks
+  // gpu/power_spectrum_cuda_ranks.hpp).
   virtual std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& /*settings*/) {
     return std::nullopt;
   }

@@ -25,6 +25,7 @@
 #include "gpu/power_spectrum_cuda.cuh"
 #include "support/clustered_particles.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/power_spectrum_bits.hpp"
 
 using namespace orbis;
 
@@ -64,18 +65,6 @@ class DevicePositions {
 };
 
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-300); }
-
-bool same_bits(const PowerSpectrum& a, const PowerSpectrum& b) {
-  if (a.bins.size() != b.bins.size()) return false;
-  for (std::size_t i = 0; i < a.bins.size(); ++i) {
-    const auto& x = a.bins[i];
-    const auto& y = b.bins[i];
-    if (std::memcmp(&x.k_mean, &y.k_mean, 8) || std::memcmp(&x.power, &y.power, 8) || x.modes != y.modes ||
-        std::memcmp(&x.shot_noise, &y.shot_noise, 8) || x.fold != y.fold)
-      return false;
-  }
-  return true;
-}
 
 std::string describe(const PowerSpectrumSettings& s) {
   return std::string(window_name(s.window)) + (s.interlacing ? " interlaced" : "") + " fold " +
@@ -151,10 +140,10 @@ TEST_CASE("device P(k): the same bits at every call and for any particle order; 
   s.fold_factor = 2;
   const DevicePositions device(pos);
   const PowerSpectrum first = device.measure(estimator, s);
-  CHECK(same_bits(device.measure(estimator, s), first));
+  CHECK(test::same_bits(device.measure(estimator, s), first));
   std::shuffle(pos.begin(), pos.end(), std::mt19937_64(7));
   const DevicePositions shuffled(pos);
-  CHECK(same_bits(shuffled.measure(estimator, s), first));
+  CHECK(test::same_bits(shuffled.measure(estimator, s), first));
 
   // The sums, two meshes and the folded copy at least; less without interlacing and folding.
   const std::size_t mesh = 64 * 64 * 66 * sizeof(double);

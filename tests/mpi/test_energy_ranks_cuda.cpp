@@ -38,10 +38,10 @@
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "integrate/energy.hpp"
-#include "pm/fft_mesh.hpp"
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/gpu_ranks.hpp"
+#include "support/rank_shares.hpp"
 
 using orbis::Comm;
 using orbis::CudaPmRanks;
@@ -56,41 +56,6 @@ struct Case {
   bool interlaced;
   bool empty_last_rank;
 };
-
-// The clustered set and, at the first plane of every slab of `ranks` ranks on an n mesh (rank
-// 0's is the periodic seam), particles a little before, on and after it, in cell units; and
-// two outside the box (tests/mpi/test_pm_ranks_cuda.cpp's set).
-std::vector<Vec3d> test_particles(double box, int n, int ranks) {
-  std::vector<Vec3d> all = orbis::test::clustered_particles(12, box, 2026);
-  const double cell = box / n;
-  const double offsets[] = {-1.49, -1.0, -0.51, -0.5, -0.01, 0.0, 0.01, 0.25, 0.49, 0.5, 0.99};
-  int k = 0;
-  for (int r = 0; r < ranks; ++r) {
-    const orbis::SlabPlanes slab = orbis::slab_planes(n, ranks, r);
-    if (slab.count == 0) continue;
-    for (double o : offsets) {
-      const double x = std::fmod((slab.first + o) * cell + box, box);
-      all.push_back({x, std::fmod(0.37 * box + 0.11 * k, box), std::fmod(0.81 * box + 0.07 * k, box)});
-      ++k;
-    }
-  }
-  all.push_back({std::nextafter(box, 0.0), 0.5 * box, 0.25 * box});
-  all.push_back({-0.3 * cell, box + 0.2 * cell, 0.5 * box});   // outside: wrapped by every solver
-  return all;
-}
-
-// This rank's particles of `all` when particle i goes to rank (7 (i + deal)) mod (used + 1),
-// slot `used` meaning rank 0 (so rank 0 gets about twice the others' share); the last rank
-// none when asked.
-std::vector<Vec3d> dealt(const std::vector<Vec3d>& all, const Comm& comm, bool empty_last, std::size_t deal) {
-  const int ranks = comm.size(), used = (empty_last && ranks > 1) ? ranks - 1 : ranks;
-  std::vector<Vec3d> mine;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const int slot = static_cast<int>((7 * (i + deal)) % static_cast<std::size_t>(used + 1));
-    if ((slot == used ? 0 : slot) == comm.rank()) mine.push_back(all[i]);
-  }
-  return mine;
-}
 
 double relative(double x, double reference) { return std::abs(x - reference) / std::abs(reference); }
 
@@ -162,8 +127,8 @@ TEST_CASE("mesh energy over ranks on the GPUs: the host PM's and the one-GPU PM'
     s.r_s_mpc_h = 1.25 * box / c.mesh;
     s.double_mesh = c.double_mesh;
     s.interlaced = c.interlaced;
-    const std::vector<Vec3d> all = test_particles(box, c.mesh, world.size());
-    const std::vector<Vec3d> mine = dealt(all, world, c.empty_last_rank, 0);
+    const std::vector<Vec3d> all = orbis::test::slab_boundary_particles(box, c.mesh, world.size());
+    const std::vector<Vec3d> mine = orbis::test::uneven_share(all, world, c.empty_last_rank, 0);
     if (c.empty_last_rank && world.size() > 1 && world.rank() == world.size() - 1) CHECK(mine.empty());
 
     // The references: the host PM over the same ranks, the one-GPU PM on every particle.
@@ -191,7 +156,7 @@ TEST_CASE("mesh energy over ranks on the GPUs: the host PM's and the one-GPU PM'
     // The same bits again, with the particles dealt out over the ranks differently (the
     // density's integer sums do not see who held a particle), and through the device entry.
     CHECK(same_bits(pm->potential_energy(mine, mass), w));
-    const std::vector<Vec3d> other = dealt(all, world, false, 3);
+    const std::vector<Vec3d> other = orbis::test::uneven_share(all, world, false, 3);
     CHECK(same_bits(pm->potential_energy(other, mass), w));
     CHECK(same_bits(device_entry_energy(*pm, mine, mass, device), w));
     CHECK(world.all(pool_bytes_in_use(device) == pool_before));

@@ -23,6 +23,7 @@
 #include "core/params.hpp"
 #include "integrate/host_engine.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/rank_shares.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
@@ -148,14 +149,7 @@ TEST_CASE("block time steps across ranks: sub-steps on the refitted forest and a
       engine_params("top_node_particles = 64\npm_mesh_precision = \"double\"\n", "p2p_precision = \"double\"\n");
   orbis::HostStepEngine reference(params, Comm::self());
   orbis::HostStepEngine engine(params, world);
-  orbis::Particles mine;
-  mine.mass = all.mass;
-  for (std::size_t i = static_cast<std::size_t>(world.rank()); i < all.size(); i += static_cast<std::size_t>(world.size())) {
-    mine.pos.push_back(all.pos[i]);
-    mine.mom.push_back(all.mom[i]);
-    mine.id.push_back(all.id[i]);
-    mine.time_bin.push_back(all.time_bin[i]);
-  }
+  const orbis::Particles mine = orbis::test::strided_share(all, world);
   reference.load(all);
   engine.load(mine);
   // (drift factor, long range, lowest active bin): a PM step; sub-steps after small drifts

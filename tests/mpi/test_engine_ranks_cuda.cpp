@@ -36,6 +36,7 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/step_engine_cuda.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/rank_shares.hpp"
 #include "support/gpu_ranks.hpp"
 
 using orbis::Comm;
@@ -91,14 +92,7 @@ TEST_CASE("the CUDA engine over ranks: forces, sub-steps, migration and reductio
   orbis::CudaStepEngine engine(params, device, world);
   MESSAGE(engine.describe());
   // Particle i starts on rank i mod P, whatever its domain: the first PM step migrates most.
-  orbis::Particles mine;
-  mine.mass = all.mass;
-  for (std::size_t i = static_cast<std::size_t>(world.rank()); i < all.size(); i += static_cast<std::size_t>(world.size())) {
-    mine.pos.push_back(all.pos[i]);
-    mine.mom.push_back(all.mom[i]);
-    mine.id.push_back(all.id[i]);
-    mine.time_bin.push_back(all.time_bin[i]);
-  }
+  const orbis::Particles mine = orbis::test::strided_share(all, world);
   reference.load(all);
   engine.load(mine);
   // The momenta are the loaded ones on both: the exact sums give the same bits.

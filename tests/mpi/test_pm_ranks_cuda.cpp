@@ -31,10 +31,9 @@
 #include "core/error.hpp"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
-#include "pm/fft_mesh.hpp"
 #include "pm/pm_solver.hpp"
-#include "support/clustered_particles.hpp"
 #include "support/gpu_ranks.hpp"
+#include "support/rank_shares.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
@@ -48,28 +47,6 @@ struct Case {
   bool interlaced;
   bool empty_last_rank;
 };
-
-// The clustered set and, at the first plane of every slab of `ranks` ranks on an n mesh (rank
-// 0's is the periodic seam), particles a little before, on and after it, in cell units; and two outside the box.
-std::vector<Vec3d> test_particles(double box, int n, int ranks) {
-  std::vector<Vec3d> all = orbis::test::clustered_particles(12, box, 2026);
-  const double cell = box / n;
-  const double offsets[] = {-1.49, -1.0, -0.51, -0.5, -0.01, 0.0, 0.01, 0.25, 0.49, 0.5, 0.99};
-  int k = 0;
-  for (int r = 0; r < ranks; ++r) {
-    const orbis::SlabPlanes slab = orbis::slab_planes(n, ranks, r);
-    if (slab.count == 0) continue;
-    const int plane = slab.first;   // rank 0's: the periodic seam
-    for (double o : offsets) {
-      const double x = std::fmod((plane + o) * cell + box, box);
-      all.push_back({x, std::fmod(0.37 * box + 0.11 * k, box), std::fmod(0.81 * box + 0.07 * k, box)});
-      ++k;
-    }
-  }
-  all.push_back({std::nextafter(box, 0.0), 0.5 * box, 0.25 * box});
-  all.push_back({-0.3 * cell, box + 0.2 * cell, 0.5 * box});   // outside: wrapped by both solvers
-  return all;
-}
 
 // Particle i's rank: rank 0 twice the others' share; the last rank none when asked.
 int owner(std::size_t i, int ranks, bool empty_last) {
@@ -124,7 +101,7 @@ TEST_CASE("PM over ranks on the GPUs equals the one-GPU PM and the host slab PM 
     if (world.is_root()) std::printf("%s\n", pm->describe().c_str());
     orbis::CudaPmSolver one_gpu(s, device);
     orbis::PmSolver host(s, world);
-    std::vector<Vec3d> all = test_particles(box, c.mesh, world.size());
+    std::vector<Vec3d> all = orbis::test::slab_boundary_particles(box, c.mesh, world.size());
     for (int step = 0; step < 2; ++step) {
       if (step == 1)   // moved across the slabs, and dealt out differently (more to the last ranks)
         for (Vec3d& x : all) x.x = std::fmod(x.x + 0.37 * box, box);
