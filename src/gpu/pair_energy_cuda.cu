@@ -126,8 +126,9 @@ __global__ void cell_key_kernel(const double* x, const double* y, const double* 
                                 int side, std::uint32_t* key, std::uint32_t* index) {
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (q >= n) return;
-  const int ci = chaining_cell(x[q], box, side), cj = chaining_cell(y[q], box, side),
-            ck = chaining_cell(z[q], box, side);
+  const int ci = chaining_cell(periodic_wrap_position(x[q], box), box, side),
+            cj = chaining_cell(periodic_wrap_position(y[q], box), box, side),
+            ck = chaining_cell(periodic_wrap_position(z[q], box), box, side);
   key[q] = static_cast<std::uint32_t>((static_cast<std::size_t>(ci) * side + cj) * side + ck);
   index[q] = static_cast<std::uint32_t>(q);
 }
@@ -144,14 +145,17 @@ __global__ void cell_start_kernel(const std::uint32_t* key, std::size_t n, std::
 }
 
 // The positions in cell order, x | y | z blocks of n.
+// The positions in cell order, wrapped into the box; ghost (null: none) 1 where the particle
+// is one of the last n - own (another rank's).
 __global__ void gather_kernel(const double* x, const double* y, const double* z, const std::uint32_t* order,
-                              std::size_t n, double* sorted) {
+                              std::size_t n, std::size_t own, double box, double* sorted, std::uint8_t* ghost) {
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (q >= n) return;
   const std::uint32_t i = order[q];
-  sorted[q] = x[i];
-  sorted[n + q] = y[i];
-  sorted[2 * n + q] = z[i];
+  sorted[q] = periodic_wrap_position(x[i], box);
+  sorted[n + q] = periodic_wrap_position(y[i], box);
+  sorted[2 * n + q] = periodic_wrap_position(z[i], box);
+  if (ghost) ghost[q] = i >= own ? 1 : 0;
 }
 
 constexpr unsigned kMeshThreads = 256;
@@ -216,14 +220,14 @@ std::size_t pair_potential_sum_device_bytes(std::size_t n, double box, double cu
   // sorted positions with the sums (24 + 8); counted together, with the cell starts.
   const std::size_t sort_temp =
       n > 0 ? radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(n, 0, cell_key_bits(cells)) : 0;
-  return n * 40 + sort_temp + (cells + 1) * sizeof(std::uint32_t) + sum_block_count(n) * sizeof(double);
+  return n * 41 + sort_temp + (cells + 1) * sizeof(std::uint32_t) + sum_block_count(n) * sizeof(double);
 }
 
 double pair_potential_sum_device(const double* x, const double* y, const double* z, std::size_t n,
                                  const PairPotentialInput& rule, cudaStream_t stream) {
-  if (rule.ghosts != 0) fail("internal: pair energy on the device: {} ghosts (one rank only)", rule.ghosts);
+  if (rule.ghosts > n) fail("internal: pair energy on the device: {} ghosts among {} positions", rule.ghosts, n);
   if (n >= (std::size_t{1} << 32)) fail("pair energy: {} particles (at most 2^32 - 1)", n);
-  if (n == 0) return 0.0;
+  if (n == rule.ghosts) return 0.0;   // no particle of this rank
   const ChainingShape shape = chaining_mesh_shape(rule.box, rule.cut);
   const std::size_t cells = cell_count(shape);
   const int bits = cell_key_bits(cells);
@@ -248,7 +252,10 @@ double pair_potential_sum_device(const double* x, const double* y, const double*
   ORBIS_CUDA_CHECK(cudaGetLastError());
   DeviceArray<double> sorted;
   sorted.ensure_exact(3 * n);
-  gather_kernel<<<mesh_grid(n), kMeshThreads, 0, stream>>>(x, y, z, order.Current(), n, sorted.data());
+  DeviceArray<std::uint8_t> ghost;
+  if (rule.ghosts > 0) ghost.ensure_exact(n);
+  gather_kernel<<<mesh_grid(n), kMeshThreads, 0, stream>>>(x, y, z, order.Current(), n, n - rule.ghosts, rule.box,
+                                                           sorted.data(), rule.ghosts > 0 ? ghost.data() : nullptr);
   ORBIS_CUDA_CHECK(cudaGetLastError());
   index.release();
   keys.release();
@@ -257,7 +264,7 @@ double pair_potential_sum_device(const double* x, const double* y, const double*
   PairSumArgs a{sorted.data(),
                       sorted.data() + n,
                       sorted.data() + 2 * n,
-                      nullptr,
+                      rule.ghosts > 0 ? ghost.data() : nullptr,
                       start.data(),
                       static_cast<std::uint32_t>(n),
                       shape.side,
@@ -272,6 +279,7 @@ double pair_potential_sum_device(const double* x, const double* y, const double*
   launch_pair_potential(a, psi.data(), stream);
   const double total = sum_in_order(psi.data(), n, stream);
   psi.release();
+  ghost.release();
   sorted.release();
   start.release();
   return total;

@@ -7,8 +7,9 @@
 //     same ghost_pair_weight rule as the CPU): the chaining mesh is built on the host
 //     (ChainingMesh) and the particles go up in its cell order. Transient device memory: 32
 //     bytes per particle plus 4 per cell, freed on return.
-//   - pair_potential_sum_device: positions already in device memory (the CUDA step engine's,
-//     one rank, no ghosts): the cells are found, sorted (a stable radix sort: within a cell
+//   - pair_potential_sum_device: positions already in device memory (the CUDA step engine's:
+//     on one rank its state, over ranks its forest's own particles and ghosts, each wrapped into
+//     the box as it is read): the cells are found, sorted (a stable radix sort: within a cell
 //     the particles keep their order, as in ChainingMesh) and indexed on the device, so nothing
 //     per particle crosses the bus. The same cell order as the host's mesh, hence the same
 //     per-particle sums and the same total as pair_potential_sum for the same positions.
@@ -25,9 +26,11 @@ namespace orbis::gpu {
 
 double pair_potential_sum(const PairPotentialInput& input, int device);
 
-// The sum over the n particles at (x[p], y[p], z[p]) (device memory, x | y | z of the state,
-// in [0, rule.box)) with rule's box, r_s, cut and softening (rule.positions is not read;
-// rule.ghosts must be 0), on the current device, queued on `stream`; waits for the result.
+// The sum over the n particles at (x[p], y[p], z[p]) (device memory, x | y | z, any
+// coordinates: wrapped into [0, rule.box) as read) with rule's box, r_s, cut and softening
+// (rule.positions is not read); the last rule.ghosts of them are other ranks' particles (this
+// rank's share then, as pair_potential_sum's). On the current device, queued on `stream`;
+// waits for the result.
 double pair_potential_sum_device(const double* x, const double* y, const double* z, std::size_t n,
                                  const PairPotentialInput& rule, cudaStream_t stream);
 // The most device memory pair_potential_sum_device holds at once for n particles (bytes).

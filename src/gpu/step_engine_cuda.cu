@@ -157,6 +157,7 @@ struct CudaStepEngine::Impl {
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
   DeviceArray<double> sources;
+  bool sources_current = false;   // sources hold the positions now (none drifted since they were refreshed)
   std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
   DeviceArray<float> forest_acc_f;
@@ -562,6 +563,7 @@ void CudaStepEngine::load(Particles particles) {
   m.n = n;
   m.mass = particles.mass;
   m.loaded = true;
+  m.sources_current = false;
   if (m.treepm) {
     m.sr.g_mass = m.g * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
@@ -732,6 +734,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     n_sources = ghosts->refresh(*domains, pos.data(), n, sr.r_cut, sources,
                                 [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
     if (update || !same) replan_for_counts();
+    sources_current = true;
   }
   stats.times.add("domain", domain_watch.seconds());
   if (long_range && ghosts) log_ghost_times();
@@ -823,6 +826,7 @@ void CudaStepEngine::drift(double drift_factor) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   gpu::drift_particles(m.pos.data(), m.mom.data(), drift_factor, m.treepm ? 0.0 : m.box, m.n, m.stream);
+  m.sources_current = false;
   m.host_current = false;
 }
 
@@ -941,20 +945,34 @@ Vec3d CudaStepEngine::total_momentum() {
   return total;
 }
 
-// One rank: W's terms from the device positions, in memory taken from the pool for the call
-// alone (the pair sum's chaining mesh and sorted copy, then the PM's meshes, one after the
-// other); when the device lacks it, nullopt (the energy check downloads the particles).
+// W's terms from the device positions, in memory taken from the pool for the call alone (the
+// pair sum's chaining mesh and sorted copy, then the PM's meshes, one after the other); when
+// the device lacks it, nullopt (the energy check downloads the particles). Over ranks
+// (collective: every rank takes the same way) the pair sum runs over the forest's sources,
+// the own particles and the ghosts, which hold every other rank's particle within the
+// force's cut of an own one (whole groups within 1.1 r_cut, the check's cut being the
+// force's), each rank its share of the pairs (pair_energy.hpp's rule), summed over the ranks;
+// the mesh term is the PM over ranks' (CudaPmRanks::potential_energy, the whole value on
+// every rank). The sources are those of the last force computation, so the positions must not
+// have moved since (sources_current; the check comes at a PM step's end, after its forces).
 std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const PotentialEnergyRequest& request) {
   Impl& m = *impl_;
-  if (m.ranks || m.n == 0 || !m.treepm || !m.pm) return std::nullopt;
+  if (!m.treepm || m.vacuum) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
-  const std::size_t need = std::max(gpu::pair_potential_sum_device_bytes(m.n, request.box, request.cut),
-                                    pm_memory.meshes + pm_memory.fft_work);
-  const std::size_t available = m.transient_available();
-  if (need + need / 16 > available) {
-    log::info("energy check: W from the host's copy of the particles (on the device it needs {:.2f} GiB, {:.2f} GiB "
-              "free)", gib(need), gib(available));
+  const std::size_t count = m.ranks ? m.n_sources : m.n;
+  std::size_t need = gpu::pair_potential_sum_device_bytes(count, request.box, request.cut);
+  bool usable = m.ranks ? m.pm_ranks && m.sources_current && request.cut <= m.sr.r_cut : m.pm && m.n > 0;
+  if (m.pm) {
+    const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
+    need = std::max(need, pm_memory.meshes + pm_memory.fft_work);
+  }
+  if (m.pm_ranks) need = std::max(need, m.pm_ranks->transient_bytes() + 24 * m.n);
+  const std::size_t available = usable ? m.transient_available() : 0;
+  const bool fits = need + need / 16 <= available;
+  if (m.ranks ? !m.comm.all(usable && fits) : !(usable && fits)) {
+    if (usable)
+      log::info("energy check: W from the host's copy of the particles (on the device it needs {:.2f} GiB, {:.2f} GiB "
+                "free{})", gib(need), gib(available), m.ranks ? " on this rank, or another rank lacks it" : "");
     return std::nullopt;
   }
   const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the check's arrays
@@ -964,12 +982,22 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   rule.cut = request.cut;
   rule.softening = request.softening;
   rule.cut_shift = request.cut_shift;
-  const double* x = m.wrapped_positions();
   PotentialEnergyTerms terms;
-  terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
-  terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
   terms.mass = m.mass;
-  terms.count = m.n;
+  if (m.ranks) {
+    rule.ghosts = m.n_sources - m.n;
+    const double* s = m.sources.data();
+    const double share = gpu::pair_potential_sum_device(s, s + m.n_sources, s + 2 * m.n_sources, m.n_sources, rule,
+                                                        m.stream);
+    terms.pair_sum = m.comm.sum(share);
+    terms.mesh = m.pm_ranks->potential_energy(m.pos.data(), m.n, m.mass, m.stream);
+    terms.count = m.comm.sum<std::uint64_t>(m.n);
+  } else {
+    const double* x = m.pos.data();   // both wrap as they read
+    terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
+    terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
+    terms.count = m.n;
+  }
   // As power_spectrum(): the pool gives back to the driver what the check took beyond the steps'.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));

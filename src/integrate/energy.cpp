@@ -154,16 +154,15 @@ CutShiftTerms EnergyCheck::shift_terms() const {
 
 PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
   if (!enabled()) fail("internal: energy check: potential() while off ({})", why_off_);
-  std::optional<PotentialEnergyTerms> terms;
-  if (comm_.size() == 1) {   // over ranks every rank takes the collective path alike
-    PotentialEnergyRequest request;
-    request.box = box_;
-    request.r_s = short_.r_s;
-    request.cut = cut_;
-    request.softening = short_.softening;
-    request.cut_shift = cut_shift_of(short_);
-    terms = engine.potential_energy_terms(request);
-  }
+  // Over ranks the engine decides collectively: every rank gets terms, or none does and every
+  // rank takes the particles' path.
+  PotentialEnergyRequest request;
+  request.box = box_;
+  request.r_s = short_.r_s;
+  request.cut = cut_;
+  request.softening = short_.softening;
+  request.cut_shift = cut_shift_of(short_);
+  const std::optional<PotentialEnergyTerms> terms = engine.potential_energy_terms(request);
   if (!terms) return potential(engine.particles());
   if (!engine_terms_logged_) log::info("energy check: W from the particles where the step engine holds them");
   engine_terms_logged_ = true;

@@ -156,8 +156,9 @@ class StepEngine {
   virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
   // The terms of the energy check's W that need the positions (PotentialEnergyTerms),
   // computed where the engine holds the particles; nullopt: the engine does not compute them
-  // (the host engine, several ranks, or not enough device memory), and the check takes
-  // particles() (integrate/energy.hpp). The CUDA engine on one rank computes them on the device.
+  // (the host engine, or not enough device memory), and the check takes particles()
+  // (integrate/energy.hpp). Collective over an engine's ranks: all return terms (the same on
+  // every rank) or none does. The CUDA engine computes them on the device(s).
   virtual std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& /*request*/) {
     return std::nullopt;
   }
