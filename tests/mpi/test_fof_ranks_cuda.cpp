@@ -11,7 +11,8 @@
 //   engine_fof_links, as a run's output calls it): every rank links on its GPU, and the halo
 //   catalogue made from its links is the one-rank host catalogue of the engine's particles,
 //   bit for bit, right after load (round-robin shares) and after a PM step (the particles in
-//   their domains) and a drift.
+//   their domains) and a drift (the engine's device positions then lie outside the box near
+//   the faces until the next tree build: wrapped as they are copied for linking).
 // All ranks share the machine's GPUs (local rank modulo devices); 77 (skipped) on every rank
 // unless every rank has one.
 #include <doctest/doctest.h>
