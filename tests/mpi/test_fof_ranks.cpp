@@ -137,7 +137,8 @@ TEST_CASE("FoF across ranks: the local links by a given linker, from positions o
   const Particles drifted = testing::drifted_out_of_box(all_particles());
   const Particles inside = testing::wrapped_into_box(drifted);
   int outside = 0;
-  for (const Vec3d& x : drifted.pos) outside += !(x.x >= 0 && x.x < kBox && x.y >= 0 && x.y < kBox && x.z >= 0 && x.z < kBox);
+  for (const Vec3d& x : drifted.pos)
+    outside += !(x.x >= 0 && x.x < kBox && x.y >= 0 && x.y < kBox && x.z >= 0 && x.z < kBox);
   REQUIRE(outside > 100);
   const double link = fof::linking_length(inside.size(), kBox, 0.2);
   const fof::FofGroups ref = fof::find_groups(fof::CellGrid(inside.pos, kBox, link), inside, min_members);
@@ -149,7 +150,8 @@ TEST_CASE("FoF across ranks: the local links by a given linker, from positions o
     INFO(world.size() << " ranks, split " << static_cast<int>(split));
     const Particles mine = share(drifted, split, world);
     // The host linker, then one independent of the grid.
-    for (const fof::LocalLinker& linker : {fof::LocalLinker(fof::link_on_host), fof::LocalLinker(testing::brute_force_linker)}) {
+    const fof::LocalLinker linkers[] = {fof::link_on_host, testing::brute_force_linker};
+    for (const fof::LocalLinker& linker : linkers) {
       const fof::GatheredGroups got = fof::find_groups_across_ranks(mine, kBox, link, min_members, world, 0, linker);
       if (!world.is_root()) continue;
       CHECK(first_difference(got, ref, brute, inside) == "");
@@ -157,9 +159,10 @@ TEST_CASE("FoF across ranks: the local links by a given linker, from positions o
     }
     // Linked on the odd ranks only: the others' links are left empty (an engine without the
     // memory) and gather_groups links them on the host.
-    fof::LocalLinks links = fof::link_locally(mine, kBox, link, world, [&](const auto& own, const auto& ghosts, double b, double l) {
+    const auto odd_ranks = [&](const auto& own, const auto& ghosts, double b, double l) {
       return world.rank() % 2 ? testing::brute_force_linker(own, ghosts, b, l) : std::vector<std::uint32_t>{};
-    });
+    };
+    const fof::LocalLinks links = fof::link_locally(mine, kBox, link, world, odd_ranks);
     CHECK(links.label.size() == (world.rank() % 2 ? mine.size() + links.ghosts.size() : 0));
     CHECK(links.ghosts.size() == links.ghosts.id.size());
     if (world.size() > 1 && split != Split::empty_rank) CHECK(world.sum<std::uint64_t>(links.ghosts.size()) > 0);

@@ -146,7 +146,8 @@ TEST_CASE("FoF across ranks on the GPUs: the CUDA engine's links make the one-ra
     const bool linked = links.has_value() && (!links->label.empty() || engine.particles().size() == 0);
     CHECK(world.all(linked));   // every rank on its GPU (the device has the memory)
     const Particles& mine = engine.particles();
-    const GroupCatalogue got = halo::find_haloes_across_ranks(mine, kFofBox, a, params, world, links ? &*links : nullptr);
+    const GroupCatalogue got =
+        halo::find_haloes_across_ranks(mine, kFofBox, a, params, world, links ? &*links : nullptr);
     const Particles now = gather_all(mine, world);
     if (!world.is_root()) return;
     const GroupCatalogue ref = halo::find_haloes(now, kFofBox, a, params);
