@@ -69,75 +69,146 @@ std::vector<LabelCount> global_lengths(const std::vector<std::uint64_t>& labels,
   return totals;
 }
 
+// `pos` itself when every position lies in [0, box), else a copy wrapped into it (in `storage`).
+const std::vector<Vec3d>& inside_box(const std::vector<Vec3d>& pos, double box, std::vector<Vec3d>& storage) {
+  const bool inside = std::all_of(pos.begin(), pos.end(), [box](const Vec3d& x) {
+    return x.x >= 0 && x.x < box && x.y >= 0 && x.y < box && x.z >= 0 && x.z < box;
+  });
+  if (inside) return pos;
+  storage.resize(pos.size());
+  for (std::size_t i = 0; i < pos.size(); ++i)
+    for (int d = 0; d < 3; ++d) storage[i][d] = periodic_wrap_position(pos[i][d], box);
+  return storage;
+}
+
+// Whether labels are a LocalLinker's answer for `count` particles.
+bool well_formed(const std::vector<std::uint32_t>& label, std::size_t count) {
+  if (label.size() != count) return false;
+  for (std::size_t i = 0; i < count; ++i)
+    if (label[i] > i || label[label[i]] != label[i]) return false;
+  return true;
+}
+
 }  // namespace
 
-GatheredGroups find_groups_across_ranks(const Particles& local, double box, double link, std::uint32_t min_members,
-                                        const Comm& comm, int root) {
-  const std::size_t n = local.size();
-  GatheredGroups out;
-  out.total_particles = comm.sum<std::uint64_t>(n);
-
-  // Ghosts: this rank's particles within one linking length of another rank's extent go there.
-  const std::vector<PeriodicExtent> extents = comm.allgather(PeriodicExtent::of(local.pos, box));
+Ghosts import_ghosts(const Particles& local, double box, double link, const Comm& comm) {
+  std::vector<Vec3d> storage;
+  const std::vector<Vec3d>& pos = inside_box(local.pos, box, storage);
+  const std::size_t n = pos.size();
+  // This rank's particles within one linking length of another rank's extent go there.
+  const std::vector<PeriodicExtent> extents = comm.allgather(PeriodicExtent::of(pos, box));
   const double l2 = link * link;
-  std::vector<std::uint32_t> exported;   // local index of each particle sent, by destination rank
+  Ghosts g;
   std::vector<GhostRecord> send;
   std::vector<std::size_t> send_counts(static_cast<std::size_t>(comm.size()), 0);
   for (int r = 0; r < comm.size(); ++r) {
     const PeriodicExtent& e = extents[static_cast<std::size_t>(r)];
     if (r == comm.rank() || e.empty) continue;
     for (std::size_t i = 0; i < n; ++i)
-      if (e.distance2(local.pos[i], box) <= l2) {
-        exported.push_back(static_cast<std::uint32_t>(i));
-        send.push_back({local.pos[i], local.id[i]});
+      if (e.distance2(pos[i], box) <= l2) {
+        g.exported.push_back(static_cast<std::uint32_t>(i));
+        send.push_back({pos[i], local.id[i]});
         ++send_counts[static_cast<std::size_t>(r)];
       }
   }
-  std::vector<std::size_t> recv_counts;
-  const std::vector<GhostRecord> ghosts = comm.alltoallv(send, send_counts, &recv_counts);
-  out.ghosts = ghosts.size();
+  const std::vector<GhostRecord> ghosts = comm.alltoallv(send, send_counts, &g.from);
+  g.pos.reserve(ghosts.size());
+  g.id.reserve(ghosts.size());
+  for (const GhostRecord& r : ghosts) g.pos.push_back(r.pos), g.id.push_back(r.id);
+  return g;
+}
 
-  // Link own particles and ghosts together.
-  std::vector<Vec3d> pos(local.pos);
-  std::vector<std::uint64_t> ids(local.id);
-  pos.reserve(n + ghosts.size());
-  ids.reserve(n + ghosts.size());
-  for (const GhostRecord& g : ghosts) pos.push_back(g.pos), ids.push_back(g.id);
+std::vector<std::uint32_t> link_on_host(const std::vector<Vec3d>& own, const std::vector<Vec3d>& ghosts, double box,
+                                        double link) {
+  std::vector<Vec3d> storage;
+  std::vector<Vec3d> pos(inside_box(own, box, storage));
+  pos.insert(pos.end(), ghosts.begin(), ghosts.end());
+  if (pos.empty()) return {};
   const CellGrid grid(pos, box, link);
   DisjointSets sets(grid.size());
   link_particles(grid, pos, sets);
   sets.flatten();
-  std::vector<std::uint32_t> slot_of(pos.size());
-  for (std::size_t s = 0; s < grid.size(); ++s) slot_of[grid.order()[s]] = static_cast<std::uint32_t>(s);
-  auto root_of = [&](std::size_t i) { return sets.root(slot_of[i]); };
-  std::vector<std::uint64_t> label(pos.size(), std::numeric_limits<std::uint64_t>::max());   // by root slot
-  for (std::size_t i = 0; i < pos.size(); ++i) label[root_of(i)] = std::min(label[root_of(i)], ids[i]);
+  // Each root slot's smallest particle index, then each particle's.
+  const std::vector<std::uint32_t>& order = grid.order();
+  std::vector<std::uint32_t> smallest(pos.size(), std::numeric_limits<std::uint32_t>::max());
+  for (std::size_t s = 0; s < order.size(); ++s) {
+    std::uint32_t& m = smallest[sets.root(static_cast<std::uint32_t>(s))];
+    m = std::min(m, order[s]);
+  }
+  std::vector<std::uint32_t> label(pos.size());
+  for (std::size_t s = 0; s < order.size(); ++s) label[order[s]] = smallest[sets.root(static_cast<std::uint32_t>(s))];
+  return label;
+}
+
+LocalLinks link_locally(const Particles& local, double box, double link, const Comm& comm, const LocalLinker& linker) {
+  LocalLinks links;
+  links.box_mpc_h = box;
+  links.link_mpc_h = link;
+  links.ghosts = import_ghosts(local, box, link, comm);
+  links.label = linker(local.pos, links.ghosts.pos, box, link);
+  return links;
+}
+
+GatheredGroups gather_groups(const Particles& local, const LocalLinks& links, std::uint32_t min_members,
+                             const Comm& comm, int root) {
+  const std::size_t n = local.size();
+  const Ghosts& ghosts = links.ghosts;
+  const std::size_t count = n + ghosts.size();
+  const double link = links.link_mpc_h;
+  GatheredGroups out;
+  out.total_particles = comm.sum<std::uint64_t>(n);
+  out.ghosts = ghosts.size();
+  std::vector<std::uint32_t> host_label;
+  if (links.label.empty() && count > 0) host_label = link_on_host(local.pos, ghosts.pos, links.box_mpc_h, link);
+  const std::vector<std::uint32_t>& component = host_label.empty() ? links.label : host_label;
+  // No ghosts at all (one rank's links): none from anywhere.
+  const std::vector<std::size_t> from =
+      ghosts.from.empty() && ghosts.size() == 0 ? std::vector<std::size_t>(static_cast<std::size_t>(comm.size()), 0)
+                                                : ghosts.from;
+  // Checked on every rank at once: a rank that failed alone would leave the others waiting.
+  const bool valid = well_formed(component, count) && ghosts.id.size() == ghosts.size() &&
+                     from.size() == static_cast<std::size_t>(comm.size());
+  if (!comm.all(valid))
+    fail("internal: fof_ranks.cpp: the local links of a rank are malformed ({} labels for {} particles and {} "
+         "ghosts here)", component.size(), n, ghosts.size());
+
+  // Each component's label (indexed by its smallest index): its members' smallest ID.
+  std::vector<std::uint64_t> label(count, std::numeric_limits<std::uint64_t>::max());
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint64_t& l = label[component[i]];
+    l = std::min(l, i < n ? local.id[i] : ghosts.id[i - n]);
+  }
 
   // Merge rounds (see the header): each ghost's label to its owner.
   for (;;) {
     bool changed = false;
-    auto lower = [&](std::size_t i, std::uint64_t l) {
-      std::uint64_t& mine = label[root_of(i)];
-      if (l < mine) mine = l, changed = true;
-    };
     std::vector<std::uint64_t> back(ghosts.size());
-    for (std::size_t j = 0; j < ghosts.size(); ++j) back[j] = label[root_of(n + j)];
-    const std::vector<std::uint64_t> replies = comm.alltoallv(back, recv_counts);   // in `exported` order
-    for (std::size_t k = 0; k < exported.size(); ++k) lower(exported[k], replies[k]);
+    for (std::size_t j = 0; j < ghosts.size(); ++j) back[j] = label[component[n + j]];
+    const std::vector<std::uint64_t> replies = comm.alltoallv(back, from);   // in `exported` order
+    if (replies.size() != ghosts.exported.size())
+      fail("internal: fof_ranks.cpp: {} labels came back for {} ghosts sent", replies.size(), ghosts.exported.size());
+    for (std::size_t k = 0; k < replies.size(); ++k) {
+      std::uint64_t& mine = label[component[ghosts.exported[k]]];
+      if (replies[k] < mine) mine = replies[k], changed = true;
+    }
     ++out.merge_rounds;
     if (!comm.any(changed)) break;
   }
 
   // Group lengths over all ranks; the members of the kept groups travel to root.
   std::vector<std::uint64_t> own(n);
-  for (std::size_t i = 0; i < n; ++i) own[i] = label[root_of(i)];
+  for (std::size_t i = 0; i < n; ++i) own[i] = label[component[i]];
   const std::vector<LabelCount> totals = global_lengths(own, comm);
   std::vector<MemberRecord> kept;
   for (std::size_t i = 0; i < n; ++i) {
     const auto it = std::lower_bound(totals.begin(), totals.end(), own[i],
                                      [](const LabelCount& c, std::uint64_t l) { return c.label < l; });
     if (it == totals.end() || it->label != own[i]) fail("internal: fof_ranks.cpp: label {} has no total", own[i]);
-    if (it->count >= min_members) kept.push_back({local.pos[i], local.mom[i], local.id[i], own[i], it->count});
+    if (it->count < min_members) continue;
+    const Vec3d& x = local.pos[i];   // as the linkers saw it: wrapped into the box
+    const Vec3d wrapped{periodic_wrap_position(x.x, links.box_mpc_h), periodic_wrap_position(x.y, links.box_mpc_h),
+                        periodic_wrap_position(x.z, links.box_mpc_h)};
+    kept.push_back({wrapped, local.mom[i], local.id[i], own[i], it->count});
   }
   std::vector<MemberRecord> all = comm.gatherv(kept, root);
   out.members.mass = comm.max(local.mass);
@@ -168,6 +239,11 @@ GatheredGroups find_groups_across_ranks(const Particles& local, double box, doub
             100.0 * static_cast<double>(all.size()) / static_cast<double>(std::max<std::uint64_t>(out.total_particles, 1)),
             link, out.groups.size() ? out.groups.length[0] : 0, comm.size(), out.merge_rounds);
   return out;
+}
+
+GatheredGroups find_groups_across_ranks(const Particles& local, double box, double link, std::uint32_t min_members,
+                                        const Comm& comm, int root, const LocalLinker& linker) {
+  return gather_groups(local, link_locally(local, box, link, comm, linker), min_members, comm, root);
 }
 
 }  // namespace orbis::fof

@@ -1,7 +1,16 @@
-// Friends-of-friends over the particles of several ranks without gathering them: each rank
-// links its own particles plus ghosts (the other ranks' particles within one linking length
-// of its own particles' extent, core/periodic_extent.hpp), then the group labels are merged
-// across ranks through the ghosts.
+// Friends-of-friends over the particles of several ranks without gathering them, in three
+// steps, each written once here:
+//   ghosts (import_ghosts): each rank receives the other ranks' particles within one linking
+//     length of its own particles' extent (core/periodic_extent.hpp);
+//   local links (a LocalLinker): each rank links its own particles and its ghosts together,
+//     on the host (link_on_host) or where the particles are (the CUDA step engine links them
+//     on the rank's GPU: StepEngine::fof_labels_with_ghosts, integrate/outputs.hpp's
+//     engine_fof_links);
+//   merge and gather (gather_groups): the group labels merged across ranks through the
+//     ghosts, then the members of the groups of >= min_members gathered to one rank in
+//     canonical order.
+// find_groups_across_ranks runs the three in a row; a run's output imports the ghosts and
+// links them on the GPU on the main thread, and merges and gathers on its writer thread.
 //
 // Completeness: a pair within the linking length l with one end p on rank s is always found
 // on s, since the other end lies within l of p and so of s's extent and travels to s.
@@ -15,14 +24,57 @@
 // rounds).
 // Only the members of groups of >= min_members then travel, to one rank, where they are
 // put in the canonical order of fof.hpp: the same groups, members and order as one rank's
-// find_groups over all the particles.
+// find_groups over all the particles, whichever linker linked them (the device linker makes
+// the host's decisions bit for bit, gpu/fof_cuda.cuh).
+//
+// Positions: the ghosts travel wrapped into [0, box), and the linkers wrap the own particles'
+// positions as they copy them (core/vec3.hpp periodic_wrap_position): a rank's particles may
+// lie slightly outside the box (drifted since their last wrap).
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "analysis/fof.hpp"
 #include "core/comm.hpp"
 
 namespace orbis::fof {
+
+// One rank's ghosts: the other ranks' particles within one linking length of its extent.
+struct Ghosts {
+  std::vector<Vec3d> pos;                // in [0, box), grouped by the rank they came from
+  std::vector<std::uint64_t> id;
+  std::vector<std::size_t> from;         // how many came from each rank
+  std::vector<std::uint32_t> exported;   // this rank's particles sent as ghosts (local index), by destination rank
+  std::size_t size() const { return pos.size(); }
+};
+
+// Collective over comm: the ghosts of each rank's particles `local` for linking length link.
+Ghosts import_ghosts(const Particles& local, double box_mpc_h, double link_mpc_h, const Comm& comm);
+
+// Links one rank's particles (`own`, in [0, box) or slightly outside) and its ghosts (in
+// [0, box)) with linking length link_mpc_h: for each of own, then of ghosts, the smallest
+// index of its component in that order (so label[i] <= i and label[label[i]] = label[i]:
+// gpu::fof_labels' and fof::groups_from_labels' form). An empty answer for a non-empty set
+// means "not linked here": gather_groups then links them on the host.
+using LocalLinker = std::function<std::vector<std::uint32_t>(const std::vector<Vec3d>& own,
+                                                             const std::vector<Vec3d>& ghosts, double box_mpc_h,
+                                                             double link_mpc_h)>;
+
+// The host linker (fof.hpp's grid and union-find, OpenMP threads).
+std::vector<std::uint32_t> link_on_host(const std::vector<Vec3d>& own, const std::vector<Vec3d>& ghosts,
+                                        double box_mpc_h, double link_mpc_h);
+
+// A rank's particles linked with its ghosts: the first two steps' result.
+struct LocalLinks {
+  std::vector<std::uint32_t> label;   // LocalLinker's form over own then ghosts; empty: not linked yet
+  Ghosts ghosts;                      // none on one rank
+  double box_mpc_h = 0, link_mpc_h = 0;
+};
+
+// Collective over comm: import_ghosts, then `linker` on this rank's particles and ghosts.
+LocalLinks link_locally(const Particles& local, double box_mpc_h, double link_mpc_h, const Comm& comm,
+                        const LocalLinker& linker = link_on_host);
 
 struct GatheredGroups {
   Particles members;    // on root: every group member (pos, mom, id), group after group
@@ -32,9 +84,18 @@ struct GatheredGroups {
   std::uint64_t ghosts = 0;            // ghosts this rank imported
 };
 
+// Collective over comm (the ranks of the comm `links` were made on, in the same order; each
+// rank passes the particles it linked, in the same order): links on the host where
+// links.label is empty, then merges the labels across ranks and gathers the groups of >=
+// min_members to root. Malformed labels on any rank: an Error on every rank.
+GatheredGroups gather_groups(const Particles& local, const LocalLinks& links, std::uint32_t min_members,
+                             const Comm& comm, int root = 0);
+
 // Collective over comm; each rank passes its own particles (any split, some ranks may have
 // none). link: the linking length for the whole set (linking_length() of the total count).
+// The three steps, the local links by `linker`.
 GatheredGroups find_groups_across_ranks(const Particles& local, double box_mpc_h, double link_mpc_h,
-                                        std::uint32_t min_members, const Comm& comm, int root = 0);
+                                        std::uint32_t min_members, const Comm& comm, int root = 0,
+                                        const LocalLinker& linker = link_on_host);
 
 }  // namespace orbis::fof

@@ -125,14 +125,22 @@ void local_distances(const fof::CellGrid& grid, const Particles& local, const st
 }  // namespace
 
 GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,
-                                        const Comm& comm) {
-  if (comm.size() == 1) return find_haloes(local, box_mpc_h, a, params);
+                                        const Comm& comm, const fof::LocalLinks* links) {
+  if (comm.size() == 1) {
+    if (links && !links->label.empty()) return find_haloes_from_labels(local, links->label, box_mpc_h, a, params);
+    return find_haloes(local, box_mpc_h, a, params);
+  }
   if (!(a > 0)) fail("halo_catalogue.cpp: scale factor a = {} must be positive", a);
   Stopwatch watch;
   const fof::FofConfig config = fof::config_from_params(params);
   const std::uint64_t total = comm.sum<std::uint64_t>(local.size());
   const double link = fof::linking_length(total, box_mpc_h, config.linking_length_over_spacing);
-  const fof::GatheredGroups found = fof::find_groups_across_ranks(local, box_mpc_h, link, config.min_members, comm);
+  if (links && (links->link_mpc_h != link || links->box_mpc_h != box_mpc_h))
+    fail("internal: halo_catalogue.cpp: links made for box {} and linking length {}, the catalogue's are {} and {}",
+         links->box_mpc_h, links->link_mpc_h, box_mpc_h, link);
+  const fof::GatheredGroups found =
+      links ? fof::gather_groups(local, *links, config.min_members, comm)
+            : fof::find_groups_across_ranks(local, box_mpc_h, link, config.min_members, comm);
   const double t_fof = watch.seconds();
   const fof::CellGrid local_grid(local.pos, box_mpc_h, link);
   std::vector<double> flat;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_ranks.hpp"
 #include "analysis/halo_properties.hpp"
 #include "core/comm.hpp"
 #include "io/catalogue.hpp"
@@ -43,9 +44,11 @@ GroupCatalogue find_haloes_from_labels(const Particles& particles, const std::ve
 // minimum included: it needs the members alone, which root holds in the one-rank order), and
 // the particles around the overdensity spheres' centres counted by the ranks that hold them.
 // Bitwise the same catalogue as one rank's (the same members in the same order, the same
-// distances).
+// distances). `links`: this rank's particles (`local`, in the same order) and ghosts linked
+// already (fof::link_locally on a comm of the same ranks, e.g. on the GPU before the output's
+// thread started: integrate/outputs.hpp), so that only the merge and gather remain here.
 GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h, double a, const Params& params,
-                                        const Comm& comm);
+                                        const Comm& comm, const fof::LocalLinks* links = nullptr);
 
 // "fof_tab_003.hdf5" for output number 3 (GADGET-4's naming).
 std::string catalogue_file_name(int output_number);

@@ -346,6 +346,35 @@ __global__ void search_link_kernel(const double* __restrict__ sorted, const std:
   }
 }
 
+// ---------------------------------------------------------------- a rank's share and its ghosts
+// periodic_wrap_position (core/vec3.hpp) with each operation rounded on its own: this file is
+// built with FMA contraction, which would round x - box * floor(x / box) once instead of twice.
+__device__ double wrap_position(double x, double box) {
+  const double y = __dsub_rn(x, __dmul_rn(box, floor(__ddiv_rn(x, box))));
+  return y >= box ? __dsub_rn(y, box) : y;
+}
+
+// The own particles (x | y | z blocks of n) wrapped into the set (x | y | z blocks of stride).
+__global__ void wrap_own_kernel(const double* __restrict__ x, const double* __restrict__ y,
+                                const double* __restrict__ z, std::size_t n, double box, std::size_t stride,
+                                double* __restrict__ set) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  set[i] = wrap_position(x[i], box);
+  set[stride + i] = wrap_position(y[i], box);
+  set[2 * stride + i] = wrap_position(z[i], box);
+}
+
+// The ghosts (x, y, z interleaved) wrapped into the set after its `first` own particles.
+__global__ void wrap_ghosts_kernel(const double* __restrict__ xyz, std::size_t count, double box, std::size_t first,
+                                   std::size_t stride, double* __restrict__ set) {
+  const std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (j >= count) return;
+  set[first + j] = wrap_position(xyz[3 * j], box);
+  set[stride + first + j] = wrap_position(xyz[3 * j + 1], box);
+  set[2 * stride + first + j] = wrap_position(xyz[3 * j + 2], box);
+}
+
 std::size_t cube(std::int64_t v) {
   const auto u = static_cast<std::size_t>(v);
   return u * u * u;
@@ -534,6 +563,41 @@ std::vector<std::uint32_t> fof_labels(const double* x, const double* y, const do
   const Search g = search_grid(box, link);
   if (use_search_grid(shape, g)) return labels_by_search_cells(x, y, z, n, c, g, stream);
   return labels_by_host_cells(x, y, z, n, c, stream);
+}
+
+std::size_t fof_with_ghosts_device_bytes(std::size_t own, std::size_t ghosts, double box, double link) {
+  const std::size_t total = own + ghosts;
+  if (total == 0) return 0;
+  // The set's positions for the whole call; beside them first the ghosts' upload, then the linker's arrays.
+  return 3 * total * sizeof(double) + std::max(3 * ghosts * sizeof(double), fof_device_bytes(total, box, link));
+}
+
+std::vector<std::uint32_t> fof_labels_with_ghosts(const double* x, const double* y, const double* z, std::size_t own,
+                                                  const Vec3d* ghosts, std::size_t ghost_count, double box,
+                                                  double link, cudaStream_t stream) {
+  static_assert(sizeof(Vec3d) == 3 * sizeof(double), "Vec3d: three doubles, uploaded as they lie");
+  const std::size_t total = own + ghost_count;
+  if (total == 0) return {};
+  AllocationStream scope(stream);
+  DeviceArray<double> set;
+  set.ensure_exact(3 * total);
+  if (own > 0) {
+    wrap_own_kernel<<<blocks_for(own), kThreads, 0, stream>>>(x, y, z, own, box, total, set.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+  if (ghost_count > 0) {
+    DeviceArray<double> uploaded;
+    uploaded.ensure_exact(3 * ghost_count);
+    uploaded.upload(reinterpret_cast<const double*>(ghosts), 3 * ghost_count);
+    wrap_ghosts_kernel<<<blocks_for(ghost_count), kThreads, 0, stream>>>(uploaded.data(), ghost_count, box, own,
+                                                                         total, set.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    uploaded.release();
+  }
+  std::vector<std::uint32_t> labels =
+      fof_labels(set.data(), set.data() + total, set.data() + 2 * total, total, box, link, stream);
+  set.release();
+  return labels;
 }
 
 }  // namespace orbis::gpu

@@ -40,6 +40,8 @@
 
 #include <cuda_runtime.h>
 
+#include "core/vec3.hpp"
+
 namespace orbis::gpu {
 
 // Device bytes fof_labels takes at most for `count` particles.
@@ -52,5 +54,20 @@ std::size_t fof_device_bytes(std::size_t count, double box_mpc_h, double link_mp
 // (0, box/2)): an Error, as the host's.
 std::vector<std::uint32_t> fof_labels(const double* x, const double* y, const double* z, std::size_t count,
                                       double box_mpc_h, double link_mpc_h, cudaStream_t stream);
+
+// Device bytes fof_labels_with_ghosts takes at most for `own` particles and `ghosts` ghosts.
+std::size_t fof_with_ghosts_device_bytes(std::size_t own, std::size_t ghosts, double box_mpc_h, double link_mpc_h);
+
+// One rank's share over several (analysis/fof_ranks.hpp): its `own` particles at x, y, z
+// (device arrays, x | y | z blocks; any positions) and `ghost_count` ghosts at `ghosts`
+// (host), copied into one device set, every coordinate wrapped into [0, box) on the way with
+// periodic_wrap_position's operations each rounded on its own (core/vec3.hpp: bit for bit the
+// host's wrap, so a particle outside the box is linked where the host would put it), then
+// fof_labels on the set: for each own particle, then each ghost, the smallest index of its
+// component in that order (fof::LocalLinker's form). The copy (24 bytes a particle) and
+// fof_labels' arrays come from the pool for the call alone. No particles: no labels.
+std::vector<std::uint32_t> fof_labels_with_ghosts(const double* x, const double* y, const double* z, std::size_t own,
+                                                  const Vec3d* ghosts, std::size_t ghost_count, double box_mpc_h,
+                                                  double link_mpc_h, cudaStream_t stream);
 
 }  // namespace orbis::gpu

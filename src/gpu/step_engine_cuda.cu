@@ -1111,6 +1111,39 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
   return labels;
 }
 
+bool CudaStepEngine::links_fof_with_ghosts() const { return impl_->ranks && !impl_->vacuum; }
+
+// Over ranks: this rank's particles from the device positions (wrapped into the box as they
+// are copied: they may have drifted out of it) and the ghosts uploaded, linked on the GPU in
+// memory taken from the pool for the call alone and given back at its end, as fof_labels();
+// when the device lacks it, nullopt (the output's thread links them on the host).
+std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels_with_ghosts(const std::vector<Vec3d>& ghosts,
+                                                                                double link_mpc_h) {
+  Impl& m = *impl_;
+  if (!m.ranks || m.vacuum) return std::nullopt;
+  const std::size_t total = m.n + ghosts.size();
+  if (total == 0) return std::vector<std::uint32_t>{};
+  if (total >= UINT32_MAX) {
+    log::info("FoF on the host: {} particles and ghosts on a rank, the device linker takes at most 2^32 - 2", total);
+    return std::nullopt;
+  }
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  const std::size_t need = gpu::fof_with_ghosts_device_bytes(m.n, ghosts.size(), m.box, link_mpc_h);
+  const std::size_t available = m.transient_available();
+  if (need + need / 16 > available) {
+    log::info("FoF on the host: the device linker needs {:.2f} GiB for {} particles and {} ghosts, {:.2f} GiB free",
+              gib(need), m.n, ghosts.size(), gib(available));
+    return std::nullopt;
+  }
+  const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the linker's arrays
+  std::vector<std::uint32_t> labels =
+      gpu::fof_labels_with_ghosts(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, ghosts.data(),
+                                  ghosts.size(), m.box, link_mpc_h, m.stream);
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  return labels;
+}
+
 std::string CudaStepEngine::domain_state() const { return impl_->domains ? impl_->domains->state() : std::string(); }
 
 void CudaStepEngine::restore_domain_state(const std::string& state, const std::string& what) {

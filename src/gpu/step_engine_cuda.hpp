@@ -84,6 +84,12 @@ class CudaStepEngine final : public StepEngine {
   // One rank: the FoF groups linked on the device from the device positions
   // (gpu/fof_cuda.cuh); over ranks, or without the device memory it needs: nullopt.
   std::optional<std::vector<std::uint32_t>> fof_labels(double linking_length_over_spacing) override;
+  // Over ranks: this rank's particles (from the device positions, wrapped into the box as they
+  // are copied) and the output's ghosts linked on the device (gpu/fof_cuda.cuh
+  // fof_labels_with_ghosts); one rank, or without the device memory it needs: nullopt.
+  std::optional<std::vector<std::uint32_t>> fof_labels_with_ghosts(const std::vector<Vec3d>& ghosts,
+                                                                   double link_mpc_h) override;
+  bool links_fof_with_ghosts() const override;
   // Over ranks: the rank domains (as HostStepEngine); one rank: none.
   std::string domain_state() const override;
   void restore_domain_state(const std::string& state, const std::string& what) override;

@@ -88,19 +88,43 @@ std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEng
   return pk;
 }
 
-std::optional<std::vector<std::uint32_t>> engine_fof_labels(const Params& params, StepEngine& engine) {
+std::optional<fof::LocalLinks> engine_fof_links(const Params& params, StepEngine& engine, const Comm& comm) {
   if (!asked(params, "analysis.fof")) return std::nullopt;
   Stopwatch watch;
-  std::optional<std::vector<std::uint32_t>> labels =
-      engine.fof_labels(fof::config_from_params(params).linking_length_over_spacing);
-  if (labels) log::info("FoF groups linked by the step engine in {:.1f} ms", 1e3 * watch.seconds());
-  return labels;
+  const double b = fof::config_from_params(params).linking_length_over_spacing;
+  const double box = params.get_real("box.size_mpc_h");
+  if (comm.size() == 1) {
+    std::optional<std::vector<std::uint32_t>> labels = engine.fof_labels(b);
+    if (!labels) return std::nullopt;
+    log::info("FoF groups linked by the step engine in {:.1f} ms", 1e3 * watch.seconds());
+    fof::LocalLinks links;
+    links.label = std::move(*labels);
+    links.box_mpc_h = box;
+    links.link_mpc_h = fof::linking_length(engine.particles().size(), box, b);
+    return links;
+  }
+  // Every rank or none: the ghost import is collective.
+  if (!comm.all(engine.links_fof_with_ghosts())) return std::nullopt;
+  const Particles& particles = engine.particles();
+  const double link = fof::linking_length(comm.sum<std::uint64_t>(particles.size()), box, b);
+  bool on_engine = false;
+  fof::LocalLinks links =
+      fof::link_locally(particles, box, link, comm,
+                        [&](const std::vector<Vec3d>&, const std::vector<Vec3d>& ghosts, double, double l) {
+                          std::optional<std::vector<std::uint32_t>> labels = engine.fof_labels_with_ghosts(ghosts, l);
+                          on_engine = labels.has_value();
+                          return labels ? std::move(*labels) : std::vector<std::uint32_t>{};
+                        });
+  const int linked = comm.sum(on_engine ? 1 : 0);
+  log::info("FoF: particles and ghosts linked by the step engine on {} of {} ranks in {:.1f} ms{}", linked,
+            comm.size(), 1e3 * watch.seconds(), linked < comm.size() ? " (the others link on the host)" : "");
+  return links;
 }
 
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm,
                                            const PowerSpectrum* measured,
-                                           const std::vector<std::uint32_t>* fof_labels) {
+                                           const fof::LocalLinks* fof_links) {
   std::vector<std::string> files;
   const Params& params = c.params;
   const OutputNames names = output_names(params, c.directory, c.index);
@@ -139,12 +163,11 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   }
   if (!names.catalogue.empty()) {
     part.restart();
-    // Collective: groups linked across ranks, the catalogue on rank 0.
-    // From the engine's groups (one rank) the same catalogue, without linking here.
+    // Collective: groups linked across ranks, the catalogue on rank 0. From the engine's links
+    // the same catalogue, without linking here (one rank) or with only the merge and the
+    // gather left (over ranks).
     const GroupCatalogue catalogue =
-        fof_labels && comm.size() == 1
-            ? halo::find_haloes_from_labels(particles, *fof_labels, params.get_real("box.size_mpc_h"), c.a, params)
-            : halo::find_haloes_across_ranks(particles, params.get_real("box.size_mpc_h"), c.a, params, comm);
+        halo::find_haloes_across_ranks(particles, params.get_real("box.size_mpc_h"), c.a, params, comm, fof_links);
     run_collectively(comm, [&] {
       if (!comm.is_root()) return;
       halo::write_halo_outputs(names.catalogue, catalogue, params);
@@ -171,14 +194,14 @@ BackgroundOutputs::~BackgroundOutputs() {
 
 void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
                               std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum,
-                              const Comm& comm, std::optional<std::vector<std::uint32_t>> fof_labels) {
+                              const Comm& comm, std::optional<fof::LocalLinks> fof_links) {
   finish(files);
   pending_ = std::async(std::launch::async,
                         [context, particles = std::move(particles), accelerations = std::move(accelerations),
-                         pk = std::move(power_spectrum), comm, labels = std::move(fof_labels)] {
+                         pk = std::move(power_spectrum), comm, links = std::move(fof_links)] {
                           Stopwatch watch;
                           Written written{write_run_outputs(context, particles, accelerations, comm,
-                                                            pk ? &*pk : nullptr, labels ? &*labels : nullptr),
+                                                            pk ? &*pk : nullptr, links ? &*links : nullptr),
                                           0};
                           written.seconds = watch.seconds();
                           return written;

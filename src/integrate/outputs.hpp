@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_ranks.hpp"
 #include "analysis/power_spectrum.hpp"
 #include "core/comm.hpp"
 #include "core/particles.hpp"
@@ -44,12 +45,13 @@ double particle_record_bytes(const Params& params);
 // catalogue of groups linked across ranks (analysis/fof_ranks.hpp), both written by rank 0.
 // No rank gathers the particles. `measured`: the power spectrum already measured where the
 // particles are (engine_power_spectrum), written instead of measuring it here (its
-// linear column filled in here). `fof_labels`: the groups linked already where the particles
-// are (engine_fof_labels; one rank), from which the catalogue is made instead of linking here.
+// linear column filled in here). `fof_links`: the groups linked already where the particles
+// are (engine_fof_links: on one rank every particle's group, over ranks each rank's particles
+// and ghosts linked on its GPU), from which the catalogue is made instead of linking here.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
                                            const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self(),
                                            const PowerSpectrum* measured = nullptr,
-                                           const std::vector<std::uint32_t>* fof_labels = nullptr);
+                                           const fof::LocalLinks* fof_links = nullptr);
 
 // The output's power spectrum measured by the engine where the particles are, when the
 // parameters ask for one and the engine measures it (StepEngine::power_spectrum: the CUDA
@@ -58,11 +60,18 @@ std::vector<std::string> write_run_outputs(const OutputContext& context, const P
 // its copy. Over ranks collective over the engine's ranks, the same answer on every rank.
 std::optional<PowerSpectrum> engine_power_spectrum(const Params& params, StepEngine& engine);
 
-// The output's friends-of-friends groups linked by the engine where the particles are, as
-// per-particle labels (StepEngine::fof_labels: the CUDA engine on one rank), when the
+// The output's friends-of-friends links made by the engine where the particles are, when the
 // parameters ask for a halo catalogue and the engine links them; else nullopt, and
 // write_run_outputs links them from its copy. The catalogue is the same either way.
-std::optional<std::vector<std::uint32_t>> engine_fof_labels(const Params& params, StepEngine& engine);
+// One rank: every particle's group (StepEngine::fof_labels: the CUDA engine, on its GPU).
+// Over ranks (collective over comm, the run's: this is called on the main thread, before the
+// output's thread starts, while the steps' device work is not running): the ghosts imported
+// (fof::import_ghosts), then this rank's particles and ghosts linked by the engine
+// (StepEngine::fof_labels_with_ghosts: the CUDA engine, on the rank's GPU); where a rank's
+// engine cannot (not enough device memory) its links stay empty and the output's thread links
+// them on the host; the merge across ranks and the gather stay on the output's thread.
+std::optional<fof::LocalLinks> engine_fof_links(const Params& params, StepEngine& engine,
+                                                const Comm& comm = Comm::self());
 
 // Writes one output at a time on a host thread, from its own copy of the particles, while the
 // run goes on (the snapshot, P(k) and FoF of a 256^3 run take seconds of host time that the
@@ -83,11 +92,11 @@ class BackgroundOutputs {
   // made by every rank), whose collectives the writer threads make while the main threads
   // make theirs (MPI_THREAD_MULTIPLE: parallel::concurrent_mpi); every rank starts, finishes
   // and checkpoints the same outputs, so the collectives match.
-  // fof_labels: the groups linked already (engine_fof_labels), made into the catalogue as they are.
+  // fof_links: the groups linked already (engine_fof_links), made into the catalogue as they
+  // are; over ranks made on a comm of the same ranks as `comm`, for these particles.
   void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt,
-             const Comm& comm = Comm::self(),
-             std::optional<std::vector<std::uint32_t>> fof_labels = std::nullopt);
+             const Comm& comm = Comm::self(), std::optional<fof::LocalLinks> fof_links = std::nullopt);
   // Appends the files of an output that has finished to `files`; never waits.
   void poll(std::vector<std::string>& files);
   // Waits for the output in progress, if any, and appends its files to `files`.

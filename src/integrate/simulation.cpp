@@ -567,16 +567,21 @@ void Simulation::write_outputs(RunSummary& summary) {
   std::vector<std::string> files;
   if (outputs_in_background_) {
     // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) and
-    // the FoF groups from the engine where it can make them where the particles are. Over
-    // ranks each rank's thread writes its share, collectively on output_comm_.
+    // the FoF links from the engine where it can make them where the particles are, here on
+    // the main thread (over ranks the FoF ghost import is collective on comm_), before the
+    // output's thread starts. Over ranks each rank's thread writes its share, collectively on
+    // output_comm_ (the same ranks in the same order as comm_).
+    std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
+    std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
     outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
-                   summary.outputs, engine_power_spectrum(params_, *engine_), output_comm_,
-                   engine_fof_labels(params_, *engine_));
+                   summary.outputs, std::move(pk), output_comm_, std::move(fof_links));
   } else {
-    // Collective: each rank's particles where they are (integrate/outputs.hpp); P(k) from the
-    // engine where it can make it where the particles are (collective too).
+    // Collective: each rank's particles where they are (integrate/outputs.hpp); P(k) and the
+    // FoF links from the engine where it can make them where the particles are (collective too).
     const std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
-    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_, pk ? &*pk : nullptr);
+    const std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
+    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_, pk ? &*pk : nullptr,
+                              fof_links ? &*fof_links : nullptr);
   }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());
   ++state_.output_index;

@@ -193,6 +193,22 @@ class StepEngine {
     return std::nullopt;
   }
 
+  // Over several ranks, the friends-of-friends links of this rank's particles together with
+  // `ghosts` (the other ranks' particles within one linking length of them, in [0, box): the
+  // output imports them, analysis/fof_ranks.hpp), with linking length link_mpc_h, made where
+  // the particles are: for each particle (in particles()'s order), then each ghost, the
+  // smallest index of its component in that order (fof::LocalLinker's form; the links
+  // analysis/fof.hpp's host linker makes). nullopt: the engine does not link them (the host
+  // engine, one rank, or not enough device memory), and the output links them on the host.
+  // The CUDA engine links them on its GPU (gpu/fof_cuda.cuh), positions wrapped into the box.
+  virtual std::optional<std::vector<std::uint32_t>> fof_labels_with_ghosts(const std::vector<Vec3d>& /*ghosts*/,
+                                                                           double /*link_mpc_h*/) {
+    return std::nullopt;
+  }
+  // Whether fof_labels_with_ghosts may link: over ranks the output then imports the ghosts on
+  // the main thread, before the output's thread starts (integrate/outputs.hpp engine_fof_links).
+  virtual bool links_fof_with_ghosts() const { return false; }
+
   // Over several ranks: the state besides the particles that decides which rank computes
   // what in the steps to come (the rank domains), as bytes for a checkpoint written at the
   // end of a PM step; "" when there is none (one rank). restore_domain_state takes it back

@@ -3,83 +3,44 @@
 // the halo catalogue equals the one-rank catalogue bit for bit. The particles are split over
 // the ranks in x slabs (a filament wrapping the periodic boundary crosses every slab: a
 // group straddling three domains on 3 ranks), with one rank holding none, and round-robin;
-// the particle count (4397) is divided by no rank count of the test.
+// the particle count (4397) is divided by no rank count of the test (tests/support/
+// fof_rank_sets.hpp). The local linking step is pluggable (fof::LocalLinker: the CUDA engine
+// links on the GPU, tests/mpi/test_fof_ranks_cuda): with a brute-force linker, with the links
+// of some ranks left to the host, from positions drifted just outside the box (wrapped as
+// they are linked), from links made before the merge on another communicator (the output's
+// thread's), and through engine_fof_links with an engine that links as the CUDA one does,
+// the groups and catalogue are the one-rank host finder's; malformed links stop every rank.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "analysis/fof_ranks.hpp"
 #include "analysis/halo_catalogue.hpp"
 #include "core/comm.hpp"
+#include "core/error.hpp"
 #include "core/params.hpp"
-#include "support/clustered_particles.hpp"
+#include "integrate/outputs.hpp"
+#include "integrate/step_engine.hpp"
+#include "support/fof_labels.hpp"
+#include "support/fof_rank_sets.hpp"
 #include "support/fof_samples.hpp"
 
 using namespace orbis;
 
 namespace {
 
-constexpr double kBox = 64.0;
-constexpr int kFilament = 301;
+using testing::kFofBox;
+using testing::Split;
+constexpr double kBox = kFofBox;
+constexpr int kFilament = testing::kFofFilament;
 
-// The clustered set (4096) plus a filament of 301 particles 0.2 Mpc/h apart along x (the
-// linking length is ~0.78 Mpc/h), from x = 40 across the boundary to x = 36; momenta vary.
-Particles all_particles() {
-  std::vector<Vec3d> pos = test::clustered_particles(16, kBox, 7);
-  for (int k = 0; k < kFilament; ++k) pos.push_back({std::fmod(40.0 + 0.2 * k, kBox), 23.3, 47.1});
-  Particles p;
-  p.resize(pos.size());
-  p.pos = pos;
-  p.mass = 0.7;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    p.id[i] = 3 * i + 5;   // not the index
-    p.mom[i] = {std::sin(0.1 * i) * 100, std::cos(0.3 * i) * 50, static_cast<double>(i % 7)};
-  }
-  return p;
-}
+Particles all_particles() { return testing::fof_rank_set(); }
+Particles share(const Particles& all, Split split, const Comm& comm) { return testing::fof_share(all, split, comm); }
 
-// "" when the gathered groups are the reference's (lengths, member IDs and order), else
-// the first difference. (A description, not REQUIREs: the other ranks go on to collectives.)
-std::string first_difference(const fof::GatheredGroups& got, const fof::FofGroups& ref,
-                             const std::vector<std::vector<std::uint64_t>>& brute, const Particles& all) {
-  if (got.groups.size() != ref.size()) return "groups: " + std::to_string(got.groups.size()) + " vs " + std::to_string(ref.size());
-  if (got.members.size() != ref.members.size()) return "members: " + std::to_string(got.members.size());
-  for (std::size_t g = 0; g < ref.size(); ++g) {
-    if (got.groups.length[g] != ref.length[g] || ref.length[g] != brute[g].size())
-      return "length of group " + std::to_string(g);
-    for (std::uint32_t k = 0; k < ref.length[g]; ++k) {
-      const std::uint64_t id = got.members.id[got.groups.members[got.groups.offset[g] + k]];
-      if (id != all.id[ref.members[ref.offset[g] + k]] || id != brute[g][k])
-        return "member " + std::to_string(k) + " of group " + std::to_string(g);
-    }
-  }
-  return "";
-}
-
-enum class Split { slabs, empty_rank, round_robin };
-
-// This rank's share: x slabs with uneven cuts (the last rank's empty for Split::empty_rank),
-// or every ranks-th particle.
-Particles share(const Particles& all, Split split, const Comm& comm) {
-  const int ranks = split == Split::empty_rank && comm.size() > 1 ? comm.size() - 1 : comm.size();
-  Particles mine;
-  mine.mass = all.mass;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    int owner = static_cast<int>(i % static_cast<std::size_t>(ranks));
-    if (split != Split::round_robin) {
-      const double f = all.pos[i].x / kBox;   // cuts at (r / ranks)^1.3 of the box
-      owner = 0;
-      while (owner + 1 < ranks && f >= std::pow(static_cast<double>(owner + 1) / ranks, 1.3)) ++owner;
-    }
-    if (owner != comm.rank()) continue;
-    mine.pos.push_back(all.pos[i]);
-    mine.mom.push_back(all.mom[i]);
-    mine.id.push_back(all.id[i]);
-    mine.time_bin.push_back(0);
-  }
-  return mine;
-}
+using testing::first_difference;
 
 const char* kToml = R"(
 [box]
@@ -90,6 +51,7 @@ omega_m = 0.3
 omega_lambda = 0.7
 h = 0.7
 [analysis]
+fof = true
 fof_min_members = 20
 )";
 
@@ -165,4 +127,144 @@ TEST_CASE("halo catalogue across ranks: bitwise the one-rank catalogue") {
     for (double m : ref.m_mean200) with_m200 += m > 0;
     CHECK(with_m200 >= 2);
   }
+}
+
+TEST_CASE("FoF across ranks: the local links by a given linker, from positions outside the box") {
+  const Comm world = Comm::world();
+  const std::uint32_t min_members = 20;
+  // Drifted out of the box near the faces, as a rank's particles between wraps; the reference
+  // links them where they wrap to.
+  const Particles drifted = testing::drifted_out_of_box(all_particles());
+  const Particles inside = testing::wrapped_into_box(drifted);
+  int outside = 0;
+  for (const Vec3d& x : drifted.pos)
+    outside += !(x.x >= 0 && x.x < kBox && x.y >= 0 && x.y < kBox && x.z >= 0 && x.z < kBox);
+  REQUIRE(outside > 100);
+  const double link = fof::linking_length(inside.size(), kBox, 0.2);
+  const fof::FofGroups ref = fof::find_groups(fof::CellGrid(inside.pos, kBox, link), inside, min_members);
+  const auto brute = testing::brute_force_fof(inside, kBox, link, min_members);
+  REQUIRE(ref.size() == brute.size());
+  REQUIRE(ref.size() >= 3);
+
+  for (Split split : {Split::slabs, Split::empty_rank, Split::round_robin}) {
+    INFO(world.size() << " ranks, split " << static_cast<int>(split));
+    const Particles mine = share(drifted, split, world);
+    // The host linker, then one independent of the grid.
+    const fof::LocalLinker linkers[] = {fof::link_on_host, testing::brute_force_linker};
+    for (const fof::LocalLinker& linker : linkers) {
+      const fof::GatheredGroups got = fof::find_groups_across_ranks(mine, kBox, link, min_members, world, 0, linker);
+      if (!world.is_root()) continue;
+      CHECK(first_difference(got, ref, brute, inside) == "");
+      CHECK(testing::member_position_difference(got, inside) == "");
+    }
+    // Linked on the odd ranks only: the others' links are left empty (an engine without the
+    // memory) and gather_groups links them on the host.
+    const auto odd_ranks = [&](const auto& own, const auto& ghosts, double b, double l) {
+      return world.rank() % 2 ? testing::brute_force_linker(own, ghosts, b, l) : std::vector<std::uint32_t>{};
+    };
+    const fof::LocalLinks links = fof::link_locally(mine, kBox, link, world, odd_ranks);
+    CHECK(links.label.size() == (world.rank() % 2 ? mine.size() + links.ghosts.size() : 0));
+    CHECK(links.ghosts.size() == links.ghosts.id.size());
+    if (world.size() > 1 && split != Split::empty_rank) CHECK(world.sum<std::uint64_t>(links.ghosts.size()) > 0);
+    const fof::GatheredGroups got = fof::gather_groups(mine, links, min_members, world);
+    if (world.is_root()) CHECK(first_difference(got, ref, brute, inside) == "");
+  }
+}
+
+TEST_CASE("FoF across ranks: malformed local links stop every rank with an error") {
+  const Comm world = Comm::world();
+  const Particles mine = share(all_particles(), Split::slabs, world);
+  const double link = fof::linking_length(4397, kBox, 0.2);
+  // The last rank's linker answers a label above its particle's index; every rank throws.
+  const auto bad = [&](const auto& own, const auto& ghosts, double b, double l) {
+    std::vector<std::uint32_t> label = fof::link_on_host(own, ghosts, b, l);
+    if (world.rank() == world.size() - 1 && label.size() > 1) label[0] = 1;
+    return label;
+  };
+  CHECK_THROWS_AS(fof::find_groups_across_ranks(mine, kBox, link, 20, world, 0, bad), Error);
+}
+
+TEST_CASE("halo catalogue across ranks: from links made beforehand, merged on the outputs' communicator") {
+  const Comm world = Comm::world();
+  const Comm outputs = world.split(0, world.rank());   // as the run's writer threads have
+  const Params params = Params::parse(kToml, "test.toml");
+  const Particles all = all_particles();
+  const double a = 0.6;
+  const GroupCatalogue ref = halo::find_haloes(all, kBox, a, params);
+  const double link = fof::linking_length(all.size(), kBox, 0.2);
+  for (Split split : {Split::slabs, Split::round_robin}) {
+    INFO(world.size() << " ranks, split " << static_cast<int>(split));
+    const Particles mine = share(all, split, world);
+    const fof::LocalLinks links = fof::link_locally(mine, kBox, link, world, testing::brute_force_linker);
+    const GroupCatalogue got = halo::find_haloes_across_ranks(mine, kBox, a, params, outputs, &links);
+    if (world.is_root()) CHECK(testing::catalogue_difference(got, ref) == "");
+    else CHECK(got.size() == 0);
+  }
+}
+
+namespace {
+
+// A step engine that links its particles and the output's ghosts "where they are" as the CUDA
+// engine does over ranks (here with the brute-force linker), or says it cannot.
+class LinkingEngine : public StepEngine {
+ public:
+  LinkingEngine(Particles particles, bool links, bool has_memory)
+      : particles_(std::move(particles)), links_(links), has_memory_(has_memory) {}
+  std::string describe() const override { return "linking test engine"; }
+  double softening() const override { return 0; }
+  bool has_short_range() const override { return false; }
+  void load(Particles particles) override { particles_ = std::move(particles); }
+  const Particles& particles() override { return particles_; }
+  const std::vector<Vec3d>& accelerations() override { return acc_; }
+  void compute_forces(bool, int, ForceStats&) override {}
+  void kick(const KickPlan&) override {}
+  void drift(double) override {}
+  double max_acceleration() override { return 0; }
+  double rms_momentum() override { return 0; }
+  BinCounts assign_bins(const BinRule&) override { return {}; }
+  bool links_fof_with_ghosts() const override { return links_; }
+  std::optional<std::vector<std::uint32_t>> fof_labels_with_ghosts(const std::vector<Vec3d>& ghosts,
+                                                                   double link) override {
+    ++calls;
+    if (!has_memory_) return std::nullopt;
+    return testing::brute_force_linker(particles_.pos, ghosts, kBox, link);
+  }
+  int calls = 0;
+
+ private:
+  Particles particles_;
+  std::vector<Vec3d> acc_;
+  bool links_, has_memory_;
+};
+
+}  // namespace
+
+TEST_CASE("engine_fof_links over ranks: the engine's links make the one-rank catalogue; a rank without memory "
+          "links on the host; an engine that cannot link anywhere leaves it all to the output") {
+  const Comm world = Comm::world();
+  const Comm outputs = world.split(0, world.rank());
+  const Params params = Params::parse(kToml, "test.toml");
+  const Particles all = all_particles();
+  const double a = 0.6;
+  const GroupCatalogue ref = halo::find_haloes(all, kBox, a, params);
+  const Particles mine = share(all, Split::slabs, world);
+  for (int short_rank : {-1, 0}) {   // the rank whose engine lacks the memory (-1: none)
+    LinkingEngine engine(mine, true, world.rank() != short_rank);
+    const std::optional<fof::LocalLinks> links = engine_fof_links(params, engine, world);
+    if (world.size() == 1) {   // one rank asks StepEngine::fof_labels, which this engine does not give
+      CHECK(!links);
+      continue;
+    }
+    REQUIRE(links.has_value());   // the same on every rank
+    CHECK(engine.calls == 1);
+    CHECK(links->label.empty() == (world.rank() == short_rank));
+    if (!links->label.empty()) CHECK(links->label.size() == mine.size() + links->ghosts.size());
+    CHECK(links->link_mpc_h == fof::linking_length(all.size(), kBox, 0.2));
+    const GroupCatalogue got = halo::find_haloes_across_ranks(mine, kBox, a, params, outputs, &*links);
+    if (world.is_root()) CHECK(testing::catalogue_difference(got, ref) == "");
+  }
+  // An engine that cannot link on one rank: no rank imports ghosts or links.
+  LinkingEngine partial(mine, world.rank() != world.size() - 1, true);
+  CHECK(!engine_fof_links(params, partial, world));
+  CHECK(partial.calls == 0);
 }

@@ -94,8 +94,12 @@ TEST_CASE("fof labels: an output given the labels writes the host path's catalog
   std::vector<std::string> files;
   {
     BackgroundOutputs outputs;
+    fof::LocalLinks links;
+    links.label = label;
+    links.box_mpc_h = kBox;
+    links.link_mpc_h = link;
     outputs.start(OutputContext{params, &cosmology, labels_dir, 1, 0.5}, p, {}, files, std::nullopt, Comm::self(),
-                  label);
+                  links);
     outputs.finish(files);
   }
   REQUIRE(files.size() == host.size());
