@@ -96,11 +96,15 @@ bool same_on_every_rank(const PowerSpectrum& pk, const Comm& comm) {
 }
 
 // Row by row against a reference; the largest relative power difference. No REQUIRE: the
-// callers' collectives follow.
+// callers' collectives follow. The power is compared relative to itself, but no finer than
+// 1e-9 of the largest bin's: a set tiled 2 x 2 x 2 has no power at the box's odd modes in
+// exact arithmetic (its lowest bin holds only rounding, measured 8e-2 apart relatively).
 double compare(const PowerSpectrum& pk, const PowerSpectrum& reference) {
   CHECK(pk.num_particles == reference.num_particles);
   CHECK(pk.bins.size() == reference.bins.size());
-  CHECK(reference.bins.size() > 2);
+  CHECK(reference.bins.size() >= 2);
+  double largest = 0;
+  for (const orbis::PowerSpectrumBin& h : reference.bins) largest = std::max(largest, std::abs(h.power));
   double worst = 0;
   for (std::size_t i = 0; i < std::min(pk.bins.size(), reference.bins.size()); ++i) {
     const orbis::PowerSpectrumBin& d = pk.bins[i];
@@ -110,7 +114,7 @@ double compare(const PowerSpectrum& pk, const PowerSpectrum& reference) {
     CHECK(d.fold == h.fold);
     CHECK(relative(d.k_mean, h.k_mean) < kSumsBar);
     CHECK(relative(d.shot_noise, h.shot_noise) < kSumsBar);
-    const double r = relative(d.power, h.power);
+    const double r = std::abs(d.power - h.power) / std::max(std::abs(h.power), 1e-9 * largest);
     CHECK(r < kPowerBar);
     worst = std::max(worst, r);
   }
