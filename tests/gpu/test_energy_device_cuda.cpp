@@ -20,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "core/params.hpp"
+#include "core/vec3.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/pair_energy.hpp"
 #include "fmm/short_range.hpp"
@@ -137,13 +138,33 @@ TEST_CASE("the pair sum with the chaining mesh made on the device: the brute-for
     // Deterministic: the same bits again.
     CHECK(gpu::pair_potential_sum_device(d.d, d.d + d.n, d.d + 2 * d.n, d.n, in, stream) == device);
   }
-  // The device path is one rank's: ghosts are an internal error.
+  // Over ranks: the last positions are another rank's ghosts (this rank's share of the pairs,
+  // the CPU sum's rule), and positions may lie outside the box (a refitted forest's, wrapped as
+  // read): the CPU sum of the wrapped positions with the same ghosts, to rounding.
   PairPotentialInput with_ghosts;
+  with_ghosts.positions = &pos;
   with_ghosts.box = box;
-  with_ghosts.r_s = 1;
-  with_ghosts.cut = 5;
-  with_ghosts.ghosts = 3;
-  CHECK_THROWS_AS(gpu::pair_potential_sum_device(d.d, d.d + d.n, d.d + 2 * d.n, d.n, with_ghosts, stream), Error);
+  with_ghosts.r_s = 12.7 / 5;
+  with_ghosts.cut = 12.7;
+  with_ghosts.softening = 0.02;
+  with_ghosts.ghosts = pos.size() / 3;
+  const double cpu = pair_potential_sum_cpu(with_ghosts);
+  std::vector<Vec3d> moved = pos;
+  for (std::size_t i = 0; i < moved.size(); i += 7) moved[i].x += moved[i].x < box / 2 ? box : -box;
+  const DevicePositions m(moved);
+  std::vector<Vec3d> wrapped = moved;
+  for (Vec3d& x : wrapped)
+    for (int k = 0; k < 3; ++k) x[k] = periodic_wrap_position(x[k], box);
+  with_ghosts.positions = &wrapped;
+  const double cpu_moved = pair_potential_sum_cpu(with_ghosts);
+  const double device_moved = gpu::pair_potential_sum_device(m.d, m.d + m.n, m.d + 2 * m.n, m.n, with_ghosts, stream);
+  std::printf("with %zu ghosts: device %.17e, CPU %.17e (%.1e); the CPU's before the moves %.17e\n",
+              with_ghosts.ghosts, device_moved, cpu_moved, device_moved / cpu_moved - 1, cpu);
+  CHECK(device_moved == doctest::Approx(cpu_moved).epsilon(1e-12));
+  CHECK(cpu_moved == doctest::Approx(cpu).epsilon(1e-12));   // a whole box away: the same pairs
+  with_ghosts.ghosts = 0;
+  CHECK(gpu::pair_potential_sum_device(m.d, m.d + m.n, m.d + 2 * m.n, m.n, with_ghosts, stream) !=
+        doctest::Approx(device_moved).epsilon(1e-6));   // the ghosts' share is not all the pairs
   cudaStreamDestroy(stream);
 }
 
