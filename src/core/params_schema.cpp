@@ -265,9 +265,11 @@ const std::vector<ParamSpec> kSchema = {
      "same or peer-accessible; an error otherwise), staged through pinned host memory and MPI, auto ipc "
      "where it works (else staged, the reason logged). The environment's ORBIS_RANK_EXCHANGE applies "
      "where this is auto"},
-    {"gpu", "tree_max_refits", T::integer, "8", 0, 1e6, false, nullptr, "",
+    {"gpu", "tree_max_refits", T::integer, "0", 0, 1e6, false, nullptr, "",
      "the CUDA step engine builds its tree afresh after this many refits in a row at any step, sub-steps "
-     "included (the sub-steps' active particles sit where the tree loosens fastest); 0: no limit"},
+     "included; 0: no limit, sub-steps refit (since positions are wrapped only at builds the refitted "
+     "leaves stay compact: on the 256^3 headline limit 8 built at 91 sub-steps for 2.2 s more and the "
+     "same P(k); over ranks sub-steps always refit)"},
 };
 
 std::string format_number(double v) {
