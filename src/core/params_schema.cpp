@@ -92,9 +92,9 @@ const std::vector<ParamSpec> kSchema = {
      "the FMM over the whole tree (untruncated 1/r, cells interact by the opening angle alone), direct = every "
      "pair in P2P (O(N^2): the reference, and for small N)"},
     {"gravity", "pm_grid_side", T::integer, "0", 0, 8192, false, nullptr, "",
-     "PM mesh cells per side; 0: auto, 3 x particles_per_side on the CUDA step engine of one rank when "
-     "that mesh fits the GPU (its P2P then costs a third), else 2 x particles_per_side; the log says which "
-     "and why (a restart takes the same or stops: set it to restart elsewhere)", P},
+     "PM mesh cells per side; 0: auto, 3 x particles_per_side on the CUDA step engine (one rank or all "
+     "ranks) when that mesh fits the GPUs (its P2P then costs a third), else 2 x particles_per_side; the "
+     "log says which and why (a restart takes the same or stops: set it to restart elsewhere)", P},
     {"gravity", "mass_assignment", T::string, "\"tsc\"", -inf, inf, false, "cic|tsc", "",
      "PM mass assignment and force interpolation window (TSC: long-range force within 0.3% of "
      "Ewald at r_s = 1.2 cells; CIC is aliasing-limited at ~1.5% rms, 3.5% max)", P},

@@ -138,6 +138,23 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
 
 CudaPmRanks::~CudaPmRanks() = default;
 
+std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int ranks, int rank) {
+  // The constructor's sizes (the x slab with its ghost planes, three meshes of it, the received
+  // ghost planes), and CudaPmSlabs' two y slabs, the second the larger of an x and a y slab
+  // (what CUDA IPC's transposes take; the staged ones take less).
+  const int n = settings.grid_side, wanted = window_order(settings.window);
+  const SlabPlanes slab = slab_planes(n, ranks, rank);
+  const auto held = static_cast<std::size_t>(slab.count + ghost_plane_count(n, slab, wanted));
+  const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1), plane = static_cast<std::size_t>(n) * n;
+  const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
+  const std::size_t meshes = 3 * std::max<std::size_t>(held * n * padded, 1) * real;
+  const std::size_t owned = slab_ghost_lists(n, ranks, rank, wanted).owned_planes.size();
+  const std::size_t ghost_in = std::max<std::size_t>(owned, 1) * plane * sizeof(unsigned long long);
+  const SlabTranspose layout(n, ranks, rank);
+  const std::size_t y = layout.y_slab_count * 2 * real, x = layout.x_slab_count * 2 * real;
+  return meshes + ghost_in + y + std::max(x, y);
+}
+
 std::size_t CudaPmRanks::bytes_per_particle() {
   // Own: two keys and two order entries (the sort's double buffers), packed position.
   // Routed: as received, positions and accelerations in blocks.

@@ -198,6 +198,10 @@ class CudaPmRanks {
   // slabs' two complex y slabs), given back when it returns.
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
+  // What transient_bytes() will be, before any object exists (the automatic mesh's choice,
+  // integrate/pm_mesh_choice.hpp), for rank `rank` of `ranks`: an upper bound (the transposes'
+  // work slab taken as CUDA IPC's).
+  static std::size_t planned_transient_bytes(const PmSettings& settings, int ranks, int rank);
   std::size_t pinned_bytes() const;
   // Device bytes per particle of the particle buffers (own and routed, one each).
   static std::size_t bytes_per_particle();

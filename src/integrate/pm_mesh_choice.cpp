@@ -1,8 +1,11 @@
 #include "integrate/pm_mesh_choice.hpp"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/params.hpp"
+#include "domain/node_domains.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/short_range.hpp"
 #include "pm/pm_solver.hpp"
@@ -10,6 +13,8 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/pm_cuda.hpp"
+#include "gpu/pm_cuda_ranks.hpp"
+#include "gpu/shared_gpu_memory.hpp"
 #endif
 
 namespace orbis {
@@ -34,34 +39,50 @@ PmMeshChoice choose_pm_grid_side(const Params& params, const Comm& comm) {
   };
   if (params.get_string("gravity.solver") != "treepm") return why_two("PM only");
   if (params.get_string("gpu.backend") == "cpu") return why_two("the host engine ([gpu] backend = \"cpu\")");
-  if (comm.size() > 1) return why_two("several ranks");
   const long long three = 3LL * side;
   if (three % 2 != 0 || !seven_smooth(three)) return why_two(fmt::format("3N = {} is not an even 7-smooth size", three));
 #if defined(ORBIS_HAVE_CUDA)
   const int device = gpu_device_for_rank(params.get_int("gpu.device"), comm);
   std::string why;
-  if (!cuda_device_usable(device, &why)) return why_two("no usable GPU (" + why + ")");
-  // The device memory plan of the CUDA step engine (its load()'s, one rank) with the 3N mesh.
+  const bool usable = cuda_device_usable(device, &why);
+  // Over ranks every rank takes the same mesh: the CUDA engine runs on all ranks or on none
+  // (step_engine_factory.cpp), and the plan must fit every rank's GPU, ranks sharing one
+  // counted together.
+  if (comm.size() > 1 ? !comm.all(usable) : !usable)
+    return why_two(comm.size() > 1 ? "a rank without a usable GPU" : "no usable GPU (" + why + ")");
+  // The device memory plan of the CUDA step engine (its load()'s) with the 3N mesh.
   Params with_three = params;
   with_three.set("gravity.pm_grid_side", ParamValue(static_cast<std::int64_t>(three)));
   const PmSettings pm = PmSettings::from_params(with_three);
   const auto n = static_cast<std::size_t>(side) * side * side;
   DeviceMemoryInput in;
-  in.particles = n;
   in.settings = short_range_settings(with_three, 1.0);
   in.short_acc_double = in.settings.p2p_double;
-  const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm, n);
-  in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;
-  in.pm_held_bytes = pm_memory.tables;
-  const std::size_t need = plan_device_memory(in).total();
-  const std::size_t usable =
-      usable_device_memory(cuda_device_free_memory(device), params.get_real("gpu.memory_limit_gib"));
-  if (need + need / 10 > usable)
-    return why_two(fmt::format("the 3N mesh's device memory plan, {:.1f} GiB, does not fit in {:.1f} GiB",
-                               need / 1073741824.0, usable / 1073741824.0));
+  if (comm.size() == 1) {
+    in.particles = n;
+    const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm, n);
+    in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;
+    in.pm_held_bytes = pm_memory.tables;
+  } else {   // the most particles the domains give a rank, a forest of twice that, the PM over ranks
+    const double mean = static_cast<double>(n) / comm.size();
+    in.particles = static_cast<std::size_t>(std::ceil(NodeDomains::kMaxParticleShare * mean));
+    in.sources = 2 * in.particles;
+    in.pm_slab_bytes = CudaPmRanks::planned_transient_bytes(pm, comm.size(), comm.rank());
+    in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
+  }
+  const std::size_t need = plan_device_memory(in).total(), ask = need + need / 10;
+  const double limit_gib = params.get_real("gpu.memory_limit_gib");
+  const bool fits = comm.size() == 1
+                        ? ask <= usable_device_memory(cuda_device_free_memory(device), limit_gib)
+                        : comm.all(limit_gib <= 0 || ask <= static_cast<std::size_t>(limit_gib * 1073741824.0)) &&
+                              gpu::fits_on_gpus(comm, device, ask);
+  const std::string where = comm.size() == 1 ? "" : fmt::format(" a rank (of {}, those sharing a GPU together)", comm.size());
+  if (!fits)
+    return why_two(fmt::format("the 3N mesh's device memory plan, {:.1f} GiB{}, does not fit", need / 1073741824.0,
+                               where));
   return {static_cast<int>(three), fmt::format("3 x particles_per_side: the CUDA step engine, whose P2P costs fall "
-                                               "as the cell cubed; its memory plan {:.1f} GiB of {:.1f} GiB",
-                                               need / 1073741824.0, usable / 1073741824.0)};
+                                               "as the cell cubed; its memory plan {:.1f} GiB{} fits",
+                                               need / 1073741824.0, where)};
 #else
   return why_two("this build has no CUDA");
 #endif

@@ -5,8 +5,8 @@
 // one; the default settings (float P2P and mesh, theta 0.5, block steps, the default tree
 // policy, which both engines follow with the same pair counts) from z = 1 to z = 0.5, but
 // for tree_max_refits = 0: over ranks sub-steps always refit (only a PM step updates the
-// domains), so the one-rank run must not build at a sub-step either; and the mesh, which the
-// automatic choice makes 3N on one GPU and 2N over ranks.
+// domains), so the one-rank run must not build at a sub-step either; and the mesh, set (the
+// automatic choice has its own case below).
 //
 // Bar. Not bit for bit as on the CPU: the one-rank engine's PM is the one-GPU cuFFT PM and the
 // ranks' is the host PM with cuFFT slab transforms, whose float transforms round differently
@@ -30,6 +30,7 @@
 #include "core/params.hpp"
 #include "fmm/p2p.hpp"
 #include "fmm/p2p_cuda_factory.hpp"
+#include "integrate/pm_mesh_choice.hpp"
 #include "integrate/simulation.hpp"
 #include "io/catalogue.hpp"
 #include "io/snapshot.hpp"
@@ -86,4 +87,20 @@ TEST_CASE("a short TreePM run with the CUDA engine on several ranks ends where t
   CHECK(ca.size() > 0);
   CHECK(ca.size() == cb.size());
   CHECK(ca.len == cb.len);
+}
+
+TEST_CASE("the automatic mesh is the same on one rank and on several: 3N where the CUDA engine's plan fits") {
+  const Comm world = Comm::world();
+  orbis::test::rank_gpu_or_skip(world);
+  const orbis::Params params = orbis::Params::parse(
+      "[box]\nsize_mpc_h = 64.0\nparticles_per_side = 16\n[gpu]\nbackend = \"cuda\"\n", "auto_mesh_ranks.toml");
+  const orbis::PmMeshChoice many = orbis::choose_pm_grid_side(params, world);
+  const orbis::PmMeshChoice one = orbis::choose_pm_grid_side(params, Comm::self());
+  MESSAGE(world.size() << " ranks: " << many.grid_side << " (" << many.why << "); one rank: " << one.grid_side);
+  CHECK(many.grid_side == 48);
+  CHECK(one.grid_side == many.grid_side);
+  // A memory limit below the plan: 2N on every rank alike.
+  orbis::Params tight = params;
+  tight.set("gpu.memory_limit_gib", orbis::ParamValue(0.01));
+  CHECK(orbis::choose_pm_grid_side(tight, world).grid_side == 32);
 }
