@@ -157,4 +157,14 @@ inline unsigned stride_grid(std::size_t warps, int sms) {
   return static_cast<unsigned>(warps == 0 ? 1 : (warp_blocks(warps) < cap ? warp_blocks(warps) : cap));
 }
 
+// A target's chunks [c0, c1) of partial expansions (nl coefficients each, in chunk order) added
+// into the lane's coefficients acc[j] = coefficient lane + 32 j: the fixed order that makes a
+// chunked target's sum the same bits from run to run.
+__device__ inline void add_chunk_partials(const double* partial, std::uint32_t c0, std::uint32_t c1, int nl, int lane,
+                                          double* acc) {
+  for (std::uint32_t c = c0; c < c1; ++c)
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) acc[j] += partial[static_cast<std::size_t>(c) * nl + lane + 32 * j];
+}
+
 }  // namespace orbis::gpu::fmm_detail

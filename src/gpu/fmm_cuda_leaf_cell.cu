@@ -70,9 +70,7 @@ __global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int
     double acc[kMaxPerLane] = {};
     const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
     if (c1 > c0) {
-      for (std::uint32_t c = c0; c < c1; ++c)
-        for (int j = 0; j < kMaxPerLane; ++j)
-          if (lane + 32 * j < nl) acc[j] += partial[static_cast<std::size_t>(c) * nl + lane + 32 * j];
+      add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
       p2l_tasks(tb, order + 1, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), lev[w], acc);
     }
