@@ -74,10 +74,12 @@ ORBIS_HD int round_digit(std::uint64_t high, std::uint64_t low, const RoundNode&
 
 // Compares a member's key under `axis` (its coordinates' ordered bits k[0..2], by axis
 // x, y, z) with the 192-bit threshold t (rotated to the axis: t[0] the word of `axis`): -1, 0
-// or 1.
-ORBIS_HD int compare_key(const std::uint64_t* k, int axis, const std::uint64_t* t) {
+// or 1. U: a 64-bit unsigned type (the device's atomics take unsigned long long).
+template <typename U>
+ORBIS_HD int compare_key(const U* k, int axis, const U* t) {
+  static_assert(sizeof(U) == 8, "64-bit key words");
   for (int w = 0; w < 3; ++w) {
-    const std::uint64_t v = k[(axis + w) % 3];
+    const U v = k[(axis + w) % 3];
     if (v != t[w]) return v < t[w] ? -1 : 1;
   }
   return 0;
