@@ -37,7 +37,9 @@ class DeviceGlobalTopTree {
   // (core/vec3.hpp, each operation rounded on its own, as the engine's wraps) as it is read;
   // box 0: read as they are. Returns GlobalTopTree::build(the wrapped positions, max_leaf,
   // depth, comm) bit for bit: the same nodes, particle_node and rounds. with_particle_node
-  // false: the result's particle_node() is left empty (device_particle_node() has it).
+  // false: the result's particle_node() is left empty (device_particle_node() has it). (The
+  // wrap never gives -0.0; unwrapped, a -0.0 coordinate may make a root box corner +0.0 where
+  // the host's is -0.0: GlobalTopTree promises no sign of zero.)
   // Queued on `stream` and waited for. Throws as GlobalTopTree::build does (on every rank).
   GlobalTopTree build(const double* x, const double* y, const double* z, std::size_t n, double box_mpc_h,
                       int max_leaf, int depth, const Comm& comm, cudaStream_t stream, bool with_particle_node = true);
