@@ -30,13 +30,16 @@
 // level's members); the later rounds and the children of the members they decide see only
 // the few left. Each pass runs over fixed blocks of the members in parallel (histograms and
 // boxes per thread, integer sums and minima; lists concatenated in block order): the same
-// tree for any thread count.
+// tree for any thread count. The passes over the members are apart from the decisions
+// (domain/top_tree_passes.hpp): the device runs its own (gpu/global_top_tree_cuda.cuh) under
+// the same decisions.
 // Not promised: which of several particles at exactly the same position goes to which child
 // (the serial build's own order there is arbitrary: nth_element). The nodes (counts, boxes,
 // axes) are still the serial ones; particle_node of such particles may differ from a serial
 // build's. Positions must not be NaN; a -0.0 coordinate may give a box corner -0.0 where the
 // serial build has +0.0 or the reverse (min/max of equal values).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +47,8 @@
 #include "core/vec3.hpp"
 
 namespace orbis {
+
+class TopTreePasses;
 
 struct GlobalTopNode {
   std::int32_t index = 0;    // in OrbTree::shape(n_total, max_leaf) numbering (preorder)
@@ -64,6 +69,11 @@ class GlobalTopTree {
   // a node of <= max_leaf particles stops above `depth`). Throws (on every rank) if the
   // ranks hold no particle at all or more than OrbTree::kMaxParticles.
   static GlobalTopTree build(const std::vector<Vec3d>& positions, int max_leaf, int depth, const Comm& comm);
+  // The same with other passes over this rank's n particles (domain/top_tree_passes.hpp: the
+  // device's, gpu/global_top_tree_cuda.cuh): every decision is taken by the same code, so the
+  // same positions give the same tree, particle_node and rounds. build(positions, ...) is
+  // this with the host's passes.
+  static GlobalTopTree build(TopTreePasses& passes, std::size_t n, int max_leaf, int depth, const Comm& comm);
 
   // The nodes of levels 0..depth, level by level, in increasing index order within a level;
   // the same on every rank.
