@@ -1,6 +1,7 @@
 #include "domain/rank_domains.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <type_traits>
 
@@ -47,7 +48,7 @@ RankDomains::RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Co
     fail("internal: rank domains for max_leaf = {} and top depth {}", max_leaf, top_depth);
 }
 
-void RankDomains::update(Particles& particles, double work) {
+void RankDomains::update(Particles& particles, double work, const GlobalTopTree* given_top) {
   report_.rebuilt = false;
   report_.migrated = 0;
   if (comm_.size() == 1) return;
@@ -60,7 +61,11 @@ void RankDomains::update(Particles& particles, double work) {
   Stopwatch watch;
   const double comm_before = comm_.stats().seconds;
   // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
-  const GlobalTopTree top = GlobalTopTree::build(particles.pos, max_leaf_, top_depth_, comm_);
+  std::optional<GlobalTopTree> built_top;
+  const GlobalTopTree& top =
+      given_top ? *given_top : built_top.emplace(GlobalTopTree::build(particles.pos, max_leaf_, top_depth_, comm_));
+  if (top.particle_node().size() != particles.size())
+    fail("internal: rank domains: a top tree of {} particles for {}", top.particle_node().size(), particles.size());
   times.top_tree = watch.seconds();
   times.top_comm = comm_.stats().seconds - comm_before;
   times.top_rounds = top.rounds();

@@ -27,6 +27,7 @@
 #include "core/comm.hpp"
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
+#include "domain/global_top_tree.hpp"
 #include "domain/node_domains.hpp"
 #include "domain/particle_exchange.hpp"
 
@@ -69,8 +70,10 @@ class RankDomains {
   // the runs (re)built if there are none, they are for another group count, or the work
   // reported since the last update is out of balance; then every particle moves to its
   // group's rank and each rank's particles are put group by group in subtree order.
-  // work: this rank's interactions since the last update.
-  void update(Particles& particles, double work);
+  // work: this rank's interactions since the last update. top: the top tree of these
+  // particles' positions, built elsewhere (the CUDA engine's, on the device: the same tree bit
+  // for bit, gpu/global_top_tree_cuda.cuh); null: built here.
+  void update(Particles& particles, double work, const GlobalTopTree* top = nullptr);
 
   // Collective: pos (this rank's particles as update() left them, moved since) followed by
   // the ghosts: every other rank's group whose box comes within r_cut (1 + kGhostMargin) of
@@ -127,6 +130,7 @@ class RankDomains {
   const DomainReport& report() const { return report_; }
   const Comm& comm() const { return comm_; }
   int top_depth() const { return top_depth_; }
+  int max_leaf() const { return max_leaf_; }
 
  private:
   // The pairs (own group, other rank's group) walk_pair keeps at `reach` between the

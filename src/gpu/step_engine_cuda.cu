@@ -35,6 +35,7 @@
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/fof_cuda.cuh"
 #include "gpu/ghost_exchange_cuda.cuh"
+#include "gpu/global_top_tree_cuda.cuh"
 #include "gpu/pair_energy_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
@@ -703,8 +704,17 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (treepm) why = tree_policy.begin(long_range, domains_updated);
   const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
   if (update) {
+    // The global top tree from the device's positions (only histograms, boxes and ties cross
+    // the bus; bit for bit the host's tree of the wrapped positions the host copy gets), its
+    // arrays from the pool for this update alone; then the rest of the update on the host.
+    std::optional<GlobalTopTree> top;
+    {
+      gpu::DeviceGlobalTopTree device_top;
+      top.emplace(device_top.build(pos.data(), pos.data() + n, pos.data() + 2 * n, n, box, domains->max_leaf(),
+                                   domains->top_depth(), comm, stream));
+    }
     bring_host_current();
-    domains->update(host, work_since_update);
+    domains->update(host, work_since_update, &*top);
     work_since_update = 0;
     n = host.size();
     reserve_state(n);
