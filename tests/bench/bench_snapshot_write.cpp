@@ -1,0 +1,133 @@
+// Writing one snapshot of N^3 particles over the ranks (issue #29: two ranks took ~6x one
+// rank's time for the same bytes). The particles are a grid, IDs in lexicographic grid order
+// as the grid ICs number them; rank r holds the x-slab r of the grid, in the Morton order of
+// the grid cells, not in ID order (a run's ranks hold theirs in the tree's order), and one
+// rank holds them in ID order (a one-rank run's). Prints the best and the median seconds of
+// `repeats` writes on rank 0 (wall time of the collective write_snapshot, the commit's fsync
+// and rename included), and a checksum of the file's bytes, which must not change when the
+// write gets faster.
+//   mpirun -np 2 bench_snapshot_write [particles_per_side=128] [files=1] [repeats=3] [folder]
+// OMP_NUM_THREADS sets the threads of each rank.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/comm.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/parallel.hpp"
+#include "core/timer.hpp"
+#include "io/snapshot.hpp"
+
+using namespace orbis;
+
+namespace {
+
+// The bits of x, y and z interleaved (21 bits each): the Morton key of a grid cell.
+std::uint64_t morton(std::uint64_t x, std::uint64_t y, std::uint64_t z) {
+  auto spread = [](std::uint64_t v) {
+    std::uint64_t out = 0;
+    for (int b = 0; b < 21; ++b) out |= ((v >> b) & 1u) << (3 * b);
+    return out;
+  };
+  return spread(x) << 2 | spread(y) << 1 | spread(z);
+}
+
+// This rank's slab of the side^3 grid, in Morton order (ID order on one rank).
+Particles my_slab(std::size_t side, double box, const Comm& comm) {
+  const std::size_t x0 = side * comm.rank() / comm.size(), x1 = side * (comm.rank() + 1) / comm.size();
+  std::vector<std::uint64_t> cells;
+  for (std::size_t x = x0; x < x1; ++x)
+    for (std::size_t y = 0; y < side; ++y)
+      for (std::size_t z = 0; z < side; ++z) cells.push_back((x * side + y) * side + z);
+  if (comm.size() > 1) {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> keyed(cells.size());
+    for (std::size_t k = 0; k < cells.size(); ++k) {
+      const std::uint64_t c = cells[k];
+      keyed[k] = {morton(c / (side * side), c / side % side, c % side), c};
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (std::size_t k = 0; k < cells.size(); ++k) cells[k] = keyed[k].second;
+  }
+  Particles p;
+  p.mass = 1;
+  p.resize(cells.size());
+  const double spacing = box / static_cast<double>(side);
+  for (std::size_t k = 0; k < cells.size(); ++k) {
+    const std::uint64_t c = cells[k];
+    const double x = static_cast<double>(c / (side * side)), y = static_cast<double>(c / side % side),
+                 z = static_cast<double>(c % side);
+    p.id[k] = c + 1;   // 1-based, as the grid ICs number them
+    p.pos[k] = {(x + 0.25) * spacing, (y + 0.5) * spacing, (z + 0.75) * spacing};
+    p.mom[k] = {std::sin(0.1 * static_cast<double>(c)), x - y, 1e-3 * z};
+  }
+  return p;
+}
+
+// FNV-1a of the file's bytes.
+std::uint64_t checksum(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buffer(1 << 20);
+  std::uint64_t h = 1469598103934665603ull;
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  parallel::init(&argc, &argv);
+  {
+    const Comm comm = Comm::world();
+    log::set_rank(comm.rank(), comm.size());
+    const std::size_t side = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 128;
+    const int files = argc > 2 ? std::atoi(argv[2]) : 1;
+    const int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
+    std::string folder;
+    if (comm.is_root()) {
+      folder = ((argc > 4 ? std::filesystem::path(argv[4]) : std::filesystem::temp_directory_path()) /
+                "orbis_bench_snapshot_write")
+                   .string();
+      std::filesystem::remove_all(folder);
+      std::filesystem::create_directories(folder);
+    }
+    comm.broadcast(folder);
+    const double box = 100.0;
+    const Params params = Params::parse("[box]\nsize_mpc_h = 100.0\nparticles_per_side = " + std::to_string(side) +
+                                            "\n[output]\nfiles_per_snapshot = " + std::to_string(files) + "\n",
+                                        "bench");
+    const Particles p = my_slab(side, box, comm);
+    std::vector<double> seconds;
+    std::vector<std::string> names;
+    for (int r = 0; r < repeats; ++r) {
+      comm.barrier();
+      Stopwatch watch;
+      names = write_snapshot(folder + "/snapshot.hdf5", p, 0.5, params, nullptr, comm);
+      comm.barrier();
+      seconds.push_back(watch.seconds());
+    }
+    if (comm.is_root()) {
+      std::uint64_t sum = 0;
+      for (const std::string& name : names) sum ^= checksum(name);
+      std::vector<double> sorted = seconds;
+      std::sort(sorted.begin(), sorted.end());
+      std::printf("| particles | files | ranks x threads | best s | median s | checksum |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- |\n");
+      std::printf("| %zu^3 | %d | %s | %.3f | %.3f | %016llx |\n", side, files, parallel::describe().c_str(),
+                  sorted.front(), sorted[sorted.size() / 2], static_cast<unsigned long long>(sum));
+      std::filesystem::remove_all(folder);
+    }
+  }
+  parallel::finalize();
+  return 0;
+}
