@@ -1,12 +1,15 @@
 // Writing one snapshot of N^3 particles over the ranks (issue #29: two ranks took ~6x one
 // rank's time for the same bytes). The particles are a grid, IDs in lexicographic grid order
-// as the grid ICs number them; rank r holds the x-slab r of the grid, in the Morton order of
-// the grid cells, not in ID order (a run's ranks hold theirs in the tree's order), and one
-// rank holds them in ID order (a one-rank run's). Prints the best and the median seconds of
-// `repeats` writes on rank 0 (wall time of the collective write_snapshot, the commit's fsync
-// and rename included), and a checksum of the file's bytes, which must not change when the
-// write gets faster.
-//   mpirun -np 2 bench_snapshot_write [particles_per_side=128] [files=1] [repeats=3] [folder]
+// as the grid ICs number them (1..N: dense; ids=sparse: 3 c + 1 for cell c, which the writer
+// must sort). layout=slabs: rank r holds the x-slab r of the grid, in the Morton order of the
+// cells, not in ID order (a run's ranks hold theirs in the tree's order); layout=dealt: the
+// cells in Morton order dealt to the ranks in turn (every part of the ID order then comes
+// from every rank). One rank holds them in ID order (a one-rank run's). Prints the best and
+// the median seconds of `repeats` writes on rank 0 (wall time of the collective
+// write_snapshot, the commit's fsync and rename included), and a checksum of the file's
+// bytes, which must not change when the write gets faster.
+//   mpirun -np 2 bench_snapshot_write [particles_per_side=128] [files=1] [repeats=3]
+//                                     [layout=slabs|dealt] [ids=dense|sparse] [folder]
 // OMP_NUM_THREADS sets the threads of each rank.
 #include <algorithm>
 #include <cmath>
@@ -40,21 +43,25 @@ std::uint64_t morton(std::uint64_t x, std::uint64_t y, std::uint64_t z) {
   return spread(x) << 2 | spread(y) << 1 | spread(z);
 }
 
-// This rank's slab of the side^3 grid, in Morton order (ID order on one rank).
-Particles my_slab(std::size_t side, double box, const Comm& comm) {
-  const std::size_t x0 = side * comm.rank() / comm.size(), x1 = side * (comm.rank() + 1) / comm.size();
+// This rank's cells of the side^3 grid (slabs or dealt), in Morton order (ID order on one rank).
+Particles my_cells(std::size_t side, double box, bool dealt, bool sparse, const Comm& comm) {
+  const int ranks = comm.size(), me = comm.rank();
   std::vector<std::uint64_t> cells;
-  for (std::size_t x = x0; x < x1; ++x)
+  for (std::size_t x = 0; x < side; ++x) {
+    if (!dealt && (x < side * me / ranks || x >= side * (me + 1) / ranks)) continue;
     for (std::size_t y = 0; y < side; ++y)
       for (std::size_t z = 0; z < side; ++z) cells.push_back((x * side + y) * side + z);
-  if (comm.size() > 1) {
+  }
+  if (ranks > 1) {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> keyed(cells.size());
     for (std::size_t k = 0; k < cells.size(); ++k) {
       const std::uint64_t c = cells[k];
       keyed[k] = {morton(c / (side * side), c / side % side, c % side), c};
     }
     std::sort(keyed.begin(), keyed.end());
-    for (std::size_t k = 0; k < cells.size(); ++k) cells[k] = keyed[k].second;
+    cells.clear();
+    for (std::size_t k = 0; k < keyed.size(); ++k)
+      if (!dealt || static_cast<int>(k % static_cast<std::size_t>(ranks)) == me) cells.push_back(keyed[k].second);
   }
   Particles p;
   p.mass = 1;
@@ -64,7 +71,7 @@ Particles my_slab(std::size_t side, double box, const Comm& comm) {
     const std::uint64_t c = cells[k];
     const double x = static_cast<double>(c / (side * side)), y = static_cast<double>(c / side % side),
                  z = static_cast<double>(c % side);
-    p.id[k] = c + 1;   // 1-based, as the grid ICs number them
+    p.id[k] = sparse ? 3 * c + 1 : c + 1;   // 1-based, as the grid ICs number them
     p.pos[k] = {(x + 0.25) * spacing, (y + 0.5) * spacing, (z + 0.75) * spacing};
     p.mom[k] = {std::sin(0.1 * static_cast<double>(c)), x - y, 1e-3 * z};
   }
@@ -93,9 +100,15 @@ int main(int argc, char** argv) {
     const std::size_t side = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 128;
     const int files = argc > 2 ? std::atoi(argv[2]) : 1;
     const int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
+    const std::string layout = argc > 4 ? argv[4] : "slabs", ids = argc > 5 ? argv[5] : "dense";
+    if ((layout != "slabs" && layout != "dealt") || (ids != "dense" && ids != "sparse")) {
+      if (comm.is_root()) std::fprintf(stderr, "layout: slabs or dealt; ids: dense or sparse\n");
+      parallel::finalize();
+      return 2;
+    }
     std::string folder;
     if (comm.is_root()) {
-      folder = ((argc > 4 ? std::filesystem::path(argv[4]) : std::filesystem::temp_directory_path()) /
+      folder = ((argc > 6 ? std::filesystem::path(argv[6]) : std::filesystem::temp_directory_path()) /
                 "orbis_bench_snapshot_write")
                    .string();
       std::filesystem::remove_all(folder);
@@ -106,7 +119,7 @@ int main(int argc, char** argv) {
     const Params params = Params::parse("[box]\nsize_mpc_h = 100.0\nparticles_per_side = " + std::to_string(side) +
                                             "\n[output]\nfiles_per_snapshot = " + std::to_string(files) + "\n",
                                         "bench");
-    const Particles p = my_slab(side, box, comm);
+    const Particles p = my_cells(side, box, layout == "dealt", ids == "sparse", comm);
     std::vector<double> seconds;
     std::vector<std::string> names;
     for (int r = 0; r < repeats; ++r) {
@@ -121,10 +134,11 @@ int main(int argc, char** argv) {
       for (const std::string& name : names) sum ^= checksum(name);
       std::vector<double> sorted = seconds;
       std::sort(sorted.begin(), sorted.end());
-      std::printf("| particles | files | ranks x threads | best s | median s | checksum |\n");
-      std::printf("| --- | --- | --- | --- | --- | --- |\n");
-      std::printf("| %zu^3 | %d | %s | %.3f | %.3f | %016llx |\n", side, files, parallel::describe().c_str(),
-                  sorted.front(), sorted[sorted.size() / 2], static_cast<unsigned long long>(sum));
+      std::printf("| particles | files | layout | IDs | ranks x threads | best s | median s | checksum |\n");
+      std::printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+      std::printf("| %zu^3 | %d | %s | %s | %s | %.3f | %.3f | %016llx |\n", side, files, layout.c_str(), ids.c_str(),
+                  parallel::describe().c_str(), sorted.front(), sorted[sorted.size() / 2],
+                  static_cast<unsigned long long>(sum));
       std::filesystem::remove_all(folder);
     }
   }
