@@ -239,6 +239,8 @@ std::vector<std::unique_ptr<H5Writer>> write_in_turns(const SnapshotPlan& plan, 
         if (accelerations) to.acc[k] = (*accelerations)[j];
       }
     }
+    // The writers are still writing the last turn's windows: wait for them asleep.
+    comm.idle_barrier();
     comm.alltoallv_into(send.pos, counts, arrived.pos, mine);
     comm.alltoallv_into(send.mom, counts, arrived.mom, mine);
     comm.alltoallv_into(send.id, counts, arrived.id, mine);
@@ -323,10 +325,16 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     log::info("snapshot {}: {} file{} from {} ranks, {}", path, files, files == 1 ? "" : "s", ranks,
               files >= ranks ? "each written whole by its writer rank" : "each filled in turns by its writer rank");
   }
-  // Only once every file is complete do they take their final names.
-  run_collectively(comm, [&] {
+  // Only once every file is complete do they take their final names. The ranks without
+  // files wait for the writers' flushes asleep.
+  std::string error;
+  try {
     for (auto& file : written) file->commit();
-  });
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  comm.idle_barrier();
+  comm.throw_if_any_failed(error);
   return names;
 }
 
