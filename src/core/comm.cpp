@@ -1,7 +1,9 @@
 #include "core/comm.hpp"
 
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -187,6 +189,22 @@ void Comm::barrier() const {
   if (size_ > 1) {
     Timed t(impl_->stats, 0);
     MPI_Barrier(impl_->comm);
+  }
+#endif
+}
+
+void Comm::idle_barrier() const {
+#ifdef ORBIS_HAVE_MPI
+  if (size_ > 1) {
+    Timed t(impl_->stats, 0);
+    MPI_Request request;
+    MPI_Ibarrier(impl_->comm, &request);
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    }
   }
 #endif
 }

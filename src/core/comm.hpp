@@ -56,6 +56,11 @@ class Comm {
   Comm split(int colour, int key) const;
 
   void barrier() const;
+  // A barrier whose ranks wait asleep, testing every ~0.2 ms, where MPI's own collectives
+  // spin: for ranks that may wait long on one rank's file I/O (a snapshot's writer), so that
+  // they leave their cores to the threads with work (the run's steps, beside the output
+  // thread). Costs up to one poll interval of latency.
+  void idle_barrier() const;
 
   // Reductions over all ranks; every rank gets the result.
   template <typename T> T sum(T value) const { reduce(&value, 1, Op::sum); return value; }

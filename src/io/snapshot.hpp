@@ -38,12 +38,13 @@ struct Snapshot {
 // STEM.1.hdf5, ... (STEM: PATH without ".hdf5"). The files hold the whole set in ID order,
 // file f the positions [f N / F, (f + 1) N / F) of it (N particles, F files), so the files
 // are the same for every rank count and every order of the particles on the ranks.
-// Serial HDF5 and no gather (io/snapshot_write.cpp): the ranks find the ID ranges together
-// (io/id_order.hpp) and each file is written by one rank (file f by rank f P / F of P).
-// With F >= P each particle goes to its file's writer, which writes whole files and holds
-// at most 2 N / P particles; with F < P each rank first takes N / P consecutive particles
-// of the ID order, then in P turns each rank sends its rows to the files' writers, which
-// write them in place (at most about 2 N / P on a writer; the writing is sequential).
+// Serial HDF5 and no gather (io/snapshot_write.cpp): each file is written by one rank (file
+// f by rank f P / F of P), and every particle travels once, straight to its file's writer.
+// The ranks find where their particles fall in the ID order together (io/id_order.hpp: with
+// dense IDs, such as the grid ICs', from the IDs alone, nothing sorted). With F >= P the
+// writers write whole files and hold at most 2 N / P particles; with F < P each file is
+// written in ceil(P / F) turns, a window of about N / P particles each, which every rank
+// sends to the writer and the writer puts in ID order and writes in place.
 // The files are written under temporary names and renamed onto theirs only once every
 // writer has succeeded; a failure on any rank is an error on all. `accelerations`
 // (comoving, dp/dt per unit a: see the attribute text) may be null. Box and cosmology come

@@ -1,8 +1,10 @@
 // Writing snapshots (io/snapshot.hpp): the GADGET-4 layout, the files in ID order, and over
-// several ranks the files written in shares with serial HDF5.
+// several ranks each file written by its writer rank with serial HDF5, the particles sent
+// straight to it.
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/gravity_mode.hpp"
@@ -18,12 +20,6 @@
 
 namespace orbis {
 namespace {
-
-// One particle of a snapshot file; 80 bytes, no padding, so it travels between ranks as is.
-struct SnapshotRow {
-  Vec3d pos, mom, acc;
-  std::uint64_t id;
-};
 
 // The rank that writes file f of `files` over `ranks` ranks: the files spread evenly (with
 // files <= ranks, every file has its own writer).
@@ -114,28 +110,43 @@ void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_
   write_provenance(file, params);
 }
 
-// Rows [first, first + count) of a file begun by start_file: row(i) for i in [0, count).
-// Each column is built and written in turn, so the writer holds one column beside its rows.
-template <typename Row>
-void write_rows(H5Writer& file, const Row& row, bool with_acc, std::uint64_t first, std::uint64_t count,
-                double velocity_scale) {
+// The particle data a file's rows are taken from: row i of a piece is element at(i) of each
+// column (acc null without accelerations).
+struct Columns {
+  const Vec3d* pos;
+  const Vec3d* mom;
+  const Vec3d* acc;
+  const std::uint64_t* id;
+};
+
+// The columns write_rows builds, kept from call to call: allocated and faulted in once.
+struct ColumnScratch {
+  std::vector<double> values;
+  std::vector<std::uint64_t> ids;
+};
+
+// Rows [first, first + count) of a file begun by start_file, row i from element at(i) of
+// `from`. Each column is built and written in turn, so the writer holds one column beside
+// the particles.
+template <typename At>
+void write_rows(H5Writer& file, const Columns& from, const At& at, std::uint64_t first, std::uint64_t count,
+                double velocity_scale, ColumnScratch& scratch) {
   if (count == 0) return;
-  auto column = [&](Vec3d SnapshotRow::*member, double scale) {
-    std::vector<double> out(3 * count);
+  auto column = [&](const Vec3d* values, double scale) {
+    scratch.values.resize(3 * count);
+    double* out = scratch.values.data();
     for (std::uint64_t i = 0; i < count; ++i) {
-      const Vec3d v = row(i).*member;
+      const Vec3d& v = values[at(i)];
       for (int d = 0; d < 3; ++d) out[3 * i + d] = v[d] * scale;
     }
     return out;
   };
-  file.write_rows("/PartType1/Coordinates", column(&SnapshotRow::pos, 1.0).data(), first, count);
-  file.write_rows("/PartType1/Velocities", column(&SnapshotRow::mom, velocity_scale).data(), first, count);
-  {
-    std::vector<std::uint64_t> ids(count);
-    for (std::uint64_t i = 0; i < count; ++i) ids[i] = row(i).id;
-    file.write_rows("/PartType1/ParticleIDs", ids.data(), first, count);
-  }
-  if (with_acc) file.write_rows("/PartType1/Acceleration", column(&SnapshotRow::acc, 1.0).data(), first, count);
+  file.write_rows("/PartType1/Coordinates", column(from.pos, 1.0), first, count);
+  file.write_rows("/PartType1/Velocities", column(from.mom, velocity_scale), first, count);
+  scratch.ids.resize(count);
+  for (std::uint64_t i = 0; i < count; ++i) scratch.ids[i] = from.id[at(i)];
+  file.write_rows("/PartType1/ParticleIDs", scratch.ids.data(), first, count);
+  if (from.acc) file.write_rows("/PartType1/Acceleration", column(from.acc, 1.0), first, count);
 }
 
 // What every way of writing needs to know about the snapshot.
@@ -155,71 +166,41 @@ struct SnapshotPlan {
   }
 };
 
-// Collective: the rows of this rank's particles (local_row(k): the k-th in ID order) for the
-// global positions [bounds[r], bounds[r + 1]), sent to `dest(r)` for every r (dest must not
-// decrease with r), in ID order on arrival.
-template <typename LocalRow, typename Dest>
-std::vector<SnapshotRow> route_by_id_order(const std::vector<std::uint64_t>& sorted_ids, const LocalRow& local_row,
-                                           const std::vector<std::uint64_t>& bounds, const Dest& dest,
-                                           const Comm& comm) {
-  const std::vector<std::size_t> cuts = id_order_cuts(sorted_ids, bounds, comm);
-  // The pieces' ID ranges ascend with r and so do their destinations: the local ID order is
-  // already grouped by destination.
-  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
-  for (std::size_t r = 0; r + 1 < bounds.size(); ++r) counts[dest(static_cast<int>(r))] += cuts[r + 1] - cuts[r];
-  std::vector<SnapshotRow> received;
-  {
-    std::vector<SnapshotRow> send(sorted_ids.size());
-    for (std::size_t k = 0; k < send.size(); ++k) send[k] = local_row(k);
-    received = comm.alltoallv(send, counts);
+// The particles of one turn on their way to the writers, column by column.
+struct TurnColumns {
+  std::vector<Vec3d> pos, mom, acc;
+  std::vector<std::uint64_t> id;
+  void resize(std::size_t n, bool with_acc) {
+    pos.resize(n);
+    mom.resize(n);
+    id.resize(n);
+    acc.resize(with_acc ? n : 0);
   }
-  std::sort(received.begin(), received.end(), [](const SnapshotRow& x, const SnapshotRow& y) { return x.id < y.id; });
-  return received;
-}
+  Columns view() const { return {pos.data(), mom.data(), acc.empty() ? nullptr : acc.data(), id.data()}; }
+};
 
-// Several ranks, at least as many files: each file's particles go to its writer, which
-// writes the whole file (the writers work at the same time). A writer holds its files'
-// particles: ceil(F / P) N / F <= 2 N / P.
-template <typename LocalRow>
-std::vector<std::unique_ptr<H5Writer>> write_whole_files(const SnapshotPlan& plan,
-                                                         const std::vector<std::uint64_t>& sorted_ids,
-                                                         const LocalRow& local_row, const Comm& comm) {
-  const int files = plan.files(), ranks = comm.size();
-  const std::vector<SnapshotRow> rows = route_by_id_order(
-      sorted_ids, local_row, plan.bounds, [&](int f) { return writer_of(f, files, ranks); }, comm);
-  std::vector<std::unique_ptr<H5Writer>> written;
-  run_collectively(comm, [&] {
-    std::uint64_t at = 0;
-    for (int f = 0; f < files; ++f) {
-      if (writer_of(f, files, ranks) != comm.rank()) continue;
-      written.push_back(plan.start(f));
-      write_rows(*written.back(), [&](std::uint64_t i) { return rows[at + i]; }, plan.with_acc, 0, plan.count(f),
-                 velocity_scale(plan.params, plan.a));
-      at += plan.count(f);
-    }
-    if (at != rows.size())
-      fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
-           plan.names.front(), rows.size(), at);
-  });
-  return written;
-}
-
-// Several ranks, fewer files: first every rank takes an equal share of the ID order (N / P
-// particles), then in P turns rank t sends the rows of its share to the writers of the files
-// they belong to, which write them in place. A writer holds its own share and one turn's
-// rows: at most about 2 N / P.
-template <typename LocalRow>
-std::vector<std::unique_ptr<H5Writer>> write_files_in_turns(const SnapshotPlan& plan,
-                                                            const std::vector<std::uint64_t>& sorted_ids,
-                                                            const LocalRow& local_row, const Comm& comm) {
+// Several ranks: file f is written by rank writer_of(f) in `windows` turns, turn t writing
+// the file's t-th window (windows: consecutive, nearly equal parts of the file; one, the
+// whole file, with at least as many files as ranks; ceil(P / F), of at most about N / P
+// particles each, with fewer files). In turn t every rank sends its particles of the t-th
+// window of every file straight to that file's writer (each particle travels once, in one
+// message a rank pair and column), and every writer puts what arrived in ID order and writes
+// it in place; all writers work in the same turn. A writer holds its files' windows of one
+// turn: about N / P particles with fewer files than ranks, at most 2 N / P with more.
+std::vector<std::unique_ptr<H5Writer>> write_in_turns(const SnapshotPlan& plan, const Particles& particles,
+                                                      const std::vector<Vec3d>* accelerations, const Comm& comm) {
   const int files = plan.files(), ranks = comm.size(), me = comm.rank();
-  std::vector<std::uint64_t> shares(static_cast<std::size_t>(ranks) + 1);
-  for (int r = 0; r <= ranks; ++r) shares[r] = equal_share_begin(plan.total(), ranks, r);
-  const std::vector<SnapshotRow> share = route_by_id_order(sorted_ids, local_row, shares, [](int r) { return r; }, comm);
-  // The overlap of rank t's share with file f, as positions of the ID order.
-  auto overlap = [&](int t, int f) {
-    return std::pair{std::max(shares[t], plan.bounds[f]), std::min(shares[t + 1], plan.bounds[f + 1])};
-  };
+  const int windows = files >= ranks ? 1 : (ranks + files - 1) / files;
+  // Window t of file f: positions [edges[w], edges[w + 1]) of the ID order, w = f windows + t.
+  std::vector<std::uint64_t> edges(static_cast<std::size_t>(files) * windows + 1);
+  for (int f = 0; f < files; ++f)
+    for (int t = 0; t < windows; ++t)
+      edges[static_cast<std::size_t>(f) * windows + t] = plan.bounds[f] + equal_share_begin(plan.count(f), windows, t);
+  edges.back() = plan.total();
+  auto window = [&](int f, int t) { return static_cast<std::size_t>(f) * windows + t; };
+  const IdOrderPieces pieces(particles.id, edges, comm);
+  const double scale = velocity_scale(plan.params, plan.a);
+
   // A failure stops this rank's writing but not its part in the turns; all ranks fail at the end.
   std::string error;
   auto attempt = [&](auto&& work) {
@@ -232,31 +213,60 @@ std::vector<std::unique_ptr<H5Writer>> write_files_in_turns(const SnapshotPlan& 
   };
   std::vector<std::unique_ptr<H5Writer>> written(static_cast<std::size_t>(files));
   attempt([&] {
-    if (share.size() != shares[me + 1] - shares[me])
-      fail("snapshot '{}': this rank received {} particles of the ID order, expected {}: particle IDs are not unique",
-           plan.names.front(), share.size(), shares[me + 1] - shares[me]);
     for (int f = 0; f < files; ++f)
       if (writer_of(f, files, ranks) == me) written[f] = plan.start(f);
   });
-  const std::vector<SnapshotRow> none;
-  for (int t = 0; t < ranks; ++t) {
-    // Rank t's share is in ID order, so grouped by file and thus by writer.
+  TurnColumns send, arrived;   // kept from turn to turn: allocated and faulted in once
+  ColumnScratch scratch;
+  for (int t = 0; t < windows; ++t) {
+    // The windows' particles in file order, so grouped by writer (writer_of ascends with f);
+    // those of this rank's own files go to the front of `arrived` at once, not through MPI.
     std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), 0);
-    if (t == me)
-      for (int f = 0; f < files; ++f) {
-        const auto [lo, hi] = overlap(t, f);
-        if (hi > lo) counts[writer_of(f, files, ranks)] += hi - lo;
+    for (int f = 0; f < files; ++f) counts[writer_of(f, files, ranks)] += pieces.count(window(f, t));
+    const std::size_t mine = std::exchange(counts[me], 0);
+    send.resize(Comm::total(counts), accelerations != nullptr);
+    arrived.resize(mine, accelerations != nullptr);
+    std::size_t sent = 0, kept = 0;
+    for (int f = 0; f < files; ++f) {
+      const bool own = writer_of(f, files, ranks) == me;
+      TurnColumns& to = own ? arrived : send;
+      std::size_t& k = own ? kept : sent;
+      for (std::size_t m = 0; m < pieces.count(window(f, t)); ++m, ++k) {
+        const std::size_t j = pieces.member(window(f, t), m);
+        to.pos[k] = particles.pos[j];
+        to.mom[k] = particles.mom[j];
+        to.id[k] = particles.id[j];
+        if (accelerations) to.acc[k] = (*accelerations)[j];
       }
-    const std::vector<SnapshotRow> rows = comm.alltoallv(t == me ? share : none, counts);
+    }
+    // The writers are still writing the last turn's windows: wait for them asleep.
+    comm.idle_barrier();
+    comm.alltoallv_into(send.pos, counts, arrived.pos, mine);
+    comm.alltoallv_into(send.mom, counts, arrived.mom, mine);
+    comm.alltoallv_into(send.id, counts, arrived.id, mine);
+    if (accelerations) comm.alltoallv_into(send.acc, counts, arrived.acc, mine);
     attempt([&] {
-      std::size_t at = 0;
+      // The windows of this rank's files in this turn are consecutive positions of the ID
+      // order (one file a writer with fewer files than ranks, whole consecutive files with
+      // more): [first, first + arrived).
+      std::uint64_t first = 0, expected = 0;
       for (int f = 0; f < files; ++f) {
         if (writer_of(f, files, ranks) != me) continue;
-        const auto [lo, hi] = overlap(t, f);
-        if (hi <= lo) continue;
-        write_rows(*written[f], [&](std::uint64_t i) { return rows[at + i]; }, plan.with_acc, lo - plan.bounds[f],
-                   hi - lo, velocity_scale(plan.params, plan.a));
-        at += hi - lo;
+        if (expected == 0) first = edges[window(f, t)];
+        if (edges[window(f, t)] != first + expected) fail("internal: snapshot windows of one writer not consecutive");
+        expected += edges[window(f, t) + 1] - edges[window(f, t)];
+      }
+      if (arrived.id.size() != expected)
+        fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
+             plan.names.front(), arrived.id.size(), expected);
+      const std::vector<std::size_t> order = pieces.order_of(arrived.id, first, "snapshot '" + plan.names.front() + "'");
+      std::uint64_t at = 0;
+      for (int f = 0; f < files; ++f) {
+        if (writer_of(f, files, ranks) != me) continue;
+        const std::uint64_t count = edges[window(f, t) + 1] - edges[window(f, t)];
+        write_rows(*written[f], arrived.view(), [&](std::uint64_t i) { return order.empty() ? at + i : order[at + i]; },
+                   edges[window(f, t)] - plan.bounds[f], count, scale, scratch);
+        at += count;
       }
     });
   }
@@ -287,7 +297,7 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
   const bool with_acc = accelerations != nullptr;
   const std::vector<std::string> names = snapshot_file_names(path, files);
-  const std::uint64_t local = particles.size(), total = comm.sum(local);
+  const std::uint64_t total = comm.sum(static_cast<std::uint64_t>(particles.size()));
   const double mass = comm.max(particles.mass);   // a rank without particles may not know it
   // File f holds the particles at positions [bounds[f], bounds[f + 1]) of the whole set in ID
   // order, whatever the rank count.
@@ -295,37 +305,36 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
   for (int f = 0; f <= files; ++f) bounds[f] = equal_share_begin(total, files, f);
   const SnapshotPlan plan{names, bounds, with_acc, mass, a, params};
 
-  // This rank's particles in ID order: local_row(k) is the k-th.
-  const std::vector<std::size_t> order = id_sort_order(particles.id);
-  auto local_row = [&](std::size_t k) {
-    const std::size_t j = order.empty() ? k : order[k];
-    return SnapshotRow{particles.pos[j], particles.mom[j], with_acc ? (*accelerations)[j] : Vec3d{}, particles.id[j]};
-  };
   std::vector<std::unique_ptr<H5Writer>> written;
   if (ranks == 1) {
-    // The particles where they are, through the ID order.
+    // The particles where they are, through the ID order: the k-th is particle order[k] (k
+    // itself when empty).
+    const std::vector<std::size_t> order = id_sort_order(particles.id);
+    const Columns columns{particles.pos.data(), particles.mom.data(), with_acc ? accelerations->data() : nullptr,
+                          particles.id.data()};
+    ColumnScratch scratch;
     std::uint64_t at = 0;
     for (int f = 0; f < files; ++f) {
       written.push_back(plan.start(f));
-      write_rows(*written.back(), [&](std::uint64_t i) { return local_row(at + i); }, with_acc, 0, plan.count(f),
-                 velocity_scale(params, a));
+      write_rows(*written.back(), columns, [&](std::uint64_t i) { return order.empty() ? at + i : order[at + i]; }, 0,
+                 plan.count(f), velocity_scale(params, a), scratch);
       at += plan.count(f);
     }
   } else {
-    std::vector<std::uint64_t> sorted_ids;
-    if (!order.empty()) {
-      sorted_ids.resize(local);
-      for (std::size_t k = 0; k < local; ++k) sorted_ids[k] = particles.id[order[k]];
-    }
-    const std::vector<std::uint64_t>& ids = order.empty() ? particles.id : sorted_ids;
-    written = files >= ranks ? write_whole_files(plan, ids, local_row, comm) : write_files_in_turns(plan, ids, local_row, comm);
+    written = write_in_turns(plan, particles, accelerations, comm);
     log::info("snapshot {}: {} file{} from {} ranks, {}", path, files, files == 1 ? "" : "s", ranks,
-              files >= ranks ? "each written whole by its writer rank" : "each filled in turns from the ranks' shares");
+              files >= ranks ? "each written whole by its writer rank" : "each filled in turns by its writer rank");
   }
-  // Only once every file is complete do they take their final names.
-  run_collectively(comm, [&] {
+  // Only once every file is complete do they take their final names. The ranks without
+  // files wait for the writers' flushes asleep.
+  std::string error;
+  try {
     for (auto& file : written) file->commit();
-  });
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  comm.idle_barrier();
+  comm.throw_if_any_failed(error);
   return names;
 }
 

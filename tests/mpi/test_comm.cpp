@@ -3,18 +3,38 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "core/comm.hpp"
 #include "core/vec3.hpp"
+#include "support/mpi_scratch.hpp"
 #include "fmm/p2p.hpp"
 #if defined(ORBIS_HAVE_CUDA)
 #include "fmm/p2p_cuda_factory.hpp"
 #endif
 
 using orbis::Comm;
+
+TEST_CASE("idle_barrier: no rank leaves before the last has come") {
+  const Comm world = Comm::world();
+  const orbis::test::SharedScratchDir dir("idle_barrier", world);
+  // The last rank comes late and leaves a mark first; every rank must see the mark after.
+  for (int round = 0; round < 3; ++round) {
+    const std::string mark = dir.file("mark_" + std::to_string(round));
+    if (world.rank() == world.size() - 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::ofstream(mark) << round;
+    }
+    world.idle_barrier();
+    CHECK(std::filesystem::exists(mark));
+  }
+}
 
 TEST_CASE("reductions, scans and gathers") {
   const Comm world = Comm::world();

@@ -26,20 +26,22 @@ namespace {
 
 constexpr double kBox = 50.0;
 
-// n particles with sparse unique IDs in shuffled order; positions, momenta and
-// accelerations follow from the ID, so every rank can make the whole set.
+// n particles with unique IDs in shuffled order, sparse or dense (5 .. n + 4: the writer then
+// places particles by ID, sorting nothing); positions, momenta and accelerations follow from
+// the ID, so every rank can make the whole set.
 struct TestSet {
   orbis::Particles p;
   std::vector<orbis::Vec3d> acc;
 };
 
-TestSet make_set(std::size_t n) {
+TestSet make_set(std::size_t n, bool dense = false) {
   TestSet s;
   s.p.mass = 0.75;
   s.p.resize(n);
   s.acc.resize(n);
   std::vector<std::uint64_t> ids(n);
-  for (std::size_t k = 0; k < n; ++k) ids[k] = 17 + 1000003 * static_cast<std::uint64_t>(k) + (k * k) % 13;
+  for (std::size_t k = 0; k < n; ++k)
+    ids[k] = dense ? 5 + k : 17 + 1000003 * static_cast<std::uint64_t>(k) + (k * k) % 13;
   std::shuffle(ids.begin(), ids.end(), std::mt19937_64(4711));
   for (std::size_t k = 0; k < n; ++k) {
     const double u = static_cast<double>(ids[k] % 104729) / 104729.0;
@@ -109,13 +111,15 @@ TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file,
   const orbis::test::SharedScratchDir dir("snapshot_shares", world);
   // Fewer files than ranks (filled in turns) and at least as many (written whole); 10
   // particles in 16 files: six files are empty; 2 particles: a rank's share of the ID order
-  // is empty at np 3.
+  // is empty at np 3. Sparse IDs (sorted and merged by the writers) and dense ones (placed).
+  for (bool dense : {false, true})
   for (auto [n, files] : {std::pair{997, 1}, {997, 2}, {997, 3}, {997, 4}, {997, 7}, {10, 16}, {2, 1}, {5, 2}}) {
-    INFO(n << " particles in " << files << " files, " << world.size() << " ranks");
-    const TestSet all = make_set(static_cast<std::size_t>(n));
+    INFO(n << " particles in " << files << " files, " << world.size() << " ranks, " << (dense ? "dense" : "sparse")
+           << " IDs");
+    const TestSet all = make_set(static_cast<std::size_t>(n), dense);
     const TestSet mine = my_part(all, world);
     const orbis::Params params = params_with(files);
-    const std::string tag = std::to_string(n) + "_" + std::to_string(files);
+    const std::string tag = std::to_string(n) + "_" + std::to_string(files) + (dense ? "_dense" : "_sparse");
     const std::string ref = dir.file("one_" + tag + ".hdf5"), many = dir.file("many_" + tag + ".hdf5");
     if (world.is_root()) orbis::write_snapshot(ref, all.p, 0.5, params, &all.acc, Comm::self());
     const std::vector<std::string> names = orbis::write_snapshot(many, mine.p, 0.5, params, &mine.acc, world);
@@ -162,6 +166,49 @@ TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file,
     CHECK(same_pos);
     CHECK(same_mom);
   }
+}
+
+TEST_CASE("id_sort_order: a few ascending runs merged, anything else radix-sorted, both stable") {
+  std::mt19937_64 rng(99);
+  // Runs: 1 (sorted: no order), 2, 16 (merged), 17 and many (radix-sorted); IDs up to 2^40
+  // and 2^63 (the index no longer fits beside the ID in one word); repeated IDs keep their order.
+  for (std::uint64_t range : {std::uint64_t{1} << 40, std::uint64_t{1} << 63})
+    for (std::size_t runs : {1, 2, 16, 17, 1000}) {
+      INFO(runs << " runs, IDs below " << range);
+      std::vector<std::uint64_t> ids;
+      for (std::size_t r = 0; r < runs; ++r) {
+        std::vector<std::uint64_t> run(1 + rng() % 300);
+        for (auto& id : run) id = rng() % range;
+        std::sort(run.begin(), run.end());
+        ids.insert(ids.end(), run.begin(), run.end());
+      }
+      ids.push_back(ids.front());   // a repeated ID
+      std::vector<std::size_t> expected(ids.size());
+      std::iota(expected.begin(), expected.end(), std::size_t{0});
+      std::stable_sort(expected.begin(), expected.end(), [&](std::size_t a, std::size_t b) { return ids[a] < ids[b]; });
+      const std::vector<std::size_t> order = orbis::id_sort_order(ids);
+      CHECK(order == expected);
+    }
+  const std::vector<std::uint64_t> sorted{3, 3, 7, 9};
+  CHECK(orbis::id_sort_order(sorted).empty());
+}
+
+TEST_CASE("particle IDs that are not unique are an error on every rank, and no file is written") {
+  const Comm world = Comm::world();
+  if (world.size() == 1) return;   // one rank writes the particles as they are
+  const orbis::test::SharedScratchDir dir("snapshot_shares_twice", world);
+  for (bool dense : {false, true})
+    for (int files : {1, 4}) {
+      INFO(files << " files, " << world.size() << " ranks, " << (dense ? "dense" : "sparse") << " IDs");
+      TestSet all = make_set(100, dense);
+      // One ID twice; with dense IDs the range still looks dense (5 .. 104, 7 missing).
+      if (dense) *std::find(all.p.id.begin(), all.p.id.end(), 7) = 8;
+      else all.p.id[1] = all.p.id[0];
+      const TestSet mine = my_part(all, world);
+      const std::string path = dir.file(std::string("twice_") + (dense ? "dense" : "sparse") + ".hdf5");
+      CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), nullptr, world), orbis::Error);
+      for (const std::string& name : orbis::snapshot_file_names(path, files)) CHECK(!std::filesystem::exists(name));
+    }
 }
 
 TEST_CASE("a snapshot that cannot be written is an error on every rank, none left waiting") {
