@@ -22,10 +22,11 @@
 // changes nothing anywhere, every component carries the smallest ID of its global group (a
 // global union-find by minimum label; a group spanning k ranks in a row needs about k
 // rounds).
-// Only the members of groups of >= min_members then travel, to one rank, where they are
-// put in the canonical order of fof.hpp: the same groups, members and order as one rank's
-// find_groups over all the particles, whichever linker linked them (the device linker makes
-// the host's decisions bit for bit, gpu/fof_cuda.cuh).
+// Only the members of groups of >= min_members then travel, to one rank, each rank's share
+// already in the canonical order of fof.hpp, merged there into that order
+// (fof_ranks_gather.cpp says what each step costs): the same groups, members and order as
+// one rank's find_groups over all the particles, whichever linker linked them (the device
+// linker makes the host's decisions bit for bit, gpu/fof_cuda.cuh).
 //
 // Positions: the ghosts travel wrapped into [0, box), and the linkers wrap the own particles'
 // positions as they copy them (core/vec3.hpp periodic_wrap_position): a rank's particles may
