@@ -22,12 +22,15 @@ const std::vector<Vec3d>& inside_box(const std::vector<Vec3d>& pos, double box, 
   });
   if (inside) return pos;
   storage.resize(pos.size());
-  for (std::size_t i = 0; i < pos.size(); ++i)
-    for (int d = 0; d < 3; ++d) storage[i][d] = periodic_wrap_position(pos[i][d], box);
+  for (std::size_t i = 0; i < pos.size(); ++i) storage[i] = linked_position(pos[i], box);
   return storage;
 }
 
 }  // namespace
+
+Vec3d linked_position(const Vec3d& x, double box) {
+  return {periodic_wrap_position(x.x, box), periodic_wrap_position(x.y, box), periodic_wrap_position(x.z, box)};
+}
 
 Ghosts import_ghosts(const Particles& local, double box, double link, const Comm& comm) {
   std::vector<Vec3d> storage;

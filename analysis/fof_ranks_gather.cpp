@@ -25,15 +25,6 @@ namespace {
 struct LabelCount {
   std::uint64_t label, count;
 };
-// A group's members on one rank as they travel to root: the group's key (length over all
-// ranks, label) and how many of its members follow, group after group.
-struct GroupHeader {
-  std::uint64_t label, length, count;
-};
-struct MemberRecord {
-  Vec3d pos, mom;
-  std::uint64_t id;
-};
 // A ghost's component label for its owner: `index` into the owner's exports to this rank.
 struct LabelUpdate {
   std::uint64_t label, index;
@@ -76,18 +67,12 @@ std::vector<std::uint64_t> global_lengths(const std::vector<LabelCount>& tally, 
   return totals;
 }
 
-// This rank's members of the groups of >= min_members, ready to travel to root: the groups
-// this rank holds members of in the canonical order (by length over all ranks, descending,
-// then by label), each one's members here by ID. Collective (the lengths of the groups that
-// reach other ranks). component: the local links (own particles, then ghosts); label: each
-// component's final label (by its smallest index).
-struct Share {
-  std::vector<GroupHeader> headers;
-  std::vector<MemberRecord> members;
-};
-Share kept_share(const Particles& local, const std::vector<std::uint32_t>& component,
-                 const std::vector<std::uint64_t>& label, std::size_t ghosts, std::uint32_t min_members,
-                 double box, const Comm& comm) {
+// This rank's share of the groups of >= min_members (RankGroups' groups and members).
+// Collective (the lengths of the groups that reach other ranks). component: the local links
+// (own particles, then ghosts); label: each component's final label (by its smallest index).
+void share_of(const Particles& local, const std::vector<std::uint32_t>& component,
+              const std::vector<std::uint64_t>& label, std::size_t ghosts, std::uint32_t min_members,
+              const Comm& comm, RankGroups& out) {
   constexpr std::uint32_t none = std::numeric_limits<std::uint32_t>::max();
   const std::size_t n = local.size();
   // Own particles per component. A component with own particles has its smallest index, its
@@ -128,19 +113,18 @@ Share kept_share(const Particles& local, const std::vector<std::uint32_t>& compo
     if (a.label != b.label) return a.label < b.label;
     return a.root < b.root;
   });
-  // One header per label (components joined only through other ranks share one), and each
-  // kept component's header (in `own`, no longer needed as counts).
-  Share share;
-  std::vector<std::uint32_t>& header_of = own;
-  std::fill(header_of.begin(), header_of.end(), none);
+  // One share per label (components joined only through other ranks have one), and each
+  // kept component's share (in `own`, no longer needed as counts).
+  std::vector<std::uint32_t>& share_of_root = own;
+  std::fill(share_of_root.begin(), share_of_root.end(), none);
   for (const Kept& k : kept) {
-    if (share.headers.empty() || share.headers.back().label != k.label) share.headers.push_back({k.label, k.length, 0});
-    header_of[k.root] = static_cast<std::uint32_t>(share.headers.size() - 1);
-    share.headers.back().count += k.own;
+    if (out.groups.empty() || out.groups.back().label != k.label) out.groups.push_back({k.label, k.length, 0});
+    share_of_root[k.root] = static_cast<std::uint32_t>(out.groups.size() - 1);
+    out.groups.back().count += k.own;
   }
-  const std::size_t groups = share.headers.size();
+  const std::size_t groups = out.groups.size();
   std::vector<std::uint64_t> offset(groups + 1, 0);
-  for (std::size_t g = 0; g < groups; ++g) offset[g + 1] = offset[g] + share.headers[g].count;
+  for (std::size_t g = 0; g < groups; ++g) offset[g + 1] = offset[g] + out.groups[g].count;
   std::vector<std::uint64_t> cursor(offset.begin(), offset.end() - 1);
   struct Member {
     std::uint64_t id;
@@ -148,106 +132,16 @@ Share kept_share(const Particles& local, const std::vector<std::uint32_t>& compo
   };
   std::vector<Member> members(offset[groups]);   // (ID, index): sorted without looking IDs up
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t g = header_of[component[i]];
+    const std::uint32_t g = share_of_root[component[i]];
     if (g != none) members[cursor[g]++] = {local.id[i], static_cast<std::uint32_t>(i)};
   }
-  share.members.resize(members.size());
+  out.members.resize(members.size());
 #pragma omp parallel for schedule(dynamic, 16)
   for (std::size_t g = 0; g < groups; ++g) {
     std::sort(members.begin() + static_cast<std::ptrdiff_t>(offset[g]),
               members.begin() + static_cast<std::ptrdiff_t>(offset[g + 1]),
               [](const Member& a, const Member& b) { return a.id < b.id; });
-    for (std::uint64_t k = offset[g]; k < offset[g + 1]; ++k) {
-      const std::uint32_t i = members[k].index;
-      const Vec3d& x = local.pos[i];   // as the linkers saw it: wrapped into the box
-      share.members[k] = {{periodic_wrap_position(x.x, box), periodic_wrap_position(x.y, box),
-                           periodic_wrap_position(x.z, box)},
-                          local.mom[i],
-                          local.id[i]};
-    }
-  }
-  return share;
-}
-
-// On root: every rank's share (headers and members, concatenated in rank order; header_counts
-// per rank) merged into the canonical order. Each rank's share is in that order already, so
-// the groups are merged by key, and the members of a group held by several ranks by ID.
-void assemble(const std::vector<GroupHeader>& headers, const std::vector<std::size_t>& header_counts,
-              const std::vector<MemberRecord>& records, GatheredGroups& out) {
-  const std::size_t ranks = header_counts.size();
-  // Each rank's next header and next member.
-  std::vector<std::size_t> head(ranks), head_end(ranks), member(ranks);
-  std::size_t h = 0, m = 0;
-  for (std::size_t r = 0; r < ranks; ++r) {
-    head[r] = h;
-    member[r] = m;
-    for (head_end[r] = h + header_counts[r]; h < head_end[r]; ++h) m += headers[h].count;
-  }
-  if (h != headers.size() || m != records.size())
-    fail("internal: fof_ranks_gather.cpp: {} group headers counting {} members arrived with {} headers and {} members", h, m,
-         headers.size(), records.size());
-  auto before = [](const GroupHeader& a, const GroupHeader& b) {
-    return a.length != b.length ? a.length > b.length : a.label < b.label;
-  };
-  // The groups in order, each with its pieces (a rank's members of it: first record, count).
-  struct Piece {
-    std::size_t first, count;
-  };
-  std::vector<std::uint64_t> piece_offset{0};
-  std::vector<Piece> pieces;
-  std::vector<std::uint64_t> offset{0};
-  for (;;) {
-    const GroupHeader* best = nullptr;
-    for (std::size_t r = 0; r < ranks; ++r)
-      if (head[r] < head_end[r] && (!best || before(headers[head[r]], *best))) best = &headers[head[r]];
-    if (!best) break;
-    const GroupHeader key = *best;
-    std::uint64_t members = 0;
-    for (std::size_t r = 0; r < ranks; ++r) {
-      if (head[r] == head_end[r] || headers[head[r]].label != key.label) continue;
-      const GroupHeader& h = headers[head[r]++];
-      if (h.length != key.length)
-        fail("internal: fof_ranks_gather.cpp: group {} is {} long on one rank and {} on another", key.label, key.length,
-             h.length);
-      pieces.push_back({member[r], h.count});
-      member[r] += h.count;
-      members += h.count;
-    }
-    if (members != key.length)
-      fail("internal: fof_ranks_gather.cpp: group {} of length {} arrived with {} members", key.label, key.length, members);
-    piece_offset.push_back(pieces.size());
-    out.groups.length.push_back(static_cast<std::uint32_t>(key.length));
-    out.groups.offset.push_back(offset.back());
-    offset.push_back(offset.back() + members);
-  }
-  const std::size_t groups = out.groups.length.size();
-  out.members.resize(records.size());
-  out.groups.members.resize(records.size());
-#pragma omp parallel
-  {
-    std::vector<MemberRecord> merged;
-#pragma omp for schedule(dynamic, 16)
-    for (std::size_t g = 0; g < groups; ++g) {
-      const MemberRecord* from = records.data() + pieces[piece_offset[g]].first;
-      if (piece_offset[g + 1] - piece_offset[g] > 1) {   // held by several ranks: merged by ID
-        merged.clear();
-        for (std::uint64_t p = piece_offset[g]; p < piece_offset[g + 1]; ++p) {
-          const auto middle = static_cast<std::ptrdiff_t>(merged.size());
-          merged.insert(merged.end(), records.begin() + static_cast<std::ptrdiff_t>(pieces[p].first),
-                        records.begin() + static_cast<std::ptrdiff_t>(pieces[p].first + pieces[p].count));
-          std::inplace_merge(merged.begin(), merged.begin() + middle, merged.end(),
-                             [](const MemberRecord& a, const MemberRecord& b) { return a.id < b.id; });
-        }
-        from = merged.data();
-      }
-      for (std::uint64_t k = offset[g]; k < offset[g + 1]; ++k) {
-        const MemberRecord& m = from[k - offset[g]];
-        out.members.pos[k] = m.pos;
-        out.members.mom[k] = m.mom;
-        out.members.id[k] = m.id;
-        out.groups.members[k] = static_cast<std::uint32_t>(k);
-      }
-    }
+    for (std::uint64_t k = offset[g]; k < offset[g + 1]; ++k) out.members[k] = members[k].index;
   }
 }
 
@@ -323,18 +217,17 @@ int merge_labels(const std::vector<std::uint32_t>& component, std::size_t n, con
 
 }  // namespace
 
-GatheredGroups gather_groups(const Particles& local, const LocalLinks& links, std::uint32_t min_members,
-                             const Comm& comm, int root) {
+RankGroups merge_groups(const Particles& local, const LocalLinks& links, std::uint32_t min_members, const Comm& comm) {
   const std::size_t n = local.size();
   const Ghosts& ghosts = links.ghosts;
   const std::size_t count = n + ghosts.size();
-  const double link = links.link_mpc_h;
   Stopwatch phase;
-  GatheredGroups out;
+  RankGroups out;
   out.total_particles = comm.sum<std::uint64_t>(n);
   out.ghosts = ghosts.size();
   std::vector<std::uint32_t> host_label;
-  if (links.label.empty() && count > 0) host_label = link_on_host(local.pos, ghosts.pos, links.box_mpc_h, link);
+  if (links.label.empty() && count > 0)
+    host_label = link_on_host(local.pos, ghosts.pos, links.box_mpc_h, links.link_mpc_h);
   const std::vector<std::uint32_t>& component = host_label.empty() ? links.label : host_label;
   // No ghosts at all (one rank's links): none from anywhere.
   const std::vector<std::size_t> from =
@@ -356,30 +249,139 @@ GatheredGroups gather_groups(const Particles& local, const LocalLinks& links, st
 #pragma omp parallel for schedule(static)
   for (std::size_t i = 0; i < count; ++i) atomic_min(label[component[i]], i < n ? local.id[i] : ghosts.id[i - n]);
   out.merge_rounds = merge_labels(component, n, ghosts, from, exported_to, label, comm);
-  const double t_merge = phase.seconds();
+  out.merge_seconds = phase.seconds();
+  phase.restart();
+  share_of(local, component, label, ghosts.size(), min_members, comm, out);
+  out.share_seconds = phase.seconds();
+  return out;
+}
 
-  // The kept groups' members, each rank's in the canonical order, to root, which merges them.
-  phase.restart();
-  const Share share = kept_share(local, component, label, ghosts.size(), min_members, links.box_mpc_h, comm);
-  const double t_share = phase.seconds();
-  phase.restart();
-  const std::vector<std::size_t> header_counts = comm.allgather(share.headers.size());
-  const std::vector<GroupHeader> headers = comm.gatherv(share.headers, root);
-  const std::vector<MemberRecord> records = comm.gatherv(share.members, root);
+SharedOrder canonical_order(const std::vector<GroupShare>& shares, const std::vector<std::size_t>& per_rank) {
+  const std::size_t ranks = per_rank.size();
+  // Each rank's shares are in the canonical order: merge them by key, group by group.
+  std::vector<std::size_t> head(ranks), end(ranks);
+  std::size_t next = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    head[r] = next;
+    next += per_rank[r];
+    end[r] = next;
+  }
+  if (next != shares.size())
+    fail("internal: fof_ranks_gather.cpp: {} group shares arrived, the ranks sent {}", shares.size(), next);
+  auto before = [](const GroupShare& a, const GroupShare& b) {
+    return a.length != b.length ? a.length > b.length : a.label < b.label;
+  };
+  SharedOrder order;
+  for (;;) {
+    const GroupShare* best = nullptr;
+    for (std::size_t r = 0; r < ranks; ++r)
+      if (head[r] < end[r] && (!best || before(shares[head[r]], *best))) best = &shares[head[r]];
+    if (!best) return order;
+    const GroupShare key = *best;
+    std::uint64_t members = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (head[r] == end[r] || shares[head[r]].label != key.label) continue;
+      if (shares[head[r]].length != key.length)
+        fail("internal: fof_ranks_gather.cpp: group {} is {} long on one rank and {} on another", key.label,
+             key.length, shares[head[r]].length);
+      members += shares[head[r]].count;
+      order.piece.push_back(head[r]++);
+    }
+    if (members != key.length)
+      fail("internal: fof_ranks_gather.cpp: group {} of length {} has {} members on the ranks", key.label, key.length,
+           members);
+    order.length.push_back(key.length);
+    order.piece_begin.push_back(order.piece.size());
+  }
+}
+
+std::vector<std::size_t> merge_pieces_by_id(const std::vector<std::uint64_t>& id, const std::vector<std::size_t>& first,
+                                            const std::vector<std::size_t>& count) {
+  std::vector<std::size_t> merged;
+  for (std::size_t p = 0; p < first.size(); ++p) {
+    const auto middle = static_cast<std::ptrdiff_t>(merged.size());
+    for (std::size_t k = first[p]; k < first[p] + count[p]; ++k) merged.push_back(k);
+    std::inplace_merge(merged.begin(), merged.begin() + middle, merged.end(),
+                       [&](std::size_t a, std::size_t b) { return id[a] < id[b]; });
+  }
+  return merged;
+}
+
+GatheredGroups gather_groups(const Particles& local, const LocalLinks& links, std::uint32_t min_members,
+                             const Comm& comm, int root) {
+  const RankGroups share = merge_groups(local, links, min_members, comm);
+  Stopwatch phase;
+  const double box = links.box_mpc_h;
+  Particles mine;
+  mine.pos.resize(share.members.size());
+  mine.mom.resize(share.members.size());
+  mine.id.resize(share.members.size());
+#pragma omp parallel for schedule(static)
+  for (std::size_t k = 0; k < share.members.size(); ++k) {
+    const std::uint32_t i = share.members[k];
+    mine.pos[k] = linked_position(local.pos[i], box);
+    mine.mom[k] = local.mom[i];
+    mine.id[k] = local.id[i];
+  }
+  const std::vector<std::size_t> per_rank = comm.allgather(share.groups.size());
+  const std::vector<GroupShare> shares = comm.gatherv(share.groups, root);
+  const std::vector<Vec3d> pos = comm.gatherv(mine.pos, root);
+  const std::vector<Vec3d> mom = comm.gatherv(mine.mom, root);
+  const std::vector<std::uint64_t> id = comm.gatherv(mine.id, root);
   const double t_gather = phase.seconds();
+  GatheredGroups out;
+  out.total_particles = share.total_particles;
+  out.merge_rounds = share.merge_rounds;
+  out.ghosts = share.ghosts;
   out.members.mass = comm.max(local.mass);
-  out.groups.link_mpc_h = link;
+  out.groups.link_mpc_h = links.link_mpc_h;
   if (comm.rank() != root) return out;
+
+  // Root: the groups in the canonical order, the members of each from the shares' pieces.
   phase.restart();
-  assemble(headers, header_counts, records, out);
+  const SharedOrder order = canonical_order(shares, per_rank);
+  std::vector<std::size_t> share_first(shares.size() + 1, 0);   // each share's first member in pos/mom/id
+  for (std::size_t k = 0; k < shares.size(); ++k) share_first[k + 1] = share_first[k] + shares[k].count;
+  const std::size_t groups = order.size();
+  out.groups.length.resize(groups);
+  out.groups.offset.resize(groups);
+  for (std::size_t g = 0, next = 0; g < groups; next += order.length[g++]) {
+    out.groups.length[g] = static_cast<std::uint32_t>(order.length[g]);
+    out.groups.offset[g] = next;
+  }
+  out.members.resize(id.size());
+  out.groups.members.resize(id.size());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::size_t p0 = order.piece_begin[g], p1 = order.piece_begin[g + 1];
+    std::vector<std::size_t> merged;
+    if (p1 - p0 > 1) {   // held by several ranks: their members merged by ID
+      std::vector<std::size_t> first, count;
+      for (std::size_t p = p0; p < p1; ++p) {
+        first.push_back(share_first[order.piece[p]]);
+        count.push_back(shares[order.piece[p]].count);
+      }
+      merged = merge_pieces_by_id(id, first, count);
+    }
+    const std::size_t from = share_first[order.piece[p0]];
+    for (std::uint64_t k = 0; k < order.length[g]; ++k) {
+      const std::size_t src = merged.empty() ? from + k : merged[k];
+      const std::uint64_t dst = out.groups.offset[g] + k;
+      out.members.pos[dst] = pos[src];
+      out.members.mom[dst] = mom[src];
+      out.members.id[dst] = id[src];
+      out.groups.members[dst] = static_cast<std::uint32_t>(dst);
+    }
+  }
   const std::size_t grouped = out.members.size();
   log::info("fof: {} groups of >= {} particles hold {} of {} particles ({:.1f}%); linking length {:.5g} Mpc/h; "
             "largest group {} particles; {} ranks, {} label rounds",
             out.groups.size(), min_members, grouped, out.total_particles,
             100.0 * static_cast<double>(grouped) / static_cast<double>(std::max<std::uint64_t>(out.total_particles, 1)),
-            link, out.groups.size() ? out.groups.length[0] : 0, comm.size(), out.merge_rounds);
+            links.link_mpc_h, out.groups.size() ? out.groups.length[0] : 0, comm.size(), out.merge_rounds);
   log::info("fof over ranks, on root: labels checked and merged {:.3f} s, kept members ordered {:.3f} s, gathered "
-            "{:.3f} s, merged into the canonical order {:.3f} s", t_merge, t_share, t_gather, phase.seconds());
+            "{:.3f} s, put in the canonical order {:.3f} s", share.merge_seconds, share.share_seconds, t_gather,
+            phase.seconds());
   return out;
 }
 
