@@ -125,6 +125,11 @@ fof_min_members = 32
     watch.restart();
     const fof::GatheredGroups found = fof::gather_groups(mine, links, 32, comm);
     const double t_gather = comm.max(watch.seconds());
+    // The catalogue's FoF part: the merge and each rank's share, nothing gathered.
+    comm.barrier();
+    watch.restart();
+    const fof::RankGroups share = fof::merge_groups(mine, links, 32, comm);
+    const double t_merge = comm.max(watch.seconds());
 
     std::string verdict = "not made";
     double t_catalogue = 0, t_one = 0;
@@ -152,6 +157,7 @@ fof_min_members = 32
       std::printf("  ghost import + host linking   %7.3f s\n", t_link);
       std::printf("  merge and gather (%d rounds)   %7.3f s: %zu groups, %zu members\n", found.merge_rounds, t_gather,
                   found.groups.size(), found.members.size());
+      std::printf("  merge and shares alone         %7.3f s: %zu group shares on rank 0\n", t_merge, share.groups.size());
       std::printf("  catalogue from the links      %7.3f s (%zu haloes): %s\n", t_catalogue, haloes, verdict.c_str());
       if (check) std::printf("  one-rank catalogue (reference) %7.3f s\n", t_one);
       std::fflush(stdout);
