@@ -1,15 +1,16 @@
-// FoF across ranks, the third step (fof_ranks.hpp): the group labels merged through the
-// ghosts, the groups' lengths over all ranks and the members of the kept groups gathered to
-// root in the canonical order. Nothing here passes over all particles more than a few times
-// in O(1) each, and only the members of kept groups and the labels of components linked
-// across ranks travel:
+// FoF across ranks, the third step (fof_ranks.hpp): merge_groups (the group labels merged
+// through the ghosts, the groups' lengths over all ranks, each rank's share of the kept
+// groups in the canonical order) and gather_groups (the shares' members to root, in that
+// order). Nothing here passes over all particles more than a few times in O(1) each, and
+// only the members of kept groups and the labels of components linked across ranks travel:
 //   merge: only ghosts linked to own particles here report to their owners (a link between
 //     two other ranks' particles is seen by both owners), each round only the labels that
 //     changed since they last went;
 //   lengths: a component with no ghost is a whole group (its length its own count); only
 //     the linked components' counts meet on a home rank per label;
-//   gather: each rank puts its members of the kept groups in the canonical order itself
-//     (threads over groups) and root merges the ranks' shares, group by group.
+//   shares: each rank puts its members of the kept groups in the canonical order itself
+//     (threads over groups); root merges the ranks' shares group by group (canonical_order),
+//     the members of a group on several ranks by ID.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -31,7 +32,9 @@ struct LabelUpdate {
 };
 
 // The rank that adds up a label's members: labels are particle IDs, spread evenly.
-std::size_t home_rank(std::uint64_t label, int ranks) { return static_cast<std::size_t>(label % static_cast<std::uint64_t>(ranks)); }
+std::size_t home_rank(std::uint64_t label, int ranks) {
+  return static_cast<std::size_t>(label % static_cast<std::uint64_t>(ranks));
+}
 
 // Collective: the member count over all ranks of each label in `tally` (this rank's (label,
 // members) pairs; a label may come more than once), in the order of `tally`. Each label's
@@ -53,7 +56,8 @@ std::vector<std::uint64_t> global_lengths(const std::vector<LabelCount>& tally, 
   // Sum per label at home, then answer each record with its label's total, in arrival order.
   std::vector<std::size_t> order(at_home.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return at_home[a].label < at_home[b].label; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return at_home[a].label < at_home[b].label; });
   std::vector<LabelCount> answer(at_home.size());
   for (std::size_t k = 0; k < order.size();) {
     std::size_t e = k;

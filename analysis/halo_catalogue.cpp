@@ -124,11 +124,34 @@ void local_distances(const fof::CellGrid& grid, const Particles& local, const st
   std::vector<std::vector<double>> r2(centres.size());
 #pragma omp parallel for schedule(dynamic, 8)
   for (std::size_t k = 0; k < centres.size(); ++k) sphere_distances(grid, local.pos, centres[k], radii[k], r2[k]);
-  flat.clear();
   counts.resize(centres.size());
+  std::vector<std::size_t> first(centres.size() + 1, 0);
   for (std::size_t k = 0; k < centres.size(); ++k) {
     counts[k] = r2[k].size();
-    flat.insert(flat.end(), r2[k].begin(), r2[k].end());
+    first[k + 1] = first[k] + counts[k];
+  }
+  flat.resize(first.back());
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::size_t k = 0; k < centres.size(); ++k) std::copy(r2[k].begin(), r2[k].end(), flat.begin() + first[k]);
+}
+
+// Root: every rank's answer (`all`, ranks in order; counts[rank * spheres + k]) by sphere.
+void distances_by_sphere(const std::vector<double>& all, const std::vector<std::uint64_t>& counts, int ranks,
+                         std::size_t spheres, std::vector<std::vector<double>>& r2) {
+  // Where rank r's answer for sphere k starts in `all`.
+  std::vector<std::size_t> first(counts.size() + 1, 0);
+  for (std::size_t k = 0; k < counts.size(); ++k) first[k + 1] = first[k] + counts[k];
+  r2.assign(spheres, {});
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::size_t k = 0; k < spheres; ++k) {
+    std::size_t size = 0;
+    for (int rank = 0; rank < ranks; ++rank) size += counts[static_cast<std::size_t>(rank) * spheres + k];
+    r2[k].reserve(size);
+    for (int rank = 0; rank < ranks; ++rank) {
+      const std::size_t at = static_cast<std::size_t>(rank) * spheres + k;
+      r2[k].insert(r2[k].end(), all.begin() + static_cast<std::ptrdiff_t>(first[at]),
+                   all.begin() + static_cast<std::ptrdiff_t>(first[at + 1]));
+    }
   }
 }
 
@@ -155,7 +178,8 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
   MemberHaloes found =
       member_haloes_across_ranks(local, share, box_mpc_h, a, softening(params, box_mpc_h), link, comm);
   const double t_members = watch.seconds() - t_fof;
-  const fof::CellGrid local_grid(local.pos, box_mpc_h, link);
+  const fof::CellGrid local_grid(local.pos, box_mpc_h, link);   // for the overdensity spheres
+  const double t_grid = watch.seconds() - t_fof - t_members;
   std::vector<double> flat;
   std::vector<std::uint64_t> counts;
   // Each round: root broadcasts the spheres (none: the end), every rank answers for its own
@@ -183,14 +207,7 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
                        local_distances(local_grid, local, c, r, flat, counts);
                        const std::vector<std::uint64_t> all_counts = comm.gatherv(counts);
                        const std::vector<double> all = comm.gatherv(flat);
-                       r2.assign(c.size(), {});
-                       std::size_t next = 0;
-                       for (int rank = 0; rank < comm.size(); ++rank)
-                         for (std::size_t k = 0; k < c.size(); ++k) {
-                           const std::size_t m = all_counts[static_cast<std::size_t>(rank) * c.size() + k];
-                           r2[k].insert(r2[k].end(), all.begin() + next, all.begin() + next + m);
-                           next += m;
-                         }
+                       distances_by_sphere(all, all_counts, comm.size(), c.size(), r2);
                      });
   std::vector<Vec3d> end;
   comm.broadcast(end);
@@ -201,8 +218,9 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
             100.0 * static_cast<double>(grouped) / static_cast<double>(std::max<std::uint64_t>(total, 1)), link,
             found.groups.size() ? found.groups.length[0] : 0, comm.size(), share.merge_rounds);
   log::info("haloes: FoF {:.2f} s (labels merged {:.2f} s, members ordered {:.2f} s), member properties {:.2f} s "
-            "(each group's on one rank; {} groups on several ranks), overdensity masses {:.2f} s ({} ranks)", t_fof, share.merge_seconds, share.share_seconds, t_members, found.on_several_ranks,
-            watch.seconds() - t_fof - t_members, comm.size());
+            "(each group's on one rank; {} groups moved for it), grid {:.2f} s, overdensity masses {:.2f} s ({} "
+            "ranks)", t_fof, share.merge_seconds, share.share_seconds, t_members, found.moved, t_grid,
+            watch.seconds() - t_fof - t_members - t_grid, comm.size());
   return catalogue_of(found.particle_mass, total, std::move(found.ids), found.groups, found.haloes, box_mpc_h, a,
                       config, params);
 }

@@ -1,8 +1,11 @@
 #include "analysis/halo_members_ranks.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
+#include "analysis/halo_potential.hpp"
 #include "core/error.hpp"
 
 namespace orbis::halo {
@@ -21,71 +24,86 @@ bool before(const GroupKey& a, const GroupKey& b) {
   return a.length != b.length ? a.length > b.length : a.label < b.label;
 }
 
+// The work of a group's member properties, in pair evaluations of its potential: direct sums
+// up to kPotentialDirectMax members, above it the octree's, which grows about as n^1.6
+// (halo_potential.hpp: ~0.1 s for 6000 members, 6-14 s for 1e5, 7 ns a pair); continuous.
+double potential_work(std::uint64_t members) {
+  const double n = static_cast<double>(members), direct = kPotentialDirectMax;
+  return members <= kPotentialDirectMax ? n * n : std::pow(direct, 0.4) * std::pow(n, 1.6);
+}
+
 }  // namespace
 
 MemberHaloes member_haloes_across_ranks(const Particles& local, const fof::RankGroups& share, double box, double a,
                                         double softening, double link, const Comm& comm) {
   const auto ranks = static_cast<std::size_t>(comm.size());
   const auto me = static_cast<std::size_t>(comm.rank());
-  // This rank's shares: the groups on it alone, and the others (`split`).
-  std::vector<std::uint64_t> first(share.groups.size() + 1, 0);   // each share's members in share.members
-  std::uint64_t alone_members = 0;
-  std::vector<std::size_t> split;
-  for (std::size_t g = 0; g < share.groups.size(); ++g) {
-    const fof::GroupShare& s = share.groups[g];
-    first[g + 1] = first[g] + s.count;
-    if (s.count == s.length) alone_members += s.count;
-    else split.push_back(g);
-  }
-  std::vector<fof::GroupShare> my_split;
-  for (std::size_t g : split) my_split.push_back(share.groups[g]);
-  const std::vector<std::size_t> split_per_rank = comm.allgather(my_split.size());
-  const std::vector<fof::GroupShare> all_split = comm.allgatherv(my_split);
-  const std::vector<std::uint64_t> alone_work = comm.allgather(alone_members);
+  // Every rank's shares, in rank order (each rank's in the canonical order).
+  const std::vector<std::size_t> per_rank = comm.allgather(share.groups.size());
+  const std::vector<fof::GroupShare> shares = comm.allgatherv(share.groups);
+  std::vector<std::size_t> rank_first(ranks + 1, 0);
+  std::partial_sum(per_rank.begin(), per_rank.end(), rank_first.begin() + 1);
 
-  // The groups on several ranks, largest first, each to the rank with the least work so far.
-  // Every rank makes the same choice from the same numbers.
+  // Who computes each group; every rank makes the same choice from the same numbers. A
+  // group alone on its rank stays there while that rank's work stays within the mean (its
+  // groups largest first); the others, largest first, go to the rank with the least work.
   std::vector<GroupKey> keys;
-  for (const fof::GroupShare& s : all_split) keys.push_back({s.label, s.length});
+  for (const fof::GroupShare& s : shares) keys.push_back({s.label, s.length});
   std::sort(keys.begin(), keys.end(), before);
   keys.erase(std::unique(keys.begin(), keys.end(),
                          [](const GroupKey& x, const GroupKey& y) { return x.label == y.label; }),
              keys.end());
-  std::vector<std::uint64_t> work(alone_work);
-  std::vector<std::size_t> owner(keys.size());
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    owner[k] = static_cast<std::size_t>(std::min_element(work.begin(), work.end()) - work.begin());
-    work[owner[k]] += keys[k].length;
-  }
-  auto key_index = [&](const fof::GroupShare& s) {
+  double total = 0;
+  for (const GroupKey& k : keys) total += potential_work(k.length);
+  auto key_of = [&](const fof::GroupShare& s) {
     const GroupKey key{s.label, s.length};
     return static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), key, before) - keys.begin());
   };
-
-  // Their members to their owners: by destination, each destination's in this rank's order.
-  std::vector<std::size_t> counts(ranks, 0);
-  std::vector<std::size_t> destination(split.size());
-  for (std::size_t k = 0; k < split.size(); ++k) {
-    destination[k] = owner[key_index(my_split[k])];
-    counts[destination[k]] += my_split[k].count;
+  constexpr std::size_t unassigned = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> owner(keys.size(), unassigned);
+  std::vector<double> work(ranks, 0);
+  const double mean = total / static_cast<double>(ranks);
+  for (std::size_t r = 0; r < ranks; ++r)
+    for (std::size_t k = rank_first[r]; k < rank_first[r + 1]; ++k) {
+      const double w = potential_work(shares[k].length);
+      if (shares[k].count != shares[k].length || (work[r] > 0 && work[r] + w > mean)) continue;
+      owner[key_of(shares[k])] = r;
+      work[r] += w;
+    }
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    if (owner[k] != unassigned) continue;
+    owner[k] = static_cast<std::size_t>(std::min_element(work.begin(), work.end()) - work.begin());
+    work[owner[k]] += potential_work(keys[k].length);
   }
+
+  // The members of the groups computed elsewhere (or on several ranks) to their owners: by
+  // destination, each destination's in this rank's order.
+  auto stays = [&](const fof::GroupShare& s, std::size_t r) { return s.count == s.length && owner[key_of(s)] == r; };
+  std::vector<std::uint64_t> first(share.groups.size() + 1, 0);   // each share's members in share.members
+  for (std::size_t g = 0; g < share.groups.size(); ++g) first[g + 1] = first[g] + share.groups[g].count;
+  std::vector<std::size_t> counts(ranks, 0);
+  for (const fof::GroupShare& s : share.groups)
+    if (!stays(s, me)) counts[owner[key_of(s)]] += s.count;
   std::vector<std::size_t> next(ranks + 1, 0);
   std::partial_sum(counts.begin(), counts.end(), next.begin() + 1);
   std::vector<MemberRecord> send(next[ranks]);
-  for (std::size_t k = 0; k < split.size(); ++k)
-    for (std::uint64_t m = first[split[k]]; m < first[split[k] + 1]; ++m) {
+  for (std::size_t g = 0; g < share.groups.size(); ++g) {
+    if (stays(share.groups[g], me)) continue;
+    std::size_t& at = next[owner[key_of(share.groups[g])]];
+    for (std::uint64_t m = first[g]; m < first[g + 1]; ++m) {
       const std::uint32_t i = share.members[m];
-      send[next[destination[k]]++] = {fof::linked_position(local.pos[i], box), local.mom[i], local.id[i]};
+      send[at++] = {fof::linked_position(local.pos[i], box), local.mom[i], local.id[i]};
     }
+  }
   const std::vector<MemberRecord> arrived = comm.alltoallv(send, counts);
 
-  // This rank's groups: those on it alone, then the groups it owns, members by ID.
+  // This rank's groups: those that stay, then those that arrived, members by ID.
   Particles mine;
   mine.mass = comm.max(local.mass);
   fof::FofGroups groups;
   groups.link_mpc_h = link;
   std::vector<GroupKey> computed;
-  const std::size_t members_here = alone_members + arrived.size();
+  const std::size_t members_here = first.back() - Comm::total(counts) + arrived.size();
   mine.pos.reserve(members_here);
   mine.mom.reserve(members_here);
   mine.id.reserve(members_here);
@@ -96,7 +114,7 @@ MemberHaloes member_haloes_across_ranks(const Particles& local, const fof::RankG
   };
   for (std::size_t g = 0; g < share.groups.size(); ++g) {
     const fof::GroupShare& s = share.groups[g];
-    if (s.count != s.length) continue;
+    if (!stays(s, me)) continue;
     open_group(s.label, s.length);
     for (std::uint64_t m = first[g]; m < first[g + 1]; ++m) {
       const std::uint32_t i = share.members[m];
@@ -105,23 +123,23 @@ MemberHaloes member_haloes_across_ranks(const Particles& local, const fof::RankG
       mine.id.push_back(local.id[i]);
     }
   }
-  // The pieces that arrived, by source rank, each source's in its order: per owned group.
+  // The pieces that arrived, by source rank, each source's in its order: per group.
   std::vector<std::vector<std::size_t>> piece_first(keys.size()), piece_count(keys.size());
-  for (std::size_t s = 0, k = 0, at = 0; s < ranks; ++s)
-    for (std::size_t e = k + split_per_rank[s]; k < e; ++k) {
-      const std::size_t key = key_index(all_split[k]);
-      if (owner[key] != me) continue;
+  for (std::size_t r = 0, at = 0; r < ranks; ++r)
+    for (std::size_t k = rank_first[r]; k < rank_first[r + 1]; ++k) {
+      const std::size_t key = key_of(shares[k]);
+      if (owner[key] != me || stays(shares[k], r)) continue;
       piece_first[key].push_back(at);
-      piece_count[key].push_back(all_split[k].count);
-      at += all_split[k].count;
+      piece_count[key].push_back(shares[k].count);
+      at += shares[k].count;
     }
   std::vector<std::uint64_t> arrived_id(arrived.size());
   for (std::size_t k = 0; k < arrived.size(); ++k) arrived_id[k] = arrived[k].id;
   bool complete = true;
-  std::size_t owned = 0;
+  std::size_t moved = 0;
   for (std::size_t key = 0; key < keys.size(); ++key) {
-    if (owner[key] != me) continue;
-    ++owned;
+    if (owner[key] != me || piece_first[key].empty()) continue;
+    ++moved;
     const std::vector<std::size_t> merged = fof::merge_pieces_by_id(arrived_id, piece_first[key], piece_count[key]);
     complete = complete && merged.size() == keys[key].length;
     open_group(keys[key].label, keys[key].length);
@@ -140,11 +158,11 @@ MemberHaloes member_haloes_across_ranks(const Particles& local, const fof::RankG
   const std::vector<GroupKey> all_keys = comm.gatherv(computed);
   const std::vector<HaloProperties> all_haloes = comm.gatherv(haloes);
   const std::vector<std::uint64_t> all_ids = comm.gatherv(mine.id);
-  const std::uint64_t several = comm.sum<std::uint64_t>(owned);
+  const std::uint64_t travelled = comm.sum<std::uint64_t>(moved);
   MemberHaloes out;
   out.particle_mass = mine.mass;
   out.groups.link_mpc_h = link;
-  out.on_several_ranks = several;
+  out.moved = travelled;
   if (!comm.is_root()) return out;
   std::vector<std::uint64_t> id_first(all_keys.size() + 1, 0);
   for (std::size_t k = 0; k < all_keys.size(); ++k) id_first[k + 1] = id_first[k] + all_keys[k].length;

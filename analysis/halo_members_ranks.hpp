@@ -2,13 +2,16 @@
 // length, mass, centre, velocities; not the overdensity masses, which need every particle
 // around a centre): each group's by one rank, root collects them in the canonical order.
 //
-// A group that lies on one rank alone (most of them) is computed there. The members of a
-// group on several ranks go to one rank, chosen so that the ranks' work (members, counting
-// the groups they hold alone) stays even: the groups largest first, each to the rank with the
-// least work so far (ties: the lowest rank), which merges them by ID. A group's properties
-// depend on its members in their canonical order alone (halo_potential.hpp's sums included),
-// so they are bit for bit those of one rank's finder, whichever rank computes them. Root
-// receives each group's properties and its members' IDs (8 bytes a member), not the members.
+// Who computes a group is chosen so that the ranks' work (the potential's pair evaluations,
+// estimated from the lengths) stays even: a group that lies on one rank alone (most of them)
+// is computed there while that rank's work stays within the mean (its groups largest first);
+// the others (the rest, and the groups on several ranks), largest first, each on the rank with
+// the least work so far (ties: the lowest rank), to which their members travel (positions,
+// momenta, IDs) and which merges them by ID. Every rank makes the same choice from the same
+// numbers. A group's properties depend on its members in their canonical order alone
+// (halo_potential.hpp's sums included), so they are bit for bit those of one rank's finder,
+// whichever rank computes them. Root receives each group's properties and its members' IDs
+// (8 bytes a member), not the members.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,7 +26,7 @@ struct MemberHaloes {                 // on root; empty elsewhere
   fof::FofGroups groups;              // lengths and offsets in the canonical order (members: unused)
   std::vector<std::uint64_t> ids;     // the members' IDs, group after group, by ID
   std::vector<HaloProperties> haloes; // the overdensity fields 0
-  std::size_t on_several_ranks = 0;   // groups whose members travelled
+  std::size_t moved = 0;              // groups computed on a rank that does not hold all members
   double particle_mass = 0;           // every rank
 };
 

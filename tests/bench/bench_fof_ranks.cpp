@@ -71,7 +71,8 @@ Particles slab_share(const Particles& all, double box, const Comm& comm) {
 Particles domain_share(const Particles& all, double box, double skew, const Comm& comm) {
   Particles mine;
   mine.mass = all.mass;
-  for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < all.size(); i += static_cast<std::size_t>(comm.size())) {
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < all.size(); i += ranks) {
     mine.pos.push_back(all.pos[i]);
     mine.mom.push_back(all.mom[i]);
     mine.id.push_back(all.id[i]);
@@ -163,7 +164,8 @@ fof_min_members = 32
       std::printf("  ghost import + host linking   %7.3f s\n", t_link);
       std::printf("  merge and gather (%d rounds)   %7.3f s: %zu groups, %zu members\n", found.merge_rounds, t_gather,
                   found.groups.size(), found.members.size());
-      std::printf("  merge and shares alone         %7.3f s: %zu group shares on rank 0\n", t_merge, share.groups.size());
+      std::printf("  merge and shares alone         %7.3f s: %zu group shares on rank 0\n", t_merge,
+                  share.groups.size());
       std::printf("  catalogue from the links      %7.3f s (%zu haloes): %s\n", t_catalogue, haloes, verdict.c_str());
       if (check) std::printf("  one-rank catalogue (reference) %7.3f s\n", t_one);
       std::fflush(stdout);
