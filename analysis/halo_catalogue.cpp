@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "analysis/fof_ranks.hpp"
+#include "analysis/halo_members_ranks.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -25,11 +26,11 @@ double softening(const Params& params, double box_mpc_h) {
          static_cast<double>(params.get_int("box.particles_per_side"));
 }
 
-}  // namespace
-
-GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& groups,
-                              const std::vector<HaloProperties>& haloes, double box_mpc_h, double a,
-                              const fof::FofConfig& config, const Params& params) {
+// The catalogue of groups (lengths and offsets in `groups`) whose members' IDs are `ids`, in
+// member order.
+GroupCatalogue catalogue_of(double particle_mass, std::uint64_t num_particles, std::vector<std::uint64_t> ids,
+                            const fof::FofGroups& groups, const std::vector<HaloProperties>& haloes, double box_mpc_h,
+                            double a, const fof::FofConfig& config, const Params& params) {
   if (haloes.size() != groups.size())
     fail("halo_catalogue.cpp: {} property records for {} groups", haloes.size(), groups.size());
   GroupCatalogue c;
@@ -38,8 +39,8 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
   c.omega_m = cosmology_params(params).omega_m;
   c.omega_lambda = cosmology_params(params).omega_lambda;
   c.h = params.get_real("cosmology.h");
-  c.particle_mass = particles.mass;
-  c.num_particles = particles.size();
+  c.particle_mass = particle_mass;
+  c.num_particles = num_particles;
   c.linking_length_mpc_h = groups.link_mpc_h;
   c.linking_length_over_spacing = config.linking_length_over_spacing;
   c.min_members = config.min_members;
@@ -70,9 +71,18 @@ GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& 
     c.m_mean200[g] = h.m_mean200;
     c.r_mean200[g] = h.r_mean200;
   }
-  c.ids.resize(groups.members.size());
-  for (std::size_t k = 0; k < c.ids.size(); ++k) c.ids[k] = particles.id[groups.members[k]];
+  c.ids = std::move(ids);
   return c;
+}
+
+}  // namespace
+
+GroupCatalogue make_catalogue(const Particles& particles, const fof::FofGroups& groups,
+                              const std::vector<HaloProperties>& haloes, double box_mpc_h, double a,
+                              const fof::FofConfig& config, const Params& params) {
+  std::vector<std::uint64_t> ids(groups.members.size());
+  for (std::size_t k = 0; k < ids.size(); ++k) ids[k] = particles.id[groups.members[k]];
+  return catalogue_of(particles.mass, particles.size(), std::move(ids), groups, haloes, box_mpc_h, a, config, params);
 }
 
 GroupCatalogue find_haloes(const Particles& particles, double box_mpc_h, double a, const Params& params) {
@@ -114,11 +124,34 @@ void local_distances(const fof::CellGrid& grid, const Particles& local, const st
   std::vector<std::vector<double>> r2(centres.size());
 #pragma omp parallel for schedule(dynamic, 8)
   for (std::size_t k = 0; k < centres.size(); ++k) sphere_distances(grid, local.pos, centres[k], radii[k], r2[k]);
-  flat.clear();
   counts.resize(centres.size());
+  std::vector<std::size_t> first(centres.size() + 1, 0);
   for (std::size_t k = 0; k < centres.size(); ++k) {
     counts[k] = r2[k].size();
-    flat.insert(flat.end(), r2[k].begin(), r2[k].end());
+    first[k + 1] = first[k] + counts[k];
+  }
+  flat.resize(first.back());
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::size_t k = 0; k < centres.size(); ++k) std::copy(r2[k].begin(), r2[k].end(), flat.begin() + first[k]);
+}
+
+// Root: every rank's answer (`all`, ranks in order; counts[rank * spheres + k]) by sphere.
+void distances_by_sphere(const std::vector<double>& all, const std::vector<std::uint64_t>& counts, int ranks,
+                         std::size_t spheres, std::vector<std::vector<double>>& r2) {
+  // Where rank r's answer for sphere k starts in `all`.
+  std::vector<std::size_t> first(counts.size() + 1, 0);
+  for (std::size_t k = 0; k < counts.size(); ++k) first[k + 1] = first[k] + counts[k];
+  r2.assign(spheres, {});
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::size_t k = 0; k < spheres; ++k) {
+    std::size_t size = 0;
+    for (int rank = 0; rank < ranks; ++rank) size += counts[static_cast<std::size_t>(rank) * spheres + k];
+    r2[k].reserve(size);
+    for (int rank = 0; rank < ranks; ++rank) {
+      const std::size_t at = static_cast<std::size_t>(rank) * spheres + k;
+      r2[k].insert(r2[k].end(), all.begin() + static_cast<std::ptrdiff_t>(first[at]),
+                   all.begin() + static_cast<std::ptrdiff_t>(first[at + 1]));
+    }
   }
 }
 
@@ -138,11 +171,15 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
   if (links && (links->link_mpc_h != link || links->box_mpc_h != box_mpc_h))
     fail("internal: halo_catalogue.cpp: links made for box {} and linking length {}, the catalogue's are {} and {}",
          links->box_mpc_h, links->link_mpc_h, box_mpc_h, link);
-  const fof::GatheredGroups found =
-      links ? fof::gather_groups(local, *links, config.min_members, comm)
-            : fof::find_groups_across_ranks(local, box_mpc_h, link, config.min_members, comm);
+  const fof::RankGroups share =
+      links ? fof::merge_groups(local, *links, config.min_members, comm)
+            : fof::merge_groups(local, fof::link_locally(local, box_mpc_h, link, comm), config.min_members, comm);
   const double t_fof = watch.seconds();
-  const fof::CellGrid local_grid(local.pos, box_mpc_h, link);
+  MemberHaloes found =
+      member_haloes_across_ranks(local, share, box_mpc_h, a, softening(params, box_mpc_h), link, comm);
+  const double t_members = watch.seconds() - t_fof;
+  const fof::CellGrid local_grid(local.pos, box_mpc_h, link);   // for the overdensity spheres
+  const double t_grid = watch.seconds() - t_fof - t_members;
   std::vector<double> flat;
   std::vector<std::uint64_t> counts;
   // Each round: root broadcasts the spheres (none: the end), every rank answers for its own
@@ -160,9 +197,7 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
     }
   }
   const Cosmology cosmo = Cosmology::from_params(params);
-  std::vector<HaloProperties> haloes =
-      member_properties(found.members, found.groups, box_mpc_h, a, softening(params, box_mpc_h));
-  overdensity_masses(haloes, box_mpc_h, found.members.mass, cosmo, a,
+  overdensity_masses(found.haloes, box_mpc_h, found.particle_mass, cosmo, a,
                      [&](const std::vector<Vec3d>& centres, const std::vector<double>& radii,
                          std::vector<std::vector<double>>& r2) {
                        std::vector<Vec3d> c(centres);
@@ -172,21 +207,22 @@ GroupCatalogue find_haloes_across_ranks(const Particles& local, double box_mpc_h
                        local_distances(local_grid, local, c, r, flat, counts);
                        const std::vector<std::uint64_t> all_counts = comm.gatherv(counts);
                        const std::vector<double> all = comm.gatherv(flat);
-                       r2.assign(c.size(), {});
-                       std::size_t next = 0;
-                       for (int rank = 0; rank < comm.size(); ++rank)
-                         for (std::size_t k = 0; k < c.size(); ++k) {
-                           const std::size_t m = all_counts[static_cast<std::size_t>(rank) * c.size() + k];
-                           r2[k].insert(r2[k].end(), all.begin() + next, all.begin() + next + m);
-                           next += m;
-                         }
+                       distances_by_sphere(all, all_counts, comm.size(), c.size(), r2);
                      });
   std::vector<Vec3d> end;
   comm.broadcast(end);
-  log::info("haloes: FoF {:.2f} s, properties {:.2f} s ({} ranks)", t_fof, watch.seconds() - t_fof, comm.size());
-  GroupCatalogue c = make_catalogue(found.members, found.groups, haloes, box_mpc_h, a, config, params);
-  c.num_particles = total;
-  return c;
+  const std::size_t grouped = found.ids.size();
+  log::info("fof: {} groups of >= {} particles hold {} of {} particles ({:.1f}%); linking length {:.5g} Mpc/h; "
+            "largest group {} particles; {} ranks, {} label rounds",
+            found.groups.size(), config.min_members, grouped, total,
+            100.0 * static_cast<double>(grouped) / static_cast<double>(std::max<std::uint64_t>(total, 1)), link,
+            found.groups.size() ? found.groups.length[0] : 0, comm.size(), share.merge_rounds);
+  log::info("haloes: FoF {:.2f} s (labels merged {:.2f} s, members ordered {:.2f} s), member properties {:.2f} s "
+            "(each group's on one rank; {} groups moved for it), grid {:.2f} s, overdensity masses {:.2f} s ({} "
+            "ranks)", t_fof, share.merge_seconds, share.share_seconds, t_members, found.moved, t_grid,
+            watch.seconds() - t_fof - t_members - t_grid, comm.size());
+  return catalogue_of(found.particle_mass, total, std::move(found.ids), found.groups, found.haloes, box_mpc_h, a,
+                      config, params);
 }
 
 std::string catalogue_file_name(int output_number) { return fmt::format("fof_tab_{:03d}.hdf5", output_number); }

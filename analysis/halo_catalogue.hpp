@@ -40,9 +40,9 @@ GroupCatalogue find_haloes_from_labels(const Particles& particles, const std::ve
 
 // Collective over comm: the catalogue find_haloes makes of every rank's particles together
 // (each rank passes its own), on root and empty elsewhere, without gathering the particles:
-// groups across ranks (fof_ranks.hpp), the members' properties on root (the potential
-// minimum included: it needs the members alone, which root holds in the one-rank order), and
-// the particles around the overdensity spheres' centres counted by the ranks that hold them.
+// groups across ranks (fof_ranks.hpp), each group's member properties on one rank (the
+// potential minimum included: it needs the members alone; halo_members_ranks.hpp), and the
+// particles around the overdensity spheres' centres counted by the ranks that hold them.
 // Bitwise the same catalogue as one rank's (the same members in the same order, the same
 // distances). `links`: this rank's particles (`local`, in the same order) and ghosts linked
 // already (fof::link_locally on a comm of the same ranks, e.g. on the GPU before the output's

@@ -35,33 +35,6 @@ std::size_t status_bytes(const char* key) {
 }
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
-Particles clustered_set(int side, double box, std::mt19937_64& rng) {
-  const std::size_t n = static_cast<std::size_t>(side) * side * side;
-  const double spacing = box / side;
-  std::vector<Vec3d> pos;
-  pos.reserve(n);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::size_t in_haloes = 0;
-  while (in_haloes < 0.45 * n) {
-    // dN/dM ~ M^-1.9 between 32 and 2e5 particles (inverse transform).
-    const double lo = std::pow(32.0, -0.9), hi = std::pow(2e5, -0.9);
-    const auto m = static_cast<std::size_t>(std::pow(lo + u(rng) * (hi - lo), -1.0 / 0.9));
-    // Scale radius a = R200m / 5 with R200m = spacing (3 M / (4 pi 200))^(1/3).
-    const double r200 = spacing * std::cbrt(3.0 * m / (4.0 * 3.14159265 * 200.0));
-    const Vec3d centre{u(rng) * box, u(rng) * box, u(rng) * box};
-    testing::add_plummer(pos, m, centre, r200 / 5.0, r200, box, rng);
-    in_haloes += m;
-  }
-  testing::add_uniform(pos, n > pos.size() ? n - pos.size() : 0, box, rng);
-  pos.resize(n);
-  Particles p;
-  p.resize(n);
-  p.pos = pos;
-  p.mass = 1.0;
-  for (std::size_t i = 0; i < n; ++i) p.id[i] = i + 1;
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,7 +43,7 @@ int main(int argc, char** argv) {
   omp_set_num_threads(threads);
   const double box = 100.0;
   std::mt19937_64 rng(2024);
-  Particles p = clustered_set(side, box, rng);
+  Particles p = testing::plummer_halo_set(side, box, rng);
   const std::size_t n = p.size();
   const double bytes_particles = static_cast<double>(n) * (2 * sizeof(Vec3d) + sizeof(std::uint64_t));
 

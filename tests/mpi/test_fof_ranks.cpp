@@ -10,6 +10,8 @@
 // they are linked), from links made before the merge on another communicator (the output's
 // thread's), and through engine_fof_links with an engine that links as the CUDA one does,
 // the groups and catalogue are the one-rank host finder's; malformed links stop every rank.
+// The groups' member properties, each computed on one rank (moved to balance the work), are
+// the one-rank member properties bit for bit.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -19,6 +21,7 @@
 
 #include "analysis/fof_ranks.hpp"
 #include "analysis/halo_catalogue.hpp"
+#include "analysis/halo_members_ranks.hpp"
 #include "core/comm.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -126,6 +129,41 @@ TEST_CASE("halo catalogue across ranks: bitwise the one-rank catalogue") {
     int with_m200 = 0;
     for (double m : ref.m_mean200) with_m200 += m > 0;
     CHECK(with_m200 >= 2);
+  }
+}
+
+TEST_CASE("member properties across ranks: each group's once, where the work balances, as one rank's") {
+  const Comm world = Comm::world();
+  const Particles all = all_particles();
+  const std::uint32_t min_members = 20;
+  const double link = fof::linking_length(all.size(), kBox, 0.2), a = 0.6, softening = 0.1;
+  const fof::CellGrid grid(all.pos, kBox, link);
+  const fof::FofGroups ref_groups = fof::find_groups(grid, all, min_members);
+  const std::vector<halo::HaloProperties> ref = halo::member_properties(all, ref_groups, kBox, a, softening);
+  // With the last rank empty, it computes groups that lie elsewhere (their members travel).
+  for (Split split : {Split::slabs, Split::empty_rank, Split::round_robin}) {
+    INFO(world.size() << " ranks, split " << static_cast<int>(split));
+    const Particles mine = share(all, split, world);
+    const fof::RankGroups groups =
+        fof::merge_groups(mine, fof::link_locally(mine, kBox, link, world), min_members, world);
+    const halo::MemberHaloes got = halo::member_haloes_across_ranks(mine, groups, kBox, a, softening, link, world);
+    if (split == Split::empty_rank && world.size() > 1) CHECK(got.moved > 0);
+    if (!world.is_root()) continue;
+    CHECK(got.groups.length == ref_groups.length);
+    CHECK(got.groups.offset == ref_groups.offset);
+    CHECK(got.ids.size() == ref_groups.members.size());
+    CHECK(got.haloes.size() == ref.size());
+    if (got.ids.size() != ref_groups.members.size() || got.haloes.size() != ref.size()) continue;   // not REQUIRE
+    int ids_differ = 0, haloes_differ = 0;
+    for (std::size_t k = 0; k < got.ids.size(); ++k) ids_differ += got.ids[k] != all.id[ref_groups.members[k]];
+    for (std::size_t g = 0; g < ref.size(); ++g) {
+      const halo::HaloProperties &x = got.haloes[g], &y = ref[g];
+      haloes_differ += x.len != y.len || x.mass != y.mass || x.min_pot_id != y.min_pot_id || x.vel_disp != y.vel_disp;
+      for (int d = 0; d < 3; ++d)
+        haloes_differ += x.pos[d] != y.pos[d] || x.cm[d] != y.cm[d] || x.vel_pec[d] != y.vel_pec[d];
+    }
+    CHECK(ids_differ == 0);
+    CHECK(haloes_differ == 0);
   }
 }
 

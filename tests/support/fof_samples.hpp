@@ -54,6 +54,38 @@ inline Particles make_particles(const std::vector<Vec3d>& pos, double mass, std:
   return p;
 }
 
+// The FoF benchmarks' clustered set of side^3 particles: Plummer haloes with a power-law mass
+// spectrum (dN/dM ~ M^-1.9 from 32 to max_halo particles; scale radius R200m / 5 at 200 x the
+// mean density), a fraction in_haloes of the particles, in a uniform background; haloes one
+// after another, then the background; IDs 1..N in that order, mass 1, zero momenta.
+inline Particles plummer_halo_set(int side, double box, std::mt19937_64& rng, double in_haloes_fraction = 0.45,
+                                  double max_halo = 2e5) {
+  const std::size_t n = static_cast<std::size_t>(side) * side * side;
+  const double spacing = box / side;
+  std::vector<Vec3d> pos;
+  pos.reserve(n);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::size_t in_haloes = 0;
+  while (in_haloes < in_haloes_fraction * n) {
+    // dN/dM ~ M^-1.9 between 32 and max_halo particles (inverse transform).
+    const double lo = std::pow(32.0, -0.9), hi = std::pow(max_halo, -0.9);
+    const auto m = static_cast<std::size_t>(std::pow(lo + u(rng) * (hi - lo), -1.0 / 0.9));
+    // Scale radius a = R200m / 5 with R200m = spacing (3 M / (4 pi 200))^(1/3).
+    const double r200 = spacing * std::cbrt(3.0 * m / (4.0 * 3.14159265 * 200.0));
+    const Vec3d centre{u(rng) * box, u(rng) * box, u(rng) * box};
+    add_plummer(pos, m, centre, r200 / 5.0, r200, box, rng);
+    in_haloes += m;
+  }
+  add_uniform(pos, n > pos.size() ? n - pos.size() : 0, box, rng);
+  pos.resize(n);
+  Particles p;
+  p.resize(n);
+  p.pos = pos;
+  p.mass = 1.0;
+  for (std::size_t i = 0; i < n; ++i) p.id[i] = i + 1;
+  return p;
+}
+
 // Brute-force friends-of-friends: connected components of all pairs with minimum-image
 // separation <= link, by breadth-first search. Returns the groups with >= min_members as
 // sorted ID lists, ordered by descending size then smallest ID.
