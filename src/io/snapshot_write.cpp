@@ -259,7 +259,8 @@ std::vector<std::unique_ptr<H5Writer>> write_in_turns(const SnapshotPlan& plan, 
       if (arrived.id.size() != expected)
         fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
              plan.names.front(), arrived.id.size(), expected);
-      const std::vector<std::size_t> order = pieces.order_of(arrived.id, first, "snapshot '" + plan.names.front() + "'");
+      const std::vector<std::size_t> order =
+          pieces.order_of(arrived.id, first, "snapshot '" + plan.names.front() + "'");
       std::uint64_t at = 0;
       for (int f = 0; f < files; ++f) {
         if (writer_of(f, files, ranks) != me) continue;

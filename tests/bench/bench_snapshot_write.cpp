@@ -96,7 +96,8 @@ std::uint64_t checksum(const std::string& path) {
   std::uint64_t h = 1469598103934665603ull;
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
+    for (std::streamsize i = 0; i < in.gcount(); ++i)
+      h = (h ^ static_cast<unsigned char>(buffer[i])) * 1099511628211ull;
   }
   return h;
 }
