@@ -1,13 +1,13 @@
 // The halo catalogue over MPI ranks (issue #29): friends-of-friends across ranks, the merge
-// and gather of the groups and the halo properties on root (halo::find_haloes_across_ranks),
+// of the groups, their properties and the catalogue on root (halo::find_haloes_across_ranks),
 // on bench_fof's clustered set (Plummer haloes, ~45% of the particles, in a uniform
 // background; IDs shuffled, as a run's halo members' are scattered over the ID range).
 // The particles are dealt out as a run deals them: domains=1 through RankDomains (runs of
 // the global ORB tree's top nodes, each rank's particles in subtree order), domains=0 in x
 // slabs of equal width. Prints on rank 0 the time of the ghost import and host linking (the
 // CUDA engine does these on its GPU), of the catalogue from those links (what a run's
-// output thread does: the merge, gather and properties; its phases are logged by
-// fof_ranks.cpp and halo_catalogue.cpp), and with check=1 the one-rank catalogue of all
+// output thread does: the merge, the properties and the overdensity masses; its phases are
+// logged by halo_catalogue.cpp), and with check=1 the one-rank catalogue of all
 // the particles for comparison, which must be the same bit for bit.
 // With domains=1, rank 0 then reports `skew` times the others' work per particle and the
 // domains are cut again where that balances: inside a subtree, as a run's measured work cuts
