@@ -179,6 +179,9 @@ std::size_t CudaPmRanks::pinned_bytes() const {
   return impl_->send.capacity() + impl_->recv.capacity() + (impl_->slabs ? impl_->slabs->pinned_bytes() : 0);
 }
 const PmRankTraffic& CudaPmRanks::traffic() const { return impl_->traffic; }
+gpu::DeviceAlltoallv* CudaPmRanks::peer_transposes() const {
+  return impl_->slabs ? impl_->slabs->peer_exchange() : nullptr;
+}
 
 PmRankTraffic CudaPmRanks::total_traffic() const {
   const Comm& c = impl_->comm;

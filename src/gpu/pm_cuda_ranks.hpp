@@ -48,10 +48,12 @@
 //
 // The long-range potential energy over ranks (potential_energy(), the mesh term of the energy
 // check, integrate/energy.hpp): the same routing, deposit and ghost planes, then only the
-// forward transform: the 2D R2C of the x planes, the transpose to y slabs (this rank's own
-// block copied on the device, the others' through host memory and Comm's alltoallv) and the
-// 1D transforms along x, with cuFFT plans of this class that match CudaPmSlabs' (whose
-// Fourier work has no forward-only entry); then the one-GPU PM's sum of G(k) |rho(k)|^2 per
+// forward transform: the 2D R2C of the x planes, the transpose to y slabs and the 1D
+// transforms along x. Built for forces, the object runs them on its CudaPmSlabs
+// (forward_on_device: its plans, and its transposes device to device with CUDA IPC); built for
+// the energy or the counts alone, on cuFFT plans of its own that match CudaPmSlabs', with this
+// rank's own block copied on the device and the others' through host memory and Comm's
+// alltoallv. Then the one-GPU PM's sum of G(k) |rho(k)|^2 per
 // mesh row (gpu/pm_cuda_fourier.cuh) over the rank's y columns. Every rank's row sums go to
 // every rank (allgather, n^2 doubles in all) and are added as CudaPmSolver adds them: the
 // rows of each x plane in y order, the planes in x order, mesh B's planes into mesh A's at
@@ -75,8 +77,9 @@
 // (0.8 GB + 0.4 GB per rank for 256^3 particles on a 512^3 float mesh over 2 ranks); a check
 // that would not fit stops every rank with the bytes needed and free. The transpose's host
 // staging is ordinary host memory freed at return (the particles' and ghost planes' pinned
-// buffers stay, small). A CudaPmRanks built for forces computes the same energy in its own
-// slabs (the same layout, kernels and plans), holding nothing more than the plans and tables.
+// buffers stay, small). A CudaPmRanks built for forces (the step engine's energy check) takes
+// the same blocks from the pool per call and runs the transform on its CudaPmSlabs, holding
+// nothing more than the energy's tables between checks.
 //
 // The counts' modes (count_modes(), for the power spectrum over ranks:
 // gpu/power_spectrum_cuda_ranks.hpp): the same routing, deposit, ghost planes and forward
@@ -107,6 +110,9 @@
 struct CUstream_st;
 
 namespace orbis {
+namespace gpu {
+class DeviceAlltoallv;
+}
 
 // What one accelerations() call moved between ranks, this rank's sends (bytes).
 struct PmRankTraffic {
@@ -175,9 +181,12 @@ class CudaPmRanks {
   // the slabs and use_bytes more (what `use` takes from the pool) would not fit on some rank's
   // device once the particles are routed (see the header's comment); true otherwise. A rank
   // may hold no particles, but not every rank (an Error).
+  // `transposes` (may be null; the same on every rank): another object's exchange that moves
+  // device memory between the ranks directly (peer_transposes()), borrowed for the transposes
+  // when its buffer is already large enough on every rank; else they go through host memory.
   bool count_modes(const double* pos, std::size_t n, const std::vector<double>& shifts_cells,
                    const std::function<void(const std::vector<const void*>& slabs)>& use, CUstream_st* stream,
-                   std::size_t use_bytes = 0);
+                   std::size_t use_bytes = 0, gpu::DeviceAlltoallv* transposes = nullptr);
   // This rank's y columns of count_modes()' slabs.
   int y_first() const;
   int y_count() const;
@@ -187,6 +196,10 @@ class CudaPmRanks {
 
   // The last accelerations()' traffic (this rank's; potential_energy() and count_modes() leave
   // it), and the same summed over the ranks (collective).
+  // Use::forces: its CudaPmSlabs' exchange when that moves device memory directly (CUDA IPC,
+  // after the first accelerations()), for count_modes() of another object to borrow; else null.
+  gpu::DeviceAlltoallv* peer_transposes() const;
+
   const PmRankTraffic& traffic() const;
   PmRankTraffic total_traffic() const;
 

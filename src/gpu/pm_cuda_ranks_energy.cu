@@ -23,6 +23,7 @@
 #include "gpu/pm_cuda_mesh.cuh"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_ranks_impl.cuh"
+#include "gpu/slab_transpose_peer.cuh"
 #include "pm/fixed_point_mesh.hpp"
 #include "pm/pm_modes.hpp"
 
@@ -86,7 +87,7 @@ void CudaPmRanks::Impl::make_forward_plans() {
 }
 
 void CudaPmRanks::Impl::make_energy_plans() {
-  make_forward_plans();
+  if (!slabs) make_forward_plans();   // Use::forces: CudaPmSlabs' plans serve
   if (energy_ready) return;
   const PmAxisTables axes = make_pm_axis_tables(settings);
   std::vector<double> tables(axes.k);
@@ -116,7 +117,7 @@ std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
   meshes_bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
   meshes_bytes += forward_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
   meshes_bytes += n * 3 * sizeof(double);
-  return use == Use::energy ? std::max(routing, meshes_bytes) : routing + meshes_bytes;
+  return std::max(routing, meshes_bytes);
 }
 
 // The routing's buffers but the routed positions, which the energy no longer needs once they
@@ -132,25 +133,26 @@ void CudaPmRanks::Impl::give_back_routing_buffers() {
   sorted_order = nullptr;
 }
 
-// What a call took from the pool goes back (queued on the call's stream): the work area and
-// row sums always; with Use::energy the slabs and the routed positions too, so that nothing
-// but the plans and tables stays between checks.
+// What a call took from the pool goes back (queued on the call's stream), so that nothing but
+// the plans and tables stays between checks (Use::forces: the next accelerations() takes its
+// meshes again).
 void CudaPmRanks::Impl::give_back_energy_memory() {
   fft_work.release();
   row_sums.release();
-  if (use != Use::energy) return;
   meshes.release();
   ghost_in.release();
   give_back_routing_buffers();
   routed_pos.release();
 }
 
-// x slab -> y slab of complex modes (pm/slab_transpose.hpp's blocks): this rank's own block
-// copied on the device, the other ranks' blocks packed into host memory by destination, the
-// all-to-all, and what arrived copied up into its place (sources in rank order).
+// x slab -> y slab of complex modes (pm/slab_transpose.hpp's blocks): device to device through
+// a borrowed exchange (count_modes()); else this rank's own block copied on the device, the
+// other ranks' blocks packed into host memory by destination, the all-to-all, and what
+// arrived copied up into its place (sources in rank order).
 template <typename C>
 void CudaPmRanks::Impl::transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream) {
   const SlabTranspose& t = layout;
+  if (borrowed_transposes) return gpu::transpose_x_to_y_peer(t, *borrowed_transposes, x_slab, y_slab, stream);
   const int me = comm.rank(), ranks = comm.size();
   const PitchedBlock& own = t.x_blocks[me];
   if (own.count() > 0)
@@ -202,6 +204,11 @@ void CudaPmRanks::Impl::forward_modes(double shift_cells, std::size_t total, dou
   if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
   add_density_ghosts(fixed, stream);
   gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, factor / scale, rho, stream);
+  if (slabs) {   // Use::forces: CudaPmSlabs' plans and transposes (device to device with CUDA IPC)
+    sync(stream);   // CudaPmSlabs works on its own stream
+    slabs->forward_on_device(rho, modes);
+    return;
+  }
   if (slab.count > 0) cufft_forward_real(forward_planes, rho);
   transpose_to_y(reinterpret_cast<const C*>(rho), modes, stream);
   if (layout.y.count > 0) x_lines_forward(forward_lines, modes);
@@ -290,7 +297,7 @@ double CudaPmRanks::potential_energy(const double* pos, std::size_t n, double pa
   {
     gpu::AllocationStream on_stream(stream);
     m.route(pos, n, stream);
-    if (m.use == Use::energy) m.give_back_routing_buffers();   // their memory then serves the meshes
+    m.give_back_routing_buffers();   // but the routed positions: their memory then serves the meshes
     w = settings_.double_mesh ? m.mesh_energy<double>(total, particle_mass, stream)
                               : m.mesh_energy<float>(total, particle_mass, stream);
     m.give_back_energy_memory();

@@ -74,8 +74,10 @@ struct CudaPmRanks::Impl {
   std::size_t forward_fft_work = 0;
   gpu::DeviceArray<unsigned char> fft_work;
   gpu::DeviceArray<double> axis_tables, row_sums;
-  // count_modes(): the y slabs of the meshes before the last (pm_cuda_ranks_modes.cu).
+  // count_modes(): the y slabs of the meshes before the last (pm_cuda_ranks_modes.cu), and
+  // the exchange borrowed for its transposes (null: through host memory).
   gpu::DeviceArray<unsigned char> earlier_modes;
+  gpu::DeviceAlltoallv* borrowed_transposes = nullptr;
 
   // The forces' three real meshes (rho | gx | gy).
   std::size_t meshes_bytes() const {

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "gpu/cuda_check.cuh"
+#include "gpu/device_alltoallv.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_ranks_impl.cuh"
@@ -63,7 +64,8 @@ void CudaPmRanks::Impl::count_passes(std::size_t total, const std::vector<double
 
 bool CudaPmRanks::count_modes(const double* pos, std::size_t n, const std::vector<double>& shifts_cells,
                               const std::function<void(const std::vector<const void*>& slabs)>& use,
-                              CUstream_st* stream_in, std::size_t use_bytes) {
+                              CUstream_st* stream_in, std::size_t use_bytes,
+                              gpu::DeviceAlltoallv* transposes) {
   Impl& m = *impl_;
   if (shifts_cells.empty()) fail("internal: count_modes() without a mesh");
   const cudaStream_t stream = stream_in;
@@ -84,6 +86,11 @@ bool CudaPmRanks::count_modes(const double* pos, std::size_t n, const std::vecto
     // one GPU together.
     const std::size_t need = m.count_slab_bytes(static_cast<int>(shifts_cells.size())) + use_bytes;
     fits = gpu::fits_on_gpus(m.comm, m.device, need);
+    // The borrowed buffer is not grown: it would stay that large for the whole run.
+    const std::size_t real = settings_.double_mesh ? sizeof(double) : sizeof(float);
+    const std::size_t transpose_bytes = Comm::total(m.layout.x_lines) * m.layout.nzc * 2 * real;
+    const bool borrow = transposes && transposes->device_bytes() >= transpose_bytes;
+    m.borrowed_transposes = m.comm.all(borrow) ? transposes : nullptr;
     if (fits) {
       if (settings_.double_mesh) m.count_passes<double>(total, shifts_cells, use, stream);
       else m.count_passes<float>(total, shifts_cells, use, stream);
@@ -94,6 +101,7 @@ bool CudaPmRanks::count_modes(const double* pos, std::size_t n, const std::vecto
     m.fft_work.release();
     m.routed_pos.release();
   }
+  m.borrowed_transposes = nullptr;
   m.traffic = forces_traffic;
   return fits;
 }

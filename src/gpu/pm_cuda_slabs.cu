@@ -19,6 +19,7 @@
 #include "gpu/device_alltoallv.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/pm_cuda_fourier.cuh"
+#include "gpu/slab_transpose_peer.cuh"
 #include "pm/pm_modes.hpp"
 #include "pm/slab_transpose.hpp"
 
@@ -98,6 +99,8 @@ struct CudaPmSlabs::Impl {
   void run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times);
   template <typename Real>
   void run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
+  template <typename Real>
+  void forward(Real* density, void* modes);
 };
 
 CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab)
@@ -217,6 +220,39 @@ void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, Phas
   impl_->give_back_y_slabs();
 }
 
+void CudaPmSlabs::forward_on_device(float* rho, void* modes) {
+  if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
+  impl_->forward(rho, modes);
+}
+
+void CudaPmSlabs::forward_on_device(double* rho, void* modes) {
+  if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
+  impl_->forward(rho, modes);
+}
+
+// run()'s first three passes, into the caller's y slab. The first call may choose the
+// exchange, which with CUDA IPC takes the y -> x landing slab (`work`) from the pool: not
+// needed here, so it goes back at once.
+template <typename Real>
+void CudaPmSlabs::Impl::forward(Real* density, void* modes_out) {
+  using C = typename gpu::MeshComplex<Real>::type;
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  if (!exchange) {
+    choose_exchange();
+    gpu::AllocationStream on_stream(stream);
+    work.release();
+  }
+  C* const modes = static_cast<C*>(modes_out);
+  if (layout.x.count > 0) cufft_forward_real(planes_r2c, density);
+  x_to_y(reinterpret_cast<const C*>(density), modes);
+  if (layout.y.count > 0) x_lines(lines, modes, CUFFT_FORWARD);
+  sync();
+}
+
+gpu::DeviceAlltoallv* CudaPmSlabs::peer_exchange() const {
+  return impl_->exchange && impl_->exchange->peer_to_peer() ? impl_->exchange.get() : nullptr;
+}
+
 std::size_t CudaPmSlabs::held_bytes() const {
   const Impl& m = *impl_;
   return m.slab.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work +
@@ -250,16 +286,7 @@ template <typename C>
 void CudaPmSlabs::Impl::x_to_y(const C* x_slab, C* y_slab) {
   const SlabTranspose& t = layout;
   const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
-  if (exchange->peer_to_peer()) {   // packed on the device into the exported buffer, pulled by the peers
-    C* out = static_cast<C*>(exchange->send_buffer(Comm::total(t.x_lines) * line));
-    for (const PitchedBlock& b : t.x_blocks)
-      if (b.count() > 0)
-        ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(out + b.buffer_offset, b.width * sizeof(C), x_slab + b.slab_offset,
-                                           b.pitch * sizeof(C), b.width * sizeof(C), b.rows,
-                                           cudaMemcpyDeviceToDevice, stream));
-    exchange->exchange(out, t.x_lines, y_slab, t.y_lines, line, stream);
-    return;
-  }
+  if (exchange->peer_to_peer()) return gpu::transpose_x_to_y_peer(t, *exchange, x_slab, y_slab, stream);
   C* out = reinterpret_cast<C*>(send.data());
   C* in = reinterpret_cast<C*>(recv.data());
   for (const PitchedBlock& b : t.x_blocks)

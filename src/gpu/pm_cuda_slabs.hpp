@@ -30,6 +30,9 @@
 #include "pm/pm_solver.hpp"
 
 namespace orbis {
+namespace gpu {
+class DeviceAlltoallv;
+}
 
 class CudaPmSlabs final : public PmSlabTransform {
  public:
@@ -53,6 +56,19 @@ class CudaPmSlabs final : public PmSlabTransform {
   // stays allocated between calls, transient_bytes() what a call takes besides.
   void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times);
   void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times);
+  // The forward transform alone (the energy check's mesh term over ranks,
+  // gpu/pm_cuda_ranks.hpp): rho, a device x slab as above, is overwritten by its planes' 2D
+  // R2C; modes (device, this rank's y slab: y_slab_count complex values [i][j - y0][k])
+  // receives the forward modes, unnormalised, through the transposes of long_range_on_device
+  // (CUDA IPC device to device where the ranks have it). Takes nothing from the pool.
+  // Collective; work on other streams that fills rho must be finished first, and the modes
+  // are complete when this returns.
+  void forward_on_device(float* rho, void* modes);
+  void forward_on_device(double* rho, void* modes);
+  // The transposes' exchange when it moves device memory directly between the ranks (CUDA
+  // IPC; chosen at the first call), else null: other transposes on this communicator may borrow
+  // it between calls (gpu/slab_transpose_peer.cuh).
+  gpu::DeviceAlltoallv* peer_exchange() const;
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
   // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"

@@ -80,7 +80,7 @@ struct CudaPowerSpectrumRanks::Impl {
   // particles at pos; nullopt (every rank) when the meshes do not fit.
   std::optional<pk::BinSums> spectrum(CudaPmRanks& m, const double* pos, std::size_t count, std::uint64_t total,
                                       const PowerSpectrumSettings& s, const SpectrumTables& tables,
-                                      cudaStream_t stream) {
+                                      DeviceAlltoallv* transposes, cudaStream_t stream) {
     const int n = s.grid_side;
     const std::vector<double> shifts = s.interlacing ? std::vector<double>{0.0, 0.5} : std::vector<double>{0.0};
     pk::BinSums mine(tables.binning.count);
@@ -96,7 +96,7 @@ struct CudaPowerSpectrumRanks::Impl {
           mine = bin_mode_sums(modes, tables, box, static_cast<double>(total), stream);
           binning_seconds = binning.seconds();
         },
-        stream, bin_mode_sums_bytes(n, m.y_count(), tables.binning.count));
+        stream, bin_mode_sums_bytes(n, m.y_count(), tables.binning.count), transposes);
     if (!done) return std::nullopt;
     Stopwatch reduction;
     pk::BinSums sums = sum_over_ranks(mine, comm);
@@ -124,7 +124,8 @@ std::size_t CudaPowerSpectrumRanks::device_bytes(std::size_t count, double box_m
 }
 
 std::optional<PowerSpectrum> CudaPowerSpectrumRanks::measure(const double* pos, std::size_t count, double box_mpc_h,
-                                                             const PowerSpectrumSettings& s, CUstream_st* stream_in) {
+                                                             const PowerSpectrumSettings& s, CUstream_st* stream_in,
+                                                             DeviceAlltoallv* transposes) {
   Impl& im = *impl_;
   const cudaStream_t stream = stream_in;
   const int n = s.grid_side;
@@ -142,13 +143,13 @@ std::optional<PowerSpectrum> CudaPowerSpectrumRanks::measure(const double* pos, 
 
   // The host's tables: the same windows, alias sums and bin edges.
   SpectrumTables tables(s, n);
-  const std::optional<pk::BinSums> unfolded = im.spectrum(m, pos, count, total, s, tables, stream);
+  const std::optional<pk::BinSums> unfolded = im.spectrum(m, pos, count, total, s, tables, transposes, stream);
   std::optional<pk::BinSums> folded_sums;
   if (unfolded && s.fold_factor > 1) {
     DeviceArray<double> folded;
     folded.ensure_exact(std::max<std::size_t>(3 * count, 1));
     fold_positions(pos, pos + count, pos + 2 * count, count, box_mpc_h, s.fold_factor, folded.data(), stream);
-    folded_sums = im.spectrum(m, folded.data(), count, total, s, tables, stream);
+    folded_sums = im.spectrum(m, folded.data(), count, total, s, tables, transposes, stream);
     folded.release();
   }
   tables.release();

@@ -24,8 +24,9 @@
 // size, one more y slab when interlaced: ~(16 + 8) n^3 / P bytes; the routed positions),
 // the bins' partial sums and tables and, folded, a copy of the rank's positions (24 bytes a
 // particle). 512^3 interlaced over 2 ranks: ~1.6 GB a rank. device_bytes() says how much;
-// when the device lacks it the caller measures on the host. The transposes go through host
-// memory (ordinary, freed at return) and MPI.
+// when the device lacks it the caller measures on the host. The transposes go device to device
+// through the step engine's PM exchange where it lends one (CUDA IPC), else through host memory
+// (ordinary, freed at return) and MPI.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -38,6 +39,8 @@
 struct CUstream_st;
 
 namespace orbis::gpu {
+
+class DeviceAlltoallv;
 
 class CudaPowerSpectrumRanks {
  public:
@@ -58,8 +61,11 @@ class CudaPowerSpectrumRanks {
   // is NaN (the caller knows the cosmology). nullopt on every rank when some rank's device
   // cannot hold the meshes once the particles are routed (nothing is kept). Invalid settings
   // or no particles on any rank: an Error on every rank, as measure_power_spectrum's.
+  // `transposes` (may be null): an exchange that moves device memory between the ranks
+  // directly, lent for the transposes (CudaPmRanks::count_modes).
   std::optional<PowerSpectrum> measure(const double* pos, std::size_t count, double box_mpc_h,
-                                       const PowerSpectrumSettings& settings, CUstream_st* stream);
+                                       const PowerSpectrumSettings& settings, CUstream_st* stream,
+                                       DeviceAlltoallv* transposes = nullptr);
   // The last measure()'s wall time in ms per phase (deposit and transforms with the exchanges,
   // binning with the sums over the ranks), summed over its spectra: for the log.
   std::string last_phases() const;

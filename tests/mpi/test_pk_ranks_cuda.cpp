@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "gpu/power_spectrum_cuda.cuh"
+#include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/power_spectrum_cuda_ranks.hpp"
 #include "gpu/step_engine_cuda.hpp"
 #include "integrate/simulation.hpp"
@@ -244,6 +246,44 @@ TEST_CASE("P(k) over ranks on the GPUs: the host estimator's and the one-GPU spe
     std::printf("P(k) over %d ranks on the GPUs: largest relative power difference %.3e vs the host, %.3e vs one GPU\n",
                 world.size(), worst_host, worst_one_gpu);
   std::fflush(stdout);
+}
+
+// The transposes through the force PM's exchange (CUDA IPC, device to device) move the same
+// bytes as those through host memory: the same spectrum, bit for bit.
+TEST_CASE("P(k) over ranks on the GPUs: the transposes borrowed from the force PM's exchange give the same bits") {
+  const Comm world = Comm::world();
+  const int device = orbis::test::rank_gpu_or_skip(world);
+  const double box = 50.0;
+  orbis::PmSettings forces;   // a float mesh whose transposes move more bytes than the P(k)'s
+  forces.box_mpc_h = box;
+  forces.grid_side = 64;
+  forces.r_s_mpc_h = 1.25 * box / forces.grid_side;
+  std::string why;
+  std::unique_ptr<orbis::CudaPmRanks> pm = orbis::make_cuda_pm_ranks(forces, world, device, &why);
+  REQUIRE_MESSAGE(pm != nullptr, why);
+  const std::vector<Vec3d> all = test_particles(box, 32, world.size());
+  const std::vector<Vec3d> mine = orbis::test::uneven_share(all, world, false, 0);
+  std::vector<Vec3d> acc;
+  pm->accelerations(mine, 0.7, acc);   // chooses the exchange
+  orbis::gpu::DeviceAlltoallv* lent = pm->peer_transposes();
+  CHECK(world.all(lent != nullptr) == world.any(lent != nullptr));   // the choice is every rank's
+  if (!lent) {
+    MESSAGE("no CUDA IPC between these ranks' devices: nothing to borrow");
+    return;
+  }
+  orbis::gpu::CudaPowerSpectrumRanks estimator(world, device);
+  const DevicePositions positions(mine, device);
+  for (const bool interlacing : {true, false}) {
+    PowerSpectrumSettings s;
+    s.grid_side = 32;
+    s.interlacing = interlacing;
+    INFO(describe(s, world.size(), false));
+    const std::optional<PowerSpectrum> staged = estimator.measure(positions.data(), mine.size(), box, s, nullptr);
+    const std::optional<PowerSpectrum> peer =
+        estimator.measure(positions.data(), mine.size(), box, s, nullptr, lent);
+    CHECK(staged.has_value());
+    CHECK((peer && staged && orbis::test::same_bits(*peer, *staged)));
+  }
 }
 
 TEST_CASE("P(k) over ranks on the GPUs: no particles anywhere and bad settings are every rank's error") {
