@@ -78,8 +78,9 @@ __global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, s
   target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
 }
 
-// Over ranks the host copies to and from the pinned buffers are hundreds of MB a step (8.4M
-// own positions and as many ghosts a rank at 256^3 on 2 ranks): in parallel, in blocks.
+// The host copies to and from the pinned buffers are hundreds of MB (the outputs' download
+// of 16.7M particles at 256^3; over ranks at every step, 8.4M own positions and as many ghosts
+// a rank at 256^3 on 2 ranks): in parallel, in blocks (one thread copies ~5-10 GB/s).
 void parallel_copy(void* to, const void* from, std::size_t bytes) {
   constexpr std::size_t kBlock = std::size_t{1} << 22;
   const auto blocks = static_cast<std::int64_t>((bytes + kBlock - 1) / kBlock);
@@ -154,6 +155,7 @@ struct CudaStepEngine::Impl {
   std::optional<RankDomains> domains;
   std::unique_ptr<PmSolver> host_pm;       // the fallback: the host PM on x slabs
   std::unique_ptr<CudaPmRanks> pm_ranks;   // TreePM: the PM over ranks on the GPUs, particles and meshes
+  PhaseTimes pm_ranks_phases;              // its phases summed over the run (tree_summary())
   double work_since_update = 0;   // this rank's interactions since the last domain update
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
@@ -183,18 +185,12 @@ struct CudaStepEngine::Impl {
     return own_staging.data();
   }
   double* staging() { return staging(3 * n); }
-  // Host copies into and out of pinned memory: in parallel over ranks (large every step);
-  // one rank keeps its plain copies (outputs and loads only).
-  void host_copy(void* to, const void* from, std::size_t bytes) const {
-    if (ranks) parallel_copy(to, from, bytes);
-    else std::memcpy(to, from, bytes);
-  }
   // Interleaved host vectors <-> x | y | z device blocks, through pinned memory.
   void upload(const Vec3d* from, std::size_t count, double* to) {
     if (count == 0) return;
     double* staging = this->staging(3 * count);
     host_staging.ensure(3 * count);
-    host_copy(host_staging.data(), from, 3 * count * sizeof(double));
+    parallel_copy(host_staging.data(), from, 3 * count * sizeof(double));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * count * sizeof(double),
                                      cudaMemcpyHostToDevice, stream));
     gpu::deinterleave(staging, count, to, stream);
@@ -207,7 +203,7 @@ struct CudaStepEngine::Impl {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    host_copy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
+    parallel_copy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
   }
   void download(const double* from, std::vector<Vec3d>& to) {
     double* staging = this->staging();
@@ -603,6 +599,17 @@ const Particles& CudaStepEngine::particles() {
   return m.host;
 }
 
+// The host copy is only a cache of the device's state: given away, not copied (0.4 s and a
+// second GiB of host memory for 16.7M particles). The next particles() downloads afresh.
+Particles CudaStepEngine::particles_copy() {
+  Impl& m = *impl_;
+  particles();
+  Particles out = std::move(m.host);
+  m.host = Particles{};
+  m.host_current = false;
+  return out;
+}
+
 const std::vector<Vec3d>& CudaStepEngine::accelerations() {
   Impl& m = *impl_;
   if (m.acc_current) return m.host_acc;
@@ -751,7 +758,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (long_range) {
     Stopwatch pm_watch;
     if (pm_ranks) {   // from the device's positions into acc_long (gpu/pm_cuda_ranks.hpp)
-      pm_ranks->accelerations(pos.data(), n, mass, acc_long.data(), stream);
+      pm_ranks->accelerations(pos.data(), n, mass, acc_long.data(), stream, &pm_ranks_phases);
     } else {
       host_pm->accelerations(host.pos, mass, host_acc_long);
       upload(host_acc_long.data(), n, acc_long.data());
@@ -845,9 +852,15 @@ void CudaStepEngine::rebuild_tree_next() { impl_->tree_policy.request_rebuild();
 
 std::string CudaStepEngine::tree_summary() const {
   if (!impl_->treepm) return std::string();
-  if (impl_->ranks)
-    return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}",
-                       impl_->comm.size(), impl_->tree_policy.summary());
+  if (impl_->ranks) {
+    // Where the PM over ranks' time went (rank 0's wall seconds, all PM steps).
+    std::string pm;
+    for (const auto& [phase, seconds] : impl_->pm_ranks_phases.all())
+      pm += fmt::format("{}{} {:.2f} s", pm.empty() ? "" : ", ", phase, seconds);
+    return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}{}",
+                       impl_->comm.size(), impl_->tree_policy.summary(),
+                       pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm);
+  }
   return "short range on the GPU: " + impl_->tree_policy.summary();
 }
 
@@ -1071,7 +1084,8 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   const std::size_t reserved = Impl::pool_reserved();   // what the pool held for the steps before the meshes
   std::optional<PowerSpectrum> result;
   if (m.ranks) {
-    result = m.power_ranks->measure(m.pos.data(), m.n, m.box, settings, m.stream);
+    result = m.power_ranks->measure(m.pos.data(), m.n, m.box, settings, m.stream,
+                                    m.pm_ranks ? m.pm_ranks->peer_transposes() : nullptr);
     if (result) {
       log::info("P(k) on the GPUs over {} ranks: {}", m.comm.size(), m.power_ranks->last_phases());
     } else {

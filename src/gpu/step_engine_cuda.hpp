@@ -57,6 +57,7 @@ class CudaStepEngine final : public StepEngine {
   double softening() const override;
   void load(Particles particles) override;
   const Particles& particles() override;
+  Particles particles_copy() override;
   const std::vector<Vec3d>& accelerations() override;
   void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
   void kick(const KickPlan& plan) override;

@@ -573,7 +573,7 @@ void Simulation::write_outputs(RunSummary& summary) {
     // output_comm_ (the same ranks in the same order as comm_).
     std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
     std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
-    outputs_.start(context, engine_->particles(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
+    outputs_.start(context, engine_->particles_copy(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
                    summary.outputs, std::move(pk), output_comm_, std::move(fof_links));
   } else {
     // Collective: each rank's particles where they are (integrate/outputs.hpp); P(k) and the

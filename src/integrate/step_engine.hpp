@@ -119,6 +119,10 @@ class StepEngine {
   // The state on the host, brought up to date (the CUDA engine downloads it): outputs and
   // checkpoints. Valid until the next call that changes the state.
   virtual const Particles& particles() = 0;
+  // A copy of particles() for the caller to keep (the outputs' host thread). An engine whose
+  // particles() is only a cache of a state held elsewhere (the CUDA engine's device) gives
+  // that cache away instead.
+  virtual Particles particles_copy() { return particles(); }
   // g_long + g_short of every particle, on the host (snapshots with accelerations); only
   // meaningful when every particle is synchronised.
   virtual const std::vector<Vec3d>& accelerations() = 0;
