@@ -725,7 +725,7 @@ void CudaStepEngine::Impl::log_ghost_times() {
 }
 
 // Over ranks (step_engine_cuda.hpp). The domains are updated on the host (when the tree
-// policy builds), the ghosts refreshed from the device's positions (only the own groups'
+// policy builds; the top tree and the subtree order computed on the device), the ghosts refreshed from the device's positions (only the own groups'
 // boxes and the ghosts' positions cross the bus), the PM computed from the device's positions
 // (CudaPmRanks; the host PM's fallback at host positions); then the device's short-range step
 // on the rank's forest.
@@ -743,7 +743,8 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (update) {
     // The global top tree from the device's positions (only histograms, boxes and ties cross
     // the bus; bit for bit the host's tree of the wrapped positions the host copy gets), its
-    // arrays from the pool for this update alone; then the rest of the update on the host.
+    // arrays from the pool for this update alone; then the rest of the update on the host,
+    // but for the subtree order of the migrated particles (device_subtree_order).
     std::optional<GlobalTopTree> top;
     {
       gpu::DeviceGlobalTopTree device_top;
