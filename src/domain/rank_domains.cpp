@@ -48,7 +48,8 @@ RankDomains::RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Co
     fail("internal: rank domains for max_leaf = {} and top depth {}", max_leaf, top_depth);
 }
 
-void RankDomains::update(Particles& particles, double work, const GlobalTopTree* given_top) {
+void RankDomains::update(Particles& particles, double work, const GlobalTopTree* given_top,
+                         const SubtreeOrder& given_order) {
   report_.rebuilt = false;
   report_.migrated = 0;
   if (comm_.size() == 1) return;
@@ -152,9 +153,14 @@ void RankDomains::update(Particles& particles, double work, const GlobalTopTree*
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t i = 0; i < n_here; ++i)
     own_group[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(group[static_cast<std::size_t>(i)] - g_begin);
-  permute(particles, group,
-          OrbTree::subtree_order_by_group(particles.pos, own_group, static_cast<std::int32_t>(g_end - g_begin),
-                                          max_leaf_, own_offsets_));
+  const auto n_own = static_cast<std::int32_t>(g_end - g_begin);
+  const std::vector<std::uint32_t> order =
+      given_order ? given_order(particles.pos, own_group, n_own, max_leaf_, own_offsets_)
+                  : OrbTree::subtree_order_by_group(particles.pos, own_group, n_own, max_leaf_, own_offsets_);
+  if (order.size() != particles.size() || own_offsets_.size() != static_cast<std::size_t>(n_own) + 1)
+    fail("internal: rank domains: a subtree order of {} particles in {} groups for {} in {}", order.size(),
+         own_offsets_.size() - 1, particles.size(), n_own);
+  permute(particles, group, order);
   for (std::uint32_t g = g_begin; g < g_end; ++g)
     if (own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin] != group_count_[g])
       fail("internal: rank {} holds {} particles of top-tree group {}, which has {}", me,

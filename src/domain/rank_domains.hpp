@@ -21,6 +21,7 @@
 // otherwise the same runs of groups are kept (the groups themselves are the new top tree's).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,13 @@ class RankDomains {
   // group's rank and each rank's particles are put group by group in subtree order.
   // work: this rank's interactions since the last update. top: the top tree of these
   // particles' positions, built elsewhere (the CUDA engine's, on the device: the same tree bit
-  // for bit, gpu/global_top_tree_cuda.cuh); null: built here.
-  void update(Particles& particles, double work, const GlobalTopTree* top = nullptr);
+  // for bit, gpu/global_top_tree_cuda.cuh); null: built here. order: the subtree order of the
+  // migrated particles, computed elsewhere (the CUDA engine's, on the device:
+  // gpu/subtree_order_cuda.cuh); empty: OrbTree::subtree_order_by_group here.
+  using SubtreeOrder = std::function<std::vector<std::uint32_t>(
+      const std::vector<Vec3d>& positions, const std::vector<std::int32_t>& group_of, std::int32_t n_groups,
+      int max_leaf, std::vector<std::uint32_t>& group_offsets)>;   // OrbTree::subtree_order_by_group's
+  void update(Particles& particles, double work, const GlobalTopTree* top = nullptr, const SubtreeOrder& order = {});
 
   // Collective: pos (this rank's particles as update() left them, moved since) followed by
   // the ghosts: every other rank's group whose box comes within r_cut (1 + kGhostMargin) of

@@ -9,9 +9,10 @@
 // (domain/rank_domains.hpp: runs of the global ORB tree's depth-d nodes, whole remote nodes
 // within r_cut as ghosts). At a long-range step that builds the short-range tree (the tree
 // policy's choice, tree/tree_reuse.hpp, the same on every rank: its pair counts are summed
-// over the ranks) the state comes to the host through pinned buffers, the domains update
-// there (migration and subtree order, as the host engine's), and the new own set goes back
-// up; at the other steps the domains stay, and the ghosts are refreshed from the device's
+// over the ranks) the global top tree is built on the device, the state comes to the host
+// through pinned buffers, the domains update there (the migration as the host engine's; the
+// subtree order, the host's bit for bit, on the device: gpu/subtree_order_cuda.cuh), and the
+// new own set goes back up; at the other steps the domains stay, and the ghosts are refreshed from the device's
 // positions (gpu/ghost_exchange_cuda.cuh: the own groups' boxes come down, the ghosts'
 // positions alone go between the ranks). The long-range force of TreePM is CudaPmRanks'
 // (gpu/pm_cuda_ranks.hpp): from the device positions, the particles routed to x slabs on the
