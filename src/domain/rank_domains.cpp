@@ -175,8 +175,9 @@ void RankDomains::update(Particles& particles, double work, const GlobalTopTree*
   const std::uint64_t most_particles = comm_.max<std::uint64_t>(particles.size());
   const std::uint64_t moved = comm_.sum(report_.migrated);
   log::info("domains {} on {} ranks ({} top-tree nodes): {}..{} particles per rank, {} migrated; work imbalance of "
-            "the last steps {:.3f} (largest rank / mean)", report_.rebuilt ? "rebuilt" : "kept", comm_.size(),
-            n_groups, fewest, most_particles, moved, report_.imbalance);
+            "the last steps {:.3f} (largest rank / mean); rank 0: top tree {:.3f} s, groups {:.3f} s, migration "
+            "{:.3f} s, subtree order {:.3f} s", report_.rebuilt ? "rebuilt" : "kept", comm_.size(), n_groups, fewest,
+            most_particles, moved, report_.imbalance, times.top_tree, times.runs, times.migrate, times.order);
 }
 
 std::string RankDomains::state() const { return built_ ? domains_.to_bytes() : std::string(); }

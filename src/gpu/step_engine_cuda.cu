@@ -157,6 +157,8 @@ struct CudaStepEngine::Impl {
   std::unique_ptr<PmSolver> host_pm;       // the fallback: the host PM on x slabs
   std::unique_ptr<CudaPmRanks> pm_ranks;   // TreePM: the PM over ranks on the GPUs, particles and meshes
   PhaseTimes pm_ranks_phases;              // its phases summed over the run (tree_summary())
+  int domain_updates = 0;                  // over ranks: the updates and their wall time (tree_summary())
+  double domain_update_seconds = 0;
   double work_since_update = 0;   // this rank's interactions since the last domain update
   bool domains_updated = false;   // since load(): the particles are in their domains
   std::size_t n_sources = 0;
@@ -342,7 +344,7 @@ struct CudaStepEngine::Impl {
     groups.ensure_exact(count);
     device_order.ensure_exact(count);
     // Through the pinned staging (3 doubles a particle: room for either).
-    host_copy(host_staging.data(), group_of.data(), count * sizeof(std::int32_t));
+    parallel_copy(host_staging.data(), group_of.data(), count * sizeof(std::int32_t));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(groups.data(), host_staging.data(), count * sizeof(std::int32_t),
                                      cudaMemcpyHostToDevice, stream));
     gpu::subtree_order_by_group_cuda(pos.data(), pos.data() + count, pos.data() + 2 * count, groups.data(), count,
@@ -350,7 +352,7 @@ struct CudaStepEngine::Impl {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), device_order.data(), count * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    host_copy(order.data(), host_staging.data(), count * sizeof(std::uint32_t));
+    parallel_copy(order.data(), host_staging.data(), count * sizeof(std::uint32_t));
     groups.release();
     device_order.release();
     return order;
@@ -748,6 +750,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (treepm) why = tree_policy.begin(long_range, domains_updated);
   const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
   if (update) {
+    Stopwatch update_watch;
     // The global top tree from the device's positions (only histograms, boxes and ties cross
     // the bus; bit for bit the host's tree of the wrapped positions the host copy gets), its
     // arrays from the pool for this update alone; then the rest of the update on the host,
@@ -782,6 +785,8 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors stay as they are
     host_current = true;
     domains_updated = true;
+    ++domain_updates;
+    domain_update_seconds += update_watch.seconds();
   } else if (long_range && !pm_ranks && !host_current) {
     download_positions(host.pos);   // for the host PM alone: the host state stays out of date
   }
@@ -899,8 +904,10 @@ std::string CudaStepEngine::tree_summary() const {
     std::string pm;
     for (const auto& [phase, seconds] : impl_->pm_ranks_phases.all())
       pm += fmt::format("{}{} {:.2f} s", pm.empty() ? "" : ", ", phase, seconds);
-    return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}{}",
-                       impl_->comm.size(), impl_->tree_policy.summary(),
+    return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}; "
+                       "{} domain updates in {:.2f} s (rank 0, the state down and up included){}",
+                       impl_->comm.size(), impl_->tree_policy.summary(), impl_->domain_updates,
+                       impl_->domain_update_seconds,
                        pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm);
   }
   return "short range on the GPU: " + impl_->tree_policy.summary();

@@ -165,16 +165,28 @@ TEST_CASE("device subtree order equals the host's: coordinates with ties") {
       for (int k = 0; k < 29; ++k) grid.push_back(Vec3d{i * 0.5, j * 0.5, k * 0.5});
   std::shuffle(grid.begin(), grid.end(), std::mt19937_64(4));
   std::int32_t n_groups = 0;
-  compare_with_host(grid, cell_groups(grid, 20.5, 5, n_groups), n_groups, 8);
-  compare_with_host(grid, varied_groups(grid.size(), 8, 9, n_groups), n_groups, 8);
+  {
+    const auto groups = cell_groups(grid, 20.5, 5, n_groups);   // sets n_groups: before the call reads it
+    compare_with_host(grid, groups, n_groups, 8);
+  }
+  {
+    const auto groups = varied_groups(grid.size(), 8, 9, n_groups);   // sets n_groups: before the call reads it
+    compare_with_host(grid, groups, n_groups, 8);
+  }
   // Ties on x alone (y and z random): the lexicographic sorts on one axis only.
   auto ties_x = test::uniform_particles(30000, 100.0, 33);
   for (std::size_t i = 0; i < ties_x.size(); ++i) ties_x[i].x = static_cast<double>(i % 97);
-  compare_with_host(ties_x, varied_groups(ties_x.size(), 16, 10, n_groups), n_groups, 16);
+  {
+    const auto groups = varied_groups(ties_x.size(), 16, 10, n_groups);   // sets n_groups: before the call reads it
+    compare_with_host(ties_x, groups, n_groups, 16);
+  }
   // -0.0 and +0.0 on one axis: equal to the host's comparisons.
   auto zeros = test::uniform_particles(5000, 10.0, 34);
   for (std::size_t i = 0; i < zeros.size(); i += 3) zeros[i].z = i % 2 ? -0.0 : 0.0;
-  compare_with_host(zeros, varied_groups(zeros.size(), 4, 11, n_groups), n_groups, 4);
+  {
+    const auto groups = varied_groups(zeros.size(), 4, 11, n_groups);   // sets n_groups: before the call reads it
+    compare_with_host(zeros, groups, n_groups, 4);
+  }
 }
 
 TEST_CASE("device subtree order with CUB calls limited to 1000 items (the path beyond 2^31 items)") {
