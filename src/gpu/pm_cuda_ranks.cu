@@ -18,6 +18,7 @@
 #include "fmm/p2p_cuda_factory.hpp"
 #include "gpu/cub_counts.cuh"
 #include "gpu/cuda_check.cuh"
+#include "gpu/device_alltoallv.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda_mesh.cuh"
@@ -148,11 +149,12 @@ std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int
   const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1), plane = static_cast<std::size_t>(n) * n;
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
   const std::size_t meshes = 3 * std::max<std::size_t>(held * n * padded, 1) * real;
-  const std::size_t owned = slab_ghost_lists(n, ranks, rank, wanted).owned_planes.size();
-  const std::size_t ghost_in = std::max<std::size_t>(owned, 1) * plane * sizeof(unsigned long long);
+  const SlabGhostLists lists = slab_ghost_lists(n, ranks, rank, wanted);
+  const std::size_t ghost_in = std::max<std::size_t>(lists.owned_planes.size(), 1) * plane * sizeof(unsigned long long);
+  const std::size_t force_ghost_in = std::max<std::size_t>(lists.ghost_planes.size(), 1) * padded * n * real;
   const SlabTranspose layout(n, ranks, rank);
   const std::size_t y = layout.y_slab_count * 2 * real, x = layout.x_slab_count * 2 * real;
-  return meshes + ghost_in + y + std::max(x, y);
+  return meshes + ghost_in + force_ghost_in + y + std::max(x, y);
 }
 
 std::size_t CudaPmRanks::bytes_per_particle() {
@@ -172,7 +174,10 @@ std::size_t CudaPmRanks::held_bytes() const {
 }
 std::size_t CudaPmRanks::transient_bytes() const {
   const Impl& m = *impl_;
-  return m.meshes_bytes() + m.ghost_in_count() * sizeof(unsigned long long) +
+  const std::size_t plane = static_cast<std::size_t>(settings_.grid_side) * 2 * (settings_.grid_side / 2 + 1);
+  const std::size_t force_ghost_in = std::max<std::size_t>(m.ghost_planes.size(), 1) * plane *
+                                     (settings_.double_mesh ? sizeof(double) : sizeof(float));
+  return m.meshes_bytes() + m.ghost_in_count() * sizeof(unsigned long long) + force_ghost_in +
          (m.slabs ? m.slabs->transient_bytes() : 0);
 }
 std::size_t CudaPmRanks::pinned_bytes() const {
@@ -318,22 +323,52 @@ void CudaPmRanks::Impl::send_back(double* acc, std::size_t n, cudaStream_t strea
   sync(stream);
 }
 
+// The exchange that moves device memory between the ranks directly (CUDA IPC), when there is
+// one: the cuFFT slabs' (Use::forces, once their first call has chosen it) or the one lent to
+// count_modes(). The same on every rank (the choice is collective).
+gpu::DeviceAlltoallv* CudaPmRanks::Impl::peer_exchange() const {
+  if (slabs) return slabs->peer_exchange();
+  return borrowed_transposes;
+}
+
+// Planes between ranks: `count_out` planes of plane_bytes at `out_planes` (indices into
+// `from`, whose planes are plane_bytes apart) to their ranks (out_counts, in rank order), the
+// planes from the others landing one after the other at `in` (device, in_counts). Device to
+// device through the peer exchange when there is one, else through the pinned buffers and MPI.
+void CudaPmRanks::Impl::exchange_planes(const unsigned char* from, const std::vector<int>& out_planes,
+                                        const std::vector<std::size_t>& out_counts, unsigned char* in,
+                                        const std::vector<std::size_t>& in_counts, std::size_t plane_bytes,
+                                        cudaStream_t stream) {
+  const std::size_t count_in = Comm::total(in_counts);
+  if (gpu::DeviceAlltoallv* peer = peer_exchange()) {
+    auto* const out = static_cast<unsigned char*>(peer->send_buffer(std::max<std::size_t>(out_planes.size(), 1) *
+                                                                    plane_bytes));
+    for (std::size_t k = 0; k < out_planes.size(); ++k)
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(out + k * plane_bytes, from + out_planes[k] * plane_bytes, plane_bytes,
+                                       cudaMemcpyDeviceToDevice, stream));
+    peer->exchange(out, out_counts, in, in_counts, plane_bytes, stream);
+    return;
+  }
+  send.ensure(std::max<std::size_t>(out_planes.size(), 1) * plane_bytes);
+  recv.ensure(std::max<std::size_t>(count_in, 1) * plane_bytes);
+  for (std::size_t k = 0; k < out_planes.size(); ++k)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data() + k * plane_bytes, from + out_planes[k] * plane_bytes, plane_bytes,
+                                     cudaMemcpyDeviceToHost, stream));
+  sync(stream);
+  comm.alltoallv_known(send.data(), out_counts, recv.data(), in_counts, plane_bytes);
+  if (count_in > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in, recv.data(), count_in * plane_bytes, cudaMemcpyHostToDevice, stream));
+  sync(stream);   // recv is reused at once
+}
+
 // The density's ghost planes (integer sums, n^2 per plane in the fixed-point layout) added
 // into their owners' planes: integer addition, so the owner's sums are the same bits as if
 // it had assigned every particle itself.
 void CudaPmRanks::Impl::add_density_ghosts(unsigned long long* fixed, cudaStream_t stream) {
   const std::size_t cells = static_cast<std::size_t>(settings.grid_side) * settings.grid_side;
   const std::size_t plane_bytes = cells * sizeof(unsigned long long);
-  send.ensure(std::max<std::size_t>(ghost_planes.size(), 1) * plane_bytes);
-  recv.ensure(std::max<std::size_t>(owned_planes.size(), 1) * plane_bytes);
-  for (std::size_t k = 0; k < ghost_planes.size(); ++k)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data() + k * plane_bytes, fixed + ghost_planes[k] * cells, plane_bytes,
-                                     cudaMemcpyDeviceToHost, stream));
-  sync(stream);
-  comm.alltoallv_known(send.data(), ghost_counts, recv.data(), owned_counts, plane_bytes);
-  if (!owned_planes.empty())
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(ghost_in.data(), recv.data(), owned_planes.size() * plane_bytes,
-                                     cudaMemcpyHostToDevice, stream));
+  exchange_planes(reinterpret_cast<const unsigned char*>(fixed), ghost_planes, ghost_counts,
+                  reinterpret_cast<unsigned char*>(ghost_in.data()), owned_counts, plane_bytes, stream);
   // In the order received: two planes from different ranks may be the same owned plane
   // (thin slabs), so the adds into one plane are queued one after the other on the stream.
   for (std::size_t k = 0; k < owned_planes.size(); ++k) {
@@ -345,21 +380,17 @@ void CudaPmRanks::Impl::add_density_ghosts(unsigned long long* fixed, cudaStream
 }
 
 // A force mesh's planes to the ranks that hold them as ghost planes (copied).
+// The planes land in force_ghost_in (from the pool for the call) and are copied into place.
 template <typename Real>
 void CudaPmRanks::Impl::fetch_force_ghosts(Real* mesh, cudaStream_t stream) {
   const std::size_t plane = static_cast<std::size_t>(settings.grid_side) * 2 * (settings.grid_side / 2 + 1);
   const std::size_t plane_bytes = plane * sizeof(Real);
-  send.ensure(std::max<std::size_t>(owned_planes.size(), 1) * plane_bytes);
-  recv.ensure(std::max<std::size_t>(ghost_planes.size(), 1) * plane_bytes);
-  for (std::size_t k = 0; k < owned_planes.size(); ++k)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(send.data() + k * plane_bytes, mesh + owned_planes[k] * plane, plane_bytes,
-                                     cudaMemcpyDeviceToHost, stream));
-  sync(stream);
-  comm.alltoallv_known(send.data(), owned_counts, recv.data(), ghost_counts, plane_bytes);
+  force_ghost_in.ensure(std::max<std::size_t>(ghost_planes.size(), 1) * plane_bytes);
+  exchange_planes(reinterpret_cast<const unsigned char*>(mesh), owned_planes, owned_counts, force_ghost_in.data(),
+                  ghost_counts, plane_bytes, stream);
   for (std::size_t k = 0; k < ghost_planes.size(); ++k)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(mesh + ghost_planes[k] * plane, recv.data() + k * plane_bytes, plane_bytes,
-                                     cudaMemcpyHostToDevice, stream));
-  sync(stream);   // recv is reused at once
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(mesh + ghost_planes[k] * plane, force_ghost_in.data() + k * plane_bytes,
+                                     plane_bytes, cudaMemcpyDeviceToDevice, stream));
   traffic.ghost_bytes += owned_planes.size() * plane_bytes;
 }
 
@@ -456,6 +487,7 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
     }
     m.meshes.release();
     m.ghost_in.release();
+    m.force_ghost_in.release();
     m.give_back_routing_buffers();
     m.routed_pos.release();
     m.routed_acc.release();

@@ -13,7 +13,8 @@
 //     long_range_mesh_shift; one at 1/4 otherwise), one after the other in the same memory:
 //     fixed-point deposit into the x slab and its window-order ghost planes (the one-GPU
 //     PM's kernel, gpu/pm_cuda_mesh.cuh: integer atomics, deterministic), the ghost planes
-//     added into their owners' planes as integers (staged through pinned memory), the
+//     added into their owners' planes as integers (device to device through the cuFFT slabs'
+//     CUDA IPC exchange when the ranks have one, else staged through pinned memory), the
 //     conversion to the density, the Fourier work of CudaPmSlabs on these device slabs, the
 //     force meshes' ghost planes fetched from their owners, and the interpolation at the
 //     routed particles (half of each mesh's force when there are two);
@@ -37,7 +38,7 @@
 // short-range step uses that memory, as the one-GPU PM's): one mesh set of three real x
 // slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n
 // 2(n/2+1) reals each (the fixed-point density lives in g_x and g_y until the transform), the
-// received ghost planes, CudaPmSlabs' two complex y slabs; per particle (bytes_per_particle():
+// received density and force ghost planes, CudaPmSlabs' two complex y slabs; per particle (bytes_per_particle():
 // own particles' keys, order and packed positions, the routed particles' positions and
 // accelerations). Held between calls (held_bytes()): cuFFT's work areas, the exchange's
 // exported buffer with CUDA IPC, the axis tables. Pinned host buffers of the particles that

@@ -48,6 +48,7 @@ struct CudaPmRanks::Impl {
   // and the energy's scratch (energy_block), for one potential_energy() or count_modes() call.
   gpu::DeviceArray<unsigned char> meshes;
   gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
+  gpu::DeviceArray<unsigned char> force_ghost_in;     // force ghost planes received (one mesh)
   // Own particles: sort keys and order (double buffers), the packed positions and then the
   // accelerations back; routed particles: as received (interleaved, then their accelerations
   // interleaved), positions and accelerations in x | y | z blocks.
@@ -83,7 +84,9 @@ struct CudaPmRanks::Impl {
   std::size_t meshes_bytes() const {
     return 3 * mesh_reals * (settings.double_mesh ? sizeof(double) : sizeof(float));
   }
-  std::size_t mesh_bytes() const { return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long); }
+  std::size_t mesh_bytes() const {
+    return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long) + force_ghost_in.capacity();
+  }
   std::size_t particle_bytes() const {
     return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +
            sort_temp.capacity() +
@@ -105,6 +108,10 @@ struct CudaPmRanks::Impl {
   void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
                           const std::vector<std::size_t>& in_counts, cudaStream_t stream);
   void send_back(double* acc, std::size_t n, cudaStream_t stream);
+  gpu::DeviceAlltoallv* peer_exchange() const;
+  void exchange_planes(const unsigned char* from, const std::vector<int>& out_planes,
+                       const std::vector<std::size_t>& out_counts, unsigned char* in,
+                       const std::vector<std::size_t>& in_counts, std::size_t plane_bytes, cudaStream_t stream);
   void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
   template <typename Real>
   void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
