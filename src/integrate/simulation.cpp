@@ -42,12 +42,15 @@ namespace orbis {
 namespace {
 
 // [ic] file: the particles of an IC or snapshot file, checked against the parameters; this
-// rank's share of them (every rank reads the file; the engine moves them to their domains).
+// rank's share of them, read by this rank alone: the particles [r N / P, (r + 1) N / P) in file
+// order (read_snapshot). Grid ICs and orbis's snapshots are in ID order, the Lagrangian grid's
+// x-major order, so each rank starts with a slab of the grid, mostly inside its domain already
+// (the engine moves the rest at its first domain update).
 Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) {
   std::string path = params.get_string("ic.file");
   if (!path.empty() && path[0] != '/') path = join_path(params.directory(), path);
   const double binary_length_unit = params.get_string("ic.file_length_unit") == "kpc/h" ? 1e-3 : 1.0;
-  const Snapshot snap = read_snapshot(path, Comm::self(), binary_length_unit);
+  const Snapshot snap = read_snapshot(path, comm, binary_length_unit);   // collective
   const double box = params.get_real("box.size_mpc_h");
   const auto n = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
   if (std::abs(snap.header.box_mpc_h - box) > 1e-9 * box)
@@ -57,9 +60,9 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
              ? fmt::format(" (a GADGET binary file, its lengths read in {} = {})", params.describe("ic.file_length_unit"),
                            params.get_string("ic.file_length_unit"))
              : std::string());
-  if (snap.particles.size() != n * n * n)
+  if (snap.header.num_total != n * n * n)   // the whole set's, on every rank
     fail("{}: '{}' holds {} particles, but {} = {} means {}", params.describe("ic.file"), path,
-         snap.particles.size(), params.describe("box.particles_per_side"), n, n * n * n);
+         snap.header.num_total, params.describe("box.particles_per_side"), n, n * n * n);
   const double omega_m = params.get_real("cosmology.omega_m");
   if (snap.header.omega_m > 0 && std::abs(snap.header.omega_m - omega_m) > 1e-4)
     fail("{}: '{}' was made with Omega0 = {}, but {} = {}", params.describe("ic.file"), path,
@@ -69,17 +72,9 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
     log::warn("'{}': particle mass {} differs from omega_m rho_crit L^3 / N = {} by {:.2g} (its code's G "
               "or units differ); the run uses the file's masses", path, snap.particles.mass, expected_mass,
               snap.particles.mass / expected_mass - 1);
-  log::info("initial conditions from '{}': {} particles at z = {}", path, snap.particles.size(), snap.header.redshift);
+  log::info("initial conditions from '{}': {} particles at z = {}", path, snap.header.num_total, snap.header.redshift);
   a_start = snap.header.a;
-  if (comm.size() == 1) return snap.particles;
-  Particles share;
-  share.mass = snap.particles.mass;
-  for (std::size_t i = static_cast<std::size_t>(comm.rank()); i < snap.particles.size(); i += comm.size()) {
-    share.pos.push_back(snap.particles.pos[i]);
-    share.mom.push_back(snap.particles.mom[i]);
-    share.id.push_back(snap.particles.id[i]);
-  }
-  return share;
+  return snap.particles;
 }
 
 bool periodic_run(const Params& params) { return gravity_mode(params).periodic(); }
