@@ -755,18 +755,39 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     // the bus; bit for bit the host's tree of the wrapped positions the host copy gets), its
     // arrays from the pool for this update alone; then the rest of the update on the host,
     // but for the subtree order of the migrated particles (device_subtree_order).
-    std::optional<GlobalTopTree> top;
+    std::vector<std::uint32_t> group;
     {
+      Stopwatch top_watch;
+      const double top_comm_before = comm.stats().seconds;
       gpu::DeviceGlobalTopTree device_top;
-      top.emplace(device_top.build(pos.data(), pos.data() + n, pos.data() + 2 * n, n, box, domains->max_leaf(),
-                                   domains->top_depth(), comm, stream));
+      const GlobalTopTree top = device_top.build(pos.data(), pos.data() + n, pos.data() + 2 * n, n, box,
+                                                 domains->max_leaf(), domains->top_depth(), comm, stream);
+      group = domains->assign_groups(top, work_since_update, top_watch.seconds(),
+                                     comm.stats().seconds - top_comm_before);
     }
+    Stopwatch part_watch;
     bring_host_current();
-    domains->update(host, work_since_update, &*top,
-                    [this](const std::vector<Vec3d>& positions, const std::vector<std::int32_t>& group_of,
-                           std::int32_t n_groups, int max_leaf, std::vector<std::uint32_t>& group_offsets) {
-                      return device_subtree_order(positions, group_of, n_groups, max_leaf, group_offsets);
-                    });
+    const std::uint64_t migrated = migrate_particles(host, group, domains->domains(), comm);
+    const double migrate_seconds = part_watch.seconds();
+    part_watch.restart();
+    const std::uint32_t g_begin = domains->domains().begin(comm.rank());
+    std::vector<std::int32_t> own_group(group.size());
+    for (std::size_t i = 0; i < group.size(); ++i) own_group[i] = static_cast<std::int32_t>(group[i] - g_begin);
+    std::vector<std::uint32_t> offsets;
+    const std::vector<std::uint32_t> order = device_subtree_order(
+        host.pos, own_group, static_cast<std::int32_t>(domains->domains().end(comm.rank()) - g_begin),
+        domains->max_leaf(), offsets);
+    Particles ordered;
+    ordered.mass = host.mass;
+    ordered.resize(order.size());
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      ordered.pos[k] = host.pos[order[k]];
+      ordered.mom[k] = host.mom[order[k]];
+      ordered.id[k] = host.id[order[k]];
+      ordered.time_bin[k] = host.time_bin[order[k]];
+    }
+    host = std::move(ordered);
+    domains->finish_update(std::move(offsets), host.size(), migrated, migrate_seconds, part_watch.seconds());
     work_since_update = 0;
     n = host.size();
     reserve_state(n);
