@@ -1,6 +1,8 @@
 // RankDomains::update and its parts (domain/rank_domains.hpp): the groups and the runs, the
 // migration, the subtree order. The CUDA engine calls the first and the last part itself and
-// does the middle ones on the device.
+// does the migration and the order on the device (gpu/domain_update_cuda.cuh).
+#include "domain/rank_domains.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -9,7 +11,6 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "domain/global_top_tree.hpp"
-#include "domain/rank_domains.hpp"
 #include "tree/orb_tree.hpp"
 
 namespace orbis {
