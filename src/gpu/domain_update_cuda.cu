@@ -205,19 +205,18 @@ std::size_t update_domains_cuda(RankDomains& domains, double work, const DeviceP
   Arrivals arrivals;
   upload_arrivals(arrived.particles, arrivals, stream);
   // The own groups (less the first own group's number) of the particles in that order, for
-  // the subtree order.
+  // the subtree order: a stayer's place is its index less the leavers before it.
   const std::uint32_t g_begin = runs.begin(me);
-  std::vector<std::int32_t> own_group;
-  own_group.reserve(count);
-  std::size_t next_leaver = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (next_leaver < m_out && leaving[next_leaver] == i) {
-      ++next_leaver;
-      continue;
-    }
-    own_group.push_back(static_cast<std::int32_t>(group[i] - g_begin));
+  std::vector<std::int32_t> own_group(count);
+  const std::ptrdiff_t n_signed = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t s = 0; s < n_signed; ++s) {
+    const auto i = static_cast<std::uint32_t>(s);
+    const auto before = static_cast<std::size_t>(std::lower_bound(leaving.begin(), leaving.end(), i) - leaving.begin());
+    if (before < m_out && leaving[before] == i) continue;
+    own_group[i - before] = static_cast<std::int32_t>(group[i] - g_begin);
   }
-  for (std::uint32_t g : arrived.group) own_group.push_back(static_cast<std::int32_t>(g - g_begin));
+  for (std::size_t j = 0; j < m_in; ++j) own_group[kept + j] = static_cast<std::int32_t>(arrived.group[j] - g_begin);
   DeviceArray<std::int32_t> own_group_d;
   upload_vector(own_group, own_group_d, stream);
   // The positions of that set, for the subtree order.
