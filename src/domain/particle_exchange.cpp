@@ -43,32 +43,64 @@ std::vector<std::uint32_t> indices_where(std::size_t n, F keep) {
 
 }  // namespace
 
+std::vector<std::uint32_t> leaving_indices(const std::vector<std::uint32_t>& group, const NodeDomains& domains,
+                                           int rank) {
+  return indices_where(group.size(), [&](std::size_t i) { return domains.owner(group[i]) != rank; });
+}
+
+Migrants exchange_migrants(const Migrants& leaving, const NodeDomains& domains, const Comm& comm) {
+  const std::size_t n = leaving.particles.size();
+  if (domains.ranks() != comm.size()) fail("internal: {} domains for {} ranks", domains.ranks(), comm.size());
+  if (leaving.group.size() != n || leaving.particles.time_bin.size() != n)
+    fail("internal: {} migrants with {} groups and {} time bins", n, leaving.group.size(),
+         leaving.particles.time_bin.size());
+  std::vector<int> dest(n);
+  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
+  for (std::size_t k = 0; k < n; ++k) ++counts[static_cast<std::size_t>(dest[k] = domains.owner(leaving.group[k]))];
+  std::vector<std::size_t> offset(counts.size(), 0);
+  std::exclusive_scan(counts.begin(), counts.end(), offset.begin(), std::size_t{0});
+  std::vector<ParticleRecord> send(n);
+  const Particles& p = leaving.particles;
+  for (std::size_t k = 0; k < n; ++k)
+    send[offset[static_cast<std::size_t>(dest[k])]++] =
+        ParticleRecord{p.pos[k], p.mom[k], p.id[k], p.time_bin[k], leaving.group[k]};
+  const std::vector<ParticleRecord> arriving = comm.alltoallv(send, counts);
+  Migrants out;
+  out.particles.mass = p.mass;
+  out.particles.resize(arriving.size());
+  out.group.resize(arriving.size());
+  for (std::size_t j = 0; j < arriving.size(); ++j) {
+    const ParticleRecord& r = arriving[j];
+    out.particles.pos[j] = r.pos;
+    out.particles.mom[j] = r.mom;
+    out.particles.id[j] = r.id;
+    out.particles.time_bin[j] = static_cast<std::uint8_t>(r.time_bin);
+    out.group[j] = r.group;
+  }
+  return out;
+}
+
 std::uint64_t migrate_particles(Particles& particles, std::vector<std::uint32_t>& group, const NodeDomains& domains,
                                 const Comm& comm) {
   const std::size_t n = particles.size();
-  if (domains.ranks() != comm.size())
-    fail("internal: {} domains for {} ranks", domains.ranks(), comm.size());
   if (!particles.time_bin.empty() && particles.time_bin.size() != n)
     fail("internal: {} time bins for {} particles", particles.time_bin.size(), n);
   if (group.size() != n) fail("internal: {} groups for {} particles", group.size(), n);
   if (n > UINT32_MAX) fail("internal: {} particles on one rank (at most 2^32 - 1)", n);
   if (particles.time_bin.empty()) particles.time_bin.assign(n, 0);
-  const int me = comm.rank();
-  const std::vector<std::uint32_t> leaving =
-      indices_where(n, [&](std::size_t i) { return domains.owner(group[i]) != me; });
-  std::vector<int> dest(leaving.size());
-  std::vector<std::size_t> counts(static_cast<std::size_t>(comm.size()), 0);
-  for (std::size_t k = 0; k < leaving.size(); ++k)
-    ++counts[static_cast<std::size_t>(dest[k] = domains.owner(group[leaving[k]]))];
-  std::vector<std::size_t> offset(counts.size(), 0);
-  std::exclusive_scan(counts.begin(), counts.end(), offset.begin(), std::size_t{0});
-  std::vector<ParticleRecord> send(leaving.size());
+  const std::vector<std::uint32_t> leaving = leaving_indices(group, domains, comm.rank());
+  Migrants leavers;
+  leavers.particles.resize(leaving.size());
+  leavers.group.resize(leaving.size());
   for (std::size_t k = 0; k < leaving.size(); ++k) {
     const std::uint32_t i = leaving[k];
-    send[offset[static_cast<std::size_t>(dest[k])]++] =
-        ParticleRecord{particles.pos[i], particles.mom[i], particles.id[i], particles.time_bin[i], group[i]};
+    leavers.particles.pos[k] = particles.pos[i];
+    leavers.particles.mom[k] = particles.mom[i];
+    leavers.particles.id[k] = particles.id[i];
+    leavers.particles.time_bin[k] = particles.time_bin[i];
+    leavers.group[k] = group[i];
   }
-  const std::vector<ParticleRecord> arriving = comm.alltoallv(send, counts);
+  const Migrants arriving = exchange_migrants(leavers, domains, comm);
   // The staying particles close up in their order (in place), each run between two leavers
   // moved at once (a memmove per array: leavers are few).
   std::size_t kept = 0, from = 0;
@@ -91,16 +123,17 @@ std::uint64_t migrate_particles(Particles& particles, std::vector<std::uint32_t>
     from = static_cast<std::size_t>(i) + 1;
   }
   close_up(n);
-  particles.resize(kept + arriving.size());
-  group.resize(kept + arriving.size());
-  for (std::size_t j = 0; j < arriving.size(); ++j) {
-    const ParticleRecord& r = arriving[j];
-    particles.pos[kept + j] = r.pos;
-    particles.mom[kept + j] = r.mom;
-    particles.id[kept + j] = r.id;
-    particles.time_bin[kept + j] = static_cast<std::uint8_t>(r.time_bin);
-    group[kept + j] = r.group;
-  }
+  const std::size_t m = arriving.particles.size();
+  particles.resize(kept + m);
+  group.resize(kept + m);
+  const auto append = [&](auto& to, const auto& from_arrivals) {
+    std::copy(from_arrivals.begin(), from_arrivals.end(), to.begin() + static_cast<std::ptrdiff_t>(kept));
+  };
+  append(particles.pos, arriving.particles.pos);
+  append(particles.mom, arriving.particles.mom);
+  append(particles.id, arriving.particles.id);
+  append(particles.time_bin, arriving.particles.time_bin);
+  append(group, arriving.group);
   return leaving.size();
 }
 

@@ -27,6 +27,20 @@ namespace orbis {
 std::uint64_t migrate_particles(Particles& particles, std::vector<std::uint32_t>& group, const NodeDomains& domains,
                                 const Comm& comm);
 
+// migrate_particles' parts, for a caller that keeps the particles elsewhere (the CUDA engine,
+// on the device: gpu/domain_update_cuda.cuh). The indices of the particles whose group
+// another rank than `rank` owns, ascending.
+std::vector<std::uint32_t> leaving_indices(const std::vector<std::uint32_t>& group, const NodeDomains& domains,
+                                           int rank);
+// Particles with their top-tree groups (particles.time_bin: one per particle).
+struct Migrants {
+  Particles particles;
+  std::vector<std::uint32_t> group;
+};
+// Collective: each of `leaving` to domains.owner(its group); returns the particles that
+// arrive here, by source rank, each source's in its order.
+Migrants exchange_migrants(const Migrants& leaving, const NodeDomains& domains, const Comm& comm);
+
 // Which of this rank's particles go where as ghosts: sent[] holds local indices, grouped
 // by destination rank, counts[r] of them for rank r; recv_counts[r]: how many ghosts rank r
 // sends here (known to both sides, so a refresh exchanges no counts).

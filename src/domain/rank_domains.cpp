@@ -1,16 +1,11 @@
 #include "domain/rank_domains.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
-#include <type_traits>
 
 #include "core/error.hpp"
-#include "core/log.hpp"
 #include "core/timer.hpp"
-#include "domain/global_top_tree.hpp"
 #include "fmm/walk_pair.hpp"
-#include "tree/orb_tree.hpp"
 
 namespace orbis {
 namespace {
@@ -24,160 +19,12 @@ struct KeptSink {
   void child(std::int32_t, std::int32_t) { kept = true; }
 };
 
-// The particles' arrays (and `group`) permuted: new[k] = old[perm[k]].
-void permute(Particles& p, std::vector<std::uint32_t>& group, const std::vector<std::uint32_t>& perm) {
-  const auto apply = [&perm](auto& values) {
-    std::remove_reference_t<decltype(values)> out(values.size());
-    const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(perm.size());
-#pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = values[perm[static_cast<std::size_t>(k)]];
-    values.swap(out);
-  };
-  apply(p.pos);
-  apply(p.mom);
-  apply(p.id);
-  apply(p.time_bin);
-  apply(group);
-}
-
 }  // namespace
 
 RankDomains::RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Comm& comm)
     : comm_(comm), box_(box_mpc_h), max_leaf_(max_leaf), top_depth_(top_depth) {
   if (max_leaf < 1 || top_depth < 0)
     fail("internal: rank domains for max_leaf = {} and top depth {}", max_leaf, top_depth);
-}
-
-void RankDomains::update(Particles& particles, double work, const GlobalTopTree* given_top,
-                         const SubtreeOrder& given_order) {
-  report_.rebuilt = false;
-  report_.migrated = 0;
-  if (comm_.size() == 1) return;
-  const int me = comm_.rank();
-  const double most = comm_.max(work);
-  const double mean = comm_.sum(work) / comm_.size();
-  report_.imbalance = mean > 0 ? most / mean : 1.0;
-
-  DomainReport::Times& times = report_.times;
-  Stopwatch watch;
-  const double comm_before = comm_.stats().seconds;
-  // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
-  std::optional<GlobalTopTree> built_top;
-  const GlobalTopTree& top =
-      given_top ? *given_top : built_top.emplace(GlobalTopTree::build(particles.pos, max_leaf_, top_depth_, comm_));
-  if (top.particle_node().size() != particles.size())
-    fail("internal: rank domains: a top tree of {} particles for {}", top.particle_node().size(), particles.size());
-  times.top_tree = watch.seconds();
-  times.top_comm = comm_.stats().seconds - comm_before;
-  times.top_rounds = top.rounds();
-  times.top_levels = top.nodes().empty() ? 0 : top.nodes().back().depth;
-  watch.restart();
-  std::vector<std::int32_t> leaf_index;
-  group_count_.clear();
-  group_lo_.clear();
-  group_hi_.clear();
-  for (const GlobalTopNode& node : top.nodes())
-    if (node.leaf()) leaf_index.push_back(node.index);
-  std::sort(leaf_index.begin(), leaf_index.end());
-  const std::size_t n_groups = leaf_index.size();
-  group_count_.resize(n_groups);
-  group_lo_.resize(n_groups);
-  group_hi_.resize(n_groups);
-  for (const GlobalTopNode& node : top.nodes())
-    if (node.leaf()) {
-      const std::size_t g = static_cast<std::size_t>(
-          std::lower_bound(leaf_index.begin(), leaf_index.end(), node.index) - leaf_index.begin());
-      group_count_[g] = node.count;
-      group_lo_[g] = node.lo;
-      group_hi_[g] = node.hi;
-    }
-  const std::size_t n = particles.size();
-  std::vector<std::uint32_t> group(n);
-  const std::ptrdiff_t sn = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < sn; ++i)
-    group[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(
-        std::lower_bound(leaf_index.begin(), leaf_index.end(), top.particle_node()[static_cast<std::size_t>(i)]) -
-        leaf_index.begin());
-
-  if (built_ && domains_.groups() != n_groups) {
-    log::warn_root("rank domains: the runs in force are of {} top-tree groups, this top tree has {}: rebuilt",
-              domains_.groups(), n_groups);
-    built_ = false;
-  }
-  if (!built_ || report_.imbalance > kRebalance) {
-    // Each particle weighs its rank's work per particle; a rank that measured none, the
-    // run's mean per particle; nothing measured anywhere (the first step): 1 each.
-    double per_particle = 1;
-    if (mean > 0) {
-      const double n_total = static_cast<double>(comm_.sum<std::uint64_t>(n));
-      per_particle = work > 0 && n > 0 ? work / static_cast<double>(n) : mean * comm_.size() / n_total;
-    }
-    std::vector<std::uint64_t> count(n_groups, 0);
-    for (std::uint32_t g : group) ++count[g];
-    std::vector<double> weight(n_groups);
-    for (std::size_t g = 0; g < n_groups; ++g) weight[g] = per_particle * static_cast<double>(count[g]);
-    comm_.reduce(weight, Comm::Op::sum);
-    const std::vector<std::uint64_t> members(group_count_.begin(), group_count_.end());
-    domains_ = NodeDomains::balance(weight, members, comm_.size());
-    // Counts alone keep the limit unless single nodes are too large for it: say so, since
-    // every rank's memory was planned for it.
-    std::uint64_t total = 0, largest_node = 0;
-    for (std::uint64_t c : members) {
-      total += c;
-      largest_node = std::max(largest_node, c);
-    }
-    const double limit = NodeDomains::kMaxParticleShare * static_cast<double>(total) / comm_.size();
-    if (static_cast<double>(domains_.largest_count(members)) > limit)
-      log::warn_root("rank domains: a rank holds {} particles, more than {} times the mean {}: top-tree nodes of up to "
-                     "{} particles are too coarse for {} ranks (a smaller [gravity] top_node_particles gives smaller "
-                     "nodes)", domains_.largest_count(members), NodeDomains::kMaxParticleShare,
-                     total / static_cast<std::uint64_t>(comm_.size()), largest_node, comm_.size());
-    built_ = true;
-    report_.rebuilt = true;
-    if (n_groups < 2 * static_cast<std::size_t>(comm_.size()))
-      log::warn_root("rank domains: {} top-tree nodes (depth {}) for {} ranks: the runs cannot balance the work, and "
-                "ranks without a node compute no short-range forces (a smaller [gravity] top_node_particles gives "
-                "more nodes)", n_groups, top_depth_, comm_.size());
-  }
-  times.runs = watch.seconds();
-  watch.restart();
-  report_.migrated = migrate_particles(particles, group, domains_, comm_);
-  times.migrate = watch.seconds();
-  watch.restart();
-
-  // Group by group, each in subtree order.
-  const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me);
-  std::vector<std::int32_t> own_group(particles.size());
-  const std::ptrdiff_t n_here = static_cast<std::ptrdiff_t>(group.size());
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < n_here; ++i)
-    own_group[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(group[static_cast<std::size_t>(i)] - g_begin);
-  const auto n_own = static_cast<std::int32_t>(g_end - g_begin);
-  const std::vector<std::uint32_t> order =
-      given_order ? given_order(particles.pos, own_group, n_own, max_leaf_, own_offsets_)
-                  : OrbTree::subtree_order_by_group(particles.pos, own_group, n_own, max_leaf_, own_offsets_);
-  if (order.size() != particles.size() || own_offsets_.size() != static_cast<std::size_t>(n_own) + 1)
-    fail("internal: rank domains: a subtree order of {} particles in {} groups for {} in {}", order.size(),
-         own_offsets_.size() - 1, particles.size(), n_own);
-  permute(particles, group, order);
-  for (std::uint32_t g = g_begin; g < g_end; ++g)
-    if (own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin] != group_count_[g])
-      fail("internal: rank {} holds {} particles of top-tree group {}, which has {}", me,
-           own_offsets_[g - g_begin + 1] - own_offsets_[g - g_begin], g, group_count_[g]);
-  times.order = watch.seconds();
-  updated_ = true;
-  top_boxes_current_ = true;
-  ghosts_chosen_ = false;   // the particles are others now, in another order
-
-  // The per-rank load, in the log: particles and measured work per rank.
-  const std::uint64_t fewest = comm_.min<std::uint64_t>(particles.size());
-  const std::uint64_t most_particles = comm_.max<std::uint64_t>(particles.size());
-  const std::uint64_t moved = comm_.sum(report_.migrated);
-  log::info("domains {} on {} ranks ({} top-tree nodes): {}..{} particles per rank, {} migrated; work imbalance of "
-            "the last steps {:.3f} (largest rank / mean); rank 0: top tree {:.3f} s, groups {:.3f} s, migration "
-            "{:.3f} s, subtree order {:.3f} s", report_.rebuilt ? "rebuilt" : "kept", comm_.size(), n_groups, fewest,
-            most_particles, moved, report_.imbalance, times.top_tree, times.runs, times.migrate, times.order);
 }
 
 std::string RankDomains::state() const { return built_ ? domains_.to_bytes() : std::string(); }

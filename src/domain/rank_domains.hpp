@@ -21,7 +21,6 @@
 // otherwise the same runs of groups are kept (the groups themselves are the new top tree's).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,7 +51,7 @@ struct DomainReport {
     int top_levels = 0;         //   levels split
     int top_rounds = 0;         //   histogram rounds, all levels
     double runs = 0;            // each particle's group, the runs (re)built
-    double migrate = 0;         // migrate_particles
+    double migrate = 0;         // the migration (update()'s part 2)
     double order = 0;           // subtree order and the permutation
     double ghost_choice = 0;    // boxes gathered, pairs tested, routes (0 when refreshed)
     double ghost_exchange = 0;  // with_ghosts(): copy, boxes, the ghosts' positions sent
@@ -71,15 +70,26 @@ class RankDomains {
   // the runs (re)built if there are none, they are for another group count, or the work
   // reported since the last update is out of balance; then every particle moves to its
   // group's rank and each rank's particles are put group by group in subtree order.
-  // work: this rank's interactions since the last update. top: the top tree of these
-  // particles' positions, built elsewhere (the CUDA engine's, on the device: the same tree bit
-  // for bit, gpu/global_top_tree_cuda.cuh); null: built here. order: the subtree order of the
-  // migrated particles, computed elsewhere (the CUDA engine's, on the device:
-  // gpu/subtree_order_cuda.cuh); empty: OrbTree::subtree_order_by_group here.
-  using SubtreeOrder = std::function<std::vector<std::uint32_t>(
-      const std::vector<Vec3d>& positions, const std::vector<std::int32_t>& group_of, std::int32_t n_groups,
-      int max_leaf, std::vector<std::uint32_t>& group_offsets)>;   // OrbTree::subtree_order_by_group's
-  void update(Particles& particles, double work, const GlobalTopTree* top = nullptr, const SubtreeOrder& order = {});
+  // work: this rank's interactions since the last update.
+  void update(Particles& particles, double work);
+
+  // update() in three parts, for a caller that keeps the particles elsewhere (the CUDA engine,
+  // on the device: gpu/domain_update_cuda.cuh); update() calls them in sequence.
+  // 1. Collective, several ranks: the groups of `top` (the top tree of this rank's particles
+  //    at their positions now, built by the caller in top_seconds, top_comm_seconds of them in
+  //    collectives) and the runs, (re)built as update() says. Returns each particle's group
+  //    (tree order); the particle belongs to rank domains().owner(group).
+  std::vector<std::uint32_t> assign_groups(const GlobalTopTree& top, double work, double top_seconds,
+                                           double top_comm_seconds);
+  // 2. The caller moves the particles to their ranks: migrate_particles, or its own packing
+  //    around exchange_migrants (domain/particle_exchange.hpp).
+  // 3. The caller put its n particles group by group, each in subtree order
+  //    (OrbTree::subtree_order_by_group's order and offsets, of the groups less
+  //    domains().begin(rank)); own_offsets: where each own group begins, n last. migrated: how
+  //    many left this rank; the seconds parts 2 and 3 took, for the log. Checks the groups'
+  //    counts against the top tree's, and logs the update.
+  void finish_update(std::vector<std::uint32_t> own_offsets, std::size_t n, std::uint64_t migrated,
+                     double migrate_seconds, double order_seconds);
 
   // Collective: pos (this rank's particles as update() left them, moved since) followed by
   // the ghosts: every other rank's group whose box comes within r_cut (1 + kGhostMargin) of

@@ -3,10 +3,10 @@
 // forces from the cuFFT PM (gpu/pm_cuda.hpp), short-range forces from gpu/short_range_cuda
 // (tree, walk, P2P and far field on the device, into the state's order): nothing crosses
 // the bus during a step but a few counters. Over ranks (step_engine_cuda.hpp) the rank's
-// particles, with the host doing the domains at each step; TreePM's PM from the device's
-// positions (gpu/pm_cuda_ranks.hpp). Isolated systems ([gravity] boundary = "vacuum", one
-// rank): no PM, the whole force from the short-range step with vacuum boundaries (Newtonian
-// P2P and M2L, fmm/short_range.hpp), positions not wrapped.
+// particles, in the rank domains the host decides and the device applies; TreePM's PM from
+// the device's positions (gpu/pm_cuda_ranks.hpp). Isolated systems ([gravity] boundary =
+// "vacuum", one rank): no PM, the whole force from the short-range step with vacuum boundaries
+// (Newtonian P2P and M2L, fmm/short_range.hpp), positions not wrapped.
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
@@ -33,9 +33,9 @@
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_memory_plan.hpp"
+#include "gpu/domain_update_cuda.cuh"
 #include "gpu/fof_cuda.cuh"
 #include "gpu/ghost_exchange_cuda.cuh"
-#include "gpu/global_top_tree_cuda.cuh"
 #include "gpu/pair_energy_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/pm_cuda.hpp"
@@ -45,7 +45,6 @@
 #include "gpu/power_spectrum_cuda_ranks.hpp"
 #include "gpu/shared_gpu_memory.hpp"
 #include "gpu/short_range_cuda.cuh"
-#include "gpu/subtree_order_cuda.cuh"
 #include "gpu/vacuum_potential_cuda.cuh"
 #include "pm/pm_solver.hpp"
 #include "tree/tree_reuse.hpp"
@@ -257,10 +256,7 @@ struct CudaStepEngine::Impl {
   // every domain update and a reallocation each time would cost more than the headroom.
   // Contents are not kept (the callers fill them).
   void reserve_state(std::size_t count) {
-    const std::size_t room = ranks ? count + count / 4 : count;
-    const auto fit = [&](auto& array, std::size_t per) {
-      if (per * count > array.capacity()) array.ensure_exact(per * room);
-    };
+    const auto fit = [&](auto& array, std::size_t per) { gpu::fit_particles(array, per, count, ranks); };
     fit(pos, 3);
     fit(mom, 3);
     fit(acc_long, 3);
@@ -322,41 +318,6 @@ struct CudaStepEngine::Impl {
 
   void forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats);
 
-  // The domain update's subtree order (RankDomains::SubtreeOrder) on the device, the host's
-  // permutation bit for bit (on the host it was most of an update: 0.55-0.6 s at 256^3 on 2
-  // ranks of 8 threads): the migrated particles' positions go up into pos (rewritten after
-  // the update) and their groups beside them, the permutation comes down.
-  std::vector<std::uint32_t> device_subtree_order(const std::vector<Vec3d>& positions,
-                                                  const std::vector<std::int32_t>& group_of, std::int32_t n_groups,
-                                                  int max_leaf, std::vector<std::uint32_t>& group_offsets) {
-    const std::size_t count = positions.size();
-    std::vector<std::uint32_t> order(count);
-    if (count == 0) {
-      gpu::subtree_order_by_group_cuda(nullptr, nullptr, nullptr, nullptr, 0, n_groups, max_leaf, nullptr,
-                                       group_offsets, stream);
-      return order;
-    }
-    reserve_state(count);
-    upload(positions.data(), count, pos.data());   // waits: host_staging is free again
-    gpu::AllocationStream on_stream(stream);
-    DeviceArray<std::int32_t> groups;
-    DeviceArray<std::uint32_t> device_order;
-    groups.ensure_exact(count);
-    device_order.ensure_exact(count);
-    // Through the pinned staging (3 doubles a particle: room for either).
-    parallel_copy(host_staging.data(), group_of.data(), count * sizeof(std::int32_t));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(groups.data(), host_staging.data(), count * sizeof(std::int32_t),
-                                     cudaMemcpyHostToDevice, stream));
-    gpu::subtree_order_by_group_cuda(pos.data(), pos.data() + count, pos.data() + 2 * count, groups.data(), count,
-                                     n_groups, max_leaf, device_order.data(), group_offsets, stream);
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), device_order.data(), count * sizeof(std::uint32_t),
-                                     cudaMemcpyDeviceToHost, stream));
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    parallel_copy(order.data(), host_staging.data(), count * sizeof(std::uint32_t));
-    groups.release();
-    device_order.release();
-    return order;
-  }
   void log_ghost_times();
 
   // The memory plan's input for `own` particles and a forest of `sources` (0: one rank).
@@ -733,9 +694,10 @@ void CudaStepEngine::Impl::log_ghost_times() {
             static_cast<double>(x.bytes) / 1e6);
 }
 
-// Over ranks (step_engine_cuda.hpp). The domains are updated on the host (when the tree
-// policy builds; the top tree and the subtree order computed on the device), the ghosts refreshed from the device's positions (only the own groups'
-// boxes and the ghosts' positions cross the bus), the PM computed from the device's positions
+// Over ranks (step_engine_cuda.hpp). The domains are updated with the state on the device
+// (when the tree policy builds: gpu/domain_update_cuda.cuh), the ghosts refreshed from the
+// device's positions (only the own groups' boxes and the ghosts' positions cross the bus), the
+// PM computed from the device's positions
 // (CudaPmRanks; the host PM's fallback at host positions); then the device's short-range step
 // on the rank's forest.
 void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats) {
@@ -751,43 +713,25 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
   if (update) {
     Stopwatch update_watch;
-    // The global top tree from the device's positions (only histograms, boxes and ties cross
-    // the bus; bit for bit the host's tree of the wrapped positions the host copy gets), its
-    // arrays from the pool for this update alone; then the rest of the update on the host,
-    // but for the subtree order of the migrated particles (device_subtree_order).
-    std::optional<GlobalTopTree> top;
-    {
-      gpu::DeviceGlobalTopTree device_top;
-      top.emplace(device_top.build(pos.data(), pos.data() + n, pos.data() + 2 * n, n, box, domains->max_leaf(),
-                                   domains->top_depth(), comm, stream));
-    }
-    bring_host_current();
-    domains->update(host, work_since_update, &*top,
-                    [this](const std::vector<Vec3d>& positions, const std::vector<std::int32_t>& group_of,
-                           std::int32_t n_groups, int max_leaf, std::vector<std::uint32_t>& group_offsets) {
-                      return device_subtree_order(positions, group_of, n_groups, max_leaf, group_offsets);
-                    });
+    // On the device (gpu/domain_update_cuda.cuh): only the top tree's decisions, the groups
+    // and the migrants cross the bus; acc_long is its scratch, zeroed below.
+    n = gpu::update_domains_cuda(*domains, work_since_update, gpu::DeviceParticleState{pos, mom, id, bin}, n, box,
+                                 acc_long, stream);
     work_since_update = 0;
-    n = host.size();
     reserve_state(n);
-    upload(host.pos, pos.data());
-    upload(host.mom, mom.data());
     if (n > 0) {
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(id.data(), host.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
-                                       stream));
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(bin.data(), host.time_bin.data(), n, cudaMemcpyHostToDevice, stream));
       // Forces of the particles in their new order: every one is computed below when all
       // are active (a PM step), as the host engine zeroes them.
       ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_long.data(), 0, 3 * n * sizeof(double), stream));
       if (short_double) ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_short_d.data(), 0, 3 * n * sizeof(double), stream));
       else ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_short_f.data(), 0, 3 * n * sizeof(float), stream));
     }
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the host vectors stay as they are
-    host_current = true;
+    host_current = false;
     domains_updated = true;
     ++domain_updates;
     domain_update_seconds += update_watch.seconds();
-  } else if (long_range && !pm_ranks && !host_current) {
+  }
+  if (long_range && !pm_ranks && !host_current) {
     download_positions(host.pos);   // for the host PM alone: the host state stays out of date
   }
   bool same = false;
@@ -879,7 +823,7 @@ void CudaStepEngine::kick(const KickPlan& plan) {
 }
 
 // With a short-range tree the positions are not wrapped here but where the tree is built
-// (compute_forces; over ranks at the domain update, through the host): a refitted tree then
+// (compute_forces; over ranks at the domain update): a refitted tree then
 // bounds each leaf by where its particles went, also across a face of the box, and a
 // particle crossing a face no longer makes its leaf's box (and, over ranks, its top group's,
 // which decides the ghosts) span the whole box. The walk and the kernels take positions
@@ -905,7 +849,7 @@ std::string CudaStepEngine::tree_summary() const {
     for (const auto& [phase, seconds] : impl_->pm_ranks_phases.all())
       pm += fmt::format("{}{} {:.2f} s", pm.empty() ? "" : ", ", phase, seconds);
     return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}; "
-                       "{} domain updates in {:.2f} s (rank 0, the state down and up included){}",
+                       "{} domain updates in {:.2f} s (rank 0){}",
                        impl_->comm.size(), impl_->tree_policy.summary(), impl_->domain_updates,
                        impl_->domain_update_seconds,
                        pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm);

@@ -9,11 +9,11 @@
 // (domain/rank_domains.hpp: runs of the global ORB tree's depth-d nodes, whole remote nodes
 // within r_cut as ghosts). At a long-range step that builds the short-range tree (the tree
 // policy's choice, tree/tree_reuse.hpp, the same on every rank: its pair counts are summed
-// over the ranks) the global top tree is built on the device, the state comes to the host
-// through pinned buffers, the domains update there (the migration as the host engine's; the
-// subtree order, the host's bit for bit, on the device: gpu/subtree_order_cuda.cuh), and the
-// new own set goes back up; at the other steps the domains stay, and the ghosts are refreshed from the device's
-// positions (gpu/ghost_exchange_cuda.cuh: the own groups' boxes come down, the ghosts'
+// over the ranks) the domains are updated with the state on the device
+// (gpu/domain_update_cuda.cuh: the host decides the groups and the runs, only the migrants
+// cross the bus, the new own set is put in subtree order on the device, the host engine's
+// order bit for bit); at the other steps the domains stay, and the ghosts are refreshed from
+// the device's positions (gpu/ghost_exchange_cuda.cuh: the own groups' boxes come down, the ghosts'
 // positions alone go between the ranks). The long-range force of TreePM is CudaPmRanks'
 // (gpu/pm_cuda_ranks.hpp): from the device positions, the particles routed to x slabs on the
 // GPUs, into the device's long-range accelerations; the host PmSolver on x slabs (cuFFT
@@ -22,7 +22,7 @@
 // (DeviceShortRange::compute_forest): the own particles and the ghosts, the own
 // active ones as targets; refitted while the ghosts are the same particles. Kicks, drifts,
 // bins and the reductions stay on the device, each reduced over the ranks as the host
-// engine reduces them. The phases "domain" (download, update, ghosts, upload) and "comm"
+// engine reduces them. The phases "domain" (update, ghosts) and "comm"
 // (time inside communication) are the host engine's.
 //
 // Isolated systems ([gravity] boundary = "vacuum"; one rank): the same engine without a PM,

@@ -1,0 +1,52 @@
+// The rank-domain update with the particles in device memory (issue #29): RankDomains::update
+// (domain/rank_domains.hpp) in its parts, for the CUDA step engine's state, which stays on the
+// device. The top tree is built on the device (gpu/global_top_tree_cuda.cuh) and each
+// particle's top node comes up (4 bytes a particle): the groups, the runs and who leaves are
+// decided on the host by the host engine's code. Only the leavers come down; they go through
+// MPI as the host engine's do (exchange_migrants, domain/particle_exchange.hpp), and the
+// arrivals go up. On the device the stayers close up in their order and the arrivals follow
+// them (migrate_particles' order), that set's subtree order is computed from its positions and
+// groups (gpu/subtree_order_cuda.cuh, the host's permutation bit for bit; the groups go up, 4
+// bytes a particle), and the state is permuted by it: the host engine's particles in the host
+// engine's order, so that a run over ranks is the same on either engine and after a restart.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "domain/rank_domains.hpp"
+#include "gpu/device_buffer.cuh"
+
+namespace orbis::gpu {
+
+// The CUDA step engine's per-particle state: positions and momenta as x | y | z blocks of n
+// doubles (Mpc/h, km/s), ids, time bins.
+struct DeviceParticleState {
+  DeviceArray<double>& pos;
+  DeviceArray<double>& mom;
+  DeviceArray<std::uint64_t>& id;
+  DeviceArray<std::uint8_t>& bin;
+};
+
+// Room in a per-particle array for `count` particles of `per` elements each. headroom (over
+// ranks, where every domain update changes the count): 1/4 more when it grows, since a
+// reallocation at every update would cost more than the headroom. Contents are not kept when
+// it grows.
+template <typename T>
+void fit_particles(DeviceArray<T>& array, std::size_t per, std::size_t count, bool headroom) {
+  if (per * count <= array.capacity()) return;
+  array.ensure_exact(per * (headroom ? count + count / 4 : count));
+}
+
+// Collective over domains.comm() (several ranks), at a PM step: domains.update(the state's n
+// particles, work), the particles kept on the device. Their positions are wrapped into
+// [0, box) first (the host engine's update gets them wrapped). Returns the rank's new count;
+// the state's arrays hold those particles (grown as fit_particles(..., true) grows them).
+// scratch: device memory whose contents go, grown to 3 doubles a particle (the engine's
+// long-range accelerations, zeroed after the update). Queued on `stream` and waited for; the
+// working arrays come from the device pool and go back to it.
+std::size_t update_domains_cuda(RankDomains& domains, double work, const DeviceParticleState& state, std::size_t n,
+                                double box, DeviceArray<double>& scratch, cudaStream_t stream);
+
+}  // namespace orbis::gpu
