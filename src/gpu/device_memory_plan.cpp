@@ -142,6 +142,15 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     plan.parts.push_back({"walk outputs", outputs, "short range"});
     plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, far_field}), "short range"});
   }
+  if (in.short_range && in.sources > 0) {
+    // Over ranks, a domain update on the device (gpu/domain_update_cuda.cuh), its arrays from
+    // the pool for the update alone: at its peak the subtree order's working arrays (~70 bytes
+    // a particle: gpu/subtree_order_cuda.cuh), the order, the own groups and the stayers'
+    // indices (4 bytes each), and the arrivals' state (57 bytes a particle; after reading a
+    // snapshot nearly every particle may arrive). The top tree's arrays (~38 bytes) are gone
+    // by then.
+    plan.parts.push_back({"domain update", n * (70 + 4 + 4 + 4 + 57), "domain update"});
+  }
   plan.parts.push_back({"PM", in.pm_bytes, "PM"});
   plan.parts.push_back({"PM tables", in.pm_held_bytes, ""});
   if (in.pm_slab_bytes > 0 || in.pm_bytes_per_particle > 0) {
