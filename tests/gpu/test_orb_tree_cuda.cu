@@ -169,12 +169,7 @@ TEST_CASE("device ORB tree equals the host tree: clustered positions") {
 
 TEST_CASE("device ORB tree equals the host tree: exact ties") {
   test::require_gpu_or_skip();
-  // A regular grid, longer on y: equal coordinates on every axis and equal box sides.
-  std::vector<Vec3d> grid;
-  for (int i = 0; i < 37; ++i)
-    for (int j = 0; j < 41; ++j)
-      for (int k = 0; k < 29; ++k) grid.push_back(Vec3d{i * 0.5, j * 0.5, k * 0.5});
-  std::shuffle(grid.begin(), grid.end(), std::mt19937_64(4));
+  const std::vector<Vec3d> grid = test::shuffled_tie_grid(4);
   compare_with_host(grid, 32);
   compare_with_host(grid, 5);
   compare_with_host(quantised(60000, 50.0, 64, 8), 16);

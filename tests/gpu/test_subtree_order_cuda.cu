@@ -158,12 +158,7 @@ TEST_CASE("device subtree order equals the host's: clustered positions in compac
 
 TEST_CASE("device subtree order equals the host's: coordinates with ties") {
   test::require_gpu_or_skip();
-  // A regular grid, longer on y: equal coordinates on every axis and equal box sides.
-  std::vector<Vec3d> grid;
-  for (int i = 0; i < 37; ++i)
-    for (int j = 0; j < 41; ++j)
-      for (int k = 0; k < 29; ++k) grid.push_back(Vec3d{i * 0.5, j * 0.5, k * 0.5});
-  std::shuffle(grid.begin(), grid.end(), std::mt19937_64(4));
+  const std::vector<Vec3d> grid = test::shuffled_tie_grid(4);
   std::int32_t n_groups = 0;
   {
     const auto groups = cell_groups(grid, 20.5, 5, n_groups);   // sets n_groups: before the call reads it

@@ -1,6 +1,8 @@
 #include "support/clustered_particles.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "core/units.hpp"
 
@@ -94,6 +96,15 @@ std::vector<Vec3d> uniform_particles(std::size_t n, double box, std::uint64_t se
   std::vector<Vec3d> out(n);
   for (auto& x : out) x = Vec3d{rng.uniform() * box, rng.uniform() * box, rng.uniform() * box};
   return out;
+}
+
+std::vector<Vec3d> shuffled_tie_grid(std::uint64_t seed) {
+  std::vector<Vec3d> grid;
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 41; ++j)
+      for (int k = 0; k < 29; ++k) grid.push_back(Vec3d{i * 0.5, j * 0.5, k * 0.5});
+  std::shuffle(grid.begin(), grid.end(), std::mt19937_64(seed));
+  return grid;
 }
 
 Particles clustered_particle_set(int n_side, double box, std::uint64_t seed) {

@@ -25,4 +25,8 @@ Particles clustered_particle_set(int n_side, double box, std::uint64_t seed);
 // Uniform random positions in [0, box).
 std::vector<Vec3d> uniform_particles(std::size_t n, double box, std::uint64_t seed);
 
+// The tree builders' tie case: a regular 37 x 41 x 29 grid of spacing 0.5 (longer on y: equal
+// coordinates on every axis and equal box sides), shuffled.
+std::vector<Vec3d> shuffled_tie_grid(std::uint64_t seed);
+
 }  // namespace orbis::test
