@@ -32,6 +32,7 @@
 #include "gpu/fof_cuda.cuh"
 #include "gpu/step_engine_cuda.hpp"
 #include "integrate/outputs.hpp"
+#include "support/device_positions.hpp"
 #include "support/fof_labels.hpp"
 #include "support/fof_rank_sets.hpp"
 #include "support/fof_samples.hpp"
@@ -41,32 +42,9 @@ using namespace orbis;
 using testing::kFofBox;
 using testing::Split;
 
+using orbis::test::DevicePositions;
+
 namespace {
-
-// Positions on the device as x | y | z blocks, as the step engine holds its particles.
-class DevicePositions {
- public:
-  explicit DevicePositions(const std::vector<Vec3d>& pos) : n_(pos.size()) {
-    if (n_ == 0) return;
-    std::vector<double> blocks(3 * n_);
-    for (std::size_t i = 0; i < n_; ++i)
-      for (int d = 0; d < 3; ++d) blocks[d * n_ + i] = pos[i][d];
-    REQUIRE(cudaMalloc(&data_, blocks.size() * sizeof(double)) == cudaSuccess);
-    REQUIRE(cudaMemcpy(data_, blocks.data(), blocks.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~DevicePositions() {
-    if (data_) cudaFree(data_);
-  }
-  DevicePositions(const DevicePositions&) = delete;
-  DevicePositions& operator=(const DevicePositions&) = delete;
-  const double* x() const { return data_; }
-  const double* y() const { return data_ ? data_ + n_ : nullptr; }
-  const double* z() const { return data_ ? data_ + 2 * n_ : nullptr; }
-
- private:
-  std::size_t n_;
-  double* data_ = nullptr;
-};
 
 // The device linker: own positions uploaded as the engine would hold them (unwrapped), the
 // ghosts from the host.

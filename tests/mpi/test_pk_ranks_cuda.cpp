@@ -54,6 +54,7 @@
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/device_positions.hpp"
 #include "support/gpu_ranks.hpp"
 #include "support/mpi_scratch.hpp"
 #include "support/power_spectrum_bits.hpp"
@@ -63,6 +64,8 @@ using orbis::Comm;
 using orbis::PowerSpectrum;
 using orbis::PowerSpectrumSettings;
 using orbis::Vec3d;
+
+using orbis::test::DevicePositions;
 
 namespace {
 
@@ -122,30 +125,6 @@ double compare(const PowerSpectrum& pk, const PowerSpectrum& reference) {
   }
   return worst;
 }
-
-// Positions as x | y | z blocks in device memory (at least one element).
-class DevicePositions {
- public:
-  DevicePositions(const std::vector<Vec3d>& pos, int device) : n_(pos.size()) {
-    cudaSetDevice(device);
-    std::vector<double> soa(std::max<std::size_t>(3 * n_, 1));
-    for (std::size_t p = 0; p < n_; ++p)
-      for (int d = 0; d < 3; ++d) soa[d * n_ + p] = pos[p][d];
-    ok_ = cudaMalloc(&data_, soa.size() * sizeof(double)) == cudaSuccess &&
-          cudaMemcpy(data_, soa.data(), soa.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess;
-    CHECK(ok_);
-  }
-  ~DevicePositions() { cudaFree(data_); }
-  DevicePositions(const DevicePositions&) = delete;
-  DevicePositions& operator=(const DevicePositions&) = delete;
-  const double* data() const { return data_; }
-  std::size_t size() const { return n_; }
-
- private:
-  std::size_t n_;
-  double* data_ = nullptr;
-  bool ok_ = false;
-};
 
 // Bytes of this device's pool in use (allocated, not given back) once the device is idle.
 std::uint64_t pool_bytes_in_use(int device) {

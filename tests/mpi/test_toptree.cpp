@@ -23,6 +23,7 @@
 #include "core/timer.hpp"
 #include "domain/global_top_tree.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/rank_shares.hpp"
 #include "tree/orb_tree.hpp"
 
 using orbis::Comm;
@@ -35,23 +36,6 @@ using orbis::Vec3d;
 namespace {
 
 bool bitwise(const Vec3d& a, const Vec3d& b) { return std::memcmp(&a, &b, sizeof(Vec3d)) == 0; }
-
-// Which global particles rank `rank` holds under each way of sharing n among `ranks`.
-std::vector<std::size_t> share(const std::string& how, std::size_t n, int ranks, int rank) {
-  std::vector<std::size_t> mine;
-  const auto p = static_cast<std::size_t>(ranks), r = static_cast<std::size_t>(rank);
-  for (std::size_t i = 0; i < n; ++i) {
-    bool take = false;
-    if (how == "round robin") take = i % p == r;
-    else if (how == "contiguous") take = i * p / n == r;
-    else if (how == "all on rank 0") take = r == 0;
-    else if (how == "last rank empty") take = p == 1 || (i * (p - 1) / n == r);
-    else if (how == "shuffled") take = (i * 2654435761u) % 7919 % p == r;
-    if (take) mine.push_back(i);
-  }
-  if (how == "shuffled") std::reverse(mine.begin(), mine.end());   // and not in global order
-  return mine;
-}
 
 // The split rule written out again (tree/split_axis.hpp): above the top depth the lowest
 // axis whose side is at least 98% of the longest, at and below it the longest, ties low.
@@ -69,7 +53,7 @@ void check(const std::vector<Vec3d>& all, const std::string& how, int max_leaf, 
            const Comm& world) {
   INFO(how << ", N = " << all.size() << ", max_leaf " << max_leaf << ", depth " << depth << ", " << world.size()
            << " ranks");
-  const std::vector<std::size_t> ids = share(how, all.size(), world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of(how, all.size(), world.size(), world.rank());
   std::vector<Vec3d> mine;
   for (std::size_t i : ids) mine.push_back(all[i]);
   const GlobalTopTree top = GlobalTopTree::build(mine, max_leaf, depth, world);
@@ -190,7 +174,7 @@ TEST_CASE("The global top tree refuses bad input on every rank") {
 TEST_CASE("The global top tree's cost at 128^3" * doctest::skip()) {
   const Comm world = Comm::world();
   const std::vector<Vec3d> all = orbis::test::clustered_particles(128, 1000.0, 5);
-  const std::vector<std::size_t> ids = share("contiguous", all.size(), world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of("contiguous", all.size(), world.size(), world.rank());
   std::vector<Vec3d> mine;
   for (std::size_t i : ids) mine.push_back(all[i]);
   for (int depth : {3, 6, 9}) {

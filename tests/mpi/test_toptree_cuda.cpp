@@ -38,7 +38,9 @@
 #include "gpu/global_top_tree_cuda.cuh"
 #include "gpu/particle_kernels.cuh"
 #include "support/clustered_particles.hpp"
+#include "support/device_positions.hpp"
 #include "support/gpu_ranks.hpp"
+#include "support/rank_shares.hpp"
 
 using orbis::Comm;
 using orbis::GlobalTopNode;
@@ -46,36 +48,9 @@ using orbis::GlobalTopTree;
 using orbis::Vec3d;
 using orbis::gpu::DeviceGlobalTopTree;
 
+using orbis::test::DevicePositions;
+
 namespace {
-
-// Positions on the device as x | y | z blocks, as the step engine holds its particles.
-class DevicePositions {
- public:
-  explicit DevicePositions(const std::vector<Vec3d>& pos) : n_(pos.size()) {
-    if (n_ == 0) return;
-    std::vector<double> blocks(3 * n_);
-    for (std::size_t i = 0; i < n_; ++i)
-      for (int d = 0; d < 3; ++d) blocks[static_cast<std::size_t>(d) * n_ + i] = pos[i][d];
-    REQUIRE(cudaMalloc(&data_, blocks.size() * sizeof(double)) == cudaSuccess);
-    REQUIRE(cudaMemcpy(data_, blocks.data(), blocks.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
-    // A copy from pageable memory may return before it lands, and the builds run on a
-    // non-blocking stream, which does not wait for the legacy stream.
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  }
-  ~DevicePositions() {
-    if (data_) cudaFree(data_);
-  }
-  DevicePositions(const DevicePositions&) = delete;
-  DevicePositions& operator=(const DevicePositions&) = delete;
-  double* x() const { return data_; }
-  double* y() const { return data_ ? data_ + n_ : nullptr; }
-  double* z() const { return data_ ? data_ + 2 * n_ : nullptr; }
-  std::size_t size() const { return n_; }
-
- private:
-  std::size_t n_;
-  double* data_ = nullptr;
-};
 
 // The positions wrapped into [0, box) by the engine's device wrap, back on the host.
 std::vector<Vec3d> wrapped_by_device(const std::vector<Vec3d>& pos, double box, cudaStream_t stream) {
@@ -94,23 +69,6 @@ std::vector<Vec3d> wrapped_by_device(const std::vector<Vec3d>& pos, double box, 
       out[i][d3] = v;
     }
   return out;
-}
-
-// Which global particles rank `rank` holds under each way of sharing n among `ranks`.
-std::vector<std::size_t> share(const std::string& how, std::size_t n, int ranks, int rank) {
-  std::vector<std::size_t> mine;
-  const auto p = static_cast<std::size_t>(ranks), r = static_cast<std::size_t>(rank);
-  for (std::size_t i = 0; i < n; ++i) {
-    bool take = false;
-    if (how == "round robin") take = i % p == r;
-    else if (how == "contiguous") take = i * p / n == r;
-    else if (how == "all on rank 0") take = r == 0;
-    else if (how == "last rank empty") take = p == 1 || (i * (p - 1) / n == r);
-    else if (how == "shuffled") take = (i * 2654435761u) % 7919 % p == r;
-    if (take) mine.push_back(i);
-  }
-  if (how == "shuffled") std::reverse(mine.begin(), mine.end());   // and not in global order
-  return mine;
 }
 
 const char* const kWays[] = {"round robin", "contiguous", "all on rank 0", "last rank empty", "shuffled"};
@@ -159,7 +117,7 @@ void check(const std::vector<Vec3d>& all, const std::string& how, double box, in
            DeviceGlobalTopTree& device, const Comm& world, cudaStream_t stream) {
   INFO(how << ", N = " << all.size() << ", max_leaf " << max_leaf << ", depth " << depth << ", " << world.size()
            << " ranks");
-  const std::vector<std::size_t> ids = share(how, all.size(), world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of(how, all.size(), world.size(), world.rank());
   std::vector<Vec3d> mine;
   for (std::size_t i : ids) mine.push_back(all[i]);
   const GlobalTopTree host = GlobalTopTree::build(wrapped_by_device(mine, box, stream), max_leaf, depth, world);
@@ -198,7 +156,7 @@ TEST_CASE("The device's global top tree is the host's, for any sharing, with pos
     check(std::vector<Vec3d>(all.begin(), all.begin() + 1), how, box, 1, 3, device, world, stream.s);
   }
   // The one-shot function.
-  const std::vector<std::size_t> ids = share("contiguous", all.size(), world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of("contiguous", all.size(), world.size(), world.rank());
   std::vector<Vec3d> mine;
   for (std::size_t i : ids) mine.push_back(all[i]);
   const DevicePositions d(mine);
@@ -237,7 +195,7 @@ TEST_CASE("The device's global top tree over many members and deep levels, its p
   for (const char* how : {"contiguous", "shuffled"})
     for (int depth : {9, 12}) check(all, how, box, 16, depth, device, world, stream.s);
   // without the download: the same nodes, the particle nodes on the device alone.
-  const std::vector<std::size_t> ids = share("round robin", all.size(), world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of("round robin", all.size(), world.size(), world.rank());
   std::vector<Vec3d> mine;
   for (std::size_t i : ids) mine.push_back(all[i]);
   const DevicePositions d(mine);
@@ -277,7 +235,7 @@ TEST_CASE("The device's global top tree's cost at 256^3" * doctest::skip()) {
   const double half = 500.0, box = 2 * half;
   const std::vector<Vec3d> tile = orbis::test::clustered_particles(128, half, 5);
   const std::size_t n_all = 8 * tile.size();
-  const std::vector<std::size_t> ids = share("contiguous", n_all, world.size(), world.rank());
+  const std::vector<std::size_t> ids = orbis::test::share_of("contiguous", n_all, world.size(), world.rank());
   std::vector<Vec3d> mine;
   mine.reserve(ids.size());
   for (std::size_t i : ids) {

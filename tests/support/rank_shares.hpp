@@ -2,7 +2,9 @@
 // of the meshes over ranks (the PM, the energy and the P(k) on the GPUs over ranks).
 #pragma once
 #include <cmath>
+#include <algorithm>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "core/comm.hpp"
@@ -12,6 +14,25 @@
 #include "support/clustered_particles.hpp"
 
 namespace orbis::test {
+
+// Which of n global particles rank `rank` holds under each way of sharing them among `ranks`:
+// "round robin", "contiguous", "all on rank 0", "last rank empty" (every particle on the
+// others), "shuffled" (a hashed deal, listed in reverse global order).
+inline std::vector<std::size_t> share_of(const std::string& how, std::size_t n, int ranks, int rank) {
+  std::vector<std::size_t> mine;
+  const auto p = static_cast<std::size_t>(ranks), r = static_cast<std::size_t>(rank);
+  for (std::size_t i = 0; i < n; ++i) {
+    bool take = false;
+    if (how == "round robin") take = i % p == r;
+    else if (how == "contiguous") take = i * p / n == r;
+    else if (how == "all on rank 0") take = r == 0;
+    else if (how == "last rank empty") take = p == 1 || (i * (p - 1) / n == r);
+    else if (how == "shuffled") take = (i * 2654435761u) % 7919 % p == r;
+    if (take) mine.push_back(i);
+  }
+  if (how == "shuffled") std::reverse(mine.begin(), mine.end());   // and not in global order
+  return mine;
+}
 
 // This rank's share when particle i starts on rank i mod P, whatever its domain (an engine's
 // first domain update then migrates most): positions, momenta, ids and time bins (if any).
