@@ -848,6 +848,14 @@ std::string CudaStepEngine::tree_summary() const {
     std::string pm;
     for (const auto& [phase, seconds] : impl_->pm_ranks_phases.all())
       pm += fmt::format("{}{} {:.2f} s", pm.empty() ? "" : ", ", phase, seconds);
+    // Its device exchange (routing, ghost planes, transposes; the energy check's and the
+    // P(k)'s transposes borrow it): how its time splits between the copies and the host's part.
+    if (const gpu::DeviceAlltoallv* x = impl_->pm_ranks ? impl_->pm_ranks->peer_transposes() : nullptr) {
+      const gpu::ExchangeTimes& t = x->times();
+      pm += fmt::format(" (of its exchange's {} calls: fill {:.2f} s, peer copies {:.2f} s for {:.1f} GB received, "
+                        "mpi/barriers {:.2f} s)",
+                        t.calls, t.fill, t.peer, static_cast<double>(t.bytes) / 1e9, t.mpi);
+    }
     return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}; "
                        "{} domain updates in {:.2f} s (rank 0){}",
                        impl_->comm.size(), impl_->tree_policy.summary(), impl_->domain_updates,
