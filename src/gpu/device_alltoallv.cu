@@ -298,13 +298,15 @@ void* IpcAlltoallv::grow(std::size_t bytes, std::size_t headroom) {
   return buffer_;
 }
 
-void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
-                            const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) {
+template <typename Copy>
+void IpcAlltoallv::run(const void* send, const std::vector<std::size_t>& send_counts,
+                       const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream,
+                       Copy&& copy) {
   check_counts(comm_, send_counts, recv_counts);
   ++times_.calls;
   const std::size_t send_bytes = Comm::total(send_counts) * element;
   if (comm_.size() == 1) {
-    copy_own(send, recv, send_bytes, stream);
+    if (send_bytes > 0) copy(0, send, send_bytes);
     return;
   }
   // 1-2: the data in the exported buffer, on the device. send_buffer() is collective, so
@@ -332,7 +334,6 @@ void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& se
   times_.mpi += watch.seconds();
   watch.restart();
   // 4: the pieces, device to device, from the senders' buffers.
-  const std::vector<std::uint64_t> at = byte_offsets(recv_counts, element);
   const std::size_t me = static_cast<std::size_t>(comm_.rank());
   std::string message;
   for (std::size_t s = 0; s < p; ++s) {
@@ -344,8 +345,7 @@ void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& se
     }
     if (bytes == 0) continue;
     const auto* from = static_cast<const unsigned char*>(s == me ? buffer_ : peers_[s]);
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(recv) + at[s], from + theirs[2 * s], bytes,
-                                     cudaMemcpyDefault, stream));
+    copy(s, from + theirs[2 * s], bytes);
     if (s != me) times_.bytes += bytes;
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -357,9 +357,41 @@ void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& se
   times_.mpi += watch.seconds();
 }
 
+void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                            const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) {
+  const std::vector<std::uint64_t> at = byte_offsets(recv_counts, element);
+  run(send, send_counts, recv_counts, element, stream, [&](std::size_t s, const void* from, std::size_t bytes) {
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(recv) + at[s], from, bytes, cudaMemcpyDefault, stream));
+  });
+}
+
+void IpcAlltoallv::exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                                        const std::vector<std::size_t>& recv_counts, std::size_t element,
+                                        const std::vector<PitchedBlock>& blocks, std::size_t block_element,
+                                        cudaStream_t stream) {
+  if (blocks.size() != recv_counts.size())
+    fail("internal: {} pitched blocks for a device alltoallv over {} ranks", blocks.size(), recv_counts.size());
+  for (std::size_t s = 0; s < blocks.size(); ++s)
+    if (blocks[s].count() * block_element != recv_counts[s] * element)
+      fail("internal: rank {}'s pitched block holds {} bytes, {} arrive", s, blocks[s].count() * block_element,
+           recv_counts[s] * element);
+  run(send, send_counts, recv_counts, element, stream, [&](std::size_t s, const void* from, std::size_t) {
+    const PitchedBlock& b = blocks[s];
+    const std::size_t row = b.width * block_element;
+    ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<unsigned char*>(recv) + b.slab_offset * block_element,
+                                       b.pitch * block_element, from, row, row, b.rows, cudaMemcpyDefault, stream));
+  });
+}
+
 std::string IpcAlltoallv::describe() const {
   return fmt::format("CUDA IPC between the {} ranks' devices ({:.1f} MiB exported send buffer)", comm_.size(),
                      static_cast<double>(capacity_) / 1048576.0);
+}
+
+void DeviceAlltoallv::exchange_into_blocks(const void*, const std::vector<std::size_t>&, void*,
+                                           const std::vector<std::size_t>&, std::size_t,
+                                           const std::vector<PitchedBlock>&, std::size_t, cudaStream_t) {
+  fail("internal: only the CUDA IPC exchange lands its pieces in pitched blocks");
 }
 
 // ------------------------------------------------------------------ the choice

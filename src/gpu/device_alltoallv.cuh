@@ -44,6 +44,7 @@
 #include <cuda_runtime.h>
 
 #include "core/comm.hpp"
+#include "pm/slab_transpose.hpp"
 
 namespace orbis::gpu {
 
@@ -90,6 +91,15 @@ class DeviceAlltoallv {
   // read: send may be overwritten at once.
   virtual void exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                         const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) = 0;
+  // Collective; peer_to_peer() only. As exchange(), but what rank s sends lands in recv as
+  // the pitched block blocks[s] (in units of `block_element` bytes: blocks[s].rows rows of
+  // blocks[s].width at blocks[s].slab_offset, a row every blocks[s].pitch), copied straight
+  // from the sender's exported buffer (the y -> x transpose's unpacking, with no landing
+  // buffer in between). recv_counts[s] (in `element`s) must equal the block's bytes.
+  virtual void exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                                    const std::vector<std::size_t>& recv_counts, std::size_t element,
+                                    const std::vector<PitchedBlock>& blocks, std::size_t block_element,
+                                    cudaStream_t stream);
   virtual std::string describe() const = 0;
   virtual bool peer_to_peer() const = 0;   // the IPC path: nothing crosses the bus
   virtual std::size_t device_bytes() const { return 0; }   // device memory held (IPC: the send buffer)
@@ -135,6 +145,10 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   void reserve_exact(std::size_t bytes) override { grow(bytes, 0); }
   void exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                 const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) override;
+  void exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
+                            const std::vector<std::size_t>& recv_counts, std::size_t element,
+                            const std::vector<PitchedBlock>& blocks, std::size_t block_element,
+                            cudaStream_t stream) override;
   std::string describe() const override;
   bool peer_to_peer() const override { return true; }
   std::size_t device_bytes() const override { return capacity_; }
@@ -146,6 +160,11 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   void open_imports(const std::vector<int>& which, const std::vector<cudaIpcMemHandle_t>& handles);
   void reallocate(std::size_t bytes);
   void* grow(std::size_t bytes, std::size_t headroom);   // collective (the protocol's step 1)
+  // The protocol, with rank s's piece (`bytes` at `from`, in its exported buffer or this
+  // rank's own) copied on `stream` by copy(s, from, bytes).
+  template <typename Copy>
+  void run(const void* send, const std::vector<std::size_t>& send_counts, const std::vector<std::size_t>& recv_counts,
+           std::size_t element, cudaStream_t stream, Copy&& copy);
 
   Comm comm_;
   int device_ = 0;

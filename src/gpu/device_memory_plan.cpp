@@ -107,8 +107,12 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
       {"state", n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)), ""});
   if (in.short_range && in.sources > 0) {
     // Over ranks the forest's particles (own then ghosts) in x | y | z blocks, the target
-    // mask, and the forest's accelerations before they go to the own particles.
-    plan.parts.push_back({"forest sources", in.sources * (24 + 1 + (in.short_acc_double ? 24 : 12)), ""});
+    // mask, and the forest's accelerations before they go to the own particles; and the
+    // positions this rank sends as ghosts, about as many as it receives, packed in the ghost
+    // exchange's buffer (a quarter more when it grows).
+    const std::size_t ghosts = in.sources > n ? in.sources - n : 0;
+    plan.parts.push_back(
+        {"forest sources", in.sources * (24 + 1 + (in.short_acc_double ? 24 : 12)) + ghosts * 30, ""});
   }
   if (in.short_range) {
     const ShortRangeSettings& s = in.settings;

@@ -50,6 +50,8 @@ class GhostTransport {
   virtual DeviceAlltoallv* alltoallv() { return nullptr; }
   // Device to device (CUDA IPC): the positions do not cross this rank's bus.
   virtual bool peer_to_peer() const { return false; }
+  // Device memory it holds outside the pool (CUDA IPC: the exported send buffer).
+  virtual std::size_t device_bytes() const { return 0; }
 };
 
 // The positions through a DeviceAlltoallv (24 bytes an element).
@@ -66,6 +68,7 @@ class AlltoallvGhostTransport : public GhostTransport {
   }
   DeviceAlltoallv* alltoallv() override { return exchange_.get(); }
   bool peer_to_peer() const override { return exchange_->peer_to_peer(); }
+  std::size_t device_bytes() const override { return exchange_->device_bytes(); }
 
  private:
   std::unique_ptr<DeviceAlltoallv> exchange_;

@@ -141,8 +141,8 @@ CudaPmRanks::~CudaPmRanks() = default;
 
 std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int ranks, int rank) {
   // The constructor's sizes (the x slab with its ghost planes, three meshes of it, the received
-  // ghost planes), and CudaPmSlabs' two y slabs, the second the larger of an x and a y slab
-  // (what CUDA IPC's transposes take; the staged ones take less).
+  // ghost planes), CudaPmSlabs' y slab of the modes and the larger of an x and a y slab: with
+  // CUDA IPC the exchange's exported buffer (held), staged a second y slab (no more).
   const int n = settings.grid_side, wanted = window_order(settings.window);
   const SlabPlanes slab = slab_planes(n, ranks, rank);
   const auto held = static_cast<std::size_t>(slab.count + ghost_plane_count(n, slab, wanted));
@@ -171,6 +171,9 @@ std::size_t CudaPmRanks::device_bytes() const {
 }
 std::size_t CudaPmRanks::held_bytes() const {
   return (impl_->slabs ? impl_->slabs->held_bytes() : 0) + impl_->axis_tables.capacity() * sizeof(double);
+}
+std::size_t CudaPmRanks::outside_pool_bytes() const {
+  return impl_->slabs ? impl_->slabs->outside_pool_bytes() : 0;
 }
 std::size_t CudaPmRanks::transient_bytes() const {
   const Impl& m = *impl_;

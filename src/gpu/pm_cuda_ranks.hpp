@@ -212,6 +212,7 @@ class CudaPmRanks {
   // slabs' two complex y slabs), given back when it returns.
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
+  std::size_t outside_pool_bytes() const;   // of held_bytes(), not the pool's (CudaPmSlabs')
   // What transient_bytes() will be, before any object exists (the automatic mesh's choice,
   // integrate/pm_mesh_choice.hpp), for rank `rank` of `ranks`: an upper bound (the transposes'
   // work slab taken as CUDA IPC's).

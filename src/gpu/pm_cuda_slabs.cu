@@ -67,13 +67,12 @@ struct CudaPmSlabs::Impl {
   std::unique_ptr<gpu::DeviceAlltoallv> exchange;
 
   void sync() { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
-  // The y slabs' sizes: phi one y slab; work one y slab, or with CUDA IPC the larger of an x
-  // and a y slab (y -> x lands there).
+  // The y slabs' sizes: phi one y slab; work one y slab (each gradient's), or none with CUDA
+  // IPC, where the gradients are written into the exchange's exported buffer and y -> x
+  // lands straight in the x slab.
+  bool peer() const { return exchange && exchange->peer_to_peer(); }
   std::size_t phi_bytes() const { return std::max<std::size_t>(layout.y_slab_count * complex_bytes, 1); }
-  std::size_t work_bytes() const {
-    const std::size_t y = layout.y_slab_count * complex_bytes, x = layout.x_slab_count * complex_bytes;
-    return std::max<std::size_t>(exchange && exchange->peer_to_peer() ? std::max(x, y) : y, 1);
-  }
+  std::size_t work_bytes() const { return peer() ? 1 : std::max<std::size_t>(layout.y_slab_count * complex_bytes, 1); }
   // The device entry's y slabs: from the pool for a call (on this object's stream), back after.
   void take_y_slabs() {
     ORBIS_CUDA_CHECK(cudaSetDevice(device));
@@ -159,6 +158,9 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   for (cufftHandle plan : {m.planes_r2c, m.planes_c2r, m.lines})
     if (plan) ORBIS_CUFFT_CHECK(cufftSetStream(plan, m.stream));
+  // The device entry's exchange now (collective, as this constructor is), so that what it
+  // holds and what each call takes (transient_bytes()) are known before the first call.
+  if (!host_slab) m.choose_exchange();
 }
 
 CudaPmSlabs::~CudaPmSlabs() = default;
@@ -177,17 +179,15 @@ std::string CudaPmSlabs::describe() const {
                      impl_->exchange ? "; transposes: " + impl_->exchange->describe() : std::string());
 }
 
-// Collective (the first run on every rank). With CUDA IPC the send side is the exchange's
-// exported buffer (grown here to the larger transpose) and y -> x lands in `work` (the y slab
-// it sends is copied out first), grown to an x slab where that is larger; staged, the pinned
-// buffers take both sides.
+// Collective (the first run on every rank). With CUDA IPC the send side of both transposes
+// is the exchange's exported buffer (grown here to the larger of an x and a y slab); staged,
+// the pinned buffers take both sides.
 void CudaPmSlabs::Impl::choose_exchange() {
   exchange = gpu::make_device_alltoallv(comm, gpu::rank_exchange(), "PM slab transposes");
   const std::size_t x_bytes = layout.x_slab_count * complex_bytes, y_bytes = layout.y_slab_count * complex_bytes;
   const std::size_t larger = std::max<std::size_t>(std::max(x_bytes, y_bytes), 1);
   if (exchange->peer_to_peer()) {
     exchange->reserve_exact(larger);
-    work.ensure_exact(larger);
   } else {
     send.ensure(larger);
     recv.ensure(larger);
@@ -231,17 +231,12 @@ void CudaPmSlabs::forward_on_device(double* rho, void* modes) {
 }
 
 // run()'s first three passes, into the caller's y slab. The first call may choose the
-// exchange, which with CUDA IPC takes the y -> x landing slab (`work`) from the pool: not
-// needed here, so it goes back at once.
+// exchange.
 template <typename Real>
 void CudaPmSlabs::Impl::forward(Real* density, void* modes_out) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
-  if (!exchange) {
-    choose_exchange();
-    gpu::AllocationStream on_stream(stream);
-    work.release();
-  }
+  if (!exchange) choose_exchange();
   C* const modes = static_cast<C*>(modes_out);
   if (layout.x.count > 0) cufft_forward_real(planes_r2c, density);
   x_to_y(reinterpret_cast<const C*>(density), modes);
@@ -259,6 +254,9 @@ std::size_t CudaPmSlabs::held_bytes() const {
          (m.exchange ? m.exchange->device_bytes() : 0);
 }
 std::size_t CudaPmSlabs::transient_bytes() const { return impl_->phi_bytes() + impl_->work_bytes(); }
+std::size_t CudaPmSlabs::outside_pool_bytes() const {
+  return impl_->fft_work + (impl_->exchange ? impl_->exchange->device_bytes() : 0);
+}
 
 // The host slabs through the device x slab: uploaded, and each component downloaded before
 // the next one takes the slab.
@@ -307,21 +305,10 @@ void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
   const SlabTranspose& t = layout;
   const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
   if (exchange->peer_to_peer()) {
-    // The y slab (grouped by destination already) copied into the exported buffer; what
-    // arrives lands in `work`, free once that copy is done (the exchange waits for it before
-    // anything arrives), and is unpacked into the x slab's columns on the device.
-    C* landing = reinterpret_cast<C*>(work.data());
-    if (y_slab != landing) fail("internal: the cuFFT slab PM's y -> x transpose sends from its work slab only");
-    C* out = static_cast<C*>(exchange->send_buffer(Comm::total(t.y_lines) * line));
-    if (t.y_slab_count > 0)
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, y_slab, t.y_slab_count * sizeof(C), cudaMemcpyDeviceToDevice, stream));
-    exchange->exchange(out, t.y_lines, landing, t.x_lines, line, stream);
-    for (const PitchedBlock& b : t.x_blocks)
-      if (b.count() > 0)
-        ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(x_slab + b.slab_offset, b.pitch * sizeof(C), landing + b.buffer_offset,
-                                           b.width * sizeof(C), b.width * sizeof(C), b.rows,
-                                           cudaMemcpyDeviceToDevice, stream));
-    return;
+    // The y slab (grouped by destination already) is the exported buffer (run() wrote it
+    // there); each rank copies its blocks from the senders' buffers straight into the
+    // columns of its x slab.
+    return exchange->exchange_into_blocks(y_slab, t.y_lines, x_slab, t.x_lines, line, t.x_blocks, sizeof(C), stream);
   }
   C* out = reinterpret_cast<C*>(send.data());
   C* in = reinterpret_cast<C*>(recv.data());
@@ -374,19 +361,24 @@ void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_
     sync();
   }
   for (int axis = 0; axis < 3; ++axis) {
+    // With CUDA IPC each gradient goes into the exchange's exported buffer, which y -> x
+    // sends from (collective: every rank asks for it).
+    C* gradient = work_modes;
+    if (exchange->peer_to_peer())
+      gradient = static_cast<C*>(exchange->send_buffer(std::max<std::size_t>(t.y_slab_count * sizeof(C), 1)));
     {
       ScopedPhase phase(times, "pm_gradient");
-      if (columns) gpu::pm_long_range_gradient<Real>(phi_modes, work_modes, n, axis, k_axis, stream, t.y.first, t.y.count);
+      if (columns) gpu::pm_long_range_gradient<Real>(phi_modes, gradient, n, axis, k_axis, stream, t.y.first, t.y.count);
       sync();
     }
     {
       ScopedPhase phase(times, "pm_fft");
-      if (columns) x_lines(lines, work_modes, CUFFT_INVERSE);
+      if (columns) x_lines(lines, gradient, CUFFT_INVERSE);
       sync();
     }
     {
       ScopedPhase phase(times, "pm_exchange");
-      y_to_x(work_modes, reinterpret_cast<C*>(out[axis]));
+      y_to_x(gradient, reinterpret_cast<C*>(out[axis]));
       sync();
     }
     {

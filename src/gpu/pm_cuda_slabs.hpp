@@ -71,6 +71,9 @@ class CudaPmSlabs final : public PmSlabTransform {
   gpu::DeviceAlltoallv* peer_exchange() const;
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
+  // Of held_bytes(), what is not the device pool's (cuFFT's work areas, CUDA IPC's exported
+  // buffer): what a measure of the pool's use must add.
+  std::size_t outside_pool_bytes() const;
   // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"
   std::string describe() const override;
   std::size_t device_bytes() const override;

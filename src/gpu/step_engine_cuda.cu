@@ -239,10 +239,12 @@ struct CudaStepEngine::Impl {
     std::size_t used = now > baseline ? now - baseline : 0;
     if (ranks) {
       // Ranks may share the GPU, whose use then counts theirs too: what this process's pool
-      // holds instead (the engine's arrays and the cuFFT slabs'; not cuFFT's work areas).
+      // holds instead (the engine's arrays and the PM's slabs), and what the engine holds
+      // outside it (cuFFT's work areas, the CUDA IPC exchanges' exported buffers).
       std::uint64_t reserved = 0;
       ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
-      used = static_cast<std::size_t>(reserved);
+      used = static_cast<std::size_t>(reserved) + (pm_ranks ? pm_ranks->outside_pool_bytes() : 0) +
+             (ghosts && ghosts->transport() ? ghosts->transport()->device_bytes() : 0);
     }
     if (used > peak + peak / 10)
       log::info("GPU memory held by the step engine: {:.2f} GiB ({:.0f} bytes per particle; planned {:.2f} GiB)", gib(used),
