@@ -21,6 +21,7 @@
 // otherwise the same runs of groups are kept (the groups themselves are the new top tree's).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,15 @@ class RankDomains {
   //    (tree order); the particle belongs to rank domains().owner(group).
   std::vector<std::uint32_t> assign_groups(const GlobalTopTree& top, double work, double top_seconds,
                                            double top_comm_seconds);
+  // 1, for a caller that maps its particles to the groups itself (the CUDA engine, on the
+  //    device, from top built without particle_node): particle i's group is the position of
+  //    its top node in group_nodes(top) (the groups' nodes' shape indices, ascending: the
+  //    std::lower_bound of the node, which is one of them). local_count[g]: this rank's
+  //    particles in group g (one entry a group), counted in count_seconds (part of the groups'
+  //    time in the log). The same runs as assign_groups(top, ...) above.
+  static std::vector<std::int32_t> group_nodes(const GlobalTopTree& top);
+  void assign_groups(const GlobalTopTree& top, const std::vector<std::uint64_t>& local_count, double work,
+                     double top_seconds, double top_comm_seconds, double count_seconds);
   // 2. The caller moves the particles to their ranks: migrate_particles, or its own packing
   //    around exchange_migrants (domain/particle_exchange.hpp).
   // 3. The caller put its n particles group by group, each in subtree order
@@ -154,6 +164,13 @@ class RankDomains {
   // rebuilt where a pair changed its answer on some rank. True: other ghosts or routes than
   // before.
   bool choose_ghosts(double reach, bool full, const std::vector<unsigned char>& moved);
+  // Both assign_groups' work past each particle's group: the report, the groups' counts and
+  // boxes from top (`nodes`: group_nodes(top)), the runs (re)built as update() says for the n
+  // particles here; local_count() (this rank's particles per group) is called only then.
+  // groups_seconds: spent by the caller on the particles' groups.
+  void assign_runs(const GlobalTopTree& top, const std::vector<std::int32_t>& nodes, std::size_t n, double work,
+                   double top_seconds, double top_comm_seconds, double groups_seconds,
+                   const std::function<std::vector<std::uint64_t>()>& local_count);
   void routes_from_near();
 
   Comm comm_;

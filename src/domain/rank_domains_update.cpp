@@ -65,8 +65,50 @@ void RankDomains::update(Particles& particles, double work) {
   finish_update(std::move(offsets), particles.size(), migrated, migrate_seconds, watch.seconds());
 }
 
+std::vector<std::int32_t> RankDomains::group_nodes(const GlobalTopTree& top) {
+  // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
+  std::vector<std::int32_t> nodes;
+  for (const GlobalTopNode& node : top.nodes())
+    if (node.leaf()) nodes.push_back(node.index);
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
 std::vector<std::uint32_t> RankDomains::assign_groups(const GlobalTopTree& top, double work, double top_seconds,
                                                       double top_comm_seconds) {
+  Stopwatch watch;
+  const std::vector<std::int32_t> nodes = group_nodes(top);
+  const std::size_t n = top.particle_node().size();
+  std::vector<std::uint32_t> group(n);
+  const std::ptrdiff_t sn = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < sn; ++i)
+    group[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(
+        std::lower_bound(nodes.begin(), nodes.end(), top.particle_node()[static_cast<std::size_t>(i)]) -
+        nodes.begin());
+  const auto local_count = [&group, &nodes] {
+    std::vector<std::uint64_t> count(nodes.size(), 0);
+    for (std::uint32_t g : group) ++count[g];
+    return count;
+  };
+  assign_runs(top, nodes, n, work, top_seconds, top_comm_seconds, watch.seconds(), local_count);
+  return group;
+}
+
+void RankDomains::assign_groups(const GlobalTopTree& top, const std::vector<std::uint64_t>& local_count, double work,
+                                double top_seconds, double top_comm_seconds, double count_seconds) {
+  const std::vector<std::int32_t> nodes = group_nodes(top);
+  if (local_count.size() != nodes.size())
+    fail("internal: rank domains: {} local group counts for {} groups", local_count.size(), nodes.size());
+  std::uint64_t n = 0;
+  for (std::uint64_t c : local_count) n += c;
+  assign_runs(top, nodes, static_cast<std::size_t>(n), work, top_seconds, top_comm_seconds, count_seconds,
+              [&local_count] { return local_count; });
+}
+
+void RankDomains::assign_runs(const GlobalTopTree& top, const std::vector<std::int32_t>& nodes, std::size_t n,
+                              double work, double top_seconds, double top_comm_seconds, double groups_seconds,
+                              const std::function<std::vector<std::uint64_t>()>& local_count) {
   report_.rebuilt = false;
   report_.migrated = 0;
   const double most = comm_.max(work);
@@ -79,34 +121,18 @@ std::vector<std::uint32_t> RankDomains::assign_groups(const GlobalTopTree& top, 
   times.top_rounds = top.rounds();
   times.top_levels = top.nodes().empty() ? 0 : top.nodes().back().depth;
   Stopwatch watch;
-  // The groups: the top tree's leaves in tree order (preorder indices ascend along it).
-  std::vector<std::int32_t> leaf_index;
-  group_count_.clear();
-  group_lo_.clear();
-  group_hi_.clear();
-  for (const GlobalTopNode& node : top.nodes())
-    if (node.leaf()) leaf_index.push_back(node.index);
-  std::sort(leaf_index.begin(), leaf_index.end());
-  const std::size_t n_groups = leaf_index.size();
-  group_count_.resize(n_groups);
-  group_lo_.resize(n_groups);
-  group_hi_.resize(n_groups);
+  const std::size_t n_groups = nodes.size();
+  group_count_.assign(n_groups, 0);
+  group_lo_.assign(n_groups, Vec3d{});
+  group_hi_.assign(n_groups, Vec3d{});
   for (const GlobalTopNode& node : top.nodes())
     if (node.leaf()) {
-      const std::size_t g = static_cast<std::size_t>(
-          std::lower_bound(leaf_index.begin(), leaf_index.end(), node.index) - leaf_index.begin());
+      const std::size_t g =
+          static_cast<std::size_t>(std::lower_bound(nodes.begin(), nodes.end(), node.index) - nodes.begin());
       group_count_[g] = node.count;
       group_lo_[g] = node.lo;
       group_hi_[g] = node.hi;
     }
-  const std::size_t n = top.particle_node().size();
-  std::vector<std::uint32_t> group(n);
-  const std::ptrdiff_t sn = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t i = 0; i < sn; ++i)
-    group[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(
-        std::lower_bound(leaf_index.begin(), leaf_index.end(), top.particle_node()[static_cast<std::size_t>(i)]) -
-        leaf_index.begin());
 
   if (built_ && domains_.groups() != n_groups) {
     log::warn_root("rank domains: the runs in force are of {} top-tree groups, this top tree has {}: rebuilt",
@@ -121,8 +147,7 @@ std::vector<std::uint32_t> RankDomains::assign_groups(const GlobalTopTree& top, 
       const double n_total = static_cast<double>(comm_.sum<std::uint64_t>(n));
       per_particle = work > 0 && n > 0 ? work / static_cast<double>(n) : mean * comm_.size() / n_total;
     }
-    std::vector<std::uint64_t> count(n_groups, 0);
-    for (std::uint32_t g : group) ++count[g];
+    const std::vector<std::uint64_t> count = local_count();
     std::vector<double> weight(n_groups);
     for (std::size_t g = 0; g < n_groups; ++g) weight[g] = per_particle * static_cast<double>(count[g]);
     comm_.reduce(weight, Comm::Op::sum);
@@ -148,8 +173,7 @@ std::vector<std::uint32_t> RankDomains::assign_groups(const GlobalTopTree& top, 
                 "ranks without a node compute no short-range forces (a smaller [gravity] top_node_particles gives "
                 "more nodes)", n_groups, top_depth_, comm_.size());
   }
-  times.runs = watch.seconds();
-  return group;
+  times.runs = groups_seconds + watch.seconds();
 }
 
 void RankDomains::finish_update(std::vector<std::uint32_t> own_offsets, std::size_t n, std::uint64_t migrated,

@@ -149,10 +149,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   if (in.short_range && in.sources > 0) {
     // Over ranks, a domain update on the device (gpu/domain_update_cuda.cuh), its arrays from
     // the pool for the update alone: at its peak the subtree order's working arrays (~70 bytes
-    // a particle: gpu/subtree_order_cuda.cuh), the order, the own groups and the stayers'
-    // indices (4 bytes each), and the arrivals' state (57 bytes a particle; after reading a
-    // snapshot nearly every particle may arrive). The top tree's arrays (~38 bytes) are gone
-    // by then.
+    // a particle: gpu/subtree_order_cuda.cuh), the order, the own groups and the leavers' then
+    // stayers' indices (4 bytes each), and the arrivals' state (57 bytes a particle; after reading a
+    // snapshot nearly every particle may arrive). The top tree's arrays (~38 bytes) and each
+    // particle's group (4 bytes, from the top tree to the own groups) are gone by then.
     plan.parts.push_back({"domain update", n * (70 + 4 + 4 + 4 + 57), "domain update"});
   }
   plan.parts.push_back({"PM", in.pm_bytes, "PM"});

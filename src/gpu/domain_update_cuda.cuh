@@ -1,14 +1,17 @@
 // The rank-domain update with the particles in device memory (issue #29): RankDomains::update
 // (domain/rank_domains.hpp) in its parts, for the CUDA step engine's state, which stays on the
 // device. The top tree is built on the device (gpu/global_top_tree_cuda.cuh) and each
-// particle's top node comes up (4 bytes a particle): the groups, the runs and who leaves are
-// decided on the host by the host engine's code. Only the leavers come down; they go through
-// MPI as the host engine's do (exchange_migrants, domain/particle_exchange.hpp), and the
-// arrivals go up. On the device the stayers close up in their order and the arrivals follow
-// them (migrate_particles' order), that set's subtree order is computed from its positions and
-// groups (gpu/subtree_order_cuda.cuh, the host's permutation bit for bit; the groups go up, 4
-// bytes a particle), and the state is permuted by it: the host engine's particles in the host
-// engine's order, so that a run over ranks is the same on either engine and after a restart.
+// particle's top node stays there: its group comes from a table of the groups' nodes (one
+// entry a group, uploaded), and only the groups' local counts come down, from which the host
+// engine's code decides the runs (RankDomains::assign_groups). Who leaves is decided on the
+// device (a stable selection: the leavers in their order, the stayers in theirs); only the
+// leavers come down with their groups; they go through MPI as the host engine's do
+// (exchange_migrants, domain/particle_exchange.hpp), and the arrivals go up with their
+// groups. On the device the stayers close up in their order and the arrivals follow them
+// (migrate_particles' order), that set's subtree order is computed from its positions and
+// groups (gpu/subtree_order_cuda.cuh, the host's permutation bit for bit), and the state is
+// permuted by it: the host engine's particles in the host engine's order, so that a run over
+// ranks is the same on either engine and after a restart.
 #pragma once
 #include <cstddef>
 #include <cstdint>
