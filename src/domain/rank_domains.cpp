@@ -111,6 +111,7 @@ bool RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
   if (!full)
     for (std::uint32_t b = 0; b < n_groups; ++b)
       if (moved[b] && (b < g_begin || b >= g_end)) moved_remote.push_back(b);
+  Stopwatch tests_watch;
   const CentreIndex index(nodes, box_);
   const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(n_own);
   int flipped = 0;   // a pair changed its answer
@@ -148,14 +149,18 @@ bool RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
       for (std::uint32_t b : moved_remote) test(b);
     }
   }
+  report_.times.ghost_tests = tests_watch.seconds();
   // No pair changed on any rank: the routes stand (their rebuild, about a million sent
   // indices at 256^3 on 2 ranks, and its collective check cost more than the tests).
   if (!full && comm_.max<std::uint64_t>(static_cast<std::uint64_t>(flipped)) == 0) return false;
+  Stopwatch routes_watch;
   std::vector<std::uint32_t> groups_before, sent_before;
   groups_before.swap(groups_);
   sent_before.swap(routes_.sent);
   routes_from_near();
-  return groups_ != groups_before || routes_.sent != sent_before;
+  const bool changed = groups_ != groups_before || routes_.sent != sent_before;
+  report_.times.ghost_routes = routes_watch.seconds();
+  return changed;
 }
 
 // The routes, groups_ and group_offsets_ from the counts of near pairs.
@@ -243,7 +248,7 @@ const std::vector<Vec3d>& RankDomains::with_ghosts(const std::vector<Vec3d>& pos
 RankDomains::GhostPlan RankDomains::plan_ghosts(const std::vector<Vec3d>& own_lo, const std::vector<Vec3d>& own_hi,
                                                 double r_cut) {
   report_.rechosen = false;
-  report_.times.ghost_choice = 0;
+  report_.times.ghost_choice = report_.times.ghost_tests = report_.times.ghost_routes = 0;
   if (comm_.size() == 1 || !updated_)
     fail("internal: ghosts planned {}", comm_.size() == 1 ? "on one rank" : "before a domain update");
   const std::size_t n_own = own_offsets_.size() - 1;

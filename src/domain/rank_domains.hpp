@@ -55,6 +55,8 @@ struct DomainReport {
     double migrate = 0;         // the migration (update()'s part 2)
     double order = 0;           // subtree order and the permutation
     double ghost_choice = 0;    // boxes gathered, pairs tested, routes (0 when refreshed)
+    double ghost_tests = 0;     //   of which the pairs' tests
+    double ghost_routes = 0;    //   of which the routes rebuilt (when a pair changed)
     double ghost_exchange = 0;  // with_ghosts(): copy, boxes, the ghosts' positions sent
   } times;
 };

@@ -142,6 +142,10 @@ std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::
   const RankDomains::GhostPlan plan = domains.plan_ghosts(lo_, hi_, r_cut);
   times_.plan_comm += comm_.stats().seconds - comm_before;
   times_.plan += watch.seconds();
+  const DomainReport& report = domains.report();
+  times_.plan_tests += report.times.ghost_tests;
+  times_.plan_routes += report.times.ghost_routes;
+  if (report.rechosen) ++times_.rechoices;
   watch.restart();
   const GhostRoutes& routes = *plan.routes;
   const std::size_t n_sent = routes.sent.size();

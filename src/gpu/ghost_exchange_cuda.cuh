@@ -93,6 +93,9 @@ struct GhostTimes {
   double boxes = 0;      // the own groups' boxes: kernel and download
   double plan = 0;       // RankDomains::plan_ghosts (the decision; the routes at a choice)
   double plan_comm = 0;  //   of which inside the communicator's collectives
+  double plan_tests = 0;   //   of which the pairs' tests (at a re-choice)
+  double plan_routes = 0;  //   of which the routes rebuilt (a pair changed)
+  std::uint64_t rechoices = 0;   // refreshes that tested pairs again
   double routes = 0;     // the send list uploaded (at a choice only)
   double pack = 0;       // (timed) the own particles copied and the sent ones packed
   ExchangeTimes transport;   // the exchange's parts (gpu/device_alltoallv.cuh)

@@ -689,10 +689,11 @@ void CudaStepEngine::Impl::log_ghost_times() {
       ipc ? fmt::format("IPC [fill {:.4f}, peer copies {:.4f}, mpi/barriers {:.4f}]", x.fill, x.peer, x.mpi)
           : fmt::format("staged [down {:.4f}, mpi {:.4f}, up {:.4f}]", x.down, x.mpi, x.up);
   log::info("ghost refreshes since the last PM step (rank 0: {}{}): {:.4f} s = {}boxes {:.4f} + plan {:.4f} (comm "
-            "{:.4f}) + routes {:.4f} + {}transport {} + unpack {:.4f}; {:.1f} MB received from the other ranks",
+            "{:.4f}; {} re-choices: pair tests {:.4f}, new routes {:.4f}) + routes {:.4f} + {}transport {} + unpack "
+            "{:.4f}; {:.1f} MB received from the other ranks",
             t.refreshes, ghosts->timed() ? ", parts timed apart" : "", t.total(),
             ghosts->timed() ? fmt::format("queued {:.4f} + ", t.queued) : std::string(), t.boxes, t.plan, t.plan_comm,
-            t.routes, ghosts->timed() ? fmt::format("pack {:.4f} + ", t.pack) : std::string(), parts, t.unpack,
+            t.rechoices, t.plan_tests, t.plan_routes, t.routes, ghosts->timed() ? fmt::format("pack {:.4f} + ", t.pack) : std::string(), parts, t.unpack,
             static_cast<double>(x.bytes) / 1e6);
 }
 
