@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "gpu/copy_2d.cuh"
 #include "gpu/cuda_check.cuh"
 
 namespace orbis::gpu {
@@ -376,10 +377,12 @@ void IpcAlltoallv::exchange_into_blocks(const void* send, const std::vector<std:
       fail("internal: rank {}'s pitched block holds {} bytes, {} arrive", s, blocks[s].count() * block_element,
            recv_counts[s] * element);
   run(send, send_counts, recv_counts, element, stream, [&](std::size_t s, const void* from, std::size_t) {
+    // A kernel reads the sender's buffer (mapped here) row by row: over NVLink for another
+    // device's, and it writes the rows straight into their pitched places.
     const PitchedBlock& b = blocks[s];
     const std::size_t row = b.width * block_element;
-    ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<unsigned char*>(recv) + b.slab_offset * block_element,
-                                       b.pitch * block_element, from, row, row, b.rows, cudaMemcpyDefault, stream));
+    copy_2d(static_cast<unsigned char*>(recv) + b.slab_offset * block_element, b.pitch * block_element, from, row, row,
+            b.rows, stream);
   });
 }
 

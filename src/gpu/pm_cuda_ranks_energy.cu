@@ -155,10 +155,8 @@ void CudaPmRanks::Impl::transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t 
   if (borrowed_transposes) return gpu::transpose_x_to_y_peer(t, *borrowed_transposes, x_slab, y_slab, stream);
   const int me = comm.rank(), ranks = comm.size();
   const PitchedBlock& own = t.x_blocks[me];
-  if (own.count() > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(y_slab + t.y_offsets[me], own.width * sizeof(C), x_slab + own.slab_offset,
-                                       own.pitch * sizeof(C), own.width * sizeof(C), own.rows,
-                                       cudaMemcpyDeviceToDevice, stream));
+  gpu::copy_2d(y_slab + t.y_offsets[me], own.width * sizeof(C), x_slab + own.slab_offset, own.pitch * sizeof(C),
+          own.width * sizeof(C), own.rows, stream);
   if (ranks == 1) return;
   std::vector<std::size_t> out_lines = t.x_lines, in_lines = t.y_lines;
   out_lines[me] = in_lines[me] = 0;

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "core/comm.hpp"
+#include "gpu/copy_2d.cuh"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_alltoallv.cuh"
 #include "pm/slab_transpose.hpp"
@@ -28,10 +29,8 @@ void transpose_x_to_y_peer(const SlabTranspose& t, DeviceAlltoallv& exchange, co
   const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
   C* out = static_cast<C*>(exchange.send_buffer(peer_transpose_bytes<C>(t)));
   for (const PitchedBlock& b : t.x_blocks)
-    if (b.count() > 0)
-      ORBIS_CUDA_CHECK(cudaMemcpy2DAsync(out + b.buffer_offset, b.width * sizeof(C), x_slab + b.slab_offset,
-                                         b.pitch * sizeof(C), b.width * sizeof(C), b.rows, cudaMemcpyDeviceToDevice,
-                                         stream));
+    copy_2d(out + b.buffer_offset, b.width * sizeof(C), x_slab + b.slab_offset, b.pitch * sizeof(C), b.width * sizeof(C),
+            b.rows, stream);
   exchange.exchange(out, t.x_lines, y_slab, t.y_lines, line, stream);
 }
 

@@ -1,0 +1,58 @@
+// gpu::copy_2d (the PM transposes' pitched copies) against a host copy of the same rows: each
+// word size its alignment picks (16, 8, 4 and 1 bytes), one row and many, rows wider than a
+// block's stride, and only the rows' bytes written (the pitch's gaps keep their values).
+// Without a usable GPU the program prints "SKIPPED" and returns 77 (CTest: skipped).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gpu/copy_2d.cuh"
+#include "gpu/cuda_check.cuh"
+#include "gpu/device_buffer.cuh"
+#include "support/gpu_skip.hpp"
+
+using namespace orbis;
+
+TEST_CASE("copy_2d writes the host copy's rows at any alignment and leaves the gaps alone") {
+  test::require_gpu_or_skip();
+  struct Case {
+    std::size_t src_offset, src_pitch, dst_offset, dst_pitch, width, rows;
+  };
+  const Case cases[] = {
+      {0, 4096, 0, 8192, 4096, 7},            // 16-byte words, a gap on the destination
+      {16, 1 << 20, 32, 1 << 20, 1 << 20, 3},  // rows wider than a block's stride
+      {8, 776, 24, 1560, 776, 300},            // 8-byte words (the float mesh's odd n)
+      {4, 100, 12, 300, 100, 9},               // 4-byte words
+      {3, 101, 5, 203, 99, 11},                // bytes
+      {0, 0, 0, 0, 5000000, 1},                // one long row
+      {0, 64, 0, 64, 0, 5},                    // nothing
+  };
+  std::mt19937 rng(7);
+  for (const Case& c : cases) {
+    CAPTURE(c.width);
+    CAPTURE(c.rows);
+    const std::size_t src_bytes = c.src_offset + c.rows * std::max(c.src_pitch, c.width) + 16;
+    const std::size_t dst_bytes = c.dst_offset + c.rows * std::max(c.dst_pitch, c.width) + 16;
+    std::vector<unsigned char> src(src_bytes), dst(dst_bytes);
+    for (auto& b : src) b = static_cast<unsigned char>(rng());
+    for (auto& b : dst) b = static_cast<unsigned char>(rng());
+    gpu::DeviceArray<unsigned char> d_src, d_dst;
+    d_src.ensure_exact(src_bytes);
+    d_dst.ensure_exact(dst_bytes);
+    ORBIS_CUDA_CHECK(cudaMemcpy(d_src.data(), src.data(), src_bytes, cudaMemcpyHostToDevice));
+    ORBIS_CUDA_CHECK(cudaMemcpy(d_dst.data(), dst.data(), dst_bytes, cudaMemcpyHostToDevice));
+    const std::size_t src_pitch = c.rows > 1 ? c.src_pitch : c.width, dst_pitch = c.rows > 1 ? c.dst_pitch : c.width;
+    gpu::copy_2d(d_dst.data() + c.dst_offset, dst_pitch, d_src.data() + c.src_offset, src_pitch, c.width, c.rows,
+                 nullptr);
+    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<unsigned char> expected = dst;
+    for (std::size_t r = 0; r < c.rows; ++r)
+      std::memcpy(expected.data() + c.dst_offset + r * dst_pitch, src.data() + c.src_offset + r * src_pitch, c.width);
+    std::vector<unsigned char> got(dst_bytes);
+    ORBIS_CUDA_CHECK(cudaMemcpy(got.data(), d_dst.data(), dst_bytes, cudaMemcpyDeviceToHost));
+    CHECK(got == expected);
+  }
+}
