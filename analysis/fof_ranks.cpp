@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/periodic_extent.hpp"
+#include "analysis/fof_ghost_cells.hpp"
+#include "core/error.hpp"
 
 namespace orbis::fof {
 namespace {
@@ -33,29 +34,76 @@ Vec3d linked_position(const Vec3d& x, double box) {
 }
 
 Ghosts import_ghosts(const Particles& local, double box, double link, const Comm& comm) {
-  std::vector<Vec3d> storage;
-  const std::vector<Vec3d>& pos = inside_box(local.pos, box, storage);
+  const std::vector<Vec3d>& pos = local.pos;   // wrapped into the box as they are read, not copied
   const std::size_t n = pos.size();
-  // This rank's particles within one linking length of another rank's extent go there.
-  const std::vector<PeriodicExtent> extents = comm.allgather(PeriodicExtent::of(pos, box));
-  const double l2 = link * link;
+  const auto ranks = static_cast<std::size_t>(comm.size()), me = static_cast<std::size_t>(comm.rank());
+  // This rank's occupied cells (fof_ghost_cells.hpp) go to each rank whose cells may lie
+  // within l of them (their cell boxes, allgathered, decide that alike on every rank); theirs
+  // come here.
+  const GhostCells cells(box, link);
+  const std::vector<std::uint64_t> mine = cells.occupancy(pos);
+  const std::vector<GhostCells::Box> boxes = comm.allgather(cells.box_of(mine));
+  const std::size_t words = cells.words();
+  std::vector<std::size_t> bit_counts(ranks, 0);
+  std::vector<std::uint64_t> bits_out;
+  for (std::size_t r = 0; r < ranks; ++r)
+    if (r != me && cells.may_touch(boxes[me], boxes[r])) {
+      bit_counts[r] = words;
+      bits_out.insert(bits_out.end(), mine.begin(), mine.end());
+    }
+  std::vector<std::size_t> bits_from;
+  const std::vector<std::uint64_t> bits_in = comm.alltoallv(bits_out, bit_counts, &bits_from);
+  bits_out = {};
+  std::vector<std::size_t> near_rank;   // the ranks whose cells arrived, ascending
+  std::vector<const std::uint64_t*> near_bits;
+  for (std::size_t r = 0, at = 0; r < ranks; at += bits_from[r], ++r) {
+    if (bits_from[r] == 0) continue;
+    if (bits_from[r] != words)
+      fail("internal: fof_ranks.cpp: {} words of occupied cells from rank {}, expected {}", bits_from[r], r, words);
+    near_rank.push_back(r);
+    near_bits.push_back(bits_in.data() + at);
+  }
+  // Their cells and the cells around them: most particles are near none of them and pass
+  // after one lookup.
+  const std::vector<std::uint64_t> around_them =
+      near_rank.empty() ? std::vector<std::uint64_t>{} : cells.neighbourhood(near_bits);
+
+  // This rank's particles near each of those ranks' cells, in index order: chunks of fixed
+  // size over the threads, joined in chunk order (the same for any thread count).
+  constexpr std::size_t kChunk = 1 << 16;
+  const std::size_t sources = near_rank.size(), chunks = sources > 0 ? (n + kChunk - 1) / kChunk : 0;
+  std::vector<std::vector<std::uint32_t>> picked(chunks * sources);
+#pragma omp parallel for schedule(dynamic)
+  for (std::ptrdiff_t c = 0; c < static_cast<std::ptrdiff_t>(chunks); ++c) {
+    const std::size_t first = static_cast<std::size_t>(c) * kChunk, last = std::min(n, first + kChunk);
+    for (std::size_t i = first; i < last; ++i) {
+      if (!cells.in(pos[i], around_them.data())) continue;
+      const GhostCells::Near near = cells.near(pos[i]);
+      for (std::size_t s = 0; s < sources; ++s)
+        if (GhostCells::any_set(near, near_bits[s]))
+          picked[static_cast<std::size_t>(c) * sources + s].push_back(static_cast<std::uint32_t>(i));
+    }
+  }
   Ghosts g;
-  std::vector<GhostRecord> send;
-  std::vector<std::size_t> send_counts(static_cast<std::size_t>(comm.size()), 0);
-  for (int r = 0; r < comm.size(); ++r) {
-    const PeriodicExtent& e = extents[static_cast<std::size_t>(r)];
-    if (r == comm.rank() || e.empty) continue;
-    for (std::size_t i = 0; i < n; ++i)
-      if (e.distance2(pos[i], box) <= l2) {
-        g.exported.push_back(static_cast<std::uint32_t>(i));
-        send.push_back({pos[i], local.id[i]});
-        ++send_counts[static_cast<std::size_t>(r)];
-      }
+  std::vector<std::size_t> send_counts(ranks, 0);
+  for (std::size_t s = 0; s < sources; ++s)
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const std::vector<std::uint32_t>& p = picked[c * sources + s];
+      g.exported.insert(g.exported.end(), p.begin(), p.end());
+      send_counts[near_rank[s]] += p.size();
+    }
+  picked = {};
+  std::vector<GhostRecord> send(g.exported.size());
+  const auto sent = static_cast<std::ptrdiff_t>(send.size());
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < sent; ++k) {
+    const std::uint32_t i = g.exported[static_cast<std::size_t>(k)];
+    send[static_cast<std::size_t>(k)] = {linked_position(pos[i], box), local.id[i]};
   }
   const std::vector<GhostRecord> ghosts = comm.alltoallv(send, send_counts, &g.from);
-  g.pos.reserve(ghosts.size());
-  g.id.reserve(ghosts.size());
-  for (const GhostRecord& r : ghosts) g.pos.push_back(r.pos), g.id.push_back(r.id);
+  g.pos.resize(ghosts.size());
+  g.id.resize(ghosts.size());
+  for (std::size_t k = 0; k < ghosts.size(); ++k) g.pos[k] = ghosts[k].pos, g.id[k] = ghosts[k].id;
   return g;
 }
 

@@ -1,7 +1,8 @@
 // Friends-of-friends over the particles of several ranks without gathering them, in three
 // steps, each written once here:
 //   ghosts (import_ghosts): each rank receives the other ranks' particles within one linking
-//     length of its own particles' extent (core/periodic_extent.hpp);
+//     length of a cell that holds any of its own particles (fof_ghost_cells.hpp: cells a
+//     little wider than the linking length, so a layer about one cell thick);
 //   local links (a LocalLinker): each rank links its own particles and its ghosts together,
 //     on the host (link_on_host) or where the particles are (the CUDA step engine links them
 //     on the rank's GPU: StepEngine::fof_labels_with_ghosts, integrate/outputs.hpp's
@@ -14,7 +15,8 @@
 // catalogue (halo_catalogue.hpp) gathers each group's properties rather than its members.
 //
 // Completeness: a pair within the linking length l with one end p on rank s is always found
-// on s, since the other end lies within l of p and so of s's extent and travels to s.
+// on s, since the other end lies within l of p and so of p's cell, which s marks, and
+// travels to s.
 // Merge: every particle's label starts as the smallest ID of its component on the rank that
 // links it (own particles and ghosts); each round, the ranks holding a particle as a ghost
 // send their component's label to its owner, which keeps the smaller. One direction is
@@ -42,7 +44,7 @@
 
 namespace orbis::fof {
 
-// One rank's ghosts: the other ranks' particles within one linking length of its extent.
+// One rank's ghosts: the other ranks' particles within one linking length of its cells.
 struct Ghosts {
   std::vector<Vec3d> pos;                // in [0, box), grouped by the rank they came from
   std::vector<std::uint64_t> id;
@@ -51,7 +53,9 @@ struct Ghosts {
   std::size_t size() const { return pos.size(); }
 };
 
-// Collective over comm: the ghosts of each rank's particles `local` for linking length link.
+// Collective over comm: the ghosts of each rank's particles `local` (any positions: wrapped
+// into the box as they are read, none copied) for linking length link. Each rank's part runs
+// on its OpenMP threads; the ghosts are the same for any thread count.
 Ghosts import_ghosts(const Particles& local, double box_mpc_h, double link_mpc_h, const Comm& comm);
 
 // Links one rank's particles (`own`, in [0, box) or slightly outside) and its ghosts (in

@@ -95,36 +95,22 @@ void H5Writer::write_raw(const std::string& path, hid_t type, const void* data, 
   }
 }
 
-void H5Writer::create_raw(const std::string& path, hid_t type, std::size_t rows, std::size_t cols) {
+std::optional<std::uint64_t> H5Writer::create_raw(const std::string& path, hid_t type, std::size_t rows,
+                                                  std::size_t cols) {
   hsize_t dims[2] = {rows, cols};
   Handle space(H5Screate_simple(cols ? 2 : 1, dims, nullptr), H5Sclose);
   Handle properties(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(properties, false);   // as write_raw
+  // Contiguous (the default layout) and allocated now, so that its offset is known before any
+  // value is written; no fill values are written (none is set), the values come later.
+  H5Pset_alloc_time(properties, H5D_ALLOC_TIME_EARLY);
   Handle set(H5Dcreate2(id_, path.c_str(), type, space, H5P_DEFAULT, properties, H5P_DEFAULT), H5Dclose);
-  if (!set.ok()) fail("cannot create dataset '{}' in '{}'", path, file_.final_path());
-}
-
-void H5Writer::write_rows_raw(const std::string& path, hid_t type, const void* data, std::size_t first,
-                              std::size_t count) {
-  Handle set(H5Dopen2(id_, path.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!set.ok()) fail("internal: no dataset '{}' in '{}' to write rows into", path, file_.final_path());
-  if (count == 0) return;
-  Handle space(H5Dget_space(set), H5Sclose);
-  const int rank = H5Sget_simple_extent_ndims(space);
-  hsize_t dims[2] = {0, 1};
-  H5Sget_simple_extent_dims(space, dims, nullptr);
-  if (rank < 1 || rank > 2 || first + count > dims[0])
-    fail("internal: rows [{}, {}) of dataset '{}' of '{}', which has {}", first, first + count, path,
-         file_.final_path(), dims[0]);
-  const hsize_t start[2] = {first, 0}, size[2] = {count, dims[1]};
-  H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, size, nullptr);
-  Handle memory(H5Screate_simple(rank, size, nullptr), H5Sclose);
-  errno = 0;
-  if (H5Dwrite(set, type, memory, space, H5P_DEFAULT, data) < 0) {
-    const int saved = errno;
-    fail("cannot write rows [{}, {}) of dataset '{}' of '{}': {}", first, first + count, path, file_.final_path(),
-         write_error_detail(saved));
-  }
+  if (!set.ok()) fail("cannot create dataset '{}' in '{}': {}", path, file_.final_path(), hdf5_error_detail());
+  if (rows == 0) return std::nullopt;   // no storage to write into
+  const haddr_t offset = H5Dget_offset(set);
+  if (offset == HADDR_UNDEF)
+    fail("internal: dataset '{}' in '{}' has no contiguous storage allocated", path, file_.final_path());
+  return static_cast<std::uint64_t>(offset);
 }
 
 void H5Writer::attribute_raw(const std::string& object, const std::string& name, hid_t type,
@@ -151,13 +137,18 @@ void H5Writer::attribute(const std::string& object, const std::string& name, con
     fail("cannot write attribute '{}' of '{}' in '{}'", name, object, file_.final_path());
 }
 
-void H5Writer::commit() {
+void H5Writer::close() {
+  if (id_ < 0) return;
   // Closing flushes what HDF5 still holds in its caches: a full disk often shows only here.
   errno = 0;
   const herr_t closed = H5Fclose(id_);
   const int saved = errno;
   id_ = -1;
   if (closed < 0) fail("cannot finish writing '{}': {}", file_.final_path(), write_error_detail(saved));
+}
+
+void H5Writer::commit() {
+  close();
   file_.commit();
 }
 

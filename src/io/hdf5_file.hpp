@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -39,16 +40,21 @@ class H5Writer {
   template <typename T> void write(const std::string& path, const std::vector<T>& data) {
     write(path, data.data(), data.size());
   }
-  // A dataset of `rows` x `cols` elements (cols = 0: one-dimensional) whose rows are written
-  // later, piece by piece, with write_rows (a snapshot file filled from several ranks' shares).
-  template <typename T> void create_dataset(const std::string& path, std::size_t rows, std::size_t cols = 0) {
-    create_raw(path, h5_native_type<T>(), rows, cols);
+  // A dataset of `rows` x `cols` elements (cols = 0: one-dimensional) whose values are
+  // written later, not through HDF5: its storage is allocated now, in one contiguous piece,
+  // and the byte offset of that piece in the file is returned (none for 0 rows: there is
+  // nothing to write). After close(), any process may write the rows there, row-major, as the
+  // elements lie in memory (the dataset's file type is T's native type), with plain file
+  // writes: a snapshot file filled by every rank at once (io/snapshot_write.cpp).
+  template <typename T> std::optional<std::uint64_t> create_dataset(const std::string& path, std::size_t rows,
+                                                                    std::size_t cols = 0) {
+    return create_raw(path, h5_native_type<T>(), rows, cols);
   }
-  // Rows [first, first + count) of a dataset made by create_dataset, row-major.
-  template <typename T>
-  void write_rows(const std::string& path, const T* data, std::size_t first, std::size_t count) {
-    write_rows_raw(path, h5_native_type<T>(), data, first, count);
-  }
+  // The file under its temporary name: where create_dataset's values go.
+  const std::string& temp_path() const { return file_.temp_path(); }
+  // Closes the HDF5 file (its metadata written) without renaming it; commit() then flushes
+  // and renames it once its datasets' values are written.
+  void close();
   template <typename T>
   void attribute(const std::string& object, const std::string& name, const T& value) {
     attribute_raw(object, name, h5_native_type<T>(), &value, 1, true);
@@ -61,13 +67,13 @@ class H5Writer {
   void attribute(const std::string& object, const std::string& name, const char* value) {
     attribute(object, name, std::string(value));
   }
-  // Closes, flushes and renames onto the final name. Without it the file is discarded.
+  // Closes (unless close() did), flushes and renames onto the final name. Without it the
+  // file is discarded.
   void commit();
 
  private:
   void write_raw(const std::string& path, hid_t type, const void* data, std::size_t rows, std::size_t cols);
-  void create_raw(const std::string& path, hid_t type, std::size_t rows, std::size_t cols);
-  void write_rows_raw(const std::string& path, hid_t type, const void* data, std::size_t first, std::size_t count);
+  std::optional<std::uint64_t> create_raw(const std::string& path, hid_t type, std::size_t rows, std::size_t cols);
   void attribute_raw(const std::string& object, const std::string& name, hid_t type,
                      const void* data, std::size_t n, bool scalar);
   AtomicFile file_;

@@ -38,15 +38,18 @@ struct Snapshot {
 // STEM.1.hdf5, ... (STEM: PATH without ".hdf5"). The files hold the whole set in ID order,
 // file f the positions [f N / F, (f + 1) N / F) of it (N particles, F files), so the files
 // are the same for every rank count and every order of the particles on the ranks.
-// Serial HDF5 and no gather (io/snapshot_write.cpp): each file is written by one rank (file
-// f by rank f P / F of P), and every particle travels once, straight to its file's writer.
-// The ranks find where their particles fall in the ID order together (io/id_order.hpp: with
-// dense IDs, such as the grid ICs', from the IDs alone, nothing sorted). With F >= P the
-// writers write whole files and hold at most 2 N / P particles; with F < P each file is
-// written in ceil(P / F) turns, a window of about N / P particles each, which every rank
-// sends to the writer and the writer puts in ID order and writes in place.
-// The files are written under temporary names and renamed onto theirs only once every
-// writer has succeeded; a failure on any rank is an error on all. `accelerations`
+// Serial HDF5 and no gather (io/snapshot_write.cpp): file f is made by rank f P / F of P
+// (header, /Parameters, its datasets' storage allocated) and closed; then every rank writes
+// its share of the whole set, the positions [r N / P, (r + 1) N / P) of the ID order, at
+// once, into the files that share overlaps, with plain writes at the datasets' offsets.
+// Every particle travels at most once, straight to the rank whose share it falls in (with
+// domains that follow the ID order, as the grid ICs' x-major IDs and the x cut of the ORB
+// domains do, most stay where they are); each rank then holds about N / P particles more.
+// The ranks find where their particles fall in the ID order together (io/id_order.hpp:
+// with dense IDs, such as the grid ICs', from the IDs alone, nothing sorted). The files'
+// bytes are the same for every rank count.
+// The files are written under temporary names and renamed onto theirs only once every rank
+// has written and flushed its rows; a failure on any rank is an error on all. `accelerations`
 // (comoving, dp/dt per unit a: see the attribute text) may be null. Box and cosmology come
 // from `params`. Returns the file names.
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,

@@ -1,6 +1,8 @@
-// Writing snapshots (io/snapshot.hpp): the GADGET-4 layout, the files in ID order, and over
-// several ranks each file written by its writer rank with serial HDF5, the particles sent
-// straight to it.
+// Writing snapshots (io/snapshot.hpp): the GADGET-4 layout, the files in ID order. Each file
+// is made by its writer rank with serial HDF5 (header, /Parameters, the datasets' storage
+// allocated), closed, and then filled by every rank at once: rank r writes the rows of its
+// share of the ID order (positions [r N / P, (r + 1) N / P)) with plain writes at the
+// datasets' offsets, the particles sent straight to the rank whose share they fall in.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -16,6 +18,7 @@
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
 #include "io/provenance.hpp"
+#include "io/raw_file.hpp"
 #include "io/snapshot.hpp"
 
 namespace orbis {
@@ -48,10 +51,15 @@ void write_vacuum_header(H5Writer& file, double t, const Params& params) {
   file.attribute("/Header", "UnitVelocity_in_cm_per_s", units.velocity_in_cm_per_s);
 }
 
+// Where the values of a file's datasets begin in it (bytes; H5Writer::create_dataset).
+struct DataOffsets {
+  std::uint64_t pos = 0, vel = 0, id = 0, acc = 0;
+};
+
 // The header, /Parameters and /Config of one file of a snapshot, and its datasets for
-// `count` particles of the `total` in `files` files, to be filled by write_rows.
-void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
-                double particle_mass, double a, const Params& params) {
+// `count` particles of the `total` in `files` files, allocated to be filled by write_rows.
+DataOffsets start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
+                       double particle_mass, double a, const Params& params) {
   const bool comoving = gravity_mode(params).periodic();
   file.create_group("/Header");
   if (comoving) {
@@ -82,10 +90,11 @@ void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_
   }
 
   file.create_group("/PartType1");
-  file.create_dataset<double>("/PartType1/Coordinates", count, 3);
-  file.create_dataset<double>("/PartType1/Velocities", count, 3);
-  file.create_dataset<std::uint64_t>("/PartType1/ParticleIDs", count);
-  if (with_acc) file.create_dataset<double>("/PartType1/Acceleration", count, 3);
+  DataOffsets offsets;
+  offsets.pos = file.create_dataset<double>("/PartType1/Coordinates", count, 3).value_or(0);
+  offsets.vel = file.create_dataset<double>("/PartType1/Velocities", count, 3).value_or(0);
+  offsets.id = file.create_dataset<std::uint64_t>("/PartType1/ParticleIDs", count).value_or(0);
+  if (with_acc) offsets.acc = file.create_dataset<double>("/PartType1/Acceleration", count, 3).value_or(0);
   if (comoving) {
     describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
     describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
@@ -108,15 +117,21 @@ void start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_
                            u.velocity + ")^2/" + u.length);
   }
   write_provenance(file, params);
+  return offsets;
 }
 
-// The particle data a file's rows are taken from: row i of a piece is element at(i) of each
-// column (acc null without accelerations).
+// The particles a rank's rows are taken from: element e is the rank's own particle e for
+// e < own, else arrival e - own (one rank: its particles alone).
 struct Columns {
-  const Vec3d* pos;
-  const Vec3d* mom;
-  const Vec3d* acc;
+  bool with_acc;
+  const Vec3d *pos, *mom, *acc;
   const std::uint64_t* id;
+  std::size_t own;
+  const Vec3d *pos_in, *mom_in, *acc_in;
+  const std::uint64_t* id_in;
+  template <typename T> static const T& pick(const T* mine, const T* in, std::size_t own, std::size_t e) {
+    return e < own ? mine[e] : in[e - own];
+  }
 };
 
 // The columns write_rows builds, kept from call to call: allocated and faulted in once.
@@ -125,31 +140,37 @@ struct ColumnScratch {
   std::vector<std::uint64_t> ids;
 };
 
-// Rows [first, first + count) of a file begun by start_file, row i from element at(i) of
-// `from`. Each column is built and written in turn, so the writer holds one column beside
-// the particles.
+// Rows [first, first + count) of a file whose values begin at `offsets` (open as `file`),
+// row i from element at(i) of `from`. Each column in turn, built and written a block of rows
+// at a time: sequential writes of up to 24 MiB, one block held beside the particles.
 template <typename At>
-void write_rows(H5Writer& file, const Columns& from, const At& at, std::uint64_t first, std::uint64_t count,
-                double velocity_scale, ColumnScratch& scratch) {
-  if (count == 0) return;
-  auto column = [&](const Vec3d* values, double scale) {
-    scratch.values.resize(3 * count);
+void write_rows(RawFile& file, const DataOffsets& offsets, const Columns& from, const At& at, std::uint64_t first,
+                std::uint64_t count, double velocity_scale, ColumnScratch& scratch) {
+  constexpr std::uint64_t kBlock = std::uint64_t{1} << 20;   // rows
+  auto vectors = [&](const Vec3d* mine, const Vec3d* in, double scale, std::uint64_t offset) {
+    scratch.values.resize(3 * std::min(kBlock, count));
     double* out = scratch.values.data();
-    for (std::uint64_t i = 0; i < count; ++i) {
-      const Vec3d& v = values[at(i)];
-      for (int d = 0; d < 3; ++d) out[3 * i + d] = v[d] * scale;
+    for (std::uint64_t b = 0; b < count; b += kBlock) {
+      const std::uint64_t n = std::min(kBlock, count - b);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const Vec3d& v = Columns::pick(mine, in, from.own, at(b + i));
+        for (int d = 0; d < 3; ++d) out[3 * i + d] = v[d] * scale;
+      }
+      file.write_at(offset + (first + b) * 3 * sizeof(double), out, n * 3 * sizeof(double));
     }
-    return out;
   };
-  file.write_rows("/PartType1/Coordinates", column(from.pos, 1.0), first, count);
-  file.write_rows("/PartType1/Velocities", column(from.mom, velocity_scale), first, count);
-  scratch.ids.resize(count);
-  for (std::uint64_t i = 0; i < count; ++i) scratch.ids[i] = from.id[at(i)];
-  file.write_rows("/PartType1/ParticleIDs", scratch.ids.data(), first, count);
-  if (from.acc) file.write_rows("/PartType1/Acceleration", column(from.acc, 1.0), first, count);
+  vectors(from.pos, from.pos_in, 1.0, offsets.pos);
+  vectors(from.mom, from.mom_in, velocity_scale, offsets.vel);
+  scratch.ids.resize(std::min(kBlock, count));
+  for (std::uint64_t b = 0; b < count; b += kBlock) {
+    const std::uint64_t n = std::min(kBlock, count - b);
+    for (std::uint64_t i = 0; i < n; ++i) scratch.ids[i] = Columns::pick(from.id, from.id_in, from.own, at(b + i));
+    file.write_at(offsets.id + (first + b) * sizeof(std::uint64_t), scratch.ids.data(), n * sizeof(std::uint64_t));
+  }
+  if (from.with_acc) vectors(from.acc, from.acc_in, 1.0, offsets.acc);
 }
 
-// What every way of writing needs to know about the snapshot.
+// What every rank needs to know about the snapshot's files.
 struct SnapshotPlan {
   const std::vector<std::string>& names;
   const std::vector<std::uint64_t>& bounds;   // file f: positions [bounds[f], bounds[f + 1]) of the ID order
@@ -159,121 +180,148 @@ struct SnapshotPlan {
   int files() const { return static_cast<int>(names.size()); }
   std::uint64_t total() const { return bounds.back(); }
   std::uint64_t count(int f) const { return bounds[f + 1] - bounds[f]; }
-  std::unique_ptr<H5Writer> start(int f) const {
+  // File f made and closed, its datasets allocated for write_rows.
+  std::unique_ptr<H5Writer> start(int f, DataOffsets& offsets) const {
     auto file = std::make_unique<H5Writer>(names[f]);
-    start_file(*file, with_acc, count(f), total(), files(), mass, a, params);
+    offsets = start_file(*file, with_acc, count(f), total(), files(), mass, a, params);
+    file->close();
     return file;
   }
 };
 
-// The particles of one turn on their way to the writers, column by column.
-struct TurnColumns {
-  std::vector<Vec3d> pos, mom, acc;
-  std::vector<std::uint64_t> id;
-  void resize(std::size_t n, bool with_acc) {
-    pos.resize(n);
-    mom.resize(n);
-    id.resize(n);
-    acc.resize(with_acc ? n : 0);
-  }
-  Columns view() const { return {pos.data(), mom.data(), acc.empty() ? nullptr : acc.data(), id.data()}; }
+// Every rank's files (file f by writer_of(f)), made and closed: the writers' H5Writers (to
+// commit), and on every rank each file's temporary name and offsets.
+struct MadeFiles {
+  std::vector<std::unique_ptr<H5Writer>> mine;
+  std::vector<std::string> temp_path;
+  std::vector<DataOffsets> offsets;
 };
 
-// Several ranks: file f is written by rank writer_of(f) in `windows` turns, turn t writing
-// the file's t-th window (windows: consecutive, nearly equal parts of the file; one, the
-// whole file, with at least as many files as ranks; ceil(P / F), of at most about N / P
-// particles each, with fewer files). In turn t every rank sends its particles of the t-th
-// window of every file straight to that file's writer (each particle travels once, in one
-// message a rank pair and column), and every writer puts what arrived in ID order and writes
-// it in place; all writers work in the same turn. A writer holds its files' windows of one
-// turn: about N / P particles with fewer files than ranks, at most 2 N / P with more.
-std::vector<std::unique_ptr<H5Writer>> write_in_turns(const SnapshotPlan& plan, const Particles& particles,
-                                                      const std::vector<Vec3d>* accelerations, const Comm& comm) {
+MadeFiles make_files(const SnapshotPlan& plan, const Comm& comm) {
   const int files = plan.files(), ranks = comm.size(), me = comm.rank();
-  const int windows = files >= ranks ? 1 : (ranks + files - 1) / files;
-  // Window t of file f: positions [edges[w], edges[w + 1]) of the ID order, w = f windows + t.
-  std::vector<std::uint64_t> edges(static_cast<std::size_t>(files) * windows + 1);
-  for (int f = 0; f < files; ++f)
-    for (int t = 0; t < windows; ++t)
-      edges[static_cast<std::size_t>(f) * windows + t] = plan.bounds[f] + equal_share_begin(plan.count(f), windows, t);
-  edges.back() = plan.total();
-  auto window = [&](int f, int t) { return static_cast<std::size_t>(f) * windows + t; };
-  const IdOrderPieces pieces(particles.id, edges, comm);
-  const double scale = velocity_scale(plan.params, plan.a);
-
-  // A failure stops this rank's writing but not its part in the turns; all ranks fail at the end.
-  std::string error;
-  auto attempt = [&](auto&& work) {
-    if (!error.empty()) return;
-    try {
-      work();
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  };
-  std::vector<std::unique_ptr<H5Writer>> written(static_cast<std::size_t>(files));
-  attempt([&] {
-    for (int f = 0; f < files; ++f)
-      if (writer_of(f, files, ranks) == me) written[f] = plan.start(f);
-  });
-  TurnColumns send, arrived;   // kept from turn to turn: allocated and faulted in once
-  ColumnScratch scratch;
-  for (int t = 0; t < windows; ++t) {
-    // The windows' particles in file order, so grouped by writer (writer_of ascends with f);
-    // those of this rank's own files go to the front of `arrived` at once, not through MPI.
-    std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), 0);
-    for (int f = 0; f < files; ++f) counts[writer_of(f, files, ranks)] += pieces.count(window(f, t));
-    const std::size_t mine = std::exchange(counts[me], 0);
-    send.resize(Comm::total(counts), accelerations != nullptr);
-    arrived.resize(mine, accelerations != nullptr);
-    std::size_t sent = 0, kept = 0;
+  MadeFiles made;
+  // A writer's files are consecutive, so their names and offsets gathered in rank order are in file order.
+  std::string error, names;
+  std::vector<DataOffsets> offsets;
+  try {
     for (int f = 0; f < files; ++f) {
-      const bool own = writer_of(f, files, ranks) == me;
-      TurnColumns& to = own ? arrived : send;
-      std::size_t& k = own ? kept : sent;
-      for (std::size_t m = 0; m < pieces.count(window(f, t)); ++m, ++k) {
-        const std::size_t j = pieces.member(window(f, t), m);
-        to.pos[k] = particles.pos[j];
-        to.mom[k] = particles.mom[j];
-        to.id[k] = particles.id[j];
-        if (accelerations) to.acc[k] = (*accelerations)[j];
-      }
+      if (writer_of(f, files, ranks) != me) continue;
+      DataOffsets o;
+      made.mine.push_back(plan.start(f, o));
+      offsets.push_back(o);
+      names += made.mine.back()->temp_path();
+      names.push_back('\0');
     }
-    // The writers are still writing the last turn's windows: wait for them asleep.
-    comm.idle_barrier();
-    comm.alltoallv_into(send.pos, counts, arrived.pos, mine);
-    comm.alltoallv_into(send.mom, counts, arrived.mom, mine);
-    comm.alltoallv_into(send.id, counts, arrived.id, mine);
-    if (accelerations) comm.alltoallv_into(send.acc, counts, arrived.acc, mine);
-    attempt([&] {
-      // The windows of this rank's files in this turn are consecutive positions of the ID
-      // order (one file a writer with fewer files than ranks, whole consecutive files with
-      // more): [first, first + arrived).
-      std::uint64_t first = 0, expected = 0;
-      for (int f = 0; f < files; ++f) {
-        if (writer_of(f, files, ranks) != me) continue;
-        if (expected == 0) first = edges[window(f, t)];
-        if (edges[window(f, t)] != first + expected) fail("internal: snapshot windows of one writer not consecutive");
-        expected += edges[window(f, t) + 1] - edges[window(f, t)];
-      }
-      if (arrived.id.size() != expected)
-        fail("snapshot '{}': this rank received {} particles for its files, expected {}: particle IDs are not unique",
-             plan.names.front(), arrived.id.size(), expected);
-      const std::vector<std::size_t> order =
-          pieces.order_of(arrived.id, first, "snapshot '" + plan.names.front() + "'");
-      std::uint64_t at = 0;
-      for (int f = 0; f < files; ++f) {
-        if (writer_of(f, files, ranks) != me) continue;
-        const std::uint64_t count = edges[window(f, t) + 1] - edges[window(f, t)];
-        write_rows(*written[f], arrived.view(), [&](std::uint64_t i) { return order.empty() ? at + i : order[at + i]; },
-                   edges[window(f, t)] - plan.bounds[f], count, scale, scratch);
-        at += count;
-      }
-    });
+  } catch (const Error& e) {
+    error = e.what();
   }
   comm.throw_if_any_failed(error);
-  written.erase(std::remove(written.begin(), written.end(), nullptr), written.end());
-  return written;
+  made.offsets = comm.allgatherv(offsets);
+  const std::vector<char> all_names = comm.allgatherv(std::vector<char>(names.begin(), names.end()));
+  for (std::size_t k = 0; k < all_names.size(); ++k) {
+    if (k == 0 || all_names[k - 1] == '\0') made.temp_path.emplace_back();
+    if (all_names[k] != '\0') made.temp_path.back().push_back(all_names[k]);
+  }
+  if (made.temp_path.size() != static_cast<std::size_t>(files) || made.offsets.size() != static_cast<std::size_t>(files))
+    fail("internal: snapshot '{}': {} file names and {} offsets from the writers for {} files", plan.names.front(),
+         made.temp_path.size(), made.offsets.size(), files);
+  return made;
+}
+
+// The particles of other ranks in this rank's share, column by column.
+struct Arrivals {
+  std::vector<Vec3d> pos, mom, acc;
+  std::vector<std::uint64_t> id;
+};
+
+// This rank's share of the ID order, positions [first, first + count), written into the
+// files it overlaps and flushed to disk (every rank its own rows, all at once; the writers'
+// commits then find little left to flush); row i of the share is element at(i) of `from`.
+template <typename At>
+void write_share(const SnapshotPlan& plan, const MadeFiles& made, const Columns& from, const At& at,
+                 std::uint64_t first, std::uint64_t count) {
+  const double scale = velocity_scale(plan.params, plan.a);
+  ColumnScratch scratch;
+  for (int f = 0; f < plan.files(); ++f) {
+    const std::uint64_t lo = std::max(first, plan.bounds[f]), hi = std::min(first + count, plan.bounds[f + 1]);
+    if (lo >= hi) continue;
+    RawFile file(made.temp_path[f], plan.names[f]);
+    write_rows(file, made.offsets[f], from, [&](std::uint64_t i) { return at(lo - first + i); }, lo - plan.bounds[f],
+               hi - lo, scale, scratch);
+    file.sync_and_close();
+  }
+}
+
+// Several ranks: the particles travel to the rank whose share of the ID order they fall in
+// (each once, in one message a rank pair and column; those of this rank's own share stay
+// where they are), which puts its share in ID order and writes it. Every rank holds its
+// particles and the arrivals: about N / P particles more.
+void write_shares(const SnapshotPlan& plan, const MadeFiles& made, const Particles& particles,
+                  const std::vector<Vec3d>* accelerations, const Comm& comm) {
+  const auto ranks = static_cast<std::size_t>(comm.size()), me = static_cast<std::size_t>(comm.rank());
+  std::vector<std::uint64_t> shares(ranks + 1);
+  for (std::size_t r = 0; r <= ranks; ++r) shares[r] = equal_share_begin(plan.total(), comm.size(), static_cast<int>(r));
+  const IdOrderPieces pieces(particles.id, shares, comm);
+  std::vector<std::size_t> counts(ranks, 0);
+  for (std::size_t r = 0; r < ranks; ++r) counts[r] = pieces.count(r);
+  const std::size_t own = std::exchange(counts[me], 0);
+  // Packed by destination; this rank's own share's IDs beside them, for the order.
+  Arrivals send, in;
+  const std::size_t sending = Comm::total(counts);
+  send.pos.resize(sending), send.mom.resize(sending), send.id.resize(sending);
+  if (accelerations) send.acc.resize(sending);
+  std::vector<std::uint64_t> ids(own);
+  for (std::size_t r = 0, k = 0; r < ranks; ++r)
+    for (std::size_t m = 0; m < pieces.count(r); ++m) {
+      const std::size_t j = pieces.member(r, m);
+      if (r == me) {
+        ids[m] = particles.id[j];
+        continue;
+      }
+      send.pos[k] = particles.pos[j];
+      send.mom[k] = particles.mom[j];
+      send.id[k] = particles.id[j];
+      if (accelerations) send.acc[k] = (*accelerations)[j];
+      ++k;
+    }
+  comm.alltoallv_into(send.pos, counts, in.pos, 0);
+  comm.alltoallv_into(send.mom, counts, in.mom, 0);
+  comm.alltoallv_into(send.id, counts, in.id, 0);
+  if (accelerations) comm.alltoallv_into(send.acc, counts, in.acc, 0);
+  send = Arrivals{};
+  // Row i of the share: element where[i] of the own particles (index into `particles`) and
+  // then the arrivals (numbered from particles.size()).
+  std::string error;
+  try {
+    ids.insert(ids.end(), in.id.begin(), in.id.end());
+    if (ids.size() != shares[me + 1] - shares[me])
+      fail("snapshot '{}': this rank received {} particles for its share of the ID order, expected {}: particle IDs "
+           "are not unique", plan.names.front(), ids.size(), shares[me + 1] - shares[me]);
+    std::vector<std::size_t> where = pieces.order_of(ids, shares[me], "snapshot '" + plan.names.front() + "'");
+    if (where.empty()) {
+      where.resize(ids.size());
+      for (std::size_t i = 0; i < where.size(); ++i) where[i] = i;
+    }
+    ids = {};
+    const std::size_t n = particles.size();
+    for (std::size_t& e : where) e = e < own ? pieces.member(me, e) : n + (e - own);
+    const Columns from{accelerations != nullptr,
+                       particles.pos.data(),
+                       particles.mom.data(),
+                       accelerations ? accelerations->data() : nullptr,
+                       particles.id.data(),
+                       n,
+                       in.pos.data(),
+                       in.mom.data(),
+                       accelerations ? in.acc.data() : nullptr,
+                       in.id.data()};
+    write_share(plan, made, from, [&](std::uint64_t i) { return where[i]; }, shares[me], where.size());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  // The ranks that finish first wait for the others' writes asleep.
+  comm.idle_barrier();
+  comm.throw_if_any_failed(error);
 }
 
 }  // namespace
@@ -306,31 +354,24 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
   for (int f = 0; f <= files; ++f) bounds[f] = equal_share_begin(total, files, f);
   const SnapshotPlan plan{names, bounds, with_acc, mass, a, params};
 
-  std::vector<std::unique_ptr<H5Writer>> written;
+  MadeFiles made = make_files(plan, comm);
   if (ranks == 1) {
     // The particles where they are, through the ID order: the k-th is particle order[k] (k
     // itself when empty).
     const std::vector<std::size_t> order = id_sort_order(particles.id);
-    const Columns columns{particles.pos.data(), particles.mom.data(), with_acc ? accelerations->data() : nullptr,
-                          particles.id.data()};
-    ColumnScratch scratch;
-    std::uint64_t at = 0;
-    for (int f = 0; f < files; ++f) {
-      written.push_back(plan.start(f));
-      write_rows(*written.back(), columns, [&](std::uint64_t i) { return order.empty() ? at + i : order[at + i]; }, 0,
-                 plan.count(f), velocity_scale(params, a), scratch);
-      at += plan.count(f);
-    }
+    const Columns from{with_acc,           particles.pos.data(), particles.mom.data(),
+                       with_acc ? accelerations->data() : nullptr,
+                       particles.id.data(), particles.size(),     nullptr, nullptr, nullptr, nullptr};
+    write_share(plan, made, from, [&](std::uint64_t i) { return order.empty() ? i : order[i]; }, 0, total);
   } else {
-    written = write_in_turns(plan, particles, accelerations, comm);
-    log::info("snapshot {}: {} file{} from {} ranks, {}", path, files, files == 1 ? "" : "s", ranks,
-              files >= ranks ? "each written whole by its writer rank" : "each filled in turns by its writer rank");
+    write_shares(plan, made, particles, accelerations, comm);
+    log::info("snapshot {}: {} file{} from {} ranks, each rank writing its share of the ID order", path, files,
+              files == 1 ? "" : "s", ranks);
   }
-  // Only once every file is complete do they take their final names. The ranks without
-  // files wait for the writers' flushes asleep.
+  // Only once every file is complete do they take their final names.
   std::string error;
   try {
-    for (auto& file : written) file->commit();
+    for (auto& file : made.mine) file->commit();
   } catch (const Error& e) {
     error = e.what();
   }

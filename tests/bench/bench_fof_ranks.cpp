@@ -4,11 +4,12 @@
 // background; IDs shuffled, as a run's halo members' are scattered over the ID range).
 // The particles are dealt out as a run deals them: domains=1 through RankDomains (runs of
 // the global ORB tree's top nodes, each rank's particles in subtree order), domains=0 in x
-// slabs of equal width. Prints on rank 0 the time of the ghost import and host linking (the
-// CUDA engine does these on its GPU), of the catalogue from those links (what a run's
-// output thread does: the merge, the properties and the overdensity masses; its phases are
-// logged by halo_catalogue.cpp), and with check=1 the one-rank catalogue of all
-// the particles for comparison, which must be the same bit for bit.
+// slabs of equal width. Prints on rank 0 the time of the ghost import alone (a run's output
+// makes it on the host, then the CUDA engine links on its GPU), of the import and the host
+// linking, of the catalogue from those links (what a run's output thread does: the merge,
+// the properties and the overdensity masses; its phases are logged by halo_catalogue.cpp),
+// and with check=1 the one-rank catalogue of all the particles for comparison, which must
+// be the same bit for bit.
 // With domains=1, rank 0 then reports `skew` times the others' work per particle and the
 // domains are cut again where that balances: inside a subtree, as a run's measured work cuts
 // them (a domain's extent then reaches into the other's).
@@ -120,8 +121,14 @@ fof_min_members = 32
     const double link =
         fof::linking_length(all.size(), box, fof::config_from_params(params).linking_length_over_spacing);
 
+    // The ghost import alone (what a run's output does on the host before its GPU links), then
+    // the whole first two steps with the host linker.
     comm.barrier();
     Stopwatch watch;
+    const fof::Ghosts imported = fof::import_ghosts(mine, box, link, comm);
+    const double t_import = comm.max(watch.seconds());
+    comm.barrier();
+    watch.restart();
     const fof::LocalLinks links = fof::link_locally(mine, box, link, comm);
     const double t_link = comm.max(watch.seconds());
     const std::uint64_t ghosts = comm.sum<std::uint64_t>(links.ghosts.size());
@@ -161,6 +168,7 @@ fof_min_members = 32
                   by_domains ? fmt::format("RankDomains, skew {}", skew).c_str() : "x slabs", omp_get_max_threads());
       std::printf("  ghosts %llu (%.3f per particle)\n", static_cast<unsigned long long>(ghosts),
                   static_cast<double>(ghosts) / static_cast<double>(all.size()));
+      std::printf("  ghost import alone             %7.3f s (%zu ghosts on rank 0)\n", t_import, imported.size());
       std::printf("  ghost import + host linking   %7.3f s\n", t_link);
       std::printf("  merge and gather (%d rounds)   %7.3f s: %zu groups, %zu members\n", found.merge_rounds, t_gather,
                   found.groups.size(), found.members.size());

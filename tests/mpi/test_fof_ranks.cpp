@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/fof_ghost_cells.hpp"
 #include "analysis/fof_ranks.hpp"
 #include "analysis/halo_catalogue.hpp"
 #include "analysis/halo_members_ranks.hpp"
@@ -30,6 +31,7 @@
 #include "support/fof_labels.hpp"
 #include "support/fof_rank_sets.hpp"
 #include "support/fof_samples.hpp"
+#include "support/periodic_distance.hpp"
 
 using namespace orbis;
 
@@ -206,6 +208,76 @@ TEST_CASE("FoF across ranks: the local links by a given linker, from positions o
     if (world.size() > 1 && split != Split::empty_rank) CHECK(world.sum<std::uint64_t>(links.ghosts.size()) > 0);
     const fof::GatheredGroups got = fof::gather_groups(mine, links, min_members, world);
     if (world.is_root()) CHECK(first_difference(got, ref, brute, inside) == "");
+  }
+}
+
+TEST_CASE("FoF ghosts: every other rank's particle within l of this rank's, few beyond, in their owners' order") {
+  const Comm world = Comm::world();
+  // Drifted out of the box near the faces (the import wraps them), so that pairs across the
+  // periodic boundary count too; the reference distances between the wrapped positions.
+  const Particles drifted = testing::drifted_out_of_box(all_particles());
+  const Particles inside = testing::wrapped_into_box(drifted);
+  const double link = fof::linking_length(inside.size(), kBox, 0.2);
+  for (Split split : {Split::slabs, Split::empty_rank, Split::round_robin}) {
+    INFO(world.size() << " ranks, split " << static_cast<int>(split));
+    const Particles mine = share(drifted, split, world);
+    const fof::Ghosts ghosts = fof::import_ghosts(mine, kBox, link, world);
+    REQUIRE(ghosts.id.size() == ghosts.size());
+    REQUIRE(ghosts.from.size() == static_cast<std::size_t>(world.size()));
+    // Brute force: the other ranks' particles within l of one of this rank's (by ID).
+    const std::vector<std::uint64_t> everyone = world.allgatherv(mine.id);
+    std::vector<char> here(inside.size(), 0);
+    for (std::uint64_t id : mine.id) here[testing::fof_rank_index(id)] = 1;
+    std::vector<char> needed(inside.size(), 0);
+    for (std::uint64_t id : everyone) {
+      const std::size_t j = testing::fof_rank_index(id);
+      if (here[j]) continue;
+      for (std::uint64_t own : mine.id)
+        if (test::periodic_distance2(inside.pos[j], inside.pos[testing::fof_rank_index(own)], kBox) <= link * link) {
+          needed[j] = 1;
+          break;
+        }
+    }
+    std::vector<char> got(inside.size(), 0);
+    int duplicates = 0, own_ones = 0, moved = 0, far = 0;
+    // Each ghost arrives wrapped into the box, at the position its owner links it at.
+    for (std::size_t k = 0; k < ghosts.size(); ++k) {
+      const std::size_t j = testing::fof_rank_index(ghosts.id[k]);
+      duplicates += got[j];
+      got[j] = 1;
+      own_ones += here[j];
+      const Vec3d expected = fof::linked_position(drifted.pos[j], kBox);
+      moved += ghosts.pos[k].x != expected.x || ghosts.pos[k].y != expected.y || ghosts.pos[k].z != expected.z;
+    }
+    int missing = 0, needed_count = 0;
+    for (std::size_t j = 0; j < inside.size(); ++j) {
+      needed_count += needed[j];
+      missing += needed[j] && !got[j];
+    }
+    // Few beyond: every ghost within l plus a cell diagonal (fof_ghost_cells.hpp) of this rank's particles.
+    const fof::GhostCells cells(kBox, link);
+    const double reach = link + std::sqrt(3.0) * kBox / static_cast<double>(cells.side());
+    for (std::size_t k = 0; k < ghosts.size(); ++k) {
+      bool close = false;
+      for (std::uint64_t own : mine.id)
+        close = close || test::periodic_distance2(ghosts.pos[k], inside.pos[testing::fof_rank_index(own)], kBox) <=
+                             reach * reach * (1 + 1e-12);
+      far += !close;
+    }
+    CHECK(missing == 0);
+    CHECK(duplicates == 0);
+    CHECK(own_ones == 0);
+    CHECK(moved == 0);
+    CHECK(far == 0);
+    if (world.size() > 1 && split != Split::empty_rank) CHECK(world.sum(needed_count) > 0);
+    // Each source rank's ghosts in its particles' order, as `exported` lists them there.
+    const std::vector<std::size_t> exported_to = world.alltoall_counts(ghosts.from, ghosts.size());
+    CHECK(Comm::total(exported_to) == ghosts.exported.size());
+    int unordered = 0;
+    for (std::size_t r = 0, at = 0; r < exported_to.size() && at + exported_to[r] <= ghosts.exported.size();
+         at += exported_to[r], ++r)
+      for (std::size_t k = at + 1; k < at + exported_to[r]; ++k) unordered += ghosts.exported[k] <= ghosts.exported[k - 1];
+    CHECK(unordered == 0);
   }
 }
 

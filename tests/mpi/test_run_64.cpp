@@ -61,7 +61,7 @@ TEST_CASE("a 64^3 run to z = 0: the same P(k) and FoF mass function on one rank 
   }
   world.barrier();
   watch.restart();
-  orbis::Simulation(run_params(many, 1), {}, world).run();   // one file, filled in turns from the ranks
+  orbis::Simulation(run_params(many, 1), {}, world).run();   // one file, every rank writing its share
   const double many_seconds = watch.seconds();
   if (!world.is_root()) return;
   MESSAGE("64^3 PM run to z = 0: " << one_seconds << " s on 1 rank, " << many_seconds << " s on " << world.size()

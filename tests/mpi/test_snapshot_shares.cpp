@@ -1,13 +1,16 @@
 // Snapshots written in shares over ranks (io/snapshot.hpp): no rank gathers the particles,
-// and the files are those one rank writes from the whole set, with fewer files than ranks
-// (filled in turns) or more (each written whole by its writer). The particles are spread over
-// the ranks in no particular order (sparse IDs, shuffled, the last rank of several holding
-// none), like a run's domains; the reference is the same set written by rank 0 alone.
+// and the files are those one rank writes from the whole set, byte for byte, with fewer files
+// than ranks (every rank's share in one file) or more (a share across several files). The
+// particles are spread over the ranks in no particular order (sparse IDs, shuffled, the last
+// rank of several holding none), like a run's domains; the reference is the same set written
+// by rank 0 alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
@@ -70,6 +73,11 @@ TestSet my_part(const TestSet& all, const Comm& comm) {
   return s;
 }
 
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 orbis::Params params_with(int files) {
   return orbis::Params::parse("[box]\nsize_mpc_h = 50.0\nparticles_per_side = 10\n[output]\nfiles_per_snapshot = " +
                                   std::to_string(files) + "\n",
@@ -109,7 +117,7 @@ TEST_CASE("id_order_cuts: each rank's share of every position in the global ID o
 TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file, in ID order") {
   const Comm world = Comm::world();
   const orbis::test::SharedScratchDir dir("snapshot_shares", world);
-  // Fewer files than ranks (filled in turns) and at least as many (written whole); 10
+  // Fewer files than ranks (several shares in a file) and at least as many; 10
   // particles in 16 files: six files are empty; 2 particles: a rank's share of the ID order
   // is empty at np 3. Sparse IDs (sorted and merged by the writers) and dense ones (placed).
   for (bool dense : {false, true})
@@ -147,6 +155,7 @@ TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file,
       CHECK(ids == a.read<std::uint64_t>("/PartType1/ParticleIDs"));
       CHECK(ids.size() == share);
       concatenated.insert(concatenated.end(), ids.begin(), ids.end());
+      CHECK(file_bytes(ref_names[f]) == file_bytes(names[f]));   // the same bytes for every rank count
     }
     // The files in order hold the whole set in ID order.
     CHECK(concatenated == ids_sorted);
@@ -216,7 +225,7 @@ TEST_CASE("a snapshot that cannot be written is an error on every rank, none lef
   const orbis::test::SharedScratchDir dir("snapshot_shares_fail", world);
   const TestSet all = make_set(100);
   const TestSet mine = my_part(all, world);
-  for (int files : {1, 4}) {   // at np 2 and 3: filled in turns, then written whole
+  for (int files : {1, 4}) {   // at np 2 and 3: fewer files than ranks, then more
     INFO(files << " files, " << world.size() << " ranks");
     const std::string path = dir.file("no_such_folder/snapshot.hdf5");
     CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), nullptr, world), orbis::Error);
