@@ -612,6 +612,13 @@ Particles CudaStepEngine::particles_copy() {
   return out;
 }
 
+// Taken only while the engine holds no host copy of its own (particles_copy gave it away):
+// the next download fills these arrays, its particles' count being about theirs.
+void CudaStepEngine::recycle(Particles spent) {
+  Impl& m = *impl_;
+  if (!m.host_current && m.host.pos.capacity() < spent.pos.capacity()) m.host = std::move(spent);
+}
+
 const std::vector<Vec3d>& CudaStepEngine::accelerations() {
   Impl& m = *impl_;
   if (m.acc_current) return m.host_acc;

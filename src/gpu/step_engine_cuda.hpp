@@ -59,6 +59,7 @@ class CudaStepEngine final : public StepEngine {
   void load(Particles particles) override;
   const Particles& particles() override;
   Particles particles_copy() override;
+  void recycle(Particles spent) override;
   const std::vector<Vec3d>& accelerations() override;
   void compute_forces(bool long_range, int min_active_bin, ForceStats& stats) override;
   void kick(const KickPlan& plan) override;

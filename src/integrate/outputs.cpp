@@ -209,12 +209,13 @@ void BackgroundOutputs::start(const OutputContext& context, Particles particles,
   finish(files);
   pending_ = std::async(std::launch::async,
                         [context, particles = std::move(particles), accelerations = std::move(accelerations),
-                         pk = std::move(power_spectrum), comm, links = std::move(fof_links)] {
+                         pk = std::move(power_spectrum), comm, links = std::move(fof_links)]() mutable {
                           Stopwatch watch;
                           Written written{write_run_outputs(context, particles, accelerations, comm,
                                                             pk ? &*pk : nullptr, links ? &*links : nullptr),
-                                          0};
+                                          0, Particles{}};
                           written.seconds = watch.seconds();
+                          written.spent = std::move(particles);
                           return written;
                         });
 }
@@ -226,10 +227,11 @@ void BackgroundOutputs::poll(std::vector<std::string>& files) {
 void BackgroundOutputs::finish(std::vector<std::string>& files) {
   if (!pending_.valid()) return;
   auto future = std::move(pending_);   // invalid from here on, even if get() throws
-  const Written written = future.get();
+  Written written = future.get();
   files.insert(files.end(), written.files.begin(), written.files.end());
   seconds_ += written.seconds;
   ++timed_;
+  spent_ = std::move(written.spent);
 }
 
 }  // namespace orbis

@@ -5,6 +5,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/fof_ranks.hpp"
@@ -102,6 +103,9 @@ class BackgroundOutputs {
   // Waits for the output in progress, if any, and appends its files to `files`.
   void finish(std::vector<std::string>& files);
   bool busy() const { return pending_.valid(); }
+  // The particles of the last output finished (empty if none or taken): for the engine to
+  // reuse (StepEngine::recycle).
+  Particles take_spent() { return std::exchange(spent_, Particles{}); }
   // The outputs finished so far and their mean wall seconds on the writer's thread (the ETA's
   // wait for the last one).
   int timed() const { return timed_; }
@@ -111,8 +115,10 @@ class BackgroundOutputs {
   struct Written {
     std::vector<std::string> files;
     double seconds = 0;
+    Particles spent;   // the particles written, handed back
   };
   std::future<Written> pending_;
+  Particles spent_;
   double seconds_ = 0;
   int timed_ = 0;
 };

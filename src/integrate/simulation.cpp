@@ -566,6 +566,9 @@ void Simulation::write_outputs(RunSummary& summary) {
     // the main thread (over ranks the FoF ghost import is collective on comm_), before the
     // output's thread starts. Over ranks each rank's thread writes its share, collectively on
     // output_comm_ (the same ranks in the same order as comm_).
+    // The last output's particles, if it is done, for the engine's next host copy.
+    outputs_.poll(summary.outputs);
+    engine_->recycle(outputs_.take_spent());
     std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
     std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
     outputs_.start(context, engine_->particles_copy(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
