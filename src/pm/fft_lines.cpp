@@ -126,48 +126,63 @@ void ReproducibleFft<Real>::x_lines(Real* data, bool forward) {
     }
     return;
   }
-  // x slabs [nx][n (j)][nzc] -> y slabs [ny][n (i)][nzc], the x lines, and back.
+  // x slabs [nx][n (j)][nzc] -> y slabs [ny][n (i)][nzc], the x lines, and back. The blocks
+  // move in z lines of nzc values (MPI's element), packed and unpacked on every thread: each
+  // (source rank, x plane) pair's lines have a place of their own.
   const int r = comm_.rank();
   const SlabPlanes mine_y = slab_planes(n, p, r);
-  std::vector<std::size_t> counts(p);
-  std::vector<Complex> send;
-  send.reserve(static_cast<std::size_t>(nx_) * n * nzc);
+  const std::size_t line = static_cast<std::size_t>(nzc);
+  std::vector<SlabPlanes> x_planes(p), y_rows(p);
+  std::vector<std::size_t> out_lines(p), in_lines(p), out_at(p + 1, 0), in_at(p + 1, 0);
   for (int s = 0; s < p; ++s) {
-    const SlabPlanes rows = slab_planes(n, p, s);
-    counts[s] = static_cast<std::size_t>(nx_) * rows.count * nzc;
-    for (int x = 0; x < nx_; ++x)
-      for (int j = rows.first; j < rows.first + rows.count; ++j) {
-        const Complex* src = c + (static_cast<std::size_t>(x) * n + j) * nzc;
-        send.insert(send.end(), src, src + nzc);
-      }
+    x_planes[s] = slab_planes(n, p, s);
+    y_rows[s] = slab_planes(n, p, s);
+    out_lines[s] = static_cast<std::size_t>(nx_) * y_rows[s].count;         // to s: my x planes, its y rows
+    in_lines[s] = static_cast<std::size_t>(x_planes[s].count) * mine_y.count;  // from s: its x planes, my y rows
+    out_at[s + 1] = out_at[s] + out_lines[s];
+    in_at[s + 1] = in_at[s] + in_lines[s];
   }
-  std::vector<Complex> got = comm_.alltoallv(send, counts);
-  std::vector<Complex> columns(static_cast<std::size_t>(mine_y.count) * n * nzc);
-  std::size_t at = 0;
-  for (int s = 0; s < p; ++s) {
-    const SlabPlanes planes = slab_planes(n, p, s);
-    for (int x = planes.first; x < planes.first + planes.count; ++x)
-      for (int jl = 0; jl < mine_y.count; ++jl, at += nzc)
-        std::copy_n(&got[at], nzc, &columns[(static_cast<std::size_t>(jl) * n + x) * nzc]);
+  const auto grow = [](std::vector<Real>& v, std::size_t complex_count) {
+    if (v.size() < 2 * complex_count) v.resize(2 * complex_count);
+    return reinterpret_cast<Complex*>(v.data());
+  };
+  Complex* send = grow(send_, std::max<std::size_t>(out_at[p], 1) * line);
+  Complex* got = grow(received_, std::max<std::size_t>(in_at[p], 1) * line);
+  Complex* columns = grow(columns_, std::max<std::size_t>(static_cast<std::size_t>(mine_y.count) * n, 1) * line);
+  const std::ptrdiff_t out_pairs = static_cast<std::ptrdiff_t>(p) * nx_;
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < out_pairs; ++k) {
+    const int s = static_cast<int>(k / nx_), x = static_cast<int>(k % nx_);
+    const SlabPlanes& rows = y_rows[s];
+    Complex* to = send + (out_at[s] + static_cast<std::size_t>(x) * rows.count) * line;
+    std::copy_n(c + (static_cast<std::size_t>(x) * n + rows.first) * line, rows.count * line, to);
   }
-  transform(columns.data(), mine_y.count);
-  send.clear();
-  for (int s = 0; s < p; ++s) {
-    const SlabPlanes planes = slab_planes(n, p, s);
-    counts[s] = static_cast<std::size_t>(planes.count) * mine_y.count * nzc;
-    for (int x = planes.first; x < planes.first + planes.count; ++x)
-      for (int jl = 0; jl < mine_y.count; ++jl) {
-        const Complex* src = &columns[(static_cast<std::size_t>(jl) * n + x) * nzc];
-        send.insert(send.end(), src, src + nzc);
-      }
+  comm_.alltoallv_known(send, out_lines, got, in_lines, line * sizeof(Complex));
+  const std::ptrdiff_t in_pairs = n;   // every x plane, from its owner
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < in_pairs; ++k) {
+    const int x = static_cast<int>(k);
+    const int s = slab_owner(x, n, p);
+    const std::size_t from = in_at[s] + static_cast<std::size_t>(x - x_planes[s].first) * mine_y.count;
+    for (int jl = 0; jl < mine_y.count; ++jl)
+      std::copy_n(got + (from + jl) * line, line, columns + (static_cast<std::size_t>(jl) * n + x) * line);
   }
-  got = comm_.alltoallv(send, counts);
-  at = 0;
-  for (int s = 0; s < p; ++s) {
-    const SlabPlanes rows = slab_planes(n, p, s);
-    for (int x = 0; x < nx_; ++x)
-      for (int j = rows.first; j < rows.first + rows.count; ++j, at += nzc)
-        std::copy_n(&got[at], nzc, c + (static_cast<std::size_t>(x) * n + j) * nzc);
+  transform(columns, mine_y.count);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < in_pairs; ++k) {
+    const int x = static_cast<int>(k);
+    const int s = slab_owner(x, n, p);
+    const std::size_t to = in_at[s] + static_cast<std::size_t>(x - x_planes[s].first) * mine_y.count;
+    for (int jl = 0; jl < mine_y.count; ++jl)
+      std::copy_n(columns + (static_cast<std::size_t>(jl) * n + x) * line, line, got + (to + jl) * line);
+  }
+  comm_.alltoallv_known(got, in_lines, send, out_lines, line * sizeof(Complex));
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t k = 0; k < out_pairs; ++k) {
+    const int s = static_cast<int>(k / nx_), x = static_cast<int>(k % nx_);
+    const SlabPlanes& rows = y_rows[s];
+    std::copy_n(send + (out_at[s] + static_cast<std::size_t>(x) * rows.count) * line, rows.count * line,
+                c + (static_cast<std::size_t>(x) * n + rows.first) * line);
   }
 }
 

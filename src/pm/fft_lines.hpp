@@ -9,6 +9,7 @@
 // Memory on several ranks: three more slab-sized buffers during the x pass.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "core/comm.hpp"
 
@@ -34,6 +35,10 @@ class ReproducibleFft {
   int n_, x0_, nx_;
   Comm comm_;
   std::unique_ptr<Plans> plans_;
+  // Over ranks, the x lines' transposes: the blocks sent, received, and the y slab, kept from
+  // call to call (an IC's 2LPT makes a dozen transforms: new arrays each time cost their
+  // first touch).
+  std::vector<Real> send_, received_, columns_;
 };
 
 extern template class ReproducibleFft<float>;
