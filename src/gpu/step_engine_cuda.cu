@@ -700,7 +700,8 @@ void CudaStepEngine::Impl::log_ghost_times() {
             "{:.4f}; {:.1f} MB received from the other ranks",
             t.refreshes, ghosts->timed() ? ", parts timed apart" : "", t.total(),
             ghosts->timed() ? fmt::format("queued {:.4f} + ", t.queued) : std::string(), t.boxes, t.plan, t.plan_comm,
-            t.rechoices, t.plan_tests, t.plan_routes, t.routes, ghosts->timed() ? fmt::format("pack {:.4f} + ", t.pack) : std::string(), parts, t.unpack,
+            t.rechoices, t.plan_tests, t.plan_routes, t.routes,
+            ghosts->timed() ? fmt::format("pack {:.4f} + ", t.pack) : std::string(), parts, t.unpack,
             static_cast<double>(x.bytes) / 1e6);
 }
 
