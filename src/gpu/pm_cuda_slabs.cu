@@ -364,7 +364,7 @@ void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_
     // With CUDA IPC each gradient goes into the exchange's exported buffer, which y -> x
     // sends from (collective: every rank asks for it).
     C* gradient = work_modes;
-    if (exchange->peer_to_peer())
+    if (peer())
       gradient = static_cast<C*>(exchange->send_buffer(std::max<std::size_t>(t.y_slab_count * sizeof(C), 1)));
     {
       ScopedPhase phase(times, "pm_gradient");

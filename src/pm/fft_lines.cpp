@@ -132,13 +132,13 @@ void ReproducibleFft<Real>::x_lines(Real* data, bool forward) {
   const int r = comm_.rank();
   const SlabPlanes mine_y = slab_planes(n, p, r);
   const std::size_t line = static_cast<std::size_t>(nzc);
-  std::vector<SlabPlanes> x_planes(p), y_rows(p);
+  // Rank s's x planes are also its y rows (the same split).
+  std::vector<SlabPlanes> planes(p);
   std::vector<std::size_t> out_lines(p), in_lines(p), out_at(p + 1, 0), in_at(p + 1, 0);
   for (int s = 0; s < p; ++s) {
-    x_planes[s] = slab_planes(n, p, s);
-    y_rows[s] = slab_planes(n, p, s);
-    out_lines[s] = static_cast<std::size_t>(nx_) * y_rows[s].count;         // to s: my x planes, its y rows
-    in_lines[s] = static_cast<std::size_t>(x_planes[s].count) * mine_y.count;  // from s: its x planes, my y rows
+    planes[s] = slab_planes(n, p, s);
+    out_lines[s] = static_cast<std::size_t>(nx_) * planes[s].count;          // to s: my x planes, its y rows
+    in_lines[s] = static_cast<std::size_t>(planes[s].count) * mine_y.count;  // from s: its x planes, my y rows
     out_at[s + 1] = out_at[s] + out_lines[s];
     in_at[s + 1] = in_at[s] + in_lines[s];
   }
@@ -146,44 +146,42 @@ void ReproducibleFft<Real>::x_lines(Real* data, bool forward) {
     if (v.size() < 2 * complex_count) v.resize(2 * complex_count);
     return reinterpret_cast<Complex*>(v.data());
   };
-  Complex* send = grow(send_, std::max<std::size_t>(out_at[p], 1) * line);
+  Complex* sent = grow(send_, std::max<std::size_t>(out_at[p], 1) * line);
   Complex* got = grow(received_, std::max<std::size_t>(in_at[p], 1) * line);
   Complex* columns = grow(columns_, std::max<std::size_t>(static_cast<std::size_t>(mine_y.count) * n, 1) * line);
-  const std::ptrdiff_t out_pairs = static_cast<std::ptrdiff_t>(p) * nx_;
+  // The x slab's blocks and the y slab's columns against their places in the exchanged
+  // buffers, one (rank, x plane) pair per iteration on every thread; `out` packs into the
+  // buffers, else unpacks from them.
+  const auto x_slab_blocks = [&](bool out) {
+    const std::ptrdiff_t pairs = static_cast<std::ptrdiff_t>(p) * nx_;
 #pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < out_pairs; ++k) {
-    const int s = static_cast<int>(k / nx_), x = static_cast<int>(k % nx_);
-    const SlabPlanes& rows = y_rows[s];
-    Complex* to = send + (out_at[s] + static_cast<std::size_t>(x) * rows.count) * line;
-    std::copy_n(c + (static_cast<std::size_t>(x) * n + rows.first) * line, rows.count * line, to);
-  }
-  comm_.alltoallv_known(send, out_lines, got, in_lines, line * sizeof(Complex));
-  const std::ptrdiff_t in_pairs = n;   // every x plane, from its owner
+    for (std::ptrdiff_t k = 0; k < pairs; ++k) {
+      const int s = static_cast<int>(k / nx_), x = static_cast<int>(k % nx_);
+      Complex* slab = c + (static_cast<std::size_t>(x) * n + planes[s].first) * line;
+      Complex* buffer = sent + (out_at[s] + static_cast<std::size_t>(x) * planes[s].count) * line;
+      if (out) std::copy_n(slab, planes[s].count * line, buffer);
+      else std::copy_n(buffer, planes[s].count * line, slab);
+    }
+  };
+  const auto y_slab_columns = [&](bool out) {
 #pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < in_pairs; ++k) {
-    const int x = static_cast<int>(k);
-    const int s = slab_owner(x, n, p);
-    const std::size_t from = in_at[s] + static_cast<std::size_t>(x - x_planes[s].first) * mine_y.count;
-    for (int jl = 0; jl < mine_y.count; ++jl)
-      std::copy_n(got + (from + jl) * line, line, columns + (static_cast<std::size_t>(jl) * n + x) * line);
-  }
+    for (int x = 0; x < n; ++x) {
+      const int s = slab_owner(x, n, p);
+      const std::size_t at = in_at[s] + static_cast<std::size_t>(x - planes[s].first) * mine_y.count;
+      for (int jl = 0; jl < mine_y.count; ++jl) {
+        Complex* column = columns + (static_cast<std::size_t>(jl) * n + x) * line;
+        if (out) std::copy_n(column, line, got + (at + jl) * line);
+        else std::copy_n(got + (at + jl) * line, line, column);
+      }
+    }
+  };
+  x_slab_blocks(true);
+  comm_.alltoallv_known(sent, out_lines, got, in_lines, line * sizeof(Complex));
+  y_slab_columns(false);
   transform(columns, mine_y.count);
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < in_pairs; ++k) {
-    const int x = static_cast<int>(k);
-    const int s = slab_owner(x, n, p);
-    const std::size_t to = in_at[s] + static_cast<std::size_t>(x - x_planes[s].first) * mine_y.count;
-    for (int jl = 0; jl < mine_y.count; ++jl)
-      std::copy_n(columns + (static_cast<std::size_t>(jl) * n + x) * line, line, got + (to + jl) * line);
-  }
-  comm_.alltoallv_known(got, in_lines, send, out_lines, line * sizeof(Complex));
-#pragma omp parallel for schedule(static)
-  for (std::ptrdiff_t k = 0; k < out_pairs; ++k) {
-    const int s = static_cast<int>(k / nx_), x = static_cast<int>(k % nx_);
-    const SlabPlanes& rows = y_rows[s];
-    std::copy_n(send + (out_at[s] + static_cast<std::size_t>(x) * rows.count) * line, rows.count * line,
-                c + (static_cast<std::size_t>(x) * n + rows.first) * line);
-  }
+  y_slab_columns(true);
+  comm_.alltoallv_known(got, in_lines, sent, out_lines, line * sizeof(Complex));
+  x_slab_blocks(false);
 }
 
 template class ReproducibleFft<float>;
