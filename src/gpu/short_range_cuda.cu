@@ -134,6 +134,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   const std::size_t nn = tree_.n_nodes(), nl = tree_.n_leaves();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 3 * sizeof(unsigned long long), stream));
   if (active_subset_) flag_active(bin, min_active_bin, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[7], stream));
   const std::uint8_t* node_active = active_subset_ ? node_active_.data() : nullptr;
   const std::uint8_t* leaf_active = active_subset_ ? leaf_active_.data() : nullptr;
 
@@ -141,6 +142,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
   tree_.walk_nodes(walk_nodes_.data(), walk_settings_.top_levels, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[8], stream));
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active,
             tree_.is_forest() ? tree_.max_depth() : -1);   // waits once, at its end
   walk_.release_work();
@@ -262,10 +264,17 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.far_field = seconds(4, 5);
   s.scatter = seconds(5, 6);
   s.total = seconds(0, 6);
+  s.active_flags = seconds(1, 7);
+  s.walk_nodes = seconds(7, 8);
+  const DeviceOrbTree::Times t = tree_.times();
+  s.tree_parts[0] = 1e-3 * t.sort_ms;
+  s.tree_parts[1] = 1e-3 * t.split_ms;
+  s.tree_parts[2] = 1e-3 * t.finish_ms;
   s.rebuilt = rebuilt_;
   const unsigned long long* c = host_counters_.data();
   s.p2p_pairs = static_cast<std::uint64_t>(c[0]);
   s.p2p_interactions = static_cast<double>(c[0]);
+  s.particles = n_;
   s.active_particles = active_subset_ ? static_cast<std::size_t>(c[1]) : n_;
   s.active_leaves = active_subset_ ? static_cast<std::size_t>(c[2]) : tree_.n_leaves();
   s.m2l_tasks = walk_.m2l_count();

@@ -49,9 +49,12 @@ struct DeviceShortRangeStats {
   std::uint64_t p2p_pairs = 0;    // the same, the exact device count (the tree policy's)
   std::size_t m2l_tasks = 0, p2p_tasks = 0, nodes = 0, leaves = 0;
   std::size_t leaf_cell_pairs = 0;   // vacuum: P2L/M2P pairs (one P2L and one M2P task each)
-  std::size_t active_particles = 0, active_leaves = 0;
+  std::size_t particles = 0, active_particles = 0, active_leaves = 0;
   int walk_launches = 0, walk_reruns = 0;
   int p2p_chunks = 1;             // chunks of target leaves the P2P tasks were sorted in
+  // Inside tree and walk (ORBIS_STEP_DETAILS): the tree's three parts (a build: sort, splits,
+  // finish; a refit: gather, boxes, finish), the active flags, the walk's node records.
+  double tree_parts[3] = {0, 0, 0}, active_flags = 0, walk_nodes = 0;
 };
 
 class DeviceShortRange {
@@ -163,7 +166,7 @@ class DeviceShortRange {
   bool active_subset_ = false;
   bool rebuilt_ = false, rebuild_next_ = false;
   std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0, max_cub_items_ = kCubMaxItems;
-  cudaEvent_t events_[7] = {};
+  cudaEvent_t events_[9] = {};   // 0-6: the phases' bounds; 7, 8: after flag_active, walk_nodes
   std::size_t n_ = 0;
 };
 

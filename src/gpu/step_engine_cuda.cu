@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -121,6 +122,9 @@ struct CudaStepEngine::Impl {
   double memory_limit_gib = 0;
   double box = 0;
   bool short_double = false;   // short-range accelerations kept in double (double P2P)
+  // ORBIS_STEP_DETAILS=1: a log line per force computation with the short-range step's
+  // parts (step_details()), for profiling without a profiler.
+  bool log_step_details = std::getenv("ORBIS_STEP_DETAILS") && std::strcmp(std::getenv("ORBIS_STEP_DETAILS"), "1") == 0;
 
   std::unique_ptr<gpu::DeviceShortRange> short_range;
   std::unique_ptr<CudaPmSolver> pm;
@@ -321,6 +325,7 @@ struct CudaStepEngine::Impl {
   void forces_over_ranks(bool long_range, int min_active_bin, ForceStats& stats);
 
   void log_ghost_times();
+  std::string step_details() const;
 
   // The memory plan's input for `own` particles and a forest of `sources` (0: one rank).
   DeviceMemoryInput memory_input(std::size_t own, std::size_t sources) const {
@@ -679,6 +684,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     stats.times.add("pm", 1e-3 * ms);
   }
   stats.device_bytes = m.note_memory();
+  if (m.log_step_details && m.treepm) log::info("short range: {}", m.step_details());
   m.acc_current = false;
 }
 
@@ -811,6 +817,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   }
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   stats.device_bytes = note_memory();
+  if (log_step_details && treepm && n_sources > 0) log::info("short range (rank 0): {}", step_details());
   acc_current = false;
   stats.times.add("comm", comm.stats().seconds - comm_before);
 }
@@ -891,17 +898,23 @@ std::uint64_t CudaStepEngine::ghost_bus_bytes() const {
   return impl_->ghosts ? impl_->ghosts->traffic().total() : 0;
 }
 
-std::string CudaStepEngine::last_step_details() const {
-  const Impl& m = *impl_;
-  if (!m.short_range) return "no short-range step";
-  const gpu::DeviceShortRangeStats s = m.short_range->stats();
-  return fmt::format("tree {:.2f} ms ({}), walk {:.2f} ms ({} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms "
-                     "({} chunk{}), far field {:.2f} ms, scatter {:.2f} ms; {} leaves, {} nodes, {} P2P tasks, {} M2L "
-                     "tasks, {:.3e} pairs; {:.2f} GiB held by the short-range step",
-                     1e3 * s.tree, s.rebuilt ? "built" : "refitted", 1e3 * s.walk, s.walk_launches, s.walk_reruns,
-                     1e3 * s.grouping, 1e3 * s.p2p, s.p2p_chunks, s.p2p_chunks == 1 ? "" : "s", 1e3 * s.far_field,
-                     1e3 * s.scatter, s.leaves, s.nodes, s.p2p_tasks, s.m2l_tasks, s.p2p_interactions,
-                     gib(m.short_range->held_bytes()));
+std::string CudaStepEngine::last_step_details() const { return impl_->step_details(); }
+
+std::string CudaStepEngine::Impl::step_details() const {
+  if (!short_range) return "no short-range step";
+  const gpu::DeviceShortRangeStats s = short_range->stats();
+  const bool built = s.rebuilt;
+  return fmt::format("tree {:.2f} ms ({}: {} {:.2f}, {} {:.2f}, {} {:.2f}), walk {:.2f} ms (active flags {:.2f}, "
+                     "node records {:.2f}; {} launches, {} reruns), grouping {:.2f} ms, P2P {:.2f} ms ({} chunk{}), far "
+                     "field {:.2f} ms, scatter {:.2f} ms; {} of {} particles active, {} of {} leaves; {} nodes, {} P2P "
+                     "tasks, {} M2L tasks, {:.3e} pairs; {:.2f} GiB held by the short-range step",
+                     1e3 * s.tree, built ? "built" : "refitted", built ? "sort" : "leaves", 1e3 * s.tree_parts[0],
+                     built ? "splits" : "levels", 1e3 * s.tree_parts[1], built ? "finish" : "radii",
+                     1e3 * s.tree_parts[2], 1e3 * s.walk,
+                     1e3 * s.active_flags, 1e3 * s.walk_nodes, s.walk_launches, s.walk_reruns, 1e3 * s.grouping,
+                     1e3 * s.p2p, s.p2p_chunks, s.p2p_chunks == 1 ? "" : "s", 1e3 * s.far_field, 1e3 * s.scatter,
+                     s.active_particles, s.particles, s.active_leaves, s.leaves, s.nodes,
+                     s.p2p_tasks, s.m2l_tasks, s.p2p_interactions, gib(short_range->held_bytes()));
 }
 
 double CudaStepEngine::max_acceleration() {
