@@ -1,6 +1,7 @@
 #include "gpu/device_memory_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -120,9 +121,11 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t nt = in.sources > 0 ? in.sources : n;
     const std::size_t nl = orb_tree_leaves(nt, s.max_leaf), nn = 2 * nl - 1;
     // The device ORB tree kept from step to step: tree order and tree-order positions per
-    // particle; per node the shape, level lists, axis, radius and geometry; per leaf its
-    // record and node.
-    plan.parts.push_back({"tree", nt * (4 + 24) + padded(nn * (24 + 4 + 1 + 8 + 80) + nl * 36), ""});
+    // particle; per node the shape, level lists, axis, radius, arrival count and geometry;
+    // per leaf its record, node and ancestors (a forest over ranks is deeper than a tree of
+    // its leaves by up to a few levels: 8 more planned).
+    const std::size_t depth = static_cast<std::size_t>(std::ceil(std::log2(static_cast<double>(nl) + 1))) + 8;
+    plan.parts.push_back({"tree", nt * (4 + 24) + padded(nn * (28 + 4 + 1 + 8 + 4 + 80) + nl * (36 + 4 * depth)), ""});
     // Its build: three sorted index lists twice, their scan, the sorts' keys and values,
     // node of each particle, flags, the sorts' temporaries.
     plan.parts.push_back({"build", nt * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});

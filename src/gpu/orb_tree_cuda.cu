@@ -20,12 +20,6 @@ namespace {
 constexpr int kThreads = 256;
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-// The nodes of depth d: level_nodes()[offsets[d], offsets[d + 1]) (empty between a forest's
-// top and its subtrees: the callers launch nothing there).
-std::size_t level_size(const std::vector<std::size_t>& offsets, int d) {
-  return offsets[static_cast<std::size_t>(d) + 1] - offsets[static_cast<std::size_t>(d)];
-}
-
 // Doubles as unsigned integers of the same order (IEEE: flip all bits of negatives, the sign
 // of the rest); -0.0 becomes +0.0 first, as PositionLess sees them equal.
 __device__ __forceinline__ std::uint64_t order_key(double v) {
@@ -79,15 +73,6 @@ __device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, st
   const DeviceShapeNode nd = nodes[node];
   if (nd.left < 0) return node;
   return p - nd.first < nd.count / 2 ? nd.left : nd.right;
-}
-
-// The same in any shape whose children split their parent's range, left first: a forest's
-// artificial nodes split between whole groups, not at count / 2 (radii(), build and refit).
-__device__ __forceinline__ std::int32_t descend_any(const DeviceShapeNode* nodes, std::int32_t node,
-                                                    std::uint32_t p) {
-  const DeviceShapeNode nd = nodes[node];
-  if (nd.left < 0) return node;
-  return p < nodes[nd.right].first ? nd.left : nd.right;
 }
 
 // node_of[p] moves one level down (to the node of this depth holding p, or stays on an
@@ -151,94 +136,225 @@ __global__ void leaf_order(std::uint32_t n, bool root_is_leaf, const DeviceShape
   tz[p] = z[j];
 }
 
-// Leaf centres (the mean of the members, summed in tree order as the host does) and the
-// leaf records the P2P kernels read (centre: the box centre).
-__global__ void leaf_centres(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
-                             const double* tx, const double* ty, const double* tz, DeviceNodeGeometry* geom,
-                             DeviceLeaf* leaves) {
-  const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
-  if (l >= n_leaves) return;
+// One warp per leaf (refit: its positions gathered into tree order first): the box (refit
+// only: a build's are the sorted lists' ends), the centre (the mean of the members, summed
+// in tree order by one lane as the host sums them), the squared radius about it (a max:
+// exact in any order) and the leaf record the P2P kernels read (centre: the box centre).
+// A warp reads its leaf's positions together; one thread per leaf, each reading its own
+// 32 in a row, took 3x longer at 256^3 (strided loads).
+constexpr int kWarps = kThreads / 32;
+unsigned warp_blocks_for(std::size_t n) { return static_cast<unsigned>((n + kWarps - 1) / kWarps); }
+
+__device__ __forceinline__ double warp_min(double v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmin(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+__device__ __forceinline__ double warp_max(double v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+__global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+                          const std::uint32_t* gather, const double* x, const double* y, const double* z, double* tx,
+                          double* ty, double* tz, DeviceNodeGeometry* geom, DeviceLeaf* leaves,
+                          unsigned long long* r2) {
+  __shared__ double staged[kWarps][3][32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const std::uint32_t l = blockIdx.x * kWarps + w;
+  if (l >= n_leaves) return;   // the whole warp
   const std::int32_t node = leaf_node[l];
   const DeviceShapeNode nd = nodes[node];
-  Vec3d sum{0, 0, 0};
-  for (std::uint32_t t = nd.first; t < nd.first + nd.count; ++t) sum += Vec3d{tx[t], ty[t], tz[t]};
-  const Vec3d c = sum * (1.0 / nd.count);
+  const std::uint32_t end = nd.first + nd.count;
   DeviceNodeGeometry& g = geom[node];
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  Vec3d sum{0, 0, 0};
+  for (std::uint32_t base = nd.first; base < end; base += 32) {
+    const std::uint32_t t = base + lane;
+    if (t < end) {
+      double v[3];
+      if (gather) {
+        const std::uint32_t j = gather[t];
+        v[0] = x[j];
+        v[1] = y[j];
+        v[2] = z[j];
+        tx[t] = v[0];
+        ty[t] = v[1];
+        tz[t] = v[2];
+      } else {
+        v[0] = tx[t];
+        v[1] = ty[t];
+        v[2] = tz[t];
+      }
+      for (int d = 0; d < 3; ++d) {
+        staged[w][d][lane] = v[d];
+        lo[d] = fmin(lo[d], v[d]);
+        hi[d] = fmax(hi[d], v[d]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      const std::uint32_t m = min(32u, end - base);
+      for (std::uint32_t k = 0; k < m; ++k) sum += Vec3d{staged[w][0][k], staged[w][1][k], staged[w][2][k]};
+    }
+    __syncwarp();
+  }
+  const Vec3d mean = sum * (1.0 / nd.count);
+  const Vec3d c{__shfl_sync(0xffffffffu, mean.x, 0), __shfl_sync(0xffffffffu, mean.y, 0),
+                __shfl_sync(0xffffffffu, mean.z, 0)};
+  unsigned long long m2 = 0;
+  for (std::uint32_t t = nd.first + lane; t < end; t += 32) {
+    const unsigned long long v =
+        static_cast<unsigned long long>(__double_as_longlong(norm2(Vec3d{tx[t], ty[t], tz[t]} - c)));
+    m2 = max(m2, v);
+  }
+  for (int off = 16; off > 0; off >>= 1) m2 = max(m2, __shfl_xor_sync(0xffffffffu, m2, off));
+  if (gather)
+    for (int d = 0; d < 3; ++d) {
+      lo[d] = warp_min(lo[d]);
+      hi[d] = warp_max(hi[d]);
+    }
+  if (lane != 0) return;
+  if (gather)
+    for (int d = 0; d < 3; ++d) {
+      g.lo[d] = lo[d];
+      g.hi[d] = hi[d];
+    }
   g.centre[0] = c.x;
   g.centre[1] = c.y;
   g.centre[2] = c.z;
+  r2[node] = m2;
   const Vec3d box = 0.5 * (Vec3d{g.lo[0], g.lo[1], g.lo[2]} + Vec3d{g.hi[0], g.hi[1], g.hi[2]});
   leaves[l] = DeviceLeaf{nd.first, nd.count, box.x, box.y, box.z};
 }
 
-// Internal centres of one depth from their children (deeper levels done first).
-__global__ void internal_centres(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
-                                 DeviceNodeGeometry* geom) {
-  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= n_level) return;
-  const std::int32_t node = level[t];
-  const DeviceShapeNode nd = nodes[node];
-  if (nd.left < 0) return;
-  const DeviceShapeNode a = nodes[nd.left], b = nodes[nd.right];
-  const DeviceNodeGeometry& ga = geom[nd.left];
-  const DeviceNodeGeometry& gb = geom[nd.right];
-  const Vec3d ca{ga.centre[0], ga.centre[1], ga.centre[2]}, cb{gb.centre[0], gb.centre[1], gb.centre[2]};
-  const Vec3d c = (static_cast<double>(a.count) * ca + static_cast<double>(b.count) * cb) * (1.0 / nd.count);
-  DeviceNodeGeometry& g = geom[node];
-  g.centre[0] = c.x;
-  g.centre[1] = c.y;
-  g.centre[2] = c.z;
+// Internal nodes from their children, bottom-up in one launch (a thread per leaf climbs
+// while it is the second child of its parent to arrive, as in Karras 2012): the centre
+// (count-weighted mean of the children's, the host's arithmetic) and on a refit the box
+// (the union of theirs). Level by level, one launch a depth, it took 0.34 ms at 256^3 on an
+// H200 (19 launches). Children written on other SMs are read from L2 (__ldcg: L1 is not
+// coherent), after the fences that order each child's writes before its arrival count.
+__device__ __forceinline__ Vec3d centre_from_l2(const DeviceNodeGeometry& g) {
+  return Vec3d{__ldcg(&g.centre[0]), __ldcg(&g.centre[1]), __ldcg(&g.centre[2])};
 }
 
-// Squared radii: every particle, at every node on its path from the root (max_depth + 1
-// steps cover a forest's paths too: its depths only jump), against that node's centre.
-// Non-negative doubles order like their bits, so an integer atomicMax on the bits is the
-// exact max (any order of arrival gives the same bits). Runs of equal nodes are reduced
-// in the block (whole block in one node: top levels) or in the warp first, so the root
-// sees one atomic per block, not per particle.
-__global__ void radii(std::uint32_t n, int max_depth, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
-                      const double* tx, const double* ty, const double* tz, unsigned long long* r2) {
-  __shared__ std::int32_t block_node;
-  __shared__ unsigned long long warp_max[kThreads / 32];
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  bool active = p < n;
-  std::int32_t node = 0;
-  const Vec3d x = active ? Vec3d{tx[p], ty[p], tz[p]} : Vec3d{0, 0, 0};
-  for (int d = 0; d <= max_depth; ++d) {
-    unsigned long long v = 0;
-    std::int32_t key = -1 - static_cast<std::int32_t>(threadIdx.x);   // unique: joins no run
-    if (active) {
-      const DeviceNodeGeometry& g = geom[node];
-      v = static_cast<unsigned long long>(__double_as_longlong(norm2(x - Vec3d{g.centre[0], g.centre[1], g.centre[2]})));
-      key = node;
-    }
-    if (threadIdx.x == 0) block_node = key;
-    __syncthreads();
-    const bool whole_block = __syncthreads_and(key == block_node);
-    if (whole_block) {
-      for (int off = 16; off > 0; off >>= 1) v = max(v, __shfl_down_sync(0xffffffffu, v, off));
-      if (lane == 0) warp_max[warp] = v;
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        for (int w = 1; w < kThreads / 32; ++w) v = max(v, warp_max[w]);
-        atomicMax(r2 + key, v);
+__global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+                              bool boxes, DeviceNodeGeometry* geom, unsigned* arrivals) {
+  const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
+  if (l >= n_leaves) return;
+  std::int32_t node = leaf_node[l];
+  for (;;) {
+    const std::int32_t up = nodes[node].parent;
+    if (up < 0) return;   // the root is done
+    __threadfence();      // this node's geometry before its arrival
+    if (atomicAdd(arrivals + up, 1u) == 0) return;   // the sibling finishes the parent
+    __threadfence();
+    const DeviceShapeNode nd = nodes[up];
+    const DeviceShapeNode a = nodes[nd.left], b = nodes[nd.right];
+    const DeviceNodeGeometry& ga = geom[nd.left];
+    const DeviceNodeGeometry& gb = geom[nd.right];
+    const Vec3d c = (static_cast<double>(a.count) * centre_from_l2(ga) + static_cast<double>(b.count) * centre_from_l2(gb)) *
+                    (1.0 / nd.count);
+    DeviceNodeGeometry& g = geom[up];
+    if (boxes)
+      for (int d = 0; d < 3; ++d) {
+        g.lo[d] = fmin(__ldcg(&ga.lo[d]), __ldcg(&gb.lo[d]));
+        g.hi[d] = fmax(__ldcg(&ga.hi[d]), __ldcg(&gb.hi[d]));
       }
-    } else {
-      // Segmented max over runs of equal keys (runs are contiguous: a node is a range).
-      for (int off = 1; off < 32; off <<= 1) {
-        const unsigned long long ov = __shfl_down_sync(0xffffffffu, v, off);
-        const std::int32_t ok = __shfl_down_sync(0xffffffffu, key, off);
-        if (lane + off < 32 && ok == key) v = max(v, ov);
+    g.centre[0] = c.x;
+    g.centre[1] = c.y;
+    g.centre[2] = c.z;
+    node = up;
+  }
+}
+
+// Each leaf's ancestors, root first (row l of `stride` entries; -1 after the last), from
+// the parent links: made once per shape (finish_geometry), read by radius_pass.
+__global__ void leaf_ancestors(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+                               int stride, std::int32_t* out) {
+  const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
+  if (l >= n_leaves) return;
+  std::int32_t* row = out + static_cast<std::size_t>(l) * stride;
+  int count = 0;
+  for (std::int32_t a = nodes[leaf_node[l]].parent; a >= 0; a = nodes[a].parent) ++count;
+  int k = count;
+  for (std::int32_t a = nodes[leaf_node[l]].parent; a >= 0; a = nodes[a].parent) row[--k] = a;
+  for (k = count; k < stride; ++k) row[k] = -1;
+}
+
+// Squared radii of the internal nodes (the leaves': leaf_pass), exact: a node's is the max
+// over its particles p of norm2(p - centre) (non-negative doubles order like their bits, so
+// an integer atomicMax on the bits is the exact max in any order of arrival). As the host's
+// refit, a branch and bound: a leaf l below node N holds no particle farther from N's centre
+// c than |c - c_l| + r_l, so only the leaves whose bound reaches a distance already found (a
+// distance of one of N's particles, hence a lower bound of N's radius) need measuring. One
+// warp per leaf, a lane per ancestor (all loads at once; walking the path from the root, a
+// chain of dependent loads per level, took longer than measuring every particle), two passes:
+//   seeds (pass 0): N's 32 sample particles, spread over its range, each measured with its
+//     whole leaf (a node of 32 leaves or fewer has every leaf measured here);
+//   the rest (pass 1): the leaves not measured in pass 0 whose bound reaches r2[N].
+// Every particle met every ancestor before (19 levels at 256^3): 1.5 ms a refit on an H200.
+__device__ __forceinline__ std::uint64_t distance_bits(const Vec3d& p, const Vec3d& c) {
+  return static_cast<std::uint64_t>(__double_as_longlong(norm2(p - c)));
+}
+
+// Whether the leaf [first, first + count) holds one of node a's 32 sample positions
+// a.first + (j a.count) / 32, j = 0..31.
+__device__ __forceinline__ bool holds_sample(const DeviceShapeNode& a, std::uint32_t first, std::uint32_t count) {
+  const std::uint64_t off = first - a.first, c = a.count;
+  const std::uint64_t j = (32 * off + c - 1) / c;   // the first sample at or after first
+  return j < 32 && (j * c) / 32 < off + count;
+}
+
+__global__ void radius_pass(int pass, std::uint32_t n_leaves, const std::int32_t* leaf_node, int stride,
+                            const std::int32_t* ancestors, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
+                            const double* tx, const double* ty, const double* tz, unsigned long long* r2) {
+  const unsigned lane = threadIdx.x & 31;
+  const std::uint32_t l = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (l >= n_leaves) return;   // the whole warp
+  const std::int32_t leaf = leaf_node[l];
+  const DeviceShapeNode nd = nodes[leaf];
+  const bool one_chunk = nd.count <= 32;
+  const Vec3d mine = lane < nd.count ? Vec3d{tx[nd.first + lane], ty[nd.first + lane], tz[nd.first + lane]}
+                                     : Vec3d{0, 0, 0};
+  Vec3d cl{0, 0, 0};
+  double rl = 0;
+  if (pass == 1) {
+    const DeviceNodeGeometry& gl = geom[leaf];
+    cl = Vec3d{gl.centre[0], gl.centre[1], gl.centre[2]};
+    rl = sqrt(__longlong_as_double(static_cast<long long>(r2[leaf])));
+  }
+  const std::int32_t* row = ancestors + static_cast<std::size_t>(l) * stride;
+  for (int k0 = 0; k0 < stride; k0 += 32) {
+    const std::int32_t a = k0 + static_cast<int>(lane) < stride ? row[k0 + lane] : -1;
+    bool measure = false;
+    Vec3d c{0, 0, 0};
+    if (a >= 0) {
+      const DeviceNodeGeometry& g = geom[a];
+      c = Vec3d{g.centre[0], g.centre[1], g.centre[2]};
+      const bool sampled = holds_sample(nodes[a], nd.first, nd.count);
+      if (pass == 0) {
+        measure = sampled;
+      } else if (!sampled) {
+        // The bound, rounded up generously (1e-9 relative: far above the few ulps of its
+        // own arithmetic), against the largest distance found so far.
+        const double bound = sqrt(norm2(cl - c)) + rl;
+        measure = bound * bound * (1 + 1e-9) >= __longlong_as_double(static_cast<long long>(r2[a]));
       }
-      const std::int32_t prev = __shfl_up_sync(0xffffffffu, key, 1);
-      if (key >= 0 && (lane == 0 || prev != key)) atomicMax(r2 + key, v);
     }
-    __syncthreads();   // block_node and warp_max are rewritten next level
-    if (active) {
-      const std::int32_t child = descend_any(nodes, node, p);
-      if (child == node) active = false;
-      node = child;
+    for (unsigned todo = __ballot_sync(0xffffffffu, measure); todo != 0; todo &= todo - 1) {
+      const int src = __ffs(todo) - 1;
+      const Vec3d ca{__shfl_sync(0xffffffffu, c.x, src), __shfl_sync(0xffffffffu, c.y, src),
+                     __shfl_sync(0xffffffffu, c.z, src)};
+      const std::int32_t node = __shfl_sync(0xffffffffu, a, src);
+      std::uint64_t m = 0;
+      if (one_chunk) {
+        if (lane < nd.count) m = distance_bits(mine, ca);
+      } else {
+        for (std::uint32_t t = nd.first + lane; t < nd.first + nd.count; t += 32)
+          m = max(m, distance_bits(Vec3d{tx[t], ty[t], tz[t]}, ca));
+      }
+      for (int off = 16; off > 0; off >>= 1) m = max(m, static_cast<std::uint64_t>(__shfl_xor_sync(0xffffffffu, m, off)));
+      if (lane == 0) atomicMax(r2 + node, static_cast<unsigned long long>(m));
     }
   }
 }
@@ -282,7 +398,7 @@ void DeviceOrbTree::upload_shape() {
   n_leaves_ = 0;
   for (std::size_t i = 0; i < n_nodes; ++i) {
     const TreeNode& s = shape_[i];
-    table[i] = DeviceShapeNode{s.first, s.count, s.left, s.right, s.leaf, s.depth};
+    table[i] = DeviceShapeNode{s.first, s.count, s.left, s.right, s.leaf, s.depth, s.parent};
     max_depth = std::max(max_depth, s.depth);
     n_leaves_ += s.is_leaf();
   }
@@ -303,6 +419,7 @@ void DeviceOrbTree::upload_shape() {
   // (upload()): a plain cudaMemcpy here raced with the PM kernels still queued on the step's
   // stream whose mesh memory the pool had just handed to these arrays (garbage node tables:
   // NaN forces, seen on an H200; compute-sanitizer's initcheck flagged the reads).
+  ancestors_ready_ = false;
   nodes_.upload(table.data(), n_nodes);
   level_nodes_.upload(by_depth.data(), n_nodes);
   leaf_node_.upload(leaf_node.data(), n_leaves_);
@@ -315,6 +432,7 @@ void DeviceOrbTree::ensure_tree_arrays(std::size_t n) {
   ty_.ensure_exact(n);
   tz_.ensure_exact(n);
   r2_.ensure(n_nodes);
+  arrivals_.ensure(n_nodes);
   geom_.ensure(n_nodes);
   leaves_.ensure(n_leaves_);
   for (cudaEvent_t& e : events_)
@@ -430,28 +548,47 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
   release_build_arrays();
 }
 
-// Leaf records and centres, internal centres (deepest first), radii: from the tree-order
-// positions and the boxes in geom_ (build() and refit()).
-void DeviceOrbTree::finish_geometry(cudaStream_t stream) {
-  const auto nn = static_cast<std::uint32_t>(n_);
-  const std::size_t n = n_;
+// Leaf records, centres and radii, internal centres (deepest first) and radii, from the
+// tree-order positions and (build) the boxes in geom_. A refit (x, y, z not null) gathers
+// the tree-order positions from its caller's order first and makes the boxes too; its
+// three parts are timed apart (events 1 and 2).
+void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const double* y, const double* z) {
+  const bool refit = x != nullptr;
   const int max_depth = static_cast<int>(level_offset_.size()) - 2;
-  leaf_centres<<<blocks_for(n_leaves_), kThreads, 0, stream>>>(static_cast<std::uint32_t>(n_leaves_),
-                                                               leaf_node_.data(), nodes_.data(), tx_.data(),
-                                                               ty_.data(), tz_.data(), geom_.data(), leaves_.data());
+  const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
+  // Every internal node's radius is an atomicMax into r2_ (the leaves' are written).
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(r2_.data(), 0, n_nodes * sizeof(std::uint64_t), stream));
+  leaf_pass<<<warp_blocks_for(n_leaves_), kThreads, 0, stream>>>(
+      static_cast<std::uint32_t>(n_leaves_), leaf_node_.data(), nodes_.data(), refit ? order_.data() : nullptr, x, y,
+      z, tx_.data(), ty_.data(), tz_.data(), geom_.data(), leaves_.data(),
+      reinterpret_cast<unsigned long long*>(r2_.data()));
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  for (int d = max_depth - 1; d >= 0; --d) {
-    const std::int32_t* level = level_nodes_.data() + level_offset_[static_cast<std::size_t>(d)];
-    const auto n_level = static_cast<std::uint32_t>(level_size(level_offset_, d));
-    if (n_level == 0) continue;
-    internal_centres<<<blocks_for(n_level), kThreads, 0, stream>>>(level, n_level, nodes_.data(), geom_.data());
+  if (refit) ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
+  if (max_depth > 0) {
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, n_nodes * sizeof(unsigned), stream));
+    internal_pass<<<blocks_for(n_leaves_), kThreads, 0, stream>>>(static_cast<std::uint32_t>(n_leaves_),
+                                                                  leaf_node_.data(), nodes_.data(), refit,
+                                                                  geom_.data(), arrivals_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
-  const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(r2_.data(), 0, n_nodes * sizeof(std::uint64_t), stream));
-  radii<<<blocks_for(n), kThreads, 0, stream>>>(nn, max_depth, nodes_.data(), geom_.data(), tx_.data(), ty_.data(),
-                                                tz_.data(), reinterpret_cast<unsigned long long*>(r2_.data()));
-  ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (refit) ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
+  if (max_depth > 0) {
+    auto* r2 = reinterpret_cast<unsigned long long*>(r2_.data());
+    const auto nl = static_cast<std::uint32_t>(n_leaves_);
+    if (!ancestors_ready_) {   // a new shape: no leaf has more than max_depth ancestors
+      ancestors_.ensure(static_cast<std::size_t>(n_leaves_) * static_cast<std::size_t>(max_depth));
+      leaf_ancestors<<<blocks_for(nl), kThreads, 0, stream>>>(nl, leaf_node_.data(), nodes_.data(), max_depth,
+                                                              ancestors_.data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+      ancestors_ready_ = true;
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+      radius_pass<<<warp_blocks_for(nl), kThreads, 0, stream>>>(pass, nl, leaf_node_.data(), max_depth,
+                                                                ancestors_.data(), nodes_.data(), geom_.data(),
+                                                                tx_.data(), ty_.data(), tz_.data(), r2);
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
+  }
   set_radii<<<blocks_for(n_nodes), kThreads, 0, stream>>>(
       n_nodes, reinterpret_cast<const unsigned long long*>(r2_.data()), geom_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());

@@ -31,6 +31,7 @@ namespace orbis::gpu {
 struct DeviceShapeNode {
   std::uint32_t first, count;
   std::int32_t left, right, leaf, depth;
+  std::int32_t parent;   // -1: the root
 };
 
 class DeviceOrbTree {
@@ -108,7 +109,9 @@ class DeviceOrbTree {
   void download(OrbTree& out, const std::vector<Vec3d>& positions, cudaStream_t stream) const;
 
   // Device time of the last build by phase (waits for it): the per-axis sorts (with the
-  // tie check), the level-by-level splits, the centres, radii and leaf records.
+  // tie check), the level-by-level splits, the centres, radii and leaf records; of the last
+  // refit: the leaves (positions gathered, boxes, centres, radii, records), the internal
+  // nodes' boxes and centres level by level, their radii.
   struct Times {
     double total_ms = 0, sort_ms = 0, split_ms = 0, finish_ms = 0;
   };
@@ -121,7 +124,10 @@ class DeviceOrbTree {
   // The arrays a tree keeps between steps (order, tree-order positions, geometry, leaf
   // records, radii) and the events; ensure_buffers() adds the build's own.
   void ensure_tree_arrays(std::size_t n);
-  void finish_geometry(cudaStream_t stream);
+  // The geometry from the tree order: a build's (positions in tree order and boxes made), or
+  // a refit's (x, y, z: its caller's positions, gathered through the order here).
+  void finish_geometry(cudaStream_t stream, const double* x = nullptr, const double* y = nullptr,
+                       const double* z = nullptr);
   void ensure_buffers(std::size_t n);
   // Gives the build's own arrays (sorted lists, their scan, the sorts' keys and values, node
   // of each particle, flags, temporaries: ~65 bytes a particle) back to the device pool,
@@ -147,6 +153,11 @@ class DeviceOrbTree {
   DeviceArray<std::uint8_t> axis_, flag_;
   DeviceArray<std::uint32_t> lists_[2], scan_, sort_vals_[2], order_;
   DeviceArray<std::uint64_t> sort_keys_[2], r2_;
+  DeviceArray<unsigned> arrivals_;   // finish_geometry: children done per node
+  // Each leaf's ancestors (max_depth() entries a leaf, root first, -1 after the last), made
+  // by the first finish_geometry of a shape.
+  DeviceArray<std::int32_t> ancestors_;
+  bool ancestors_ready_ = false;
   DeviceArray<std::int32_t> node_of_;
   DeviceArray<double> tx_, ty_, tz_;
   DeviceArray<DeviceNodeGeometry> geom_;

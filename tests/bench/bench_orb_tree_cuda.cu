@@ -2,7 +2,10 @@
 // 128^3 and 256^3 particles. Prints, per size: the host build (best of a few), the device
 // build by CUDA events (best and mean of 10 after a warm-up; phases of the best) and the
 // host wall time of one build() call including its internal stream wait, and whether the
-// two trees agree (order and node geometry, bitwise).
+// two trees agree (order and node geometry, bitwise). Then the refit (what every sub-step
+// of a run pays): the positions moved by up to a tenth of the mean spacing, the host's
+// OrbTree::refit against the device's (best and mean of 10; its parts: leaves, levels,
+// radii), and whether they agree.
 //   bench_orb_tree_cuda [n_side ...]    (default: 128 256)
 #include <omp.h>
 
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "gpu/orb_tree_cuda.cuh"
@@ -87,6 +91,46 @@ void run(int n_side, int max_leaf) {
               best.total_ms, best.sort_ms, best.split_ms, best.finish_ms, sum / reps, wall_best);
   std::printf("  speed-up (host best / device best): %.1fx; trees %s\n", host_best / best.total_ms,
               bad == 0 ? "identical" : "DIFFER");
+  std::fflush(stdout);
+
+  // Refits to moved positions.
+  std::vector<Vec3d> moved = pos;
+  {
+    std::mt19937_64 rng(11);
+    const double step = 0.1 * 1000.0 / n_side;
+    std::uniform_real_distribution<double> u(-step, step);
+    for (Vec3d& p : moved) p += Vec3d{u(rng), u(rng), u(rng)};
+  }
+  const double t_host = now_ms();
+  host.refit(moved);
+  const double host_refit = now_ms() - t_host;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d) h[d][i] = moved[i][d];
+  for (int d = 0; d < 3; ++d)
+    ORBIS_CUDA_CHECK(cudaMemcpy(dev[d]->data(), h[d].data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  gpu::DeviceOrbTree::Times refit_best;
+  refit_best.total_ms = 1e30;
+  double refit_sum = 0;
+  for (int r = 0; r <= reps; ++r) {
+    tree.refit(x.data(), y.data(), z.data(), stream);
+    const auto t = tree.times();
+    if (r == 0) continue;   // warm-up
+    refit_sum += t.total_ms;
+    if (t.total_ms < refit_best.total_ms) refit_best = t;
+  }
+  OrbTree refitted;
+  tree.download(refitted, moved, stream);
+  std::size_t refit_bad = refitted.order() == host.order() ? 0 : 1;
+  for (std::size_t i = 0; i < host.nodes().size(); ++i) {
+    const TreeNode& a = refitted.nodes()[i];
+    const TreeNode& b = host.nodes()[i];
+    refit_bad += std::memcmp(&a.lo, &b.lo, sizeof(Vec3d)) != 0 || std::memcmp(&a.hi, &b.hi, sizeof(Vec3d)) != 0 ||
+                 std::memcmp(&a.centre, &b.centre, sizeof(Vec3d)) != 0 || a.radius != b.radius;
+  }
+  std::printf("  refit: host %.2f ms; device best %.3f ms (leaves %.3f, levels %.3f, radii %.3f), mean %.3f ms; "
+              "trees %s\n",
+              host_refit, refit_best.total_ms, refit_best.sort_ms, refit_best.split_ms, refit_best.finish_ms,
+              refit_sum / reps, refit_bad == 0 ? "identical" : "DIFFER");
   std::fflush(stdout);
   ORBIS_CUDA_CHECK(cudaStreamDestroy(stream));
 }

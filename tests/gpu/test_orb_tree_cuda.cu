@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -49,19 +50,29 @@ std::vector<T> download_array(const T* dev, std::size_t n) {
 // max_cub_items: the most items per CUB call (gpu/cub_counts.cuh; lowered, the build takes
 // the 64-bit-count path of a tree of more than 2^31 / 3 particles).
 // top_levels: the walk's top depth both builds split above with the stable rule (split_axis).
-void compare_with_host(const std::vector<Vec3d>& pos, int max_leaf, double particle_mass = 1.5,
-                       std::size_t max_cub_items = gpu::kCubMaxItems, int top_levels = 0) {
-  CAPTURE(pos.size());
+// moved (not null): both trees are then refitted to these positions of the same particles.
+void compare_with_host(const std::vector<Vec3d>& built_from, int max_leaf, double particle_mass = 1.5,
+                       std::size_t max_cub_items = gpu::kCubMaxItems, int top_levels = 0,
+                       const std::vector<Vec3d>* moved = nullptr) {
+  CAPTURE(built_from.size());
   CAPTURE(max_leaf);
   CAPTURE(max_cub_items);
   CAPTURE(top_levels);
+  CAPTURE(moved != nullptr);
   OrbTree host;
-  host.build(pos, max_leaf, particle_mass, OrbTree::kParallelMin, top_levels);
+  host.build(built_from, max_leaf, particle_mass, OrbTree::kParallelMin, top_levels);
 
-  DevicePositions dp(pos);
+  DevicePositions dp(built_from);
   gpu::DeviceOrbTree dev;
   dev.set_max_cub_items(max_cub_items);
-  dev.build(dp.x.data(), dp.y.data(), dp.z.data(), pos.size(), max_leaf, particle_mass, nullptr, top_levels);
+  dev.build(dp.x.data(), dp.y.data(), dp.z.data(), built_from.size(), max_leaf, particle_mass, nullptr, top_levels);
+  const std::vector<Vec3d>& pos = moved ? *moved : built_from;
+  if (moved) {
+    host.refit(pos);
+    DevicePositions dm(pos);
+    dev.refit(dm.x.data(), dm.y.data(), dm.z.data(), nullptr);
+    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());   // dm's arrays go at the end of this scope
+  }
   OrbTree got;
   dev.download(got, pos, nullptr);
   REQUIRE(dev.size() == pos.size());
@@ -192,6 +203,36 @@ TEST_CASE("device ORB tree equals the host tree above the walk's top depth (near
   compare_with_host(test::clustered_particles(48, 100.0, 3), 32, 1.5, gpu::kCubMaxItems, 9);
   compare_with_host(quantised(60000, 50.0, 64, 8), 16, 1.5, 1000, 5);   // ties, and the split CUB path
   compare_with_host(test::uniform_particles(1000, 10.0, 4), 8, 1.5, gpu::kCubMaxItems, 30);   // d past the leaves
+}
+
+// Every particle moved by up to a tenth of its box's mean spacing (some out of the box: a
+// refit does not wrap), and a few by much more: nodes then overlap.
+std::vector<Vec3d> jittered(const std::vector<Vec3d>& pos, double box, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const double step = 0.1 * box / std::cbrt(static_cast<double>(pos.size()));
+  std::uniform_real_distribution<double> u(-step, step);
+  std::vector<Vec3d> out = pos;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const double f = i % 97 == 0 ? 30.0 : 1.0;
+    out[i] += f * Vec3d{u(rng), u(rng), u(rng)};
+  }
+  return out;
+}
+
+TEST_CASE("device ORB tree refitted to moved positions equals the host tree refitted to them") {
+  test::require_gpu_or_skip();
+  const auto uniform = test::uniform_particles(100003, 100.0, 24);
+  const auto moved_uniform = jittered(uniform, 100.0, 1);
+  compare_with_host(uniform, 32, 1.5, gpu::kCubMaxItems, 0, &moved_uniform);
+  compare_with_host(uniform, 7, 1.5, gpu::kCubMaxItems, 4, &moved_uniform);
+  const auto clustered = test::clustered_particles(48, 100.0, 3);
+  const auto moved_clustered = jittered(clustered, 100.0, 2);
+  compare_with_host(clustered, 32, 1.5, gpu::kCubMaxItems, 0, &moved_clustered);
+  // Unmoved: a refit gives back the build's tree bit for bit.
+  compare_with_host(clustered, 32, 1.5, gpu::kCubMaxItems, 0, &clustered);
+  const auto small = test::uniform_particles(33, 10.0, 5);
+  const auto moved_small = jittered(small, 10.0, 3);
+  compare_with_host(small, 8, 1.5, gpu::kCubMaxItems, 0, &moved_small);
 }
 
 TEST_CASE("device ORB tree: small trees and reuse across sizes") {
