@@ -289,20 +289,23 @@ __global__ void leaf_ancestors(std::uint32_t n_leaves, const std::int32_t* leaf_
 // distance of one of N's particles, hence a lower bound of N's radius) need measuring. One
 // warp per leaf, a lane per ancestor (all loads at once; walking the path from the root, a
 // chain of dependent loads per level, took longer than measuring every particle), two passes:
-//   seeds (pass 0): N's 32 sample particles, spread over its range, each measured with its
-//     whole leaf (a node of 32 leaves or fewer has every leaf measured here);
+//   seeds (pass 0): N's 32-63 sample particles, spread over its range, each measured with
+//     its whole leaf (a node of 32 leaves or fewer has nearly every leaf measured here);
 //   the rest (pass 1): the leaves not measured in pass 0 whose bound reaches r2[N].
 // Every particle met every ancestor before (19 levels at 256^3): 1.5 ms a refit on an H200.
 __device__ __forceinline__ std::uint64_t distance_bits(const Vec3d& p, const Vec3d& c) {
   return static_cast<std::uint64_t>(__double_as_longlong(norm2(p - c)));
 }
 
-// Whether the leaf [first, first + count) holds one of node a's 32 sample positions
-// a.first + (j a.count) / 32, j = 0..31.
+// Whether the leaf [first, first + count) holds one of node a's sample positions: the
+// multiples of a power of two 2^s from a.first, with s such that there are 32 to 63 of them
+// (all of a's positions in a node of fewer than 64 particles). Shifts, not a division: a
+// 64-bit division per lane and ancestor made the radii 3x slower.
 __device__ __forceinline__ bool holds_sample(const DeviceShapeNode& a, std::uint32_t first, std::uint32_t count) {
-  const std::uint64_t off = first - a.first, c = a.count;
-  const std::uint64_t j = (32 * off + c - 1) / c;   // the first sample at or after first
-  return j < 32 && (j * c) / 32 < off + count;
+  const std::uint32_t off = first - a.first;
+  if (off == 0) return true;
+  const int s = 31 - __clz(max(1u, a.count >> 5));
+  return ((off + count - 1) >> s) != ((off - 1) >> s);
 }
 
 __global__ void radius_pass(int pass, std::uint32_t n_leaves, const std::int32_t* leaf_node, int stride,
