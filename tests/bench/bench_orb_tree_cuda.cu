@@ -73,15 +73,21 @@ void run(int n_side, int max_leaf) {
     if (t.total_ms < best.total_ms) best = t;
   }
 
-  OrbTree got;
-  tree.download(got, pos, stream);
-  std::size_t bad = got.order() == host.order() ? 0 : 1;
-  for (std::size_t i = 0; i < host.nodes().size(); ++i) {
-    const TreeNode& a = got.nodes()[i];
-    const TreeNode& b = host.nodes()[i];
-    bad += std::memcmp(&a.lo, &b.lo, sizeof(Vec3d)) != 0 || std::memcmp(&a.hi, &b.hi, sizeof(Vec3d)) != 0 ||
-           std::memcmp(&a.centre, &b.centre, sizeof(Vec3d)) != 0 || a.radius != b.radius;
-  }
+  // The device tree downloaded against the host's: nodes whose geometry differs in any bit,
+  // plus one if the order differs.
+  auto differences = [&](const std::vector<Vec3d>& positions) {
+    OrbTree got;
+    tree.download(got, positions, stream);
+    std::size_t bad = got.order() == host.order() ? 0 : 1;
+    for (std::size_t i = 0; i < host.nodes().size(); ++i) {
+      const TreeNode& a = got.nodes()[i];
+      const TreeNode& b = host.nodes()[i];
+      bad += std::memcmp(&a.lo, &b.lo, sizeof(Vec3d)) != 0 || std::memcmp(&a.hi, &b.hi, sizeof(Vec3d)) != 0 ||
+             std::memcmp(&a.centre, &b.centre, sizeof(Vec3d)) != 0 || a.radius != b.radius;
+    }
+    return bad;
+  };
+  const std::size_t bad = differences(pos);
   std::printf("n = %d^3 = %zu, max_leaf %d, %zu nodes, depth %zu\n", n_side, n, max_leaf, host.nodes().size(),
               host.levels().size() - 1);
   std::printf("  host OrbTree::build (%d threads): %.2f ms (best of %d)\n", omp_get_max_threads(), host_best,
@@ -118,15 +124,7 @@ void run(int n_side, int max_leaf) {
     refit_sum += t.total_ms;
     if (t.total_ms < refit_best.total_ms) refit_best = t;
   }
-  OrbTree refitted;
-  tree.download(refitted, moved, stream);
-  std::size_t refit_bad = refitted.order() == host.order() ? 0 : 1;
-  for (std::size_t i = 0; i < host.nodes().size(); ++i) {
-    const TreeNode& a = refitted.nodes()[i];
-    const TreeNode& b = host.nodes()[i];
-    refit_bad += std::memcmp(&a.lo, &b.lo, sizeof(Vec3d)) != 0 || std::memcmp(&a.hi, &b.hi, sizeof(Vec3d)) != 0 ||
-                 std::memcmp(&a.centre, &b.centre, sizeof(Vec3d)) != 0 || a.radius != b.radius;
-  }
+  const std::size_t refit_bad = differences(moved);
   std::printf("  refit: host %.2f ms; device best %.3f ms (leaves %.3f, levels %.3f, radii %.3f), mean %.3f ms; "
               "trees %s\n",
               host_refit, refit_best.total_ms, refit_best.sort_ms, refit_best.split_ms, refit_best.finish_ms,
