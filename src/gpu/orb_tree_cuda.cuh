@@ -51,7 +51,7 @@ class DeviceOrbTree {
              double particle_mass, cudaStream_t stream, int top_levels = 0);
 
   // Keeps the last build's membership and order and recomputes the geometry from new
-  // positions of the same particles (orb_tree_refit_cuda.cu): tree-order positions, boxes,
+  // positions of the same particles (orb_tree_geometry_cuda.cu): tree-order positions, boxes,
   // centres of mass, radii, leaf records; no sort, no host wait. Siblings may then
   // overlap, which the walk allows (its tests use each node's own box and radius); with
   // unchanged positions the result is build()'s bit for bit.
