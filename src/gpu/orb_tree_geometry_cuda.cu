@@ -141,8 +141,8 @@ __global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_n
     const DeviceShapeNode a = nodes[nd.left], b = nodes[nd.right];
     const DeviceNodeGeometry& ga = geom[nd.left];
     const DeviceNodeGeometry& gb = geom[nd.right];
-    const Vec3d c = (static_cast<double>(a.count) * centre_from_l2(ga) + static_cast<double>(b.count) * centre_from_l2(gb)) *
-                    (1.0 / nd.count);
+    const Vec3d ca = centre_from_l2(ga), cb = centre_from_l2(gb);
+    const Vec3d c = (static_cast<double>(a.count) * ca + static_cast<double>(b.count) * cb) * (1.0 / nd.count);
     DeviceNodeGeometry& g = geom[up];
     if (boxes)
       for (int d = 0; d < 3; ++d) {
@@ -245,7 +245,8 @@ __global__ void radius_pass(int pass, std::uint32_t n_leaves, const std::int32_t
         for (std::uint32_t t = nd.first + lane; t < nd.first + nd.count; t += 32)
           m = max(m, distance_bits(Vec3d{tx[t], ty[t], tz[t]}, ca));
       }
-      for (int off = 16; off > 0; off >>= 1) m = max(m, static_cast<std::uint64_t>(__shfl_xor_sync(0xffffffffu, m, off)));
+      for (int off = 16; off > 0; off >>= 1)
+        m = max(m, static_cast<std::uint64_t>(__shfl_xor_sync(0xffffffffu, m, off)));
       if (lane == 0) atomicMax(r2 + node, static_cast<unsigned long long>(m));
     }
   }

@@ -53,7 +53,7 @@ struct DeviceShortRangeStats {
   int walk_launches = 0, walk_reruns = 0;
   int p2p_chunks = 1;             // chunks of target leaves the P2P tasks were sorted in
   // Inside tree and walk (ORBIS_STEP_DETAILS): the tree's three parts (a build: sort, splits,
-  // finish; a refit: gather, boxes, finish), the active flags, the walk's node records.
+  // finish; a refit: leaves, internal nodes, radii), the active flags, the walk's node records.
   double tree_parts[3] = {0, 0, 0}, active_flags = 0, walk_nodes = 0;
 };
 

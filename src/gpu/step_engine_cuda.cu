@@ -124,7 +124,8 @@ struct CudaStepEngine::Impl {
   bool short_double = false;   // short-range accelerations kept in double (double P2P)
   // ORBIS_STEP_DETAILS=1: a log line per force computation with the short-range step's
   // parts (step_details()), for profiling without a profiler.
-  bool log_step_details = std::getenv("ORBIS_STEP_DETAILS") && std::strcmp(std::getenv("ORBIS_STEP_DETAILS"), "1") == 0;
+  bool log_step_details =
+      std::getenv("ORBIS_STEP_DETAILS") && std::strcmp(std::getenv("ORBIS_STEP_DETAILS"), "1") == 0;
 
   std::unique_ptr<gpu::DeviceShortRange> short_range;
   std::unique_ptr<CudaPmSolver> pm;
