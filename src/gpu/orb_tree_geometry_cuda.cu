@@ -257,7 +257,6 @@ __global__ void set_radii(std::uint32_t n_nodes, const unsigned long long* r2, D
   if (i < n_nodes) geom[i].radius = sqrt(__longlong_as_double(static_cast<long long>(r2[i])));
 }
 
-
 __global__ void identity_order(std::size_t n, std::uint32_t* order) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p < n) order[p] = static_cast<std::uint32_t>(p);
@@ -265,10 +264,11 @@ __global__ void identity_order(std::size_t n, std::uint32_t* order) {
 
 }  // namespace
 
-// Leaf records, centres and radii, internal centres (deepest first) and radii, from the
-// tree-order positions and (build) the boxes in geom_. A refit (x, y, z not null) gathers
-// the tree-order positions from its caller's order first and makes the boxes too; its
-// three parts are timed apart (events 1 and 2).
+// Leaf records, centres and radii (leaf_pass), the internal nodes' centres bottom-up
+// (internal_pass) and their radii (radius_pass), from the tree-order positions and (build)
+// the boxes in geom_. A refit (x, y, z not null) gathers the tree-order positions from its
+// caller's order first and makes the boxes too; its three parts are timed apart (events 1
+// and 2).
 void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const double* y, const double* z) {
   const bool refit = x != nullptr;
   const int max_depth = static_cast<int>(level_offset_.size()) - 2;
