@@ -5,10 +5,16 @@
 // results stay bitwise reproducible).
 //
 // Keeping 4 warps busy on leaves of ~32 particles: thread t of the block serves target
-// particle i = t % n and "phase" p = t / n (n = particles in the leaf, P = 128 / n phases);
+// particle i = t % n and "phase" p = t / n (n = targets in the leaf, P = 128 / n phases);
 // phase p takes the p-th of P contiguous runs of each tile. A 24-particle leaf keeps 120
 // of 128 threads busy instead of 24. The P partial sums of a particle are added in phase
 // order at the end (deterministic second stage, no atomics); each particle is written once.
+// With an active subset (hierarchical steps) the targets are the leaf's active particles
+// only, so a leaf with 3 of its 32 particles active takes 42 phases and about a tenth of
+// the time of the whole leaf. The phases follow the number of targets, so an active
+// particle's sum is the full computation's in another order (bitwise the same when its
+// whole leaf is active) and depends on which of its leaf-mates are active, never on the
+// run's ranks or the block that takes the group.
 //
 // Sources: the group's tasks are consumed in tiles of up to 8 source leaves / 256 particles.
 // Warp 0 reads the next tile's task entries (shuffle prefix sum over the 8 leaf counts),
@@ -159,9 +165,33 @@ struct P2PKernelArgs {
   double* acc;                           // 3 doubles per particle (Vec3d layout), pre-zeroed
   std::uint32_t* next_group;             // work counter, zeroed before the launch
   unsigned long long* counters;          // nullptr, or {lane slots issued, pairs evaluated}
-  const std::uint8_t* leaf_active = nullptr;   // null, or per leaf: only flagged targets are
-                                               // evaluated (hierarchical steps' active subset)
+  // null: every particle of every target leaf is a target. Else the exclusive prefix sum of
+  // the particles' active flags in tree order (n + 1 entries; hierarchical steps' active
+  // subset): only active particles are targets, packed so that a leaf with k of its n
+  // particles active costs about k / n of the whole leaf (see the kernel).
+  const std::uint32_t* active_prefix = nullptr;
 };
+
+// The tree position of the leaf's r-th active particle: the first position q of
+// [first, first + count) with prefix[q + 1] > prefix[first] + r (prefix rises by 0 or 1).
+__device__ __forceinline__ std::uint32_t nth_active(const std::uint32_t* prefix, std::uint32_t first,
+                                                    std::uint32_t count, std::uint32_t r) {
+  const std::uint32_t want = prefix[first] + r;
+  std::uint32_t lo = first, hi = first + count - 1;
+  while (lo < hi) {
+    const std::uint32_t mid = (lo + hi) / 2;
+    if (prefix[mid + 1] > want) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+// The tree position of the leaf's r-th target.
+template <typename R>
+__device__ __forceinline__ std::uint32_t target_position(const P2PKernelArgs<R>& a, const DeviceLeaf& li,
+                                                         std::uint32_t r) {
+  return a.active_prefix ? nth_active(a.active_prefix, li.first, li.count, r) : li.first + r;
+}
 
 template <typename R>
 struct TileMeta {
@@ -296,17 +326,19 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
     __syncthreads();   // everyone has g before thread 0 may overwrite group_slot
     if (g >= n_groups) break;
     const GroupIdx grp = a.groups[g];
-    if (a.leaf_active && !a.leaf_active[grp.i_leaf]) continue;   // block-uniform
     const DeviceLeaf li = a.leaves[grp.i_leaf];
-    for (std::uint32_t i0 = 0; i0 < li.count; i0 += kBlock) {
-      const int n = min(kBlock, static_cast<int>(li.count - i0));
+    const std::uint32_t targets =
+        a.active_prefix ? a.active_prefix[li.first + li.count] - a.active_prefix[li.first] : li.count;
+    if (targets == 0) continue;   // block-uniform
+    for (std::uint32_t i0 = 0; i0 < targets; i0 += kBlock) {
+      const int n = min(kBlock, static_cast<int>(targets - i0));
       const int P = kBlock / n;
       const float inv_p = 1.0f / static_cast<float>(P);
       const int my_i = t % n, phase = t / n;
       const bool active = phase < P;
       R xi = 0, yi = 0, zi = 0;
       if (active) {
-        const std::uint32_t idx = li.first + i0 + my_i;
+        const std::uint32_t idx = target_position(a, li, i0 + my_i);
         xi = a.x[idx];
         yi = a.y[idx];
         zi = a.z[idx];
@@ -374,7 +406,7 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
           y += red[kBlock + p * n + t];
           z += red[2 * kBlock + p * n + t];
         }
-        const std::size_t idx = li.first + i0 + t;
+        const std::size_t idx = target_position(a, li, i0 + t);   // found again: one register less in the loop
         a.acc[3 * idx + 0] = a.k.acc_scale * x;
         a.acc[3 * idx + 1] = a.k.acc_scale * y;
         a.acc[3 * idx + 2] = a.k.acc_scale * z;

@@ -42,15 +42,18 @@ __global__ void leaf_relative_kernel(const double* x, const double* y, const dou
 }
 
 // Integer sums: exact in any order.
+__device__ __forceinline__ unsigned long long leaf_targets(const DeviceLeaf& leaf, const std::uint32_t* prefix) {
+  return prefix ? prefix[leaf.first + leaf.count] - prefix[leaf.first] : leaf.count;
+}
+
 __global__ void count_pairs_kernel(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
-                                   const DeviceLeaf* leaves, const std::uint8_t* active, unsigned long long* pairs) {
+                                   const DeviceLeaf* leaves, const std::uint32_t* prefix, unsigned long long* pairs) {
   unsigned long long sum = 0;
   for (std::size_t e = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; e < entries;
        e += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t t = targets[e] & ~kMutualBit, s = packed_leaf(sources[e]);
-    const unsigned long long c = static_cast<unsigned long long>(leaves[t].count) * leaves[s].count;
-    if (!active || active[t]) sum += c;
-    if ((targets[e] & kMutualBit) && (!active || active[s])) sum += c;
+    const DeviceLeaf lt = leaves[targets[e] & ~kMutualBit], ls = leaves[packed_leaf(sources[e])];
+    sum += leaf_targets(lt, prefix) * ls.count;
+    if (targets[e] & kMutualBit) sum += leaf_targets(ls, prefix) * lt.count;
   }
   for (int o = 16; o > 0; o /= 2) sum += __shfl_down_sync(0xffffffffu, sum, o);
   if (threadIdx.x % 32 == 0 && sum > 0) atomicAdd(pairs, sum);
@@ -72,12 +75,12 @@ template void device_leaf_relative_positions<double>(const double*, const double
                                                      std::size_t, std::size_t, double, double*, cudaStream_t);
 
 void P2PKernelRunner::count_pairs(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
-                                  const DeviceLeaf* leaves, const std::uint8_t* leaf_active, unsigned long long* pairs,
+                                  const DeviceLeaf* leaves, const std::uint32_t* active_prefix, unsigned long long* pairs,
                                   cudaStream_t stream) {
   ORBIS_CUDA_CHECK(cudaMemsetAsync(pairs, 0, sizeof(unsigned long long), stream));
   if (entries == 0) return;
   const auto grid = static_cast<unsigned>(std::min<std::size_t>((entries + 255) / 256, 65535u * 4u));
-  count_pairs_kernel<<<grid, 256, 0, stream>>>(targets, sources, entries, leaves, leaf_active, pairs);
+  count_pairs_kernel<<<grid, 256, 0, stream>>>(targets, sources, entries, leaves, active_prefix, pairs);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -174,7 +177,7 @@ void P2PKernelRunner::launch_as(const P2PLaunch& in, cudaStream_t stream) const 
   a.acc = in.acc;
   a.next_group = next_group_.data();
   a.counters = nullptr;
-  a.leaf_active = in.leaf_active;
+  a.active_prefix = in.active_prefix;
   // Persistent blocks: as many as fit at once, never more than there can be groups.
   const std::size_t grid = std::max<std::size_t>(
       1, std::min(std::min(in.n_leaves, in.n_tasks), static_cast<std::size_t>(per_sm_) * sm_count_));

@@ -25,7 +25,8 @@ struct P2PLaunch {
   const void* rel = nullptr;                    // leaf-relative positions x | y | z (R), table units
   std::size_t n = 0;                            // particles
   double* acc = nullptr;                        // 3 per particle, tree order, pre-zeroed
-  const std::uint8_t* leaf_active = nullptr;    // null: every target leaf
+  const std::uint32_t* active_prefix = nullptr; // null: every particle a target; else active flags'
+                                                // exclusive prefix sum, tree order (P2PKernelArgs)
 };
 
 // rel = (x - leaf box centre) * scale per particle of every leaf, rounded once to R (float
@@ -50,9 +51,11 @@ class P2PKernelRunner {
                           std::size_t n_leaves, std::size_t n, void* rel, cudaStream_t stream) const;
   void launch(const P2PLaunch& in, cudaStream_t stream) const;
   // Particle pairs of the walk's P2P entries (tasks.hpp's upload format; a mutual entry
-  // counts both directions, each only when its target leaf is active) into *pairs (device).
+  // counts both directions) into *pairs (device): the target leaf's particles times the
+  // source leaf's, or with active_prefix (as P2PLaunch) its active particles only: the
+  // pairs the kernel evaluates.
   static void count_pairs(const std::uint32_t* targets, const std::uint32_t* sources, std::size_t entries,
-                          const DeviceLeaf* leaves, const std::uint8_t* leaf_active, unsigned long long* pairs,
+                          const DeviceLeaf* leaves, const std::uint32_t* active_prefix, unsigned long long* pairs,
                           cudaStream_t stream);
 
  private:

@@ -26,18 +26,14 @@ __global__ void active_flags(const std::uint32_t* order, const std::uint8_t* bin
 
 // A node (leaf) is active when its range of tree positions holds an active particle.
 __global__ void active_nodes(const DeviceShapeNode* nodes, std::size_t n_nodes, const std::uint32_t* prefix,
-                             std::size_t n, std::uint8_t* node_active, std::uint8_t* leaf_active,
-                             unsigned long long* counters) {
+                             std::size_t n, std::uint8_t* node_active, unsigned long long* counters) {
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (k == 0) counters[1] = prefix[n];
   if (k >= n_nodes) return;
   const DeviceShapeNode nd = nodes[k];
   const bool active = prefix[nd.first + nd.count] > prefix[nd.first];
   node_active[k] = active;
-  if (nd.leaf >= 0) {
-    leaf_active[nd.leaf] = active;
-    if (active) atomicAdd(counters + 2, 1ull);   // an integer count: exact in any order
-  }
+  if (nd.leaf >= 0 && active) atomicAdd(counters + 2, 1ull);   // an integer count: exact in any order
 }
 
 }  // namespace
@@ -67,17 +63,16 @@ DeviceShortRange::~DeviceShortRange() {
 }
 
 void DeviceShortRange::flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream) {
-  const std::size_t n = n_, nn = tree_.n_nodes(), nl = tree_.n_leaves();
+  const std::size_t n = n_, nn = tree_.n_nodes();
   prefix_.ensure(n + 1);
   node_active_.ensure(nn);
-  leaf_active_.ensure(nl);
   active_flags<<<blocks_for(n + 1), kThreads, 0, stream>>>(tree_.order(), bin, min_active_bin, n, prefix_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   scan_temp_.ensure(exclusive_sum_bytes(prefix_.data(), prefix_.data(), n + 1, max_cub_items_));
   exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), prefix_.data(), prefix_.data(), n + 1, stream,
                 max_cub_items_);
   active_nodes<<<blocks_for(nn), kThreads, 0, stream>>>(tree_.shape_nodes(), nn, prefix_.data(), n,
-                                                        node_active_.data(), leaf_active_.data(), counters_.data());
+                                                        node_active_.data(), counters_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -136,7 +131,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   if (active_subset_) flag_active(bin, min_active_bin, stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[7], stream));
   const std::uint8_t* node_active = active_subset_ ? node_active_.data() : nullptr;
-  const std::uint8_t* leaf_active = active_subset_ ? leaf_active_.data() : nullptr;
+  const std::uint32_t* active_prefix = active_subset_ ? prefix_.data() : nullptr;
 
   // A forest's top over its groups can be deeper than its leaf count says: the walk is told
   // its depth (a bound on its paths) to launch enough levels.
@@ -151,7 +146,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));
 
   const std::size_t entries = walk_.p2p_entries(), tasks = walk_.p2p_tasks();
-  P2PKernelRunner::count_pairs(walk_.p2p_targets(), walk_.p2p_sources(), entries, tree_.leaves(), leaf_active,
+  P2PKernelRunner::count_pairs(walk_.p2p_targets(), walk_.p2p_sources(), entries, tree_.leaves(), active_prefix,
                                counters_.data(), stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
 
@@ -168,7 +163,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   launch.rel = rel_.data();
   launch.n = n;
   launch.acc = acc_tree_.data();
-  launch.leaf_active = leaf_active;
+  launch.active_prefix = active_prefix;
   chunks_.run(walk_.p2p_targets(), walk_.p2p_sources(), entries, tasks, nl, chunk_limit(entries, tasks, nl), runner_,
               launch, stream);
   chunks_.release();
@@ -194,7 +189,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
                           stream);
   acc_tree_.release();
-  for (auto* a : {&leaf_active_, &node_active_}) a->release();
+  node_active_.release();
   prefix_.release();
   scan_temp_.release();
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), 3 * sizeof(unsigned long long),
@@ -296,7 +291,7 @@ double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
 std::size_t DeviceShortRange::held_bytes() const {
   return walk_.held_bytes() + chunks_.held_bytes() + walk_nodes_.capacity() * sizeof(WalkNode) +
          prefix_.capacity() * 4 + rel_.capacity() +
-         acc_tree_.capacity() * 8 + leaf_active_.capacity() + node_active_.capacity() + scan_temp_.capacity();
+         acc_tree_.capacity() * 8 + node_active_.capacity() + scan_temp_.capacity();
 }
 
 }  // namespace orbis::gpu

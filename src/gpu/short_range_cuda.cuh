@@ -7,9 +7,11 @@
 //
 // Active subsets (hierarchical time steps): with time bins and min_active_bin > 0, only the
 // particles with bin >= min_active_bin get forces. The walk drops the pairs of nodes that
-// hold no active particle, the P2P kernel skips inactive target leaves, and only active
-// particles are written; the walk keeps the full walk's order for every active target, so
-// their forces are bitwise those of the full computation.
+// hold no active particle, the P2P kernel evaluates only the active particles of each
+// target leaf (packed: a leaf with few active particles costs little), and only active
+// particles are written. The walk keeps the full walk's order for every active target, so
+// their far field is bitwise the full computation's; their P2P sums are the full
+// computation's in another order (bitwise where the whole leaf is active).
 //
 // Vacuum boundaries (ShortRangeSettings::boundary, fmm/short_range.hpp): the same steps give
 // the whole force of an isolated system: positions anywhere, the walk by the opening angle
@@ -84,9 +86,11 @@ class DeviceShortRange {
   // x: device, x | y | z blocks as compute(); target: device array of n. The top depth is
   // settings().top_levels (the walk's: the forest's artificial top is split, never
   // approximated, as on the host). compute()'s walk, P2P and far field with the targets as
-  // its active particles (bin = target, min_active_bin = 1), so a target's force is bitwise
-  // that of every particle being a target; against compute() on all particles it differs
-  // only in summation order (the same task sets, other node numbers). Ignores rebuild_next();
+  // its active particles (bin = target, min_active_bin = 1), so a target's force depends on
+  // the targets of its own leaf only (bitwise that of every particle being a target where
+  // the whole leaf is): the same on any number of ranks, whose forests share the leaves;
+  // against compute() on all particles it differs only in summation order (the same task
+  // sets, other node numbers). Ignores rebuild_next();
   // a compute() after it builds a tree of its own.
   template <typename Ga>
   void compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
@@ -159,7 +163,7 @@ class DeviceShortRange {
   DeviceArray<unsigned char> rel_;               // leaf-relative positions (float or double)
   DeviceArray<double> acc_tree_;                 // 3 per particle, tree order
   DeviceArray<std::uint32_t> prefix_;            // active particles before each tree position
-  DeviceArray<std::uint8_t> leaf_active_, node_active_;
+  DeviceArray<std::uint8_t> node_active_;
   DeviceArray<unsigned char> scan_temp_;
   DeviceArray<unsigned long long> counters_;     // pairs, active particles, active leaves
   PinnedArray<unsigned long long> host_counters_;

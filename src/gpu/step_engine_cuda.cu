@@ -521,6 +521,8 @@ std::size_t CudaStepEngine::peak_device_bytes() const { return impl_->peak; }
 
 void CudaStepEngine::load(Particles particles) {
   Impl& m = *impl_;
+  Stopwatch watch;   // the parts' times for ORBIS_STEP_DETAILS
+  double part_end[5] = {};
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t n = particles.size();
   // Over ranks the plan is for the most particles the domains may give a rank (NodeDomains::
@@ -564,6 +566,7 @@ void CudaStepEngine::load(Particles particles) {
   else check();
   m.planned = plan.total();
   log::info("GPU memory plan on {}: {}", m.name, plan.describe());
+  part_end[0] = watch.seconds();
 
   m.n = n;
   m.mass = particles.mass;
@@ -575,9 +578,12 @@ void CudaStepEngine::load(Particles particles) {
     m.tree_policy = TreeReusePolicy(m.tree_settings);   // a new tree, new counters
     m.short_range->set_max_chunk_tasks(m.max_chunk_tasks);
   }
+  part_end[1] = watch.seconds();
   m.domains_updated = false;   // over ranks the first force computation puts the particles in their domains
   if (!m.pm && !m.ranks && !m.vacuum) m.pm = std::make_unique<CudaPmSolver>(m.pm_settings, m.device);
+  part_end[2] = watch.seconds();
   m.reserve_state(n);
+  part_end[3] = watch.seconds();
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
   if (n > 0) {   // over ranks a rank may start with none
@@ -597,6 +603,11 @@ void CudaStepEngine::load(Particles particles) {
   m.host = std::move(particles);   // the host copy is current until the state changes
   m.host_current = true;
   m.acc_current = false;
+  part_end[4] = watch.seconds();
+  if (m.log_step_details)
+    log::info("step engine load: checks and plan {:.3f} s, short-range solver {:.3f} s, PM {:.3f} s, state arrays "
+              "{:.3f} s, upload {:.3f} s", part_end[0], part_end[1] - part_end[0], part_end[2] - part_end[1],
+              part_end[3] - part_end[2], part_end[4] - part_end[3]);
 }
 
 const Particles& CudaStepEngine::particles() {

@@ -39,6 +39,7 @@
 #include "gpu/short_range_cuda.cuh"
 #include "support/clustered_particles.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/whole_leaf_targets.hpp"
 #include "tree/orb_tree.hpp"
 
 using namespace orbis;
@@ -412,8 +413,9 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       CHECK(r_host < r_cpu + device_bound);
 
       // Some own particles only (every third of the first half of the own particles, so the
-      // leaves of the other half hold no target and their pairs go): bitwise the all-own
-      // forces, every other entry untouched.
+      // leaves of the other half hold no target and their pairs go): the all-own forces (the
+      // P2P packs each leaf's targets, so in another order: the float P2P's rounding; bitwise
+      // in a leaf of one particle), every other entry untouched.
       std::size_t n_own = 0;
       for (std::size_t t = 0; t < n; ++t) n_own += r.own[t] ? 1 : 0;
       std::vector<std::uint8_t> some(n, 0);
@@ -430,11 +432,13 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, some_dev.data(), out.data(), nullptr);
       const gpu::DeviceShortRangeStats ss = sr.stats();
       const std::vector<Vec3d> got_some = forces_of(out, n);
-      std::size_t some_bad = 0;
-      for (std::size_t t = 0; t < n; ++t) some_bad += some[t] && !same_bits(got_some[t], got_refit[t]);
+      const std::vector<std::uint8_t> whole = test::whole_leaf_targets(sr.tree(), some);
+      std::size_t whole_bad = 0;
+      for (std::size_t t = 0; t < n; ++t) whole_bad += whole[t] && !same_bits(got_some[t], got_refit[t]);
       CHECK(n_some > 0);
       CHECK(ss.active_particles == n_some);
-      CHECK(some_bad == 0);
+      CHECK(whole_bad == 0);
+      CHECK(max_over_rms(got_some, got_refit, some, nullptr) < r_cpu + device_bound);   // another order
       CHECK(touched(out, some) == 0);
       CHECK(ss.p2p_pairs < sr_refit.p2p_pairs);
 

@@ -1,7 +1,7 @@
 // The CUDA step engine with vacuum boundaries ([gravity] boundary = "vacuum", issue #31): the
 // particles, tree, walk, Newtonian P2P and far field all on the device. Its forces against
 // the exact direct sum (test::direct_newtonian, double, no tree), its active-subset forces
-// against its own full computation (hierarchical steps: bitwise), and whole runs through
+// against its own full computation (hierarchical steps: to the float P2P's rounding), and whole runs through
 // `orbis run`'s loop: a Plummer sphere that must stay in equilibrium and conserve energy (the
 // CPU test's bars, tests/physics/test_vacuum_run.cpp). Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
@@ -136,7 +136,7 @@ TEST_CASE("CUDA step engine, vacuum: leaf-cell pairs (P2L/M2P) on the device = t
   }
 }
 
-TEST_CASE("CUDA step engine, vacuum: an active subset gets the full computation's forces, bitwise") {
+TEST_CASE("CUDA step engine, vacuum: an active subset gets the full computation's forces") {
   test::require_gpu_or_skip();
   const test::VacuumScene scene = test::plummer_scene(30000, 7);
   Particles p = particles_of(scene);
@@ -147,17 +147,24 @@ TEST_CASE("CUDA step engine, vacuum: an active subset gets the full computation'
   ForceStats stats;
   engine.compute_forces(true, 0, stats);
   const std::vector<Vec3d> full = engine.accelerations();
-  // The same positions again, only bin >= 2 active: their forces must be the full step's.
+  // The same positions again, only bin >= 2 active: their forces must be the full step's (the
+  // far field bitwise; the P2P packs each leaf's active particles, so it sums in another
+  // order: the float P2P's rounding).
   engine.compute_forces(false, 2, stats);
   const std::vector<Vec3d>& subset = engine.accelerations();
-  std::size_t active = 0, equal = 0;
+  std::size_t active = 0;
+  double rms = 0, worst = 0;
   for (std::size_t i = 0; i < p.size(); ++i)
     if (p.time_bin[i] >= 2) {
       ++active;
-      equal += subset[i].x == full[i].x && subset[i].y == full[i].y && subset[i].z == full[i].z;
+      rms += norm2(full[i]);
+      worst = std::max(worst, std::sqrt(norm2(subset[i] - full[i])));
     }
-  CHECK(active > 0);
-  CHECK(equal == active);
+  REQUIRE(active > 0);
+  const double d = worst / std::sqrt(rms / static_cast<double>(active));
+  MESSAGE(active << " of " << p.size() << " active: max |diff| / rms vs the full step " << d);
+  CHECK(d > 0);      // every seventh particle: no leaf is wholly active, the order differs
+  CHECK(d < 2e-6);
   CHECK(stats.p2p_interactions > 0);
 }
 
