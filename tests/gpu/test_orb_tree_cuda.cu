@@ -228,6 +228,9 @@ TEST_CASE("device ORB tree refitted to moved positions equals the host tree refi
   const auto clustered = test::clustered_particles(48, 100.0, 3);
   const auto moved_clustered = jittered(clustered, 100.0, 2);
   compare_with_host(clustered, 32, 1.5, gpu::kCubMaxItems, 0, &moved_clustered);
+  // Leaves of more than a warp's 32 particles (the geometry pass takes them in chunks of 32).
+  compare_with_host(clustered, 64, 1.5, gpu::kCubMaxItems, 0, &moved_clustered);
+  compare_with_host(uniform, 200, 1.5, gpu::kCubMaxItems, 0, &moved_uniform);
   // Unmoved: a refit gives back the build's tree bit for bit.
   compare_with_host(clustered, 32, 1.5, gpu::kCubMaxItems, 0, &clustered);
   const auto small = test::uniform_particles(33, 10.0, 5);
