@@ -89,14 +89,16 @@ void displace_particles(const std::vector<Complex>& delta_k, FftMesh<double>& me
   const double spacing = box_mpc_h / n;
 
   // Second order first: psi2 (from the source S) goes into pos[], which the first-order pass
-  // then turns into final positions and momenta one component at a time.
+  // then turns into final positions and momenta one component at a time. S is transformed
+  // once and its modes kept for the three components.
   if (order == 2) {
     second_order_source(delta_k, mesh, particles);
     const double inv_n3 = 1.0 / (static_cast<double>(n) * n * n);
+    for_each_cell(mesh, [&](std::size_t p, double& v) { v = particles.mom[p].x; });
+    mesh.forward();
+    const std::vector<Complex> source_k(mesh.complex_data(), mesh.complex_data() + delta_k.size());
     for (int d = 0; d < 3; ++d) {
-      for_each_cell(mesh, [&](std::size_t p, double& v) { v = particles.mom[p].x; });
-      mesh.forward();
-      set_modes(mesh, mesh.complex_data(), [d, k_f, inv_n3](const Mode& m) {
+      set_modes(mesh, source_k.data(), [d, k_f, inv_n3](const Mode& m) {
         const double kd = d == 0 ? m.kx : d == 1 ? m.ky : m.kz;
         return Complex(0.0, -kd / (k_f * static_cast<double>(m.k2())) * inv_n3);
       });
