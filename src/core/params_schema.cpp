@@ -162,6 +162,10 @@ const std::vector<ParamSpec> kSchema = {
      "each kick lets its force grow as the linear growth D(a) across the kick (FastPM): the linear modes grow "
      "exactly for any step (at max_dln_a 0.05 the held force leaves P(k) 0.1-0.2% low); false: the force held "
      "fixed over the kick (GADGET's KDK)", P},
+    {"time", "growth_weighted_drifts", T::boolean, "true", -inf, inf, false, nullptr, "",
+     "each drift lets the momentum grow as the linear mode's across the drift, from the middle of the PM step "
+     "(FastPM): with the weighted kicks the linear modes move exactly for any PM step; false: the momentum held "
+     "fixed over the drift (GADGET's KDK)", P},
     {"time", "pm_rms_displacement", T::real, "0.25", 0, 10, false, nullptr, "",
      "hierarchical: the PM step moves the particles by at most this fraction of min(r_s, mean spacing) in rms "
      "(GADGET's MaxRMSDisplacementFac); 0: off, max_dln_a alone sets the PM step", P},

@@ -175,6 +175,21 @@ double Cosmology::growth_weighted_kick_factor(double a1, double a2, double a_for
       &context, a1, a2);
 }
 
+// The integrand G(a)/G(a_p) / (a^3 H) is f(a) D(a) / (a G(a_p)), G(a) = a^2 H f D; integrated
+// as the kick's weight is, so that a drift cut into pieces adds up to the whole one's.
+double Cosmology::growth_weighted_drift_factor(double a1, double a2, double a_momentum) const {
+  struct Context {
+    const Cosmology* cosmology;
+    double inv_g_momentum;
+  } context{this, 1.0 / (a_momentum * a_momentum * hubble(a_momentum) * growth_rate(a_momentum) * growth(a_momentum))};
+  return integrate(
+      [](double a, void* c) {
+        const auto* x = static_cast<const Context*>(c);
+        return x->cosmology->growth_rate(a) * x->cosmology->growth(a) * x->inv_g_momentum / a;
+      },
+      &context, a1, a2);
+}
+
 double Cosmology::time_between(double a1, double a2) const {
   return integrate([](double a, void* c) { return 1.0 / (a * static_cast<const Cosmology*>(c)->hubble(a)); },
                    const_cast<Cosmology*>(this), a1, a2);

@@ -49,6 +49,10 @@ class Cosmology {
   // int D(a)/D(a_force) da/(a^2 H): the kick of a force computed at a_force that grows as the
   // linear growth D(a) across the kick (FastPM's kick, Feng et al. 2016).
   double growth_weighted_kick_factor(double a1, double a2, double a_force) const;
+  // int G(a)/G(a_momentum) da/(a^3 H) = (D(a2) - D(a1)) / G(a_momentum), G = a^3 H dD/da: the
+  // drift of a momentum p taken at a_momentum that grows as the linear mode's, p = G(a) psi,
+  // across the drift (FastPM's drift, Feng et al. 2016).
+  double growth_weighted_drift_factor(double a1, double a2, double a_momentum) const;
   // Cosmic time between a1 and a2: int da/(a H).
   double time_between(double a1, double a2) const;
 

@@ -60,7 +60,7 @@ SyncPoint BlockStepper::sync_step(RunState& s, ForceStats& stats) const {
   const double x = timeline_.at(s.pm_a_begin, s.pm_a_end, next);
   {
     ScopedPhase phase(stats.times, "kdk");
-    engine_.drift(timeline_.drift_factor(s.a, x));
+    engine_.drift(timeline_.drift_factor(s.a, x, timeline_.at(s.pm_a_begin, s.pm_a_end, kPmTicks / 2)));
   }
   engine_.compute_forces(out.pm_end, min_active, stats);
   ScopedPhase phase(stats.times, "kdk");

@@ -27,7 +27,9 @@ class StepTimeline {
   virtual ~StepTimeline() = default;
   // Its value at `tick` of the PM step [begin, end] (time_bins.hpp: exact at the ends).
   virtual double at(double begin, double end, std::uint64_t tick) const = 0;
-  virtual double drift_factor(double from, double to) const = 0;   // x += p * drift_factor
+  // x += p * drift_factor for a momentum p that stands for `momentum_at` (the PM step's middle,
+  // where its long-range half kicks meet).
+  virtual double drift_factor(double from, double to, double momentum_at) const = 0;
   // p += g * kick_factor for a force g computed at `force_at` (one of from and to).
   virtual double kick_factor(double from, double to, double force_at) const = 0;
   // BinRule::acc_bin0 at `now` for the PM step [begin, end]: the |g| up to which that whole

@@ -19,7 +19,7 @@ class NewtonianClock final : public RunClock {
  public:
   explicit NewtonianClock(const NewtonianLimits& limits);
   double at(double begin, double end, std::uint64_t tick) const override;
-  double drift_factor(double from, double to) const override { return to - from; }
+  double drift_factor(double from, double to, double) const override { return to - from; }
   double kick_factor(double from, double to, double) const override { return to - from; }
   double bin0_acceleration(double now, double begin, double end) const override;
   bool comoving() const override { return false; }

@@ -182,6 +182,7 @@ void Simulation::make_clock() {
   limits_.softening = engine_->softening();
   limits_.pm_rms_displacement = params_.get_real("time.pm_rms_displacement");
   limits_.growth_weighted_kicks = params_.get_bool("time.growth_weighted_kicks");
+  limits_.growth_weighted_drifts = params_.get_bool("time.growth_weighted_drifts");
   const double spacing = params_.get_real("box.size_mpc_h") / static_cast<double>(params_.get_int("box.particles_per_side"));
   limits_.pm_length = std::min(spacing, PmSettings::from_params(params_).r_s_mpc_h);
   clock_ = std::make_unique<CosmicTimeline>(*cosmology_, limits_);

@@ -38,7 +38,17 @@ double CosmicTimeline::at(double begin, double end, std::uint64_t tick) const {
   return scale_factor_at(begin, end, tick);
 }
 
-double CosmicTimeline::drift_factor(double from, double to) const { return cosmology_.drift_factor(from, to); }
+// A drift holds the momentum fixed; with growth_weighted_drifts it lets it grow as the linear
+// mode's momentum, p = a^3 H dD/da psi, from the middle of the PM step, where the long-range
+// half kicks leave it (FastPM's drift). With the weighted kicks the growing mode then moves
+// exactly for any PM step, and the linear-regime error of large steps goes (max_dln_a 0.1:
+// docs/force_split.md). The pieces of a PM step's drifts add up to its whole drift; for a
+// particle on a short bin the weight is 1 + O(PM step) with first-order terms that cancel
+// over the PM step, so the scheme stays second order.
+double CosmicTimeline::drift_factor(double from, double to, double momentum_at) const {
+  return limits_.growth_weighted_drifts ? cosmology_.growth_weighted_drift_factor(from, to, momentum_at)
+                                        : cosmology_.drift_factor(from, to);
+}
 
 // A kick holds the force of its sync point; with growth_weighted_kicks it lets it grow as the
 // linear growth D(a) across the kick, as the force of every linear mode does. The growing

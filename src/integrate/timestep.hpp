@@ -25,6 +25,7 @@ struct StepLimits {
   double pm_rms_displacement = 0;   // f; 0: no PM-step criterion
   double pm_length = 0;             // min(r_s, mean spacing), comoving Mpc/h
   bool growth_weighted_kicks = true;   // kicks weigh the force by D(a) / D(a_force) (timestep.cpp)
+  bool growth_weighted_drifts = true;  // drifts weigh the momentum by G(a) / G(a_momentum) (timestep.cpp)
 };
 
 // A global step: the ln-a step the criteria allow at scale factor a, given the largest |g| of
@@ -42,7 +43,7 @@ class CosmicTimeline final : public RunClock {
  public:
   CosmicTimeline(const Cosmology& cosmology, const StepLimits& limits) : cosmology_(cosmology), limits_(limits) {}
   double at(double begin, double end, std::uint64_t tick) const override;
-  double drift_factor(double from, double to) const override;
+  double drift_factor(double from, double to, double momentum_at) const override;
   double kick_factor(double from, double to, double force_at) const override;
   double bin0_acceleration(double a, double begin, double end) const override;
   bool comoving() const override { return true; }

@@ -34,7 +34,7 @@ class NewtonTimeline final : public StepTimeline {
     if (tick == kPmTicks) return end;
     return begin + (end - begin) * (static_cast<double>(tick) / static_cast<double>(kPmTicks));
   }
-  double drift_factor(double from, double to) const override { return to - from; }
+  double drift_factor(double from, double to, double) const override { return to - from; }
   double kick_factor(double from, double to, double) const override { return to - from; }
   // dt = eta sqrt(length / |g|) >= end - begin  <=>  |g| <= length (eta / (end - begin))^2
   double bin0_acceleration(double, double begin, double end) const override {
