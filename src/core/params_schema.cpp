@@ -152,9 +152,9 @@ const std::vector<ParamSpec> kSchema = {
      "hierarchical: block time steps (GADGET-4, PKDGRAV3, SWIFT): the long-range force kicked on the PM step, "
      "each particle's short-range force on its own power-of-two bin of it; global: one step for every particle, "
      "set by the most accelerated one (a PM-only run always steps globally)"},
-    {"time", "max_dln_a", T::real, "0.05", 0, 0.5, true, nullptr, "",
+    {"time", "max_dln_a", T::real, "0.075", 0, 0.5, true, nullptr, "",
      "largest step in ln a (the PM step, or the global step)", P},
-    {"time", "eta", T::real, "0.3", 0, 10, false, nullptr, "",
+    {"time", "eta", T::real, "0.25", 0, 10, false, nullptr, "",
      "per-particle step criterion dt <= eta sqrt(softening a^3 / |g|) in physical time (vacuum: a = 1; GADGET's "
      "ErrTolIntAccuracy is eta^2 / 2); sets each particle's bin (hierarchical) or the step of the most "
      "accelerated particle (global); 0: off"},

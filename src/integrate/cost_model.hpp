@@ -114,7 +114,7 @@ struct ClusteringInputs {
   double omega_m = 0.3;
   double softening = 0;          // comoving
   double eta = 0;                // time.eta
-  double max_dln_a = 0.05;       // time.max_dln_a: the PM step of the forecast's bins
+  double max_dln_a = 0.075;      // time.max_dln_a: the PM step of the forecast's bins
   double particles = 0;          // N
   double particle_mass = 0;
   double sigma_psi = 0;          // 3D rms linear displacement at D = 1 (k from 2 pi / L to pi n / L)

@@ -19,8 +19,8 @@ namespace orbis {
 class Cosmology;
 
 struct StepLimits {
-  double max_dln_a = 0.05;
-  double eta = 0.3;                 // 0: no per-particle criterion
+  double max_dln_a = 0.075;
+  double eta = 0.25;                // 0: no per-particle criterion
   double softening = 0;             // comoving Mpc/h; 0: no per-particle criterion
   double pm_rms_displacement = 0;   // f; 0: no PM-step criterion
   double pm_length = 0;             // min(r_s, mean spacing), comoving Mpc/h

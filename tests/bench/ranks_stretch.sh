@@ -1,15 +1,18 @@
 #!/bin/bash
 # Issue #29's benchmark on a GPU machine: the 256^3, 1 Gpc/h run of params/photons_256.toml
-# at the default steps continued from its z = 0.1 state to z = 0.05 (a clustered stretch of
-# ~30 sync points and 2 PM steps) on 1 rank and on N ranks (sharing the machine's GPUs, one
-# each where there are enough), each timed, with the phases of every step from the log.
+# continued from its z = 0.1 state to z = 0.05 (a clustered stretch of ~30 sync points and 2 PM
+# steps) on 1 rank and on N ranks (sharing the machine's GPUs, one each where there are
+# enough), each timed, with the phases of every step from the log. The base run and the
+# stretch keep the steps they were first measured with (eta 0.3, max_dln_a 0.05, the defaults
+# until 2026-11-29) so that their times compare across commits; the whole run takes the file's
+# steps, the defaults.
 # Stages run in the order given; runs go to $RUNS (default /tmp/stretch_runs) and their logs
 # come back in $OUT. The libraries of .ci/debian-packages must be findable by CMake.
 #   usage, from the source root there: tests/bench/ranks_stretch.sh STAGE...
 #     build [TARGET...]        configure (CUDA and MPI) and build orbis and the targets in /tmp/bm
 #     base [NP]                the run from z = 99 to the z = 0.1 snapshot on NP ranks (default 1)
 #     stretch NAME NP [K=V...] z = 0.1 -> 0.05 from that snapshot on NP ranks (orbis run --set K=V)
-#     whole NAME NP [K=V...]   the whole run, z = 99 -> 0, at the default steps on NP ranks
+#     whole NAME NP [K=V...]   the whole run, z = 99 -> 0, at the file's (default) steps on NP ranks
 #   SETS="K=V ..." (environment) adds overrides to every run, e.g. SETS="box.particles_per_side=512
 #   box.size_mpc_h=2000" for another size (tests/bench/scaling.sh); PARAMS another file.
 #   Then, here: tests/bench/ranks_table.py LOG... prints the per-phase table.
@@ -39,7 +42,7 @@ launch() {   # NAME NP ARGS...: orbis run on NP ranks, timed; the log to $OUT/NA
   grep -E "run loop|finished|ERROR|error" "$out/$name.log" | tail -3 | cut -c1-220
 }
 
-default_steps=(time.eta=0.3 time.max_dln_a=0.05 "${common[@]}")
+stretch_steps=(time.eta=0.3 time.max_dln_a=0.05 "${common[@]}")
 
 while [ $# -gt 0 ]; do
   stage=$1; shift
@@ -56,7 +59,7 @@ while [ $# -gt 0 ]; do
       np=1
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then np=$1; shift; fi
       mapfile -t args < <(sets output.directory="$runs/base" time.z_final=0.1 "time.output_redshifts=[0.1]" \
-        output.snapshots=true analysis.pk=false analysis.fof=false analysis.energy_check=false "${default_steps[@]}")
+        output.snapshots=true analysis.pk=false analysis.fof=false analysis.energy_check=false "${stretch_steps[@]}")
       launch base "$np" "${args[@]}" ;;
     stretch)
       name=$1 np=$2; shift 2; extra=()
@@ -64,12 +67,12 @@ while [ $# -gt 0 ]; do
       snap=$(ls "$runs"/base/snapshot_*.hdf5 | tail -1)
       mapfile -t args < <(sets output.directory="$runs/$name" ic.file="$snap" time.z_final=0.05 \
         "time.output_redshifts=[0.05]" output.snapshots=false analysis.pk=false analysis.fof=false \
-        "${default_steps[@]}" "${extra[@]}")
+        "${stretch_steps[@]}" "${extra[@]}")
       launch "$name" "$np" "${args[@]}" ;;
     whole)
       name=$1 np=$2; shift 2; extra=()
       while [ $# -gt 0 ] && [[ $1 == *=* ]]; do extra+=("$1"); shift; done
-      mapfile -t args < <(sets output.directory="$runs/$name" "${default_steps[@]}" "${extra[@]}")
+      mapfile -t args < <(sets output.directory="$runs/$name" "${common[@]}" "${extra[@]}")
       launch "$name" "$np" "${args[@]}" ;;
     *)
       echo "unknown stage $stage"; exit 2 ;;

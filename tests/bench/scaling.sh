@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
       mkdir -p /tmp/big
       timeout -s TERM "$seconds" mpirun --oversubscribe --bind-to none -np "$np" \
         -x OMP_NUM_THREADS=$(( $(nproc) / np )) /tmp/bm/orbis run params/photons_256.toml --overwrite \
-        --set box.particles_per_side=1024 --set ic.z_init=49 --set time.eta=0.3 --set time.max_dln_a=0.05 \
+        --set box.particles_per_side=1024 --set ic.z_init=49 \
         --set analysis.energy_check=false --set output.directory=/tmp/big >"$out/big_$np.log" 2>&1
       echo "big: exit $? after at most $seconds s"
       grep -E "memory plan|memory held|PM over|ETA|checkpoint" "$out/big_$np.log" | tail -8 | cut -c1-300

@@ -94,7 +94,8 @@ class TreeTrackingEngine final : public StepEngine {
 };
 
 // TreePM, 16^3 particles from z = 20 to 3 in 28 PM steps and ~130 sync points (long PM steps,
-// so that the particles take bins 0-4); a checkpoint is due after 9 sync points.
+// so that the particles take bins 0-4); a checkpoint is due after 9 sync points. eta is pinned
+// (not the default) so that the PM steps keep the mix of built and refitted trees the test needs.
 Params run_params(const std::string& out) {
   return Params::parse(R"([box]
 size_mpc_h = 32.0
@@ -110,6 +111,7 @@ backend = "cpu"
 z_final = 3.0
 output_redshifts = []
 max_dln_a = 0.06
+eta = 0.3
 pm_rms_displacement = 1.0
 [analysis]
 fof = false
