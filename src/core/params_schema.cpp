@@ -166,7 +166,7 @@ const std::vector<ParamSpec> kSchema = {
      "each drift lets the momentum grow as the linear mode's across the drift, from the middle of the PM step "
      "(FastPM): with the weighted kicks the linear modes move exactly for any PM step; false: the momentum held "
      "fixed over the drift (GADGET's KDK)", P},
-    {"time", "pm_rms_displacement", T::real, "0.25", 0, 10, false, nullptr, "",
+    {"time", "pm_rms_displacement", T::real, "0.15", 0, 10, false, nullptr, "",
      "hierarchical: the PM step moves the particles by at most this fraction of min(r_s, mean spacing) in rms "
      "(GADGET's MaxRMSDisplacementFac); 0: off, max_dln_a alone sets the PM step", P},
     {"time", "output_redshifts", T::real_list, "[3.0, 1.0, 0.5, 0.0]", 0, 1e4, false, nullptr, "",
