@@ -76,8 +76,9 @@ class CudaStepEngine final : public StepEngine {
   // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
   bool forces_from_fresh_tree() const override;
   std::string tree_summary() const override;
-  // The P2P kernel skips only the leaves with no active particle (gpu/short_range_cuda.cuh).
-  bool computes_whole_leaves() const override { return true; }
+  // computes_whole_leaves(): false, the default. The P2P kernel takes only the active
+  // particles of a target leaf (gpu/p2p_cuda_kernel.cuh; the walk still goes by leaves, a cost
+  // the ETA calibrates from the sub-steps it measures).
   // P(k) on the device from the device positions: one rank's (gpu/power_spectrum_cuda.cuh),
   // over ranks the meshes in x slabs over the ranks' GPUs (gpu/power_spectrum_cuda_ranks.hpp,
   // collective); without the device memory it needs (on any rank): nullopt.

@@ -25,9 +25,10 @@
 // seconds outside the phases that follow the active particles and outside the tree, which
 // there may be a build), e the full step's short-range work (E - s0 - its PM phase), and
 // A(f) the share of it that a sync point with an active fraction f does. A(1) = 1; for small
-// f it depends on how the engine goes by the active particles: the CUDA engine computes
-// every particle of a leaf (L particles) that holds an active one, the host engine only the
-// active targets (L = 1, A = f). Before any sub-step is measured A is the share of leaves
+// f it depends on how the engine goes by the active particles: an engine that computes
+// every particle of a leaf (L particles) that holds an active one (the host engine with the
+// CUDA P2P evaluator), or only the active targets (L = 1, A = f: the host engine's CPU P2P, and
+// since 2026-11-29 the CUDA step engine). Before any sub-step is measured A is the share of leaves
 // that hold an active particle where the forecast puts them (active_above): the field's
 // anywhere, a leaf free of them with the chance (1 - P_field)^L; the haloes' in the shells
 // of their spheres, filling the leaves inside and adding those their bounding spheres cut
@@ -120,8 +121,8 @@ struct ClusteringInputs {
   double sigma_psi = 0;          // 3D rms linear displacement at D = 1 (k from 2 pi / L to pi n / L)
   std::vector<double> sigma_m;   // sigma(M_j) at z = 0, M_j = particle_mass 10^(j/4), j = 0 .. 4 log10 N
   // The particles whose short-range work one isolated active particle costs: 1 where only the
-  // active targets are computed (the host engine), a leaf's where whole leaves are (the CUDA
-  // engine: leaf_particles). Not from the power spectrum: the run sets it.
+  // active targets are computed, a leaf's where whole leaves are (StepEngine::
+  // computes_whole_leaves: leaf_particles). Not from the power spectrum: the run sets it.
   double work_particles = 1;
 
   // From the linear power spectrum of the run's ICs and its box.

@@ -21,7 +21,7 @@ OutputGuess OutputGuess::for_run(const Params& params, std::uint64_t particles, 
   const double n = static_cast<double>(particles);
   OutputGuess guess;
   guess.background = ranks == 1;
-  guess.writer = output_file_bytes(params, particles) / 2e8 + 1.5e-7 * n;
+  guess.writer = output_file_bytes(params, particles) / 1e9 + 1.5e-8 * n;
   guess.in_steps = guess.background ? n * particle_record_bytes(params) / 2e9 : guess.writer;
   return guess;
 }

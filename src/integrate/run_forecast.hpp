@@ -33,9 +33,12 @@ struct OutputGuess {
 
   // Guessed from the output's size: on one rank the snapshot's particle bytes at 2 GB/s (a
   // download and a host copy; guessing the files' seconds there put the ETA 20-30 s over on a
-  // 256^3 run whose outputs took 0.6-0.9 s each in the step loop); the files at 200 MB/s plus
-  // 0.15 us per particle for P(k) and FoF (one output of 256^3 on an H100 machine took 6-7 s),
-  // which is what the steps wait for on several ranks and the writer takes on one.
+  // 256^3 run whose outputs took 0.6-0.9 s each in the step loop); the files at 1 GB/s plus
+  // 0.015 us per particle (the P(k) and FoF groups come from the GPU or the PM's threads; at
+  // 256^3 on an H200 machine the writer took 0.8-1.0 s an output on one rank and a snapshot
+  // over 2 ranks 1.1-1.3 s: the guess is 1.2 s; 200 MB/s and 0.15 us, when the host made
+  // P(k) and FoF, put it at 7.7 s and the ETA 50% over for the run's first tenth), which is
+  // what the steps wait for on several ranks and the writer takes on one.
   static OutputGuess for_run(const Params& params, std::uint64_t particles, int ranks);
 };
 

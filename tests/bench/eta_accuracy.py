@@ -20,7 +20,7 @@ The work of an active particle is the forecast line's; a log without it takes a 
 ORB tree (N / ranks particles, gravity.max_leaf) where the log says "step engine: cuda", else
 one particle. Before the first output the output cost is the run's estimate (simulation.cpp:
 on one rank the background writer's copy, the snapshot's particle bytes at 2 GB/s; on
-several, outputs.cpp's output_file_bytes at 200 MB/s plus 0.15 us per particle; the ranks
+several, outputs.cpp's output_file_bytes at 1 GB/s plus 0.015 us per particle; the ranks
 from the log's first line), or --output-estimate=SECONDS; from then on the mean io seconds of
 the outputs written, as in the run. The energy check's W: the mean of the "energy check at"
 lines' seconds so far; the background writer's seconds (the last output's wait): the mean of
@@ -390,7 +390,7 @@ def trend_seconds(history, ln_a, ln_a_end, other):
 
 def output_estimate_seconds(params, ranks):
     """simulation.cpp's cost of one output before the first: on one rank the background writer's copy (the
-    snapshot's particle bytes at 2 GB/s), on several output_file_bytes at 200 MB/s + 0.15 us per particle."""
+    snapshot's particle bytes at 2 GB/s), on several output_file_bytes at 1 GB/s + 0.015 us per particle."""
     n = float(params["box.particles_per_side"]) ** 3
     on = lambda key: params.get(key, "false") == "true"
     if ranks == 1:
@@ -400,7 +400,7 @@ def output_estimate_seconds(params, ranks):
         size += n * (48 + 8 + (24 if on("output.accelerations") else 0))
     if on("analysis.fof"):
         size += 8 * n
-    return size / 2e8 + 1.5e-7 * n
+    return size / 1e9 + 1.5e-8 * n
 
 
 def replay(rows, a_begin, a_outputs, a_end, output_estimate, params, forecast_line):
