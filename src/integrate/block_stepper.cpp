@@ -34,11 +34,13 @@ KickPlan BlockStepper::kicks(const RunState& s, std::uint64_t tick, int min_acti
     plan.short_range[k] = opening ? timeline_.kick_factor(x, other, x) : timeline_.kick_factor(other, x, x);
   }
   if (long_range) {
-    const double mid = timeline_.at(s.pm_a_begin, s.pm_a_end, kPmTicks / 2);
+    const double mid = pm_middle(s);
     plan.long_range = opening ? timeline_.kick_factor(s.pm_a_begin, mid, x) : timeline_.kick_factor(mid, s.pm_a_end, x);
   }
   return plan;
 }
+
+double BlockStepper::pm_middle(const RunState& s) const { return timeline_.at(s.pm_a_begin, s.pm_a_end, kPmTicks / 2); }
 
 void BlockStepper::begin_pm_step(RunState& s, double end) const {
   if (s.tick != kPmTicks && s.pm_steps > 0) fail("internal: a PM step begun before the last one ended");
@@ -60,7 +62,7 @@ SyncPoint BlockStepper::sync_step(RunState& s, ForceStats& stats) const {
   const double x = timeline_.at(s.pm_a_begin, s.pm_a_end, next);
   {
     ScopedPhase phase(stats.times, "kdk");
-    engine_.drift(timeline_.drift_factor(s.a, x, timeline_.at(s.pm_a_begin, s.pm_a_end, kPmTicks / 2)));
+    engine_.drift(timeline_.drift_factor(s.a, x, pm_middle(s)));
   }
   engine_.compute_forces(out.pm_end, min_active, stats);
   ScopedPhase phase(stats.times, "kdk");

@@ -57,6 +57,9 @@ class BlockStepper {
  private:
   BinRule bin_rule(const RunState& state, int min_active_bin) const;
   KickPlan kicks(const RunState& state, std::uint64_t tick, int min_active_bin, bool opening, bool long_range) const;
+  // The PM step's middle: where its long-range half kicks meet, so the time its particles'
+  // momenta stand for between them (the drifts' momentum_at).
+  double pm_middle(const RunState& state) const;
 
   StepEngine& engine_;
   const StepTimeline& timeline_;
