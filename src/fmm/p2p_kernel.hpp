@@ -154,6 +154,19 @@ ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Rea
   az += g * dz;
 }
 
+// One pair whose source weighs w (its mass over the reference mass whose G m the caller
+// applies: the vacuum kernel of systems with individual masses, Particles::masses). w = 1
+// gives p2p_pair's bits.
+template <int Order, typename R, typename Reader>
+ORBIS_HD void p2p_pair_weighted(R dx, R dy, R dz, R w, const P2PPairConstants<R>& k, const Reader& table,
+                                R& ax, R& ay, R& az) {
+  const R r2 = dx * dx + dy * dy + dz * dz;
+  const R g = w * p2p_pair_factor<Order>(r2, k, table);
+  ax += g * dx;
+  ay += g * dy;
+  az += g * dz;
+}
+
 // The pair potential whose negative gradient is p2p_pair's force (the potential energy
 // diagnostic, integrate/energy.hpp): psi(r) = erfc(s / 2r_s) / s with s^2 = r^2 + eps^2, so
 // that a pair's energy is -G m m psi. Why it matches: d/ds [erfc(s/2r_s)/s] = -T(s/2r_s)/s^2
