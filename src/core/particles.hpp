@@ -19,9 +19,9 @@ struct Particles {
   std::vector<std::uint8_t> time_bin;
   double mass = 0;                 // every particle's mass, 1e10 Msun/h (with `masses`: their mean)
   // Isolated systems ([gravity] boundary = "vacuum") only: each particle's own mass, in the
-  // [units] mass unit, or empty when every particle has `mass`. The gravity kernels take
-  // masses[i] / mass as weights, with G mass as their constant, so equal masses give the
-  // same bits either way. Cosmological runs have one mass (the PM, FoF and the writers of
+  // [units] mass unit, or empty when every particle has `mass` (the readers leave it empty
+  // for equal masses). The gravity kernels take masses[i] / mass as weights, with G mass as
+  // their constant. Cosmological runs have one mass (the PM, FoF and the writers of
   // comoving runs assume it).
   std::vector<double> masses;
   // GADGET particle type (0..5) of each particle, or empty when all are type 1 (dark matter,

@@ -41,27 +41,28 @@ ORBIS_INLINE void derivatives(const V* R, V* lev) {
   ct::recurrence<Q>(lev, g, R);
 }
 
-// Lanes b .. b + 7 of R (the last batch padded with R[b], weight 0).
-ORBIS_INLINE void load_batch(const Vec3d* R, std::size_t n, std::size_t b, V* Rv, V& weight) {
+// Lanes b .. b + 7 of R and their weights (null: 1; the last batch padded with R[b], weight 0).
+ORBIS_INLINE void load_batch(const Vec3d* R, const double* weights, std::size_t n, std::size_t b, V* Rv, V& weight) {
   alignas(64) double r_d[3][kLanes], w_d[kLanes];
   for (int l = 0; l < kLanes; ++l) {
-    const bool in = b + static_cast<std::size_t>(l) < n;
-    const Vec3d& x = R[in ? b + static_cast<std::size_t>(l) : b];
+    const std::size_t q = b + static_cast<std::size_t>(l);
+    const bool in = q < n;
+    const Vec3d& x = R[in ? q : b];
     for (int d = 0; d < 3; ++d) r_d[d][l] = x[d];
-    w_d[l] = in ? 1.0 : 0.0;
+    w_d[l] = in ? (weights ? weights[q] : 1.0) : 0.0;
   }
   for (int d = 0; d < 3; ++d) std::memcpy(&Rv[d], r_d[d], sizeof(V));
   std::memcpy(&weight, w_d, sizeof(V));
 }
 
 template <int P>
-ORBIS_INLINE void p2l_body(const Vec3d* R, std::size_t n, double* local) {
+ORBIS_INLINE void p2l_body(const Vec3d* R, const double* weights, std::size_t n, double* local) {
   constexpr int Q = P + 1, nl = ct::count(Q);
   V acc[nl] = {};
   V lev[ct::rec_total<Q>()];
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
-    load_batch(R, n, b, Rv, w);
+    load_batch(R, weights, n, b, Rv, w);
     derivatives<Q>(Rv, lev);
     for (int k = 0; k < nl; ++k) acc[k] += w * lev[k];
   }
@@ -94,7 +95,7 @@ ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t 
   V lev[ct::rec_total<Q>()];
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
-    load_batch(R, n, b, Rv, w);
+    load_batch(R, nullptr, n, b, Rv, w);
     derivatives<Q>(Rv, lev);
     V g[3] = {};
     ct::unroll<nm>([&](auto i) {
@@ -108,8 +109,8 @@ ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t 
 }
 
 template <int P>
-void p2l_base(const Vec3d* R, std::size_t n, double* local) {
-  p2l_body<P>(R, n, local);
+void p2l_base(const Vec3d* R, const double* w, std::size_t n, double* local) {
+  p2l_body<P>(R, w, n, local);
 }
 template <int P>
 void m2p_base(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
@@ -117,12 +118,12 @@ void m2p_base(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
 }
 #if ORBIS_LEAF_CELL_MULTIVERSION
 template <int P>
-[[gnu::target("arch=x86-64-v3")]] void p2l_v3(const Vec3d* R, std::size_t n, double* local) {
-  p2l_body<P>(R, n, local);
+[[gnu::target("arch=x86-64-v3")]] void p2l_v3(const Vec3d* R, const double* w, std::size_t n, double* local) {
+  p2l_body<P>(R, w, n, local);
 }
 template <int P>
-[[gnu::target("arch=x86-64-v4")]] void p2l_v4(const Vec3d* R, std::size_t n, double* local) {
-  p2l_body<P>(R, n, local);
+[[gnu::target("arch=x86-64-v4")]] void p2l_v4(const Vec3d* R, const double* w, std::size_t n, double* local) {
+  p2l_body<P>(R, w, n, local);
 }
 template <int P>
 [[gnu::target("arch=x86-64-v3")]] void m2p_v3(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
@@ -176,8 +177,8 @@ LeafCellBatch::LeafCellBatch(int multipole_order) : order_(multipole_order) {
   }
 }
 
-void LeafCellBatch::p2l(const Vec3d* R, std::size_t n, double* local) const {
-  if (n > 0) p2l_(R, n, local);
+void LeafCellBatch::p2l(const Vec3d* R, std::size_t n, double* local, const double* weights) const {
+  if (n > 0) p2l_(R, weights, n, local);
 }
 
 void LeafCellBatch::m2p(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out) const {

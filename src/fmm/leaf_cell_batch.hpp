@@ -27,14 +27,15 @@ class LeafCellBatch {
 
   int multipole_order() const { return order_; }
 
-  // P2L: local[k] += sum_q D_k(R[q]) for every local index k (order p + 1 layout): unit
-  // masses at z - R[q] expanded about z; |R[q]| > 0.
-  void p2l(const Vec3d* R, std::size_t n, double* local) const;
+  // P2L: local[k] += sum_q w_q D_k(R[q]) for every local index k (order p + 1 layout):
+  // masses w_q (in units of the reference mass; weights null: all 1) at z - R[q] expanded
+  // about z; |R[q]| > 0.
+  void p2l(const Vec3d* R, std::size_t n, double* local, const double* weights = nullptr) const;
   // M2P: out[q] += sum_n (-1)^|n| M_n D_(n+e)(R[q]) (e = x, y, z): grad phi of `multipole`
   // (order p layout, about z) at z + R[q]; |R[q]| > 0.
   void m2p(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out) const;
 
-  using P2LKernel = void (*)(const Vec3d*, std::size_t, double*);
+  using P2LKernel = void (*)(const Vec3d*, const double*, std::size_t, double*);
   using M2PKernel = void (*)(const double*, const Vec3d*, std::size_t, Vec3d*);
 
  private:

@@ -49,6 +49,10 @@ struct P2PInput {
   // evaluator may then skip the others of a target leaf (the tiled CPU kernel does, with
   // the same bits for the flagged ones), and their entries are unspecified.
   const std::vector<std::uint8_t>* targets = nullptr;
+  // Optional, tree order, Newtonian kernel only: each source's mass over the reference mass
+  // whose G m is P2PSettings::g_mass (isolated systems of individual masses, Particles::masses);
+  // null: every source weighs 1. Only evaluators whose accepts_weights() is true take it.
+  const std::vector<double>* weights = nullptr;
 };
 
 struct P2PStats {
@@ -87,6 +91,8 @@ class P2PEvaluator {
   // True when evaluate/start read P2PInput::task_spans (then tasks may be null), mutual
   // tasks included.
   virtual bool accepts_task_spans() const { return false; }
+  // True when evaluate/start read P2PInput::weights (sources of individual masses).
+  virtual bool accepts_weights() const { return false; }
 
   // The same evaluation split in two, so the run loop can overlap P2P with M2L/PM on the
   // CPU: start() queues the work and returns (the CUDA backend once the GPU has it; this

@@ -42,13 +42,15 @@ namespace orbis {
 namespace {
 
 // Source particles of one task, already shifted into the target leaf's frame, against all
-// particles of the target leaf. a* are the task's partial sums (float or double).
+// particles of the target leaf. a* are the task's partial sums (float or double). wj: the
+// sources' weights (the Newtonian kernel of individual masses), or null.
 template <typename R>
 struct LeafPairArgs {
   int ni;
   const R* xi; const R* yi; const R* zi;
   int nj;
   const R* xj; const R* yj; const R* zj;
+  const R* wj;
   P2PPairConstants<R> k;
   const R* t; const R* e;
   R* ax; R* ay; R* az;
@@ -64,11 +66,21 @@ ORBIS_ALWAYS_INLINE void leaf_pair_body(const LeafPairArgs<R>& a) {
   const int ni = a.ni;
   for (int j = 0; j < a.nj; ++j) {
     const R sx = a.xj[j], sy = a.yj[j], sz = a.zj[j];
+    if constexpr (Order == kNoTruncation) {   // the only kernel with weights (w = 1: the same bits)
+      const R w = a.wj ? a.wj[j] : R(1);
 #pragma omp simd
-    for (int i = 0; i < ni; ++i) {
-      R fx = ax[i], fy = ay[i], fz = az[i];
-      p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, table, fx, fy, fz);
-      ax[i] = fx; ay[i] = fy; az[i] = fz;
+      for (int i = 0; i < ni; ++i) {
+        R fx = ax[i], fy = ay[i], fz = az[i];
+        p2p_pair_weighted<Order>(sx - xi[i], sy - yi[i], sz - zi[i], w, k, table, fx, fy, fz);
+        ax[i] = fx; ay[i] = fy; az[i] = fz;
+      }
+    } else {
+#pragma omp simd
+      for (int i = 0; i < ni; ++i) {
+        R fx = ax[i], fy = ay[i], fz = az[i];
+        p2p_pair<Order>(sx - xi[i], sy - yi[i], sz - zi[i], k, table, fx, fy, fz);
+        ax[i] = fx; ay[i] = fy; az[i] = fz;
+      }
     }
   }
 }
@@ -128,17 +140,18 @@ template <typename R>
 void evaluate_groups(const GroupedTasks& grouped, const std::vector<Leaf>& leaves,
                      const LeafRelativePositions<R>& rel, double box,
                      const P2PPairConstants<R>& k, const R* t, const R* e, LeafPairFn<R> fn,
-                     std::uint32_t max_count, std::vector<Vec3d>& acc) {
+                     std::uint32_t max_count, const std::vector<double>* weights, std::vector<Vec3d>& acc) {
   const double scale = k.length_scale, g_mass = k.acc_scale;
   const std::int64_t n_groups = static_cast<std::int64_t>(grouped.groups.size());
 #pragma omp parallel
   {
     // Per-thread scratch: target SoA, source SoA, the task's partial sums, double sums.
-    std::vector<R> buf(9 * std::size_t{max_count} + 16);
+    std::vector<R> buf(10 * std::size_t{max_count} + 16);
     std::vector<double> sum(3 * std::size_t{max_count});
     R* xi = buf.data(); R* yi = xi + max_count; R* zi = yi + max_count;
     R* xj = zi + max_count; R* yj = xj + max_count; R* zj = yj + max_count;
     R* ax = zj + max_count; R* ay = ax + max_count; R* az = ay + max_count;
+    R* wj = az + max_count;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t g = 0; g < n_groups; ++g) {
       const GroupIdx& group = grouped.groups[g];
@@ -160,8 +173,10 @@ void evaluate_groups(const GroupedTasks& grouped, const std::vector<Leaf>& leave
           yj[j] = rel.y[lj.first + j] + sy;
           zj[j] = rel.z[lj.first + j] + sz;
         }
+        if (weights)
+          for (int j = 0; j < nj; ++j) wj[j] = static_cast<R>((*weights)[lj.first + j]);
         std::fill(ax, ax + 3 * std::size_t{max_count}, R(0));
-        fn(LeafPairArgs<R>{ni, xi, yi, zi, nj, xj, yj, zj, k, t, e, ax, ay, az});
+        fn(LeafPairArgs<R>{ni, xi, yi, zi, nj, xj, yj, zj, weights ? wj : nullptr, k, t, e, ax, ay, az});
         for (int i = 0; i < ni; ++i) {
           sum[3 * i] += ax[i]; sum[3 * i + 1] += ay[i]; sum[3 * i + 2] += az[i];
         }
@@ -201,8 +216,8 @@ int CpuP2PEvaluator::cpu_simd_level() { return cpu_level(); }
 
 std::string CpuP2PEvaluator::simd_variant() { return level_name(cpu_level()); }
 
-std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision) const {
-  const bool tiled = options_.tiled_kernel && !double_precision &&
+std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision, bool weighted) const {
+  const bool tiled = options_.tiled_kernel && !double_precision && !weighted &&
                      p2p_tiled::available(level_, taylor_order);
   return level_name(level_) + (tiled ? ", tiled" : ", generic");
 }
@@ -225,7 +240,8 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
     if constexpr (std::is_same_v<R, float>) coef_layout_.build(**table);
   }
   if constexpr (std::is_same_v<R, float>) {
-    if (options_.tiled_kernel && p2p_tiled::available(level_, order)) {
+    // Weighted sources (individual masses) take the generic loop: the tiles hold positions only.
+    if (options_.tiled_kernel && !in.weights && p2p_tiled::available(level_, order)) {
       p2p_tiled::Job job;
       job.grouped = &grouped;
       job.leaves = &leaves;
@@ -245,7 +261,7 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
   // The generic loop runs every particle of a target leaf (in the SIMD lanes).
   evaluate_groups<R>(grouped, leaves, *rel, s.box_mpc_h, k, (*table)->t().data(),
                      (*table)->e().data(), select_leaf_pair<R>(order, level_),
-                     max_count, acc);
+                     max_count, in.weights, acc);
   return false;
 }
 
@@ -259,7 +275,7 @@ P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& 
   stats.seconds = watch.seconds();
   stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks, only_targets ? input.targets : nullptr);
   stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(),
-                            variant(p2p_order_of(settings), settings.double_precision),
+                            variant(p2p_order_of(settings), settings.double_precision, input.weights != nullptr),
                             settings.double_precision ? "double" : "float");
   return stats;
 }

@@ -30,14 +30,16 @@ class CpuP2PEvaluator : public P2PEvaluator {
   P2PStats evaluate(const P2PSettings& settings, const P2PInput& input,
                     std::vector<Vec3d>& acc) override;
   std::string name() const override { return "cpu"; }
+  bool accepts_weights() const override { return true; }
 
   // The SIMD variant this CPU runs: "x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2)" or "baseline".
   static std::string simd_variant();
   // The best level this CPU runs (4, 3 or 0, as CpuP2POptions::simd_level).
   static int cpu_simd_level();
   // What this evaluator runs for float at the given Taylor order (or kNoTruncation, the
-  // Newtonian kernel: p2p_order_of), e.g. "x86-64-v4 (AVX-512), tiled" or "baseline, generic".
-  std::string variant(int taylor_order, bool double_precision) const;
+  // Newtonian kernel: p2p_order_of), e.g. "x86-64-v4 (AVX-512), tiled" or "baseline, generic";
+  // weighted sources (individual masses) always run the generic loop.
+  std::string variant(int taylor_order, bool double_precision, bool weighted = false) const;
 
  private:
   // Returns whether it computed only P2PInput::targets (the tiled kernels) or every particle.

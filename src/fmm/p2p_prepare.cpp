@@ -62,6 +62,9 @@ void check_p2p_settings(const P2PSettings& s, const P2PInput& in, std::uint32_t 
   }
   if (!(s.softening >= 0)) fail("P2P: softening {} Mpc/h must be >= 0", s.softening);
   const std::size_t n = in.positions->size();
+  if (in.weights && s.kernel != KernelKind::newtonian)
+    fail("P2P: source weights (individual masses) are for the Newtonian kernel of vacuum boundaries only");
+  if (in.weights && in.weights->size() != n) fail("P2P: {} source weights for {} particles", in.weights->size(), n);
   if (n >= (std::size_t{1} << 32)) fail("P2P: {} particles exceed 32-bit indices", n);
   for (const Leaf& l : *in.leaves) {
     if (std::size_t{l.first} + l.count > n)

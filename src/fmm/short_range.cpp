@@ -204,14 +204,23 @@ ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
       leaf_cell_batch_(settings.multipole_order) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
-                                          std::vector<Vec3d>& acc) {
-  begin(positions, p2p);
+                                          std::vector<Vec3d>& acc, const std::vector<double>* weights) {
+  begin(positions, p2p, {}, weights);
   return end(acc);
 }
 
 void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
-                             const ShortRangeTargets& targets) {
+                             const ShortRangeTargets& targets, const std::vector<double>* weights) {
   if (p2p_) fail("short-range solver: begin() called twice without end()");
+  if (weights) {
+    if (settings_.boundary == Boundary::periodic)
+      fail("short-range solver: individual masses (weights) are for vacuum boundaries only");
+    if (weights->size() != positions.size())
+      fail("short-range solver: {} weights for {} particles", weights->size(), positions.size());
+    if (!p2p.accepts_weights())
+      fail("short-range solver: the P2P evaluator '{}' does not take individual masses", p2p.name());
+  }
+  weighted_ = weights != nullptr;
   if (targets.bins && targets.bins->size() != positions.size())
     fail("short-range solver: {} time bins for {} particles", targets.bins->size(), positions.size());
   targets_ = targets;
@@ -252,7 +261,7 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   // The device tree step returns M2L lists only: with leaf-cell pairs (vacuum) the host
   // builds and walks, and the evaluator runs the P2P of the host's tasks.
   device_step_ = s.tree_on_device && p2p.builds_tree() && !subset_ && !targets.refit_tree && !targets.forest_groups &&
-                 (periodic || !s.leaf_cell);
+                 !weighted_ && (periodic || !s.leaf_cell);
   if (device_step_) {
     // Tree, walk and P2P on the device; the host gets the tree and the M2L lists back for
     // the far field, which end() computes while the P2P runs. Those lists are not in the
@@ -287,6 +296,13 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
     tree_.build(positions, s.max_leaf, 1.0, OrbTree::kParallelMin, s.top_levels);
   }
   if (subset_) mark_sinks();
+  if (weighted_) {
+    const auto& order = tree_.order();
+    weights_tree_.resize(order.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t t = 0; t < static_cast<std::int64_t>(order.size()); ++t)
+      weights_tree_[static_cast<std::size_t>(t)] = (*weights)[order[static_cast<std::size_t>(t)]];
+  }
   const bool keyed = targets.forest_groups && targets.forest_group_ids;
   if (keyed) forest_source_keys(tree_, s.top_levels, *targets.forest_groups, *targets.forest_group_ids, source_keys_);
   stats_.tree_seconds = phase.seconds();
@@ -300,7 +316,8 @@ void ShortRangeSolver::begin(const std::vector<Vec3d>& positions, P2PEvaluator& 
   stats_.p2p_tasks = walk_.p2p_count();
 
   P2PInput in{&tree_.positions(), &tree_.leaves(), spans ? nullptr : &tasks_.p2p,
-              spans ? &walk_.p2p_spans() : nullptr, subset_ ? &targets_tree_ : nullptr};
+              spans ? &walk_.p2p_spans() : nullptr, subset_ ? &targets_tree_ : nullptr,
+              weighted_ ? &weights_tree_ : nullptr};
   if (s.overlap_p2p) {
     // The CUDA backend queues its work and returns; the CPU one only records the call.
     phase.restart();
@@ -339,7 +356,7 @@ ShortRangeStats ShortRangeSolver::end(std::vector<Vec3d>& acc) {
   for (std::int64_t q = 0; q < n_m2p; ++q)
     __atomic_store_n(&needed_[m2p[static_cast<std::size_t>(q)].source], static_cast<unsigned char>(1),
                      __ATOMIC_RELAXED);
-  if (far_field) multipoles_.compute(tree_, settings_.multipole_order, &needed_);
+  if (far_field) multipoles_.compute(tree_, settings_.multipole_order, &needed_, weighted_ ? &weights_tree_ : nullptr);
   stats_.multipole_seconds = phase.seconds();
   phase.restart();
   if (far_field) evaluate_far_field(far_);
@@ -438,6 +455,7 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
   {
     std::vector<const double*> sources;
     std::vector<Vec3d> R;
+    std::vector<double> W;
 #pragma omp for schedule(dynamic, 64)
     for (long t = 0; t < static_cast<long>(n_nodes); ++t) {
       const auto ut = static_cast<std::size_t>(t);
@@ -462,15 +480,19 @@ void ShortRangeSolver::evaluate_far_field(std::vector<Vec3d>& far) {
         }
         m2l_batch_.apply(sources.data(), R.data(), end - begin, local);
       }
-      // P2L: each source leaf's particles as unit masses (image 0), before L2L hands the
+      // P2L: each source leaf's particles as point masses (image 0), before L2L hands the
       // expansion to the node's subtree.
       if (p2l_begin < p2l_end) {
         R.clear();
+        W.clear();
         for (std::size_t q = p2l_begin; q < p2l_end; ++q) {
           const Leaf& leaf = leaves[p2l[q].source];
-          for (std::uint32_t j = leaf.first; j < leaf.first + leaf.count; ++j) R.push_back(zt - pos[j]);
+          for (std::uint32_t j = leaf.first; j < leaf.first + leaf.count; ++j) {
+            R.push_back(zt - pos[j]);
+            if (weighted_) W.push_back(weights_tree_[j]);
+          }
         }
-        leaf_cell_batch_.p2l(R.data(), R.size(), local);
+        leaf_cell_batch_.p2l(R.data(), R.size(), local, weighted_ ? W.data() : nullptr);
       }
     }
   }

@@ -194,7 +194,12 @@ class ShortRangeSolver {
   // acc[i]: short-range acceleration of particle i ((km/s)^2/(Mpc/h) with g_mass in
   // (km/s)^2 Mpc/h), in the caller's order. positions in [0, box), Mpc/h (vacuum: finite,
   // anywhere; the whole acceleration).
-  ShortRangeStats compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, std::vector<Vec3d>& acc);
+  // weights (vacuum boundaries only, caller order, optional): each particle's mass over the
+  // reference mass of g_mass (isolated systems of individual masses, Particles::masses); they
+  // weigh the sources in P2P, the multipoles and P2L. Null: every particle weighs 1 (the
+  // same bits as weights of 1). The P2P evaluator must accept them (accepts_weights()).
+  ShortRangeStats compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, std::vector<Vec3d>& acc,
+                          const std::vector<double>* weights = nullptr);
 
   // compute() in two halves, so the caller can work while the P2P runs (the PM, in the run
   // loop): begin() builds the tree, walks, and starts the P2P; end() computes the
@@ -206,7 +211,8 @@ class ShortRangeSolver {
   // (acc must hold one entry per particle; the others are left as they are). The targets'
   // forces are bitwise those of the whole computation on the same tree. Such a step always
   // takes the host tree and walk (the CUDA evaluator then runs the P2P of their tasks).
-  void begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, const ShortRangeTargets& targets = {});
+  void begin(const std::vector<Vec3d>& positions, P2PEvaluator& p2p, const ShortRangeTargets& targets = {},
+             const std::vector<double>* weights = nullptr);
   ShortRangeStats end(std::vector<Vec3d>& acc);
 
   const ShortRangeSettings& settings() const { return settings_; }
@@ -236,6 +242,8 @@ class ShortRangeSolver {
   std::vector<unsigned char> sinks_;   // node holds a target (a subset of targets only)
   std::vector<std::uint64_t> source_keys_;   // a forest with group ids: forest_source_keys
   std::vector<std::uint8_t> targets_tree_;   // particle is a target, tree order (likewise)
+  std::vector<double> weights_tree_;         // the begin()'s weights in tree order
+  bool weighted_ = false;                    // the last begin() had weights
   ShortRangeTargets targets_;          // of the last begin()
   bool subset_ = false;                // it named a subset of the particles
   std::vector<Vec3d> acc_tree_, far_;  // P2P and far-field accelerations, tree order

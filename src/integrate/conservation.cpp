@@ -7,7 +7,7 @@
 
 namespace orbis {
 
-double softened_pair_sum(const std::vector<Vec3d>& x, double softening) {
+double softened_pair_sum(const std::vector<Vec3d>& x, double softening, const std::vector<double>* weights) {
   const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(x.size());
   const double eps2 = softening * softening;
   std::vector<double> row(x.size(), 0.0);
@@ -16,9 +16,17 @@ double softened_pair_sum(const std::vector<Vec3d>& x, double softening) {
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     double s = 0;
     const Vec3d xi = x[i];
-    for (std::ptrdiff_t j = i + 1; j < n; ++j) {
-      const Vec3d d = x[j] - xi;
-      s += 1.0 / std::sqrt(norm2(d) + eps2);
+    if (weights) {
+      for (std::ptrdiff_t j = i + 1; j < n; ++j) {
+        const Vec3d d = x[j] - xi;
+        s += (*weights)[j] / std::sqrt(norm2(d) + eps2);
+      }
+      s *= (*weights)[i];
+    } else {
+      for (std::ptrdiff_t j = i + 1; j < n; ++j) {
+        const Vec3d d = x[j] - xi;
+        s += 1.0 / std::sqrt(norm2(d) + eps2);
+      }
     }
     row[i] = s;
   }
@@ -27,21 +35,31 @@ double softened_pair_sum(const std::vector<Vec3d>& x, double softening) {
   return total;
 }
 
+std::vector<double> mass_weights(const Particles& p) {
+  std::vector<double> w(p.masses.size());
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = p.masses[i] / p.mass;
+  return w;
+}
+
 ConservedQuantities conserved_quantities(const Particles& p, double g, std::optional<double> pair_sum) {
   ConservedQuantities c;
   const double m = p.mass;
-  double v2 = 0, r2 = 0;
+  // Sums of weight (mass / m) times v^2, v, x × v: weight 1 without individual masses.
+  double wv2 = 0, w_total = 0, v2 = 0, r2 = 0;
   for (std::size_t i = 0; i < p.size(); ++i) {
     const Vec3d& x = p.pos[i];
     const Vec3d& v = p.mom[i];
+    const double w = p.masses.empty() ? 1.0 : p.masses[i] / m;
+    wv2 += w * norm2(v);
+    w_total += w;
     v2 += norm2(v);
     r2 += norm2(x);
-    c.momentum += v;
-    c.angular_momentum += Vec3d{x.y * v.z - x.z * v.y, x.z * v.x - x.x * v.z, x.x * v.y - x.y * v.x};
+    c.momentum += v * w;
+    c.angular_momentum += Vec3d{x.y * v.z - x.z * v.y, x.z * v.x - x.x * v.z, x.x * v.y - x.y * v.x} * w;
   }
   const double n = static_cast<double>(p.size());
-  c.mass = m * n;
-  c.kinetic = 0.5 * m * v2;
+  c.mass = m * w_total;
+  c.kinetic = 0.5 * m * wv2;
   c.momentum = c.momentum * m;
   c.angular_momentum = c.angular_momentum * m;
   c.r_rms = n > 0 ? std::sqrt(r2 / n) : 0;

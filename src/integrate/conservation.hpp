@@ -20,22 +20,27 @@
 namespace orbis {
 
 struct ConservedQuantities {
-  double kinetic = 0;          // K = m/2 sum v^2 (mass x velocity^2 in the run's units)
+  double kinetic = 0;          // K = sum m v^2 / 2 (mass x velocity^2 in the run's units)
   double potential = 0;        // W (valid when has_potential)
   bool has_potential = false;
-  Vec3d momentum;              // P = m sum v
-  Vec3d angular_momentum;      // L = m sum x × v
-  double mass = 0;             // M = N m
+  Vec3d momentum;              // P = sum m v
+  Vec3d angular_momentum;      // L = sum m x × v
+  double mass = 0;             // M = sum m
   double r_rms = 0, v_rms = 0; // the scales of the drifts of P and L
   double energy() const { return kinetic + potential; }
 };
 
 // p = dx/dt (the Newtonian clock's momenta); g: the gravitational constant of the units;
-// pair_sum: S below for these particles (W = -g m^2 S), or nullopt for no W.
+// pair_sum: S below for these particles (W = -g m^2 S, m = particles.mass, with the weights
+// masses[i] / m of individual masses), or nullopt for no W.
 ConservedQuantities conserved_quantities(const Particles& particles, double g, std::optional<double> pair_sum);
 
-// The softened pair potential sum S = sum_{i<j} 1 / sqrt(|x_i - x_j|^2 + eps^2) (W = -G m^2 S).
-double softened_pair_sum(const std::vector<Vec3d>& positions, double softening);
+// The softened pair potential sum S = sum_{i<j} w_i w_j / sqrt(|x_i - x_j|^2 + eps^2)
+// (W = -G m^2 S), w_i = weights[i] (each particle's mass over the reference mass m; null: 1).
+double softened_pair_sum(const std::vector<Vec3d>& positions, double softening,
+                         const std::vector<double>* weights = nullptr);
+// The weights of individual masses, masses[i] / mass (empty without individual masses).
+std::vector<double> mass_weights(const Particles& particles);
 
 // One check as the log gives it: the quantities at time t and their drifts from the start.
 struct ConservationRecord {

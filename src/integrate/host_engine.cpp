@@ -106,6 +106,9 @@ void HostStepEngine::load(Particles particles) {
     fail("step engine: {} time bins for {} particles", particles.time_bin.size(), n);
   for (std::uint8_t bin : particles.time_bin)
     if (bin >= kMaxTimeBins) fail("step engine: time bin {} (bins are 0..{})", bin, kMaxTimeBins - 1);
+  if (particles.has_individual_masses())
+    fail("step engine: particles of individual masses in a periodic box; the PM, the tree and the outputs of "
+         "comoving runs take one particle mass (individual masses are for [gravity] boundary = \"vacuum\")");
   particles_ = std::move(particles);
   acc_long_.assign(n, Vec3d{});
   acc_short_.assign(short_range_ ? n : 0, Vec3d{});

@@ -539,8 +539,10 @@ void Simulation::check_conservation() {
   if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
     pairs = engine_->softened_pair_sum();
   const Particles& particles = engine_->particles();
-  if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles")))
-    pairs = softened_pair_sum(particles.pos, engine_->softening());
+  if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"))) {
+    const std::vector<double> weights = mass_weights(particles);
+    pairs = softened_pair_sum(particles.pos, engine_->softening(), weights.empty() ? nullptr : &weights);
+  }
   const bool with_w = pairs.has_value();
   const ConservedQuantities now = conserved_quantities(particles, physical_units(params_).g, pairs);
   const ConservationRecord r =

@@ -160,7 +160,8 @@ class StepEngine {
   // sqrt(mean |p|^2) over particles, km/s: the PM step's criterion.
   virtual double rms_momentum() = 0;
   // The sum of p over all particles, km/s (times the mass: the total momentum, which gravity
-  // conserves): the step log's check at the end of each PM step. NaN: not provided.
+  // conserves; with individual masses each p weighs masses[i] / mass): the step log's check
+  // at the end of each PM step. NaN: not provided.
   virtual Vec3d total_momentum() { return Vec3d{NAN, NAN, NAN}; }
   // The terms of the energy check's W that need the positions (PotentialEnergyTerms),
   // computed where the engine holds the particles; nullopt: the engine does not compute them

@@ -9,6 +9,7 @@
 #include "core/ordered_sum.hpp"
 #include "core/params.hpp"
 #include "core/physical_units.hpp"
+#include "integrate/conservation.hpp"
 #include "integrate/time_bins.hpp"
 
 namespace orbis {
@@ -39,7 +40,14 @@ void VacuumStepEngine::load(Particles particles) {
   if (particles.time_bin.size() != n) fail("step engine: {} time bins for {} particles", particles.time_bin.size(), n);
   for (std::uint8_t bin : particles.time_bin)
     if (bin >= kMaxTimeBins) fail("step engine: time bin {} (bins are 0..{})", bin, kMaxTimeBins - 1);
+  if (!particles.masses.empty() && particles.masses.size() != n)
+    fail("vacuum step engine: {} masses for {} particles", particles.masses.size(), n);
+  if (!particles.masses.empty() && !p2p_->accepts_weights())
+    fail("vacuum step engine: particles of individual masses need P2P on the CPU here ([gpu] backend = \"cpu\"), "
+         "or the CUDA step engine; the '{}' P2P evaluator takes one mass",
+         p2p_->name());
   particles_ = std::move(particles);
+  weights_ = mass_weights(particles_);
   acc_.assign(n, Vec3d{});
   settings_.g_mass = g_ * particles_.mass;
   tree_.emplace(settings_);
@@ -52,7 +60,7 @@ void VacuumStepEngine::compute_forces(bool, int min_active_bin, ForceStats& stat
     targets.min_bin = min_active_bin;
     targets.refit_tree = true;   // between full steps, the last tree refitted (the host engine's choice)
   }
-  tree_->begin(particles_.pos, *p2p_, targets);
+  tree_->begin(particles_.pos, *p2p_, targets, weights_.empty() ? nullptr : &weights_);
   const ShortRangeStats s = tree_->end(acc_);
   add_short_range_stats(s, stats);
 }
@@ -90,7 +98,9 @@ double VacuumStepEngine::rms_momentum() {
 Vec3d VacuumStepEngine::total_momentum() {
   Vec3d total;
   for (int d = 0; d < 3; ++d)
-    total[d] = ordered_sum(particles_.size(), [&](std::size_t i) { return particles_.mom[i][d]; });
+    total[d] = ordered_sum(particles_.size(), [&](std::size_t i) {
+      return weights_.empty() ? particles_.mom[i][d] : weights_[i] * particles_.mom[i][d];
+    });
   return total;
 }
 

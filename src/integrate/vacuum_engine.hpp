@@ -5,7 +5,9 @@
 // P2P on the [gpu] backend's evaluator. There is no long-range force: all of it is kicked on
 // the particles' bins (KickPlan::short_range), the PM step's long-range kick is empty, and
 // bin 0's step is [time] max_dt (integrate/newtonian_clock.hpp). Positions are not wrapped.
-// One rank (the rank domains are a periodic box's).
+// One rank (the rank domains are a periodic box's). Individual masses (Particles::masses):
+// the sources weigh masses[i] / mass in P2P, the multipoles and P2L, with G mass as the
+// constant; their P2P runs on the CPU evaluator (its generic loop).
 //
 // Units: those of [units] (core/physical_units.hpp): positions in the length unit, momenta
 // p = dx/dt in the velocity unit, accelerations in velocity^2/length.
@@ -52,7 +54,8 @@ class VacuumStepEngine final : public StepEngine {
   std::optional<ShortRangeSolver> tree_;
   std::unique_ptr<P2PEvaluator> p2p_;
   Particles particles_;
-  std::vector<Vec3d> acc_;   // velocity^2 / length
+  std::vector<double> weights_;   // masses / mass of individual masses; empty: all 1
+  std::vector<Vec3d> acc_;        // velocity^2 / length
 };
 
 }  // namespace orbis

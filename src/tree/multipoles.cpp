@@ -6,7 +6,8 @@
 
 namespace orbis {
 
-void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsigned char>* needed) {
+void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsigned char>* needed,
+                         const std::vector<double>* weights) {
   if (!set_ || set_->order() != order) {
     set_.emplace(order);
     shift_ = shift_terms(*set_);
@@ -20,6 +21,8 @@ void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsig
   m_.resize(nodes.size() * static_cast<std::size_t>(nc));
   if (needed && needed->size() != nodes.size())
     fail("multipoles: {} 'needed' flags for {} nodes", needed->size(), nodes.size());
+  if (weights && weights->size() != pos.size())
+    fail("multipoles: {} weights for {} particles", weights->size(), pos.size());
   // wanted: needed, or a descendant of a needed node (top-down over the levels).
   wanted_.resize(nodes.size());
   // (Small levels serially, here and below: a parallel region per level costs more than
@@ -49,7 +52,12 @@ void Multipoles::compute(const OrbTree& tree, int order, const std::vector<unsig
       for (std::uint32_t t = node.first; t < node.first + node.count; ++t) {
         const Vec3d s = pos[t] - node.centre;
         scaled_monomials(set, s.x, s.y, s.z, mono.data());
-        for (int i = 0; i < nc; ++i) m[i] += mono[static_cast<std::size_t>(i)];
+        if (weights) {
+          const double w = (*weights)[t];
+          for (int i = 0; i < nc; ++i) m[i] += w * mono[static_cast<std::size_t>(i)];
+        } else {
+          for (int i = 0; i < nc; ++i) m[i] += mono[static_cast<std::size_t>(i)];
+        }
       }
     }
   }

@@ -47,7 +47,8 @@ P2PStats ReferenceP2P::evaluate(const P2PSettings& s, const P2PInput& input, std
           if (r2 == 0 || r2 >= r_cut2) continue;
           const double soft = std::sqrt(r2 + eps2);   // Plummer on the whole kernel, as p2p_kernel.hpp
           const double t = newtonian ? 1.0 : truncation_exact(soft * inv_2rs);
-          a += d * (t / (soft * soft * soft));
+          const double w = input.weights ? (*input.weights)[j] : 1.0;
+          a += d * (w * t / (soft * soft * soft));
         }
       }
       acc[i] = a * s.g_mass;

@@ -18,6 +18,7 @@ class ReferenceP2P final : public P2PEvaluator {
  public:
   P2PStats evaluate(const P2PSettings& settings, const P2PInput& input, std::vector<Vec3d>& acc) override;
   std::string name() const override { return "reference (exact erfc, double)"; }
+  bool accepts_weights() const override { return true; }   // sources weighed by P2PInput::weights
 };
 
 // T(x) = erfc(x) + (2x/sqrt(pi)) exp(-x^2), exact.
