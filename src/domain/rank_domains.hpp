@@ -65,9 +65,14 @@ class RankDomains {
  public:
   static constexpr double kRebalance = 1.1;
   // The ghosts' reach beyond r_cut, and so how far the groups' boxes may grow before the
-  // choice is made again. 0.25 against 0.1: the same ghosts at 256^3 on 2 ranks (whole top
-  // nodes), 461 re-choices instead of 723 over the headline run, 1 s less of its steps.
-  static constexpr double kGhostMargin = 0.25;
+  // choice is made again. The ghosts are whole top nodes, several r_cut wide, which touch
+  // their neighbours: a longer reach adds few. Over the headline run (256^3 on 2 ranks sharing
+  // an H200, 2026-11-30) 0.25, 0.5 and 1.0 brought the same ghosts (45.75 GB received over the
+  // run) with 498, 259 and 26 re-choices, and 5.2, 3.9 and 3.6 s of domain work in 33.8, 32.3
+  // and 32.1 s of steps; tests/bench/bench_domains (128^3 in 500 Mpc/h, r_cut 25.8 Mpc/h) 0.97,
+  // 0.99 and 1.01 ghosts per own particle. 0.5 takes most of the gain for a third of the
+  // volume's cost (0.1 against 0.25 had been 723 against 461 re-choices).
+  static constexpr double kGhostMargin = 0.5;
 
   // max_leaf, top_depth: the short-range tree's (ShortRangeSettings::max_leaf, top_levels).
   RankDomains(double box_mpc_h, int max_leaf, int top_depth, const Comm& comm);
