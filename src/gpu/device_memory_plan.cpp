@@ -102,10 +102,13 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   DeviceMemoryPlan plan;
   const std::size_t n = in.particles;
   plan.particles = n;
-  // Positions, momenta, ids, time bins, long-range (double) and short-range accelerations;
-  // PM only: the transfers' staging (TreePM borrows the short-range step's).
-  plan.parts.push_back(
-      {"state", n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24)), ""});
+  // Positions, momenta, ids, time bins, long-range (double) and short-range accelerations,
+  // individual masses' weights; PM only: the transfers' staging (TreePM borrows the
+  // short-range step's).
+  plan.parts.push_back({"state",
+                        n * (24 + 24 + 8 + 1 + 24 + (in.short_acc_double ? 24 : 12) + (in.short_range ? 0 : 24) +
+                             (in.weights ? 8 : 0)),
+                        ""});
   if (in.short_range && in.sources > 0) {
     // Over ranks the forest's particles (own then ghosts) in x | y | z blocks, the target
     // mask, and the forest's accelerations before they go to the own particles; and the
@@ -140,7 +143,8 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // accelerations), then the far field's (expansions per node, the accelerations).
     const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8;
     const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96;
-    const std::size_t acc_tree = nt * 24;
+    // (With individual masses the weights in tree order live through P2P and the far field.)
+    const std::size_t acc_tree = nt * 24 + (in.weights ? nt * 8 : 0);
     const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nt, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
                             nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =

@@ -44,6 +44,7 @@ struct DeviceMemoryInput {
   std::size_t pm_bytes = 0;         // the PM's meshes and cuFFT work area (its phase)
   std::size_t pm_held_bytes = 0;    // the PM's tables (held)
   bool short_acc_double = false;    // short-range accelerations kept in double
+  bool weights = false;             // individual masses (vacuum): a weight per particle, held and in tree order
   // Over ranks (domain/rank_domains.hpp): the particles of the rank's short-range forest, its
   // own and the ghosts (0: one rank, the tree holds `particles`). The tree, the walk and the
   // P2P are then planned for these, and the forest's positions, target mask and accelerations

@@ -47,7 +47,8 @@ namespace {
 
 using namespace fmm_detail;
 
-// P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order.
+// P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order
+// (times w_j, rounded, with weights: the host's m += w * mono with w = 1 gives these bits).
 __global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t* wanted, double* m) {
   const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -59,8 +60,13 @@ __global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t*
   for (int n = lane; n < nm; n += 32) {
     const int* mi = tb.mi + 3 * n;
     double sum = 0;
-    for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
-      sum = __dadd_rn(sum, scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z));
+    if (t.w) {   // warp-uniform
+      for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
+        sum = __dadd_rn(sum, __dmul_rn(t.w[p], scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z)));
+    } else {
+      for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
+        sum = __dadd_rn(sum, scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z));
+    }
     m[static_cast<std::size_t>(node) * nm + n] = sum;
   }
 }

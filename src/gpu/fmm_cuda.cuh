@@ -5,7 +5,9 @@
 // walk's M2L lists, so no tree or task list crosses the bus.
 //
 //   P2M   M_n = sum_j (x_j - z)^n / n!, one warp per leaf, a lane per n, the particles in
-//         tree order, the monomials by the host's recurrence (scaled_monomials);
+//         tree order, the monomials by the host's recurrence (scaled_monomials); with
+//         weights (FmmTreeView::w, individual masses) M_n = sum_j w_j (x_j - z)^n / n!, the
+//         product rounded before the sum (w = 1: the unweighted bits);
 //   M2M   deepest level first, a warp per node, its two children shifted in host order;
 //   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
 //         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
@@ -15,7 +17,8 @@
 //   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
 // and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
 //   P2L   after M2L, a warp per target node, its tasks in list order and each source leaf's
-//         particles in tree order: D_k(z - x_j) as M2L builds D, lane k adds it to its L_k,
+//         particles in tree order: D_k(z - x_j) as M2L builds D (times w_j with weights, the
+//         product rounded before the sum), lane k adds it to its L_k,
 //         the sum added to the node's M2L expansion;
 //   M2P   after L2P, eight warps per target leaf (each a share of its particles), per
 //         particle its tasks in list order: lanes over n add sum_n (-1)^|n| M_n
@@ -57,6 +60,11 @@ struct FmmTreeView {
   const double* x = nullptr;                   // positions in tree order, Mpc/h
   const double* y = nullptr;
   const double* z = nullptr;
+  // Individual masses (vacuum boundaries): each particle's weight m_i / m in tree order, or
+  // null when all weigh 1. P2M and P2L weigh their particles by it; M2M, M2L, L2L, L2P and
+  // M2P then need nothing more, since the moments are full (the dipole about the node's
+  // centre, the mean of its positions, is kept, whatever the masses).
+  const double* w = nullptr;
 };
 
 // The view of a device tree's arrays (valid until its next build or refit).

@@ -15,7 +15,8 @@ namespace orbis::gpu::fmm_detail {
 namespace {
 
 // P2L of tasks [begin, end) of one target node (centre zt): each source leaf's particles
-// in tree order, D_k(zt - x_j) added to the warp's acc (lane k holds entries k + 32 j).
+// in tree order, D_k(zt - x_j) (times w_j with weights, the product rounded: w = 1 gives
+// the unweighted bits) added to the warp's acc (lane k holds entries k + 32 j).
 __device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kernel, double r_s, const FmmTreeView& t,
                           const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end, const Vec3d& zt,
                           double (*lev)[kMaxNl], double* acc) {
@@ -25,8 +26,14 @@ __device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kern
     for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p) {
       const Vec3d R = zt - Vec3d{t.x[p], t.y[p], t.z[p]};
       const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane);
-      for (int j = 0; j < kMaxPerLane; ++j)
-        if (lane + 32 * j < nl) acc[j] += D[lane + 32 * j];
+      if (t.w) {   // warp-uniform
+        const double w = t.w[p];
+        for (int j = 0; j < kMaxPerLane; ++j)
+          if (lane + 32 * j < nl) acc[j] += __dmul_rn(w, D[lane + 32 * j]);
+      } else {
+        for (int j = 0; j < kMaxPerLane; ++j)
+          if (lane + 32 * j < nl) acc[j] += D[lane + 32 * j];
+      }
       __syncwarp();   // lev is rewritten by the next particle
     }
   }

@@ -28,6 +28,13 @@
 // instructions) or eq. 2's {T_i, E_i} with the factors derived from x_i per pair.
 // Accumulation: float partial sums per tile in registers, added into double per tile (the
 // CPU evaluator does the same per task), so float results keep ~1e-7 with 10^4 neighbours.
+//
+// Individual masses (isolated systems with Particles::masses): the Newtonian kernel has a
+// second instantiation, Weighted, whose sources carry their weight w_j = m_j / m (rounded to
+// R) in the R4's otherwise unused w component and whose pair factor is multiplied by it
+// (p2p_pair_weighted); w = 1 gives the unweighted kernel's bits. It is a template argument,
+// not a flag, so the periodic kernels (and the Newtonian one without masses) keep their
+// instructions and registers: nothing of it is compiled into them.
 #pragma once
 #include <cstdint>
 
@@ -170,6 +177,9 @@ struct P2PKernelArgs {
   // subset): only active particles are targets, packed so that a leaf with k of its n
   // particles active costs about k / n of the whole leaf (see the kernel).
   const std::uint32_t* active_prefix = nullptr;
+  // The Weighted kernel only: each particle's weight m_i / m, tree order (the others never
+  // read it; it comes last so that the other fields keep their parameter offsets).
+  const double* weights = nullptr;
 };
 
 // The tree position of the leaf's r-th active particle: the first position q of
@@ -243,8 +253,9 @@ __device__ __forceinline__ void build_tile(const P2PKernelArgs<R>& a, const Devi
   cursor += n;
 }
 
-// Every thread: its slots of the tile described by m, shifted into the target frame.
-template <typename R>
+// Every thread: its slots of the tile described by m, shifted into the target frame (and,
+// Weighted, each source's weight in w).
+template <bool Weighted, typename R>
 __device__ __forceinline__ void load_slots(const P2PKernelArgs<R>& a, const TileMeta<R>& m,
                                            int total, int n_tasks,
                                            typename Vec4Of<R>::type (&reg)[kSlots]) {
@@ -259,6 +270,7 @@ __device__ __forceinline__ void load_slots(const P2PKernelArgs<R>& a, const Tile
       reg[q].x = a.x[idx] + m.shift[k][0];
       reg[q].y = a.y[idx] + m.shift[k][1];
       reg[q].z = a.z[idx] + m.shift[k][2];
+      if constexpr (Weighted) reg[q].w = static_cast<R>(a.weights[idx]);
     }
   }
 }
@@ -300,9 +312,12 @@ template <typename R> struct KernelTable<R, true> {
   }
 };
 
-template <int Order, typename R, bool Coef>
+// Weighted: the sources' weights (a.weights) multiply their pairs; only for the Newtonian
+// kernel (Order == kNoTruncation), the only one with individual masses.
+template <int Order, typename R, bool Coef, bool Weighted = false>
 __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
     p2p_groups_kernel(const P2PKernelArgs<R> a) {
+  static_assert(!Weighted || Order == kNoTruncation, "weights only with the Newtonian kernel");
   using R4 = typename Vec4Of<R>::type;
   extern __shared__ __align__(32) unsigned char dynamic_smem[];   // the table
   __shared__ R4 buf[2][kTileCap];
@@ -352,7 +367,7 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
       int n_tasks = meta[0].n_tasks;
       int total = meta[0].off[n_tasks];
       R4 reg[kSlots];
-      load_slots(a, meta[0], total, n_tasks, reg);
+      load_slots<Weighted>(a, meta[0], total, n_tasks, reg);
       while (n_tasks > 0) {
 #pragma unroll
         for (int q = 0; q < kSlots; ++q) {
@@ -364,7 +379,7 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
         const int cur_total = total;
         n_tasks = meta[cur ^ 1].n_tasks;
         total = meta[cur ^ 1].off[n_tasks];
-        if (n_tasks > 0) load_slots(a, meta[cur ^ 1], total, n_tasks, reg);   // next tile
+        if (n_tasks > 0) load_slots<Weighted>(a, meta[cur ^ 1], total, n_tasks, reg);   // next tile
         // Phase p takes a contiguous run of the tile (unit stride, so the loop unrolls).
         // ceil(cur_total / P) by a float reciprocal: exact for cur_total <= 512, P <= 128
         // (checked exhaustively), and ~16 instructions cheaper than an integer division.
@@ -377,7 +392,10 @@ __global__ void __launch_bounds__(kBlock, ORBIS_P2P_MIN_BLOCKS)
 #pragma unroll 4
           for (int j = j0; j < j1; ++j) {
             const R4 q = b[j];
-            p2p_pair<Order>(q.x - xi, q.y - yi, q.z - zi, a.k, reader, ax, ay, az);
+            if constexpr (Weighted)
+              p2p_pair_weighted<Order>(q.x - xi, q.y - yi, q.z - zi, q.w, a.k, reader, ax, ay, az);
+            else
+              p2p_pair<Order>(q.x - xi, q.y - yi, q.z - zi, a.k, reader, ax, ay, az);
           }
           sx += ax;
           sy += ay;

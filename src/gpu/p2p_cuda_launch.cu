@@ -121,6 +121,15 @@ void P2PKernelRunner::prepare_as() {
                                           static_cast<int>(table_bytes_)));
   ORBIS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_, kernel_, kBlock, table_bytes_));
   if (per_sm_ < 1) fail("P2P: the kernel cannot run on this GPU (no resident block fits)");
+  // Individual masses: the Newtonian kernel's Weighted form (no table: no dynamic shared memory).
+  weighted_kernel_ = nullptr;
+  weighted_per_sm_ = 0;
+  if (order == kNoTruncation) {
+    weighted_kernel_ = reinterpret_cast<const void*>(&p2p_groups_kernel<kNoTruncation, R, false, true>);
+    ORBIS_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&weighted_per_sm_, weighted_kernel_, kBlock, table_bytes_));
+    if (weighted_per_sm_ < 1) fail("P2P: the weighted kernel cannot run on this GPU (no resident block fits)");
+  }
   const P2PPairConstants<R> k = pair_constants_of<R>(s);
   static_assert(sizeof(k) <= sizeof(constants_), "pair constants fit");
   std::memcpy(constants_, &k, sizeof(k));
@@ -178,11 +187,17 @@ void P2PKernelRunner::launch_as(const P2PLaunch& in, cudaStream_t stream) const 
   a.next_group = next_group_.data();
   a.counters = nullptr;
   a.active_prefix = in.active_prefix;
+  a.weights = in.weights;
+  if (in.weights && !weighted_kernel_)
+    fail("P2P on the GPU: individual masses (weights) need the Newtonian kernel (vacuum boundaries); the periodic "
+         "kernels assume one mass");
+  const void* kernel = in.weights ? weighted_kernel_ : kernel_;
+  const int per_sm = in.weights ? weighted_per_sm_ : per_sm_;
   // Persistent blocks: as many as fit at once, never more than there can be groups.
   const std::size_t grid = std::max<std::size_t>(
-      1, std::min(std::min(in.n_leaves, in.n_tasks), static_cast<std::size_t>(per_sm_) * sm_count_));
+      1, std::min(std::min(in.n_leaves, in.n_tasks), static_cast<std::size_t>(per_sm) * sm_count_));
   void* args[] = {&a};
-  ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel_, dim3(static_cast<unsigned>(grid)), dim3(kBlock), args, table_bytes_,
+  ORBIS_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kBlock), args, table_bytes_,
                                     stream));
 }
 

@@ -27,6 +27,8 @@ struct P2PLaunch {
   double* acc = nullptr;                        // 3 per particle, tree order, pre-zeroed
   const std::uint32_t* active_prefix = nullptr; // null: every particle a target; else active flags'
                                                 // exclusive prefix sum, tree order (P2PKernelArgs)
+  const double* weights = nullptr;              // null: every source weighs 1; else m_i / m per
+                                                // particle, tree order (the Newtonian kernel only)
 };
 
 // rel = (x - leaf box centre) * scale per particle of every leaf, rounded once to R (float
@@ -49,6 +51,8 @@ class P2PKernelRunner {
   // rel = (x - leaf box centre) * length_scale per particle of every leaf, rounded once.
   void relative_positions(const double* x, const double* y, const double* z, const DeviceLeaf* leaves,
                           std::size_t n_leaves, std::size_t n, void* rel, cudaStream_t stream) const;
+  // With in.weights, the Weighted kernel (p2p_cuda_kernel.cuh): the Newtonian kernel only,
+  // else fails.
   void launch(const P2PLaunch& in, cudaStream_t stream) const;
   // Particle pairs of the walk's P2P entries (tasks.hpp's upload format; a mutual entry
   // counts both directions) into *pairs (device): the target leaf's particles times the
@@ -67,8 +71,9 @@ class P2PKernelRunner {
   P2PSettings settings_;
   bool prepared_ = false;
   const void* kernel_ = nullptr;
+  const void* weighted_kernel_ = nullptr;   // the Newtonian kernel's Weighted form; null for the others
   std::size_t table_bytes_ = 0;
-  int per_sm_ = 0;
+  int per_sm_ = 0, weighted_per_sm_ = 0;
   double length_scale_ = 0;
   unsigned char constants_[64] = {};   // P2PPairConstants<R> of the prepared settings
   DeviceArray<unsigned char> table_, coef_, coef4_;

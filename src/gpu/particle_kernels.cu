@@ -124,13 +124,18 @@ __global__ void exact_norm2_sum_kernel(const double* p, std::size_t n, ExactSumS
 
 // One thread per block of kNorm2Block particles, in order (the host's ordered sum); the
 // blocks are few (n / 4096), so each thread's loop is the whole cost: a sweep of 3n doubles.
-__global__ void block_component_kernel(const double* p, std::size_t n, std::size_t blocks, double* partial) {
+__global__ void block_component_kernel(const double* p, std::size_t n, std::size_t blocks, const double* w,
+                                       double* partial) {
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (k >= blocks) return;
   const std::size_t end = min(n, (k + 1) * kNorm2Block);
   for (int d = 0; d < 3; ++d) {
     double s = 0;
-    for (std::size_t i = k * kNorm2Block; i < end; ++i) s += p[d * n + i];
+    if (w) {
+      for (std::size_t i = k * kNorm2Block; i < end; ++i) s += w[i] * p[d * n + i];   // --fmad=false: no FMA
+    } else {
+      for (std::size_t i = k * kNorm2Block; i < end; ++i) s += p[d * n + i];
+    }
     partial[3 * k + d] = s;
   }
 }
@@ -233,10 +238,12 @@ void exact_norm2_sum(const double* p, std::size_t n, const ExactSumScale& scale,
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
-void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream) {
+void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream,
+                          const double* weights) {
   const std::size_t blocks = norm2_block_count(n);
   if (blocks == 0) return;
-  block_component_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, partial);
+  block_component_kernel<<<static_cast<unsigned>((blocks + 127) / 128), 128, 0, stream>>>(p, n, blocks, weights,
+                                                                                           partial);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -61,10 +61,13 @@ void exact_norm2_sum(const double* p, std::size_t n, const ExactSumScale& scale,
 // The particles' sums of each momentum component in blocks of kNorm2Block (the host engine's
 // ordered sum's blocks): partial[3 k + d] = sum over i in block k, in order, of p_d (p: x | y |
 // z; 3 norm2_block_count(n) doubles), one thread per block. Summing the partials in order on
-// the host gives the host engine's bits.
+// the host gives the host engine's bits. weights (individual masses: m_i / m, device, n):
+// the sums of w_i p_d instead, each product rounded before it is added (no FMA, as the host's
+// ordered sum of w_i * p_d).
 constexpr std::size_t kNorm2Block = 4096;
 inline std::size_t norm2_block_count(std::size_t n) { return (n + kNorm2Block - 1) / kNorm2Block; }
-void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream);
+void block_component_sums(const double* p, std::size_t n, double* partial, cudaStream_t stream,
+                          const double* weights = nullptr);
 
 // New bins (bin_for_acceleration of |a + b|^2, a and b x | y | z) for the particles with
 // bin >= rule.min_active_bin, and the particles per bin, all of them, into counts

@@ -36,6 +36,12 @@ __global__ void active_nodes(const DeviceShapeNode* nodes, std::size_t n_nodes, 
   if (nd.leaf >= 0 && active) atomicAdd(counters + 2, 1ull);   // an integer count: exact in any order
 }
 
+// The weights in tree order: tree position t holds particle order[t].
+__global__ void gather_weights(const std::uint32_t* order, const double* weights, std::size_t n, double* out) {
+  const std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (t < n) out[t] = weights[order[t]];
+}
+
 }  // namespace
 
 DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int device)
@@ -78,8 +84,11 @@ void DeviceShortRange::flag_active(const std::uint8_t* bin, int min_active_bin, 
 
 template <typename Ga>
 void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, const double* weights) {
   if (n == 0) fail("short range on the GPU: no particles");
+  if (weights && !vacuum(settings_))
+    fail("short range on the GPU: individual particle masses need vacuum boundaries ([gravity] boundary = "
+         "\"vacuum\"); the periodic kernels (TreePM) assume one mass");
   const bool rebuild = rebuild_next_ || !has_tree(n);
   rebuild_next_ = false;
   step(n, bin, min_active_bin, out, stream, [&] {
@@ -89,7 +98,7 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
       tree_.refit(x, x + n, x + 2 * n, stream);
     }
     return rebuild;
-  });
+  }, weights);
 }
 
 template <typename Ga>
@@ -117,7 +126,7 @@ void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std:
 
 template <typename Ga, typename MakeTree>
 void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
-                            MakeTree make_tree) {
+                            MakeTree make_tree, const double* weights) {
   n_ = n;
   // Every array of the step from the device pool, queued on the stream; each phase gives
   // its own back when it is queued, so the next phase reuses the memory (device_buffer.cuh).
@@ -150,6 +159,16 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
                                counters_.data(), stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
 
+  // Individual masses: the weights in tree order (a refit keeps the order, but the caller's
+  // array may be another), for the P2P and the far field.
+  const double* w_tree = nullptr;
+  if (weights) {
+    weights_tree_.ensure_exact(n);
+    gather_weights<<<blocks_for(n), kThreads, 0, stream>>>(tree_.order(), weights, n, weights_tree_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    w_tree = weights_tree_.data();
+  }
+
   // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
   // and sorted by target a chunk of target leaves at a time (writes every particle of every
   // evaluated target leaf).
@@ -164,6 +183,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   launch.n = n;
   launch.acc = acc_tree_.data();
   launch.active_prefix = active_prefix;
+  launch.weights = w_tree;
   chunks_.run(walk_.p2p_targets(), walk_.p2p_sources(), entries, tasks, nl, chunk_limit(entries, tasks, nl), runner_,
               launch, stream);
   chunks_.release();
@@ -180,10 +200,14 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     leaf_cell.m2p = walk_.m2p_tasks();
     leaf_cell.m2p_offsets = walk_.m2p_offsets();
   }
-  if (walk_.m2l_count() > 0 || leaf_cell.count > 0)
-    fmm_.compute(fmm_tree_view(tree_), walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(),
-                 settings_.box_mpc_h, settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
+  if (walk_.m2l_count() > 0 || leaf_cell.count > 0) {
+    FmmTreeView view = fmm_tree_view(tree_);
+    view.w = w_tree;
+    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h,
+                 settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
+  }
   fmm_.release();
+  weights_tree_.release();
   walk_.release_outputs();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
@@ -235,9 +259,9 @@ std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks
 }
 
 template void DeviceShortRange::compute<float>(const double*, std::size_t, const std::uint8_t*, int, float*,
-                                               cudaStream_t);
+                                               cudaStream_t, const double*);
 template void DeviceShortRange::compute<double>(const double*, std::size_t, const std::uint8_t*, int, double*,
-                                                cudaStream_t);
+                                                cudaStream_t, const double*);
 template void DeviceShortRange::compute_forest<float>(const double*, std::size_t, const std::vector<std::uint32_t>&,
                                                       bool, const std::uint8_t*, float*, cudaStream_t);
 template void DeviceShortRange::compute_forest<double>(const double*, std::size_t, const std::vector<std::uint32_t>&,
@@ -290,8 +314,8 @@ double* DeviceShortRange::borrow_scratch(std::size_t doubles) {
 
 std::size_t DeviceShortRange::held_bytes() const {
   return walk_.held_bytes() + chunks_.held_bytes() + walk_nodes_.capacity() * sizeof(WalkNode) +
-         prefix_.capacity() * 4 + rel_.capacity() +
-         acc_tree_.capacity() * 8 + node_active_.capacity() + scan_temp_.capacity();
+         prefix_.capacity() * 4 + rel_.capacity() + acc_tree_.capacity() * 8 + weights_tree_.capacity() * 8 +
+         node_active_.capacity() + scan_temp_.capacity();
 }
 
 }  // namespace orbis::gpu

@@ -17,7 +17,10 @@
 // the whole force of an isolated system: positions anywhere, the walk by the opening angle
 // alone, Newtonian P2P (its length scale from the root's box at each step) and M2L, and the
 // walk's leaf-cell pairs (P2L/M2P, ShortRangeSettings::leaf_cell) in the far field. One
-// process: no forest.
+// process: no forest. Individual masses (Particles::masses) as weights w_i = m_i / m, G m
+// being settings().g_mass: gathered into tree order with the positions, they weigh the
+// sources of the P2P kernel (its Weighted form, gpu/p2p_cuda_kernel.cuh), the multipoles
+// (P2M) and the leaf-cell pairs' P2L; the targets' accelerations need no weight.
 //
 // Over ranks (compute_forest): a rank's tree is a forest of the global tree's depth-d
 // subtrees (own groups and ghost groups), assembled on the device from grouped positions
@@ -72,9 +75,12 @@ class DeviceShortRange {
   // (x | y | z blocks of Ga, (km/s)^2/(Mpc/h)) for the particles with bin[i] >=
   // min_active_bin; bin null or min_active_bin <= 0: every particle. Waits for the stream
   // twice (the tree's tie check, the walk's totals).
+  // weights: null (every particle weighs 1: one mass), or vacuum boundaries only, each
+  // particle's weight m_i / m (device, n, the state's order, as x; fails for the periodic
+  // kernels, which assume one mass). Weights of exactly 1 give the bits of null.
   template <typename Ga>
   void compute(const double* x, std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
-               cudaStream_t stream);
+               cudaStream_t stream, const double* weights = nullptr);
 
   // A forest (the rank's tree over ranks; ShortRangeTargets::forest_groups on the host): the n
   // positions are groups [group_offsets[g], group_offsets[g+1]), each already in its subtree
@@ -141,9 +147,10 @@ class DeviceShortRange {
   // compute() and compute_forest() from the tree on: make_tree() queues the build, refit or
   // forest (returns whether the tree is new), then the walk, P2P, far field and scatter of
   // the particles with bin[i] >= min_active_bin (bin null or min_active_bin <= 0: all).
+  // weights: compute()'s (state order; null: all 1), gathered into tree order for the step.
   template <typename Ga, typename MakeTree>
   void step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
-            MakeTree make_tree);
+            MakeTree make_tree, const double* weights = nullptr);
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
   // Vacuum boundaries: the P2P settings for the extent of the tree just made (after the walk).
   void prepare_vacuum_p2p(cudaStream_t stream);
@@ -162,6 +169,7 @@ class DeviceShortRange {
   DeviceArray<WalkNode> walk_nodes_;
   DeviceArray<unsigned char> rel_;               // leaf-relative positions (float or double)
   DeviceArray<double> acc_tree_;                 // 3 per particle, tree order
+  DeviceArray<double> weights_tree_;             // individual masses: m_i / m, tree order (P2P, P2M, P2L)
   DeviceArray<std::uint32_t> prefix_;            // active particles before each tree position
   DeviceArray<std::uint8_t> node_active_;
   DeviceArray<unsigned char> scan_temp_;

@@ -6,7 +6,10 @@
 // particles, in the rank domains the host decides and the device applies; TreePM's PM from
 // the device's positions (gpu/pm_cuda_ranks.hpp). Isolated systems ([gravity] boundary =
 // "vacuum", one rank): no PM, the whole force from the short-range step with vacuum boundaries
-// (Newtonian P2P and M2L, fmm/short_range.hpp), positions not wrapped.
+// (Newtonian P2P and M2L, fmm/short_range.hpp), positions not wrapped; individual masses
+// (Particles::masses) as weights m_i / m on the device, in the state's order, which one rank
+// never permutes (no domains: the short-range step gathers them into its tree order and
+// scatters the forces back), so the host keeps the masses and types as they were loaded.
 #include "gpu/step_engine_cuda.hpp"
 
 #include <algorithm>
@@ -137,6 +140,12 @@ struct CudaStepEngine::Impl {
   DeviceArray<double> acc_short_d;
   DeviceArray<std::uint64_t> id;
   DeviceArray<std::uint8_t> bin;
+  // Vacuum boundaries with individual masses: each particle's weight m_i / mass (G mass being
+  // the short range's g_mass), state order; the kernels take them where the masses matter
+  // (P2P sources, multipoles, P2L, the pair sum of W, the total momentum). Without: empty.
+  DeviceArray<double> weights;
+  bool weighted = false;
+  const double* weights_or_null() const { return weighted ? weights.data() : nullptr; }
   DeviceArray<double> kick_factors;
   DeviceArray<unsigned long long> reduction;
   DeviceArray<double> norm2_partial;   // total_momentum's block sums
@@ -175,6 +184,11 @@ struct CudaStepEngine::Impl {
   std::vector<Vec3d> host_acc_long;   // the host PM's
 
   Particles host;                      // particles(): valid while host_current
+  // The loaded masses and types (empty: one mass, all type 1), which particles() returns in
+  // the state's order: one rank never permutes its state (the vacuum engine's), and over
+  // ranks (periodic) there are neither.
+  std::vector<double> host_masses;
+  std::vector<std::uint8_t> host_type;
   std::vector<Vec3d> host_acc;         // accelerations(): valid while acc_current
   bool host_current = false, acc_current = false;
   std::size_t planned = 0, peak = 0;
@@ -289,6 +303,8 @@ struct CudaStepEngine::Impl {
     }
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
     host.mass = mass;
+    host.masses = host_masses;
+    host.type = host_type;
     host_current = true;
   }
 
@@ -337,6 +353,7 @@ struct CudaStepEngine::Impl {
     in.short_range = treepm;
     in.settings = sr;
     in.short_acc_double = short_double;
+    in.weights = weighted;
     if (vacuum) {
       // no PM
     } else if (!ranks) {
@@ -537,6 +554,7 @@ void CudaStepEngine::load(Particles particles) {
     planned_sources = m.treepm ? 2 * planned_own : 0;
   }
   DeviceMemoryPlan plan;
+  m.weighted = !particles.masses.empty();   // the plan counts the weights (a periodic run refuses them below)
   const auto check = [&] {
     if (n == 0 && !m.ranks) fail("GPU step engine: no particles");
     if (particles.mom.size() != n || particles.id.size() != n)
@@ -545,6 +563,33 @@ void CudaStepEngine::load(Particles particles) {
       fail("GPU step engine: {} time bins for {} particles", particles.time_bin.size(), n);
     for (std::uint8_t b : particles.time_bin)
       if (b >= kMaxTimeBins) fail("GPU step engine: time bin {} (bins are 0..{})", b, kMaxTimeBins - 1);
+    // Individual masses: isolated systems only (the periodic P2P kernels, the PM's mass
+    // assignment and FoF assume one mass), each finite and >= 0, `mass` (their mean) > 0.
+    if (!particles.masses.empty()) {
+      if (!m.vacuum)
+        fail("GPU step engine: the particles have individual masses, but a periodic run ([gravity] boundary = "
+             "\"periodic\") assumes one mass (its PM, P2P kernels and FoF); individual masses need [gravity] "
+             "boundary = \"vacuum\"");
+      if (particles.masses.size() != n)
+        fail("GPU step engine: {} masses for {} particles", particles.masses.size(), n);
+      if (!(particles.mass > 0 && std::isfinite(particles.mass)))
+        fail("GPU step engine: individual masses with a mean mass of {} (it must be their mean, > 0)", particles.mass);
+      for (std::size_t i = 0; i < n; ++i)
+        if (!(particles.masses[i] >= 0 && std::isfinite(particles.masses[i])))
+          fail("GPU step engine: particle {} has mass {} (masses must be finite and >= 0)", particles.id[i],
+               particles.masses[i]);
+    }
+    if (!particles.type.empty()) {
+      if (particles.type.size() != n)
+        fail("GPU step engine: {} particle types for {} particles", particles.type.size(), n);
+      // Over ranks the particles migrate between the domains, which carry no types: only the
+      // default (all type 1) is taken, as an empty list.
+      if (m.ranks)
+        for (std::uint8_t t : particles.type)
+          if (t != 1)
+            fail("GPU step engine over {} ranks: particle type {} (over ranks every particle must be of type 1, "
+                 "dark matter)", m.comm.size(), t);
+    }
     // The first bad position, found on every thread (one thread: 0.09 s at 16.7M).
     const auto bad = [&](const Vec3d& x) {
       if (m.vacuum) return !(std::isfinite(x.x) && std::isfinite(x.y) && std::isfinite(x.z));
@@ -593,6 +638,16 @@ void CudaStepEngine::load(Particles particles) {
   part_end[3] = watch.seconds();
   m.upload(particles.pos, m.pos.data());
   m.upload(particles.mom, m.mom.data());
+  if (m.weighted) {
+    // w_i = m_i / mass: G mass is the kernels' constant, so G m_i = g_mass w_i (equal masses
+    // of `mass` give w = 1 and the one-mass bits).
+    std::vector<double> w(n);
+    for (std::size_t i = 0; i < n; ++i) w[i] = particles.masses[i] / particles.mass;
+    m.weights.ensure_exact(n);
+    m.weights.upload(w.data(), n);
+  } else {
+    m.weights.release();
+  }
   if (n > 0) {   // over ranks a rank may start with none
     ORBIS_CUDA_CHECK(cudaMemcpy(m.id.data(), particles.id.data(), n * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
     if (particles.time_bin.size() == n)
@@ -607,6 +662,9 @@ void CudaStepEngine::load(Particles particles) {
     ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
   }
   particles.time_bin.resize(n);   // all in bin 0 when it came empty, as on the device
+  if (m.ranks) particles.type.clear();   // all type 1 (checked above)
+  m.host_masses = particles.masses;
+  m.host_type = particles.type;
   m.host = std::move(particles);   // the host copy is current until the state changes
   m.host_current = true;
   m.acc_current = false;
@@ -684,8 +742,10 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   if (m.treepm) {
     m.cap_allocation();
     const std::uint8_t* bin = min_active_bin > 0 ? m.bin.data() : nullptr;
-    if (m.short_double) m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream);
-    else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream);
+    const double* w = m.weights_or_null();   // individual masses (vacuum); null: one mass
+    if (m.short_double)
+      m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_d.data(), m.stream, w);
+    else m.short_range->compute(m.pos.data(), m.n, bin, min_active_bin, m.acc_short_f.data(), m.stream, w);
     const gpu::DeviceShortRangeStats s = m.short_range->stats();   // waits for the step
     m.tree_policy.end(min_active_bin <= 0, s.p2p_pairs);
     stats.times.add("tree", s.tree);
@@ -987,7 +1047,8 @@ double CudaStepEngine::rms_momentum() {
   return std::sqrt(exact_sum_value(fetch(), scale) / static_cast<double>(m.n));
 }
 
-// The host engine's blocks and order again, per component.
+// The host engine's blocks and order again, per component; with individual masses the sum of
+// w_i p_i (w_i = m_i / mass), so that times the mass it is still the total momentum.
 Vec3d CudaStepEngine::total_momentum() {
   Impl& m = *impl_;
   if (m.n == 0) {
@@ -1000,7 +1061,7 @@ Vec3d CudaStepEngine::total_momentum() {
   const std::size_t blocks = gpu::norm2_block_count(m.n);
   m.norm2_partial.ensure(3 * blocks);
   m.host_partial.ensure(3 * blocks);
-  gpu::block_component_sums(m.mom.data(), m.n, m.norm2_partial.data(), m.stream);
+  gpu::block_component_sums(m.mom.data(), m.n, m.norm2_partial.data(), m.stream, m.weights_or_null());
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(m.host_partial.data(), m.norm2_partial.data(), 3 * blocks * sizeof(double),
                                    cudaMemcpyDeviceToHost, m.stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
@@ -1153,8 +1214,9 @@ std::optional<double> CudaStepEngine::softened_pair_sum() {
   Impl& m = *impl_;
   if (!m.vacuum || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  // With individual masses sum_{i<j} w_i w_j / s_ij, so that W = -G mass^2 S still.
   return gpu::softened_pair_sum(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
-                                m.stream);
+                                m.stream, m.weights_or_null());
 }
 
 // One rank: linked on the device, in memory taken from the pool for the call alone and given

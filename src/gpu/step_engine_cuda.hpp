@@ -29,6 +29,11 @@
 // the whole force from the short-range step with vacuum boundaries (Newtonian P2P and M2L,
 // the walk by the opening angle alone; gpu/short_range_cuda.cuh), G of the [units] system,
 // positions not wrapped: the host's VacuumStepEngine (integrate/vacuum_engine.hpp) on the GPU.
+// Individual masses (Particles::masses, isolated systems only: a periodic run refuses them)
+// go to the device as weights w_i = m_i / m (m = Particles::mass, their mean; G m is the
+// kernels' constant), which the P2P sources, the multipoles, the leaf-cell pairs' P2L, the
+// pair sum of W and the total momentum take; particles() returns the masses and types in the
+// positions' order (one rank never reorders its state).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -67,6 +72,8 @@ class CudaStepEngine final : public StepEngine {
   bool has_short_range() const override;
   double max_acceleration() override;
   double rms_momentum() override;
+  // With individual masses the sum of w_i p_i (w_i = m_i / m), so that times the mass it is
+  // the total momentum as without; rms_momentum() stays the particles' (unweighted).
   Vec3d total_momentum() override;
   // One rank: the energy check's pair sum and mesh term on the device from the device
   // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
@@ -84,6 +91,8 @@ class CudaStepEngine final : public StepEngine {
   // collective); without the device memory it needs (on any rank): nullopt.
   std::optional<PowerSpectrum> power_spectrum(const PowerSpectrumSettings& settings) override;
   // Vacuum boundaries: the pair sum on the device from the device positions; otherwise nullopt.
+  // With individual masses S = sum_{i<j} w_i w_j / s_ij (w_i = m_i / m), so that W = -G m^2 S
+  // as with one mass.
   std::optional<double> softened_pair_sum() override;
   // One rank: the FoF groups linked on the device from the device positions
   // (gpu/fof_cuda.cuh); over ranks, or without the device memory it needs: nullopt.

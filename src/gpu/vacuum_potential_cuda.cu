@@ -10,9 +10,13 @@ namespace {
 
 constexpr int kTile = 256;   // threads per block and positions per shared tile
 
-// row[i] = sum_{j != i} 1 / sqrt(|x_i - x_j|^2 + eps^2), j in increasing order.
-__global__ void pair_rows(const double* x, const double* y, const double* z, std::size_t n, double eps2, double* row) {
-  __shared__ double sx[kTile], sy[kTile], sz[kTile];
+// row[i] = sum_{j != i} 1 / sqrt(|x_i - x_j|^2 + eps^2), j in increasing order; Weighted:
+// w_i sum_{j != i} w_j / sqrt(...) (each term's product rounded before the sum, w = 1 giving
+// the unweighted bits).
+template <bool Weighted>
+__global__ void pair_rows(const double* x, const double* y, const double* z, const double* w, std::size_t n,
+                          double eps2, double* row) {
+  __shared__ double sx[kTile], sy[kTile], sz[kTile], sw[Weighted ? kTile : 1];
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(kTile) + threadIdx.x;
   const double xi = i < n ? x[i] : 0, yi = i < n ? y[i] : 0, zi = i < n ? z[i] : 0;
   double sum = 0;
@@ -22,27 +26,33 @@ __global__ void pair_rows(const double* x, const double* y, const double* z, std
     sx[threadIdx.x] = j < n ? x[j] : 0;
     sy[threadIdx.x] = j < n ? y[j] : 0;
     sz[threadIdx.x] = j < n ? z[j] : 0;
+    if constexpr (Weighted) sw[threadIdx.x] = j < n ? w[j] : 0;
     __syncthreads();
     const int count = static_cast<int>(n - base < kTile ? n - base : kTile);
     for (int k = 0; k < count; ++k) {
       if (base + k == i) continue;
       const double dx = sx[k] - xi, dy = sy[k] - yi, dz = sz[k] - zi;
-      sum += rsqrt(dx * dx + dy * dy + dz * dz + eps2);
+      if constexpr (Weighted) sum += __dmul_rn(sw[k], rsqrt(dx * dx + dy * dy + dz * dz + eps2));
+      else sum += rsqrt(dx * dx + dy * dy + dz * dz + eps2);
     }
   }
-  if (i < n) row[i] = sum;
+  if (i < n) {
+    if constexpr (Weighted) row[i] = __dmul_rn(w[i], sum);
+    else row[i] = sum;
+  }
 }
 
 }  // namespace
 
 double softened_pair_sum(const double* x, const double* y, const double* z, std::size_t n, double softening,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const double* weights) {
   if (n < 2) return 0;
   AllocationStream on_stream(stream);
   DeviceArray<double> row;
   row.ensure_exact(n);
   const auto blocks = static_cast<unsigned>((n + kTile - 1) / kTile);
-  pair_rows<<<blocks, kTile, 0, stream>>>(x, y, z, n, softening * softening, row.data());
+  if (weights) pair_rows<true><<<blocks, kTile, 0, stream>>>(x, y, z, weights, n, softening * softening, row.data());
+  else pair_rows<false><<<blocks, kTile, 0, stream>>>(x, y, z, nullptr, n, softening * softening, row.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   std::vector<double> host(n);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.data(), row.data(), n * sizeof(double), cudaMemcpyDeviceToHost, stream));

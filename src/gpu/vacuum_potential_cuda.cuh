@@ -15,7 +15,10 @@ namespace orbis::gpu {
 
 // x, y, z: device arrays of n positions; waits for the stream. The scratch (8 bytes a
 // particle) comes from the device pool for the call.
+// weights: null (one mass), or each particle's weight w_i = m_i / m (device, n; individual
+// masses): then S = sum_{i<j} w_i w_j / sqrt(|x_i - x_j|^2 + eps^2), so that W = -G m^2 S
+// still (row i is w_i times the sum over j of w_j / s_ij; weights of 1 give the bits of null).
 double softened_pair_sum(const double* x, const double* y, const double* z, std::size_t n, double softening,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const double* weights = nullptr);
 
 }  // namespace orbis::gpu

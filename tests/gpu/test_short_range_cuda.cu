@@ -3,13 +3,15 @@
 // bitwise the same on a second run; and for an active subset (hierarchical time steps)
 // the forces of the full computation (bitwise where a whole leaf is active; the P2P packs a
 // leaf's active particles and so sums in another order elsewhere), with fewer pairs and the
-// inactive particles' forces left as they were. Returns 77 without a usable GPU.
+// inactive particles' forces left as they were; and weights (individual masses) refused by
+// the periodic kernels, which assume one mass. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "core/error.hpp"
 #include "fmm/p2p_cpu.hpp"
 #include "fmm/short_range.hpp"
 #include "gpu/device_buffer.cuh"
@@ -165,4 +167,23 @@ TEST_CASE("device short-range step: the host solver's forces, bitwise repeatable
   // The pairs evaluated: the active particles' only, so fewer than the active leaves' whole.
   CHECK(sa.p2p_interactions < st.p2p_interactions * (static_cast<double>(n_active) / n + 0.05));
   CHECK(sa.active_leaves < sa.leaves);
+}
+
+TEST_CASE("device short-range step: the periodic (truncated) kernels refuse weights") {
+  test::require_gpu_or_skip();
+  const double box = 100;
+  const int n_side = 16;
+  const std::vector<Vec3d> pos = test::clustered_particles(n_side, box, 5);
+  const std::size_t n = pos.size();
+  DevicePositions dpos(pos);
+  gpu::DeviceShortRange sr(scene_settings(box, n_side), 0);
+  gpu::DeviceArray<float> out;
+  out.ensure(3 * n);
+  gpu::DeviceArray<double> weights;
+  weights.ensure(n);
+  const std::vector<double> ones(n, 1.0);
+  ORBIS_CUDA_CHECK(cudaMemcpy(weights.data(), ones.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+  CHECK_THROWS_AS(sr.compute(dpos.soa.data(), n, nullptr, 0, out.data(), nullptr, weights.data()), Error);
+  sr.compute(dpos.soa.data(), n, nullptr, 0, out.data(), nullptr);   // without: as ever
+  CHECK(sr.stats().p2p_interactions > 0);
 }

@@ -4,7 +4,8 @@
 // host's bit for bit; two engines given the same particles stay bitwise identical through
 // forces, kicks and drifts; and a memory plan that does not fit stops load() with a message
 // before anything is allocated; the reductions of the step criteria (rms momentum, the new
-// bins and their counts) are the host's. Returns 77 without a usable GPU.
+// bins and their counts) are the host's; a periodic run refuses individual masses (they are
+// for isolated systems) before any work. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -165,6 +166,32 @@ TEST_CASE("GPU step engine: a memory plan beyond [gpu] memory_limit_gib stops lo
   CHECK(message.find("memory_limit_gib = 0.001") != std::string::npos);
   CHECK(message.find("max_leaf") != std::string::npos);
   CHECK(engine.peak_device_bytes() == 0);   // no step ran
+}
+
+TEST_CASE("GPU step engine: a periodic run refuses individual masses; the types of one that loads come back") {
+  test::require_gpu_or_skip();
+  CudaStepEngine engine(params_for("cuda"));
+  Particles p = moving_particles();
+  p.masses.assign(p.size(), p.mass);   // equal, but given: still refused (the PM and P2P assume one)
+  std::string message;
+  try {
+    engine.load(p);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  MESSAGE(message);
+  CHECK(message.find("individual masses") != std::string::npos);
+  CHECK(message.find("vacuum") != std::string::npos);
+  CHECK(engine.peak_device_bytes() == 0);   // no step ran
+  // Without them the same particles load, and their types (all dark matter) come back.
+  p.masses.clear();
+  p.type.assign(p.size(), 1);
+  engine.load(p);
+  ForceStats stats;
+  engine.compute_forces(true, 0, stats);
+  engine.drift(0.0);   // the host copy out of date: particles() downloads
+  CHECK(engine.particles().type == p.type);
+  CHECK(engine.particles().masses.empty());
 }
 
 TEST_CASE("GPU step engine: the memory plan predicts the device peak") {
