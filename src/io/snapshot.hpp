@@ -69,10 +69,16 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
 // else PATH.hdf5, else PATH.0.hdf5, else PATH.0 (a GADGET binary set). None there: an error
 // listing the names tried.
 std::string snapshot_first_file(const std::string& path);
+// Every file of the snapshot named PATH: the first (snapshot_first_file), or, when it says it is
+// one of a set (NumFilesPerSnapshot, num_files), the set's numbered files in order; a missing
+// one is an error naming it.
+std::vector<std::string> snapshot_file_set(const std::string& path);
 
 // Reads a snapshot or IC file, found as snapshot_first_file says: one file, or the numbered
-// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). Only
-// PartType1 is read; every other type must be empty. Positions are wrapped into [0, BoxSize).
+// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). What a
+// cosmological run takes: PartType1 alone, of one mass (MassTable[1], or Masses all equal);
+// another type with particles, or unequal masses, is an error naming the file (isolated
+// systems read those: io/system_file.hpp). Positions are wrapped into [0, BoxSize).
 // Over several ranks (collective), rank r reads the particles [r N / P, (r + 1) N / P) of the
 // set, in file order; the header is the whole set's on every rank. GADGET's binary formats
 // (io/gadget_binary.hpp: PATH, or the set PATH.0, PATH.1, ...) are read too; they carry no
