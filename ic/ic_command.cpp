@@ -3,6 +3,7 @@
 #include "core/gravity_mode.hpp"
 #include "ic/isolated_ics.hpp"
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/timer.hpp"
@@ -17,8 +18,12 @@ namespace {
 
 // An isolated system's ICs ([gravity] boundary = "vacuum", ic/isolated_ics.hpp): ics.hdf5 at
 // t_begin, written by the first rank (the generator is serial).
-int write_isolated_ics(const Params& params, const Comm& comm, const Stopwatch& total) {
+int write_isolated_ics(Params params, const Comm& comm, const Stopwatch& total) {
   check_isolated_ics(params);
+  if (!params.has("ic.kind"))
+    fail("{}: `orbis ic` makes the built-in ICs of [ic] kind; ICs from [ic] file are read by `orbis run` as they are",
+         params.describe("ic.file"));
+  if (!params.has("time.t_begin")) params.set("time.t_begin", ParamValue(0.0), params.source() + " (default)");
   const std::string directory = params.get_string("output.directory");
   std::vector<std::string> written;
   run_collectively(comm, [&] {

@@ -1,5 +1,6 @@
-// Isolated N-body systems (vacuum boundaries, [gravity] boundary = "vacuum"): equal-mass
-// particles with positions and velocities in the system's own units. The generators
+// Isolated N-body systems (vacuum boundaries, [gravity] boundary = "vacuum"): particles of one
+// mass (the generators' spheres) or of several (a merger of unequal spheres), with positions
+// and velocities in the system's own units. The generators
 // (ic/plummer.hpp, ic/hernquist.hpp) work in any consistent units: N-body units (G = M =
 // a = 1, velocities in sqrt(G M / a)) or physical ones with the G of those units given
 // (GADGET's kpc, km/s, 1e10 Msun: G = 43007.1). Velocities are physical, dx/dt.
@@ -18,10 +19,17 @@ namespace orbis {
 struct IsolatedSystem {
   std::vector<Vec3d> pos;     // length unit of the model
   std::vector<Vec3d> vel;     // velocity unit of the model (dx/dt)
-  double particle_mass = 0;   // every particle's mass, mass unit of the model
+  double particle_mass = 0;   // every particle's mass, mass unit of the model (with `masses`: their mean)
+  std::vector<double> masses; // each particle's mass, or empty when all have particle_mass
 
   std::size_t size() const { return pos.size(); }
-  double total_mass() const { return particle_mass * static_cast<double>(pos.size()); }
+  double mass_of(std::size_t i) const { return masses.empty() ? particle_mass : masses[i]; }
+  double total_mass() const {
+    if (masses.empty()) return particle_mass * static_cast<double>(pos.size());
+    double sum = 0;
+    for (double m : masses) sum += m;
+    return sum;
+  }
 };
 
 // Uniform deviates in [0, 1) from a seed: mt19937_64 (whose sequence the C++ standard fixes)

@@ -9,10 +9,6 @@ namespace orbis {
 IsolatedSystem place_on_parabolic_orbit(const IsolatedSystem& a, const IsolatedSystem& b,
                                         const ParabolicEncounter& o) {
   if (a.size() == 0 || b.size() == 0) fail("parabolic orbit: both systems need particles ({} and {})", a.size(), b.size());
-  if (!(std::fabs(a.particle_mass - b.particle_mass) <= 1e-12 * a.particle_mass))
-    fail("parabolic orbit: the systems' particle masses differ ({} and {}); the particles of a run share one mass: "
-         "give the systems particle numbers in the ratio of their masses",
-         a.particle_mass, b.particle_mass);
   if (!(o.separation > 0) || !(o.pericentre > 0) || !(o.pericentre <= o.separation) || !(o.g > 0))
     fail("parabolic orbit: separation {} and pericentre {} must satisfy 0 < pericentre <= separation, G = {} > 0",
          o.separation, o.pericentre, o.g);
@@ -27,7 +23,13 @@ IsolatedSystem place_on_parabolic_orbit(const IsolatedSystem& a, const IsolatedS
   const Vec3d xa = r_rel * (-mb / m), xb = r_rel * (ma / m);
   const Vec3d va = v_rel * (-mb / m), vb = v_rel * (ma / m);
   IsolatedSystem out;
-  out.particle_mass = a.particle_mass;
+  const bool one_mass = a.masses.empty() && b.masses.empty() && a.particle_mass == b.particle_mass;
+  out.particle_mass = one_mass ? a.particle_mass : m / static_cast<double>(a.size() + b.size());
+  if (!one_mass) {
+    out.masses.reserve(a.size() + b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) out.masses.push_back(a.mass_of(i));
+    for (std::size_t i = 0; i < b.size(); ++i) out.masses.push_back(b.mass_of(i));
+  }
   out.pos.reserve(a.size() + b.size());
   out.vel.reserve(a.size() + b.size());
   const Vec3d ca = centre_of_mass(a), cb = centre_of_mass(b);

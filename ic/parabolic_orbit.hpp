@@ -16,8 +16,9 @@ struct ParabolicEncounter {
   double g = 1;            // the gravitational constant of the systems' units
 };
 
-// a and b must have the same particle mass (the particles of a run share one); each is
-// placed by its own centre of mass and mean velocity, whatever frame it comes in.
+// Each system is placed by its own centre of mass and mean velocity, whatever frame it comes
+// in. Systems of one particle mass give a system of that mass; otherwise the result has
+// individual masses (IsolatedSystem::masses; particle_mass their mean).
 IsolatedSystem place_on_parabolic_orbit(const IsolatedSystem& a, const IsolatedSystem& b,
                                         const ParabolicEncounter& orbit);
 

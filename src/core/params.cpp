@@ -283,7 +283,7 @@ const std::vector<double>& Params::get_real_list(const std::string& name) const 
   return typed<std::vector<double>>(values_, name);
 }
 
-void Params::set(const std::string& name, const ParamValue& value) {
+void Params::set(const std::string& name, const ParamValue& value, const std::string& origin) {
   auto dot = name.find('.');
   const ParamSpec* spec = dot == std::string::npos ? nullptr : find_param(name.substr(0, dot), name.substr(dot + 1));
   if (!spec) fail("internal: set() of unknown parameter '{}'", name);
@@ -295,7 +295,14 @@ void Params::set(const std::string& name, const ParamValue& value) {
     fail("internal: set() of '{}' with a value that is not a {}", name, type_name(spec->type));
   check_range(*spec, v, "set()");
   values_[name] = v;
-  origin_[name] = "set()";
+  origin_[name] = origin;
+}
+
+bool Params::given(const std::string& name) const {
+  const auto it = origin_.find(name);
+  const std::string tail = " (default)";
+  return has(name) && it != origin_.end() &&
+         !(it->second.size() >= tail.size() && it->second.compare(it->second.size() - tail.size(), tail.size(), tail) == 0);
 }
 
 std::string Params::where(const std::string& name) const {

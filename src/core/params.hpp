@@ -31,7 +31,10 @@ class Params {
   const std::vector<double>& get_real_list(const std::string& name) const;
 
   // Sets a value programmatically (tests, derived values); checked like a file's value.
-  void set(const std::string& name, const ParamValue& value);
+  // `origin`: where it came from, for messages (where(), describe()).
+  void set(const std::string& name, const ParamValue& value, const std::string& origin = "set()");
+  // Whether the value was given (in the file, by --set or set()), not a schema default.
+  bool given(const std::string& name) const;
 
   // Where a value came from, for messages about combinations of keys: "demo.toml:12",
   // "demo.toml (default)" or "--set".

@@ -36,11 +36,15 @@ const std::vector<ParamSpec> kSchema = {
      "N: the run has N^3 particles, initially on a grid", P},
     // ------------------------------------------------------------------ ic
     {"ic", "file", T::string, "\"\"", -inf, inf, false, nullptr, "",
-     "start from this IC or snapshot file (GADGET-4/N-GenIC, MUSIC, monofonIC or orbis HDF5, or GADGET's "
-     "binary formats 1 and 2 as N-GenIC, 2LPTic and MUSIC write them; PATH, PATH.hdf5, PATH.0.hdf5 or "
-     "PATH.0; relative to the parameter file) instead of built-in ICs; "
-     "its box must equal [box] size_mpc_h and it must hold particles_per_side^3 particles; "
-     "the run starts at its redshift, and z_init is then not used", P},
+     "start from this IC or snapshot file instead of built-in ICs (PATH, PATH.hdf5, PATH.0.hdf5 or PATH.0; "
+     "relative to the parameter file). Periodic: GADGET-4/N-GenIC, MUSIC, monofonIC or orbis HDF5, or GADGET's "
+     "binary formats 1 and 2 as N-GenIC, 2LPTic and MUSIC write them, of PartType1 alone and one particle mass; "
+     "its box must equal [box] size_mpc_h and it must hold particles_per_side^3 particles; the run starts at its "
+     "redshift, and z_init is then not used. Vacuum (instead of [ic] kind): GADGET HDF5 (GADGET-2/3/4 layout) or "
+     "binary format 1 or 2 with any of the types 0..5 and individual masses (MassTable, Masses, the MASS block: "
+     "DICE, MakeNewDisk, GalIC, pynbody, GADGET), velocities dx/dt, not wrapped (no box); an HDF5 file's "
+     "UnitLength_in_cm, UnitMass_in_g, UnitVelocity_in_cm_per_s converted to [units], a file without them (every "
+     "binary file) taken in [units]; the run starts at its Time unless [time] t_begin is given (docs/running.md)"},
     {"ic", "file_length_unit", T::string, "\"kpc/h\"", -inf, inf, false, "kpc/h|Mpc/h", "",
      "the length unit of a GADGET binary [ic] file, which does not say (kpc/h is GADGET's and N-GenIC's "
      "default); HDF5 files carry their units", P},
@@ -64,14 +68,19 @@ const std::vector<ParamSpec> kSchema = {
      "flip every phase: the partner of the same seed's realisation (Angulo & Pontzen 2016)", P},
     {"ic", "self_test", T::boolean, "true", -inf, inf, false, nullptr, "",
      "measure the ICs' P(k) and write it next to the input linear P(k) D(z_init)^2", P},
-    {"ic", "kind", T::string, nullptr, -inf, inf, false, "plummer|hernquist|merger", "",
-     "the isolated system: a Plummer or a Hernquist sphere in equilibrium (isotropic distribution functions), or "
-     "merger: two equal Hernquist spheres on a parabolic orbit (separation, pericentre); in the [units] system, "
-     "centre of mass at rest at the origin", V},
-    {"ic", "particles", T::integer, nullptr, 1, 2e9, false, nullptr, "",
-     "particles of the sphere (merger: of each sphere); all of equal mass", V},
+    {"ic", "kind", T::string, "", -inf, inf, false, "plummer|hernquist|merger", "",
+     "the built-in isolated system: a Plummer or a Hernquist sphere in equilibrium (isotropic distribution "
+     "functions), or merger: two Hernquist spheres (the second mass_ratio times the first) on a parabolic orbit "
+     "(separation, pericentre); in the [units] system, centre of mass at rest at the origin. Give either kind or "
+     "[ic] file", V},
+    {"ic", "particles", T::integer, "", 1, 2e9, false, nullptr, "",
+     "particles of the sphere (merger: of each sphere); required with [ic] kind, not taken with [ic] file", V},
     {"ic", "mass", T::real, "1.0", 0, inf, true, nullptr, "mass unit",
-     "total mass M of the (untruncated) model (merger: of each sphere), in the [units] mass unit", V},
+     "total mass M of the (untruncated) model (merger: of the first sphere), in the [units] mass unit", V},
+    {"ic", "mass_ratio", T::real, "1.0", 0, inf, true, nullptr, "",
+     "merger: the second sphere's total mass over the first's, with as many particles (so each weighs mass_ratio "
+     "times more: individual masses unless 1); its scale radius is scale_radius mass_ratio^(1/3), so both spheres "
+     "have one density scale M / (2 pi a^3) and one dynamical time (as haloes of one mean density do)", V},
     {"ic", "scale_radius", T::real, "1.0", 0, inf, true, nullptr, "length unit",
      "the model's scale radius a (Plummer: half the mass within 1.305 a; Hernquist: within 2.414 a)", V},
     {"ic", "r_max_over_a", T::real, "0", 0, inf, false, nullptr, "",
@@ -84,9 +93,9 @@ const std::vector<ParamSpec> kSchema = {
     // ------------------------------------------------------------------ gravity
     {"gravity", "boundary", T::string, "\"periodic\"", -inf, inf, false, "periodic|vacuum", "",
      "periodic: a comoving periodic box (solver pm or treepm); vacuum: an isolated system, no mesh and no "
-     "periodic images, plain softened Newtonian forces (solver fmm or direct), Newtonian time in physical units ([units], [time] "
-     "t_begin, t_end), ICs from the built-in generators ([ic] kind); the host step engine only (the CUDA step "
-     "engine refuses it)"},
+     "periodic images, plain softened Newtonian forces (solver fmm or direct), Newtonian time in physical units "
+     "([units], [time] t_begin, t_end), ICs from the built-in generators ([ic] kind) or a GADGET file of any "
+     "particle types and masses ([ic] file); one MPI rank, on the host or the CUDA step engine"},
     {"gravity", "solver", T::string, "\"treepm\"", -inf, inf, false, "pm|treepm|fmm|direct", "",
      "periodic: pm = particle mesh only (full 1/k^2), treepm = PM long range + FMM short range; vacuum: fmm = "
      "the FMM over the whole tree (untruncated 1/r, cells interact by the opening angle alone), direct = every "
@@ -171,8 +180,9 @@ const std::vector<ParamSpec> kSchema = {
      "(GADGET's MaxRMSDisplacementFac); 0: off, max_dln_a alone sets the PM step", P},
     {"time", "output_redshifts", T::real_list, "[3.0, 1.0, 0.5, 0.0]", 0, 1e4, false, nullptr, "",
      "redshifts of snapshots, power spectra and halo catalogues (steps land on them exactly)", P},
-    {"time", "t_begin", T::real, "0.0", 0, inf, false, nullptr, "time unit",
-     "time at the start, in the [units] time unit (galaxy: kpc/(km/s) = 0.9778 Gyr)", V},
+    {"time", "t_begin", T::real, "", 0, inf, false, nullptr, "time unit",
+     "time at the start, in the [units] time unit (galaxy: kpc/(km/s) = 0.9778 Gyr); not given: the [ic] file's "
+     "Time (in [units]), else 0", V},
     {"time", "t_end", T::real, nullptr, 0, inf, true, nullptr, "time unit", "time at the end (> t_begin)", V},
     {"time", "max_dt", T::real, nullptr, 0, inf, true, nullptr, "time unit",
      "the largest step (bin 0 of the block steps, or the global step); the per-particle criterion "

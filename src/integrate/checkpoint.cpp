@@ -229,6 +229,10 @@ std::string write_checkpoint(const std::string& directory, const Particles& part
     file.section("mom", particles.mom);
     file.section("id", particles.id);
     file.section("time_bin", particles.time_bin);
+    // An isolated system's individual masses and types, only where it has them (so a run of one
+    // mass and type writes the checkpoint it always did).
+    if (particles.has_individual_masses()) file.section("masses", particles.masses);
+    if (!particles.type.empty()) file.section("type", particles.type);
     file.commit();
   });
   // Every rank's file is complete (run_collectively waited for all): the previous complete
@@ -279,10 +283,16 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.particles.mom = file.take<Vec3d>("mom");
   c.particles.id = file.take<std::uint64_t>("id");
   c.particles.time_bin = file.take<std::uint8_t>("time_bin");
+  if (file.has("masses")) c.particles.masses = file.take<double>("masses");
+  if (file.has("type")) c.particles.type = file.take<std::uint8_t>("type");
   const std::size_t n = c.particles.pos.size();
   if (c.particles.mom.size() != n || c.particles.id.size() != n || c.particles.time_bin.size() != n)
     fail("'{}': its particle arrays differ in length ({} positions, {} momenta, {} IDs, {} bins)", path, n,
          c.particles.mom.size(), c.particles.id.size(), c.particles.time_bin.size());
+  if ((c.particles.has_individual_masses() && c.particles.masses.size() != n) ||
+      (!c.particles.type.empty() && c.particles.type.size() != n))
+    fail("'{}': its particle arrays differ in length ({} positions, {} masses, {} types)", path, n,
+         c.particles.masses.size(), c.particles.type.size());
   return c;
 }
 
@@ -324,6 +334,10 @@ Checkpoint read_newest_checkpoint(const std::string& directory, const Comm& comm
         if (part.particles.mass != c.particles.mass)
           fail("'{}': its particle mass {} differs from '{}''s {}", part.path, part.particles.mass, c.path,
                c.particles.mass);
+        if (part.particles.has_individual_masses() || !part.particles.type.empty() ||
+            c.particles.has_individual_masses() || !c.particles.type.empty())
+          fail("'{}': particles of several types or individual masses (an isolated system's) are in checkpoints of "
+               "one rank only", part.path);
         Particles& p = c.particles;
         p.pos.insert(p.pos.end(), part.particles.pos.begin(), part.particles.pos.end());
         p.mom.insert(p.mom.end(), part.particles.mom.begin(), part.particles.mom.end());

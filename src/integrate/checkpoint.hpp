@@ -1,6 +1,6 @@
 // Checkpoints: everything a run needs to continue bitwise where it stopped, written at the
 // end of a PM step (every particle synchronised): the particles (positions, momenta, IDs,
-// time bins, mass), the run loop's state (RunState: scale factor, steps, PM step, output
+// time bins, mass; an isolated system's individual masses and types where it has them), the run loop's state (RunState: scale factor, steps, PM step, output
 // index), the ETA's measured step costs (MeasuredCosts), the step engine's rank domains (several ranks) and the
 // parameters in force with a hash of the ones that change the trajectory. No accelerations:
 // a restart recomputes the forces at the saved positions, which every engine must reproduce

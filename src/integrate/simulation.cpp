@@ -79,6 +79,8 @@ Particles read_ic_file(const Params& params, double& a_start, const Comm& comm) 
 
 bool periodic_run(const Params& params) { return gravity_mode(params).periodic(); }
 
+bool has_ic_file(const Params& params) { return params.has("ic.file") && !params.get_string("ic.file").empty(); }
+
 // A cosmological run from its starting redshift (or its IC file's) to z_final; an isolated
 // system from t_begin to t_end.
 OutputSchedule run_schedule(const Params& params, double file_a) {
@@ -87,7 +89,19 @@ OutputSchedule run_schedule(const Params& params, double file_a) {
                                      file_a > 0 ? params.get_string("ic.file") : params.describe("ic.z_init"));
 }
 
-bool has_ic_file(const Params& params) { return params.has("ic.file") && !params.get_string("ic.file").empty(); }
+// The ICs that are read before any work: [ic] file's (file_start: a cosmological file's scale
+// factor, an isolated system's start time); none for built-in ICs. An isolated system's
+// [time] t_begin is set where not given (the file's Time, else 0), so that the schedule, the
+// files' /Parameters, used_parameters.toml and a restart all see the time the run starts at.
+Particles initial_file(Params& params, double& file_start, const Comm& comm) {
+  if (periodic_run(params)) return has_ic_file(params) ? read_ic_file(params, file_start, comm) : Particles{};
+  Particles particles;
+  if (has_ic_file(params)) particles = read_isolated_ics(params);
+  else check_isolated_ics(params);
+  if (!params.has("time.t_begin")) params.set("time.t_begin", ParamValue(0.0), params.source() + " (default)");
+  file_start = params.get_real("time.t_begin");
+  return particles;
+}
 
 }  // namespace
 
@@ -110,14 +124,14 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
     : params_(params),
       comm_(comm),
       cosmology_(periodic_run(params) ? std::optional<Cosmology>(Cosmology::from_params(params)) : std::nullopt),
-      file_ics_(has_ic_file(params) ? read_ic_file(params, file_a_, comm_) : Particles{}),
-      schedule_(run_schedule(params, file_a_)) {
+      file_ics_(initial_file(params_, file_a_, comm_)),
+      schedule_(run_schedule(params_, file_a_)) {
   std::uint64_t particles = 0;
   if (!cosmology_) {
-    particles = check_isolated_ics(params);
+    particles = has_ic_file(params_) ? file_ics_.size() : check_isolated_ics(params_);
   } else {
     const auto side = static_cast<std::uint64_t>(params.get_int("box.particles_per_side"));
-    particles = file_a_ > 0 ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
+    particles = has_ic_file(params_) ? comm_.sum<std::uint64_t>(file_ics_.size()) : side * side * side;
   }
   if (cosmology_ && params_.get_string("gravity.solver") != "pm" && params_.get_int("gravity.pm_grid_side") == 0) {
     // "auto": the mesh the run takes (integrate/pm_mesh_choice.hpp), set in the parameters every
@@ -196,7 +210,8 @@ void Simulation::make_clock() {
 void Simulation::check_output_folder(const RunOptions& options, std::uint64_t particles) const {
   std::vector<std::string> files = find_checkpoints(out_dir_);   // another run's (--restart continues it)
   files.push_back(join_path(out_dir_, "used_parameters.toml"));
-  if (file_a_ == 0 && cosmology_ && params_.get_bool("ic.self_test")) files.push_back(join_path(out_dir_, "ic_power.txt"));
+  if (!has_ic_file(params_) && cosmology_ && params_.get_bool("ic.self_test"))
+    files.push_back(join_path(out_dir_, "ic_power.txt"));
   for (int index = 0; index < static_cast<int>(schedule_.a_outputs.size()); ++index)
     for (auto& file : output_file_names(params_, out_dir_, index)) files.push_back(std::move(file));
   refuse_to_replace(files, options.overwrite, fmt::format("orbis run (output folder '{}')", out_dir_),
@@ -204,15 +219,16 @@ void Simulation::check_output_folder(const RunOptions& options, std::uint64_t pa
                     "another [output] directory");
   check_free_disk(out_dir_, static_cast<std::uint64_t>(output_file_bytes(params_, particles)),
                   fmt::format("one output of {} particles", particles),
-                  cosmology_ ? "[box] particles_per_side (or turn off [output] snapshots)"
-                             : "[ic] particles (or turn off [output] snapshots)");
+                  cosmology_                ? "[box] particles_per_side (or turn off [output] snapshots)"
+                  : has_ic_file(params_) ? "turn off [output] snapshots, or choose another [output] directory"
+                                         : "[ic] particles (or turn off [output] snapshots)");
 }
 
 Simulation::~Simulation() = default;
 
 RunSummary Simulation::run() {
   if (restart_) return resume();
-  if (file_a_ > 0) return run_from(std::move(file_ics_), file_a_);
+  if (has_ic_file(params_)) return run_from(std::move(file_ics_), file_a_);
   if (!cosmology_) return run_from(make_isolated_ics(params_), schedule_.a_begin);
   const LinearPower power = LinearPower::from_params(params_);
   const IcSettings settings = IcSettings::from_params(params_);

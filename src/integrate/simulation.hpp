@@ -5,7 +5,7 @@
 // The same loop runs an isolated system ([gravity] boundary = "vacuum"): its clock
 // (integrate/run_clock.hpp) is Newtonian time instead of the scale factor (RunState::a then
 // holds t), its engine the vacuum one (integrate/vacuum_engine.hpp), its ICs the built-in
-// spheres (ic/isolated_ics.hpp), its outputs snapshots alone, and its check the conserved
+// spheres or a GADGET file of any types and masses (ic/isolated_ics.hpp), its outputs snapshots alone, and its check the conserved
 // quantities (integrate/conservation.hpp) instead of the Layzer-Irvine equation.
 #pragma once
 #include <memory>
@@ -112,8 +112,8 @@ class Simulation {
   Params params_;
   Comm comm_;
   std::optional<Cosmology> cosmology_;   // periodic runs
-  double file_a_ = 0;        // scale factor of [ic] file (0: built-in ICs); before file_ics_,
-  Particles file_ics_;       // whose initialiser sets it (members initialise in this order)
+  double file_a_ = 0;        // [ic] file's scale factor, or an isolated system's start time; before
+  Particles file_ics_;       // file_ics_, whose initialiser sets it (members initialise in this order)
   OutputSchedule schedule_;
   StepLimits limits_;
   const LinearPower* ic_power_ = nullptr;   // the P(k) of the ICs run() made (during run() only)

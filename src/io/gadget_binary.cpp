@@ -153,7 +153,30 @@ GadgetBinaryFile::GadgetBinaryFile(const std::string& path) : path_(path) {
   pos_ = sized(record("POS ", "POS"), "POS", 3 * n_all);
   vel_ = sized(record("VEL ", "VEL"), "VEL", 3 * n_all);
   id_ = sized(record("ID  ", "ID"), "ID", n_all);
-  if (n_mass > 0) mass_ = sized(record("MASS", "MASS"), "MASS", n_mass);
+  if (n_mass > 0) {
+    if (in.at() >= in.size()) {
+      std::string types;
+      for (int t = 0; t < 6; ++t)
+        if (header_.massarr[t] == 0 && header_.npart[t] > 0)
+          types += fmt::format("{}{} of type {}", types.empty() ? "" : ", ", header_.npart[t], t);
+      fail("'{}': no masses: the header's mass table (massarr) is 0 for {} particles ({}), so a MASS block must "
+           "follow the ID block, but the file ends there", path, n_mass, types);
+    }
+    mass_ = sized(record("MASS", "MASS"), "MASS", n_mass);
+  }
+}
+
+std::uint64_t GadgetBinaryFile::first_of_type(int type) const {
+  std::uint64_t first = 0;
+  for (int t = 0; t < type; ++t) first += header_.npart[t];
+  return first;
+}
+
+std::uint64_t GadgetBinaryFile::first_mass_of_type(int type) const {
+  std::uint64_t first = 0;
+  for (int t = 0; t < type; ++t)
+    if (header_.massarr[t] == 0) first += header_.npart[t];
+  return first;
 }
 
 std::vector<double> GadgetBinaryFile::reals(const Block& block, const char* name, int per_particle,

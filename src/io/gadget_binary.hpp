@@ -47,6 +47,10 @@ class GadgetBinaryFile {
   std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) const;
   std::vector<double> masses(std::uint64_t first, std::uint64_t count) const;
   bool has_masses() const { return mass_.bytes > 0; }
+  // Where type t's particles begin in the blocks above (the counts of the types before it),
+  // and in the MASS block (the counts of the types before it with massarr 0).
+  std::uint64_t first_of_type(int type) const;
+  std::uint64_t first_mass_of_type(int type) const;
 
  private:
   struct Block {

@@ -33,7 +33,7 @@ void write_gadget_vacuum_parameters(H5Writer& file, const Params& params) {
   file.attribute(group, "BoxSize", 0.0);
   file.attribute(group, "PeriodicBoundariesOn", std::int32_t{0});
   file.attribute(group, "ComovingIntegrationOn", std::int32_t{0});
-  file.attribute(group, "TimeBegin", params.get_real("time.t_begin"));
+  if (params.has("time.t_begin")) file.attribute(group, "TimeBegin", params.get_real("time.t_begin"));
   file.attribute(group, "TimeMax", params.get_real("time.t_end"));
   file.attribute(group, "MaxSizeTimestep", params.get_real("time.max_dt"));
   const double softening = params.get_real("gravity.softening");

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <memory>
 
 #include "core/error.hpp"
@@ -12,6 +11,7 @@
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
+#include "io/particle_file.hpp"
 
 namespace orbis {
 
@@ -32,10 +32,7 @@ std::string snapshot_first_file(const std::string& path) {
   fail("snapshot '{}' not found (tried {})", path, list);
 }
 
-namespace {
-
-// The files of a snapshot: PATH itself, or the numbered files of a multi-file set.
-std::vector<std::string> snapshot_files(const std::string& path) {
+std::vector<std::string> snapshot_file_set(const std::string& path) {
   namespace fs = std::filesystem;
   const std::string first = snapshot_first_file(path);
   if (GadgetBinaryFile::detect(first)) {   // GADGET's binary formats: a set is PATH.0, PATH.1, ...
@@ -75,6 +72,8 @@ std::vector<std::string> snapshot_files(const std::string& path) {
   return files;
 }
 
+namespace {
+
 // Header attribute, else the same key in /Parameters (GADGET-4 keeps cosmology there), else fallback.
 double header_or_parameter(const H5Reader& r, const char* name, double fallback) {
   if (r.has_attribute("/Header", name)) return r.attribute<double>("/Header", name);
@@ -109,25 +108,6 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
 
 namespace {
 
-// PartType1 of a file with n particles: Coordinates and Velocities n x 3, ParticleIDs n.
-void check_particle_layout(const H5Reader& r, std::uint64_t n) {
-  for (const std::string name : {"Coordinates", "Velocities", "ParticleIDs"}) {
-    const std::string set = "/PartType1/" + name;
-    if (!r.has(set))
-      fail("'{}' has no dataset {}, but its /Header says it holds {} particles of type 1: not a GADGET-layout "
-           "snapshot, or an incomplete one", r.path(), set, n);
-    const auto dims = r.shape(set);
-    const bool ids = name == "ParticleIDs";
-    const bool ok = ids ? dims.size() == 1 && dims[0] == n : dims.size() == 2 && dims[0] == n && dims[1] == 3;
-    if (!ok) {
-      std::string shape;
-      for (auto d : dims) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
-      fail("'{}': dataset {} is {}, expected {} ({} particles, NumPart_ThisFile[1])", r.path(), set,
-           dims.empty() ? std::string("a scalar") : "of shape " + shape, ids ? std::to_string(n) : std::to_string(n) + " x 3", n);
-    }
-  }
-}
-
 // Positions outside [0, BoxSize). Within one box length they are periodic images (IC codes
 // and float rounding put particles at exactly BoxSize or a hair below 0): they are wrapped
 // into the box, as every periodic code does, with one warning. Farther out a coordinate is
@@ -152,74 +132,21 @@ struct OutsideTheBox {
   }
 };
 
-// One file's type-1 particles as the share reader takes them, whatever the format: in the
-// file's units, particles [first, first + count) of the file's type 1.
-class ParticleFile {
- public:
-  virtual ~ParticleFile() = default;
-  // Their mass: the header's mass table, else their masses, which must all be equal.
-  virtual double mass(std::uint64_t first, std::uint64_t count) = 0;
-  virtual std::vector<double> positions(std::uint64_t first, std::uint64_t count) = 0;    // x y z each
-  virtual std::vector<double> velocities(std::uint64_t first, std::uint64_t count) = 0;   // u = sqrt(a) dx/dt
-  virtual std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) = 0;
-  virtual const char* where(bool position) const = 0;   // the dataset or block, for messages
-};
-
-class Hdf5ParticleFile final : public ParticleFile {
- public:
-  Hdf5ParticleFile(const std::string& file, std::uint64_t n) : r_(file), file_(file), n_(n) {}
-  double mass(std::uint64_t first, std::uint64_t count) override {
-    const double table = r_.attribute_array<double>("/Header", "MassTable").at(1);
-    if (table != 0) return table;
-    if (!r_.has("/PartType1/Masses")) fail("'{}': MassTable[1] is 0 and there is no /PartType1/Masses dataset", file_);
-    const auto masses = r_.read_rows<double>("/PartType1/Masses", first, std::max<std::uint64_t>(count, 1));
-    for (double m : masses)
-      if (std::abs(m - masses[0]) > 1e-6 * masses[0])
-        fail("'{}': particles of PartType1 have different masses; orbis needs equal masses", file_);
-    return masses[0];
-  }
-  std::vector<double> positions(std::uint64_t first, std::uint64_t count) override {
-    check_particle_layout(r_, n_);
-    return r_.read_rows<double>("/PartType1/Coordinates", first, count);
-  }
-  std::vector<double> velocities(std::uint64_t first, std::uint64_t count) override {
-    return r_.read_rows<double>("/PartType1/Velocities", first, count);
-  }
-  std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) override {
-    return r_.read_rows<std::uint64_t>("/PartType1/ParticleIDs", first, count);
-  }
-  const char* where(bool position) const override {
-    return position ? "/PartType1/Coordinates" : "/PartType1/Velocities";
-  }
-
- private:
-  H5Reader r_;
-  std::string file_;
-  std::uint64_t n_;
-};
-
-class BinaryParticleFile final : public ParticleFile {
- public:
-  explicit BinaryParticleFile(const std::string& file) : f_(file), file_(file) {}
-  double mass(std::uint64_t first, std::uint64_t count) override {
-    if (f_.header().massarr[1] != 0) return f_.header().massarr[1];
-    const auto masses = f_.masses(first, std::max<std::uint64_t>(count, 1));
-    for (double m : masses)
-      if (std::abs(m - masses[0]) > 1e-6 * masses[0])
-        fail("'{}': particles of type 1 have different masses; orbis needs equal masses", file_);
-    return masses[0];
-  }
-  std::vector<double> positions(std::uint64_t first, std::uint64_t count) override { return f_.positions(first, count); }
-  std::vector<double> velocities(std::uint64_t first, std::uint64_t count) override {
-    return f_.velocities(first, count);
-  }
-  std::vector<std::uint64_t> ids(std::uint64_t first, std::uint64_t count) override { return f_.ids(first, count); }
-  const char* where(bool position) const override { return position ? "the POS block" : "the VEL block"; }
-
- private:
-  GadgetBinaryFile f_;
-  std::string file_;
-};
+// The mass of a file's type-1 particles [first, first + count): the header's mass table, else
+// their masses, which must all be equal (a cosmological run has one particle mass).
+double type1_mass(ParticleFile& file, std::uint64_t first, std::uint64_t count) {
+  const double table = file.mass_table()[1];
+  if (table != 0) return table;
+  if (!file.has_masses(1))
+    fail("'{}': MassTable[1] is 0 and there is no {} dataset", file.path(), file.where(1, ParticleFile::Column::mass));
+  const auto masses = file.masses(1, first, std::max<std::uint64_t>(count, 1));
+  const auto [lightest, heaviest] = std::minmax_element(masses.begin(), masses.end());
+  if (std::abs(*lightest - masses[0]) > 1e-6 * masses[0] || std::abs(*heaviest - masses[0]) > 1e-6 * masses[0])
+    fail("'{}': its particles of type 1 have different masses ({} to {}); a cosmological run needs one particle "
+         "mass (isolated systems, [gravity] boundary = \"vacuum\", take individual masses)", file.path(), *lightest,
+         *heaviest);
+  return masses[0];
+}
 
 struct FormatUnits {
   double length = 1, mass = 1, velocity = 1;   // the file's units in Mpc/h, 1e10 Msun/h, km/s
@@ -230,8 +157,7 @@ struct FormatUnits {
 // momenta p = a^(3/2) u. The mass comes from the first file with particles (every rank reads
 // it) and must be the same in every file.
 void read_particles(const std::vector<std::string>& files, const std::vector<std::uint64_t>& in_file,
-                    const std::function<std::unique_ptr<ParticleFile>(std::size_t)>& open, const FormatUnits& units,
-                    const std::string& path, int rank, int ranks, Snapshot& snap) {
+                    const FormatUnits& units, const std::string& path, int rank, int ranks, Snapshot& snap) {
   std::uint64_t sum = 0;
   for (auto c : in_file) sum += c;
   if (sum != snap.header.num_total)
@@ -247,16 +173,16 @@ void read_particles(const std::vector<std::string>& files, const std::vector<std
     if (n == 0) continue;
     const std::uint64_t lo = std::max(mine_lo, file_first), hi = std::min(mine_hi, file_first + n);
     if (hi <= lo && mass_set) continue;
-    const std::unique_ptr<ParticleFile> file = open(f);
+    const std::unique_ptr<ParticleFile> file = ParticleFile::open(files[f]);
     const std::uint64_t first = hi > lo ? lo - file_first : 0, count = hi > lo ? hi - lo : 0;
-    const double mass = file->mass(first, count) * units.mass;
+    const double mass = type1_mass(*file, first, count) * units.mass;
     if (mass_set && std::abs(mass - p.mass) > 1e-6 * p.mass)
       fail("'{}': particle mass {} differs from the first file's {}", files[f], mass, p.mass);
     if (!mass_set) p.mass = mass;
     mass_set = true;
     if (count == 0) continue;
-    const auto pos = file->positions(first, count), vel = file->velocities(first, count);
-    const auto ids = file->ids(first, count);
+    const auto pos = file->positions(1, first, count), vel = file->velocities(1, first, count);
+    const auto ids = file->ids(1, first, count);
     const double box = snap.header.box_mpc_h;
     const double momentum_factor = std::pow(snap.header.a, 1.5) * units.velocity;   // p = a^(3/2) u
     const std::size_t offset = p.size();
@@ -267,7 +193,8 @@ void read_particles(const std::vector<std::string>& files, const std::vector<std
         if (!std::isfinite(x) || !std::isfinite(u))
           fail("'{}': particle {} (ID {}) has {} {} in {} (a corrupt file, or ICs made from a broken power "
                "spectrum)", files[f], first + i, ids[i], std::isfinite(x) ? "velocity" : "position",
-               std::isfinite(x) ? u : x, file->where(!std::isfinite(x)));
+               std::isfinite(x) ? u : x,
+               file->where(1, std::isfinite(x) ? ParticleFile::Column::velocity : ParticleFile::Column::position));
         outside.add(x, box, files[f], first + i, ids[i]);
         p.pos[offset + i][d] = x >= 0 && x < box ? x : periodic_wrap_position(x, box);
         p.mom[offset + i][d] = u * momentum_factor;
@@ -309,13 +236,13 @@ Snapshot read_hdf5_share(const std::vector<std::string>& files, const std::strin
     auto counts = r.attribute_array<std::uint64_t>("/Header", "NumPart_ThisFile");
     for (std::size_t type = 0; type < counts.size(); ++type)
       if (type != 1 && counts[type] != 0)
-        fail("'{}' holds {} particles of type {}: orbis simulates dark matter only (PartType1)",
-             files[f], counts[type], type);
+        fail("'{}' holds {} particles of type {}: a cosmological run takes dark matter of one mass only "
+             "(PartType1); files of several particle types are read by isolated-system runs ([gravity] boundary = "
+             "\"vacuum\")", files[f], counts[type], type);
     in_file[f] = counts.size() > 1 ? counts[1] : 0;
   }
   const FormatUnits units{file_units.length, file_units.mass, file_units.velocity};
-  read_particles(files, in_file, [&](std::size_t f) { return std::make_unique<Hdf5ParticleFile>(files[f], in_file[f]); },
-                 units, path, rank, ranks, snap);
+  read_particles(files, in_file, units, path, rank, ranks, snap);
   return snap;
 }
 
@@ -343,18 +270,18 @@ Snapshot read_binary_share(const std::vector<std::string>& files, const std::str
     const GadgetBinaryFile file(files[f]);
     for (int type = 0; type < 6; ++type)
       if (type != 1 && file.header().npart[type] != 0)
-        fail("'{}' holds {} particles of type {}: orbis simulates dark matter only (type 1)", files[f],
-             file.header().npart[type], type);
+        fail("'{}' holds {} particles of type {}: a cosmological run takes dark matter of one mass only (type 1); "
+             "files of several particle types are read by isolated-system runs ([gravity] boundary = \"vacuum\")",
+             files[f], file.header().npart[type], type);
     in_file[f] = file.header().npart[1];
   }
-  read_particles(files, in_file, [&](std::size_t f) { return std::make_unique<BinaryParticleFile>(files[f]); },
-                 FormatUnits{length_unit, 1, 1}, path, rank, ranks, snap);
+  read_particles(files, in_file, FormatUnits{length_unit, 1, 1}, path, rank, ranks, snap);
   return snap;
 }
 
 // This rank's share of a snapshot (read_snapshot).
 Snapshot read_share(const std::string& path, int rank, int ranks, double binary_length_unit) {
-  const auto files = snapshot_files(path);
+  const auto files = snapshot_file_set(path);
   return GadgetBinaryFile::detect(files.front()) ? read_binary_share(files, path, rank, ranks, binary_length_unit)
                                                  : read_hdf5_share(files, path, rank, ranks);
 }

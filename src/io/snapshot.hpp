@@ -51,10 +51,19 @@ struct Snapshot {
 // The files are written under temporary names and renamed onto theirs only once every rank
 // has written and flushed its rows; a failure on any rank is an error on all. `accelerations`
 // (comoving, dp/dt per unit a: see the attribute text) may be null. Box and cosmology come
-// from `params`. Returns the file names.
+// from `params`. Returns the file names. Particles of several types or individual masses (an
+// isolated system's: Particles::type, Particles::masses) go to write_typed_snapshot, on one rank
+// only: over several ranks, or in a comoving run, they are an error on every rank (nothing written).
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
                                         const Params& params, const std::vector<Vec3d>* accelerations = nullptr,
                                         const Comm& comm = Comm::self());
+// An isolated system's particles of several types or individual masses (write_snapshot hands
+// them over; one rank, io/snapshot_write_types.cpp): each type in its own /PartTypeN, by type
+// and then ID; MassTable[t] the type's one mass, else 0 and /PartTypeN/Masses; file f of the
+// names holds share f of every type.
+std::vector<std::string> write_typed_snapshot(const std::vector<std::string>& names, const Particles& particles,
+                                              double a, const Params& params,
+                                              const std::vector<Vec3d>* accelerations);
 // The files write_snapshot makes for PATH and `files` files.
 std::vector<std::string> snapshot_file_names(const std::string& path, int files);
 
@@ -69,10 +78,16 @@ std::uint64_t gadget_total_count(std::uint64_t num_part_total, std::uint64_t hig
 // else PATH.hdf5, else PATH.0.hdf5, else PATH.0 (a GADGET binary set). None there: an error
 // listing the names tried.
 std::string snapshot_first_file(const std::string& path);
+// Every file of the snapshot named PATH: the first (snapshot_first_file), or, when it says it is
+// one of a set (NumFilesPerSnapshot, num_files), the set's numbered files in order; a missing
+// one is an error naming it.
+std::vector<std::string> snapshot_file_set(const std::string& path);
 
 // Reads a snapshot or IC file, found as snapshot_first_file says: one file, or the numbered
-// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). Only
-// PartType1 is read; every other type must be empty. Positions are wrapped into [0, BoxSize).
+// files STEM.0.hdf5, STEM.1.hdf5, ... of a multi-file set (NumFilesPerSnapshot > 1). What a
+// cosmological run takes: PartType1 alone, of one mass (MassTable[1], or Masses all equal);
+// another type with particles, or unequal masses, is an error naming the file (isolated
+// systems read those: io/system_file.hpp). Positions are wrapped into [0, BoxSize).
 // Over several ranks (collective), rank r reads the particles [r N / P, (r + 1) N / P) of the
 // set, in file order; the header is the whole set's on every rank. GADGET's binary formats
 // (io/gadget_binary.hpp: PATH, or the set PATH.0, PATH.1, ...) are read too; they carry no

@@ -10,16 +10,15 @@
 
 #include "core/error.hpp"
 #include "core/gravity_mode.hpp"
-#include "core/physical_units.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
-#include "cosmology/cosmology.hpp"
 #include "io/gadget_units.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/id_order.hpp"
 #include "io/provenance.hpp"
 #include "io/raw_file.hpp"
 #include "io/snapshot.hpp"
+#include "io/snapshot_layout.hpp"
 
 namespace orbis {
 namespace {
@@ -28,27 +27,6 @@ namespace {
 // files <= ranks, every file has its own writer).
 int writer_of(int f, int files, int ranks) {
   return static_cast<int>(static_cast<std::int64_t>(f) * ranks / files);
-}
-
-// The velocity the files hold per unit of momentum: GADGET's u = sqrt(a) dx/dt = p / a^(3/2)
-// in a comoving run; dx/dt = p itself for an isolated system (the Newtonian clock).
-double velocity_scale(const Params& params, double a) {
-  return gravity_mode(params).periodic() ? std::pow(a, -1.5) : 1.0;
-}
-
-// The /Header of an isolated system's snapshot: what GADGET-4 writes without comoving
-// integration (Time = t, Redshift 0, no box, no cosmology; units physical, h = 1).
-void write_vacuum_header(H5Writer& file, double t, const Params& params) {
-  const PhysicalUnits units = physical_units(params);
-  file.attribute("/Header", "BoxSize", 0.0);
-  file.attribute("/Header", "Time", t);
-  file.attribute("/Header", "Redshift", 0.0);
-  file.attribute("/Header", "Omega0", 0.0);
-  file.attribute("/Header", "OmegaLambda", 0.0);
-  file.attribute("/Header", "HubbleParam", 1.0);
-  file.attribute("/Header", "UnitLength_in_cm", units.length_in_cm);
-  file.attribute("/Header", "UnitMass_in_g", units.mass_in_g);
-  file.attribute("/Header", "UnitVelocity_in_cm_per_s", units.velocity_in_cm_per_s);
 }
 
 // Where the values of a file's datasets begin in it (bytes; H5Writer::create_dataset).
@@ -60,62 +38,15 @@ struct DataOffsets {
 // `count` particles of the `total` in `files` files, allocated to be filled by write_rows.
 DataOffsets start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
                        double particle_mass, double a, const Params& params) {
-  const bool comoving = gravity_mode(params).periodic();
-  file.create_group("/Header");
-  if (comoving) {
-    file.attribute("/Header", "BoxSize", params.get_real("box.size_mpc_h"));
-    file.attribute("/Header", "Time", a);
-    file.attribute("/Header", "Redshift", 1.0 / a - 1.0);
-  }
-  file.attribute("/Header", "NumPart_ThisFile", std::vector<std::uint64_t>{0, count, 0, 0, 0, 0});
-  file.attribute("/Header", "NumPart_Total", std::vector<std::uint64_t>{0, total, 0, 0, 0, 0});
-  // NumPart_Total holds the whole 64-bit count (GADGET-4), so the high words are 0: readers
-  // that add HighWord << 32 (the GADGET-2 convention) then count right too.
-  file.attribute("/Header", "NumPart_Total_HighWord", std::vector<std::uint32_t>(6, 0));
-  file.attribute("/Header", "MassTable", std::vector<double>{0, particle_mass, 0, 0, 0, 0});
-  if (comoving) {
-    const CosmologyParams cosmology = cosmology_params(params);
-    file.attribute("/Header", "Omega0", cosmology.omega_m);
-    file.attribute("/Header", "OmegaLambda", cosmology.omega_lambda);
-    file.attribute("/Header", "HubbleParam", params.get_real("cosmology.h"));
-  }
-  file.attribute("/Header", "NumFilesPerSnapshot", static_cast<std::int32_t>(files));
-  file.attribute("/Header", "Flag_DoublePrecision", std::int32_t{1});
-  if (comoving) {
-    file.attribute("/Header", "UnitLength_in_cm", kMpcInCm);
-    file.attribute("/Header", "UnitMass_in_g", kMassUnitInG);
-    file.attribute("/Header", "UnitVelocity_in_cm_per_s", kKmInCm);
-  } else {
-    write_vacuum_header(file, a, params);
-  }
-
+  write_snapshot_header(file, TypeCounts{0, count, 0, 0, 0, 0}, TypeCounts{0, total, 0, 0, 0, 0},
+                        {0, particle_mass, 0, 0, 0, 0}, files, a, params);
   file.create_group("/PartType1");
   DataOffsets offsets;
   offsets.pos = file.create_dataset<double>("/PartType1/Coordinates", count, 3).value_or(0);
   offsets.vel = file.create_dataset<double>("/PartType1/Velocities", count, 3).value_or(0);
   offsets.id = file.create_dataset<std::uint64_t>("/PartType1/ParticleIDs", count).value_or(0);
   if (with_acc) offsets.acc = file.create_dataset<double>("/PartType1/Acceleration", count, 3).value_or(0);
-  if (comoving) {
-    describe_dataset(file, "/PartType1/Coordinates", kUnitLength, "comoving position, Mpc/h");
-    describe_dataset(file, "/PartType1/Velocities", kUnitVelocityU,
-                     "u = sqrt(a) dx/dt (GADGET convention), km/s; peculiar velocity = sqrt(a) u");
-    if (with_acc)
-      describe_dataset(file, "/PartType1/Acceleration", GadgetUnit{-2, 1, -1, 0, 2, kKmInCm * kKmInCm / kMpcInCm},
-                       "comoving gravitational acceleration g = G sum_j m_j (x_j - x_i) / |x_j - x_i|^3 "
-                       "(periodic, softened), (km/s)^2/(Mpc/h); dp/dt = g / a; the physical peculiar "
-                       "acceleration is g / a^2 (GADGET-4 OUTPUT_ACCELERATION convention)");
-  } else {
-    const PhysicalUnits u = physical_units(params);
-    describe_dataset(file, "/PartType1/Coordinates", GadgetUnit{0, 0, 1, 0, 0, u.length_in_cm},
-                     "position, " + u.length + " (isolated system: physical, no h)");
-    describe_dataset(file, "/PartType1/Velocities", GadgetUnit{0, 0, 0, 0, 1, u.velocity_in_cm_per_s},
-                     "velocity dx/dt, " + u.velocity);
-    if (with_acc)
-      describe_dataset(file, "/PartType1/Acceleration",
-                       GadgetUnit{0, 0, -1, 0, 2, u.velocity_in_cm_per_s * u.velocity_in_cm_per_s / u.length_in_cm},
-                       "gravitational acceleration G sum_j m_j (x_j - x_i) / (|x_j - x_i|^2 + eps^2)^(3/2), (" +
-                           u.velocity + ")^2/" + u.length);
-  }
+  describe_particle_datasets(file, 1, with_acc, false, params);
   write_provenance(file, params);
   return offsets;
 }
@@ -240,7 +171,7 @@ struct Arrivals {
 template <typename At>
 void write_share(const SnapshotPlan& plan, const MadeFiles& made, const Columns& from, const At& at,
                  std::uint64_t first, std::uint64_t count) {
-  const double scale = velocity_scale(plan.params, plan.a);
+  const double scale = snapshot_velocity_scale(plan.params, plan.a);
   ColumnScratch scratch;
   for (int f = 0; f < plan.files(); ++f) {
     const std::uint64_t lo = std::max(first, plan.bounds[f]), hi = std::min(first + count, plan.bounds[f + 1]);
@@ -346,6 +277,16 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
   const bool with_acc = accelerations != nullptr;
   const std::vector<std::string> names = snapshot_file_names(path, files);
+  // Several types or individual masses (an isolated system's): their own writer, on one rank.
+  if (comm.any(!particles.type.empty() || particles.has_individual_masses())) {
+    if (ranks > 1)
+      fail("snapshot '{}': the particles have several types or individual masses, which are written from one rank "
+           "only (isolated systems run on one), but this run has {} ranks: nothing was written", path, ranks);
+    if (gravity_mode(params).periodic())
+      fail("snapshot '{}': the particles have several types or individual masses, which only an isolated system's "
+           "snapshot holds ([gravity] boundary = \"vacuum\"); a cosmological run has one particle mass", path);
+    return write_typed_snapshot(names, particles, a, params, accelerations);
+  }
   const std::uint64_t total = comm.sum(static_cast<std::uint64_t>(particles.size()));
   const double mass = comm.max(particles.mass);   // a rank without particles may not know it
   // File f holds the particles at positions [bounds[f], bounds[f + 1]) of the whole set in ID

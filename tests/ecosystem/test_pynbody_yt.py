@@ -8,7 +8,10 @@ the demo's redshifts), then reads its files with h5py, pynbody and yt and checks
 cosmology, unit of length, positions, velocities and masses against what orbis wrote and
 against values computed here (the parameter file, rho_crit); the ICs written in three files (as
 runs on several ranks write snapshots) are read as a set by both. Then it runs the Python blocks of
-the README's "Outputs" section on the same files and checks what they compute.
+the README's "Outputs" section on the same files and checks what they compute. Last, an
+isolated system of three particle types with individual masses (a galaxy file written here
+with h5py, as DICE or GalIC write one) runs two steps, and its snapshot's types and masses are
+read by both.
 
 Needs pynbody and yt (tests/ecosystem/requirements.txt): without them it prints why and exits
 77, which CTest reports as skipped -- unless ORBIS_ECOSYSTEM_REQUIRED=1 (CI), then it fails.
@@ -317,6 +320,92 @@ def check_readme(raw):
           "README: the largest group's particles in pynbody, as many as its GroupLen")
 
 
+# An isolated galaxy of three types (written here as DICE or GalIC write one): halo (type 1,
+# MassTable), disc (type 2, its own masses), bulge (type 4, MassTable); galaxy units.
+GALAXY_COUNTS = {1: 60, 2: 40, 4: 20}
+GALAXY_TABLE = [0.0, 0.02, 0.0, 0.0, 0.005, 0.0]   # 1e10 Msun
+GALAXY_PARAMETERS = """
+[ic]
+file = "galaxy.hdf5"
+[gravity]
+boundary = "vacuum"
+softening = 0.1
+solver = "direct"
+[time]
+t_end = 0.002
+max_dt = 0.001
+[output]
+directory = "galaxy"
+"""
+
+
+def write_galaxy(path):
+    import h5py
+    import numpy as np
+    rng = np.random.default_rng(31)
+    counts = [GALAXY_COUNTS.get(t, 0) for t in range(6)]
+    with h5py.File(path, "w") as f:
+        h = f.create_group("Header")
+        h.attrs["NumPart_ThisFile"] = np.array(counts, dtype=np.uint32)
+        h.attrs["NumPart_Total"] = np.array(counts, dtype=np.uint32)
+        h.attrs["NumPart_Total_HighWord"] = np.zeros(6, dtype=np.uint32)
+        h.attrs["MassTable"] = np.array(GALAXY_TABLE)
+        h.attrs["Time"] = 0.0
+        h.attrs["NumFilesPerSnapshot"] = 1
+        h.attrs["UnitLength_in_cm"] = 3.085678e21
+        h.attrs["UnitMass_in_g"] = 1.989e43
+        h.attrs["UnitVelocity_in_cm_per_s"] = 1e5
+        first = 1
+        for t, n in GALAXY_COUNTS.items():
+            g = f.create_group(f"PartType{t}")
+            g["Coordinates"] = rng.uniform(-5, 5, (n, 3))
+            g["Velocities"] = rng.uniform(-20, 20, (n, 3))
+            g["ParticleIDs"] = np.arange(first, first + n, dtype=np.uint64)
+            first += n
+            if GALAXY_TABLE[t] == 0:
+                g["Masses"] = 0.01 + 1e-4 * np.arange(n)
+
+
+def check_isolated_types(orbis):
+    """A run from a file of three types: its snapshot's types and masses through h5py, pynbody, yt."""
+    import h5py
+    import numpy as np
+    import pynbody
+    import yt
+    write_galaxy("galaxy.hdf5")
+    with open("galaxy.toml", "w") as f:
+        f.write(GALAXY_PARAMETERS)
+    run = subprocess.run([orbis, "run", "galaxy.toml"], capture_output=True, text=True)
+    if run.returncode != 0:
+        print(run.stdout, run.stderr)
+    check(run.returncode == 0, "orbis run galaxy.toml (three types, individual masses)")
+    path = "galaxy/snapshot_000.hdf5"
+    disc = 0.01 + 1e-4 * np.arange(GALAXY_COUNTS[2])   # 1e10 Msun, in ID order
+    with h5py.File(path, "r") as f:
+        check([int(c) for c in f["Header"].attrs["NumPart_Total"]] == [GALAXY_COUNTS.get(t, 0) for t in range(6)],
+              f"{path}: NumPart_Total per type")
+        check(close(f["Header"].attrs["MassTable"], np.array(GALAXY_TABLE), rtol=0),
+              f"{path}: MassTable {GALAXY_TABLE}")
+        check("Masses" in f["PartType2"] and "Masses" not in f["PartType1"] and "Masses" not in f["PartType4"],
+              f"{path}: /PartType2/Masses only")
+        check(close(f["PartType2/Masses"][:][np.argsort(f["PartType2/ParticleIDs"][:])], disc, rtol=0),
+              f"{path}: the disc's masses as the file gave them")
+    total = GALAXY_COUNTS[1] * GALAXY_TABLE[1] + disc.sum() + GALAXY_COUNTS[4] * GALAXY_TABLE[4]
+    s = pynbody.load(path)
+    check(len(s) == 120 and len(s.dm) == 100 and len(s.star) == 20,
+          f"pynbody {path}: 100 dark-matter particles (types 1 and 2) and 20 stars (type 4)")
+    check(close(s["mass"].in_units("Msol").sum(), total * 1e10, rtol=MASS_RTOL),
+          f"pynbody {path}: total mass {total * 1e10:.6g} Msun")
+    check(close(s.star["mass"].in_units("Msol"), GALAXY_TABLE[4] * 1e10, rtol=MASS_RTOL),
+          f"pynbody {path}: the stars' mass from MassTable[4]")
+    ad = yt.load(path).all_data()
+    order = np.argsort(ad["PartType2", "ParticleIDs"].d)
+    check(close(ad["PartType2", "Masses"].to("Msun").d[order], disc * 1e10, rtol=MASS_RTOL),
+          f"yt {path}: the disc's Masses in Msun")
+    check(close(ad["PartType1", "Masses"].to("Msun").d, GALAXY_TABLE[1] * 1e10, rtol=MASS_RTOL),
+          f"yt {path}: the halo's mass from MassTable[1]")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -363,6 +452,7 @@ def main():
         attempt("pynbody ics_split/ics (3 files)", check_pynbody_snapshot, "ics_split/ics", raw)
         attempt("yt ics_split/ics.0.hdf5 (3 files)", check_yt_snapshot, "ics_split/ics.0.hdf5", raw)
         check_readme(raw_snapshot("output/demo/snapshot_003.hdf5"))
+        attempt("an isolated system of three types", check_isolated_types, orbis)
     finally:
         os.chdir("/")
         shutil.rmtree(work, ignore_errors=True)

@@ -232,3 +232,24 @@ TEST_CASE("a snapshot that cannot be written is an error on every rank, none lef
     CHECK(!std::filesystem::exists(dir.file("no_such_folder")));
   }
 }
+
+TEST_CASE("particles of several types or individual masses over several ranks: an error on every rank, no file") {
+  // An isolated system's (one rank): its writer does not take shares of ranks. Only one rank
+  // holds such particles here, the others plain ones: every rank must still refuse.
+  const Comm world = Comm::world();
+  const orbis::test::SharedScratchDir dir("snapshot_shares_types", world);
+  const orbis::Params vacuum = orbis::Params::parse(
+      "[ic]\nkind = \"plummer\"\nparticles = 8\n[gravity]\nboundary = \"vacuum\"\nsoftening = 0.1\n"
+      "solver = \"direct\"\n[time]\nt_end = 1.0\nmax_dt = 0.1\n", "iso.toml");
+  TestSet mine = my_part(make_set(40), world);
+  if (world.rank() == 0) mine.p.type.assign(mine.p.size(), 4);
+  const std::string path = dir.file("typed.hdf5");
+  if (world.size() == 1) {
+    orbis::write_snapshot(path, mine.p, 0.5, vacuum, nullptr, world);
+    CHECK(std::filesystem::exists(path));
+    return;
+  }
+  CHECK_THROWS_WITH_AS(orbis::write_snapshot(path, mine.p, 0.5, vacuum, nullptr, world),
+                       doctest::Contains("written from one rank only"), orbis::Error);
+  CHECK(!std::filesystem::exists(path));
+}

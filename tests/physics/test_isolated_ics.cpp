@@ -7,7 +7,9 @@
 //  - velocities: the velocity dispersion in radial bins against the isotropic Jeans
 //    solution sigma^2(r) = (1/rho) int_r^inf rho G M / s^2 ds, integrated numerically here;
 //  - the merger orbit: from the two centres of mass, the Kepler energy is 0 and the
-//    pericentre (from the orbital elements) is the requested one;
+//    pericentre (from the orbital elements) is the requested one; a merger of unequal
+//    spheres ([ic] mass_ratio) has individual masses in the ratio asked, the second sphere's
+//    scale radius in its cube root, and the equal one is bit for bit the two spheres it always was;
 // and the reproducibility of a seed, the centre-of-mass frame, bad input. The profiles are
 // tested about the model's centre (SphereSettings::centre_of_mass_frame off): the shift to
 // the centre of mass moves the radii by ~sqrt(<r^2>/3N), a statistical offset of its own.
@@ -21,7 +23,9 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/params.hpp"
 #include "ic/hernquist.hpp"
+#include "ic/isolated_ics.hpp"
 #include "ic/parabolic_orbit.hpp"
 #include "ic/plummer.hpp"
 
@@ -269,7 +273,59 @@ TEST_CASE("merger: a parabolic orbit with the requested pericentre") {
   CHECK(dot(r, v) < 0);   // approaching
   // Bad input.
   CHECK_THROWS_AS(place_on_parabolic_orbit(a, b, ParabolicEncounter{1.0, 1.5, g}), Error);
+  // Systems of different particle masses: individual masses, their mean the particle mass,
+  // and the centre of mass weighted by them.
   SphereSettings other = small;
   other.n = 900;
-  CHECK_THROWS_AS(place_on_parabolic_orbit(a, make_hernquist(other), orbit), Error);
+  const IsolatedSystem c = make_hernquist(other);
+  const IsolatedSystem unequal = place_on_parabolic_orbit(a, c, orbit);
+  REQUIRE(unequal.masses.size() == 2900);
+  CHECK(unequal.masses.front() == a.particle_mass);
+  CHECK(unequal.masses.back() == c.particle_mass);
+  CHECK(unequal.particle_mass == doctest::Approx(unequal.total_mass() / 2900).epsilon(1e-14));
+  CHECK(unequal.total_mass() == doctest::Approx(a.total_mass() + c.total_mass()).epsilon(1e-12));
+  CHECK(norm(centre_of_mass(unequal)) < 1e-12);
+  CHECK(norm(centre_of_mass_velocity(unequal)) < 1e-12);
+}
+
+TEST_CASE("merger of unequal spheres: [ic] mass_ratio weighs the second's particles, its radius the cube root") {
+  const std::string base = "[ic]\nkind = \"merger\"\nparticles = 2000\nseparation = 40.0\npericentre = 4.0\n"
+                           "scale_radius = 2.0\nseed = 7\n[units]\nsystem = \"nbody\"\n[gravity]\nboundary = \"vacuum\"\n"
+                           "softening = 0.05\n[time]\nt_end = 1.0\nmax_dt = 0.1\n";
+  // mass_ratio = 1 (the default): one mass, bit for bit the two spheres of seeds 7 and 8 on the orbit.
+  const Particles equal = make_isolated_ics(Params::parse(base, "m.toml"));
+  SphereSettings s;
+  s.n = 2000;
+  s.scale_radius = 2.0;
+  s.seed = 7;
+  const IsolatedSystem a = make_hernquist(s);
+  s.seed = 8;
+  const IsolatedSystem reference = place_on_parabolic_orbit(a, make_hernquist(s), ParabolicEncounter{40.0, 4.0, 1.0});
+  CHECK(equal.masses.empty());
+  CHECK(equal.mass == reference.particle_mass);
+  REQUIRE(equal.size() == 4000);
+  CHECK(std::memcmp(equal.pos.data(), reference.pos.data(), 4000 * sizeof(Vec3d)) == 0);
+  CHECK(std::memcmp(equal.mom.data(), reference.vel.data(), 4000 * sizeof(Vec3d)) == 0);
+
+  const Particles unequal = make_isolated_ics(Params::parse(base, "m.toml", {"ic.mass_ratio=4"}));
+  REQUIRE(unequal.masses.size() == 4000);
+  CHECK(unequal.masses[0] == a.particle_mass);   // the first sphere as before
+  CHECK(unequal.masses[1999] == a.particle_mass);
+  CHECK(unequal.masses[2000] == doctest::Approx(4 * a.particle_mass).epsilon(1e-13));
+  CHECK(unequal.mass == doctest::Approx(2.5 * a.particle_mass).epsilon(1e-13));   // the mean
+  // The pair's frame, weighted by the masses.
+  Vec3d x{0, 0, 0}, v{0, 0, 0};
+  for (std::size_t i = 0; i < 4000; ++i) x += unequal.pos[i] * unequal.masses[i], v += unequal.mom[i] * unequal.masses[i];
+  CHECK(norm(x) < 1e-10);
+  CHECK(norm(v) < 1e-10);
+  // The second sphere is the Hernquist sphere of mass 4 and scale radius 2 4^(1/3) (one density
+  // scale M / (2 pi a^3) for both), seed 8, moved onto the orbit.
+  s.mass = 4;
+  s.scale_radius = 2.0 * std::cbrt(4.0);
+  const IsolatedSystem b = make_hernquist(s);
+  double worst = 0;
+  for (std::size_t i = 0; i < 2000; ++i)
+    worst = std::max(worst, norm((unequal.pos[2000 + i] - unequal.pos[2000]) - (b.pos[i] - b.pos[0])) / s.scale_radius);
+  CHECK(worst < 1e-12);
+  CHECK(b.particle_mass == doctest::Approx(4 * a.particle_mass).epsilon(1e-13));
 }

@@ -69,12 +69,22 @@ TEST_CASE("vacuum parameters: a box, a cosmology or redshifts are refused, namin
 }
 
 TEST_CASE("vacuum parameters: required keys are asked for with the kind of run that needs them") {
+  // [ic] particles goes with [ic] kind (an [ic] file says how many): asked for before any work.
   std::string e = error_of([] {
-    Params::parse("[ic]\nkind = \"plummer\"\n[gravity]\nboundary = \"vacuum\"\nsoftening = 0.05\nsolver = \"fmm\"\n"
-                  "[time]\nt_end = 1.0\nmax_dt = 0.1\n", "iso.toml");
+    Simulation sim(Params::parse("[ic]\nkind = \"plummer\"\n[gravity]\nboundary = \"vacuum\"\nsoftening = 0.05\n"
+                                 "solver = \"fmm\"\n[time]\nt_end = 1.0\nmax_dt = 0.1\n", "iso.toml"));
   });
   CAPTURE(e);
-  CHECK(contains(e, "missing required key [ic] particles"));
+  CHECK(contains(e, "iso.toml: [ic] kind = \"plummer\" needs [ic] particles"));
+  // Neither kind nor file: the ICs are asked for.
+  e = error_of([] {
+    Simulation sim(Params::parse("[gravity]\nboundary = \"vacuum\"\nsoftening = 0.05\nsolver = \"fmm\"\n"
+                                 "[time]\nt_end = 1.0\nmax_dt = 0.1\n", "iso.toml"));
+  });
+  CHECK(contains(e, "needs its ICs: [ic] kind"));
+  CHECK(contains(e, "or [ic] file"));
+  e = error_of([] { Params::parse("[gravity]\nboundary = \"vacuum\"\n[time]\nt_end = 1.0\nmax_dt = 0.1\n", "iso.toml"); });
+  CHECK(contains(e, "missing required key [gravity] softening"));
   CHECK(contains(e, "for an isolated system"));
   // No particles at all: refused by the schema's range.
   e = error_of([] { vacuum("", {"ic.particles=0"}); });
