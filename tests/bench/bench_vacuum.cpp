@@ -5,7 +5,7 @@
 // timed evaluations after a warm-up, the phases, interactions per particle, and the
 // median / 99th percentile / max relative error of the sampled particles' forces.
 //
-//   bench_vacuum [--p2p=cpu|cuda|engine] [--scene=plummer|hernquist] [--theta=T[,T...]]
+//   bench_vacuum [--p2p=cpu|cuda|engine] [--scene=plummer|hernquist|halo_bulge] [--theta=T[,T...]]
 //                [--order=P] [--max-leaf=L] [--softening=EPS] [--double] [--tree-on-host]
 //                [--no-leaf-cell] [--reps=R] [--sample=S] [N ...]
 //
@@ -74,6 +74,7 @@ EngineRow engine_forces(const test::VacuumScene& scene, double theta, int order,
   p.id.resize(p.pos.size());
   for (std::size_t i = 0; i < p.id.size(); ++i) p.id[i] = i + 1;
   p.mass = scene.particle_mass;
+  p.masses = scene.masses;   // the halo-and-bulge scene's individual masses (else empty)
   engine.load(std::move(p));
   ForceStats stats;
   engine.compute_forces(true, 0, stats);   // warm-up: the pool's first allocations
@@ -139,8 +140,8 @@ int main(int argc, char** argv) {
     }
   }
   if (sizes.empty()) sizes = {100000, 300000, 1000000};
-  if (scene_name != "plummer" && scene_name != "hernquist") {
-    std::fprintf(stderr, "bench_vacuum: --scene is plummer or hernquist\n");
+  if (scene_name != "plummer" && scene_name != "hernquist" && scene_name != "halo_bulge") {
+    std::fprintf(stderr, "bench_vacuum: --scene is plummer, hernquist or halo_bulge\n");
     return 2;
   }
 
@@ -188,12 +189,13 @@ int main(int argc, char** argv) {
               "where");
   for (const std::size_t n : sizes) {
     Stopwatch setup;
-    const test::VacuumScene scene =
-        scene_name == "plummer" ? test::plummer_scene(n, 1) : test::hernquist_pair_scene(n, 1);
+    const test::VacuumScene scene = scene_name == "plummer"     ? test::plummer_scene(n, 1)
+                                    : scene_name == "hernquist" ? test::hernquist_pair_scene(n, 1)
+                                                                : test::halo_bulge_scene(n, 1);
     std::vector<std::size_t> sample;
     const std::size_t stride = std::max<std::size_t>(1, n / std::max<std::size_t>(1, n_sample));
     for (std::size_t i = 0; i < n; i += stride) sample.push_back(i);
-    const std::vector<Vec3d> exact = test::direct_newtonian(scene.pos, sample, scene.particle_mass, softening);
+    const std::vector<Vec3d> exact = test::direct_newtonian(scene, sample, softening);
     std::printf("# N = %zu: scene and exact forces of %zu particles in %.1f s\n", n, sample.size(), setup.seconds());
     for (const double theta : thetas) {
       const auto errors = [&](const std::vector<Vec3d>& acc) {
@@ -228,12 +230,15 @@ int main(int argc, char** argv) {
       s.tree_on_device = !tree_on_host;
       s.leaf_cell = leaf_cell;
       ShortRangeSolver solver(s);
+      std::vector<double> weights;   // individual masses: each over the mean
+      for (double m : scene.masses) weights.push_back(m / scene.particle_mass);
+      const std::vector<double>* w = weights.empty() ? nullptr : &weights;
       std::vector<Vec3d> acc;
-      solver.compute(scene.pos, *p2p, acc);   // warm-up
+      solver.compute(scene.pos, *p2p, acc, w);   // warm-up
       std::vector<double> tree, mpole, walk, m2l, p2p_time, total;
       ShortRangeStats st;
       for (int r = 0; r < reps; ++r) {
-        st = solver.compute(scene.pos, *p2p, acc);
+        st = solver.compute(scene.pos, *p2p, acc, w);
         tree.push_back(st.tree_seconds);
         mpole.push_back(st.multipole_seconds);
         walk.push_back(st.walk_seconds);

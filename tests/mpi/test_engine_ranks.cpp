@@ -155,14 +155,14 @@ TEST_CASE("block time steps across ranks: sub-steps on the refitted forest and a
   // (drift factor, long range, lowest active bin): a PM step; sub-steps after small drifts
   // (the ghosts refreshed, the forest refitted, unless a particle crossed a face of the box:
   // its group's box then spans the box, and the ghosts are chosen again); one after a drift
-  // of ~2.4 Mpc/h, beyond r_cut kGhostMargin / (2 sqrt 3) = 1.3 Mpc/h (the ghosts chosen
+  // of ~4.8 Mpc/h, beyond r_cut kGhostMargin / (2 sqrt 3) = 2.6 Mpc/h (the ghosts chosen
   // again from the nodes' current boxes); the next PM step.
   struct Step {
     double drift;
     bool long_range;
     int min_bin;
   };
-  const Step steps[] = {{0, true, 0}, {1e-4, false, 2}, {1e-4, false, 1}, {8e-3, false, 2}, {1e-4, false, 1},
+  const Step steps[] = {{0, true, 0}, {1e-4, false, 2}, {1e-4, false, 1}, {1.6e-2, false, 2}, {1e-4, false, 1},
                         {1e-4, true, 0}};
   int k = 0;
   bool crossed_face = false;

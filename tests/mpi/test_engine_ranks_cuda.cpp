@@ -99,15 +99,15 @@ TEST_CASE("the CUDA engine over ranks: forces, sub-steps, migration and reductio
   CHECK(engine.rms_momentum() == reference.rms_momentum());
 
   // (drift factor, long range, lowest active bin): a PM step; sub-steps after small drifts
-  // (the ghosts refreshed, the forest refitted); one after a drift of ~2.4 Mpc/h, beyond
-  // r_cut kGhostMargin / (2 sqrt 3) = 1.3 Mpc/h (the ghosts chosen again from the nodes'
+  // (the ghosts refreshed, the forest refitted); one after a drift of ~4.8 Mpc/h, beyond
+  // r_cut kGhostMargin / (2 sqrt 3) = 2.6 Mpc/h (the ghosts chosen again from the nodes'
   // current boxes); the next PM step (the domains updated: particles migrate).
   struct Step {
     double drift;
     bool long_range;
     int min_bin;
   };
-  const Step steps[] = {{0, true, 0}, {1e-4, false, 2}, {1e-4, false, 1}, {8e-3, false, 2}, {1e-4, false, 1},
+  const Step steps[] = {{0, true, 0}, {1e-4, false, 2}, {1e-4, false, 1}, {1.6e-2, false, 2}, {1e-4, false, 1},
                         {1e-4, true, 0}};
   int k = 0;
   for (const Step& step : steps) {
