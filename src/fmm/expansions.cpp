@@ -2,13 +2,14 @@
 
 namespace orbis {
 
-FmmOperators::FmmOperators(int multipole_order, double r_s, KernelKind kind, double cut_shift)
+FmmOperators::FmmOperators(int multipole_order, double r_s, KernelKind kind, double cut_shift, double softening)
     : multipole_set_(multipole_order),
       local_set_(multipole_order + 1),
       gradient_set_(multipole_order),
       r_s_(r_s),
       kind_(kind),
-      cut_shift_(cut_shift) {
+      cut_shift_(cut_shift),
+      softening_(softening) {
   const int p_local = local_set_.order();
   for (int k = 0; k < local_set_.size(); ++k) {
     k_start_.push_back(static_cast<int>(m2l_terms_.size()));

@@ -29,7 +29,9 @@ class FmmOperators {
  public:
   // r_s > 0 (Mpc/h) for the truncated kernel; not read for the Newtonian one. cut_shift: the
   // truncated kernel's shifted cut (fmm/kernel_derivatives.hpp; 0: sharp).
-  FmmOperators(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0);
+  // softening: the Newtonian kernel's Plummer eps (fmm/kernel_derivatives.hpp).
+  FmmOperators(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0,
+               double softening = 0);
 
   int multipole_order() const { return multipole_set_.order(); }
   int local_order() const { return local_set_.order(); }
@@ -40,7 +42,7 @@ class FmmOperators {
   // Per-thread scratch for m2l (the derivative tensors and their recurrence levels).
   struct Scratch {
     explicit Scratch(const FmmOperators& ops)
-        : kernel(ops.local_order(), ops.r_s_, ops.kind_, ops.cut_shift_),
+        : kernel(ops.local_order(), ops.r_s_, ops.kind_, ops.cut_shift_, ops.softening_),
           d(static_cast<std::size_t>(ops.local_size())),
           signed_m(static_cast<std::size_t>(ops.multipole_set().size())) {}
     KernelDerivatives kernel;
@@ -71,6 +73,7 @@ class FmmOperators {
   double r_s_;
   KernelKind kind_;
   double cut_shift_;
+  double softening_;
   std::vector<M2LTerm> m2l_terms_;
   std::vector<int> k_start_;
   std::vector<double> multipole_sign_;   // (-1)^|n|

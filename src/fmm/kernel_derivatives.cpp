@@ -6,8 +6,8 @@
 
 namespace orbis {
 
-KernelDerivatives::KernelDerivatives(int order, double r_s, KernelKind kind, double cut_shift)
-    : set_(order), r_s_(r_s), kind_(kind), cut_shift_(cut_shift) {
+KernelDerivatives::KernelDerivatives(int order, double r_s, KernelKind kind, double cut_shift, double softening)
+    : set_(order), r_s_(r_s), kind_(kind), cut_shift_(cut_shift), eps2_(softening * softening) {
   if (kind == KernelKind::truncated && !(r_s > 0)) fail("kernel derivatives: r_s = {} must be > 0", r_s);
   const int nc = set_.size();
   g_.resize(static_cast<std::size_t>(order) + 1);
@@ -27,7 +27,7 @@ KernelDerivatives::KernelDerivatives(int order, double r_s, KernelKind kind, dou
 void KernelDerivatives::evaluate(const Vec3d& R, double* out) {
   const int p = set_.order();
   const int nc = set_.size();
-  radial_derivatives(kind_, norm(R), r_s_, p, g_.data(), cut_shift_);
+  radial_derivatives(kind_, norm(R), r_s_, p, g_.data(), cut_shift_, eps2_);
   // levels_[m * nc + i] = R^(m)_n for |n| <= p - m; m runs downward so R^(m+1) is ready.
   for (int m = p; m >= 0; --m) {
     double* cur = (m == 0) ? out : levels_.data() + static_cast<std::size_t>(m) * nc;

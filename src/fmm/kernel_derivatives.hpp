@@ -48,11 +48,14 @@ ORBIS_HD void truncated_radial_derivatives(double r, double r_s, int order, doub
 }
 
 // g[m] = ((1/r) d/dr)^m (1/r) = (-1)^m (2m-1)!! / r^(2m+1) for m = 0..order; r > 0: the
-// recurrence above without its Gaussian term and with erfc = 1 (r_s -> infinity). Host and
-// device.
-ORBIS_HD void newtonian_radial_derivatives(double r, int order, double* g) {
-  const double inv_r2 = 1.0 / (r * r);
-  double b = 1.0 / r;
+// recurrence above without its Gaussian term and with erfc = 1 (r_s -> infinity). With a
+// Plummer softening eps (eps2 = eps^2 > 0) the kernel is 1/s, s^2 = r^2 + eps^2, the potential
+// of the softened P2P force (fmm/p2p_kernel.hpp), and since (1/r) d/dr = (1/s) d/ds the
+// factors are the same with s for r: (-1)^m (2m-1)!! / s^(2m+1). Host and device.
+ORBIS_HD void newtonian_radial_derivatives(double r, int order, double* g, double eps2 = 0) {
+  const double s2 = r * r + eps2;
+  const double inv_r2 = 1.0 / s2;
+  double b = eps2 == 0 ? 1.0 / r : 1.0 / sqrt(s2);
   g[0] = b;
   double sign = 1.0;
   for (int m = 1; m <= order; ++m) {
@@ -81,10 +84,11 @@ ORBIS_HD void add_cut_shift_derivatives(double r, double a, int order, double* g
 }
 
 // The radial factors of either kernel; r_s (Mpc/h) and the cut's shift a (1/(Mpc/h)^2, 0: a
-// sharp cut) are read by the truncated one only.
-ORBIS_HD void radial_derivatives(KernelKind kind, double r, double r_s, int order, double* g, double cut_shift = 0) {
+// sharp cut) are read by the truncated one only, the softening eps^2 by the Newtonian one only.
+ORBIS_HD void radial_derivatives(KernelKind kind, double r, double r_s, int order, double* g, double cut_shift = 0,
+                                 double eps2 = 0) {
   if (kind == KernelKind::newtonian) {
-    newtonian_radial_derivatives(r, order, g);
+    newtonian_radial_derivatives(r, order, g, eps2);
   } else {
     truncated_radial_derivatives(r, r_s, order, g);
     add_cut_shift_derivatives(r, cut_shift, order, g);
@@ -95,7 +99,10 @@ class KernelDerivatives {
  public:
   // r_s > 0 for the truncated kernel; not read for the Newtonian one. cut_shift: the
   // truncated kernel's shifted cut (add_cut_shift_derivatives; 0: sharp).
-  KernelDerivatives(int order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0);
+  // softening: the Newtonian kernel's Plummer eps (its expansions are those of 1/sqrt(r^2 +
+  // eps^2), the softened P2P's potential); not read by the truncated one.
+  KernelDerivatives(int order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0,
+                    double softening = 0);
   int order() const { return set_.order(); }
   double r_s() const { return r_s_; }
   KernelKind kind() const { return kind_; }
@@ -108,6 +115,7 @@ class KernelDerivatives {
   double r_s_;
   KernelKind kind_;
   double cut_shift_;
+  double eps2_;   // the Newtonian kernel's softening squared
   std::vector<double> g_, levels_;
   // For each index i > 0: the axis the recurrence steps along and the indices of n - e and
   // n - 2e (-1 when absent), and the factor (n_axis - 1).

@@ -27,11 +27,11 @@ namespace {
 constexpr int kLanes = LeafCellBatch::kLanes;
 typedef double V __attribute__((vector_size(kLanes * sizeof(double))));
 
-// D_n(R) for the eight lanes, |n| <= Q, at lev[0 .. count(Q)): the radial factors of 1/r,
-// g_m = ((1/r) d/dr)^m (1/r) = -(2m - 1) g_(m-1) / r^2, then the recurrence.
+// D_n(R) for the eight lanes, |n| <= Q, at lev[0 .. count(Q)): the radial factors of 1/s,
+// s^2 = r^2 + eps^2, g_m = ((1/r) d/dr)^m (1/s) = -(2m - 1) g_(m-1) / s^2, then the recurrence.
 template <int Q>
-ORBIS_INLINE void derivatives(const V* R, V* lev) {
-  const V r2 = R[0] * R[0] + R[1] * R[1] + R[2] * R[2];
+ORBIS_INLINE void derivatives(const V* R, V* lev, double eps2) {
+  const V r2 = R[0] * R[0] + R[1] * R[1] + R[2] * R[2] + eps2;
   V inv_r;
   for (int l = 0; l < kLanes; ++l) inv_r[l] = 1.0 / std::sqrt(r2[l]);
   const V inv_r2 = inv_r * inv_r;
@@ -56,14 +56,14 @@ ORBIS_INLINE void load_batch(const Vec3d* R, const double* weights, std::size_t 
 }
 
 template <int P>
-ORBIS_INLINE void p2l_body(const Vec3d* R, const double* weights, std::size_t n, double* local) {
+ORBIS_INLINE void p2l_body(const Vec3d* R, const double* weights, std::size_t n, double* local, double eps2) {
   constexpr int Q = P + 1, nl = ct::count(Q);
   V acc[nl] = {};
   V lev[ct::rec_total<Q>()];
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
     load_batch(R, weights, n, b, Rv, w);
-    derivatives<Q>(Rv, lev);
+    derivatives<Q>(Rv, lev, eps2);
     for (int k = 0; k < nl; ++k) acc[k] += w * lev[k];
   }
   for (int k = 0; k < nl; ++k) {   // the lanes in a fixed order
@@ -88,7 +88,7 @@ constexpr std::array<std::array<int, ct::count(P)>, 3> make_plus_e() {
 template <int P> inline constexpr auto kPlusE = make_plus_e<P>();
 
 template <int P>
-ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out) {
+ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out, double eps2) {
   constexpr int Q = P + 1, nm = ct::count(P);
   double sm[nm];
   for (int i = 0; i < nm; ++i) sm[i] = (ct::kAll[static_cast<std::size_t>(i)].degree() & 1) ? -multipole[i] : multipole[i];
@@ -96,7 +96,7 @@ ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t 
   for (std::size_t b = 0; b < n; b += kLanes) {
     V Rv[3], w;
     load_batch(R, nullptr, n, b, Rv, w);
-    derivatives<Q>(Rv, lev);
+    derivatives<Q>(Rv, lev, eps2);
     V g[3] = {};
     ct::unroll<nm>([&](auto i) {
       g[0] += sm[i] * lev[kPlusE<P>[0][i]];
@@ -109,29 +109,29 @@ ORBIS_INLINE void m2p_body(const double* multipole, const Vec3d* R, std::size_t 
 }
 
 template <int P>
-void p2l_base(const Vec3d* R, const double* w, std::size_t n, double* local) {
-  p2l_body<P>(R, w, n, local);
+void p2l_base(const Vec3d* R, const double* w, std::size_t n, double* local, double eps2) {
+  p2l_body<P>(R, w, n, local, eps2);
 }
 template <int P>
-void m2p_base(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
-  m2p_body<P>(m, R, n, out);
+void m2p_base(const double* m, const Vec3d* R, std::size_t n, Vec3d* out, double eps2) {
+  m2p_body<P>(m, R, n, out, eps2);
 }
 #if ORBIS_LEAF_CELL_MULTIVERSION
 template <int P>
-[[gnu::target("arch=x86-64-v3")]] void p2l_v3(const Vec3d* R, const double* w, std::size_t n, double* local) {
-  p2l_body<P>(R, w, n, local);
+[[gnu::target("arch=x86-64-v3")]] void p2l_v3(const Vec3d* R, const double* w, std::size_t n, double* local, double eps2) {
+  p2l_body<P>(R, w, n, local, eps2);
 }
 template <int P>
-[[gnu::target("arch=x86-64-v4")]] void p2l_v4(const Vec3d* R, const double* w, std::size_t n, double* local) {
-  p2l_body<P>(R, w, n, local);
+[[gnu::target("arch=x86-64-v4")]] void p2l_v4(const Vec3d* R, const double* w, std::size_t n, double* local, double eps2) {
+  p2l_body<P>(R, w, n, local, eps2);
 }
 template <int P>
-[[gnu::target("arch=x86-64-v3")]] void m2p_v3(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
-  m2p_body<P>(m, R, n, out);
+[[gnu::target("arch=x86-64-v3")]] void m2p_v3(const double* m, const Vec3d* R, std::size_t n, Vec3d* out, double eps2) {
+  m2p_body<P>(m, R, n, out, eps2);
 }
 template <int P>
-[[gnu::target("arch=x86-64-v4")]] void m2p_v4(const double* m, const Vec3d* R, std::size_t n, Vec3d* out) {
-  m2p_body<P>(m, R, n, out);
+[[gnu::target("arch=x86-64-v4")]] void m2p_v4(const double* m, const Vec3d* R, std::size_t n, Vec3d* out, double eps2) {
+  m2p_body<P>(m, R, n, out, eps2);
 }
 #endif
 
@@ -164,7 +164,8 @@ LeafCellBatch::M2PKernel m2p_for(int simd) {
 
 }  // namespace
 
-LeafCellBatch::LeafCellBatch(int multipole_order) : order_(multipole_order) {
+LeafCellBatch::LeafCellBatch(int multipole_order, double softening)
+    : order_(multipole_order), eps2_(softening * softening) {
   const int simd = simd_level();
   switch (multipole_order) {
     case 1: p2l_ = p2l_for<1>(simd), m2p_ = m2p_for<1>(simd); break;
@@ -178,11 +179,11 @@ LeafCellBatch::LeafCellBatch(int multipole_order) : order_(multipole_order) {
 }
 
 void LeafCellBatch::p2l(const Vec3d* R, std::size_t n, double* local, const double* weights) const {
-  if (n > 0) p2l_(R, weights, n, local);
+  if (n > 0) p2l_(R, weights, n, local, eps2_);
 }
 
 void LeafCellBatch::m2p(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out) const {
-  if (n > 0) m2p_(multipole, R, n, out);
+  if (n > 0) m2p_(multipole, R, n, out, eps2_);
 }
 
 }  // namespace orbis

@@ -22,8 +22,9 @@ class LeafCellBatch {
  public:
   static constexpr int kLanes = 8;
 
-  // multipole_order p in 1..6 (multipoles to p, local expansions to p + 1).
-  explicit LeafCellBatch(int multipole_order);
+  // multipole_order p in 1..6 (multipoles to p, local expansions to p + 1); softening: the
+  // Plummer eps of the Newtonian kernel 1/sqrt(r^2 + eps^2) (fmm/kernel_derivatives.hpp).
+  explicit LeafCellBatch(int multipole_order, double softening = 0);
 
   int multipole_order() const { return order_; }
 
@@ -35,11 +36,12 @@ class LeafCellBatch {
   // (order p layout, about z) at z + R[q]; |R[q]| > 0.
   void m2p(const double* multipole, const Vec3d* R, std::size_t n, Vec3d* out) const;
 
-  using P2LKernel = void (*)(const Vec3d*, const double*, std::size_t, double*);
-  using M2PKernel = void (*)(const double*, const Vec3d*, std::size_t, Vec3d*);
+  using P2LKernel = void (*)(const Vec3d*, const double*, std::size_t, double*, double);
+  using M2PKernel = void (*)(const double*, const Vec3d*, std::size_t, Vec3d*, double);
 
  private:
   int order_;
+  double eps2_;   // softening squared
   P2LKernel p2l_ = nullptr;   // the order's unrolled kernels, for the CPU's build
   M2PKernel m2p_ = nullptr;
 };

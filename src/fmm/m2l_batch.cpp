@@ -164,10 +164,11 @@ ORBIS_INLINE void radial(const V* R, double r_s, V* g, double (&g_d)[Q + 1][kLan
   }
 }
 
-// g[m] = ((1/r) d/dr)^m (1/r), m = 0..Q, as newtonian_radial_derivatives does per lane.
+// g[m] = ((1/r) d/dr)^m (1/s), s^2 = r^2 + eps^2, m = 0..Q, as newtonian_radial_derivatives
+// does per lane.
 template <int Q>
-ORBIS_INLINE void radial_newtonian(const V* R, V* g) {
-  const V r2 = R[0] * R[0] + R[1] * R[1] + R[2] * R[2];
+ORBIS_INLINE void radial_newtonian(const V* R, V* g, double eps2) {
+  const V r2 = R[0] * R[0] + R[1] * R[1] + R[2] * R[2] + eps2;
   alignas(64) double inv_r_d[kLanes];
   for (int l = 0; l < kLanes; ++l) inv_r_d[l] = 1.0 / std::sqrt(r2[l]);
   V b;
@@ -182,7 +183,7 @@ ORBIS_INLINE void radial_newtonian(const V* R, V* g) {
 
 template <int P, bool Newtonian>
 ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s,
-                           double cut_shift) {
+                           double cut_shift, double eps2) {
   constexpr int Q = P + 1;
   constexpr int nm = ct::count(P), nl = ct::count(Q);
   V acc[nl];
@@ -215,7 +216,7 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
     V g[Q + 1], Rv[3], sm[nm];
     for (int d = 0; d < 3; ++d) load(Rv[d], r_d[d]);
     if constexpr (Newtonian)
-      radial_newtonian<Q>(Rv, g);
+      radial_newtonian<Q>(Rv, g, eps2);
     else
       radial<Q>(Rv, r_s, g, g_d, coef_d, node_d);
     if (!Newtonian && cut_shift != 0) {   // the shifted cut's terms, per lane (a run's choice: rare to be off)
@@ -245,19 +246,20 @@ ORBIS_INLINE void m2l_body(const double* const* mp, const Vec3d* R, std::size_t 
 static_assert(kLanes == 8, "the lane reduction above is written for eight lanes");
 
 template <int P, bool Newtonian>
-void m2l_base(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s, double cut_shift) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
+void m2l_base(const double* const* mp, const Vec3d* R, std::size_t n, double* local, double r_s, double cut_shift,
+              double eps2) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift, eps2);
 }
 #if ORBIS_M2L_MULTIVERSION
 template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v3")]] void m2l_v3(const double* const* mp, const Vec3d* R, std::size_t n,
-                                             double* local, double r_s, double cut_shift) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
+                                             double* local, double r_s, double cut_shift, double eps2) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift, eps2);
 }
 template <int P, bool Newtonian>
 [[gnu::target("arch=x86-64-v4")]] void m2l_v4(const double* const* mp, const Vec3d* R, std::size_t n,
-                                             double* local, double r_s, double cut_shift) {
-  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift);
+                                             double* local, double r_s, double cut_shift, double eps2) {
+  m2l_body<P, Newtonian>(mp, R, n, local, r_s, cut_shift, eps2);
 }
 #endif
 
@@ -288,8 +290,8 @@ M2LBatch::Kernel select(KernelKind kind) {
 
 }  // namespace
 
-M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind, double cut_shift)
-    : order_(multipole_order), r_s_(r_s), kind_(kind), cut_shift_(cut_shift) {
+M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind, double cut_shift, double softening)
+    : order_(multipole_order), r_s_(r_s), kind_(kind), cut_shift_(cut_shift), eps2_(softening * softening) {
   if (kind == KernelKind::truncated && !(r_s > 0)) fail("M2L: r_s = {} must be > 0", r_s);
   switch (multipole_order) {
     case 1: kernel_ = select<1>(kind); break;
@@ -305,7 +307,7 @@ M2LBatch::M2LBatch(int multipole_order, double r_s, KernelKind kind, double cut_
 int M2LBatch::local_size() const { return ct::count(order_ + 1); }
 
 void M2LBatch::apply(const double* const* multipoles, const Vec3d* R, std::size_t n, double* local) const {
-  if (n > 0) kernel_(multipoles, R, n, local, r_s_, cut_shift_);
+  if (n > 0) kernel_(multipoles, R, n, local, r_s_, cut_shift_, eps2_);
 }
 
 std::string M2LBatch::simd_variant() {

@@ -23,7 +23,9 @@ class M2LBatch {
   // multipole_order p in 1..6; r_s > 0 (Mpc/h) for the truncated kernel, not read for the
   // Newtonian one.
   // cut_shift: the truncated kernel's shifted cut (fmm/kernel_derivatives.hpp; 0: sharp).
-  M2LBatch(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0);
+  // softening: the Newtonian kernel's Plummer eps (fmm/kernel_derivatives.hpp).
+  M2LBatch(int multipole_order, double r_s, KernelKind kind = KernelKind::truncated, double cut_shift = 0,
+           double softening = 0);
 
   int multipole_order() const { return order_; }
   KernelKind kind() const { return kind_; }
@@ -37,13 +39,14 @@ class M2LBatch {
   // "x86-64-v4 (AVX-512)", "x86-64-v3 (AVX2)" or "baseline": the build of the loop in use.
   static std::string simd_variant();
 
-  using Kernel = void (*)(const double* const*, const Vec3d*, std::size_t, double*, double, double);
+  using Kernel = void (*)(const double* const*, const Vec3d*, std::size_t, double*, double, double, double);
 
  private:
   int order_;
   double r_s_;
   KernelKind kind_;
   double cut_shift_;
+  double eps2_;   // the Newtonian kernel's softening squared
   Kernel kernel_;
 };
 

@@ -197,11 +197,17 @@ double vacuum_extent(const std::vector<Vec3d>& positions) {
 }
 }  // namespace
 
+double expansion_softening_of(const ShortRangeSettings& settings) {
+  return settings.boundary == Boundary::vacuum ? settings.softening : 0.0;
+}
+
 ShortRangeSolver::ShortRangeSolver(const ShortRangeSettings& settings)
     : settings_(checked(settings)),
-      ops_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)),
-      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings)),
-      leaf_cell_batch_(settings.multipole_order) {}
+      ops_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings),
+           expansion_softening_of(settings)),
+      m2l_batch_(settings.multipole_order, settings.r_s, kernel_of(settings), cut_shift_of(settings),
+                 expansion_softening_of(settings)),
+      leaf_cell_batch_(settings.multipole_order, expansion_softening_of(settings)) {}
 
 ShortRangeStats ShortRangeSolver::compute(const std::vector<Vec3d>& positions, P2PEvaluator& p2p,
                                           std::vector<Vec3d>& acc, const std::vector<double>* weights) {

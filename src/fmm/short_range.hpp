@@ -17,7 +17,8 @@
 //
 // Vacuum boundaries (ShortRangeSettings::boundary): the same tree, walk and kernels give
 // the WHOLE force of an isolated system, g_i = G m sum_j (x_j - x_i)/s^3 (s^2 = r^2 + eps^2
-// in P2P, the Newtonian 1/r in M2L, fmm/kernel_kind.hpp): no images and no cut, every pair
+// in P2P, and the expansions of the same softened 1/s in M2L, P2L and M2P,
+// fmm/kernel_kind.hpp, fmm/kernel_derivatives.hpp): no images and no cut, every pair
 // of nodes tested by the opening angle alone (fmm/walk.hpp), positions anywhere (any unit
 // of length, g_mass in unit length x velocity^2). theta = 0 makes it direct summation.
 //
@@ -100,6 +101,13 @@ ShortRangeSettings vacuum_short_range_settings(const Params& params);
 // kernel, its cut at twice `extent` (the diagonal of the particles' bounding box, which no
 // pair exceeds; ShortRangeSolver::begin measures it; required), so that nothing is cut.
 P2PSettings p2p_settings_of(const ShortRangeSettings& settings, double extent = -1);
+
+// The softening of the far field's expansions: vacuum boundaries expand the softened
+// Newtonian potential 1/sqrt(r^2 + eps^2) of their P2P (eps = softening), so that the force is
+// one softened field near and far and the energy W of its pairs is conserved; the truncated
+// kernel of periodic boxes expands erfc(r/2r_s)/r, unsoftened (its cells are far apart
+// against eps ~ 0.02 r_s).
+double expansion_softening_of(const ShortRangeSettings& settings);
 
 // The shifted cut's a = T(x_c)/r_c^2 (1/(Mpc/h)^2) at the P2P's cut r_c (min(r_cut, 6 r_s) with
 // the table), 0 for a sharp cut or vacuum boundaries: the force of a pair is then G m (T(x)/r^2

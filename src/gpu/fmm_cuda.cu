@@ -103,7 +103,7 @@ __global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t*
 
 // M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
 // expansion acc (lane k holds entries k + 32 j), in list order.
-__device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
+__device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift, double eps2,
                           const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end,
                           const Vec3d& zt, double box, const double* m, double* sm, double (*lev)[kMaxNl],
                           double* acc) {
@@ -113,7 +113,7 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
     const InteractionTask task = tasks[q];
     const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
     const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
-    const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane, cut_shift);
+    const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane, cut_shift, eps2);
     const double* ms = m + static_cast<std::size_t>(task.source) * nm;
     for (int n = lane; n < nm; n += 32) {
       const int* mi = tb.mi + 3 * n;
@@ -134,7 +134,7 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
 
 // A warp per chunk (grid-stride up to max_chunks; those beyond the total do nothing): the
 // chunk's partial local expansion, in list order, into partial[c * nl ...].
-__global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
+__global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift, double eps2,
                                  FmmTreeView t,
                                  const InteractionTask* tasks, const std::uint64_t* offsets,
                                  const std::uint32_t* chunk_start, std::uint64_t chunk, std::size_t max_chunks,
@@ -149,7 +149,7 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
+    m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
               sm[w], lev[w], acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
@@ -158,7 +158,7 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
 
 // M2L: a warp per target node (grid-stride): its tasks in list order, or, for a node split
 // into chunks, its chunks' partial expansions added in chunk order. Either way a fixed order.
-__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift,
+__global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift, double eps2,
                            FmmTreeView t,
                            const InteractionTask* tasks, const std::uint64_t* offsets,
                            const std::uint32_t* chunk_start, const double* partial, double box, const double* m,
@@ -174,7 +174,7 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
     if (c1 > c0) {
       add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
-      m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
+      m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
                 sm[w], lev[w], acc);
     }
     if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
@@ -273,13 +273,14 @@ FmmTreeView fmm_tree_view(const DeviceOrbTree& tree) {
   return view;
 }
 
-DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double cut_shift)
+DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double cut_shift, double softening)
     : order_(multipole_order),
       nm_(MultiIndexSet::count(multipole_order)),
       nl_(MultiIndexSet::count(multipole_order + 1)),
       r_s_(r_s),
       kernel_(kernel),
-      cut_shift_(cut_shift) {
+      cut_shift_(cut_shift),
+      eps2_(kernel == KernelKind::newtonian ? softening * softening : 0.0) {
   if (multipole_order < 1 || multipole_order > 6) fail("device FMM: multipole_order = {} outside [1, 6]", multipole_order);
   if (kernel == KernelKind::truncated && !(r_s > 0)) fail("device FMM: r_s = {} must be > 0", r_s);
   const MultiIndexSet mset(multipole_order), lset(multipole_order + 1);
@@ -447,6 +448,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   pass.nl = nl_;
   pass.kernel = kernel_;
   pass.r_s = r_s_;
+  pass.eps2 = eps2_;
   pass.t = tree;
   pass.sms = sms;
   pass.stream = stream;
@@ -480,10 +482,10 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
 
   fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
   m2l_chunk_kernel<<<stride_grid(max_chunks, sms), kThreads, 0, stream>>>(
-      tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk, max_chunks,
+      tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk, max_chunks,
       box, m_.data(), partial_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, tree, m2l,
+  m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l,
                                                             m2l_offsets, chunk_start_.data(), partial_.data(), box,
                                                             m_.data(), l_.data(), active_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());

@@ -85,7 +85,10 @@ class DeviceFmm {
   // multipole_order p in 1..6; the truncated kernel needs r_s > 0 (Mpc/h), the Newtonian one
   // reads none.
   // cut_shift: the truncated kernel's shifted cut (fmm/kernel_derivatives.hpp; 0: sharp).
-  DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated, double cut_shift = 0);
+  // softening: the Newtonian kernel's Plummer eps, expanded as 1/sqrt(r^2 + eps^2) (the host's
+  // FmmOperators likewise).
+  DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated, double cut_shift = 0,
+            double softening = 0);
 
   // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
   // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
@@ -124,6 +127,7 @@ class DeviceFmm {
   double r_s_;
   KernelKind kernel_;
   double cut_shift_;
+  double eps2_;   // the Newtonian kernel's softening squared
   // Index tables, built on the host from the multi-index layout (tree/multi_index.hpp).
   DeviceArray<int> tables_;
   std::vector<int> table_offsets_;

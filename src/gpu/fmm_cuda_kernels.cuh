@@ -47,6 +47,7 @@ struct Pass {
   int order = 0, nm = 0, nl = 0;
   KernelKind kernel = KernelKind::truncated;
   double r_s = 0;
+  double eps2 = 0;   // the Newtonian kernel's softening squared
   FmmTreeView t;
   int sms = 1;
   cudaStream_t stream = nullptr;
@@ -113,12 +114,12 @@ __device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return
 // D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers): the radial
 // factors (every lane), then the recurrence a level per step, lanes over its entries; every
 // lane returns the pointer, after the warp's last write. cut_shift: the truncated kernel's
-// shifted cut (fmm/kernel_derivatives.hpp).
+// shifted cut, eps2: the Newtonian kernel's softening squared (fmm/kernel_derivatives.hpp).
 __device__ inline const double* derivative_tensor(const Tables& tb, KernelKind kernel, double r_s, int q_order,
                                                   const Vec3d& R, double (*lev)[kMaxNl], int lane,
-                                                  double cut_shift = 0) {
+                                                  double cut_shift = 0, double eps2 = 0) {
   double g[9];
-  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift);
+  radial_derivatives(kernel, sqrt(norm2(R)), r_s, q_order, g, cut_shift, eps2);
   for (int mm = q_order; mm >= 0; --mm) {
     double* cur = lev[mm & 1];
     const double* up = lev[(mm + 1) & 1];

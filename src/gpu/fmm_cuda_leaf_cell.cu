@@ -17,7 +17,7 @@ namespace {
 // P2L of tasks [begin, end) of one target node (centre zt): each source leaf's particles
 // in tree order, D_k(zt - x_j) (times w_j with weights, the product rounded: w = 1 gives
 // the unweighted bits) added to the warp's acc (lane k holds entries k + 32 j).
-__device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kernel, double r_s, const FmmTreeView& t,
+__device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kernel, double r_s, double eps2, const FmmTreeView& t,
                           const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end, const Vec3d& zt,
                           double (*lev)[kMaxNl], double* acc) {
   const int lane = threadIdx.x & 31;
@@ -25,7 +25,7 @@ __device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kern
     const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
     for (std::uint32_t p = leaf.first; p < leaf.first + leaf.count; ++p) {
       const Vec3d R = zt - Vec3d{t.x[p], t.y[p], t.z[p]};
-      const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane);
+      const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane, 0.0, eps2);
       if (t.w) {   // warp-uniform
         const double w = t.w[p];
         for (int j = 0; j < kMaxPerLane; ++j)
@@ -42,7 +42,7 @@ __device__ void p2l_tasks(const Tables& tb, int q_order, int nl, KernelKind kern
 // A warp per P2L chunk (grid-stride up to max_chunks; those beyond the total do nothing):
 // the chunk's partial local expansion, its tasks in list order, into partial[c * nl ...].
 __global__ void __launch_bounds__(kThreads) p2l_chunk_kernel(Tables tb, int order, int nl, KernelKind kernel,
-                                                             double r_s, FmmTreeView t, const InteractionTask* tasks,
+                                                             double r_s, double eps2, FmmTreeView t, const InteractionTask* tasks,
                                                              const std::uint64_t* offsets,
                                                              const std::uint32_t* chunk_start, std::uint64_t chunk,
                                                              std::size_t max_chunks, double* partial) {
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) p2l_chunk_kernel(Tables tb, int orde
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    p2l_tasks(tb, order + 1, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), lev[w], acc);
+    p2l_tasks(tb, order + 1, nl, kernel, r_s, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), lev[w], acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
   }
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) p2l_chunk_kernel(Tables tb, int orde
 // P2L: a warp per target node with tasks (grid-stride): its chunks' partial expansions added
 // in chunk order, or, for a node not split into chunks, its tasks in list order; the sum is
 // added to the node's M2L expansion (or to zero, when it has none).
-__global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int nl, KernelKind kernel, double r_s,
+__global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int nl, KernelKind kernel, double r_s, double eps2,
                                                       FmmTreeView t, const InteractionTask* tasks,
                                                       const std::uint64_t* offsets, const std::uint32_t* chunk_start,
                                                       const double* partial, double* l, std::uint8_t* has_local) {
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int
     if (c1 > c0) {
       add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
-      p2l_tasks(tb, order + 1, nl, kernel, r_s, t, tasks, begin, end, centre_of(t.geometry[node]), lev[w], acc);
+      p2l_tasks(tb, order + 1, nl, kernel, r_s, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), lev[w], acc);
     }
     const bool had = has_local[node];
     double* ln = l + node * nl;
@@ -95,14 +95,14 @@ __global__ void __launch_bounds__(kThreads) p2l_kernel(Tables tb, int order, int
 // grad phi at x of the multipoles of source nodes tasks[begin, end), in list order: lane n
 // adds (-1)^|n| M_n D_(n+e)(x - z) over its n and every task, then the warp's sum in a fixed
 // tree, in lane 0's g.
-__device__ void m2p_tasks(const Tables& tb, int q_order, int nm, KernelKind kernel, double r_s, const FmmTreeView& t,
+__device__ void m2p_tasks(const Tables& tb, int q_order, int nm, KernelKind kernel, double r_s, double eps2, const FmmTreeView& t,
                           const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end, const Vec3d& x,
                           const double* m, double (*lev)[kMaxNl], double* g) {
   const int lane = threadIdx.x & 31;
   g[0] = g[1] = g[2] = 0;
   for (std::uint64_t q = begin; q < end; ++q) {
     const std::uint32_t src = tasks[q].source;
-    const double* D = derivative_tensor(tb, kernel, r_s, q_order, x - centre_of(t.geometry[src]), lev, lane);
+    const double* D = derivative_tensor(tb, kernel, r_s, q_order, x - centre_of(t.geometry[src]), lev, lane, 0.0, eps2);
     const double* ms = m + static_cast<std::size_t>(src) * nm;
     for (int n = lane; n < nm; n += 32) {
       const int* mi = tb.mi + 3 * n;
@@ -154,7 +154,7 @@ __global__ void m2p_chunk_counts(FmmTreeView t, const std::uint64_t* offsets, co
 // tree order, the field of the chunk's tasks in list order, into the chunk's partial
 // entries partial[3 (entry_start[leaf] + k count + i) + d] (chunk k of the leaf, particle i).
 __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(Tables tb, int order, int nm, KernelKind kernel,
-                                                             double r_s, FmmTreeView t, const InteractionTask* tasks,
+                                                             double r_s, double eps2, FmmTreeView t, const InteractionTask* tasks,
                                                              const std::uint64_t* offsets,
                                                              const std::uint64_t* work_scan, std::uint64_t min_chunk,
                                                              std::uint64_t max_entries,
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(Tables tb, int orde
     for (std::uint32_t i = 0; i < nd.count; ++i) {
       const std::uint32_t p = nd.first + i;
       double g[3];
-      m2p_tasks(tb, order + 1, nm, kernel, r_s, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, lev[w], g);
+      m2p_tasks(tb, order + 1, nm, kernel, r_s, eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, lev[w], g);
       if (lane == 0)
         for (int d = 0; d < 3; ++d) out[3 * i + d] = g[d];
     }
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(Tables tb, int orde
 // partial entries of its particle in chunk order. G m times the field is added to the
 // particle's acceleration.
 constexpr unsigned kM2PSlots = 8;
-__global__ void __launch_bounds__(kThreads) m2p_kernel(Tables tb, int order, int nm, KernelKind kernel, double r_s,
+__global__ void __launch_bounds__(kThreads) m2p_kernel(Tables tb, int order, int nm, KernelKind kernel, double r_s, double eps2,
                                                       FmmTreeView t, const InteractionTask* tasks,
                                                       const std::uint64_t* offsets, const std::uint32_t* chunk_start,
                                                       const std::uint32_t* entry_start, const double* partial,
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) m2p_kernel(Tables tb, int order, int
     }
     for (std::uint32_t p = nd.first + slot; p < nd.first + nd.count; p += kM2PSlots) {
       double g[3];
-      m2p_tasks(tb, order + 1, nm, kernel, r_s, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, lev[w], g);
+      m2p_tasks(tb, order + 1, nm, kernel, r_s, eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, lev[w], g);
       if (lane == 0)
         for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
     }
@@ -235,11 +235,11 @@ void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
     fail("internal: P2L chunks need {} doubles, {} given", bound * pass.nl, arrays.partial_doubles);
   scan_task_chunks(pass, lists.p2l_offsets, nn, chunk, arrays, arrays.totals + 1);
   p2l_chunk_kernel<<<stride_grid(bound, pass.sms), kThreads, 0, pass.stream>>>(
-      pass.tb, pass.order, pass.nl, pass.kernel, pass.r_s, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start,
+      pass.tb, pass.order, pass.nl, pass.kernel, pass.r_s, pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start,
       chunk, bound, arrays.partial);
   ORBIS_CUDA_CHECK(cudaGetLastError());
   p2l_kernel<<<stride_grid(nn, pass.sms), kThreads, 0, pass.stream>>>(pass.tb, pass.order, pass.nl, pass.kernel,
-                                                                      pass.r_s, pass.t, lists.p2l, lists.p2l_offsets,
+                                                                      pass.r_s, pass.eps2, pass.t, lists.p2l, lists.p2l_offsets,
                                                                       arrays.chunk_start, arrays.partial, l, has_local);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
@@ -265,12 +265,12 @@ void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
                                    cudaMemcpyDeviceToDevice, pass.stream));
   // The chunks' count is known on the device only: a full grid, whose warps beyond it stop.
   m2p_chunk_kernel<<<stride_grid(16 * kWarps * static_cast<std::size_t>(pass.sms), pass.sms), kThreads, 0,
-                     pass.stream>>>(pass.tb, pass.order, pass.nm, pass.kernel, pass.r_s, pass.t, lists.m2p,
+                     pass.stream>>>(pass.tb, pass.order, pass.nm, pass.kernel, pass.r_s, pass.eps2, pass.t, lists.m2p,
                                     lists.m2p_offsets, arrays.leaf_work, min_chunk, max_entries, arrays.chunk_start,
                                     arrays.entry_start, m, arrays.partial);
   ORBIS_CUDA_CHECK(cudaGetLastError());
   m2p_kernel<<<stride_grid(n * kM2PSlots, pass.sms), kThreads, 0, pass.stream>>>(
-      pass.tb, pass.order, pass.nm, pass.kernel, pass.r_s, pass.t, lists.m2p, lists.m2p_offsets, arrays.chunk_start,
+      pass.tb, pass.order, pass.nm, pass.kernel, pass.r_s, pass.eps2, pass.t, lists.m2p, lists.m2p_offsets, arrays.chunk_start,
       arrays.entry_start, arrays.partial, m, g_mass, acc);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }

@@ -48,7 +48,8 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
     : settings_(settings),
       runner_(device),
       fmm_(settings.multipole_order, settings.r_s,
-           vacuum(settings) ? KernelKind::newtonian : KernelKind::truncated, cut_shift_of(settings)) {
+           vacuum(settings) ? KernelKind::newtonian : KernelKind::truncated, cut_shift_of(settings),
+           expansion_softening_of(settings)) {
   ShortRangeSolver checked(settings);   // the host solver's checks, before any work
   if (settings.max_leaf < 1 || static_cast<unsigned>(settings.max_leaf) > CudaP2PEvaluator::kMaxLeafCount)
     fail("short range on the GPU: [gravity] max_leaf = {} must be in [1, {}] (a source leaf fills one tile)",
