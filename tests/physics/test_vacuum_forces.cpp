@@ -27,6 +27,7 @@
 #include "core/error.hpp"
 #include "fmm/p2p_cpu.hpp"
 #include "fmm/short_range.hpp"
+#include "support/force_difference.hpp"
 #include "support/reference_p2p.hpp"
 #include "support/vacuum_scenes.hpp"
 
@@ -47,16 +48,8 @@ ShortRangeSettings vacuum_settings(double g_mass, double theta) {
   return s;
 }
 
-struct ErrorStats {
-  double median = 0, p99 = 0, max = 0;
-};
-
-ErrorStats relative_errors(const std::vector<Vec3d>& acc, const std::vector<Vec3d>& exact) {
-  std::vector<double> e(exact.size());
-  for (std::size_t i = 0; i < exact.size(); ++i) e[i] = norm(acc[i] - exact[i]) / norm(exact[i]);
-  std::sort(e.begin(), e.end());
-  return {e[e.size() / 2], e[static_cast<std::size_t>(0.99 * static_cast<double>(e.size() - 1))], e.back()};
-}
+using test::ErrorStats;
+using test::relative_errors;
 
 // g_mass sum_j |x_j - x_i| / s^3 per particle: the scale of the rounding of its force sum.
 std::vector<double> pull_magnitudes(const std::vector<Vec3d>& pos, double g_mass, double softening) {

@@ -24,6 +24,7 @@
 #include "fmm/p2p_cpu.hpp"
 #include "fmm/short_range.hpp"
 #include "integrate/conservation.hpp"
+#include "support/force_difference.hpp"
 #include "support/reference_p2p.hpp"
 #include "support/vacuum_scenes.hpp"
 
@@ -44,16 +45,8 @@ ShortRangeSettings vacuum_settings(double g_mass, double theta, int order) {
   return s;
 }
 
-struct ErrorStats {
-  double median = 0, p99 = 0, max = 0;
-};
-
-ErrorStats relative_errors(const std::vector<Vec3d>& acc, const std::vector<Vec3d>& exact) {
-  std::vector<double> e(exact.size());
-  for (std::size_t i = 0; i < exact.size(); ++i) e[i] = norm(acc[i] - exact[i]) / norm(exact[i]);
-  std::sort(e.begin(), e.end());
-  return {e[e.size() / 2], e[static_cast<std::size_t>(0.99 * static_cast<double>(e.size() - 1))], e.back()};
-}
+using test::ErrorStats;
+using test::relative_errors;
 
 struct Fixture {
   test::VacuumScene scene;
