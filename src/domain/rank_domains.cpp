@@ -115,54 +115,39 @@ bool RankDomains::choose_ghosts(double reach, bool full, const std::vector<unsig
   const CentreIndex index(nodes, box_);
   const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(n_own);
   int flipped = 0;   // a pair changed its answer
-  // Tests the pair (own group g_begin + row, remote group b) and books a change of answer.
-  // Pairs of one row or of one remote group run on one thread at a time (see the loops), so
-  // only the counts that both share are atomic.
-  const auto test = [&](std::size_t row, std::uint32_t b) {
-    const std::uint32_t a = g_begin + static_cast<std::uint32_t>(row);
-    unsigned char& near = near_[row * n_groups + b];
-    KeptSink sink;
-    const std::uint32_t x = std::min(a, b), y = std::max(a, b);
-    walk_pair(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y), nodes[x], nodes[y], params, sink);
-    const unsigned char now = sink.kept ? 1 : 0;
-    if (now == near) return false;
-    near = now;
-    const std::uint32_t step = now ? 1u : ~0u;   // +1 or -1 (modulo 2^32)
-#pragma omp atomic
-    near_ranks_[row * ranks + static_cast<std::size_t>(owner[b])] += step;
-#pragma omp atomic
-    near_own_[b] += step;
-    return true;
-  };
-  // The rows of own groups tested again (all at a full choice): the pairs near before (those
-  // now out of the index's reach flip to far), then the index's candidates (a pair tested
-  // twice keeps its answer); every other pair was far and stays far.
 #pragma omp parallel for schedule(dynamic, 4) reduction(max : flipped)
   for (std::ptrdiff_t k = 0; k < rows; ++k) {
     const std::size_t row = static_cast<std::size_t>(k);
     const std::uint32_t a = g_begin + static_cast<std::uint32_t>(row);
-    if (!full && !moved[a]) continue;
-    const unsigned char* near = near_.data() + row * n_groups;
-    const auto remote = [&](std::uint32_t b) {
-      if ((b < g_begin || b >= g_end) && test(row, b)) flipped = 1;
+    unsigned char* near = near_.data() + row * n_groups;
+    std::uint32_t* by_rank = near_ranks_.data() + row * ranks;
+    const auto test = [&](std::uint32_t b) {
+      KeptSink sink;
+      const std::uint32_t x = std::min(a, b), y = std::max(a, b);
+      walk_pair(static_cast<std::int32_t>(x), static_cast<std::int32_t>(y), nodes[x], nodes[y], params, sink);
+      const unsigned char now = sink.kept ? 1 : 0;
+      if (now == near[b]) return;
+      near[b] = now;
+      flipped = 1;
+      const std::uint32_t step = now ? 1u : ~0u;   // +1 or -1 (modulo 2^32)
+      by_rank[owner[b]] += step;
+#pragma omp atomic
+      near_own_[b] += step;
     };
-    if (!full)
-      for (std::uint32_t b = 0; b < n_groups; ++b)
-        if (near[b]) remote(b);
-    index.near(nodes[a], reach, remote);
-  }
-  // The other rows meet only the remote groups that moved: per such group, the own groups
-  // near it before and the index's candidates around it (the index is symmetric: a pair
-  // within reach is a candidate of either group), not every own row against every moved
-  // group (~1.5 ms a choice at 256^3 on 2 ranks, where a few hundred groups move).
-#pragma omp parallel for schedule(dynamic, 1) reduction(max : flipped)
-  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(moved_remote.size()); ++k) {
-    const std::uint32_t b = moved_remote[static_cast<std::size_t>(k)];
-    for (std::size_t row = 0; row < n_own; ++row)
-      if (!moved[g_begin + row] && near_[row * n_groups + b] && test(row, b)) flipped = 1;
-    index.near(nodes[b], reach, [&](std::uint32_t a) {
-      if (a >= g_begin && a < g_end && !moved[a] && test(a - g_begin, b)) flipped = 1;
-    });
+    if (full || moved[a]) {
+      // The pairs near before (those now out of the index's reach flip to far), then the
+      // index's candidates (a pair tested twice keeps its answer); every other pair was far
+      // and stays far.
+      const auto remote = [&](std::uint32_t b) {
+        if (b < g_begin || b >= g_end) test(b);
+      };
+      if (!full)
+        for (std::uint32_t b = 0; b < n_groups; ++b)
+          if (near[b]) remote(b);
+      index.near(nodes[a], reach, remote);
+    } else {
+      for (std::uint32_t b : moved_remote) test(b);
+    }
   }
   report_.times.ghost_tests = tests_watch.seconds();
   // No pair changed on any rank: the routes stand (their rebuild, about a million sent
