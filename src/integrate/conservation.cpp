@@ -1,5 +1,6 @@
 #include "integrate/conservation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -76,7 +77,10 @@ ConservationRecord conservation_record(double t, const ConservedQuantities& now,
   r.t = t;
   r.now = now;
   const ConservedQuantities& s = start ? *start : now;
-  const double p_scale = s.mass * s.v_rms, l_scale = s.mass * s.r_rms * s.v_rms;
+  // The velocity scale: the start's rms velocity, or now's where that is larger (a system that
+  // starts at rest, a cold collapse, has none at the start).
+  const double v_scale = std::max(s.v_rms, now.v_rms);
+  const double p_scale = s.mass * v_scale, l_scale = s.mass * s.r_rms * v_scale;
   if (now.has_potential && s.has_potential) r.energy_drift = (now.energy() - s.energy()) / std::abs(s.energy());
   r.momentum_drift = p_scale > 0 ? norm(now.momentum - s.momentum) / p_scale : 0;
   r.angular_momentum_drift = l_scale > 0 ? norm(now.angular_momentum - s.angular_momentum) / l_scale : 0;

@@ -47,8 +47,9 @@ struct ConservationRecord {
   double t = 0;
   ConservedQuantities now;
   double energy_drift = 0;             // (E - E_0) / |E_0| (0 without W)
-  double momentum_drift = 0;           // |P - P_0| / (M v_rms_0)
-  double angular_momentum_drift = 0;   // |L - L_0| / (M r_rms_0 v_rms_0)
+  // v: the start's rms velocity, or now's where larger (a system may start at rest)
+  double momentum_drift = 0;           // |P - P_0| / (M v)
+  double angular_momentum_drift = 0;   // |L - L_0| / (M r_rms_0 v)
 };
 
 // The record of `now` at time t against `start` (the run's first check; null: now is it).

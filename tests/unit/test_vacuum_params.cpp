@@ -193,3 +193,19 @@ TEST_CASE("conserved quantities of two bodies against their closed forms") {
   const ConservationRecord r = conservation_record(1.0, c, &c);
   CHECK(r.energy_drift == 0.0);
 }
+
+TEST_CASE("conservation drifts of a system that starts at rest: scaled by the velocities it gains") {
+  Particles p;
+  p.pos = {{1, 0, 0}, {-1, 0, 0}};
+  p.mom = {{0, 0, 0}, {0, 0, 0}};
+  p.id = {1, 2};
+  p.mass = 1.0;
+  const ConservedQuantities start = conserved_quantities(p, 1.0, softened_pair_sum(p.pos, 0.0));
+  CHECK(start.v_rms == 0.0);
+  // Later the bodies fall in, and a force error has left P = (0, 0.2, 0) behind.
+  p.mom = {{-1, 0.1, 0}, {1, 0.1, 0}};
+  const ConservedQuantities now = conserved_quantities(p, 1.0, softened_pair_sum(p.pos, 0.0));
+  const ConservationRecord r = conservation_record(2.0, now, &start);
+  // |dP| / (M v) with v = now's rms velocity sqrt(1.01): 0.2 / (2 sqrt(1.01)).
+  CHECK(r.momentum_drift == doctest::Approx(0.2 / (2 * std::sqrt(1.01))));
+}
