@@ -216,8 +216,8 @@ int CpuP2PEvaluator::cpu_simd_level() { return cpu_level(); }
 
 std::string CpuP2PEvaluator::simd_variant() { return level_name(cpu_level()); }
 
-std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision, bool weighted) const {
-  const bool tiled = options_.tiled_kernel && !double_precision && !weighted &&
+std::string CpuP2PEvaluator::variant(int taylor_order, bool double_precision) const {
+  const bool tiled = options_.tiled_kernel && !double_precision &&
                      p2p_tiled::available(level_, taylor_order);
   return level_name(level_) + (tiled ? ", tiled" : ", generic");
 }
@@ -240,8 +240,7 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
     if constexpr (std::is_same_v<R, float>) coef_layout_.build(**table);
   }
   if constexpr (std::is_same_v<R, float>) {
-    // Weighted sources (individual masses) take the generic loop: the tiles hold positions only.
-    if (options_.tiled_kernel && !in.weights && p2p_tiled::available(level_, order)) {
+    if (options_.tiled_kernel && p2p_tiled::available(level_, order)) {
       p2p_tiled::Job job;
       job.grouped = &grouped;
       job.leaves = &leaves;
@@ -254,6 +253,11 @@ bool CpuP2PEvaluator::run(const P2PSettings& s, const P2PInput& in, std::vector<
       job.max_count = max_count;
       job.acc = &acc;
       job.targets = in.targets ? in.targets->data() : nullptr;
+      if (in.weights) {   // the sources' weights in float, as the tiles hold them
+        weights_f_.resize(in.weights->size());
+        for (std::size_t i = 0; i < weights_f_.size(); ++i) weights_f_[i] = static_cast<float>((*in.weights)[i]);
+        job.w = weights_f_.data();
+      }
       p2p_tiled::run(level_, order, job);
       return true;
     }
@@ -275,7 +279,7 @@ P2PStats CpuP2PEvaluator::evaluate(const P2PSettings& settings, const P2PInput& 
   stats.seconds = watch.seconds();
   stats.interactions = p2p_interaction_count(*input.leaves, *input.tasks, only_targets ? input.targets : nullptr);
   stats.where = fmt::format("cpu ({} threads, {}, {})", omp_get_max_threads(),
-                            variant(p2p_order_of(settings), settings.double_precision, input.weights != nullptr),
+                            variant(p2p_order_of(settings), settings.double_precision),
                             settings.double_precision ? "double" : "float");
   return stats;
 }

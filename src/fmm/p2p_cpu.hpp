@@ -37,9 +37,8 @@ class CpuP2PEvaluator : public P2PEvaluator {
   // The best level this CPU runs (4, 3 or 0, as CpuP2POptions::simd_level).
   static int cpu_simd_level();
   // What this evaluator runs for float at the given Taylor order (or kNoTruncation, the
-  // Newtonian kernel: p2p_order_of), e.g. "x86-64-v4 (AVX-512), tiled" or "baseline, generic";
-  // weighted sources (individual masses) always run the generic loop.
-  std::string variant(int taylor_order, bool double_precision, bool weighted = false) const;
+  // Newtonian kernel: p2p_order_of), e.g. "x86-64-v4 (AVX-512), tiled" or "baseline, generic".
+  std::string variant(int taylor_order, bool double_precision) const;
 
  private:
   // Returns whether it computed only P2PInput::targets (the tiled kernels) or every particle.
@@ -54,6 +53,7 @@ class CpuP2PEvaluator : public P2PEvaluator {
   std::unique_ptr<TruncationTable<float>> table_f_;
   std::unique_ptr<TruncationTable<double>> table_d_;
   p2p_tiled::CoefLayout coef_layout_;   // table_f_ in the tiled kernels' layout
+  std::vector<float> weights_f_;        // P2PInput::weights in float, for the tiled kernels
 };
 
 }  // namespace orbis

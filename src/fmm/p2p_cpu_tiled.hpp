@@ -1,5 +1,5 @@
 // The tiled CPU P2P kernels (float, Taylor table, orders 0-4, or T = 1 for the Newtonian
-// kernel; x86-64-v4 and v3 with GCC):
+// kernel, whose sources may carry weights: individual masses; x86-64-v4 and v3 with GCC):
 // what the CPU evaluator runs where one exists (p2p_cpu.cpp falls back to its generic loop
 // for the exact path, double precision, the baseline level and other compilers).
 //
@@ -58,6 +58,9 @@ struct Job {
   // written (each one's sums are the same as without the flags: the tile is built for the
   // whole leaf either way).
   const std::uint8_t* targets = nullptr;
+  // Tree order, optional, the Newtonian kernel only: each source's weight (its mass over the
+  // reference mass, fmm/p2p.hpp's P2PInput::weights), multiplying its pairs.
+  const float* w = nullptr;
 };
 
 // Whether a tiled kernel exists for this SIMD level (as CpuP2POptions) and Taylor order

@@ -95,8 +95,8 @@ struct S {
     b = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
   }
 
-  static int append(float* sx, float* sy, float* sz, int m, const float* x, const float* y,
-                    const float* z, int n, float shx, float shy, float shz, float reach2) {
+  static int append(float* sx, float* sy, float* sz, float* sw, int m, const float* x, const float* y,
+                    const float* z, const float* w, int n, float shx, float shy, float shz, float reach2) {
     const F vx = set1(shx), vy = set1(shy), vz = set1(shz), r2 = set1(reach2);
     for (int o = 0; o < n; o += W) {
       const int valid = std::min(W, n - o);
@@ -111,6 +111,7 @@ struct S {
       _mm256_storeu_ps(sx + m, _mm256_permutevar8x32_ps(px, perm));
       _mm256_storeu_ps(sy + m, _mm256_permutevar8x32_ps(py, perm));
       _mm256_storeu_ps(sz + m, _mm256_permutevar8x32_ps(pz, perm));
+      if (w) _mm256_storeu_ps(sw + m, _mm256_permutevar8x32_ps(_mm256_maskload_ps(w + o, lanes), perm));
       m += _mm_popcnt_u32(static_cast<unsigned>(in));
     }
     return m;

@@ -81,8 +81,8 @@ struct S {
 
   // Appends the n particles at x/y/z, shifted, to the tile at m, leaving out those at
   // distance^2 >= reach2 from the target frame's origin; returns the new m.
-  static int append(float* sx, float* sy, float* sz, int m, const float* x, const float* y,
-                    const float* z, int n, float shx, float shy, float shz, float reach2) {
+  static int append(float* sx, float* sy, float* sz, float* sw, int m, const float* x, const float* y,
+                    const float* z, const float* w, int n, float shx, float shy, float shz, float reach2) {
     const F vx = set1(shx), vy = set1(shy), vz = set1(shz), r2 = set1(reach2);
     for (int o = 0; o < n; o += W) {
       const M valid = n - o >= W ? M(0xFFFF) : M((1u << (n - o)) - 1);
@@ -94,6 +94,7 @@ struct S {
       _mm512_storeu_ps(sx + m, _mm512_maskz_compress_ps(in, px));
       _mm512_storeu_ps(sy + m, _mm512_maskz_compress_ps(in, py));
       _mm512_storeu_ps(sz + m, _mm512_maskz_compress_ps(in, pz));
+      if (w) _mm512_storeu_ps(sw + m, _mm512_maskz_compress_ps(in, _mm512_maskz_loadu_ps(valid, w + o)));
       m += _mm_popcnt_u32(in);
     }
     return m;

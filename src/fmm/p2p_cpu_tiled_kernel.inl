@@ -105,13 +105,14 @@ template <int Order>
   }
 }
 
-// W sources against one target: a += g d, g = T(s) / s^3 inside the cut, exactly 0 outside.
+// W sources against one target: a += g d, g = T(s) / s^3 inside the cut, exactly 0 outside;
+// Weighted (the Newtonian kernel of individual masses): g times each source's weight sw.
 // r^2 is rounded as nvcc contracts p2p_pair() (two FMAs after a multiply), so the CPU and GPU
 // agree on which side of the cut every pair lies (a pair at the cut adds T(x_cut) = 0.018
 // of its Newtonian force: a flip would be visible against the other backend). A vector with
 // no source inside the cut skips the rest (it would add exactly +0).
-template <int Order>
-[[gnu::always_inline]] inline void pair(F sx, F sy, F sz, F xi, F yi, F zi, const Consts& c,
+template <int Order, bool Weighted>
+[[gnu::always_inline]] inline void pair(F sx, F sy, F sz, F sw, F xi, F yi, F zi, const Consts& c,
                                         const Bases& b, F& ax, F& ay, F& az) {
   const F dx = S::sub(sx, xi);
   const F dy = S::sub(sy, yi);
@@ -122,7 +123,9 @@ template <int Order>
   const F s2 = S::add(r2, c.eps2);
   const F sinv = S::rsqrt(s2, c);
   const F t = S::sub(taylor<Order>(S::mul(s2, sinv), inside, c, b), S::mul(c.shift, s2));
-  const F g = S::keep(inside, S::mul(S::mul(t, sinv), S::mul(sinv, sinv)));
+  F g = S::keep(inside, S::mul(S::mul(t, sinv), S::mul(sinv, sinv)));
+  if constexpr (Weighted) g = S::mul(g, sw);
+  else (void)sw;
   ax = S::fmadd(g, dx, ax);
   ay = S::fmadd(g, dy, ay);
   az = S::fmadd(g, dz, az);
@@ -142,17 +145,19 @@ struct Scratch {
   int cap;                     // sources per tile (kTiledLaneTerms vectors), where tiles are cut
   int room;                    // a tile (cap, or one leaf larger) + the leaf that overflows it
   Aligned<float> sx, sy, sz;   // room + 2 W: stores of whole vectors run past the last source
+  Aligned<float> sw;           // the sources' weights (weighted jobs only), likewise
   Aligned<double> sums;        // per target particle x, y, z sums, W doubles each (AVX-512
                                // uses 8 of its 16)
   Scratch(int cap_, int room_, std::uint32_t max_count)
       : cap(cap_), room(room_), sx(room_ + 2 * S::W), sy(room_ + 2 * S::W), sz(room_ + 2 * S::W),
+        sw(room_ + 2 * S::W),
         sums(3 * S::W * std::size_t(max_count) + S::W) {}
 };
 
 // Every target of one leaf against the tile sx/sy/sz[0, m). Float lane sums go into the
 // double lanes once per tile. (Two targets per pass, sharing the source loads, measured the
 // same: the loop is bound by the FMA ports, not by loads.)
-template <int Order>
+template <int Order, bool Weighted>
 [[gnu::always_inline]] inline void tile(const float* xi, const float* yi, const float* zi, const std::uint8_t* wanted,
                                         int ni, const Scratch& sc, int m, const Consts& c_in,
                                         const Bases& b_in, double* sums) {
@@ -162,13 +167,14 @@ template <int Order>
   const float* sx = sc.sx.p;
   const float* sy = sc.sy.p;
   const float* sz = sc.sz.p;
+  const float* sw = sc.sw.p;
   for (int i = 0; i < ni; ++i) {
     if (wanted && !wanted[i]) continue;
     const F x = S::set1(xi[i]), y = S::set1(yi[i]), z = S::set1(zi[i]);
     F ax = S::zero(), ay = ax, az = ax;
     for (int v = 0; v < nv; ++v)
-      pair<Order>(S::load(sx + S::W * v), S::load(sy + S::W * v), S::load(sz + S::W * v), x, y, z,
-                  c, b, ax, ay, az);
+      pair<Order, Weighted>(S::load(sx + S::W * v), S::load(sy + S::W * v), S::load(sz + S::W * v),
+                            Weighted ? S::load(sw + S::W * v) : S::zero(), x, y, z, c, b, ax, ay, az);
     double* d = sums + 3 * S::W * std::size_t(i);
     S::flush(d, ax);
     S::flush(d + S::W, ay);
@@ -188,7 +194,7 @@ template <int Order>
 // farthest particle, are beyond the cut for every target (|x_j - x_i| >= |x_j| - |x_i|), so
 // append() leaves them out: they would add exactly 0. The reach carries a relative margin of
 // 1e-5, far above float rounding of the distances, so no pair inside the cut is ever lost.
-template <int Order>
+template <int Order, bool Weighted>
 void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp, Scratch& sc) {
   const std::vector<Leaf>& leaves = *job.leaves;
   const Leaf& li = leaves[grp.i_leaf];
@@ -216,8 +222,9 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
       const Leaf& lj = leaves[tk.source];
       if (m >= sc.cap) break;   // full (or one leaf larger than a tile): nothing more fits
       const Vec3d shift = task_shift(leaves, tk, job.box) * scale;
-      const int grown = S::append(sc.sx.p, sc.sy.p, sc.sz.p, m, job.x + lj.first, job.y + lj.first,
-                                  job.z + lj.first, static_cast<int>(lj.count), static_cast<float>(shift.x),
+      const int grown = S::append(sc.sx.p, sc.sy.p, sc.sz.p, sc.sw.p, m, job.x + lj.first, job.y + lj.first,
+                                  job.z + lj.first, Weighted ? job.w + lj.first : nullptr,
+                                  static_cast<int>(lj.count), static_cast<float>(shift.x),
                                   static_cast<float>(shift.y), static_cast<float>(shift.z), reach2);
       // Tiles are cut by the sources kept: a task whose sources are all out of reach
       // changes nothing (a rank's forest may lack such a task of the serial tree). A leaf
@@ -231,7 +238,9 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
     // r_cut from every target, so the cut drops it; and near enough that 1/s^3 cannot
     // underflow to a denormal (a microcode assist costs ~100 cycles on Intel).
     for (int q = m; q < m + S::W; ++q) sc.sx.p[q] = sc.sy.p[q] = sc.sz.p[q] = pad;
-    tile<Order>(xi, yi, zi, wanted, ni, sc, m, c, b, sums);
+    if constexpr (Weighted)
+      for (int q = m; q < m + S::W; ++q) sc.sw.p[q] = 0.0f;
+    tile<Order, Weighted>(xi, yi, zi, wanted, ni, sc, m, c, b, sums);
   }
   const double gm = job.k.acc_scale;
   Vec3d* out = job.acc->data() + li.first;
@@ -242,7 +251,7 @@ void group(const Job& job, const Bases& b, const Consts& c, const GroupIdx& grp,
   }
 }
 
-template <int Order>
+template <int Order, bool Weighted = false>
 void run_order(const Job& job) {
   const Bases b(*job.table);
   const Consts c(job.k);
@@ -254,13 +263,14 @@ void run_order(const Job& job) {
   {
     Scratch sc(cap, room, job.max_count);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t g = 0; g < n_groups; ++g) group<Order>(job, b, c, job.grouped->groups[g], sc);
+    for (std::int64_t g = 0; g < n_groups; ++g) group<Order, Weighted>(job, b, c, job.grouped->groups[g], sc);
   }
 }
 
 void run_any_order(int taylor_order, const Job& job) {
+  if (job.w && taylor_order != kNoTruncation) fail("tiled P2P: source weights are for the Newtonian kernel only");
   switch (taylor_order) {
-    case kNoTruncation: return run_order<kNoTruncation>(job);
+    case kNoTruncation: return job.w ? run_order<kNoTruncation, true>(job) : run_order<kNoTruncation>(job);
     case 0: return run_order<0>(job);
     case 1: return run_order<1>(job);
     case 2: return run_order<2>(job);

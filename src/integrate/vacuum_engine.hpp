@@ -7,7 +7,7 @@
 // bin 0's step is [time] max_dt (integrate/newtonian_clock.hpp). Positions are not wrapped.
 // One rank (the rank domains are a periodic box's). Individual masses (Particles::masses):
 // the sources weigh masses[i] / mass in P2P, the multipoles and P2L, with G mass as the
-// constant; their P2P runs on the CPU evaluator (its generic loop).
+// constant; their P2P runs on the CPU evaluator.
 //
 // Units: those of [units] (core/physical_units.hpp): positions in the length unit, momenta
 // p = dx/dt in the velocity unit, accelerations in velocity^2/length.

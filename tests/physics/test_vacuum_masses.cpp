@@ -7,8 +7,7 @@
 //    leaf-cell pairs carry the far field), and with the CPU's production P2P; the same
 //    positions with every particle at the mean mass miss by ~100x more (the masses matter);
 //  - direct summation (theta = 0) equals the brute force to float precision;
-//  - weights of 1 give the bits of no weights at all in the same P2P loop (equal-mass runs
-//    carry no weights and keep the tiled P2P);
+//  - weights of 1 give the bits of no weights at all, in the tiled and the generic P2P loops;
 //  - momentum: sum_i m_i a_i = 0 to rounding (mutual M2L and P2P with the masses);
 //  - the conservation diagnostics (K, P, L, W) against sums written out here;
 //  - bad input: weights with periodic boundaries, the wrong count, an evaluator without them.
@@ -22,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/particles.hpp"
 #include "fmm/p2p_cpu.hpp"
+#include "fmm/p2p_kernel.hpp"
 #include "fmm/short_range.hpp"
 #include "integrate/conservation.hpp"
 #include "support/force_difference.hpp"
@@ -120,21 +120,44 @@ TEST_CASE("vacuum masses: direct summation equals the brute force; weights of 1 
     CHECK(e.median < (exact_p2p ? 1e-13 : 1e-6));
     CHECK(e.max < (exact_p2p ? 1e-11 : 1e-4));
   }
-  // Weights of 1 against none, through the far field (theta 0.5) and the CPU's P2P loop that
-  // weighted sources take (the generic one; without weights the tiled kernel would run).
+  // Weights of 1 against none, through the far field (theta 0.5) and either CPU P2P loop.
   const test::VacuumScene plummer = test::plummer_scene(kN, 3);
   const std::vector<double> ones(kN, 1.0);
-  std::vector<Vec3d> with, without;
-  ShortRangeSolver a(vacuum_settings(plummer.particle_mass, 0.5, 4)), b(vacuum_settings(plummer.particle_mass, 0.5, 4));
+  for (bool tiled : {true, false}) {
+    std::vector<Vec3d> with, without;
+    ShortRangeSolver a(vacuum_settings(plummer.particle_mass, 0.5, 4)), b(vacuum_settings(plummer.particle_mass, 0.5, 4));
+    CpuP2POptions options;
+    options.tiled_kernel = tiled;
+    CpuP2PEvaluator cpu(options);
+    a.compute(plummer.pos, cpu, with, &ones);
+    b.compute(plummer.pos, cpu, without);
+    REQUIRE(with.size() == without.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < kN; ++i)
+      differ += !(with[i].x == without[i].x && with[i].y == without[i].y && with[i].z == without[i].z);
+    CAPTURE(tiled);
+    CHECK(differ == 0);
+  }
+  // The tiled kernels (each SIMD level this CPU runs) and the generic loop agree on weighted
+  // sources (float sums in two orders).
+  std::vector<Vec3d> generic_acc;
   CpuP2POptions generic;
   generic.tiled_kernel = false;
-  CpuP2PEvaluator cpu(generic);
-  a.compute(plummer.pos, cpu, with, &ones);
-  b.compute(plummer.pos, cpu, without);
-  REQUIRE(with.size() == without.size());
-  std::size_t differ = 0;
-  for (std::size_t i = 0; i < kN; ++i) differ += !(with[i].x == without[i].x && with[i].y == without[i].y && with[i].z == without[i].z);
-  CHECK(differ == 0);
+  CpuP2PEvaluator generic_cpu(generic);
+  ShortRangeSolver(vacuum_settings(fx.scene.particle_mass, 0.0, 4)).compute(fx.scene.pos, generic_cpu, generic_acc, &fx.weights);
+  for (int level : {4, 3}) {
+    if (level > CpuP2PEvaluator::cpu_simd_level()) continue;
+    CpuP2POptions tiled;
+    tiled.simd_level = level;
+    CpuP2PEvaluator tiled_cpu(tiled);
+    std::vector<Vec3d> tiled_acc;
+    ShortRangeSolver(vacuum_settings(fx.scene.particle_mass, 0.0, 4)).compute(fx.scene.pos, tiled_cpu, tiled_acc, &fx.weights);
+    const ErrorStats between = relative_errors(tiled_acc, generic_acc);
+    std::printf("vacuum masses, direct summation: %s against the generic loop: median %.2e, max %.2e\n",
+                tiled_cpu.variant(kNoTruncation, false).c_str(), between.median, between.max);
+    CAPTURE(level);
+    CHECK(between.max < 1e-5);
+  }
 }
 
 TEST_CASE("vacuum masses: momentum, sum of m_i a_i = 0") {
