@@ -69,7 +69,9 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
 }
 
 double particle_record_bytes(const Params& params) {
-  return 48 + 8 + (params.get_bool("output.accelerations") ? 24 : 0);
+  // An isolated system's snapshot may hold each particle's mass (/PartTypeN/Masses): counted.
+  const double masses = params.has("box.particles_per_side") ? 0 : 8;
+  return 48 + 8 + masses + (params.get_bool("output.accelerations") ? 24 : 0);
 }
 
 double output_file_bytes(const Params& params, std::uint64_t particles) {

@@ -37,7 +37,8 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
 // dominates).
 double output_file_bytes(const Params& params, std::uint64_t particles);
 // One particle's bytes in a snapshot and in the copy the background writer takes: position
-// and velocity in double, a 64-bit ID, the acceleration when [output] accelerations.
+// and velocity in double, a 64-bit ID, the acceleration when [output] accelerations, and an
+// isolated system's mass (it may have individual masses).
 double particle_record_bytes(const Params& params);
 // Collective over comm (each rank passes its own particles and accelerations): writes the
 // outputs at context.a and returns the files written (the same list on every rank): the
