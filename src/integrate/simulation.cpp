@@ -96,8 +96,7 @@ OutputSchedule run_schedule(const Params& params, double file_a) {
 Particles initial_file(Params& params, double& file_start, const Comm& comm) {
   if (periodic_run(params)) return has_ic_file(params) ? read_ic_file(params, file_start, comm) : Particles{};
   Particles particles;
-  if (has_ic_file(params)) particles = read_isolated_ics(params);
-  else check_isolated_ics(params);
+  if (has_ic_file(params)) particles = read_isolated_ics(params);   // built-in ICs: checked by the constructor
   if (!params.has("time.t_begin")) params.set("time.t_begin", ParamValue(0.0), params.source() + " (default)");
   file_start = params.get_real("time.t_begin");
   return particles;
