@@ -480,15 +480,20 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   arrays.scan_temp = &scan_temp_;
   arrays.totals = chunk_totals_.data();
 
-  fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
-  m2l_chunk_kernel<<<stride_grid(max_chunks, sms), kThreads, 0, stream>>>(
-      tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk, max_chunks,
-      box, m_.data(), partial_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
-  m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l,
-                                                            m2l_offsets, chunk_start_.data(), partial_.data(), box,
-                                                            m_.data(), l_.data(), active_.data());
-  ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (kernel_ == KernelKind::newtonian) {   // vacuum: ~8 M2L a particle, a thread each
+    fmm_detail::m2l_newtonian(pass, m2l, m2l_offsets, chunk, max_chunks, arrays, m_.data(), l_.data(),
+                              active_.data());
+  } else {
+    fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
+    m2l_chunk_kernel<<<stride_grid(max_chunks, sms), kThreads, 0, stream>>>(
+        tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk,
+        max_chunks, box, m_.data(), partial_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree,
+                                                              m2l, m2l_offsets, chunk_start_.data(), partial_.data(), box,
+                                                              m_.data(), l_.data(), active_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
   if (pairs) fmm_detail::p2l(pass, leaf_cell, min_chunk, kMaxChunks, arrays, l_.data(), active_.data());
   for (int d = 0; d + 1 < depths; ++d) {
     if (level_size(d) == 0) continue;

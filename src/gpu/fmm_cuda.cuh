@@ -16,13 +16,14 @@
 //   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
 //   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
 // and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
-//   P2L   after M2L, a warp per target node, its tasks in list order and each source leaf's
-//         particles in tree order: D_k(z - x_j) as M2L builds D (times w_j with weights, the
-//         product rounded before the sum), lane k adds it to its L_k,
-//         the sum added to the node's M2L expansion;
-//   M2P   after L2P, eight warps per target leaf (each a share of its particles), per
-//         particle its tasks in list order: lanes over n add sum_n (-1)^|n| M_n
-//         D_(n+e)(x - z_source), the warp's sum in a fixed tree.
+//   P2L   after M2L, a warp per target node, its tasks in list order, a lane per particle
+//         of each source leaf: D_k(z - x_j) of order p + 1 made in the lane's registers
+//         (gpu/fmm_cuda_tensor.cuh; times w_j with weights, the product rounded before the
+//         sum) and added to the lane's shared-memory expansion, the lanes' sums then added
+//         in lane order to the node's M2L expansion;
+//   M2P   after L2P, a warp per target leaf, a lane per particle, its tasks in list order:
+//         sum_n (-1)^|n| M_n D_(n+e)(x - z_source), each D entry added as it is made.
+//   Both are the Newtonian kernel's only, with the order a template argument.
 // M2L, P2L and M2P in chunks (gpu/fmm_cuda_kernels.cuh): a target with more tasks than a
 // chunk (at least 16 tasks; at most 65536 chunks of M2L or P2L in all, M2P's partial fields
 // in as much memory) has its chunks done by a warp each first, into partial sums that it then

@@ -1,6 +1,6 @@
 // Internals of the device far field (gpu/fmm_cuda.cuh), shared by its two files:
-// fmm_cuda.cu (P2M, M2M, M2L, L2L, L2P) and fmm_cuda_leaf_cell.cu (the vacuum walk's
-// leaf-cell pairs, P2L and M2P). The launch shape, the index tables as device pointers, the
+// fmm_cuda.cu (P2M, M2M, M2L, L2L, L2P) and fmm_cuda_vacuum.cu (the Newtonian kernel's
+// per-thread M2L and the vacuum walk's leaf-cell pairs, P2L and M2P). The launch shape, the index tables as device pointers, the
 // device helpers both use, and the task chunks: a target with more tasks than a chunk has
 // them done in chunks, a warp each, and their partial sums are then added in chunk order,
 // so the few targets with thousands of tasks (the core of an isolated system, a sub-step's
@@ -88,7 +88,14 @@ inline std::size_t chunks_bound(std::uint64_t count, std::uint64_t chunk, std::u
 void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
                       const ChunkArrays& arrays, std::uint32_t* total);
 
-// The vacuum walk's leaf-cell pairs (fmm_cuda_leaf_cell.cu), queued on pass.stream.
+// The Newtonian kernel's M2L (fmm_cuda_vacuum.cu), queued on pass.stream: the tasks grouped
+// by target node (offsets[n_nodes + 1]) in chunks of `chunk` (at most max_chunks), into the
+// local expansions l; sets has_local of every node. Chunk counts in arrays.totals[0].
+void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::uint64_t* offsets, std::uint64_t chunk,
+                   std::size_t max_chunks, const ChunkArrays& arrays, const double* m, double* l,
+                   std::uint8_t* has_local);
+
+// The vacuum walk's leaf-cell pairs (fmm_cuda_vacuum.cu), queued on pass.stream.
 // P2L into the local expansions l (after M2L, before L2L; sets has_local of its targets);
 // min_chunk, max_chunks as M2L's.
 void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, std::uint64_t max_chunks,

@@ -1,0 +1,434 @@
+// The vacuum far field's operators on the device (gpu/fmm_cuda.cuh), Newtonian kernel only:
+// M2L, and the vacuum walk's leaf-cell pairs, P2L (a leaf's particles into a node's local
+// expansion) and M2P (a node's multipoles at a leaf's particles). Each puts a thread on one
+// pair (a warp per target or chunk: lanes over the target's source nodes for M2L, over the
+// particles of the leaf for P2L and M2P) and makes the pair's derivative tensor in registers
+// (gpu/fmm_cuda_tensor.cuh), with the order p a template argument. At 10^6 particles an
+// isolated system has ~8e6 M2L and ~6e7 P2L and M2P pairs; the warp-wide operators of
+// fmm_cuda.cu, which make one tensor at a time a level per step, took 0.11 s for them (the
+// periodic runs keep those: their ~1e4 M2L a step cost ~1 ms, and their bits stay).
+// The few core nodes of an isolated system receive ~1e4 leaves each (P2L) and the outer
+// leaves face many core nodes (M2P): a target with more tasks than a chunk has its tasks done
+// in chunks, a warp each, into partial sums that are then added in chunk order; every other
+// target is done whole by one warp. Every sum has a fixed order, so the result is bitwise the
+// same run after run.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "fmm/multi_index_ct.hpp"
+#include "gpu/cub_counts.cuh"
+#include "gpu/fmm_cuda_kernels.cuh"
+#include "gpu/fmm_cuda_tensor.cuh"
+
+namespace orbis::gpu::fmm_detail {
+namespace {
+
+// M2L and P2L keep a local expansion per lane in shared memory (too many registers beside
+// the tensor): warp w's entry k of lane j at [w][k][j], rows padded to 33 so that both the
+// lanes' updates of one k and the reduction's reads of one j spread over the banks.
+constexpr int kRow = 33;
+template <int P> constexpr int local_count() { return ct::count(P + 1); }
+template <int P> constexpr std::size_t lane_sums_bytes() { return sizeof(double) * local_count<P>() * kRow; }
+// M2L and P2L are one warp a block: their shared sums (15 KB at p = 4, 32 KB at p = 6) bound
+// the warps an SM holds, and single-warp blocks fill that bound in any order.
+constexpr int kLaneSumThreads = 32;
+
+template <int P>
+__device__ __forceinline__ void zero_lane_sums(double* sh) {
+  const int lane = threadIdx.x & 31;
+  for (int k = 0; k < local_count<P>(); ++k) sh[k * kRow + lane] = 0;
+}
+// Lane k sums row k over the lanes in lane order into acc[j], entry k = lane + 32 j.
+template <int P>
+__device__ __forceinline__ void reduce_lane_sums(double* sh, double* acc) {
+  const int lane = threadIdx.x & 31;
+  __syncwarp();
+  for (int j = 0; j < kMaxPerLane; ++j) {
+    const int k = lane + 32 * j;
+    if (k >= local_count<P>()) break;
+    double s = 0;
+    for (int l = 0; l < 32; ++l) s += sh[k * kRow + l];
+    acc[j] = s;
+  }
+  __syncwarp();   // sh is zeroed again for the warp's next target
+}
+
+// M2L: for local k, the multipoles n that reach it, |n| <= min(p, p + 1 - |k|) (a prefix of
+// the layout, as DeviceFmm's m2l_count table).
+template <int P>
+constexpr int m2l_terms(int k) {
+  const int room = P + 1 - ct::kAll[static_cast<std::size_t>(k)].degree();
+  return ct::count(room < P ? room : P);
+}
+
+// M2L of tasks [begin, end) of one target node (centre zt): lane j takes tasks begin + j,
+// begin + j + 32, ... (image 0: vacuum), makes D to order p + 1 of R = zt - z_source and adds
+// sum_n (-1)^|n| M_n D_(n+k) to its shared L_k; then the lanes' sums into acc
+// (reduce_lane_sums).
+template <int P>
+__device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
+                          std::uint64_t end, const Vec3d& zt, const double* m, double* sh, double* acc) {
+  constexpr int nl = local_count<P>(), nm = ct::count(P);
+  const int lane = threadIdx.x & 31;
+  zero_lane_sums<P>(sh);
+  for (std::uint64_t q = begin + lane; q < end; q += 32) {
+    const std::uint32_t src = tasks[q].source;
+    double D[nl];
+    newtonian_tensor<P + 1>(zt - centre_of(t.geometry[src]), eps2, [&](auto i, double d) { D[i] = d; });
+    const double* ms = m + static_cast<std::size_t>(src) * nm;
+    ct::unroll<nl>([&](auto k) {
+      constexpr ct::MI kk = ct::kAll[k];
+      double s = 0;
+      ct::unroll<m2l_terms<P>(k)>([&](auto n) {
+        constexpr ct::MI nn = ct::kAll[n];
+        constexpr double sign = nn.degree() % 2 == 0 ? 1.0 : -1.0;
+        s += sign * ms[n] * D[ct::index(kk.a + nn.a, kk.b + nn.b, kk.c + nn.c)];
+      });
+      sh[k * kRow + lane] += s;
+    });
+  }
+  reduce_lane_sums<P>(sh, acc);
+}
+
+// A warp per M2L chunk (grid-stride up to max_chunks; those beyond the total do nothing):
+// the chunk's partial local expansion into partial[c * nl ...].
+template <int P>
+__global__ void __launch_bounds__(kLaneSumThreads) m2l_chunk_kernel(double eps2, FmmTreeView t,
+                                                                    const InteractionTask* tasks,
+                                                                    const std::uint64_t* offsets,
+                                                                    const std::uint32_t* chunk_start,
+                                                                    std::uint64_t chunk, std::size_t max_chunks,
+                                                                    const double* m, double* partial) {
+  extern __shared__ double sh[];
+  constexpr int nl = local_count<P>();
+  const int lane = threadIdx.x & 31;
+  const std::uint32_t total = chunk_start[t.n_nodes];
+  for (std::size_t c = blockIdx.x; c < max_chunks && c < total; c += gridDim.x) {
+    const std::size_t node = owner_of(chunk_start, t.n_nodes, c);
+    const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
+    const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
+    double acc[kMaxPerLane] = {};
+    m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), m, sh, acc);
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
+  }
+}
+
+// M2L: a warp per node (grid-stride): its tasks, or, for a node split into chunks, its
+// chunks' partial expansions added in chunk order; sets has_local of every node (as
+// fmm_cuda.cu's m2l_kernel: a node without tasks keeps no expansion unless L2L gives it one).
+template <int P>
+__global__ void __launch_bounds__(kLaneSumThreads) m2l_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
+                                                              const std::uint64_t* offsets,
+                                                              const std::uint32_t* chunk_start, const double* partial,
+                                                              const double* m, double* l, std::uint8_t* has_local) {
+  extern __shared__ double sh[];
+  constexpr int nl = local_count<P>();
+  const int lane = threadIdx.x & 31;
+  for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
+    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
+    if (lane == 0) has_local[node] = begin < end;
+    if (begin == end) continue;   // warp-uniform
+    double acc[kMaxPerLane] = {};
+    const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
+    if (c1 > c0) {
+      add_chunk_partials(partial, c0, c1, nl, lane, acc);
+    } else {
+      m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), m, sh, acc);
+    }
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
+  }
+}
+
+// P2L of tasks [begin, end) of one target node (centre zt): lane j takes particles j, j + 32,
+// ... of each source leaf, in list order, adding D_k(zt - x) (times w, the product rounded:
+// w = 1 gives the unweighted bits) to its shared L_k; then the lanes' sums into acc.
+template <int P>
+__device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
+                          std::uint64_t end, const Vec3d& zt, double* sh, double* acc) {
+  const int lane = threadIdx.x & 31;
+  zero_lane_sums<P>(sh);
+  for (std::uint64_t q = begin; q < end; ++q) {
+    const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
+    for (std::uint32_t i = lane; i < leaf.count; i += 32) {
+      const std::uint32_t p = leaf.first + i;
+      // One code path with and without weights: two copies of the tensor could be
+      // compiled with different multiply-adds, and w = 1 must give the unweighted bits.
+      const double w = t.w ? t.w[p] : 1.0;
+      newtonian_tensor<P + 1>(zt - Vec3d{t.x[p], t.y[p], t.z[p]}, eps2,
+                              [&](auto k, double d) { sh[k * kRow + lane] += __dmul_rn(w, d); });
+    }
+  }
+  reduce_lane_sums<P>(sh, acc);
+}
+
+// A warp per P2L chunk (grid-stride up to max_chunks; those beyond the total do nothing):
+// the chunk's partial local expansion, its tasks in list order, into partial[c * nl ...].
+template <int P>
+__global__ void __launch_bounds__(kLaneSumThreads) p2l_chunk_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
+                                                                const std::uint64_t* offsets,
+                                                                const std::uint32_t* chunk_start, std::uint64_t chunk,
+                                                                std::size_t max_chunks, double* partial) {
+  extern __shared__ double sh[];
+  constexpr int nl = local_count<P>();
+  const int lane = threadIdx.x & 31;
+  const std::uint32_t total = chunk_start[t.n_nodes];
+  for (std::size_t c = blockIdx.x; c < max_chunks && c < total; c += gridDim.x) {
+    const std::size_t node = owner_of(chunk_start, t.n_nodes, c);
+    const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
+    const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
+    double acc[kMaxPerLane] = {};
+    p2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
+  }
+}
+
+// P2L: a warp per target node with tasks (grid-stride): its chunks' partial expansions added
+// in chunk order, or, for a node not split into chunks, its tasks in list order; the sum is
+// added to the node's M2L expansion (or to zero, when it has none).
+template <int P>
+__global__ void __launch_bounds__(kLaneSumThreads) p2l_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
+                                                          const std::uint64_t* offsets, const std::uint32_t* chunk_start,
+                                                          const double* partial, double* l, std::uint8_t* has_local) {
+  extern __shared__ double sh[];
+  constexpr int nl = local_count<P>();
+  const int lane = threadIdx.x & 31;
+  for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
+    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
+    if (begin == end) continue;   // warp-uniform
+    double acc[kMaxPerLane] = {};
+    const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
+    if (c1 > c0) {
+      add_chunk_partials(partial, c0, c1, nl, lane, acc);
+    } else {
+      p2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+    }
+    const bool had = has_local[node];
+    double* ln = l + node * nl;
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < nl) ln[e] = (had ? ln[e] : 0.0) + acc[j];
+    }
+    __syncwarp();   // every lane has read `had`
+    if (lane == 0) has_local[node] = 1;
+  }
+}
+
+// grad phi at x of the multipoles m of source nodes tasks[begin, end), in list order, added
+// to g: for each tensor entry D_i as it is made, the terms (-1)^|n| M_n D_(n+e_a) with
+// n + e_a = i. One thread's particle; the warp's lanes share the tasks (broadcast loads).
+template <int P>
+__device__ __forceinline__ void m2p_field(double eps2, const FmmTreeView& t, const InteractionTask* tasks,
+                                          std::uint64_t begin, std::uint64_t end, const Vec3d& x, const double* m,
+                                          double* g) {
+  constexpr int nm = ct::count(P);
+  for (std::uint64_t q = begin; q < end; ++q) {
+    const std::uint32_t src = tasks[q].source;
+    const double* ms = m + static_cast<std::size_t>(src) * nm;
+    newtonian_tensor<P + 1>(x - centre_of(t.geometry[src]), eps2, [&](auto i, double d) {
+      constexpr ct::MI n = ct::kAll[i];
+      constexpr double sign = (n.degree() - 1) % 2 == 0 ? 1.0 : -1.0;   // (-1)^|i - e_a|
+      if constexpr (n.degree() >= 1 && n.degree() - 1 <= P) {
+        if constexpr (n.a > 0) g[0] += sign * ms[ct::index(n.a - 1, n.b, n.c)] * d;
+        if constexpr (n.b > 0) g[1] += sign * ms[ct::index(n.a, n.b - 1, n.c)] * d;
+        if constexpr (n.c > 0) g[2] += sign * ms[ct::index(n.a, n.b, n.c - 1)] * d;
+      }
+    });
+  }
+}
+
+// M2P chunks. A leaf's work is its tasks times its particles; W (the sum over leaves) sets
+// the chunk (chunk_tasks with the partial entries' bound: a chunked leaf of n tasks and k
+// particles has ceil(n / chunk) k <= 2 n k / chunk entries, so at most max_entries in all).
+// work[leaf] = its work, work[n_leaves] = 0: after the exclusive scan, work[n_leaves] = W.
+__global__ void m2p_leaf_work(FmmTreeView t, const std::uint64_t* offsets, std::uint64_t* work) {
+  const std::size_t leaf = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (leaf > t.n_leaves) return;
+  work[leaf] = leaf == t.n_leaves ? 0
+                                  : (offsets[leaf + 1] - offsets[leaf]) * t.nodes[t.leaf_node[leaf]].count;
+}
+
+__device__ __forceinline__ std::uint64_t m2p_chunk(const std::uint64_t* work_scan, std::size_t n_leaves,
+                                                   std::uint64_t min_chunk, std::uint64_t max_entries) {
+  const std::uint64_t c = (2 * work_scan[n_leaves] + max_entries - 1) / max_entries;
+  return c > min_chunk ? c : min_chunk;
+}
+
+// Per leaf, its chunks (0 when it has at most a chunk of tasks: done whole) and their
+// partial entries (chunks times particles); both 0 at [n_leaves], for the scans' totals.
+__global__ void m2p_chunk_counts(FmmTreeView t, const std::uint64_t* offsets, const std::uint64_t* work_scan,
+                                 std::uint64_t min_chunk, std::uint64_t max_entries, std::uint32_t* chunks,
+                                 std::uint32_t* entries) {
+  const std::size_t leaf = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (leaf > t.n_leaves) return;
+  if (leaf == t.n_leaves) {
+    chunks[leaf] = entries[leaf] = 0;
+    return;
+  }
+  const std::uint64_t chunk = m2p_chunk(work_scan, t.n_leaves, min_chunk, max_entries);
+  const std::uint64_t n = offsets[leaf + 1] - offsets[leaf];
+  const std::uint64_t c = n > chunk ? (n + chunk - 1) / chunk : 0;
+  chunks[leaf] = static_cast<std::uint32_t>(c);
+  entries[leaf] = static_cast<std::uint32_t>(c * t.nodes[t.leaf_node[leaf]].count);
+}
+
+// A warp per M2P chunk of a chunked leaf (grid-stride), a lane per particle of the leaf
+// (particles i, i + 32, ...): the field of the chunk's tasks in list order into the chunk's
+// partial entries partial[3 (entry_start[leaf] + k count + i) + d] (chunk k, particle i).
+template <int P>
+__global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
+                                                             const std::uint64_t* offsets,
+                                                             const std::uint64_t* work_scan, std::uint64_t min_chunk,
+                                                             std::uint64_t max_entries,
+                                                             const std::uint32_t* chunk_start,
+                                                             const std::uint32_t* entry_start, const double* m,
+                                                             double* partial) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const std::uint32_t total = chunk_start[t.n_leaves];
+  const std::uint64_t chunk = m2p_chunk(work_scan, t.n_leaves, min_chunk, max_entries);
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
+  for (std::size_t c = blockIdx.x * static_cast<std::size_t>(kWarps) + w; c < total; c += warps) {
+    const std::size_t leaf = owner_of(chunk_start, t.n_leaves, c);
+    const std::uint64_t k = c - chunk_start[leaf];
+    const std::uint64_t begin = offsets[leaf] + k * chunk;
+    const std::uint64_t end = begin + chunk < offsets[leaf + 1] ? begin + chunk : offsets[leaf + 1];
+    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
+    double* out = partial + 3 * (entry_start[leaf] + k * nd.count);
+    for (std::uint32_t i = lane; i < nd.count; i += 32) {
+      const std::uint32_t p = nd.first + i;
+      double g[3] = {0, 0, 0};
+      m2p_field<P>(eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, g);
+      for (int d = 0; d < 3; ++d) out[3 * i + d] = g[d];
+    }
+  }
+}
+
+// M2P: a warp per target leaf (grid-stride), a lane per particle: for a leaf done whole,
+// its source nodes in list order (m2p_field); for a chunked leaf, the partial entries of its
+// particle in chunk order. G m times the field is added to the particle's acceleration.
+template <int P>
+__global__ void __launch_bounds__(kThreads) m2p_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
+                                                      const std::uint64_t* offsets, const std::uint32_t* chunk_start,
+                                                      const std::uint32_t* entry_start, const double* partial,
+                                                      const double* m, double g_mass, double* acc) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
+  for (std::size_t leaf = blockIdx.x * static_cast<std::size_t>(kWarps) + w; leaf < t.n_leaves; leaf += warps) {
+    const std::uint64_t begin = offsets[leaf], end = offsets[leaf + 1];
+    if (begin == end) continue;   // warp-uniform
+    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
+    const std::uint32_t chunks = chunk_start[leaf + 1] - chunk_start[leaf];
+    const double* part = partial + 3 * static_cast<std::size_t>(entry_start[leaf]);
+    for (std::uint32_t i = lane; i < nd.count; i += 32) {
+      const std::uint32_t p = nd.first + i;
+      double g[3] = {0, 0, 0};
+      if (chunks > 0) {
+        for (std::uint32_t k = 0; k < chunks; ++k)
+          for (int d = 0; d < 3; ++d) g[d] += part[3 * (static_cast<std::size_t>(k) * nd.count + i) + d];
+      } else {
+        m2p_field<P>(eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, g);
+      }
+      for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
+    }
+  }
+}
+
+// f(integral_constant<int, p>) for the multipole order p of a pass (1 .. 6, DeviceFmm's range).
+template <typename F>
+void with_order(int order, F&& f) {
+  switch (order) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: fail("internal: leaf-cell pairs of multipole order {} (1 .. 6)", order);
+  }
+}
+
+// A single-warp kernel's grid-stride grid: a block per item, at most 32 per SM.
+unsigned warp_grid(std::size_t items, int sms) {
+  const std::size_t cap = 32 * static_cast<std::size_t>(sms);
+  return static_cast<unsigned>(items == 0 ? 1 : std::min(items, cap));
+}
+
+}  // namespace
+
+void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::uint64_t* offsets, std::uint64_t chunk,
+                   std::size_t max_chunks, const ChunkArrays& arrays, const double* m, double* l,
+                   std::uint8_t* has_local) {
+  if (pass.kernel != KernelKind::newtonian) fail("internal: the per-thread M2L is the Newtonian kernel's");
+  const std::size_t nn = pass.t.n_nodes;
+  scan_task_chunks(pass, offsets, nn, chunk, arrays, arrays.totals);
+  with_order(pass.order, [&](auto order) {
+    constexpr int P = decltype(order)::value;
+    constexpr std::size_t shared = lane_sums_bytes<P>();
+    m2l_chunk_kernel<P><<<warp_grid(max_chunks, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, chunk, max_chunks, m, arrays.partial);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    m2l_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, arrays.partial, m, l, has_local);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, std::uint64_t max_chunks,
+         const ChunkArrays& arrays, double* l, std::uint8_t* has_local) {
+  if (pass.kernel != KernelKind::newtonian) fail("internal: leaf-cell pairs need the Newtonian kernel (vacuum)");
+  const std::size_t nn = pass.t.n_nodes;
+  const std::uint64_t chunk = chunk_tasks(lists.count, min_chunk, max_chunks);
+  const std::size_t bound = chunks_bound(lists.count, chunk, max_chunks);
+  if (bound * static_cast<std::size_t>(pass.nl) > arrays.partial_doubles)
+    fail("internal: P2L chunks need {} doubles, {} given", bound * pass.nl, arrays.partial_doubles);
+  scan_task_chunks(pass, lists.p2l_offsets, nn, chunk, arrays, arrays.totals + 1);
+  with_order(pass.order, [&](auto order) {
+    constexpr int P = decltype(order)::value;
+    constexpr std::size_t shared = lane_sums_bytes<P>();
+    p2l_chunk_kernel<P><<<warp_grid(bound, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, chunk, bound, arrays.partial);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    p2l_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, arrays.partial, l, has_local);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, const ChunkArrays& arrays,
+         const double* m, double g_mass, double* acc) {
+  if (pass.kernel != KernelKind::newtonian) fail("internal: leaf-cell pairs need the Newtonian kernel (vacuum)");
+  const std::size_t n = pass.t.n_leaves;
+  const std::uint64_t max_entries = arrays.partial_doubles / 3;
+  if (max_entries == 0) fail("internal: M2P chunks given no partial entries");
+  const auto blocks = static_cast<unsigned>((n + 1 + 255) / 256);
+  m2p_leaf_work<<<blocks, 256, 0, pass.stream>>>(pass.t, lists.m2p_offsets, arrays.leaf_work);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  DeviceArray<unsigned char>& temp = *arrays.scan_temp;
+  temp.ensure(std::max(exclusive_sum_bytes(arrays.leaf_work, arrays.leaf_work, n + 1),
+                       exclusive_sum_bytes(arrays.chunk_start, arrays.chunk_start, n + 1)));
+  exclusive_sum(temp.data(), temp.capacity(), arrays.leaf_work, arrays.leaf_work, n + 1, pass.stream);
+  m2p_chunk_counts<<<blocks, 256, 0, pass.stream>>>(pass.t, lists.m2p_offsets, arrays.leaf_work, min_chunk,
+                                                     max_entries, arrays.chunk_start, arrays.entry_start);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  exclusive_sum(temp.data(), temp.capacity(), arrays.chunk_start, arrays.chunk_start, n + 1, pass.stream);
+  exclusive_sum(temp.data(), temp.capacity(), arrays.entry_start, arrays.entry_start, n + 1, pass.stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(arrays.totals + 2, arrays.chunk_start + n, sizeof(std::uint32_t),
+                                   cudaMemcpyDeviceToDevice, pass.stream));
+  with_order(pass.order, [&](auto order) {
+    constexpr int P = decltype(order)::value;
+    // The chunks' count is known on the device only: a full grid, whose warps beyond it stop.
+    m2p_chunk_kernel<P><<<stride_grid(16 * kWarps * static_cast<std::size_t>(pass.sms), pass.sms), kThreads, 0,
+                          pass.stream>>>(pass.eps2, pass.t, lists.m2p, lists.m2p_offsets, arrays.leaf_work, min_chunk,
+                                         max_entries, arrays.chunk_start, arrays.entry_start, m, arrays.partial);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    m2p_kernel<P><<<stride_grid(n, pass.sms), kThreads, 0, pass.stream>>>(
+        pass.eps2, pass.t, lists.m2p, lists.m2p_offsets, arrays.chunk_start, arrays.entry_start, arrays.partial, m,
+        g_mass, acc);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+}  // namespace orbis::gpu::fmm_detail
