@@ -442,6 +442,10 @@ void CudaStepEngine::setup(const Params& params) {
   m.memory_limit_gib = params.get_real("gpu.memory_limit_gib");
   m.tree_settings.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
   m.tree_settings.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
+  // In vacuum a cusp's particles cross a refitted leaf in tens of sub-steps: its box grows until
+  // no node accepts it and the P2P pairs grow ~20-fold (a 10^6-particle merger: 10^8 -> 3e9 a
+  // sub-step of ~2e4 active particles over 300 sub-steps), while a build costs ~2 ms.
+  if (m.vacuum && !params.given("gpu.tree_max_refits")) m.tree_settings.max_refits = kVacuumMaxRefits;
   m.tree_policy = TreeReusePolicy(m.tree_settings);
   // How the ranks' device data moves (the ghosts, the PM's transposes): gpu/device_alltoallv.cuh.
   gpu::set_rank_exchange(gpu::parse_rank_exchange(params.get_string("gpu.rank_exchange"),
@@ -495,12 +499,14 @@ std::string CudaStepEngine::describe() const {
     const auto& s = m.sr;
     return fmt::format("GPU step engine on {}: particles on the GPU; vacuum boundaries: {}, P2P {}; tree, walk, P2P "
                        "and far field on the GPU, Plummer softening {:.4g}, G = {:.6g}; the tree built afresh at least "
-                       "every {} full steps, refitted between",
+                       "every {} full steps, refitted between{}",
                        m.name,
                        s.theta == 0 ? std::string("direct summation (every pair in P2P)")
                                     : fmt::format("FMM theta = {}, p = {}, max_leaf = {}", s.theta, s.multipole_order,
                                                   s.max_leaf),
-                       s.p2p_double ? "double" : "float", s.softening, m.g, m.tree_settings.rebuild_every);
+                       s.p2p_double ? "double" : "float", s.softening, m.g, m.tree_settings.rebuild_every,
+                       m.tree_settings.max_refits > 0 ? fmt::format(" (at most {} refits in a row)", m.tree_settings.max_refits)
+                                                      : std::string());
   }
   const auto& pm = m.pm_settings;
   const std::string pm_text = fmt::format("cuFFT PM {}^3 {} mesh ({})", pm.grid_side,

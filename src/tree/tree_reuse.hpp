@@ -41,6 +41,11 @@ struct TreeReuseSettings {
   double pair_growth = 0.1;
 };
 
+// The CUDA step engine's max_refits for isolated systems unless [gpu] tree_max_refits is
+// given: 1, 2, 4 and 8 ran a 10^6-particle merger's first 192 sub-steps alike (7.2-7.8 s), no
+// limit several times slower (gpu/step_engine_cuda.cu says why).
+inline constexpr int kVacuumMaxRefits = 4;
+
 // Why a force computation builds the tree (none: it refits the last one).
 enum class TreeBuild { none, first, asked, age, growth, refits };
 const char* tree_build_name(TreeBuild why);
