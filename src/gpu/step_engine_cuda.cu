@@ -440,12 +440,7 @@ void CudaStepEngine::setup(const Params& params) {
     m.box = params.get_real("box.size_mpc_h");
   }
   m.memory_limit_gib = params.get_real("gpu.memory_limit_gib");
-  m.tree_settings.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
-  m.tree_settings.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
-  // In vacuum a cusp's particles cross a refitted leaf in tens of sub-steps: its box grows until
-  // no node accepts it and the P2P pairs grow ~20-fold (a 10^6-particle merger: 10^8 -> 3e9 a
-  // sub-step of ~2e4 active particles over 300 sub-steps), while a build costs ~2 ms.
-  if (m.vacuum && !params.given("gpu.tree_max_refits")) m.tree_settings.max_refits = kVacuumMaxRefits;
+  m.tree_settings = tree_reuse_settings(params);   // in vacuum a build after 4 refits unless given
   m.tree_policy = TreeReusePolicy(m.tree_settings);
   // How the ranks' device data moves (the ghosts, the PM's transposes): gpu/device_alltoallv.cuh.
   gpu::set_rank_exchange(gpu::parse_rank_exchange(params.get_string("gpu.rank_exchange"),

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/params.hpp"
 
 namespace orbis {
 
@@ -16,6 +17,15 @@ const char* tree_build_name(TreeBuild why) {
     case TreeBuild::refits: return "refits in a row";
   }
   return "?";
+}
+
+TreeReuseSettings tree_reuse_settings(const Params& params) {
+  TreeReuseSettings s;
+  s.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
+  s.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
+  if (params.get_string("gravity.boundary") == "vacuum" && !params.given("gpu.tree_max_refits"))
+    s.max_refits = kVacuumMaxRefits;
+  return s;
 }
 
 TreeReusePolicy::TreeReusePolicy(const TreeReuseSettings& settings) : settings_(settings) {

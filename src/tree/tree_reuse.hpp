@@ -41,10 +41,17 @@ struct TreeReuseSettings {
   double pair_growth = 0.1;
 };
 
-// The CUDA step engine's max_refits for isolated systems unless [gpu] tree_max_refits is
-// given: 1, 2, 4 and 8 ran a 10^6-particle merger's first 192 sub-steps alike (7.2-7.8 s), no
-// limit several times slower (gpu/step_engine_cuda.cu says why).
+class Params;
+
+// max_refits for isolated systems ([gravity] boundary = "vacuum") unless [gpu]
+// tree_max_refits is given: a cusp's particles leave a refitted leaf within tens of
+// sub-steps, whose box then grows until no node accepts it (a 10^6-particle merger's P2P
+// pairs grew from 1e8 to 3e9 a sub-step of ~2e4 active particles over 300 sub-steps, while a
+// build costs ~2 ms); 1, 2, 4 and 8 ran its first 192 sub-steps alike (7.2-7.8 s on an H200).
 inline constexpr int kVacuumMaxRefits = 4;
+// The CUDA step engine's policy from [gpu] tree_rebuild_every and tree_max_refits (in vacuum
+// kVacuumMaxRefits where the latter is not given).
+TreeReuseSettings tree_reuse_settings(const Params& params);
 
 // Why a force computation builds the tree (none: it refits the last one).
 enum class TreeBuild { none, first, asked, age, growth, refits };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/params.hpp"
 #include "tree/tree_reuse.hpp"
 
 using namespace orbis;
@@ -188,4 +189,22 @@ TEST_CASE("tree reuse: settings out of range stop before any step") {
   CHECK_THROWS_AS(TreeReusePolicy{s}, Error);
   TreeReusePolicy p;
   CHECK_THROWS_AS(p.end(true, 1), Error);   // a step ended that was not begun
+}
+
+TEST_CASE("tree_reuse_settings: isolated systems build after kVacuumMaxRefits refits unless the key is given") {
+  const std::string vacuum =
+      "[ic]\nkind = \"plummer\"\nparticles = 1000\nmass = 1.0\nscale_radius = 0.5\n[units]\nsystem = \"nbody\"\n"
+      "[gravity]\nboundary = \"vacuum\"\nsoftening = 0.02\n[time]\nt_end = 1.0\nmax_dt = 0.01\n";
+  const TreeReuseSettings dflt = tree_reuse_settings(Params::parse(vacuum, "vacuum.toml"));
+  CHECK(dflt.max_refits == kVacuumMaxRefits);
+  CHECK(dflt.rebuild_every == 4);
+  // Given, even as 0 (no limit), the key wins.
+  CHECK(tree_reuse_settings(Params::parse(vacuum, "vacuum.toml", {"gpu.tree_max_refits=0"})).max_refits == 0);
+  CHECK(tree_reuse_settings(Params::parse(vacuum, "vacuum.toml", {"gpu.tree_max_refits=9"})).max_refits == 9);
+  CHECK(tree_reuse_settings(Params::parse(vacuum + "[gpu]\ntree_max_refits = 2\n", "vacuum.toml")).max_refits == 2);
+  // A periodic box keeps the schema's default: sub-steps refit without limit.
+  const std::string box = "[box]\nsize_mpc_h = 32.0\nparticles_per_side = 8\n";
+  const TreeReuseSettings periodic = tree_reuse_settings(Params::parse(box, "box.toml", {"gpu.tree_rebuild_every=2"}));
+  CHECK(periodic.max_refits == 0);
+  CHECK(periodic.rebuild_every == 2);
 }
