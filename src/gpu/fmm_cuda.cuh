@@ -12,7 +12,11 @@
 //   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
 //         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
 //         (a level of the recurrence per step, lanes over its entries), then lane k adds
-//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register;
+//         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register (the truncated kernel: a
+//         periodic box's ~1e4 M2L a step); the Newtonian kernel's (vacuum: ~8 a particle) a
+//         warp per target node and a lane per task, each lane's D of order p + 1 in registers
+//         (gpu/fmm_cuda_tensor.cuh) and its L_k in shared memory, the lanes' sums then added
+//         in lane order;
 //   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
 //   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
 // and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
