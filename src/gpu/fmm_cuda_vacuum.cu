@@ -25,8 +25,9 @@ namespace orbis::gpu::fmm_detail {
 namespace {
 
 // M2L and P2L keep a local expansion per lane in shared memory (too many registers beside
-// the tensor): warp w's entry k of lane j at [w][k][j], rows padded to 33 so that both the
-// lanes' updates of one k and the reduction's reads of one j spread over the banks.
+// the tensor): entry k of lane j at [k][j] of the block's (one warp's) array, rows padded to
+// 33 so that both the lanes' updates of one k and the reduction's reads of one j spread over
+// the banks.
 constexpr int kRow = 33;
 template <int P> constexpr int local_count() { return ct::count(P + 1); }
 template <int P> constexpr std::size_t lane_sums_bytes() { return sizeof(double) * local_count<P>() * kRow; }
