@@ -17,19 +17,22 @@ for stage in $stages; do
     build)
       cmake -S . -B $b -G Ninja -DORBIS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_BUILD_TYPE=Release -DORBIS_MPI=OFF >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-      cmake --build $b -j"$(nproc)" --target orbis bench_vacuum ${TARGETS:-gpu_test_vacuum_cuda gpu_test_vacuum_engine_cuda} \
+      cmake --build $b -j"$(nproc)" --target orbis bench_vacuum ${TARGETS:-gpu_test_vacuum_cuda gpu_test_vacuum_engine_cuda gpu_test_fmm_leaf_cell_cuda} \
         >"$out/build.log" 2>&1 || { grep -E "error|Error" -A3 "$out/build.log" | head -40; exit 1; }
       echo "build ok" ;;
     tests)
-      ctest --test-dir $b -L gpu -R "${TESTS:-vacuum}" --output-on-failure >"$out/gpu_tests.log" 2>&1
+      ctest --test-dir $b -L gpu -R "${TESTS:-vacuum|fmm_leaf_cell}" --output-on-failure >"$out/gpu_tests.log" 2>&1
       rc=$?
       grep -E "tests passed|Passed|Failed|\*\*\*" "$out/gpu_tests.log"
       [ $rc -eq 0 ] || { grep -B2 -A12 "ERROR\|FAILED\|SKIP" "$out/gpu_tests.log" | head -80; exit 1; } ;;
     bench)
       nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv,noheader
-      lines=${BENCH:-"--p2p=engine --scene=plummer --order=6 --theta=0.4,0.5,0.6 --reps=5 1000000
---p2p=engine --scene=hernquist --order=6 --theta=0.4,0.5 --reps=5 1000000
---p2p=engine --scene=plummer --order=6 --theta=0.5 --reps=3 --sample=300 16000000"}
+      # The rows of bench_vacuum_results.md ("A thread per pair in the device far field").
+      lines=${BENCH:-"--p2p=engine --scene=plummer --order=4 --theta=0.5,0.6,0.7 --reps=5 1000000
+--p2p=engine --scene=hernquist --order=5 --theta=0.5 --reps=5 1000000
+--p2p=engine --scene=halo_bulge --order=4 --theta=0.5 --reps=5 1000000
+--p2p=engine --scene=halo_bulge --order=6 --theta=0.4 --reps=5 1000000
+--p2p=engine --scene=plummer --order=4 --theta=0.5 --reps=3 --sample=300 16000000"}
       while IFS= read -r args; do
         # shellcheck disable=SC2086
         [ -n "$args" ] && { echo "## bench_vacuum $args"; $b/bench/bench_vacuum $args; }
