@@ -442,12 +442,9 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   fmm_detail::Pass pass;
-  pass.tb = tb;
   pass.order = order_;
-  pass.nm = nm_;
   pass.nl = nl_;
   pass.kernel = kernel_;
-  pass.r_s = r_s_;
   pass.eps2 = eps2_;
   pass.t = tree;
   pass.sms = sms;

@@ -40,13 +40,12 @@ struct Tables {
   const int* plus_e;      // L2P: local index of gradient term i + e_d at [d * nm + i]
 };
 
-// What every pass of one compute() reads: the tables, the expansion sizes (nm multipoles to
-// `order`, nl locals to order + 1), the kernel, the tree, the stream and the device's SMs.
+// What the chunked passes of one compute() read (the per-thread M2L, P2L and M2P, and the
+// chunk scans): the multipole order (nl locals to order + 1), the kernel and its softening,
+// the tree, the stream and the device's SMs.
 struct Pass {
-  Tables tb;
-  int order = 0, nm = 0, nl = 0;
+  int order = 0, nl = 0;
   KernelKind kernel = KernelKind::truncated;
-  double r_s = 0;
   double eps2 = 0;   // the Newtonian kernel's softening squared
   FmmTreeView t;
   int sms = 1;
