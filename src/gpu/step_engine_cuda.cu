@@ -490,6 +490,9 @@ CudaStepEngine::~CudaStepEngine() {
 
 std::string CudaStepEngine::describe() const {
   const Impl& m = *impl_;
+  const std::string refit_limit =
+      m.tree_settings.max_refits > 0 ? fmt::format(" (at most {} refits in a row)", m.tree_settings.max_refits)
+                                     : std::string();
   if (m.vacuum) {
     const auto& s = m.sr;
     return fmt::format("GPU step engine on {}: particles on the GPU; vacuum boundaries: {}, P2P {}; tree, walk, P2P "
@@ -500,8 +503,7 @@ std::string CudaStepEngine::describe() const {
                                     : fmt::format("FMM theta = {}, p = {}, max_leaf = {}", s.theta, s.multipole_order,
                                                   s.max_leaf),
                        s.p2p_double ? "double" : "float", s.softening, m.g, m.tree_settings.rebuild_every,
-                       m.tree_settings.max_refits > 0 ? fmt::format(" (at most {} refits in a row)", m.tree_settings.max_refits)
-                                                      : std::string());
+                       refit_limit);
   }
   const auto& pm = m.pm_settings;
   const std::string pm_text = fmt::format("cuFFT PM {}^3 {} mesh ({})", pm.grid_side,
@@ -529,8 +531,7 @@ std::string CudaStepEngine::describe() const {
                      "between{}",
                      m.name, pm_text, s.r_s, s.r_cut, s.p2p_double ? "double" : "float", s.taylor_order, s.theta,
                      s.multipole_order, s.max_leaf, s.softening, m.tree_settings.rebuild_every,
-                     m.tree_settings.max_refits > 0 ? fmt::format(" (at most {} refits in a row)", m.tree_settings.max_refits)
-                                                    : std::string());
+                     refit_limit);
 }
 
 double CudaStepEngine::softening() const { return impl_->treepm ? impl_->sr.softening : 0.0; }
