@@ -4,8 +4,10 @@
 
 #include "core/error.hpp"
 #include "fmm/kernel_derivatives.hpp"
+#include "fmm/multi_index_ct.hpp"
 #include "gpu/cub_counts.cuh"
 #include "gpu/fmm_cuda_kernels.cuh"
+#include "gpu/fmm_cuda_monomials.cuh"
 #include "gpu/orb_tree_cuda.cuh"
 #include "tree/multi_index.hpp"
 
@@ -47,58 +49,66 @@ namespace {
 
 using namespace fmm_detail;
 
-// P2M: a warp per leaf, lane n sums (x_j - z)^n / n! over the leaf's particles in tree order
-// (times w_j, rounded, with weights: the host's m += w * mono with w = 1 gives these bits).
-__global__ void p2m_kernel(Tables tb, int nm, FmmTreeView t, const std::uint8_t* wanted, double* m) {
-  const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+// P2M: a thread per leaf, every n at once in registers, its particles in tree order: the
+// host's arithmetic term for term (its monomials, the product w_j times the monomial rounded
+// before the sum; w = 1 without weights gives the unweighted bits), so M is the host's bits.
+template <int P>
+__global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std::uint8_t* wanted, double* m) {
+  constexpr int nm = ct::count(P);
+  const std::size_t leaf = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (leaf >= t.n_leaves) return;
   const std::int32_t node = t.leaf_node[leaf];
   if (!wanted[node]) return;
   const DeviceShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
-  for (int n = lane; n < nm; n += 32) {
-    const int* mi = tb.mi + 3 * n;
-    double sum = 0;
-    if (t.w) {   // warp-uniform
-      for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
-        sum = __dadd_rn(sum, __dmul_rn(t.w[p], scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z)));
-    } else {
-      for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p)
-        sum = __dadd_rn(sum, scaled_monomial(mi, t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z));
-    }
-    m[static_cast<std::size_t>(node) * nm + n] = sum;
+  double sum[nm];
+  ct::unroll<nm>([&](auto n) { sum[n] = 0; });
+  for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p) {
+    double mono[nm];
+    scaled_monomials<P>(t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z, mono);
+    const double w = t.w ? t.w[p] : 1.0;
+    ct::unroll<nm>([&](auto n) { sum[n] = __dadd_rn(sum[n], __dmul_rn(w, mono[n])); });
   }
+  double* out = m + static_cast<std::size_t>(node) * nm;
+  ct::unroll<nm>([&](auto n) { out[n] = sum[n]; });
 }
 
-// M2M for the nodes of one depth: a warp per internal node, its children (left, then right)
-// shifted to its centre term by term in the host's order.
-__global__ void m2m_kernel(Tables tb, int nm, FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
-                           const std::uint8_t* wanted, double* m) {
-  __shared__ double mono[kWarps][kMaxNm];
-  const std::uint32_t item = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-  if (item >= n_level) return;   // warp-uniform
+// M2M for the nodes of one depth: a thread per internal node, its children (left, then
+// right) shifted to its centre, M_n += M_k(child) d^(n-k)/(n-k)! over k <= n in the host's
+// order (k's x, then y, then z component ascending; tree/multi_index.hpp shift_terms), with
+// products and sums rounded apart: the host's bits.
+template <int P>
+__global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
+                                                      const std::uint8_t* wanted, double* m) {
+  constexpr int nm = ct::count(P);
+  const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+  if (item >= n_level) return;
   const std::int32_t node = level[item];
   const DeviceShapeNode nd = t.nodes[node];
   if (nd.left < 0 || !wanted[node]) return;
-  double sum[3] = {0, 0, 0};   // n = lane + 32 j (nm <= 84)
+  double sum[nm];
+  ct::unroll<nm>([&](auto n) { sum[n] = 0; });
+  const Vec3d z = centre_of(t.geometry[node]);
   const std::int32_t children[2] = {nd.left, nd.right};
   for (const std::int32_t child : children) {
-    const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[node]);
-    for (int i = lane; i < nm; i += 32) mono[w][i] = scaled_monomial(tb.mi + 3 * i, d.x, d.y, d.z);
-    __syncwarp();
+    const Vec3d d = centre_of(t.geometry[child]) - z;
+    double mono[nm];
+    scaled_monomials<P>(d.x, d.y, d.z, mono);
     const double* mc = m + static_cast<std::size_t>(child) * nm;
-    for (int j = 0; j < 3; ++j) {
-      const int n = lane + 32 * j;
-      if (n >= nm) break;
-      for (int q = tb.m2m_start[n]; q < tb.m2m_start[n + 1]; ++q)
-        sum[j] = __dadd_rn(sum[j], __dmul_rn(mc[tb.m2m_terms[2 * q]], mono[w][tb.m2m_terms[2 * q + 1]]));
-    }
-    __syncwarp();   // mono is rewritten for the other child
+    ct::unroll<nm>([&](auto i) {
+      constexpr ct::MI n = ct::kAll[i];
+      ct::unroll<n.a + 1>([&](auto a) {
+        ct::unroll<n.b + 1>([&](auto b) {
+          ct::unroll<n.c + 1>([&](auto c) {
+            constexpr int ka = a, kb = b, kc = c;
+            sum[i] = __dadd_rn(sum[i], __dmul_rn(mc[ct::index(ka, kb, kc)], mono[ct::index(n.a - ka, n.b - kb, n.c - kc)]));
+          });
+        });
+      });
+    });
   }
-  for (int j = 0; j < 3; ++j)
-    if (lane + 32 * j < nm) m[static_cast<std::size_t>(node) * nm + lane + 32 * j] = sum[j];
+  double* out = m + static_cast<std::size_t>(node) * nm;
+  ct::unroll<nm>([&](auto n) { out[n] = sum[n]; });
 }
 
 // M2L of tasks [begin, end) of one target node (centre zt) added to the warp's local
@@ -184,40 +194,46 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
   }
 }
 
-// L2L for the children of the nodes of one depth: a warp per parent with a local
-// expansion, lane k of each child adds its terms in the host's order.
-__global__ void l2l_kernel(Tables tb, int nl, FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
-                           double* l, std::uint8_t* has_local) {
-  __shared__ double mono[kWarps][kMaxNl];
-  const std::uint32_t item = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
-  if (item >= n_level) return;
-  const std::int32_t parent = level[item];
+// L2L for the children of the nodes of one depth: a thread per child of a parent with a
+// local expansion, L_k(child) += L_n(parent) d^(n-k)/(n-k)! over n >= k in the host's order
+// (n ascending in the layout, which is n - k's order too), onto the child's own M2L expansion
+// (or zero), with products and sums rounded apart: the host's bits.
+template <int P>
+__global__ void __launch_bounds__(kThreads) l2l_kernel(FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
+                                                      double* l, std::uint8_t* has_local) {
+  constexpr int nl = ct::count(P + 1);
+  const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+  if (item >= 2 * n_level) return;
+  const std::int32_t parent = level[item / 2];
   const DeviceShapeNode nd = t.nodes[parent];
   if (nd.left < 0 || !has_local[parent]) return;
+  const std::int32_t child = item % 2 == 0 ? nd.left : nd.right;
+  const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[parent]);
+  double mono[nl];
+  scaled_monomials<P + 1>(d.x, d.y, d.z, mono);
+  const bool had = has_local[child];   // its own M2L; else its expansion starts at zero
   const double* lp = l + static_cast<std::size_t>(parent) * nl;
-  const std::int32_t children[2] = {nd.left, nd.right};
-  for (const std::int32_t child : children) {
-    const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[parent]);
-    const bool had = has_local[child];   // its own M2L; else its expansion starts at zero
-    for (int i = lane; i < nl; i += 32) mono[w][i] = scaled_monomial(tb.mi + 3 * i, d.x, d.y, d.z);
-    __syncwarp();
-    double* lc = l + static_cast<std::size_t>(child) * nl;
-    for (int k = lane; k < nl; k += 32) {
-      double v = had ? lc[k] : 0.0;
-      for (int q = tb.l2l_start[k]; q < tb.l2l_start[k + 1]; ++q)
-        v = __dadd_rn(v, __dmul_rn(lp[tb.l2l_terms[2 * q]], mono[w][tb.l2l_terms[2 * q + 1]]));
-      lc[k] = v;
-    }
-    if (lane == 0) has_local[child] = 1;
-    __syncwarp();
-  }
+  double* lc = l + static_cast<std::size_t>(child) * nl;
+  ct::unroll<nl>([&](auto ki) {
+    constexpr ct::MI k = ct::kAll[ki];
+    double v = had ? lc[ki] : 0.0;
+    ct::unroll<ct::count(P + 1 - k.degree())>([&](auto j) {
+      constexpr ct::MI e = ct::kAll[j];
+      v = __dadd_rn(v, __dmul_rn(lp[ct::index(k.a + e.a, k.b + e.b, k.c + e.c)], mono[j]));
+    });
+    lc[ki] = v;
+  });
+  has_local[child] = 1;
 }
 
-// L2P: a warp per leaf with a local expansion; per particle, lane i adds gradient term i,
-// the warp sums in a fixed tree, lane 0 adds G m grad phi to the particle's acceleration.
-__global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const double* l, const std::uint8_t* has_local,
-                           double g_mass, double* acc) {
+// L2P: a warp per leaf with a local expansion, a thread per particle: grad phi = sum_i
+// L_(i + e_d) y^i / i! over the gradient set (the multipole set) in the host's order with the
+// host's monomials (products and sums rounded apart, as FmmOperators::l2p), then G m times it
+// added to the particle's acceleration.
+template <int P>
+__global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const double* l, const std::uint8_t* has_local,
+                                                      double g_mass, double* acc) {
+  constexpr int nm = ct::count(P), nl = ct::count(P + 1);
   const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (leaf >= t.n_leaves) return;
@@ -226,20 +242,20 @@ __global__ void l2p_kernel(Tables tb, int nm, int nl, FmmTreeView t, const doubl
   const DeviceShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
   const double* loc = l + static_cast<std::size_t>(node) * nl;
-  for (std::uint32_t p = nd.first; p < nd.first + nd.count; ++p) {
-    const Vec3d y = Vec3d{t.x[p], t.y[p], t.z[p]} - c;
+  for (std::uint32_t i = lane; i < nd.count; i += 32) {
+    const std::uint32_t p = nd.first + i;
+    double mono[nm];
+    scaled_monomials<P>(t.x[p] - c.x, t.y[p] - c.y, t.z[p] - c.z, mono);
     double g[3] = {0, 0, 0};
-    for (int i = lane; i < nm; i += 32) {
-      const double mono = scaled_monomial(tb.mi + 3 * i, y.x, y.y, y.z);
-      for (int d = 0; d < 3; ++d) g[d] += loc[tb.plus_e[d * nm + i]] * mono;
-    }
-    for (int o = 16; o > 0; o /= 2)
-      for (int d = 0; d < 3; ++d) g[d] += __shfl_down_sync(0xffffffffu, g[d], o);
-    if (lane == 0)
-      for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
+    ct::unroll<nm>([&](auto k) {
+      constexpr ct::MI n = ct::kAll[k];
+      g[0] = __dadd_rn(g[0], __dmul_rn(loc[ct::index(n.a + 1, n.b, n.c)], mono[k]));
+      g[1] = __dadd_rn(g[1], __dmul_rn(loc[ct::index(n.a, n.b + 1, n.c)], mono[k]));
+      g[2] = __dadd_rn(g[2], __dmul_rn(loc[ct::index(n.a, n.b, n.c + 1)], mono[k]));
+    });
+    for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
   }
 }
-
 
 // Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
 // Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
@@ -291,32 +307,6 @@ DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double 
   begin_table();
   for (int i = 0; i < nl_; ++i)
     for (int d = 0; d < 3; ++d) all.push_back(lset[i][d]);
-  // M2M: shift_terms of the multipole set are grouped by n in increasing order.
-  const std::vector<ShiftTerm> m2m = shift_terms(mset);
-  begin_table();
-  {
-    int q = 0;
-    for (int n = 0; n <= nm_; ++n) {
-      all.push_back(q);
-      while (n < nm_ && q < static_cast<int>(m2m.size()) && m2m[static_cast<std::size_t>(q)].n == n) ++q;
-    }
-  }
-  begin_table();
-  for (const ShiftTerm& t : m2m) all.insert(all.end(), {t.k, t.diff});
-  // L2L: the local set's terms, regrouped by the index they add to, each group in list order.
-  const std::vector<ShiftTerm> l2l = shift_terms(lset);
-  std::vector<std::vector<int>> by_k(static_cast<std::size_t>(nl_));
-  for (const ShiftTerm& t : l2l) by_k[static_cast<std::size_t>(t.k)].insert(by_k[static_cast<std::size_t>(t.k)].end(), {t.n, t.diff});
-  begin_table();
-  {
-    int q = 0;
-    for (int k = 0; k <= nl_; ++k) {
-      all.push_back(q);
-      if (k < nl_) q += static_cast<int>(by_k[static_cast<std::size_t>(k)].size() / 2);
-    }
-  }
-  begin_table();
-  for (const auto& list : by_k) all.insert(all.end(), list.begin(), list.end());
   // M2L: for local k, the multipoles n with |n| + |k| <= p + 1 (a prefix of the layout).
   begin_table();
   for (int k = 0; k < nl_; ++k) {
@@ -347,14 +337,6 @@ DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double 
     m2[axis] -= 2;
     all.insert(all.end(), {axis, lset.index(m1[0], m1[1], m1[2]), lset.index(m2[0], m2[1], m2[2]), n[axis] - 1});
   }
-  // L2P: local index of gradient term i + e_d (the gradient set is the multipole set).
-  begin_table();
-  for (int d = 0; d < 3; ++d)
-    for (int i = 0; i < nm_; ++i) {
-      auto n = mset[i];
-      n[d] += 1;
-      all.push_back(lset.index(n[0], n[1], n[2]));
-    }
   tables_.ensure(all.size());
   ORBIS_CUDA_CHECK(cudaMemcpy(tables_.data(), all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
 }
@@ -404,7 +386,7 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   active_.ensure(nn);
   const int* base = tables_.data();
   const auto at = [&](int i) { return base + table_offsets_[static_cast<std::size_t>(i)]; };
-  const Tables tb{at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8)};
+  const Tables tb{at(0), at(1), at(2), at(3)};
   const std::vector<std::size_t>& off = *tree.level_offset;
   const int depths = static_cast<int>(off.size()) - 1;
   auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
@@ -413,29 +395,36 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   };
 
   wanted_.ensure(nn);
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
-  if (m2l_count > 0) {
-    flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
+  if (kernel_ == KernelKind::newtonian) {
+    // Vacuum: the walk makes nearly every node an M2L or M2P source (~8e6 M2L tasks at 10^6
+    // particles), and flagging their sources (a byte store per task) costs more than the
+    // multipoles of the few nodes that are none.
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 1, nn, stream));
+  } else {
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
+    if (m2l_count > 0) {
+      flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
+    // A forest's levels between its top and its subtrees are empty: nothing is launched there.
+    for (int d = 0; d + 1 < depths; ++d) {
+      if (level_size(d) == 0) continue;
+      flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
+          level(d), level_size(d), tree.nodes, wanted_.data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
   }
-  if (leaf_cell.count > 0) {   // the M2P sources
-    flag_sources<<<static_cast<unsigned>((leaf_cell.count + 255) / 256), 256, 0, stream>>>(
-        leaf_cell.m2p, leaf_cell.count, wanted_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-  }
-  // A forest's levels between its top and its subtrees are empty: nothing is launched there.
-  for (int d = 0; d + 1 < depths; ++d) {
-    if (level_size(d) == 0) continue;
-    flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
-        level(d), level_size(d), tree.nodes, wanted_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-  }
-  p2m_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, tree, wanted_.data(), m_.data());
+  const auto leaf_blocks = static_cast<unsigned>((tree.n_leaves + kThreads - 1) / kThreads);
+  fmm_detail::with_order(order_, [&](auto order) {
+    p2m_kernel<decltype(order)::value><<<leaf_blocks, kThreads, 0, stream>>>(tree, wanted_.data(), m_.data());
+  });
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = depths - 2; d >= 0; --d) {
     if (level_size(d) == 0) continue;
-    m2m_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nm_, tree, level(d), level_size(d),
-                                                                    wanted_.data(), m_.data());
+    fmm_detail::with_order(order_, [&](auto order) {
+      m2m_kernel<decltype(order)::value><<<(level_size(d) + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+          tree, level(d), level_size(d), wanted_.data(), m_.data());
+    });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   int device = 0, sms = 0;
@@ -494,12 +483,16 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   if (pairs) fmm_detail::p2l(pass, leaf_cell, min_chunk, kMaxChunks, arrays, l_.data(), active_.data());
   for (int d = 0; d + 1 < depths; ++d) {
     if (level_size(d) == 0) continue;
-    l2l_kernel<<<warp_blocks(level_size(d)), kThreads, 0, stream>>>(tb, nl_, tree, level(d), level_size(d), l_.data(),
-                                                                   active_.data());
+    fmm_detail::with_order(order_, [&](auto order) {
+      l2l_kernel<decltype(order)::value><<<(2 * level_size(d) + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+          tree, level(d), level_size(d), l_.data(), active_.data());
+    });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
-  l2p_kernel<<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tb, nm_, nl_, tree, l_.data(), active_.data(),
-                                                                  g_mass, acc);
+  fmm_detail::with_order(order_, [&](auto order) {
+    l2p_kernel<decltype(order)::value><<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tree, l_.data(),
+                                                                                           active_.data(), g_mass, acc);
+  });
   ORBIS_CUDA_CHECK(cudaGetLastError());
   if (pairs) fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_.data(), g_mass, acc);
 }

@@ -4,11 +4,11 @@
 // boundaries, the Newtonian 1/r: fmm/kernel_kind.hpp) over the device tree and the device
 // walk's M2L lists, so no tree or task list crosses the bus.
 //
-//   P2M   M_n = sum_j (x_j - z)^n / n!, one warp per leaf, a lane per n, the particles in
-//         tree order, the monomials by the host's recurrence (scaled_monomials); with
-//         weights (FmmTreeView::w, individual masses) M_n = sum_j w_j (x_j - z)^n / n!, the
-//         product rounded before the sum (w = 1: the unweighted bits);
-//   M2M   deepest level first, a warp per node, its two children shifted in host order;
+//   P2M   M_n = sum_j (x_j - z)^n / n!, a thread per leaf, every n in its registers, the
+//         particles in tree order, the monomials by the host's recurrence (scaled_monomials);
+//         with weights (FmmTreeView::w, individual masses) M_n = sum_j w_j (x_j - z)^n / n!,
+//         the product rounded before the sum (w = 1: the unweighted bits);
+//   M2M   deepest level first, a thread per node, its two children shifted in host order;
 //   M2L   a warp per target node, its tasks in list order: the radial derivatives g_m(|R|)
 //         (every lane), the derivative tensor D_n(R) by the McMurchie-Davidson recurrence
 //         (a level of the recurrence per step, lanes over its entries), then lane k adds
@@ -17,8 +17,9 @@
 //         warp per target node and a lane per task, each lane's D of order p + 1 in registers
 //         (gpu/fmm_cuda_tensor.cuh) and its L_k in shared memory, the lanes' sums then added
 //         in lane order;
-//   L2L   top level first, a warp per parent with a local expansion, a lane per child entry;
-//   L2P   a warp per leaf, a lane per gradient term, the warp's sum in a fixed tree;
+//   L2L   top level first, a thread per child of a parent with a local expansion, its terms
+//         in host order;
+//   L2P   a warp per leaf, a thread per particle, the gradient's terms in host order;
 // and, for vacuum boundaries, the leaf-cell pairs of the walk (fmm/walk_pair.hpp):
 //   P2L   after M2L, a warp per target node, its tasks in list order, a lane per particle
 //         of each source leaf: D_k(z - x_j) of order p + 1 made in the lane's registers
@@ -35,8 +36,9 @@
 // which receives ~1e4 leaves, and the leaves facing it; a sub-step's few active targets)
 // would otherwise keep one warp busy while the GPU idles.
 // Every sum has a fixed order (no atomics), so the far field is bitwise the same run after
-// run. P2M and M2M repeat the host's arithmetic term for term; M2L evaluates erfc and exp
-// directly where the host reads a table, so the two agree to ~1e-14, not bitwise.
+// run. P2M, M2M, L2L and L2P repeat the host's arithmetic term for term, their orders a
+// template argument (gpu/fmm_cuda_monomials.cuh); M2L evaluates erfc and exp directly where
+// the host reads a table, so the two agree to ~1e-14, not bitwise.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -112,7 +114,7 @@ class DeviceFmm {
   int multipole_size() const { return nm_; }
   int local_size() const { return nl_; }
   // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes
-  // flagged in wanted() (M2L sources and their subtrees).
+  // flagged in wanted() (M2L sources and their subtrees; with the Newtonian kernel every node).
   const double* multipoles() const { return m_.data(); }
   const std::uint8_t* wanted() const { return wanted_.data(); }
   const double* locals() const { return l_.data(); }

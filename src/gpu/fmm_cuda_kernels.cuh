@@ -9,9 +9,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda_runtime.h>
 
+#include "core/error.hpp"
 #include "core/vec3.hpp"
 #include "fmm/kernel_derivatives.hpp"
 #include "gpu/device_buffer.cuh"
@@ -27,17 +29,13 @@ inline constexpr int kMaxNm = MultiIndexSet::count(6);   // multipoles of the hi
 inline constexpr int kMaxNl = MultiIndexSet::count(7);   // its local expansion
 inline constexpr int kMaxPerLane = (kMaxNl + 31) / 32;
 
-// The index tables, as device pointers into one array (DeviceFmm::tables_).
+// The index tables of the periodic runs' warp-wide M2L, as device pointers into one array
+// (DeviceFmm::tables_). The per-thread operators unroll theirs at compile time.
 struct Tables {
   const int* mi;          // (a, b, c) of each local-set index (the multipole set is its prefix)
-  const int* m2m_start;   // M2M: terms of multipole n at [start[n], start[n + 1]) ...
-  const int* m2m_terms;   // ... as (k, n - k): M_n += M_k(child) d^(n-k)/(n-k)!, host order
-  const int* l2l_start;   // L2L: terms of local k ...
-  const int* l2l_terms;   // ... as (n, n - k): L_k += L_n(parent) d^(n-k)/(n-k)!, host order
   const int* m2l_count;   // M2L: multipoles n < count[k] reach local k ...
   const int* m2l_kn;      // ... at D_(n+k), index kn[k * nm + n]
   const int* steps;       // D recurrence of index i: (axis, i - e, i - 2e or -1, n_axis - 1)
-  const int* plus_e;      // L2P: local index of gradient term i + e_d at [d * nm + i]
 };
 
 // What the chunked passes of one compute() read (the per-thread M2L, P2L and M2P, and the
@@ -105,16 +103,6 @@ void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
 void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, const ChunkArrays& arrays,
          const double* m, double g_mass, double* acc);
 
-// s^n / n! for n = (a, b, c) by the chain of scaled_monomials (tree/multi_index.hpp): z
-// first, then y, then x, one rounded multiply and divide per step, as the host does.
-__device__ __forceinline__ double scaled_monomial(const int* n, double sx, double sy, double sz) {
-  double v = 1.0;
-  for (int k = 1; k <= n[2]; ++k) v = __dmul_rn(v, sz) / k;
-  for (int k = 1; k <= n[1]; ++k) v = __dmul_rn(v, sy) / k;
-  for (int k = 1; k <= n[0]; ++k) v = __dmul_rn(v, sx) / k;
-  return v;
-}
-
 __device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
 
 // D_n(R) for |n| <= q_order into lev[0] (the warp's two level buffers): the radial
@@ -155,6 +143,20 @@ __device__ inline std::size_t owner_of(const std::uint32_t* start, std::size_t n
     else hi = mid;
   }
   return lo;
+}
+
+// f(integral_constant<int, p>) for the multipole order p of a pass (1 .. 6, DeviceFmm's range).
+template <typename F>
+inline void with_order(int order, F&& f) {
+  switch (order) {
+    case 1: f(std::integral_constant<int, 1>{}); break;
+    case 2: f(std::integral_constant<int, 2>{}); break;
+    case 3: f(std::integral_constant<int, 3>{}); break;
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 5: f(std::integral_constant<int, 5>{}); break;
+    case 6: f(std::integral_constant<int, 6>{}); break;
+    default: fail("internal: device FMM of multipole order {} (1 .. 6)", order);
+  }
 }
 
 inline unsigned warp_blocks(std::size_t items) { return static_cast<unsigned>((items + kWarps - 1) / kWarps); }
