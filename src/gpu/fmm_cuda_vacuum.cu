@@ -92,57 +92,6 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   reduce_lane_sums<P>(sh, acc);
 }
 
-// A warp per M2L chunk (grid-stride up to max_chunks; those beyond the total do nothing):
-// the chunk's partial local expansion into partial[c * nl ...].
-template <int P>
-__global__ void __launch_bounds__(kLaneSumThreads) m2l_chunk_kernel(double eps2, FmmTreeView t,
-                                                                    const InteractionTask* tasks,
-                                                                    const std::uint64_t* offsets,
-                                                                    const std::uint32_t* chunk_start,
-                                                                    std::uint64_t chunk, std::size_t max_chunks,
-                                                                    const double* m, double* partial) {
-  extern __shared__ double sh[];
-  constexpr int nl = local_count<P>();
-  const int lane = threadIdx.x & 31;
-  const std::uint32_t total = chunk_start[t.n_nodes];
-  for (std::size_t c = blockIdx.x; c < max_chunks && c < total; c += gridDim.x) {
-    const std::size_t node = owner_of(chunk_start, t.n_nodes, c);
-    const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
-    const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
-    double acc[kMaxPerLane] = {};
-    m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), m, sh, acc);
-    for (int j = 0; j < kMaxPerLane; ++j)
-      if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
-  }
-}
-
-// M2L: a warp per node (grid-stride): its tasks, or, for a node split into chunks, its
-// chunks' partial expansions added in chunk order; sets has_local of every node (as
-// fmm_cuda.cu's m2l_kernel: a node without tasks keeps no expansion unless L2L gives it one).
-template <int P>
-__global__ void __launch_bounds__(kLaneSumThreads) m2l_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
-                                                              const std::uint64_t* offsets,
-                                                              const std::uint32_t* chunk_start, const double* partial,
-                                                              const double* m, double* l, std::uint8_t* has_local) {
-  extern __shared__ double sh[];
-  constexpr int nl = local_count<P>();
-  const int lane = threadIdx.x & 31;
-  for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
-    const std::uint64_t begin = offsets[node], end = offsets[node + 1];
-    if (lane == 0) has_local[node] = begin < end;
-    if (begin == end) continue;   // warp-uniform
-    double acc[kMaxPerLane] = {};
-    const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
-    if (c1 > c0) {
-      add_chunk_partials(partial, c0, c1, nl, lane, acc);
-    } else {
-      m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), m, sh, acc);
-    }
-    for (int j = 0; j < kMaxPerLane; ++j)
-      if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
-  }
-}
-
 // P2L of tasks [begin, end) of one target node (centre zt): lane j takes particles j, j + 32,
 // ... of each source leaf, in list order, adding D_k(zt - x) (times w, the product rounded:
 // w = 1 gives the unweighted bits) to its shared L_k; then the lanes' sums into acc.
@@ -165,13 +114,38 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   reduce_lane_sums<P>(sh, acc);
 }
 
-// A warp per P2L chunk (grid-stride up to max_chunks; those beyond the total do nothing):
-// the chunk's partial local expansion, its tasks in list order, into partial[c * nl ...].
+// The two passes into local expansions, for local_chunk_kernel and local_kernel: M2L (a
+// node's expansion starts from its tasks; has_local set for every node, as fmm_cuda.cu's
+// m2l_kernel: a node without tasks keeps none unless L2L gives it one) and P2L (after M2L:
+// added to the node's expansion, or to zero when it has none; has_local set for its targets).
 template <int P>
-__global__ void __launch_bounds__(kLaneSumThreads) p2l_chunk_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
-                                                                const std::uint64_t* offsets,
-                                                                const std::uint32_t* chunk_start, std::uint64_t chunk,
-                                                                std::size_t max_chunks, double* partial) {
+struct M2lPass {
+  static constexpr bool kAdds = false;
+  const double* m;
+  __device__ void operator()(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
+                             std::uint64_t end, const Vec3d& zt, double* sh, double* acc) const {
+    m2l_tasks<P>(eps2, t, tasks, begin, end, zt, m, sh, acc);
+  }
+};
+template <int P>
+struct P2lPass {
+  static constexpr bool kAdds = true;
+  __device__ void operator()(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
+                             std::uint64_t end, const Vec3d& zt, double* sh, double* acc) const {
+    p2l_tasks<P>(eps2, t, tasks, begin, end, zt, sh, acc);
+  }
+};
+
+// A warp per chunk of a pass (grid-stride up to max_chunks; those beyond the total do
+// nothing): the chunk's partial local expansion, its tasks in list order, into
+// partial[c * nl ...].
+template <int P, typename Pass>
+__global__ void __launch_bounds__(kLaneSumThreads) local_chunk_kernel(Pass pass, double eps2, FmmTreeView t,
+                                                                      const InteractionTask* tasks,
+                                                                      const std::uint64_t* offsets,
+                                                                      const std::uint32_t* chunk_start,
+                                                                      std::uint64_t chunk, std::size_t max_chunks,
+                                                                      double* partial) {
   extern __shared__ double sh[];
   constexpr int nl = local_count<P>();
   const int lane = threadIdx.x & 31;
@@ -181,40 +155,49 @@ __global__ void __launch_bounds__(kLaneSumThreads) p2l_chunk_kernel(double eps2,
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    p2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+    pass(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
   }
 }
 
-// P2L: a warp per target node with tasks (grid-stride): its chunks' partial expansions added
-// in chunk order, or, for a node not split into chunks, its tasks in list order; the sum is
-// added to the node's M2L expansion (or to zero, when it has none).
-template <int P>
-__global__ void __launch_bounds__(kLaneSumThreads) p2l_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
-                                                          const std::uint64_t* offsets, const std::uint32_t* chunk_start,
-                                                          const double* partial, double* l, std::uint8_t* has_local) {
+// A warp per target node of a pass (grid-stride): its chunks' partial expansions added in
+// chunk order, or, for a node not split into chunks, its tasks in list order; the sum is
+// stored (M2L) or added (P2L) to the node's expansion.
+template <int P, typename Pass>
+__global__ void __launch_bounds__(kLaneSumThreads) local_kernel(Pass pass, double eps2, FmmTreeView t,
+                                                                const InteractionTask* tasks,
+                                                                const std::uint64_t* offsets,
+                                                                const std::uint32_t* chunk_start,
+                                                                const double* partial, double* l,
+                                                                std::uint8_t* has_local) {
   extern __shared__ double sh[];
   constexpr int nl = local_count<P>();
   const int lane = threadIdx.x & 31;
   for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
     const std::uint64_t begin = offsets[node], end = offsets[node + 1];
+    if (!Pass::kAdds && lane == 0) has_local[node] = begin < end;
     if (begin == end) continue;   // warp-uniform
     double acc[kMaxPerLane] = {};
     const std::uint32_t c0 = chunk_start[node], c1 = chunk_start[node + 1];
     if (c1 > c0) {
       add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
-      p2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+      pass(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
     }
-    const bool had = has_local[node];
     double* ln = l + node * nl;
-    for (int j = 0; j < kMaxPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < nl) ln[e] = (had ? ln[e] : 0.0) + acc[j];
+    if constexpr (Pass::kAdds) {
+      const bool had = has_local[node];
+      for (int j = 0; j < kMaxPerLane; ++j) {
+        const int e = lane + 32 * j;
+        if (e < nl) ln[e] = (had ? ln[e] : 0.0) + acc[j];
+      }
+      __syncwarp();   // every lane has read `had`
+      if (lane == 0) has_local[node] = 1;
+    } else {
+      for (int j = 0; j < kMaxPerLane; ++j)
+        if (lane + 32 * j < nl) ln[lane + 32 * j] = acc[j];
     }
-    __syncwarp();   // every lane has read `had`
-    if (lane == 0) has_local[node] = 1;
   }
 }
 
@@ -337,20 +320,6 @@ __global__ void __launch_bounds__(kThreads) m2p_kernel(double eps2, FmmTreeView 
   }
 }
 
-// f(integral_constant<int, p>) for the multipole order p of a pass (1 .. 6, DeviceFmm's range).
-template <typename F>
-void with_order(int order, F&& f) {
-  switch (order) {
-    case 1: f(std::integral_constant<int, 1>{}); break;
-    case 2: f(std::integral_constant<int, 2>{}); break;
-    case 3: f(std::integral_constant<int, 3>{}); break;
-    case 4: f(std::integral_constant<int, 4>{}); break;
-    case 5: f(std::integral_constant<int, 5>{}); break;
-    case 6: f(std::integral_constant<int, 6>{}); break;
-    default: fail("internal: leaf-cell pairs of multipole order {} (1 .. 6)", order);
-  }
-}
-
 // A single-warp kernel's grid-stride grid: a block per item, at most 32 per SM.
 unsigned warp_grid(std::size_t items, int sms) {
   const std::size_t cap = 32 * static_cast<std::size_t>(sms);
@@ -368,11 +337,12 @@ void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::ui
   with_order(pass.order, [&](auto order) {
     constexpr int P = decltype(order)::value;
     constexpr std::size_t shared = lane_sums_bytes<P>();
-    m2l_chunk_kernel<P><<<warp_grid(max_chunks, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
-        pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, chunk, max_chunks, m, arrays.partial);
+    const M2lPass<P> op{m};
+    local_chunk_kernel<P><<<warp_grid(max_chunks, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        op, pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, chunk, max_chunks, arrays.partial);
     ORBIS_CUDA_CHECK(cudaGetLastError());
-    m2l_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
-        pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, arrays.partial, m, l, has_local);
+    local_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        op, pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, arrays.partial, l, has_local);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   });
 }
@@ -389,11 +359,12 @@ void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
   with_order(pass.order, [&](auto order) {
     constexpr int P = decltype(order)::value;
     constexpr std::size_t shared = lane_sums_bytes<P>();
-    p2l_chunk_kernel<P><<<warp_grid(bound, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
-        pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, chunk, bound, arrays.partial);
+    const P2lPass<P> op{};
+    local_chunk_kernel<P><<<warp_grid(bound, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        op, pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, chunk, bound, arrays.partial);
     ORBIS_CUDA_CHECK(cudaGetLastError());
-    p2l_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
-        pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, arrays.partial, l, has_local);
+    local_kernel<P><<<warp_grid(nn, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
+        op, pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, arrays.partial, l, has_local);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   });
 }
