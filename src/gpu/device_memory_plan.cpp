@@ -32,6 +32,38 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
 
+// The walk's lists per leaf and node that the plan reserves.
+struct PlannedWalk {
+  double entries_per_leaf = 0, m2l_per_node = 0, frontier_per_leaf = 0, leaf_cell_per_leaf = 0;
+};
+
+// A periodic box's walk is bounded by the cut (the constants above). An isolated system's
+// (vacuum) accepts by the opening angle alone over the whole tree. At theta 0.5 (bench_vacuum,
+// max_leaf 32, the CUDA engine's counts: Plummer sphere and Hernquist pair of 1e6 particles,
+// Plummer of 1.6e7) 108-134 M2L tasks a node and, per leaf, 60-69 P2P entries and 24-45
+// leaf-cell pairs; the host walk at 3e5 particles agrees (118 and 48). From theta 0.4 to 0.7
+// the M2L tasks grew as theta^-1.3 and the P2P and leaf-cell pairs as theta^-2 (a halo with a
+// bulge at 0.4: 184, 112 and 81). Planned at 1.4 times 125, 70 and 50 at 0.5, which held
+// those runs' measured peaks with 4-24% to spare (their sorts' temporaries and the pool's
+// fragmentation are not itemised); the walk still grows its buffers when a system needs more.
+// Direct summation (theta 0): every leaf pair, once.
+PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves) {
+  if (s.boundary != Boundary::vacuum) return {kPlannedP2PEntriesPerLeaf, kM2LPerNode, kFrontierPerLeaf, 0};
+  if (!(s.theta > 0)) {
+    const double all = 0.5 * static_cast<double>(leaves) + 1;
+    return {all, 0, all, 0};
+  }
+  const double t = 0.5 / s.theta, headroom = 1.4;
+  PlannedWalk w;
+  w.entries_per_leaf = headroom * 70 * t * t;
+  w.m2l_per_node = headroom * 125 * std::pow(t, 1.3);
+  w.leaf_cell_per_leaf = s.leaf_cell ? headroom * 50 * t * t : 0;
+  // The widest frontier (node pairs of one level) was 0.39-0.42 of the P2P entries and
+  // leaf-cell pairs (35-78 pairs a leaf).
+  w.frontier_per_leaf = 0.5 * (w.entries_per_leaf + w.leaf_cell_per_leaf);
+  return w;
+}
+
 }  // namespace
 
 std::size_t orb_tree_leaves(std::size_t n, int max_leaf) {
@@ -132,24 +164,33 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // Its build: three sorted index lists twice, their scan, the sorts' keys and values,
     // node of each particle, flags, the sorts' temporaries.
     plan.parts.push_back({"build", nt * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});
-    const auto entries = static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(nl));
-    const auto m2l = static_cast<std::size_t>(kM2LPerNode * static_cast<double>(nn));
-    const auto frontier = static_cast<std::size_t>(kFrontierPerLeaf * static_cast<double>(nl));
+    const PlannedWalk w = planned_walk(s, nl);
+    const auto entries = static_cast<std::size_t>(w.entries_per_leaf * static_cast<double>(nl));
+    const auto m2l = static_cast<std::size_t>(w.m2l_per_node * static_cast<double>(nn));
+    const auto frontier = static_cast<std::size_t>(w.frontier_per_leaf * static_cast<double>(nl));
+    // Vacuum's leaf-cell pairs: P2L and M2P tasks (12 bytes each), sorted into a second copy
+    // by target with 4-byte keys, and their offsets per node and leaf.
+    const auto leaf_cell = static_cast<std::size_t>(w.leaf_cell_per_leaf * static_cast<double>(nl));
     // The short-range step: the walk's outputs (P2P entries with 1/4 headroom, M2L tasks
     // sorted, offsets) live through it; beside them, in turn, the walk's work arrays (two
     // frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
     // (per entry its position in the chunk, the tasks of one chunk expanded and sorted in two
     // buffers, per leaf the groups and their schedule; leaf-relative positions and tree-order
     // accelerations), then the far field's (expansions per node, the accelerations).
-    const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8;
-    const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96;
+    const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8 +
+                                (leaf_cell > 0 ? leaf_cell * 2 * 12 + (nn + nl) * 8 : 0);
+    const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96 + leaf_cell * 2 * (12 + 8);
     // (With individual masses the weights in tree order live through P2P and the far field.)
     const std::size_t acc_tree = nt * 24 + (in.weights ? nt * 8 : 0);
     const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nt, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
                             nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
-    const std::size_t far_field = padded(nn * per_node) + acc_tree;
+    // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's
+    // kMaxChunks) and per node the chunk and entry scans.
+    const std::size_t chunks =
+        leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) + (nn + 1) * 16 : 0;
+    const std::size_t far_field = padded(nn * per_node) + acc_tree + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});
     plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, far_field}), "short range"});
   }

@@ -304,6 +304,7 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   s.leaves = tree_.n_leaves();
   s.walk_launches = walk_.levels();
   s.walk_reruns = walk_.reruns();
+  s.walk_frontier = walk_.widest_frontier();
   s.p2p_chunks = chunks_.chunks();
   return s;
 }

@@ -56,6 +56,7 @@ struct DeviceShortRangeStats {
   std::size_t leaf_cell_pairs = 0;   // vacuum: P2L/M2P pairs (one P2L and one M2P task each)
   std::size_t particles = 0, active_particles = 0, active_leaves = 0;
   int walk_launches = 0, walk_reruns = 0;
+  std::size_t walk_frontier = 0;   // the widest frontier any walk needed so far (node pairs)
   int p2p_chunks = 1;             // chunks of target leaves the P2P tasks were sorted in
   // Inside tree and walk (ORBIS_STEP_DETAILS): the tree's three parts (a build: sort, splits,
   // finish; a refit: leaves, internal nodes, radii), the active flags, the walk's node records.

@@ -96,6 +96,9 @@ class DeviceWalk {
   int levels() const { return levels_; }
   std::size_t pairs_tested() const { return pairs_tested_; }
   int reruns() const { return reruns_; }
+  // The widest frontier (node pairs of one level) any run needed so far (the memory plan's
+  // reference).
+  std::size_t widest_frontier() const { return need_.frontier; }
   // Device bytes the output buffers need for a walk with these outputs (the memory plan).
   static std::size_t bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
                                std::size_t n_nodes);

@@ -62,6 +62,42 @@ TEST_CASE("the memory plan grows with what should raise it") {
   CHECK(plan_device_memory(more).total() < base.total());
 }
 
+TEST_CASE("an isolated system's plan holds the lists its whole-tree walk makes") {
+  DeviceMemoryInput in;
+  in.particles = 1000000;
+  in.settings = settings(32, 4);
+  in.settings.boundary = Boundary::vacuum;
+  in.settings.theta = 0.5;
+  in.weights = true;
+  const DeviceMemoryPlan vacuum = plan_device_memory(in);
+  DeviceMemoryInput box = in;
+  box.settings.boundary = Boundary::periodic;
+  box.weights = false;
+  // What the CUDA engine's walk made for 10^6 particles at theta 0.5, p 4 (bench_vacuum, an
+  // H200, 2026-11-30): 8.0-8.8 M2L tasks a particle, 1.47e6 leaf-cell pairs, and 3920-4218 P2P
+  // pairs a particle in ~30-particle leaves, ~2.3e6 mutual entries. The walk's outputs alone:
+  // M2L sorted (12 bytes and a 4-byte key each), leaf-cell pairs twice (P2L and M2P, 12 each),
+  // P2P entries (8 each).
+  const double measured_outputs = 8.8e6 * 16 + 1.47e6 * 2 * 12 + 2.3e6 * 8;
+  CHECK(static_cast<double>(vacuum.phase_bytes("short range")) > 2 * measured_outputs);
+  CHECK(vacuum.phase_bytes("short range") > plan_device_memory(box).phase_bytes("short range"));
+  CHECK(vacuum.phase_bytes("PM") == 0);
+  // A smaller opening angle opens more nodes: more of every list.
+  DeviceMemoryInput narrow = in;
+  narrow.settings.theta = 0.3;
+  CHECK(plan_device_memory(narrow).phase_bytes("short range") > 2 * vacuum.phase_bytes("short range"));
+  // Without leaf-cell pairs the walk makes none of them.
+  DeviceMemoryInput no_pairs = in;
+  no_pairs.settings.leaf_cell = false;
+  CHECK(plan_device_memory(no_pairs).phase_bytes("short range") < vacuum.phase_bytes("short range"));
+  // Direct summation (theta 0): every pair of leaves, once.
+  DeviceMemoryInput direct = in;
+  direct.particles = 20000;
+  direct.settings.theta = 0;
+  const std::size_t leaves = orb_tree_leaves(direct.particles, 32);
+  CHECK(plan_device_memory(direct).phase_bytes("short range") > leaves * leaves / 2 * 8);
+}
+
 TEST_CASE("over ranks the plan holds the rank's forest (own particles and ghosts) beside its own state") {
   DeviceMemoryInput in;
   in.particles = std::size_t{1} << 22;
