@@ -12,7 +12,6 @@
 
 #include "core/vec3.hpp"
 #include "fmm/derivative_recurrence_ct.hpp"
-#include "fmm/kernel_derivatives.hpp"
 #include "fmm/multi_index_ct.hpp"
 
 namespace orbis::gpu::fmm_detail {
@@ -45,11 +44,29 @@ __device__ __forceinline__ void newtonian_tensor(const double* g, const double* 
   (tensor_step<Q, I>(lev, g, R, emit), ...);
 }
 
+// The radial factors g_m = (-1)^m (2m-1)!! / s^(2m+1), s^2 = r^2 + eps^2, m <= Q (those of
+// fmm/kernel_derivatives.hpp's newtonian_radial_derivatives) from r^2 itself and one
+// reciprocal square root: no square root, no division (the host's take one of each and
+// another division; they agree to an ulp or two).
+template <int Q>
+__device__ __forceinline__ void newtonian_radial(double r2, double eps2, double* g) {
+  const double s2 = r2 + eps2;
+  const double inv_s = rsqrt(s2);
+  const double inv_s2 = inv_s * inv_s;
+  double b = inv_s;
+  g[0] = b;
+#pragma unroll
+  for (int m = 1; m <= Q; ++m) {
+    b = (2 * m - 1) * b * inv_s2;
+    g[m] = m % 2 == 1 ? -b : b;
+  }
+}
+
 // emit(i, D_i(R)) for every |i| <= Q, in the recurrence's order; eps2 the softening squared.
 template <int Q, typename Emit>
 __device__ __forceinline__ void newtonian_tensor(const Vec3d& R, double eps2, Emit&& emit) {
   double g[Q + 1];
-  newtonian_radial_derivatives(sqrt(norm2(R)), Q, g, eps2);
+  newtonian_radial<Q>(norm2(R), eps2, g);
   const double r[3] = {R.x, R.y, R.z};
   newtonian_tensor<Q>(g, r, emit, std::make_index_sequence<ct::rec_total<Q>()>{});
 }
