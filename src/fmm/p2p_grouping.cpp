@@ -2,7 +2,10 @@
 // tasks and buckets of W consecutive targets (both fixed by the input sizes, never by the
 // thread count): count per (piece, bucket); exclusive prefix in bucket-major order, so
 // bucket b's tasks land in [start_b, end_b) in piece order; scatter; then each bucket is
-// sorted by target inside its own range (a small counting sort that stays in cache).
+// sorted by target inside its own range (a small counting sort that stays in cache). A
+// piece is a run of consecutive spans (or of one long span's tasks) filled up to kPiece
+// tasks: the walk hands over thousands of spans, most of a few tasks, and a piece per span
+// made the count and cursor tables (pieces x buckets) far larger than the tasks.
 #include "fmm/p2p_grouping.hpp"
 
 #include <algorithm>
@@ -63,13 +66,26 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
                            std::size_t source_limit, std::vector<std::size_t>& offsets,
                            std::vector<InteractionTask>& out, std::vector<InteractionTask>& scratch,
                            bool canonical, const std::uint32_t* source_rank, const std::uint32_t* rank_source) {
-  std::vector<TaskSpan> pieces;
-  std::size_t total = 0;
+  // Pieces: parts[piece_start[p] .. piece_start[p + 1]) are piece p's runs of tasks, in
+  // input order, at most kPiece tasks in all.
+  std::vector<TaskSpan> parts;
+  std::vector<std::size_t> piece_start{0};
+  std::size_t total = 0, fill = 0;
   for (const TaskSpan& s : spans) {
-    for (std::size_t a = 0; a < s.size; a += kPiece)
-      pieces.push_back({s.data + a, std::min(kPiece, s.size - a)});
+    for (std::size_t a = 0; a < s.size;) {
+      if (fill == kPiece) {
+        piece_start.push_back(parts.size());
+        fill = 0;
+      }
+      const std::size_t take = std::min(kPiece - fill, s.size - a);
+      parts.push_back({s.data + a, take});
+      fill += take;
+      a += take;
+    }
     total += s.size;
   }
+  piece_start.push_back(parts.size());
+  const std::size_t n_piece = piece_start.size() - 1;
   offsets.assign(n_targets + 1, 0);
   resize_with_headroom(out, total);
   if (total == 0) return;
@@ -78,26 +94,26 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
   std::size_t width = 1;   // targets per bucket, a power of two
   while ((n_targets + width - 1) / width > kMaxBuckets) width *= 2;
   const std::size_t n_buckets = (n_targets + width - 1) / width;
-  const auto n_pieces = static_cast<std::int64_t>(pieces.size());
-  std::vector<std::uint32_t> counts(pieces.size() * n_buckets, 0);   // [piece][bucket]
+  const auto n_pieces = static_cast<std::int64_t>(n_piece);
+  std::vector<std::uint32_t> counts(n_piece * n_buckets, 0);   // [piece][bucket]
   std::atomic<bool> bad{false};
 
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::int64_t p = 0; p < n_pieces; ++p) {
     std::uint32_t* c = counts.data() + static_cast<std::size_t>(p) * n_buckets;
-    const TaskSpan piece = pieces[static_cast<std::size_t>(p)];
     bool ok = true;
-    for (std::size_t q = 0; q < piece.size; ++q) {
-      const InteractionTask& t = piece.data[q];
-      ok &= t.target < n_targets && (source_limit == 0 || t.source < source_limit);
-      ++c[std::min<std::size_t>(t.target, n_targets - 1) / width];
-    }
+    for (std::size_t k = piece_start[static_cast<std::size_t>(p)]; k < piece_start[static_cast<std::size_t>(p) + 1]; ++k)
+      for (std::size_t q = 0; q < parts[k].size; ++q) {
+        const InteractionTask& t = parts[k].data[q];
+        ok &= t.target < n_targets && (source_limit == 0 || t.source < source_limit);
+        ++c[std::min<std::size_t>(t.target, n_targets - 1) / width];
+      }
     if (!ok) bad = true;
   }
   if (bad) {
-    for (const TaskSpan& piece : pieces)
-      for (std::size_t q = 0; q < piece.size; ++q) {
-        const InteractionTask& t = piece.data[q];
+    for (const TaskSpan& part : parts)
+      for (std::size_t q = 0; q < part.size; ++q) {
+        const InteractionTask& t = part.data[q];
         if (t.target >= n_targets || (source_limit > 0 && t.source >= source_limit))
           fail("task grouping: task ({}, {}) refers to a leaf/node beyond the {} targets{}", t.target,
                t.source, n_targets,
@@ -109,18 +125,18 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
   // then becomes the pieces' write cursors, in piece order.
   std::vector<std::size_t> bucket_start(n_buckets + 1, 0);
   const auto nb = static_cast<std::int64_t>(n_buckets);
-  std::vector<std::size_t> cursor(pieces.size() * n_buckets);
+  std::vector<std::size_t> cursor(n_piece * n_buckets);
 #pragma omp parallel for schedule(static)
   for (std::int64_t b = 0; b < nb; ++b) {
     std::size_t sum = 0;
-    for (std::size_t p = 0; p < pieces.size(); ++p) sum += counts[p * n_buckets + static_cast<std::size_t>(b)];
+    for (std::size_t p = 0; p < n_piece; ++p) sum += counts[p * n_buckets + static_cast<std::size_t>(b)];
     bucket_start[static_cast<std::size_t>(b) + 1] = sum;
   }
   for (std::size_t b = 0; b < n_buckets; ++b) bucket_start[b + 1] += bucket_start[b];
 #pragma omp parallel for schedule(static)
   for (std::int64_t b = 0; b < nb; ++b) {
     std::size_t at = bucket_start[static_cast<std::size_t>(b)];
-    for (std::size_t p = 0; p < pieces.size(); ++p) {
+    for (std::size_t p = 0; p < n_piece; ++p) {
       cursor[p * n_buckets + static_cast<std::size_t>(b)] = at;
       at += counts[p * n_buckets + static_cast<std::size_t>(b)];
     }
@@ -130,8 +146,8 @@ void group_spans_by_target(const std::vector<TaskSpan>& spans, std::size_t n_tar
 #pragma omp parallel for schedule(dynamic, 4)
   for (std::int64_t p = 0; p < n_pieces; ++p) {
     std::size_t* c = cursor.data() + static_cast<std::size_t>(p) * n_buckets;
-    const TaskSpan piece = pieces[static_cast<std::size_t>(p)];
-    for (std::size_t q = 0; q < piece.size; ++q) scratch[c[piece.data[q].target / width]++] = piece.data[q];
+    for (std::size_t k = piece_start[static_cast<std::size_t>(p)]; k < piece_start[static_cast<std::size_t>(p) + 1]; ++k)
+      for (std::size_t q = 0; q < parts[k].size; ++q) scratch[c[parts[k].data[q].target / width]++] = parts[k].data[q];
   }
 
 #pragma omp parallel
