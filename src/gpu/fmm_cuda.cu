@@ -395,15 +395,17 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
   };
 
   wanted_.ensure(nn);
-  if (kernel_ == KernelKind::newtonian) {
-    // Vacuum: the walk makes nearly every node an M2L or M2P source (~8e6 M2L tasks at 10^6
-    // particles), and flagging their sources (a byte store per task) costs more than the
-    // multipoles of the few nodes that are none.
+  if (every_node_wanted(m2l_count + leaf_cell.count, nn)) {
     ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 1, nn, stream));
   } else {
     ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
     if (m2l_count > 0) {
       flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
+    if (leaf_cell.count > 0) {   // the M2P sources
+      flag_sources<<<static_cast<unsigned>((leaf_cell.count + 255) / 256), 256, 0, stream>>>(
+          leaf_cell.m2p, leaf_cell.count, wanted_.data());
       ORBIS_CUDA_CHECK(cudaGetLastError());
     }
     // A forest's levels between its top and its subtrees are empty: nothing is launched there.

@@ -114,7 +114,8 @@ class DeviceFmm {
   int multipole_size() const { return nm_; }
   int local_size() const { return nl_; }
   // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes
-  // flagged in wanted() (M2L sources and their subtrees; with the Newtonian kernel every node).
+  // flagged in wanted() (M2L and M2P sources and their subtrees, or every node:
+  // every_node_wanted).
   const double* multipoles() const { return m_.data(); }
   const std::uint8_t* wanted() const { return wanted_.data(); }
   const double* locals() const { return l_.data(); }
@@ -128,6 +129,12 @@ class DeviceFmm {
     std::uint32_t m2l = 0, p2l = 0, m2p = 0;
   };
   ChunkCounts last_chunk_counts() const;
+
+  // Whether compute() makes every node's multipoles instead of flagging the sources and their
+  // subtrees: when the M2L and M2P tasks outnumber the nodes 16 to 1 (an isolated system's
+  // whole evaluation: ~120 M2L tasks a node at 10^6 particles) nearly every node is a source,
+  // and a byte store per task to flag them costs more than the few nodes that are none.
+  static bool every_node_wanted(std::size_t tasks, std::size_t nodes) { return tasks > 16 * nodes; }
 
  private:
   int order_, nm_, nl_;
