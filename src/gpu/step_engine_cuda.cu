@@ -986,13 +986,15 @@ std::string CudaStepEngine::Impl::step_details() const {
   const gpu::DeviceShortRangeStats s = short_range->stats();
   const bool built = s.rebuilt;
   return fmt::format("tree {:.2f} ms ({}: {} {:.2f}, {} {:.2f}, {} {:.2f}), walk {:.2f} ms (active flags {:.2f}, "
-                     "node records {:.2f}; {} launches, {} reruns, widest frontier {}), grouping {:.2f} ms, P2P {:.2f} ms ({} chunk{}), far "
-                     "field {:.2f} ms, scatter {:.2f} ms; {} of {} particles active, {} of {} leaves; {} nodes, {} P2P "
+                     "node records {:.2f}; {} launches, {} reruns, widest frontier {}), grouping {:.2f} ms, P2P "
+                     "{:.2f} ms ({} chunk{}), far field {:.2f} ms, scatter {:.2f} ms; {} of {} particles active, {} of "
+                     "{} leaves; {} nodes, {} P2P "
                      "tasks, {} M2L tasks, {} leaf-cell pairs, {:.3e} pairs; {:.2f} GiB held by the short-range step",
                      1e3 * s.tree, built ? "built" : "refitted", built ? "sort" : "leaves", 1e3 * s.tree_parts[0],
                      built ? "splits" : "levels", 1e3 * s.tree_parts[1], built ? "finish" : "radii",
                      1e3 * s.tree_parts[2], 1e3 * s.walk,
-                     1e3 * s.active_flags, 1e3 * s.walk_nodes, s.walk_launches, s.walk_reruns, s.walk_frontier, 1e3 * s.grouping,
+                     1e3 * s.active_flags, 1e3 * s.walk_nodes, s.walk_launches, s.walk_reruns, s.walk_frontier,
+                     1e3 * s.grouping,
                      1e3 * s.p2p, s.p2p_chunks, s.p2p_chunks == 1 ? "" : "s", 1e3 * s.far_field, 1e3 * s.scatter,
                      s.active_particles, s.particles, s.active_leaves, s.leaves, s.nodes,
                      s.p2p_tasks, s.m2l_tasks, s.leaf_cell_pairs, s.p2p_interactions,

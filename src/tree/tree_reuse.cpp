@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/gravity_mode.hpp"
 #include "core/params.hpp"
 
 namespace orbis {
@@ -23,7 +24,7 @@ TreeReuseSettings tree_reuse_settings(const Params& params) {
   TreeReuseSettings s;
   s.rebuild_every = static_cast<int>(params.get_int("gpu.tree_rebuild_every"));
   s.max_refits = static_cast<int>(params.get_int("gpu.tree_max_refits"));
-  if (params.get_string("gravity.boundary") == "vacuum" && !params.given("gpu.tree_max_refits"))
+  if (!gravity_mode(params).periodic() && !params.given("gpu.tree_max_refits"))
     s.max_refits = kVacuumMaxRefits;
   return s;
 }

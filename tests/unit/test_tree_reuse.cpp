@@ -194,7 +194,7 @@ TEST_CASE("tree reuse: settings out of range stop before any step") {
 TEST_CASE("tree_reuse_settings: isolated systems build after kVacuumMaxRefits refits unless the key is given") {
   const std::string vacuum =
       "[ic]\nkind = \"plummer\"\nparticles = 1000\nmass = 1.0\nscale_radius = 0.5\n[units]\nsystem = \"nbody\"\n"
-      "[gravity]\nboundary = \"vacuum\"\nsoftening = 0.02\n[time]\nt_end = 1.0\nmax_dt = 0.01\n";
+      "[gravity]\nboundary = \"vacuum\"\nsolver = \"fmm\"\nsoftening = 0.02\n[time]\nt_end = 1.0\nmax_dt = 0.01\n";
   const TreeReuseSettings dflt = tree_reuse_settings(Params::parse(vacuum, "vacuum.toml"));
   CHECK(dflt.max_refits == kVacuumMaxRefits);
   CHECK(dflt.rebuild_every == 4);
