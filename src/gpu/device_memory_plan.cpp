@@ -127,7 +127,8 @@ std::string DeviceMemoryPlan::describe() const {
 std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf) {
   const auto entries =
       static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(orb_tree_leaves(n, max_leaf)));
-  return std::max<std::size_t>(2 * entries / 4, 1);
+  const std::size_t tasks = 2 * entries;
+  return std::max<std::size_t>({tasks / 4, std::min(tasks, kMinPlannedP2PChunkTasks), 1});
 }
 
 DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
@@ -187,12 +188,21 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's
-    // kMaxChunks) and per node the chunk and entry scans.
-    const std::size_t chunks =
-        leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) + (nn + 1) * 16 : 0;
-    const std::size_t far_field = padded(nn * per_node) + acc_tree + chunks;
+    // kMaxChunks), per node the chunk and entry scans, and per particle its M2P field.
+    const std::size_t chunks = leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) +
+                                                   (nn + 1) * 16 + nt * 24
+                                             : 0;
+    const std::size_t expansions = padded(nn * per_node) + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});
-    plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, far_field}), "short range"});
+    if (leaf_cell > 0) {
+      // Vacuum makes the expansions while the P2P runs (gpu/short_range_cuda.cu): their arrays
+      // live beside the P2P's.
+      plan.parts.push_back({"walk arrays, or P2P and far field arrays", std::max(walk_work, p2p + expansions),
+                            "short range"});
+    } else {
+      plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, expansions + acc_tree}),
+                            "short range"});
+    }
   }
   if (in.short_range && in.sources > 0) {
     // Over ranks, a domain update on the device (gpu/domain_update_cuda.cuh), its arrays from

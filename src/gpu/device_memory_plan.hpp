@@ -67,7 +67,11 @@ std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
 // The P2P tasks a step expands and sorts at once at most (one chunk of target leaves): a
 // quarter of the tasks the plan reserves for n particles (kPlannedP2PEntriesPerLeaf entries
 // a leaf, two tasks an entry at most), so that the short-range step stays within its part of
-// the plan however much memory is free (four chunks cost ~2% of a 512^3 step on an H100).
+// the plan however much memory is free (four chunks cost ~2% of a 512^3 step on an H100);
+// but all of them up to kMinPlannedP2PChunkTasks (~170 MB of chunk arrays): a small step's
+// chunks cost more than they save (each a host wait, sorts and a kernel's tail; at 10^6
+// particles in vacuum three chunks of ~1.5e6 tasks).
+inline constexpr std::size_t kMinPlannedP2PChunkTasks = std::size_t{1} << 23;
 std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf);
 
 // The most P2P tasks the device expands, sorts and groups at once (one chunk of target

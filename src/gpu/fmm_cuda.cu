@@ -257,6 +257,12 @@ __global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const doub
   }
 }
 
+// acc[i] += a * f[i]: the M2P field (stored alone) added as M2P would have added it.
+__global__ void add_scaled(const double* f, double a, std::size_t n, double* acc) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) acc[i] += a * f[i];
+}
+
 // Only the M2L sources need multipoles, and M2M needs their subtrees (as the host's
 // Multipoles::compute with `needed`): flag the sources, then every child of a flagged node.
 __global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
@@ -278,6 +284,7 @@ FmmTreeView fmm_tree_view(const DeviceOrbTree& tree) {
   FmmTreeView view;
   view.n_nodes = tree.n_nodes();
   view.n_leaves = tree.n_leaves();
+  view.n_particles = tree.size();
   view.nodes = tree.shape_nodes();
   view.geometry = tree.geometry();
   view.leaf_node = tree.leaf_nodes();
@@ -355,6 +362,7 @@ std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
 void DeviceFmm::release() {
   m_.release();
   l_.release();
+  m2p_field_.release();
   active_.release();
   wanted_.release();
   chunk_start_.release();
@@ -379,6 +387,38 @@ DeviceFmm::ChunkCounts DeviceFmm::last_chunk_counts() const {
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                         std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                         const LeafCellLists& leaf_cell) {
+  expand(tree, m2l, m2l_offsets, m2l_count, box, stream, leaf_cell);
+  evaluate(tree, g_mass, acc, stream, leaf_cell);
+}
+
+fmm_detail::Pass DeviceFmm::pass_of(const FmmTreeView& tree, cudaStream_t stream) const {
+  int device = 0;
+  fmm_detail::Pass pass;
+  ORBIS_CUDA_CHECK(cudaGetDevice(&device));
+  ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&pass.sms, cudaDevAttrMultiProcessorCount, device));
+  pass.order = order_;
+  pass.nl = nl_;
+  pass.kernel = kernel_;
+  pass.eps2 = eps2_;
+  pass.t = tree;
+  pass.stream = stream;
+  return pass;
+}
+
+fmm_detail::ChunkArrays DeviceFmm::chunk_arrays() {
+  fmm_detail::ChunkArrays arrays;
+  arrays.chunk_start = chunk_start_.data();
+  arrays.entry_start = entry_start_.data();
+  arrays.leaf_work = leaf_work_.data();
+  arrays.partial = partial_.data();
+  arrays.partial_doubles = partial_doubles_;
+  arrays.scan_temp = &scan_temp_;
+  arrays.totals = chunk_totals_.data();
+  return arrays;
+}
+
+void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+                       std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
   m_.ensure(nn * static_cast<std::size_t>(nm_));
@@ -429,44 +469,28 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
     });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
-  int device = 0, sms = 0;
-  ORBIS_CUDA_CHECK(cudaGetDevice(&device));
-  ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  fmm_detail::Pass pass;
-  pass.order = order_;
-  pass.nl = nl_;
-  pass.kernel = kernel_;
-  pass.eps2 = eps2_;
-  pass.t = tree;
-  pass.sms = sms;
-  pass.stream = stream;
+  const fmm_detail::Pass pass = pass_of(tree, stream);
+  const int sms = pass.sms;
   // The chunks' arrays, shared by M2L, P2L and M2P (one after the other on the stream). A
   // chunk: enough tasks that the chunks are at most kMaxChunks (their partial expansions'
   // memory is bounded: bytes_for), at least kMinChunk (a chunk is a warp's work; below that
   // the partials cost more than they save).
-  const std::uint64_t min_chunk = min_chunk_ > 0 ? min_chunk_ : kMinChunk;
+  const std::uint64_t min_chunk = min_chunk_tasks();
   const std::uint64_t chunk = fmm_detail::chunk_tasks(m2l_count, min_chunk, kMaxChunks);
   const std::size_t max_chunks = fmm_detail::chunks_bound(m2l_count, chunk, kMaxChunks);
   const bool pairs = leaf_cell.count > 0;
   // M2P's partial entries are bounded by this size, which sets its chunk: a fixed number, not
   // the array's capacity, so the chunks (and the sums) do not depend on earlier steps.
-  const std::size_t partial_doubles = (pairs ? kMaxChunks : max_chunks) * static_cast<std::size_t>(nl_);
+  partial_doubles_ = (pairs ? kMaxChunks : max_chunks) * static_cast<std::size_t>(nl_);
   chunk_start_.ensure(nn + 1);
-  partial_.ensure(partial_doubles);
+  partial_.ensure(partial_doubles_);
   chunk_totals_.ensure(3);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(chunk_totals_.data(), 0, 3 * sizeof(std::uint32_t), stream));
   if (pairs) {
     entry_start_.ensure(tree.n_leaves + 1);
     leaf_work_.ensure(tree.n_leaves + 1);
   }
-  fmm_detail::ChunkArrays arrays;
-  arrays.chunk_start = chunk_start_.data();
-  arrays.entry_start = entry_start_.data();
-  arrays.leaf_work = leaf_work_.data();
-  arrays.partial = partial_.data();
-  arrays.partial_doubles = partial_doubles;
-  arrays.scan_temp = &scan_temp_;
-  arrays.totals = chunk_totals_.data();
+  const fmm_detail::ChunkArrays arrays = chunk_arrays();
 
   if (kernel_ == KernelKind::newtonian) {   // vacuum: ~8 M2L a particle, a thread each
     fmm_detail::m2l_newtonian(pass, m2l, m2l_offsets, chunk, max_chunks, arrays, m_.data(), l_.data(),
@@ -491,12 +515,27 @@ void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, con
     });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
+  if (pairs) {
+    // The field alone (G m = 1, added to zeros: stored exactly); evaluate() scales and adds it.
+    m2p_field_.ensure(3 * tree.n_particles);
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(m2p_field_.data(), 0, 3 * tree.n_particles * sizeof(double), stream));
+    fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_.data(), 1.0, m2p_field_.data());
+  }
+}
+
+void DeviceFmm::evaluate(const FmmTreeView& tree, double g_mass, double* acc, cudaStream_t stream,
+                         const LeafCellLists& leaf_cell) {
+  if (tree.n_nodes == 0) return;
   fmm_detail::with_order(order_, [&](auto order) {
     l2p_kernel<decltype(order)::value><<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tree, l_.data(),
                                                                                            active_.data(), g_mass, acc);
   });
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  if (pairs) fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_.data(), g_mass, acc);
+  if (leaf_cell.count > 0) {
+    const std::size_t n = 3 * tree.n_particles;
+    add_scaled<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(m2p_field_.data(), g_mass, n, acc);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 }  // namespace orbis::gpu

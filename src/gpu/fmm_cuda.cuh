@@ -55,10 +55,14 @@ namespace orbis::gpu {
 
 struct DeviceShapeNode;
 class DeviceOrbTree;
+namespace fmm_detail {
+struct Pass;
+struct ChunkArrays;
+}  // namespace fmm_detail
 
 // What the FMM reads of the device tree (DeviceOrbTree's arrays, tree order).
 struct FmmTreeView {
-  std::size_t n_nodes = 0, n_leaves = 0;
+  std::size_t n_nodes = 0, n_leaves = 0, n_particles = 0;
   const DeviceShapeNode* nodes = nullptr;
   const DeviceNodeGeometry* geometry = nullptr;
   const std::int32_t* leaf_node = nullptr;     // leaf -> node
@@ -105,6 +109,16 @@ class DeviceFmm {
   void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                const LeafCellLists& leaf_cell = {});
+  // compute() in two parts, which may be queued on different streams (the second's stream
+  // waiting for the first's): expand() the expansions (multipoles, M2L, P2L, L2L) and the
+  // leaf-cell pairs' M2P field (into an array of its own, 3 doubles a particle), which read
+  // the tree and the task lists only, and evaluate() what is added to acc (L2P, then G m
+  // times the M2P field: the bits of adding each in turn). Between them the caller may fill
+  // acc: the short-range step runs the P2P, which stores the accelerations, meanwhile.
+  void expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+              std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {});
+  void evaluate(const FmmTreeView& tree, double g_mass, double* acc, cudaStream_t stream,
+                const LeafCellLists& leaf_cell = {});
 
   // Device bytes compute() holds for a tree of n_nodes nodes.
   static std::size_t bytes_for(int multipole_order, std::size_t n_nodes);
@@ -137,6 +151,11 @@ class DeviceFmm {
   static bool every_node_wanted(std::size_t tasks, std::size_t nodes) { return tasks > 16 * nodes; }
 
  private:
+  // The chunked passes' launch settings and shared arrays (fmm_cuda_kernels.cuh).
+  fmm_detail::Pass pass_of(const FmmTreeView& tree, cudaStream_t stream) const;
+  fmm_detail::ChunkArrays chunk_arrays();
+  std::uint64_t min_chunk_tasks() const { return min_chunk_ > 0 ? min_chunk_ : kMinChunk; }
+
   int order_, nm_, nl_;
   double r_s_;
   KernelKind kernel_;
@@ -153,8 +172,10 @@ class DeviceFmm {
   DeviceArray<std::uint32_t> chunk_start_, entry_start_;
   DeviceArray<std::uint64_t> leaf_work_;
   DeviceArray<double> partial_;
+  DeviceArray<double> m2p_field_;   // vacuum: the M2P field of each particle (tree order, 3 n)
   DeviceArray<unsigned char> scan_temp_;
   DeviceArray<std::uint32_t> chunk_totals_;
+  std::size_t partial_doubles_ = 0;   // partial_'s doubles in use (set by expand())
   std::uint64_t min_chunk_ = 0;
   static constexpr std::size_t kMaxChunks = 65536, kMinChunk = 16;
 };

@@ -60,6 +60,8 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
   walk_settings_ = walk_settings_of(settings, p2p_settings_);
   runner_.prepare(p2p_settings_);
   for (cudaEvent_t& e : events_) ORBIS_CUDA_CHECK(cudaEventCreate(&e));
+  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   counters_.ensure(3);
   host_counters_.ensure(3);
 }
@@ -67,6 +69,8 @@ DeviceShortRange::DeviceShortRange(const ShortRangeSettings& settings, int devic
 DeviceShortRange::~DeviceShortRange() {
   for (cudaEvent_t e : events_)
     if (e) cudaEventDestroy(e);
+  if (fork_) cudaEventDestroy(fork_);
+  if (side_stream_) cudaStreamDestroy(side_stream_);
 }
 
 void DeviceShortRange::flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream) {
@@ -170,6 +174,37 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     w_tree = weights_tree_.data();
   }
 
+  // The far field: the leaf-cell pairs' P2L and M2P with the M2L in vacuum.
+  LeafCellLists leaf_cell;
+  leaf_cell.count = walk_.leaf_cell_count();
+  if (leaf_cell.count > 0) {
+    leaf_cell.p2l = walk_.p2l_tasks();
+    leaf_cell.p2l_offsets = walk_.p2l_offsets();
+    leaf_cell.m2p = walk_.m2p_tasks();
+    leaf_cell.m2p_offsets = walk_.m2p_offsets();
+  }
+  const bool far_field = walk_.m2l_count() > 0 || leaf_cell.count > 0;
+  FmmTreeView view = fmm_tree_view(tree_);
+  view.w = w_tree;
+  // In vacuum the expansions and the M2P field (multipoles, M2L, P2L, L2L, M2P: as much work
+  // as the P2P at 10^6 particles, in double where the P2P is in float) are made on a second
+  // stream while the P2P runs; they read only the tree and the walk's lists, and the P2P,
+  // which stores the accelerations, still comes before L2P and M2P add to them, so the sums
+  // are unchanged.
+  // Their arrays then live beside the P2P's (the memory plan counts both). In a box the far
+  // field is a few percent of a step and its expansions (~90 bytes a node at p = 4) would
+  // add to the P2P phase's peak: one stream.
+  const bool overlap = far_field && vacuum(settings_);
+  if (overlap) {
+    ORBIS_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    ORBIS_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[9], side_stream_));
+    AllocationStream on_side(side_stream_);
+    fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, side_stream_,
+                leaf_cell);
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[10], side_stream_));
+  }
+
   // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
   // and sorted by target a chunk of target leaves at a time (writes every particle of every
   // evaluated target leaf).
@@ -192,21 +227,18 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
   // Far field: added to the P2P sums of the leaves that have a local expansion, and (vacuum)
-  // the leaf-cell pairs' P2L into the locals and M2P onto their target leaves.
-  LeafCellLists leaf_cell;
-  leaf_cell.count = walk_.leaf_cell_count();
-  if (leaf_cell.count > 0) {
-    leaf_cell.p2l = walk_.p2l_tasks();
-    leaf_cell.p2l_offsets = walk_.p2l_offsets();
-    leaf_cell.m2p = walk_.m2p_tasks();
-    leaf_cell.m2p_offsets = walk_.m2p_offsets();
+  // M2P onto the leaf-cell pairs' target leaves.
+  if (overlap) {
+    ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, events_[10], 0));
+  } else {
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[9], stream));
+    if (far_field)
+      fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, stream,
+                  leaf_cell);
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[10], stream));
   }
-  if (walk_.m2l_count() > 0 || leaf_cell.count > 0) {
-    FmmTreeView view = fmm_tree_view(tree_);
-    view.w = w_tree;
-    fmm_.compute(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h,
-                 settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
-  }
+  ORBIS_CUDA_CHECK(cudaEventRecord(events_[11], stream));
+  if (far_field) fmm_.evaluate(view, settings_.g_mass, acc_tree_.data(), stream, leaf_cell);
   fmm_.release();
   weights_tree_.release();
   walk_.release_outputs();
@@ -281,7 +313,9 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   // Events 2-4 enclose the pair count, positions, selection and sorts, and the kernels.
   s.p2p = chunks_.kernel_seconds();
   s.grouping = seconds(2, 4) - s.p2p;
-  s.far_field = seconds(4, 5);
+  // The far field's expansions (events 9-10, on the side stream when they overlap the P2P)
+  // and their evaluation at the particles (11-5).
+  s.far_field = seconds(9, 10) + seconds(11, 5);
   s.scatter = seconds(5, 6);
   s.total = seconds(0, 6);
   s.active_flags = seconds(1, 7);

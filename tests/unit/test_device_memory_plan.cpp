@@ -183,12 +183,23 @@ TEST_CASE("over ranks the plan takes the PM's slabs and its routed particles' bu
   CHECK(with.describe().find("PM routed particles") != std::string::npos);
 }
 
-TEST_CASE("a step's P2P chunk is a quarter of the planned tasks") {
+TEST_CASE("a step's P2P chunk is a quarter of the planned tasks, or all of a small step's") {
+  const auto planned_tasks = [](std::size_t n) {
+    return static_cast<std::size_t>(2 * kPlannedP2PEntriesPerLeaf * static_cast<double>(orb_tree_leaves(n, 32)));
+  };
   const std::size_t n = std::size_t{1} << 27;
-  const std::size_t leaves = orb_tree_leaves(n, 32);
-  const auto planned_tasks = static_cast<std::size_t>(2 * kPlannedP2PEntriesPerLeaf * static_cast<double>(leaves));
-  CHECK(planned_p2p_chunk_tasks(n, 32) == planned_tasks / 4);
+  REQUIRE(planned_tasks(n) / 4 > kMinPlannedP2PChunkTasks);
+  CHECK(planned_p2p_chunk_tasks(n, 32) == planned_tasks(n) / 4);
   CHECK(planned_p2p_chunk_tasks(n, 64) < planned_p2p_chunk_tasks(n, 32));
+  // 10^6 particles: every planned task in one chunk (a quarter would make three or four).
+  const std::size_t small = 1000000;
+  REQUIRE(planned_tasks(small) <= kMinPlannedP2PChunkTasks);
+  CHECK(planned_p2p_chunk_tasks(small, 32) == planned_tasks(small));
+  // Between: at least the floor.
+  const std::size_t mid = std::size_t{1} << 22;
+  REQUIRE(planned_tasks(mid) > kMinPlannedP2PChunkTasks);
+  REQUIRE(planned_tasks(mid) / 4 < kMinPlannedP2PChunkTasks);
+  CHECK(planned_p2p_chunk_tasks(mid, 32) == kMinPlannedP2PChunkTasks);
   CHECK(planned_p2p_chunk_tasks(1, 32) >= 1);
 }
 
