@@ -26,8 +26,9 @@
 //         (gpu/fmm_cuda_tensor.cuh; times w_j with weights, the product rounded before the
 //         sum) and added to the lane's shared-memory expansion, the lanes' sums then added
 //         in lane order to the node's M2L expansion;
-//   M2P   after L2P, a warp per target leaf, a lane per particle, its tasks in list order:
-//         sum_n (-1)^|n| M_n D_(n+e)(x - z_source), each D entry added as it is made.
+//   M2P   a warp per target leaf, a lane per particle, its tasks in list order:
+//         sum_n (-1)^|n| M_n D_(n+e)(x - z_source), each D entry added as it is made, into
+//         a field array of its own, which is added (times G m) after L2P.
 //   Both are the Newtonian kernel's only, with the order a template argument.
 // M2L, P2L and M2P in chunks (gpu/fmm_cuda_kernels.cuh): a target with more tasks than a
 // chunk (at least 16 tasks; at most 65536 chunks of M2L or P2L in all, M2P's partial fields
