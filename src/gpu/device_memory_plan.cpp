@@ -188,9 +188,11 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's
-    // kMaxChunks), per node the chunk and entry scans, and per particle its M2P field.
+    // kMaxChunks), per node the chunk and entry scans and its multipoles in float (M2P's), and
+    // per particle its M2P field.
     const std::size_t chunks = leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) +
-                                                   (nn + 1) * 16 + nt * 24
+                                                   (nn + 1) * 16 + nn * MultiIndexSet::count(s.multipole_order) * 4 +
+                                                   nt * 24
                                              : 0;
     const std::size_t expansions = padded(nn * per_node) + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});

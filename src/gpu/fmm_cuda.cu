@@ -257,6 +257,28 @@ __global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const doub
   }
 }
 
+// The multipoles of the wanted nodes in float for M2P, as M_n / r^|n| (r the node's radius,
+// or 1 for a node of coincident particles, whose moments beyond the mass are 0): at most the
+// node's mass, where M_n itself overflows a float at order 6 in an extended system (a
+// Hernquist halo's outliers). nm a node; the nodes not wanted are never read and get zeros,
+// not the pool's old bytes.
+__global__ void multipoles_to_float(const double* m, const std::uint8_t* wanted, const DeviceNodeGeometry* geometry,
+                                    int nm, std::size_t n, float* out) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::size_t node = i / static_cast<std::size_t>(nm);
+  if (!wanted[node]) {
+    out[i] = 0;
+    return;
+  }
+  const double r = geometry[node].radius;
+  const double inv = r > 0 ? 1.0 / r : 1.0;
+  const auto k = static_cast<int>(i % static_cast<std::size_t>(nm));
+  double v = m[i];
+  for (int d = 0; k >= ct::count(d); ++d) v *= inv;   // the layout is by degree
+  out[i] = static_cast<float>(v);
+}
+
 // acc[i] += a * f[i]: the M2P field (stored alone) added as M2P would have added it.
 __global__ void add_scaled(const double* f, double a, std::size_t n, double* acc) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
@@ -363,6 +385,7 @@ void DeviceFmm::release() {
   m_.release();
   l_.release();
   m2p_field_.release();
+  m_float_.release();
   active_.release();
   wanted_.release();
   chunk_start_.release();
@@ -517,9 +540,15 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
   }
   if (pairs) {
     // The field alone (G m = 1, added to zeros: stored exactly); evaluate() scales and adds it.
+    // M2P reads the multipoles in float, as its pairs' arithmetic, scaled by the nodes' radii.
+    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
+    m_float_.ensure(moments);
+    multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
+        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
     m2p_field_.ensure(3 * tree.n_particles);
     ORBIS_CUDA_CHECK(cudaMemsetAsync(m2p_field_.data(), 0, 3 * tree.n_particles * sizeof(double), stream));
-    fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_.data(), 1.0, m2p_field_.data());
+    fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_float_.data(), 1.0, m2p_field_.data());
   }
 }
 

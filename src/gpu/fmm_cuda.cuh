@@ -29,7 +29,8 @@
 //   M2P   a warp per target leaf, a lane per particle, its tasks in list order:
 //         sum_n (-1)^|n| M_n D_(n+e)(x - z_source), each D entry added as it is made, into
 //         a field array of its own, which is added (times G m) after L2P.
-//   Both are the Newtonian kernel's only, with the order a template argument.
+//   Both are the Newtonian kernel's only, with the order a template argument, and in float
+//   (particle with node, as the P2P's pairs; fmm_cuda_vacuum.cu), summed in double.
 // M2L, P2L and M2P in chunks (gpu/fmm_cuda_kernels.cuh): a target with more tasks than a
 // chunk (at least 16 tasks; at most 65536 chunks of M2L or P2L in all, M2P's partial fields
 // in as much memory) has its chunks done by a warp each first, into partial sums that it then
@@ -174,6 +175,7 @@ class DeviceFmm {
   DeviceArray<std::uint64_t> leaf_work_;
   DeviceArray<double> partial_;
   DeviceArray<double> m2p_field_;   // vacuum: the M2P field of each particle (tree order, 3 n)
+  DeviceArray<float> m_float_;      // vacuum: the multipoles in float, for M2P
   DeviceArray<unsigned char> scan_temp_;
   DeviceArray<std::uint32_t> chunk_totals_;
   std::size_t partial_doubles_ = 0;   // partial_'s doubles in use (set by expand())

@@ -97,11 +97,11 @@ void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::ui
 // min_chunk, max_chunks as M2L's.
 void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, std::uint64_t max_chunks,
          const ChunkArrays& arrays, double* l, std::uint8_t* has_local);
-// M2P of the multipoles m onto the target leaves' particles: acc[3 t + d] += g_mass * grad
-// phi (after L2P). Its chunks' partial entries (a particle's field from one chunk, 3
+// M2P of the multipoles m (in float: DeviceFmm's copy) onto the target leaves' particles:
+// acc[3 t + d] += g_mass * grad phi. Its chunks' partial entries (a particle's field from one chunk, 3
 // doubles) are at most arrays.partial_doubles / 3.
 void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, const ChunkArrays& arrays,
-         const double* m, double g_mass, double* acc);
+         const float* m, double g_mass, double* acc);
 
 __device__ __forceinline__ Vec3d centre_of(const DeviceNodeGeometry& g) { return Vec3d{g.centre[0], g.centre[1], g.centre[2]}; }
 

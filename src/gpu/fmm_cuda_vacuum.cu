@@ -12,6 +12,11 @@
 // in chunks, a warp each, into partial sums that are then added in chunk order; every other
 // target is done whole by one warp. Every sum has a fixed order, so the result is bitwise the
 // same run after run.
+// M2L, node with node, is in double. P2L and M2P, particle with node, are in float, as the
+// P2P's particle pairs (twice the throughput, half the registers and shared memory; at 10^6
+// particles they were 4.3 of the far field's 6 ms): each pair's terms scaled to fit a float
+// at any distance, summed in float over at most a chunk of tasks, then in double. They move
+// a force by ~1e-7 of itself, against the expansions' 1e-4 .. 1e-3.
 #include <algorithm>
 #include <type_traits>
 
@@ -27,29 +32,38 @@ namespace {
 // M2L and P2L keep a local expansion per lane in shared memory (too many registers beside
 // the tensor): entry k of lane j at [k][j] of the block's (one warp's) array, rows padded to
 // 33 so that both the lanes' updates of one k and the reduction's reads of one j spread over
-// the banks.
+// the banks. M2L's sums are doubles; P2L's, a particle-node pair's terms as the P2P's
+// particle pairs, floats: a lane adds at most a chunk of tasks' particles (tens to hundreds
+// of terms: ~1e-6 of the sum at worst, the P2L being a few percent of a force), and the
+// lanes' sums are then added in double.
 constexpr int kRow = 33;
 template <int P> constexpr int local_count() { return ct::count(P + 1); }
-template <int P> constexpr std::size_t lane_sums_bytes() { return sizeof(double) * local_count<P>() * kRow; }
-// M2L and P2L are one warp a block: their shared sums (15 KB at p = 4, 32 KB at p = 6) bound
-// the warps an SM holds, and single-warp blocks fill that bound in any order.
+template <int P, typename S> constexpr std::size_t lane_sums_bytes() { return sizeof(S) * local_count<P>() * kRow; }
+// M2L and P2L are one warp a block: their shared sums (15 KB at p = 4, 32 KB at p = 6 in
+// double) bound the warps an SM holds, and single-warp blocks fill that bound in any order.
 constexpr int kLaneSumThreads = 32;
 
-template <int P>
-__device__ __forceinline__ void zero_lane_sums(double* sh) {
+template <int P, typename S>
+__device__ __forceinline__ void zero_lane_sums(S* sh) {
   const int lane = threadIdx.x & 31;
   for (int k = 0; k < local_count<P>(); ++k) sh[k * kRow + lane] = 0;
 }
-// Lane k sums row k over the lanes in lane order into acc[j], entry k = lane + 32 j.
-template <int P>
-__device__ __forceinline__ void reduce_lane_sums(double* sh, double* acc) {
+// Lane k sums row k over the lanes in lane order, in double, into acc[j], entry k = lane + 32 j,
+// times inv_scale^(|k| + 1) (P2L's sums are of scaled terms; M2L's inv_scale is 1: no change).
+template <int P, typename S>
+__device__ __forceinline__ void reduce_lane_sums(const S* sh, double* acc, double inv_scale = 1.0) {
   const int lane = threadIdx.x & 31;
   __syncwarp();
   for (int j = 0; j < kMaxPerLane; ++j) {
     const int k = lane + 32 * j;
     if (k >= local_count<P>()) break;
     double s = 0;
-    for (int l = 0; l < 32; ++l) s += sh[k * kRow + l];
+    for (int l = 0; l < 32; ++l) s += static_cast<double>(sh[k * kRow + l]);
+    if (inv_scale != 1.0) {
+      double f = inv_scale;   // the layout is by degree: |k| is the first d with k < count(d)
+      for (int d = 0; k >= ct::count(d); ++d) f *= inv_scale;
+      s *= f;
+    }
     acc[j] = s;
   }
   __syncwarp();   // sh is zeroed again for the warp's next target
@@ -92,13 +106,26 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   reduce_lane_sums<P>(sh, acc);
 }
 
-// P2L of tasks [begin, end) of one target node (centre zt): lane j takes particles j, j + 32,
-// ... of each source leaf, in list order, adding D_k(zt - x) (times w, the product rounded:
-// w = 1 gives the unweighted bits) to its shared L_k; then the lanes' sums into acc.
+// P2L of tasks [begin, end) (at least one) of one target node: lane j takes particles j,
+// j + 32, ... of each source leaf, in list order, adding D_k(z - x) (times w, the product
+// rounded: w = 1 gives the unweighted bits) to its shared L_k in float; then the lanes' sums
+// into acc. D_k(R) itself would not fit a float (order 7 overflows below |R| ~ 1e-3, in any
+// length unit), so the terms are D_k(R / S; eps / S) = S^(|k|+1) D_k(R) with S the target's
+// radius: a P2L source lies beyond it (the expansion converges only there), so |R| / S > 1
+// and every term is at most (2p+1)!!; the far sources' terms shrink as (S / |R|)^(|k|+1),
+// towards zero where they are negligible. The sums are scaled back in double. (A target of
+// coincident particles, radius 0: S is the first source particle's distance.)
 template <int P>
 __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
-                          std::uint64_t end, const Vec3d& zt, double* sh, double* acc) {
+                          std::uint64_t end, const DeviceNodeGeometry& target, float* sh, double* acc) {
   const int lane = threadIdx.x & 31;
+  const Vec3d zt = centre_of(target);
+  const DeviceShapeNode first = t.nodes[t.leaf_node[tasks[begin].source]];
+  const double scale = target.radius > 0 ? target.radius
+                                         : sqrt(norm2(zt - Vec3d{t.x[first.first], t.y[first.first],
+                                                                 t.z[first.first]}) + eps2);
+  const double inv = 1.0 / scale;
+  const auto eps2f = static_cast<float>(eps2 * inv * inv);
   zero_lane_sums<P>(sh);
   for (std::uint64_t q = begin; q < end; ++q) {
     const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
@@ -106,12 +133,13 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
       const std::uint32_t p = leaf.first + i;
       // One code path with and without weights: two copies of the tensor could be
       // compiled with different multiply-adds, and w = 1 must give the unweighted bits.
-      const double w = t.w ? t.w[p] : 1.0;
-      newtonian_tensor<P + 1>(zt - Vec3d{t.x[p], t.y[p], t.z[p]}, eps2,
-                              [&](auto k, double d) { sh[k * kRow + lane] += __dmul_rn(w, d); });
+      const float w = t.w ? static_cast<float>(t.w[p]) : 1.0f;
+      const Vec3d r = (zt - Vec3d{t.x[p], t.y[p], t.z[p]}) * inv;
+      newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
+                              [&](auto k, float d) { sh[k * kRow + lane] += __fmul_rn(w, d); });
     }
   }
-  reduce_lane_sums<P>(sh, acc);
+  reduce_lane_sums<P>(sh, acc, inv);
 }
 
 // The two passes into local expansions, for local_chunk_kernel and local_kernel: M2L (a
@@ -121,18 +149,20 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
 template <int P>
 struct M2lPass {
   static constexpr bool kAdds = false;
+  using Sum = double;
   const double* m;
   __device__ void operator()(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
-                             std::uint64_t end, const Vec3d& zt, double* sh, double* acc) const {
-    m2l_tasks<P>(eps2, t, tasks, begin, end, zt, m, sh, acc);
+                             std::uint64_t end, const DeviceNodeGeometry& target, double* sh, double* acc) const {
+    m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(target), m, sh, acc);
   }
 };
 template <int P>
 struct P2lPass {
   static constexpr bool kAdds = true;
+  using Sum = float;
   __device__ void operator()(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
-                             std::uint64_t end, const Vec3d& zt, double* sh, double* acc) const {
-    p2l_tasks<P>(eps2, t, tasks, begin, end, zt, sh, acc);
+                             std::uint64_t end, const DeviceNodeGeometry& target, float* sh, double* acc) const {
+    p2l_tasks<P>(eps2, t, tasks, begin, end, target, sh, acc);
   }
 };
 
@@ -146,7 +176,8 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_chunk_kernel(Pass pass,
                                                                       const std::uint32_t* chunk_start,
                                                                       std::uint64_t chunk, std::size_t max_chunks,
                                                                       double* partial) {
-  extern __shared__ double sh[];
+  extern __shared__ double sh_doubles[];
+  auto* sh = reinterpret_cast<typename Pass::Sum*>(sh_doubles);
   constexpr int nl = local_count<P>();
   const int lane = threadIdx.x & 31;
   const std::uint32_t total = chunk_start[t.n_nodes];
@@ -155,7 +186,7 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_chunk_kernel(Pass pass,
     const std::uint64_t begin = offsets[node] + (c - chunk_start[node]) * chunk;
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
-    pass(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+    pass(eps2, t, tasks, begin, end, t.geometry[node], sh, acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
   }
@@ -171,7 +202,8 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_kernel(Pass pass, doubl
                                                                 const std::uint32_t* chunk_start,
                                                                 const double* partial, double* l,
                                                                 std::uint8_t* has_local) {
-  extern __shared__ double sh[];
+  extern __shared__ double sh_doubles[];
+  auto* sh = reinterpret_cast<typename Pass::Sum*>(sh_doubles);
   constexpr int nl = local_count<P>();
   const int lane = threadIdx.x & 31;
   for (std::size_t node = blockIdx.x; node < t.n_nodes; node += gridDim.x) {
@@ -183,7 +215,7 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_kernel(Pass pass, doubl
     if (c1 > c0) {
       add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
-      pass(eps2, t, tasks, begin, end, centre_of(t.geometry[node]), sh, acc);
+      pass(eps2, t, tasks, begin, end, t.geometry[node], sh, acc);
     }
     double* ln = l + node * nl;
     if constexpr (Pass::kAdds) {
@@ -201,27 +233,51 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_kernel(Pass pass, doubl
   }
 }
 
-// grad phi at x of the multipoles m of source nodes tasks[begin, end), in list order, added
+// grad phi at x of the multipoles of source nodes tasks[begin, end), in list order, added
 // to g: for each tensor entry D_i as it is made, the terms (-1)^|n| M_n D_(n+e_a) with
 // n + e_a = i. One thread's particle; the warp's lanes share the tasks (broadcast loads).
+// A particle-node pair as P2L's, in float (x - z made in double), each at its own scale
+// s = sqrt(|x - z|^2 + eps^2): sum_n (-1)^|n| (M_n / s^|n|) D_(n+e)(u) / s^2 with
+// u = (x - z) / s (newtonian_tensor_unit) and M_n / s^|n| = mf_n (r / s)^|n|, mf the
+// multipoles over the node's radius r to the |n| (DeviceFmm's float copy; r / s below about
+// theta): factors that fit a float at any distance and size; over at most a chunk of tasks,
+// then added to g in double.
 template <int P>
 __device__ __forceinline__ void m2p_field(double eps2, const FmmTreeView& t, const InteractionTask* tasks,
-                                          std::uint64_t begin, std::uint64_t end, const Vec3d& x, const double* m,
+                                          std::uint64_t begin, std::uint64_t end, const Vec3d& x, const float* mf,
                                           double* g) {
   constexpr int nm = ct::count(P);
+  const auto eps2f = static_cast<float>(eps2);
+  float f[3] = {0, 0, 0};
   for (std::uint64_t q = begin; q < end; ++q) {
     const std::uint32_t src = tasks[q].source;
-    const double* ms = m + static_cast<std::size_t>(src) * nm;
-    newtonian_tensor<P + 1>(x - centre_of(t.geometry[src]), eps2, [&](auto i, double d) {
+    const DeviceNodeGeometry& geo = t.geometry[src];
+    const Vec3d r = x - centre_of(geo);
+    const float rx = static_cast<float>(r.x), ry = static_cast<float>(r.y), rz = static_cast<float>(r.z);
+    const float inv_s = rsqrtf(rx * rx + ry * ry + rz * rz + eps2f);
+    const float ratio = static_cast<float>(geo.radius > 0 ? geo.radius : 1.0) * inv_s;   // as multipoles_to_float
+    float mh[nm];   // M_n / s^|n|
+    const float* ms = mf + static_cast<std::size_t>(src) * nm;
+    ct::unroll<nm>([&](auto n) {
+      constexpr int degree = ct::kAll[n].degree();
+      float v = ms[n];
+      for (int d = 0; d < degree; ++d) v *= ratio;
+      mh[n] = v;
+    });
+    float e[3] = {0, 0, 0};
+    newtonian_tensor_unit<P + 1>(rx * inv_s, ry * inv_s, rz * inv_s, [&](auto i, float d) {
       constexpr ct::MI n = ct::kAll[i];
-      constexpr double sign = (n.degree() - 1) % 2 == 0 ? 1.0 : -1.0;   // (-1)^|i - e_a|
+      constexpr float sign = (n.degree() - 1) % 2 == 0 ? 1.0f : -1.0f;   // (-1)^|i - e_a|
       if constexpr (n.degree() >= 1 && n.degree() - 1 <= P) {
-        if constexpr (n.a > 0) g[0] += sign * ms[ct::index(n.a - 1, n.b, n.c)] * d;
-        if constexpr (n.b > 0) g[1] += sign * ms[ct::index(n.a, n.b - 1, n.c)] * d;
-        if constexpr (n.c > 0) g[2] += sign * ms[ct::index(n.a, n.b, n.c - 1)] * d;
+        if constexpr (n.a > 0) e[0] += sign * mh[ct::index(n.a - 1, n.b, n.c)] * d;
+        if constexpr (n.b > 0) e[1] += sign * mh[ct::index(n.a, n.b - 1, n.c)] * d;
+        if constexpr (n.c > 0) e[2] += sign * mh[ct::index(n.a, n.b, n.c - 1)] * d;
       }
     });
+    const float inv_s2 = inv_s * inv_s;
+    for (int d = 0; d < 3; ++d) f[d] += e[d] * inv_s2;
   }
+  for (int d = 0; d < 3; ++d) g[d] += static_cast<double>(f[d]);
 }
 
 // M2P chunks. A leaf's work is its tasks times its particles; W (the sum over leaves) sets
@@ -268,7 +324,7 @@ __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(double eps2, FmmTre
                                                              const std::uint64_t* work_scan, std::uint64_t min_chunk,
                                                              std::uint64_t max_entries,
                                                              const std::uint32_t* chunk_start,
-                                                             const std::uint32_t* entry_start, const double* m,
+                                                             const std::uint32_t* entry_start, const float* m,
                                                              double* partial) {
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
   const std::uint32_t total = chunk_start[t.n_leaves];
@@ -297,7 +353,7 @@ template <int P>
 __global__ void __launch_bounds__(kThreads) m2p_kernel(double eps2, FmmTreeView t, const InteractionTask* tasks,
                                                       const std::uint64_t* offsets, const std::uint32_t* chunk_start,
                                                       const std::uint32_t* entry_start, const double* partial,
-                                                      const double* m, double g_mass, double* acc) {
+                                                      const float* m, double g_mass, double* acc) {
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * kWarps;
   for (std::size_t leaf = blockIdx.x * static_cast<std::size_t>(kWarps) + w; leaf < t.n_leaves; leaf += warps) {
@@ -336,7 +392,7 @@ void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::ui
   scan_task_chunks(pass, offsets, nn, chunk, arrays, arrays.totals);
   with_order(pass.order, [&](auto order) {
     constexpr int P = decltype(order)::value;
-    constexpr std::size_t shared = lane_sums_bytes<P>();
+    constexpr std::size_t shared = lane_sums_bytes<P, double>();
     const M2lPass<P> op{m};
     local_chunk_kernel<P><<<warp_grid(max_chunks, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
         op, pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, chunk, max_chunks, arrays.partial);
@@ -358,7 +414,7 @@ void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
   scan_task_chunks(pass, lists.p2l_offsets, nn, chunk, arrays, arrays.totals + 1);
   with_order(pass.order, [&](auto order) {
     constexpr int P = decltype(order)::value;
-    constexpr std::size_t shared = lane_sums_bytes<P>();
+    constexpr std::size_t shared = lane_sums_bytes<P, float>();
     const P2lPass<P> op{};
     local_chunk_kernel<P><<<warp_grid(bound, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
         op, pass.eps2, pass.t, lists.p2l, lists.p2l_offsets, arrays.chunk_start, chunk, bound, arrays.partial);
@@ -370,7 +426,7 @@ void p2l(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, 
 }
 
 void m2p(const Pass& pass, const LeafCellLists& lists, std::uint64_t min_chunk, const ChunkArrays& arrays,
-         const double* m, double g_mass, double* acc) {
+         const float* m, double g_mass, double* acc) {
   if (pass.kernel != KernelKind::newtonian) fail("internal: leaf-cell pairs need the Newtonian kernel (vacuum)");
   const std::size_t n = pass.t.n_leaves;
   const std::uint64_t max_entries = arrays.partial_doubles / 3;

@@ -174,9 +174,14 @@ struct Scene {
   // Bars on |far + near - exact| / |exact| (99th percentile, max): the host operators'
   // errors on this scene (measured: 7.7e-6 and 3.8e-5 at 4000/32; 1.2e-4 and 9.6e-4 at
   // 8000/8, whose leaves of 8 give more M2L at the opening-angle limit), with room; the
-  // device's far field is the host's to 1e-11.
+  // device's far field is the host's to float rounding (kFloatPairs).
   double bar99, bar_max;
 };
+
+// The device's P2L and M2P are in float: its far field differs from the host operators' and
+// its chunked sums from its whole ones by up to ~7e-7 of the rms force (measured); a task lost
+// or counted twice moves the busiest targets by 1e-4 or more.
+constexpr double kFloatPairs = 5e-6;
 
 }  // namespace
 
@@ -300,9 +305,8 @@ TEST_CASE("device far field with leaf-cell pairs (P2L, M2P), whole and in chunks
                   "%.2e, vs host %.2e; vs exact median %.2e, 99%% %.2e, max %.2e\n",
                   n, sc.max_leaf, static_cast<unsigned long long>(min_chunk), chunks.m2l, chunks.p2l, chunks.m2p,
                   vs_whole, vs_host, e[n / 2], e99, emax);
-      // Rounding in another order is ~1e-15 of a force; a task lost or counted twice, >= 1e-4.
-      CHECK(vs_whole < 1e-12);
-      CHECK(vs_host < 1e-11);
+      CHECK(vs_whole < kFloatPairs);
+      CHECK(vs_host < kFloatPairs);
       CHECK(e99 < sc.bar99);
       CHECK(emax < sc.bar_max);
     }
@@ -319,7 +323,7 @@ TEST_CASE("device far field with individual masses (weighted P2M and P2L): the h
   // their centres of mass, so the weighted moments' dipoles matter.
   // Bars: the host operators' errors on these scenes with the weights (measured: 99% 1.0e-5,
   // max 2.1e-4 at 6000/32; 4.8e-4 and 3.4e-3 at 8000/8, whose leaves of 8 give 9e4 M2L
-  // tasks), with room; the device's far field is the host's to 1e-11.
+  // tasks), with room; the device's far field is the host's to float rounding (kFloatPairs).
   for (const Scene& sc : {Scene{6000, 32, 3e-5, 6e-4}, Scene{8000, 8, 1.5e-3, 1e-2}}) {
     CAPTURE(sc.n);
     CAPTURE(sc.max_leaf);
@@ -456,7 +460,7 @@ TEST_CASE("device far field with individual masses (weighted P2M and P2L): the h
                   vs_host, vs_unweighted, e[n / 2], e99, emax);
       CHECK(compared > 0);
       CHECK(worst_moment < 1e-13);
-      CHECK(vs_host < 1e-11);
+      CHECK(vs_host < kFloatPairs);
       CHECK(vs_unweighted > 1e-2);   // the masses matter: a field without them is another field
       CHECK(e99 < sc.bar99);
       CHECK(emax < sc.bar_max);
