@@ -516,7 +516,14 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
   const fmm_detail::ChunkArrays arrays = chunk_arrays();
 
   if (kernel_ == KernelKind::newtonian) {   // vacuum: ~8 M2L a particle, a thread each
-    fmm_detail::m2l_newtonian(pass, m2l, m2l_offsets, chunk, max_chunks, arrays, m_.data(), l_.data(),
+    // M2L and M2P read the multipoles in float, as their pairs' arithmetic, scaled by the
+    // nodes' radii.
+    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
+    m_float_.ensure(moments);
+    multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
+        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    fmm_detail::m2l_newtonian(pass, m2l, m2l_offsets, chunk, max_chunks, arrays, m_float_.data(), l_.data(),
                               active_.data());
   } else {
     fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
@@ -540,12 +547,6 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
   }
   if (pairs) {
     // The field alone (G m = 1, added to zeros: stored exactly); evaluate() scales and adds it.
-    // M2P reads the multipoles in float, as its pairs' arithmetic, scaled by the nodes' radii.
-    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
-    m_float_.ensure(moments);
-    multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
-        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
     m2p_field_.ensure(3 * tree.n_particles);
     ORBIS_CUDA_CHECK(cudaMemsetAsync(m2p_field_.data(), 0, 3 * tree.n_particles * sizeof(double), stream));
     fmm_detail::m2p(pass, leaf_cell, min_chunk, arrays, m_float_.data(), 1.0, m2p_field_.data());

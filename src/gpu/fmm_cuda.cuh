@@ -15,8 +15,9 @@
 //         sum_n (-1)^|n| M_n D_(n+k) to its L_k in a register (the truncated kernel: a
 //         periodic box's ~1e4 M2L a step); the Newtonian kernel's (vacuum: ~8 a particle) a
 //         warp per target node and a lane per task, each lane's D of order p + 1 in registers
-//         (gpu/fmm_cuda_tensor.cuh) and its L_k in shared memory, the lanes' sums then added
-//         in lane order;
+//         (gpu/fmm_cuda_tensor.cuh) and its L_k in shared memory, in float (scaled terms,
+//         the multipoles in float over their node's radius: fmm_cuda_vacuum.cu), the
+//         lanes' sums then added in lane order in double;
 //   L2L   top level first, a thread per child of a parent with a local expansion, its terms
 //         in host order;
 //   L2P   a warp per leaf, a thread per particle, the gradient's terms in host order;

@@ -89,7 +89,7 @@ void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_
 // by target node (offsets[n_nodes + 1]) in chunks of `chunk` (at most max_chunks), into the
 // local expansions l; sets has_local of every node. Chunk counts in arrays.totals[0].
 void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::uint64_t* offsets, std::uint64_t chunk,
-                   std::size_t max_chunks, const ChunkArrays& arrays, const double* m, double* l,
+                   std::size_t max_chunks, const ChunkArrays& arrays, const float* m, double* l,
                    std::uint8_t* has_local);
 
 // The vacuum walk's leaf-cell pairs (fmm_cuda_vacuum.cu), queued on pass.stream.

@@ -12,11 +12,11 @@
 // in chunks, a warp each, into partial sums that are then added in chunk order; every other
 // target is done whole by one warp. Every sum has a fixed order, so the result is bitwise the
 // same run after run.
-// M2L, node with node, is in double. P2L and M2P, particle with node, are in float, as the
-// P2P's particle pairs (twice the throughput, half the registers and shared memory; at 10^6
-// particles they were 4.3 of the far field's 6 ms): each pair's terms scaled to fit a float
-// at any distance, summed in float over at most a chunk of tasks, then in double. They move
-// a force by ~1e-7 of itself, against the expansions' 1e-4 .. 1e-3.
+// The three are in float, as the P2P's particle pairs (twice the throughput, half the
+// registers and shared memory: M2L no longer spills at p = 4 and 5): each pair's terms
+// scaled to fit a float at any distance and node size, summed in float over at most a
+// chunk of tasks, then in double; the expansions themselves (P2M, M2M, L2L, L2P) stay in
+// double. They move a force by ~1e-6 of itself, against the expansions' 1e-4 .. 1e-3.
 #include <algorithm>
 #include <type_traits>
 
@@ -32,15 +32,13 @@ namespace {
 // M2L and P2L keep a local expansion per lane in shared memory (too many registers beside
 // the tensor): entry k of lane j at [k][j] of the block's (one warp's) array, rows padded to
 // 33 so that both the lanes' updates of one k and the reduction's reads of one j spread over
-// the banks. M2L's sums are doubles; P2L's, a particle-node pair's terms as the P2P's
-// particle pairs, floats: a lane adds at most a chunk of tasks' particles (tens to hundreds
-// of terms: ~1e-6 of the sum at worst, the P2L being a few percent of a force), and the
-// lanes' sums are then added in double.
+// the banks. The sums are floats: a lane adds at most a chunk of tasks (tens to hundreds of
+// terms: ~1e-6 of the sum at worst), and the lanes' sums are then added in double.
 constexpr int kRow = 33;
 template <int P> constexpr int local_count() { return ct::count(P + 1); }
 template <int P, typename S> constexpr std::size_t lane_sums_bytes() { return sizeof(S) * local_count<P>() * kRow; }
-// M2L and P2L are one warp a block: their shared sums (15 KB at p = 4, 32 KB at p = 6 in
-// double) bound the warps an SM holds, and single-warp blocks fill that bound in any order.
+// M2L and P2L are one warp a block: their shared sums (7 KB at p = 4, 16 KB at p = 6) bound
+// the warps an SM holds, and single-warp blocks fill that bound in any order.
 constexpr int kLaneSumThreads = 32;
 
 template <int P, typename S>
@@ -77,33 +75,53 @@ constexpr int m2l_terms(int k) {
   return ct::count(room < P ? room : P);
 }
 
-// M2L of tasks [begin, end) of one target node (centre zt): lane j takes tasks begin + j,
-// begin + j + 32, ... (image 0: vacuum), makes D to order p + 1 of R = zt - z_source and adds
-// sum_n (-1)^|n| M_n D_(n+k) to its shared L_k; then the lanes' sums into acc
-// (reduce_lane_sums).
+// M2L of tasks [begin, end) (at least one) of one target node: lane j takes tasks begin + j,
+// begin + j + 32, ... (image 0: vacuum), makes D to order p + 1 of R = z - z_source and adds
+// sum_n (-1)^|n| M_n D_(n+k) to its shared L_k, in float as P2L and M2P; then the lanes'
+// sums into acc (reduce_lane_sums). Scaled as P2L's terms, by the target's radius S (an
+// accepted source lies beyond S / theta, so every D_(n+k)(R / S) is at most (2p+1)!!): the
+// terms (-1)^|n| [mf_n (r / S)^|n|] D_(n+k)(R / S; eps / S) = S^(|k|+1) times the unscaled
+// ones, mf the source's multipoles over its radius r to the |n| (DeviceFmm's float copy).
 template <int P>
 __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
-                          std::uint64_t end, const Vec3d& zt, const double* m, double* sh, double* acc) {
+                          std::uint64_t end, const DeviceNodeGeometry& target, const float* mf, float* sh,
+                          double* acc) {
   constexpr int nl = local_count<P>(), nm = ct::count(P);
   const int lane = threadIdx.x & 31;
+  const Vec3d zt = centre_of(target);
+  const double scale = target.radius > 0 ? target.radius
+                                         : sqrt(norm2(zt - centre_of(t.geometry[tasks[begin].source])) + eps2);
+  const double inv = 1.0 / scale;
+  const auto eps2f = static_cast<float>(eps2 * inv * inv);
   zero_lane_sums<P>(sh);
   for (std::uint64_t q = begin + lane; q < end; q += 32) {
     const std::uint32_t src = tasks[q].source;
-    double D[nl];
-    newtonian_tensor<P + 1>(zt - centre_of(t.geometry[src]), eps2, [&](auto i, double d) { D[i] = d; });
-    const double* ms = m + static_cast<std::size_t>(src) * nm;
+    const DeviceNodeGeometry& geo = t.geometry[src];
+    const Vec3d r = (zt - centre_of(geo)) * inv;
+    float D[nl];
+    newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
+                            [&](auto i, float d) { D[i] = d; });
+    const auto rho = static_cast<float>((geo.radius > 0 ? geo.radius : 1.0) * inv);   // as multipoles_to_float
+    const float* ms = mf + static_cast<std::size_t>(src) * nm;
+    float mh[nm];
+    ct::unroll<nm>([&](auto n) {
+      constexpr int degree = ct::kAll[n].degree();
+      float v = ms[n];
+      for (int d = 0; d < degree; ++d) v *= rho;
+      mh[n] = v;
+    });
     ct::unroll<nl>([&](auto k) {
       constexpr ct::MI kk = ct::kAll[k];
-      double s = 0;
+      float s = 0;
       ct::unroll<m2l_terms<P>(k)>([&](auto n) {
         constexpr ct::MI nn = ct::kAll[n];
-        constexpr double sign = nn.degree() % 2 == 0 ? 1.0 : -1.0;
-        s += sign * ms[n] * D[ct::index(kk.a + nn.a, kk.b + nn.b, kk.c + nn.c)];
+        constexpr float sign = nn.degree() % 2 == 0 ? 1.0f : -1.0f;
+        s += sign * mh[n] * D[ct::index(kk.a + nn.a, kk.b + nn.b, kk.c + nn.c)];
       });
       sh[k * kRow + lane] += s;
     });
   }
-  reduce_lane_sums<P>(sh, acc);
+  reduce_lane_sums<P>(sh, acc, inv);
 }
 
 // P2L of tasks [begin, end) (at least one) of one target node: lane j takes particles j,
@@ -149,11 +167,11 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
 template <int P>
 struct M2lPass {
   static constexpr bool kAdds = false;
-  using Sum = double;
-  const double* m;
+  using Sum = float;
+  const float* m;
   __device__ void operator()(double eps2, const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin,
-                             std::uint64_t end, const DeviceNodeGeometry& target, double* sh, double* acc) const {
-    m2l_tasks<P>(eps2, t, tasks, begin, end, centre_of(target), m, sh, acc);
+                             std::uint64_t end, const DeviceNodeGeometry& target, float* sh, double* acc) const {
+    m2l_tasks<P>(eps2, t, tasks, begin, end, target, m, sh, acc);
   }
 };
 template <int P>
@@ -385,14 +403,14 @@ unsigned warp_grid(std::size_t items, int sms) {
 }  // namespace
 
 void m2l_newtonian(const Pass& pass, const InteractionTask* tasks, const std::uint64_t* offsets, std::uint64_t chunk,
-                   std::size_t max_chunks, const ChunkArrays& arrays, const double* m, double* l,
+                   std::size_t max_chunks, const ChunkArrays& arrays, const float* m, double* l,
                    std::uint8_t* has_local) {
   if (pass.kernel != KernelKind::newtonian) fail("internal: the per-thread M2L is the Newtonian kernel's");
   const std::size_t nn = pass.t.n_nodes;
   scan_task_chunks(pass, offsets, nn, chunk, arrays, arrays.totals);
   with_order(pass.order, [&](auto order) {
     constexpr int P = decltype(order)::value;
-    constexpr std::size_t shared = lane_sums_bytes<P, double>();
+    constexpr std::size_t shared = lane_sums_bytes<P, float>();
     const M2lPass<P> op{m};
     local_chunk_kernel<P><<<warp_grid(max_chunks, pass.sms), kLaneSumThreads, shared, pass.stream>>>(
         op, pass.eps2, pass.t, tasks, offsets, arrays.chunk_start, chunk, max_chunks, arrays.partial);

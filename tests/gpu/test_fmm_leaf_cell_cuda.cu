@@ -3,13 +3,14 @@
 // path of an isolated system's core, which receives ~1e4 leaves: DeviceFmm's chunk hook
 // makes a few thousand particles take it), against
 //   - the host operators (FmmOperators m2l, p2l, l2l, l2p, m2p, applied task by task as the
-//     host solver does): another code in another summation order, so they agree to rounding;
+//     host solver does, in double): another code in another summation order, whose M2L, P2L
+//     and M2P are in float (as the P2P's pairs), so they agree to float rounding (kFloatPairs);
 //     one task lost or counted twice moves the busiest targets' forces by 1e-4 .. 1e-2 of
 //     their size (measured on the host by dropping one);
 //   - the exact direct sum: the far field plus the walk's P2P pairs summed exactly (double,
 //     unsoftened) against every pair summed exactly, which leaves the expansions' truncation;
-//   - itself: the chunked and the whole sums agree to rounding, and each is bitwise the same
-//     run after run;
+//   - itself: the chunked and the whole sums agree to float rounding (the pairs sum in float
+//     within a chunk), and each is bitwise the same run after run;
 // and with individual masses (weights m_i / m: P2M and P2L weigh their particles) on a halo
 // and bulge of masses 10:1, against the same host operators on weighted multipoles and P2L,
 // and against the weighted direct sum; weights of exactly 1 give the unweighted bits.
@@ -178,7 +179,7 @@ struct Scene {
   double bar99, bar_max;
 };
 
-// The device's P2L and M2P are in float: its far field differs from the host operators' and
+// The device's M2L, P2L and M2P are in float: its far field differs from the host operators' and
 // its chunked sums from its whole ones by up to ~7e-7 of the rms force (measured); a task lost
 // or counted twice moves the busiest targets by 1e-4 or more.
 constexpr double kFloatPairs = 5e-6;
