@@ -32,10 +32,7 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
 
-// The walk's lists per leaf and node that the plan reserves.
-struct PlannedWalk {
-  double entries_per_leaf = 0, m2l_per_node = 0, frontier_per_leaf = 0, leaf_cell_per_leaf = 0;
-};
+}  // namespace
 
 // A periodic box's walk is bounded by the cut (the constants above). An isolated system's
 // (vacuum) accepts by the opening angle alone over the whole tree. At theta 0.5 (bench_vacuum,
@@ -63,8 +60,6 @@ PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves) {
   w.frontier_per_leaf = 0.5 * (w.entries_per_leaf + w.leaf_cell_per_leaf);
   return w;
 }
-
-}  // namespace
 
 std::size_t orb_tree_leaves(std::size_t n, int max_leaf) {
   if (n == 0) return 0;

@@ -64,6 +64,15 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in);
 // building it).
 std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
 
+// The walk's lists per tree leaf and node that the plan reserves (P2P entries, leaf-cell
+// pairs and the widest frontier of node pairs per leaf, M2L tasks per node), for a tree of
+// `leaves` leaves: a box's bounded by the cut, an isolated system's by the opening angle.
+// Also the device walk's first sizes (DeviceWalk::reserve).
+struct PlannedWalk {
+  double entries_per_leaf = 0, m2l_per_node = 0, frontier_per_leaf = 0, leaf_cell_per_leaf = 0;
+};
+PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves);
+
 // The P2P tasks a step expands and sorts at once at most (one chunk of target leaves): a
 // quarter of the tasks the plan reserves for n particles (kPlannedP2PEntriesPerLeaf entries
 // a leaf, two tasks an entry at most), so that the short-range step stays within its part of

@@ -151,6 +151,13 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
   tree_.walk_nodes(walk_nodes_.data(), walk_settings_.top_levels, stream);
+  // The walk's first sizes: what the memory plan reserved for its lists.
+  const PlannedWalk planned = planned_walk(settings_, nl);
+  const auto per = [](double count, std::size_t items) {
+    return static_cast<std::size_t>(count * static_cast<double>(items));
+  };
+  walk_.reserve(per(planned.entries_per_leaf, nl), per(planned.m2l_per_node, nn), per(planned.frontier_per_leaf, nl),
+                per(planned.leaf_cell_per_leaf, nl));
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[8], stream));
   walk_.run(walk_nodes_.data(), nn, nl, walk_settings_, stream, node_active,
             tree_.is_forest() ? tree_.max_depth() : -1);   // waits once, at its end
