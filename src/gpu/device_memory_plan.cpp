@@ -192,10 +192,11 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t expansions = padded(nn * per_node) + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});
     if (leaf_cell > 0) {
-      // Vacuum makes the expansions while the P2P runs (gpu/short_range_cuda.cu): their arrays
-      // live beside the P2P's.
-      plan.parts.push_back({"walk arrays, or P2P and far field arrays", std::max(walk_work, p2p + expansions),
-                            "short range"});
+      // Vacuum makes the multipoles while the walk runs and the other expansions while the P2P
+      // runs (gpu/short_range_cuda.cu): their arrays live beside the walk's, then the P2P's.
+      const std::size_t multipoles = padded(nn * (MultiIndexSet::count(s.multipole_order) * (8 + 4) + 1));
+      plan.parts.push_back({"walk and multipoles, or P2P and far field arrays",
+                            std::max(walk_work + multipoles, p2p + expansions), "short range"});
     } else {
       plan.parts.push_back({"P2P, walk or far field arrays", std::max({walk_work, p2p, expansions + acc_tree}),
                             "short range"});

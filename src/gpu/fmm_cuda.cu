@@ -440,16 +440,15 @@ fmm_detail::ChunkArrays DeviceFmm::chunk_arrays() {
   return arrays;
 }
 
-void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-                       std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell) {
+void DeviceFmm::multipoles(const FmmTreeView& tree, cudaStream_t stream) {
+  make_multipoles(tree, stream, true, nullptr, 0, {});
+}
+
+void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bool every_node,
+                                const InteractionTask* m2l, std::size_t m2l_count, const LeafCellLists& leaf_cell) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
   m_.ensure(nn * static_cast<std::size_t>(nm_));
-  l_.ensure(nn * static_cast<std::size_t>(nl_));
-  active_.ensure(nn);
-  const int* base = tables_.data();
-  const auto at = [&](int i) { return base + table_offsets_[static_cast<std::size_t>(i)]; };
-  const Tables tb{at(0), at(1), at(2), at(3)};
   const std::vector<std::size_t>& off = *tree.level_offset;
   const int depths = static_cast<int>(off.size()) - 1;
   auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
@@ -458,7 +457,7 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
   };
 
   wanted_.ensure(nn);
-  if (every_node_wanted(m2l_count + leaf_cell.count, nn)) {
+  if (every_node) {
     ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 1, nn, stream));
   } else {
     ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
@@ -492,6 +491,35 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
     });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
+  if (kernel_ == KernelKind::newtonian) {
+    // Vacuum's M2L and M2P read the multipoles in float, as their pairs' arithmetic, scaled by
+    // the nodes' radii.
+    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
+    m_float_.ensure(moments);
+    multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
+        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+                       std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell,
+                       bool multipoles_made) {
+  const std::size_t nn = tree.n_nodes;
+  if (nn == 0) return;
+  if (!multipoles_made)
+    make_multipoles(tree, stream, every_node_wanted(m2l_count + leaf_cell.count, nn), m2l, m2l_count, leaf_cell);
+  l_.ensure(nn * static_cast<std::size_t>(nl_));
+  active_.ensure(nn);
+  const int* base = tables_.data();
+  const auto at = [&](int i) { return base + table_offsets_[static_cast<std::size_t>(i)]; };
+  const Tables tb{at(0), at(1), at(2), at(3)};
+  const std::vector<std::size_t>& off = *tree.level_offset;
+  const int depths = static_cast<int>(off.size()) - 1;
+  auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
+  auto level_size = [&](int d) {
+    return static_cast<std::uint32_t>(off[static_cast<std::size_t>(d) + 1] - off[static_cast<std::size_t>(d)]);
+  };
   const fmm_detail::Pass pass = pass_of(tree, stream);
   const int sms = pass.sms;
   // The chunks' arrays, shared by M2L, P2L and M2P (one after the other on the stream). A
@@ -516,13 +544,6 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
   const fmm_detail::ChunkArrays arrays = chunk_arrays();
 
   if (kernel_ == KernelKind::newtonian) {   // vacuum: ~8 M2L a particle, a thread each
-    // M2L and M2P read the multipoles in float, as their pairs' arithmetic, scaled by the
-    // nodes' radii.
-    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
-    m_float_.ensure(moments);
-    multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
-        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
     fmm_detail::m2l_newtonian(pass, m2l, m2l_offsets, chunk, max_chunks, arrays, m_float_.data(), l_.data(),
                               active_.data());
   } else {

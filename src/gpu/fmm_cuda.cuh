@@ -118,8 +118,13 @@ class DeviceFmm {
   // the tree and the task lists only, and evaluate() what is added to acc (L2P, then G m
   // times the M2P field: the bits of adding each in turn). Between them the caller may fill
   // acc: the short-range step runs the P2P, which stores the accelerations, meanwhile.
+  // multipoles_made: multipoles() made every node's multipoles for this tree already.
   void expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-              std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {});
+              std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {},
+              bool multipoles_made = false);
+  // Every node's multipoles (P2M, M2M; in vacuum their float copy too), queued on `stream`:
+  // they need the tree alone, so the short-range step makes them while the walk runs.
+  void multipoles(const FmmTreeView& tree, cudaStream_t stream);
   void evaluate(const FmmTreeView& tree, double g_mass, double* acc, cudaStream_t stream,
                 const LeafCellLists& leaf_cell = {});
 
@@ -157,6 +162,9 @@ class DeviceFmm {
   // The chunked passes' launch settings and shared arrays (fmm_cuda_kernels.cuh).
   fmm_detail::Pass pass_of(const FmmTreeView& tree, cudaStream_t stream) const;
   fmm_detail::ChunkArrays chunk_arrays();
+  // The multipoles of every node, or of the M2L and M2P sources and their subtrees.
+  void make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bool every_node, const InteractionTask* m2l,
+                       std::size_t m2l_count, const LeafCellLists& leaf_cell);
   std::uint64_t min_chunk_tasks() const { return min_chunk_ > 0 ? min_chunk_ : kMinChunk; }
 
   int order_, nm_, nl_;

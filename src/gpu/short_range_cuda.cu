@@ -147,6 +147,31 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   const std::uint8_t* node_active = active_subset_ ? node_active_.data() : nullptr;
   const std::uint32_t* active_prefix = active_subset_ ? prefix_.data() : nullptr;
 
+  // Individual masses: the weights in tree order (a refit keeps the order, but the caller's
+  // array may be another), for the P2P and the far field.
+  const double* w_tree = nullptr;
+  if (weights) {
+    weights_tree_.ensure_exact(n);
+    gather_weights<<<blocks_for(n), kThreads, 0, stream>>>(tree_.order(), weights, n, weights_tree_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    w_tree = weights_tree_.data();
+  }
+  FmmTreeView view = fmm_tree_view(tree_);
+  view.w = w_tree;
+  // In vacuum the far field runs on a second stream beside the step's (below): first every
+  // node's multipoles, which need the tree alone, while the walk runs (its launches leave
+  // most of the GPU idle); then, after the walk, the rest of the expansions while the P2P
+  // runs.
+  const bool overlap = vacuum(settings_);
+  if (overlap) {
+    ORBIS_CUDA_CHECK(cudaEventRecord(fork_, stream));
+    ORBIS_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[9], side_stream_));
+    AllocationStream on_side(side_stream_);
+    fmm_.multipoles(view, side_stream_);
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[12], side_stream_));
+  }
+
   // A forest's top over its groups can be deeper than its leaf count says: the walk is told
   // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
@@ -171,16 +196,6 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
                                counters_.data(), stream);
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
 
-  // Individual masses: the weights in tree order (a refit keeps the order, but the caller's
-  // array may be another), for the P2P and the far field.
-  const double* w_tree = nullptr;
-  if (weights) {
-    weights_tree_.ensure_exact(n);
-    gather_weights<<<blocks_for(n), kThreads, 0, stream>>>(tree_.order(), weights, n, weights_tree_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    w_tree = weights_tree_.data();
-  }
-
   // The far field: the leaf-cell pairs' P2L and M2P with the M2L in vacuum.
   LeafCellLists leaf_cell;
   leaf_cell.count = walk_.leaf_cell_count();
@@ -191,24 +206,21 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     leaf_cell.m2p_offsets = walk_.m2p_offsets();
   }
   const bool far_field = walk_.m2l_count() > 0 || leaf_cell.count > 0;
-  FmmTreeView view = fmm_tree_view(tree_);
-  view.w = w_tree;
-  // In vacuum the expansions and the M2P field (multipoles, M2L, P2L, L2L, M2P: as much work
-  // as the P2P at 10^6 particles, in double where the P2P is in float) are made on a second
-  // stream while the P2P runs; they read only the tree and the walk's lists, and the P2P,
-  // which stores the accelerations, still comes before L2P and M2P add to them, so the sums
-  // are unchanged.
-  // Their arrays then live beside the P2P's (the memory plan counts both). In a box the far
-  // field is a few percent of a step and its expansions (~90 bytes a node at p = 4) would
-  // add to the P2P phase's peak: one stream.
-  const bool overlap = far_field && vacuum(settings_);
+  // In vacuum the rest of the expansions and the M2P field (M2L, P2L, L2L, M2P: as much work
+  // as the P2P at 10^6 particles) are made on the second stream while the P2P runs; they read
+  // only the tree and the walk's lists, and the P2P, which stores the accelerations, still
+  // comes before L2P and M2P add to them, so the sums are unchanged. Their arrays then live
+  // beside the walk's and the P2P's (the memory plan counts them). In a box the far field is
+  // a few percent of a step and its expansions (~90 bytes a node at p = 4) would add to the
+  // P2P phase's peak: one stream.
   if (overlap) {
     ORBIS_CUDA_CHECK(cudaEventRecord(fork_, stream));
     ORBIS_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_, 0));
-    ORBIS_CUDA_CHECK(cudaEventRecord(events_[9], side_stream_));
+    ORBIS_CUDA_CHECK(cudaEventRecord(events_[13], side_stream_));
     AllocationStream on_side(side_stream_);
-    fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, side_stream_,
-                leaf_cell);
+    if (far_field)
+      fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h,
+                  side_stream_, leaf_cell, true);
     ORBIS_CUDA_CHECK(cudaEventRecord(events_[10], side_stream_));
   }
 
@@ -238,7 +250,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   if (overlap) {
     ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, events_[10], 0));
   } else {
-    ORBIS_CUDA_CHECK(cudaEventRecord(events_[9], stream));
+    for (const int e : {9, 12, 13}) ORBIS_CUDA_CHECK(cudaEventRecord(events_[e], stream));
     if (far_field)
       fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, stream,
                   leaf_cell);
@@ -320,9 +332,10 @@ DeviceShortRangeStats DeviceShortRange::stats() const {
   // Events 2-4 enclose the pair count, positions, selection and sorts, and the kernels.
   s.p2p = chunks_.kernel_seconds();
   s.grouping = seconds(2, 4) - s.p2p;
-  // The far field's expansions (events 9-10, on the side stream when they overlap the P2P)
-  // and their evaluation at the particles (11-5).
-  s.far_field = seconds(9, 10) + seconds(11, 5);
+  // The far field: its multipoles (events 9-12) and other expansions (13-10), on the side
+  // stream in vacuum (beside the walk, then the P2P), and their evaluation at the particles
+  // (11-5).
+  s.far_field = seconds(9, 12) + seconds(13, 10) + seconds(11, 5);
   s.scatter = seconds(5, 6);
   s.total = seconds(0, 6);
   s.active_flags = seconds(1, 7);

@@ -179,11 +179,12 @@ class DeviceShortRange {
   bool active_subset_ = false;
   bool rebuilt_ = false, rebuild_next_ = false;
   std::size_t max_chunk_tasks_ = 0, allocation_cap_ = 0, max_cub_items_ = kCubMaxItems;
-  // 0-6: the phases' bounds; 7, 8: after flag_active, walk_nodes; 9, 10: the far field's
-  // expansions (on side_stream_ in vacuum); 11: their evaluation's start.
-  cudaEvent_t events_[12] = {};
+  // 0-6: the phases' bounds; 7, 8: after flag_active, walk_nodes; 9-12: the far field's
+  // multipoles, 13-10 its other expansions (on side_stream_ in vacuum); 11: their
+  // evaluation's start.
+  cudaEvent_t events_[14] = {};
   cudaEvent_t fork_ = nullptr;              // the step's stream, before the expansions
-  cudaStream_t side_stream_ = nullptr;      // vacuum: the expansions, beside the P2P
+  cudaStream_t side_stream_ = nullptr;      // vacuum: the far field, beside the walk and the P2P
   std::size_t n_ = 0;
 };
 
