@@ -112,6 +112,9 @@ class DeviceFmm {
   void compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                const LeafCellLists& leaf_cell = {});
+  // Every node's multipoles (P2M, M2M; in vacuum their float copy too), queued on `stream`:
+  // they need the tree alone, so the short-range step makes them while the walk runs.
+  void multipoles(const FmmTreeView& tree, cudaStream_t stream);
   // compute() in two parts, which may be queued on different streams (the second's stream
   // waiting for the first's): expand() the expansions (multipoles, M2L, P2L, L2L) and the
   // leaf-cell pairs' M2P field (into an array of its own, 3 doubles a particle), which read
@@ -122,9 +125,6 @@ class DeviceFmm {
   void expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
               std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {},
               bool multipoles_made = false);
-  // Every node's multipoles (P2M, M2M; in vacuum their float copy too), queued on `stream`:
-  // they need the tree alone, so the short-range step makes them while the walk runs.
-  void multipoles(const FmmTreeView& tree, cudaStream_t stream);
   void evaluate(const FmmTreeView& tree, double g_mass, double* acc, cudaStream_t stream,
                 const LeafCellLists& leaf_cell = {});
 
