@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "core/error.hpp"
@@ -31,19 +30,6 @@ struct AddCounts {
     return WalkCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
                       a.leaf_cell + b.leaf_cell};
   }
-};
-
-// The pair's outputs counted (the pair test's sink, fmm/walk_pair.hpp).
-struct CountSink {
-  std::int32_t t, s;
-  WalkCounts c;
-  __device__ void m2l(const std::int8_t*) { c.m2l += t != s ? 2 : 1; }
-  __device__ void p2p(const std::int8_t*) {
-    ++c.p2p;
-    c.mutual += t != s ? 1 : 0;
-  }
-  __device__ void p2l_m2p(bool) { ++c.leaf_cell; }
-  __device__ void child(std::int32_t, std::int32_t) { ++c.children; }
 };
 
 // The pair's outputs written from its scanned offsets: M2L as the CPU emits it, P2P in
@@ -93,10 +79,78 @@ struct WriteSink {
   __device__ void child(std::int32_t a, std::int32_t b) { next[at.children++] = pack_pair(a, b); }
 };
 
+// The pair's outputs counted (the pair test's sink, fmm/walk_pair.hpp), and, in a launch of
+// one level (the pair alone), kept, so that the write needs no second pair test (it was half
+// of the walk's time): up to kKept child pairs, or one M2L pair, P2P task or leaf-cell pair.
+// A pair with more (a P2P task per image, for a leaf near half the box) is walked again.
+constexpr int kKept = 4;
+enum class Output : std::uint8_t { none, m2l, p2p, leaf_cell, child };
+struct KeepSink {
+  std::int32_t t, s;
+  WalkCounts c;
+  // A pair's outputs are of one kind (walk_pair): an M2L pair, P2P tasks, a leaf-cell pair
+  // or child pairs. Kept in registers: the child arrays are indexed by unrolled loops only.
+  Output kind = Output::none;
+  int kept = 0;
+  bool all_kept = true;
+  std::int8_t image[3] = {0, 0, 0};
+  bool leaf_is_target = false;
+  std::int32_t a[kKept], b[kKept];
+  __device__ bool keep(Output k) {
+    if (kept == kKept || (kept > 0 && kind != k) || (kept > 0 && k != Output::child)) {
+      all_kept = false;
+      return false;
+    }
+    kind = k;
+    ++kept;
+    return true;
+  }
+  __device__ void m2l(const std::int8_t* img) {
+    c.m2l += t != s ? 2 : 1;
+    if (keep(Output::m2l))
+      for (int d = 0; d < 3; ++d) image[d] = img[d];
+  }
+  __device__ void p2p(const std::int8_t* img) {
+    ++c.p2p;
+    c.mutual += t != s ? 1 : 0;
+    if (keep(Output::p2p))
+      for (int d = 0; d < 3; ++d) image[d] = img[d];
+  }
+  __device__ void p2l_m2p(bool target_leaf) {
+    ++c.leaf_cell;
+    if (keep(Output::leaf_cell)) leaf_is_target = target_leaf;
+  }
+  __device__ void child(std::int32_t x, std::int32_t y) {
+    ++c.children;
+    const int k = kept;
+    if (!keep(Output::child)) return;
+#pragma unroll
+    for (int j = 0; j < kKept; ++j)
+      if (j == k) a[j] = x, b[j] = y;
+  }
+  // The kept outputs, in the order the test made them, to `sink` (pair t, s).
+  template <typename Sink>
+  __device__ void replay(Sink& sink) const {
+    sink.t = t;
+    sink.s = s;
+    switch (kind) {
+      case Output::none: break;
+      case Output::m2l: sink.m2l(image); break;
+      case Output::p2p: sink.p2p(image); break;
+      case Output::leaf_cell: sink.p2l_m2p(leaf_is_target); break;
+      case Output::child:
+#pragma unroll
+        for (int j = 0; j < kKept; ++j)
+          if (j < kept) sink.child(a[j], b[j]);
+        break;
+    }
+  }
+};
+
 // A kernel's pair walks `depth` levels of its subtree of pairs itself (depth first, in a
 // fixed order), its pairs at that depth going to the next frontier: a small frontier then
-// takes one launch for several levels. Both kernels walk the same way, so the counts match
-// the writes.
+// takes one launch for several levels. The count and the write walk the same way, so the
+// counts match the writes.
 constexpr int kMaxDepth = 4;
 
 template <typename Sink>
@@ -147,18 +201,20 @@ __device__ void walk_from(const WalkNode* nodes, std::uint64_t pair, const WalkP
 }
 
 // The walk's counters, on the device (the host reads them once, after the last launch).
-// Frontier sizes alternate between n[0] and n[1] with the launch's parity. overflow: 1 when
-// an output buffer was too small (the walk is run again with larger ones), kCountLimit when
-// one launch's outputs exceed what its 32-bit offsets hold (the walk stops: a clear error).
+// Frontier sizes and where a launch's outputs start alternate between [0] and [1] with the
+// launch's parity: a launch reads its own and its last tile sets the next launch's, while
+// other tiles may still read theirs. overflow: 1 when an output buffer was too small (the
+// walk is run again with larger ones), kCountLimit when one launch's outputs exceed what its
+// 32-bit offsets hold (the walk stops: a clear error).
 constexpr std::uint32_t kCountLimit = 2;
 struct WalkState {
   std::uint32_t n[2];
   std::uint32_t overflow, launches;
   unsigned long long launch_p2p, launch_m2l, launch_children;   // the launch that hit kCountLimit
   unsigned long long p2p, mutual, m2l, pairs;   // totals of the levels done
-  unsigned long long p2p_base, m2l_base;        // where this launch's outputs start
+  unsigned long long p2p_base[2], m2l_base[2], leaf_cell_base[2];   // where a launch's outputs start
   unsigned long long need_p2p, need_m2l, need_frontier;   // the most each buffer was asked for
-  unsigned long long leaf_cell, leaf_cell_base, need_leaf_cell, launch_leaf_cell;   // leaf-cell pairs, likewise
+  unsigned long long leaf_cell, need_leaf_cell, launch_leaf_cell;   // leaf-cell pairs, likewise
 };
 
 // Buffer capacities, and the most one launch may emit (DeviceWalk::kMaxLaunchEntries/Pairs).
@@ -167,14 +223,25 @@ struct WalkLimits {
   unsigned long long launch_entries, launch_pairs;
 };
 
-constexpr int kTile = 256;           // pairs per tile = threads per block of the pair kernels
-constexpr int kScanThreads = 1024;   // the one block that scans the tile sums
-using TileReduce = cub::BlockReduce<WalkCounts, kTile>;
+// One launch's counts in 64 bits: the tiles' running sums, which may pass 2^32 before the
+// last tile finds the launch too large.
+struct WideCounts {
+  unsigned long long m2l, p2p, mutual, children, leaf_cell;
+};
+
+constexpr int kTile = 256;   // pairs per tile = threads per block of the pair kernel
 using TileScan = cub::BlockScan<WalkCounts, kTile>;
-using SumScan = cub::BlockScan<WalkCounts, kScanThreads>;
 constexpr WalkCounts kZero{0, 0, 0, 0, 0};
 
 __device__ __forceinline__ WalkCounts add(const WalkCounts& a, const WalkCounts& b) { return AddCounts{}(a, b); }
+__device__ __forceinline__ WideCounts add(const WideCounts& a, const WalkCounts& b) {
+  return WideCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
+                    a.leaf_cell + b.leaf_cell};
+}
+__device__ __forceinline__ WideCounts add(const WideCounts& a, const WideCounts& b) {
+  return WideCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
+                    a.leaf_cell + b.leaf_cell};
+}
 
 __global__ void init_walk(WalkState* st, std::uint64_t* frontier, bool has_root) {
   *st = WalkState{};
@@ -182,115 +249,161 @@ __global__ void init_walk(WalkState* st, std::uint64_t* frontier, bool has_root)
   frontier[0] = pack_pair(0, 0);
 }
 
-// Per tile of the frontier: the sum of its pairs' outputs.
-__global__ void __launch_bounds__(kTile) count_tiles(const WalkNode* nodes, const std::uint64_t* pairs,
-                                                     const WalkState* st, int parity, WalkPairParams p, int depth,
-                                                     const std::uint8_t* active, WalkCounts* tiles) {
-  __shared__ typename TileReduce::TempStorage temp;
-  if (st->overflow) return;
-  const std::uint32_t n = st->n[parity];
-  const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
-  for (std::uint32_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-    const std::uint32_t i = tile * kTile + threadIdx.x;
-    CountSink sink{0, 0, kZero};
-    if (i < n) walk_from(nodes, pairs[i], p, depth, active, sink);
-    const WalkCounts sum = TileReduce(temp).Reduce(sink.c, AddCounts{});
-    if (threadIdx.x == 0) tiles[tile] = sum;
-    __syncthreads();   // temp is reused by the next tile
-  }
+// The tiles' published sums (a decoupled look-back: Merrill & Garland 2016): tile k stores
+// its own sum, then, once it knows the sum of all tiles before it, its inclusive sum, each
+// followed by its flag (launch epoch << 1 | inclusive). A flag of another epoch is a flag
+// not yet set in this launch. Tiles are taken in order (an atomic counter), so every tile
+// a tile waits for is held by a running block.
+constexpr std::size_t kWideWords = sizeof(WideCounts) / 8;   // DeviceWalk::tile_sums_ holds them as words
+constexpr std::uint32_t kMaxEpoch = 0x7fffffffu;                 // flags hold epoch << 1
+struct TileStatus {
+  std::uint32_t* flag;
+  WideCounts* own;
+  WideCounts* inclusive;
+};
+
+__device__ __forceinline__ void publish(const TileStatus& ts, std::uint32_t tile, const WideCounts& v, std::uint32_t epoch,
+                                        bool inclusive) {
+  (inclusive ? ts.inclusive : ts.own)[tile] = v;
+  __threadfence();   // the sums before the flag that announces them
+  atomicExch(ts.flag + tile, epoch << 1 | (inclusive ? 1u : 0u));
 }
 
-// One block: the tile sums become their exclusive scan; the level's totals advance the
-// counters and size the next frontier, or, when a buffer would overflow, stop the walk.
-__global__ void __launch_bounds__(kScanThreads) scan_tiles(WalkState* st, int parity, WalkCounts* tiles,
-                                                           WalkLimits limits) {
-  __shared__ typename SumScan::TempStorage temp;
-  __shared__ WalkCounts carry;
-  __shared__ unsigned long long wide[4];   // the launch's totals in 64 bits: carry may wrap
-  if (st->overflow) return;
-  const std::uint32_t n = st->n[parity];
-  const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
-  if (threadIdx.x == 0) {
-    carry = kZero;
-    wide[0] = wide[1] = wide[2] = wide[3] = 0;
+__device__ __forceinline__ WideCounts load_cg(const WideCounts* p) {
+  return WideCounts{__ldcg(&p->m2l), __ldcg(&p->p2p), __ldcg(&p->mutual), __ldcg(&p->children), __ldcg(&p->leaf_cell)};
+}
+
+__device__ __forceinline__ WideCounts warp_sum(WideCounts v) {
+  for (int o = 16; o > 0; o /= 2) {
+    v.m2l += __shfl_down_sync(0xffffffffu, v.m2l, o);
+    v.p2p += __shfl_down_sync(0xffffffffu, v.p2p, o);
+    v.mutual += __shfl_down_sync(0xffffffffu, v.mutual, o);
+    v.children += __shfl_down_sync(0xffffffffu, v.children, o);
+    v.leaf_cell += __shfl_down_sync(0xffffffffu, v.leaf_cell, o);
   }
-  __syncthreads();
-  for (std::uint32_t base = 0; base < n_tiles; base += kScanThreads) {
-    const std::uint32_t k = base + threadIdx.x;
-    const WalkCounts v = k < n_tiles ? tiles[k] : kZero;
-    WalkCounts before, total;
-    SumScan(temp).ExclusiveScan(v, before, kZero, AddCounts{}, total);
-    const WalkCounts c = carry;
-    if (k < n_tiles) tiles[k] = add(c, before);
-    __syncthreads();   // everyone has read carry
-    if (threadIdx.x == 0) {
-      carry = add(c, total);
-      wide[0] += total.p2p;
-      wide[1] += total.m2l;
-      wide[2] += total.children;
-      wide[3] += total.leaf_cell;
+  return v;
+}
+
+// The first warp of tile `tile`'s block: the sum of all tiles before it (lane 0's result),
+// after publishing the tile's own sum. Lane j reads tile (window end - j); a window of 32
+// tiles' own sums is added until one holds an inclusive sum.
+__device__ WideCounts look_back(const TileStatus& ts, std::uint32_t tile, const WideCounts& own, std::uint32_t epoch) {
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) publish(ts, tile, own, epoch, tile == 0);
+  WideCounts prefix{0, 0, 0, 0, 0};
+  for (std::int64_t end = static_cast<std::int64_t>(tile) - 1; end >= 0; end -= 32) {
+    const std::int64_t k = end - lane;
+    std::uint32_t f = epoch << 1 | 1u;   // before tile 0: an inclusive sum of nothing
+    if (k >= 0) {
+      do {
+        f = *reinterpret_cast<volatile std::uint32_t*>(ts.flag + k);
+      } while ((f >> 1) != epoch);
     }
-    __syncthreads();
+    __threadfence();   // the flag before the sums it announces
+    const unsigned inclusive = __ballot_sync(0xffffffffu, (f & 1u) != 0);
+    const int stop = inclusive ? __ffs(inclusive) - 1 : 32;   // the nearest inclusive sum
+    WideCounts v{0, 0, 0, 0, 0};
+    if (k >= 0 && lane <= stop) v = load_cg((f & 1u) ? ts.inclusive + k : ts.own + k);
+    prefix = add(prefix, warp_sum(v));
+    if (inclusive) break;
   }
-  if (threadIdx.x != 0) return;
-  const WalkCounts tot = carry;
-  if (wide[0] > limits.launch_entries || wide[1] > limits.launch_entries || wide[2] > limits.launch_pairs ||
-      wide[3] > limits.launch_entries) {
+  return prefix;   // lane 0's is the sum
+}
+
+// The last tile of a launch: its totals advance the counters and size the next frontier,
+// or, when a buffer would overflow, stop the walk.
+__device__ void finish_launch(WalkState* st, int parity, const WideCounts& tot, std::uint32_t n,
+                              const WalkLimits& limits) {
+  if (tot.p2p > limits.launch_entries || tot.m2l > limits.launch_entries || tot.children > limits.launch_pairs ||
+      tot.leaf_cell > limits.launch_entries) {
     st->overflow = kCountLimit;
-    st->launch_p2p = wide[0];
-    st->launch_m2l = wide[1];
-    st->launch_children = wide[2];
-    st->launch_leaf_cell = wide[3];
+    st->launch_p2p = tot.p2p;
+    st->launch_m2l = tot.m2l;
+    st->launch_children = tot.children;
+    st->launch_leaf_cell = tot.leaf_cell;
     return;
   }
   st->need_p2p = st->p2p + tot.p2p;
   st->need_m2l = st->m2l + tot.m2l;
   st->need_leaf_cell = st->leaf_cell + tot.leaf_cell;
-  st->need_frontier = max(st->need_frontier, static_cast<unsigned long long>(tot.children));
+  st->need_frontier = max(st->need_frontier, tot.children);
   if (st->need_p2p > limits.p2p || st->need_m2l > limits.m2l || tot.children > limits.frontier ||
       st->need_leaf_cell > limits.leaf_cell) {
     st->overflow = 1;
     return;
   }
-  st->p2p_base = st->p2p;
-  st->m2l_base = st->m2l;
-  st->leaf_cell_base = st->leaf_cell;
   st->p2p += tot.p2p;
   st->mutual += tot.mutual;
   st->m2l += tot.m2l;
   st->leaf_cell += tot.leaf_cell;
   st->pairs += n;
   st->launches += n > 0 ? 1 : 0;
-  st->n[parity ^ 1] = tot.children;
+  st->p2p_base[parity ^ 1] = st->p2p;
+  st->m2l_base[parity ^ 1] = st->m2l;
+  st->leaf_cell_base[parity ^ 1] = st->leaf_cell;
+  st->n[parity ^ 1] = static_cast<std::uint32_t>(tot.children);
 }
 
-// The tile's pairs walked again, their outputs written at the scanned offsets.
-__global__ void __launch_bounds__(kTile) write_tiles(const WalkNode* nodes, const std::uint64_t* pairs,
-                                                     const WalkState* st, int parity, WalkPairParams p, int depth,
-                                                     const std::uint8_t* active, const WalkCounts* tiles,
-                                                     std::uint32_t* p2p_t, std::uint32_t* p2p_s,
-                                                     InteractionTask* m2l, InteractionTask* p2l, InteractionTask* m2p,
-                                                     std::uint64_t* next) {
+// One launch of the walk, in one pass over its frontier: per tile (taken in order), each
+// pair's outputs counted, scanned in the block, the tile's offset from the look-back, and
+// the pairs walked again to write their outputs there. A tile whose outputs would not fit
+// (a buffer, or a launch's 32-bit offsets) writes nothing; its launch's last tile then
+// stops the walk.
+__global__ void __launch_bounds__(kTile) walk_tiles(const WalkNode* nodes, const std::uint64_t* pairs, WalkState* st,
+                                                    int parity, WalkPairParams p, int depth,
+                                                    const std::uint8_t* active, WalkLimits limits, TileStatus ts,
+                                                    std::uint32_t epoch, std::uint32_t* next_tile,
+                                                    std::uint32_t* p2p_t, std::uint32_t* p2p_s, InteractionTask* m2l,
+                                                    InteractionTask* p2l, InteractionTask* m2p, std::uint64_t* next) {
   __shared__ typename TileScan::TempStorage temp;
+  __shared__ std::uint32_t tile_shared;
+  __shared__ WideCounts prefix_shared;
   if (st->overflow) return;
   const std::uint32_t n = st->n[parity];
   const std::uint32_t n_tiles = (n + kTile - 1) / kTile;
-  p2p_t += st->p2p_base;
-  p2p_s += st->p2p_base;
-  m2l += st->m2l_base;
-  p2l += st->leaf_cell_base;
-  m2p += st->leaf_cell_base;
-  for (std::uint32_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+  if (n_tiles == 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) finish_launch(st, parity, WideCounts{0, 0, 0, 0, 0}, 0, limits);
+    return;
+  }
+  const unsigned long long p2p_base = st->p2p_base[parity], m2l_base = st->m2l_base[parity],
+                           leaf_cell_base = st->leaf_cell_base[parity];
+  for (;;) {
+    if (threadIdx.x == 0) tile_shared = atomicAdd(next_tile, 1u);
+    __syncthreads();
+    const std::uint32_t tile = tile_shared;
+    if (tile >= n_tiles) return;   // block-uniform
     const std::uint32_t i = tile * kTile + threadIdx.x;
-    CountSink count{0, 0, kZero};
+    KeepSink count{0, 0, kZero};   // counts, and a one-level launch's outputs
     if (i < n) walk_from(nodes, pairs[i], p, depth, active, count);
-    WalkCounts at;
-    TileScan(temp).ExclusiveScan(count.c, at, kZero, AddCounts{});
-    if (i < n) {
-      WriteSink sink{0, 0, nodes, p2p_t, p2p_s, m2l, p2l, m2p, next, add(tiles[tile], at)};
-      walk_from(nodes, pairs[i], p, depth, active, sink);
+    WalkCounts at, own;
+    TileScan(temp).ExclusiveScan(count.c, at, kZero, AddCounts{}, own);
+    if (threadIdx.x < 32) {
+      const WideCounts prefix = look_back(ts, tile, add(WideCounts{0, 0, 0, 0, 0}, own), epoch);
+      if (threadIdx.x == 0) {
+        prefix_shared = prefix;
+        if (tile > 0) publish(ts, tile, add(prefix, own), epoch, true);
+        if (tile == n_tiles - 1) finish_launch(st, parity, add(prefix, own), n, limits);
+      }
     }
     __syncthreads();
+    const WideCounts prefix = prefix_shared, upto = add(prefix, own);
+    const bool fits = p2p_base + upto.p2p <= limits.p2p && m2l_base + upto.m2l <= limits.m2l &&
+                      leaf_cell_base + upto.leaf_cell <= limits.leaf_cell && upto.children <= limits.frontier &&
+                      upto.p2p <= limits.launch_entries && upto.m2l <= limits.launch_entries &&
+                      upto.leaf_cell <= limits.launch_entries && upto.children <= limits.launch_pairs;
+    if (fits && i < n) {
+      // Within the launch's limits every offset fits 32 bits.
+      const WalkCounts from{static_cast<std::uint32_t>(prefix.m2l), static_cast<std::uint32_t>(prefix.p2p),
+                            static_cast<std::uint32_t>(prefix.mutual), static_cast<std::uint32_t>(prefix.children),
+                            static_cast<std::uint32_t>(prefix.leaf_cell)};
+      WriteSink sink{0, 0, nodes, p2p_t + p2p_base, p2p_s + p2p_base, m2l + m2l_base, p2l + leaf_cell_base,
+                     m2p + leaf_cell_base, next, add(from, at)};
+      // One level: the pair's own outputs were kept (unless there were too many); deeper
+      // launches walk their subtrees of pairs again.
+      if (depth == 1 && count.all_kept) count.replay(sink);
+      else walk_from(nodes, pairs[i], p, depth, active, sink);
+    }
+    __syncthreads();   // temp and the shared tile are reused
   }
 }
 
@@ -347,27 +460,36 @@ DeviceWalk::DeviceWalk() {
   int device = 0;
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&leaf_cell_fork_, cudaEventDisableTiming));
+  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&leaf_cell_join_, cudaEventDisableTiming));
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&leaf_cell_stream_, cudaStreamNonBlocking));
 }
 
 DeviceWalk::~DeviceWalk() {
   if (start_) cudaEventDestroy(start_);
   if (stop_) cudaEventDestroy(stop_);
+  if (leaf_cell_fork_) cudaEventDestroy(leaf_cell_fork_);
+  if (leaf_cell_join_) cudaEventDestroy(leaf_cell_join_);
+  if (leaf_cell_stream_) cudaStreamDestroy(leaf_cell_stream_);
 }
 
 std::size_t DeviceWalk::bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
                                   std::size_t n_nodes) {
   const std::size_t tiles = frontier / kTile + 1;
   // P2P entries (two words), M2L tasks (raw and sorted, two key arrays), two frontiers,
-  // tile sums, offsets per node, and the sort's temporary storage (~ the keys again).
+  // the tiles' flags and sums, offsets per node, and the sort's temporary storage (~ the
+  // keys again).
   return p2p_entries * 8 + m2l_tasks * (2 * sizeof(InteractionTask) + 12) + frontier * 16 +
-         tiles * sizeof(WalkCounts) + (n_nodes + 1) * 8 + (std::size_t{1} << 20);
+         tiles * (4 + 2 * sizeof(WideCounts)) + (n_nodes + 1) * 8 + (std::size_t{1} << 20);
 }
 
 std::size_t DeviceWalk::held_bytes() const {
   return (p2p_t_.capacity() + p2p_s_.capacity() + m2l_keys_[0].capacity() + m2l_keys_[1].capacity()) * 4 +
          (m2l_raw_.capacity() + m2l_values_.capacity()) * sizeof(InteractionTask) +
          (frontier_[0].capacity() + frontier_[1].capacity() + m2l_offsets_.capacity()) * 8 +
-         tiles_.capacity() * sizeof(WalkCounts) + temp_.capacity() + state_.capacity() +
+         tile_flags_.capacity() * 4 + tile_sums_.capacity() * 8 + next_tile_.capacity() * 4 + temp_.capacity() +
+         (leaf_cell_keys_[0].capacity() + leaf_cell_keys_[1].capacity()) * 4 + leaf_cell_temp_.capacity() +
+         state_.capacity() +
          (p2l_raw_.capacity() + m2p_raw_.capacity() + p2l_values_.capacity() + m2p_values_.capacity()) *
              sizeof(InteractionTask) +
          (p2l_offsets_.capacity() + m2p_offsets_.capacity()) * 8;
@@ -389,26 +511,36 @@ bool DeviceWalk::attempt(const WalkNode* nodes, std::size_t n_nodes, std::size_t
                           std::min(p2l_raw_.capacity(), m2p_raw_.capacity()),
                           std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchEntries),
                           std::min<std::uint64_t>(max_launch_outputs_, kMaxLaunchPairs)};
-  tiles_.ensure(limits.frontier / kTile + 1);
+  // The look-back's tile flags start cleared, and are cleared again when their epochs wrap
+  // (an epoch a launch: a flag of another epoch is one not yet set).
+  const std::size_t max_tiles = limits.frontier / kTile + 1;
+  const bool new_flags = tile_flags_.capacity() < max_tiles;   // a grown array holds no data
+  tile_flags_.ensure(max_tiles);
+  tile_sums_.ensure(2 * kWideWords * max_tiles);
+  const int levels = pair_levels_;
+  int launches = 0;
+  for (int covered = 0; covered < levels; ++launches) covered += depth_of_launch(launches);
+  if (new_flags || epoch_ + static_cast<std::uint32_t>(launches) >= kMaxEpoch) {
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(tile_flags_.data(), 0, tile_flags_.capacity() * 4, stream));
+    epoch_ = 0;
+  }
+  next_tile_.ensure(static_cast<std::size_t>(launches));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(next_tile_.data(), 0, static_cast<std::size_t>(launches) * 4, stream));
+  auto* sums = reinterpret_cast<WideCounts*>(tile_sums_.data());
+  const TileStatus status{tile_flags_.data(), sums, sums + max_tiles};
   auto* st = reinterpret_cast<WalkState*>(state_.data());
   init_walk<<<1, 1, 0, stream>>>(st, frontier_[0].data(), n_nodes > 0);
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  // Persistent blocks over the tiles: enough to fill the GPU, no more than there can be tiles.
+  // Blocks enough to fill the GPU, no more than there can be tiles; they take tiles in turn.
   const auto grid = static_cast<unsigned>(
-      std::max<std::size_t>(1, std::min<std::size_t>(limits.frontier / kTile + 1, 8 * static_cast<std::size_t>(sm_count_))));
-  const int levels = pair_levels_;
-  int covered = 0, k = 0;
-  for (; covered < levels; ++k) {
+      std::max<std::size_t>(1, std::min<std::size_t>(max_tiles, 8 * static_cast<std::size_t>(sm_count_))));
+  int k = 0;
+  for (; k < launches; ++k) {
     const int depth = depth_of_launch(k), parity = k & 1;
-    covered += depth;
-    count_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
-                                            tiles_.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    scan_tiles<<<1, kScanThreads, 0, stream>>>(st, parity, tiles_.data(), limits);
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    write_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
-                                            tiles_.data(), p2p_t_.data(), p2p_s_.data(), m2l_raw_.data(),
-                                            p2l_raw_.data(), m2p_raw_.data(), frontier_[parity ^ 1].data());
+    walk_tiles<<<grid, kTile, 0, stream>>>(nodes, frontier_[parity].data(), st, parity, params, depth, node_active,
+                                           limits, status, ++epoch_, next_tile_.data() + k, p2p_t_.data(),
+                                           p2p_s_.data(), m2l_raw_.data(), p2l_raw_.data(), m2p_raw_.data(),
+                                           frontier_[parity ^ 1].data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   // The one host wait of the walk: its totals.
@@ -497,15 +629,17 @@ void DeviceWalk::group_m2l(std::size_t n_nodes, cudaStream_t stream) {
 }
 
 // The leaf-cell pairs' P2L tasks grouped by target node and M2P tasks by target leaf, as
-// M2L's (a stable sort by target: each target's tasks in walk order).
+// M2L's (a stable sort by target: each target's tasks in walk order), on a stream of their
+// own beside the M2L's sort (small sorts are chains of latency-bound kernels), with their
+// own keys and temporaries; the walk's stream then waits for them.
 void DeviceWalk::group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cudaStream_t stream) {
   const std::size_t n = leaf_cell_count_;
   if (n == 0) return;   // none (a periodic walk): no arrays, nothing to read
   p2l_offsets_.ensure(n_nodes + 1);
   m2p_offsets_.ensure(n_leaves + 1);
-  for (auto& k : m2l_keys_) k.ensure(std::max<std::size_t>(n, 1));
-  p2l_values_.ensure(std::max<std::size_t>(n, 1));
-  m2p_values_.ensure(std::max<std::size_t>(n, 1));
+  for (auto& k : leaf_cell_keys_) k.ensure(n);
+  p2l_values_.ensure(n);
+  m2p_values_.ensure(n);
   const struct {
     const InteractionTask* raw;
     InteractionTask* sorted;
@@ -513,29 +647,38 @@ void DeviceWalk::group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cuda
     std::size_t n_targets;
   } lists[2] = {{p2l_raw_.data(), p2l_values_.data(), p2l_offsets_.data(), n_nodes},
                 {m2p_raw_.data(), m2p_values_.data(), m2p_offsets_.data(), n_leaves}};
+  for (const auto& list : lists)
+    leaf_cell_temp_.ensure(
+        radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, key_bits(list.n_targets), max_cub_items_));
+  // After the arrays' allocations (queued on the walk's stream) and the walk.
+  ORBIS_CUDA_CHECK(cudaEventRecord(leaf_cell_fork_, stream));
+  ORBIS_CUDA_CHECK(cudaStreamWaitEvent(leaf_cell_stream_, leaf_cell_fork_, 0));
   for (const auto& list : lists) {
-    if (n > 0) {
-      m2l_keys<<<blocks_for(n), kBlock, 0, stream>>>(list.raw, n, m2l_keys_[0].data());
-      ORBIS_CUDA_CHECK(cudaGetLastError());
-      const int bits = key_bits(list.n_targets);
-      temp_.ensure(radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, bits, max_cub_items_));
-      radix_sort_pairs_copy(temp_.data(), temp_.capacity(), m2l_keys_[0].data(), m2l_keys_[1].data(), list.raw,
-                            list.sorted, n, 0, bits, stream, max_cub_items_);
-    }
-    m2l_group_offsets<<<blocks_for(list.n_targets + 1), kBlock, 0, stream>>>(
-        m2l_keys_[1].data(), n, static_cast<std::uint32_t>(list.n_targets), list.offsets);
+    m2l_keys<<<blocks_for(n), kBlock, 0, leaf_cell_stream_>>>(list.raw, n, leaf_cell_keys_[0].data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    radix_sort_pairs_copy(leaf_cell_temp_.data(), leaf_cell_temp_.capacity(), leaf_cell_keys_[0].data(),
+                          leaf_cell_keys_[1].data(), list.raw, list.sorted, n, 0, key_bits(list.n_targets),
+                          leaf_cell_stream_, max_cub_items_);
+    m2l_group_offsets<<<blocks_for(list.n_targets + 1), kBlock, 0, leaf_cell_stream_>>>(
+        leaf_cell_keys_[1].data(), n, static_cast<std::uint32_t>(list.n_targets), list.offsets);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
+  ORBIS_CUDA_CHECK(cudaEventRecord(leaf_cell_join_, leaf_cell_stream_));
+  ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, leaf_cell_join_, 0));
 }
 
 void DeviceWalk::release_work() {
   for (auto& f : frontier_) f.release();
-  tiles_.release();
+  tile_flags_.release();
+  tile_sums_.release();
+  next_tile_.release();
   m2l_raw_.release();
   p2l_raw_.release();
   m2p_raw_.release();
   for (auto& k : m2l_keys_) k.release();
   temp_.release();
+  for (auto& k : leaf_cell_keys_) k.release();
+  leaf_cell_temp_.release();
 }
 
 void DeviceWalk::release_outputs() {
