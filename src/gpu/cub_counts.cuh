@@ -34,8 +34,8 @@ inline void check_limit(std::size_t max_items) {
 }  // namespace detail
 
 // Temporary bytes for exclusive_sum over `count` items.
-template <typename InIt, typename T>
-std::size_t exclusive_sum_bytes(InIt in, T* out, std::size_t count, std::size_t max_items = kCubMaxItems) {
+template <typename InIt, typename OutIt>
+std::size_t exclusive_sum_bytes(InIt in, OutIt out, std::size_t count, std::size_t max_items = kCubMaxItems) {
   detail::check_limit(max_items);
   std::size_t bytes = 0;
   if (count <= max_items)
@@ -45,9 +45,10 @@ std::size_t exclusive_sum_bytes(InIt in, T* out, std::size_t count, std::size_t 
   return std::max<std::size_t>(bytes, 1);
 }
 
-// out[i] = in[0] + ... + in[i - 1] for i < count, queued on `stream` (out may equal in).
-template <typename InIt, typename T>
-void exclusive_sum(void* temp, std::size_t temp_bytes, InIt in, T* out, std::size_t count, cudaStream_t stream,
+// out[i] = in[0] + ... + in[i - 1] for i < count, queued on `stream` (out may equal in; an
+// output iterator, e.g. thrust's tabulate_output_iterator, gets each value once).
+template <typename InIt, typename OutIt>
+void exclusive_sum(void* temp, std::size_t temp_bytes, InIt in, OutIt out, std::size_t count, cudaStream_t stream,
                    std::size_t max_items = kCubMaxItems) {
   if (count == 0) return;
   if (temp_bytes < exclusive_sum_bytes(in, out, count, max_items))

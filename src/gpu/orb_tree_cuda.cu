@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/tabulate_output_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include "core/error.hpp"
@@ -77,17 +78,22 @@ __device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, st
 
 // node_of[p] moves one level down (to the node of this depth holding p, or stays on an
 // earlier leaf); the particles of internal nodes are flagged left (1) or right (0) by their
-// rank in the split axis' segment.
+// rank in the split axis' segment. A particle whose node has just become a leaf gets flag 0,
+// which it keeps (no later level writes it): the scan then counts the left particles of this
+// depth's internal nodes only, which makes its value at each position known up to the
+// particle's rank in its segment (ScatterSplit below).
 __global__ void flag_level(std::uint32_t n, bool root, const DeviceShapeNode* nodes, const std::uint8_t* axis,
                            std::int32_t* node_of, const std::uint32_t* lists, std::uint8_t* flag) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= n) return;
-  const std::int32_t node = root ? 0 : descend(nodes, node_of[p], p);
+  const std::int32_t above = root ? -1 : node_of[p];
+  const std::int32_t node = root ? 0 : descend(nodes, above, p);
   node_of[p] = node;
   const DeviceShapeNode nd = nodes[node];
-  if (nd.left < 0) return;
+  const bool leaf = nd.left < 0;
+  if (leaf && node == above) return;   // an earlier leaf: its flag is 0 already
   const std::uint32_t j = lists[static_cast<std::size_t>(axis[node]) * n + p];
-  flag[j] = p - nd.first < nd.count / 2;
+  flag[j] = !leaf && p - nd.first < nd.count / 2;
 }
 
 // The left flag at position i of the three lists (i < 3n: a 64-bit index).
@@ -98,27 +104,49 @@ struct FlagOf {
 };
 using FlagIter = thrust::transform_iterator<FlagOf, thrust::counting_iterator<std::size_t>>;
 
-// Stable partition of each list inside every internal node's segment: the left particles
-// keep their order at the front, the right ones theirs behind (blockIdx.y: the list).
-// before[i]: left particles in the lists before position i (exclusive scan over all three,
-// 32-bit: differences inside one segment are exact even if the running sum wrapped).
-__global__ void partition_level(std::uint32_t n, const DeviceShapeNode* nodes, const std::int32_t* node_of,
-                                const std::uint32_t* in, const std::uint32_t* before, const std::uint8_t* flag,
-                                std::uint32_t* out) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p >= n) return;
-  const std::size_t base = static_cast<std::size_t>(blockIdx.y) * n;
-  const std::uint32_t v = in[base + p];
-  const DeviceShapeNode nd = nodes[node_of[p]];
-  if (nd.left < 0) {
-    out[base + p] = v;
-    return;
+// The scan's output: given before = left particles in the three lists before position i
+// (exclusive scan of FlagOf), moves the particle at i to its place in the other list buffer,
+// which makes the stable partition of each list inside every internal node's segment (the
+// left particles keep their order at the front, the right ones theirs behind); a leaf's
+// particles stay where they are. No scan array and no second pass over the lists: the scan
+// value of the segment's start, which a separate partition would read, follows from the
+// shape alone. With i = b n + p (list b, position p in node `node` of segment [s, s + c)):
+//   before = b L + left_before_node[node] + (left particles of list b in [s, p)),
+// because only the particles of this depth's internal nodes are flagged (a leaf's, also an
+// earlier leaf's, are 0: flag_level) and each internal node holds exactly c / 2 left
+// particles in every list (the split is a rank in its axis' list; the other lists hold the
+// same particles): L, the left particles of one list at this depth, is the sum of c / 2 over
+// the depth's internal nodes, left_before_node[node] the sum over those that start before s
+// (upload_shape). All 32-bit: n < 2^31 (OrbTree::kMaxParticles) keeps the whole sum below
+// 3 (n / 2) < 2^32, and the subtraction, modular, would stay exact even if it wrapped.
+struct ScatterSplit {
+  std::uint32_t n;
+  std::uint32_t left_per_list;               // L of this depth
+  const std::uint32_t* left_before_node;     // per node
+  const DeviceShapeNode* nodes;
+  const std::int32_t* node_of;
+  const std::uint32_t* in;
+  const std::uint8_t* flag;
+  std::uint32_t* out;
+  __device__ void operator()(std::ptrdiff_t index, std::uint32_t before) const {
+    const auto i = static_cast<std::size_t>(index);
+    const std::uint32_t b = i < n ? 0u : (i < 2 * std::size_t{n} ? 1u : 2u);   // no 64-bit division
+    const std::size_t base = static_cast<std::size_t>(b) * n;
+    const auto p = static_cast<std::uint32_t>(i - base);
+    const std::uint32_t v = in[i];
+    const std::int32_t node = node_of[p];
+    const DeviceShapeNode nd = nodes[node];
+    if (nd.left < 0) {
+      out[i] = v;
+      return;
+    }
+    const std::uint32_t s = nd.first;
+    const std::uint32_t left_before = before - b * left_per_list - left_before_node[node];
+    const std::uint32_t dst = flag[v] ? s + left_before : s + nd.count / 2 + (p - s - left_before);
+    out[base + dst] = v;
   }
-  const std::uint32_t s = nd.first;
-  const std::uint32_t left_before = before[base + p] - before[base + s];
-  const std::uint32_t dst = flag[v] ? s + left_before : s + nd.count / 2 + (p - s - left_before);
-  out[base + dst] = v;
-}
+};
+using ScatterIter = thrust::tabulate_output_iterator<ScatterSplit>;
 
 // Tree order: a leaf's particles in its split axis' list (sorted by the total order, as the
 // host sorts a leaf), and the positions gathered into tree order.
@@ -151,6 +179,11 @@ __global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* no
 DeviceOrbTree::~DeviceOrbTree() {
   for (cudaEvent_t& e : events_)
     if (e) cudaEventDestroy(e);
+  for (cudaEvent_t& e : joins_)
+    if (e) cudaEventDestroy(e);
+  if (fork_) cudaEventDestroy(fork_);
+  for (cudaStream_t& s : axis_streams_)
+    if (s) cudaStreamDestroy(s);
 }
 
 void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
@@ -179,14 +212,34 @@ void DeviceOrbTree::upload_shape() {
   for (const TreeNode& s : shape_) ++level_offset_[static_cast<std::size_t>(s.depth) + 1];
   for (std::size_t d = 1; d < level_offset_.size(); ++d) level_offset_[d] += level_offset_[d - 1];
   std::vector<std::int32_t> by_depth(n_nodes), leaf_node(n_leaves_);
+  std::vector<std::uint32_t> left_before_node;
   std::vector<std::size_t> cursor(level_offset_.begin(), level_offset_.end() - 1);
   for (std::size_t i = 0; i < n_nodes; ++i) {
     by_depth[cursor[static_cast<std::size_t>(shape_[i].depth)]++] = static_cast<std::int32_t>(i);
     if (shape_[i].is_leaf()) leaf_node[static_cast<std::size_t>(shape_[i].leaf)] = static_cast<std::int32_t>(i);
   }
+  // The build's scan terms (ScatterSplit): per node the left particles (count / 2 of each
+  // internal node) of the internal nodes of its depth that start before it, per depth their
+  // sum. Preorder numbering (OrbTree::shape, forest_shape) lists a depth's nodes in position
+  // order, which the check keeps honest. (A forest gets them too, unused: it is not split.)
+  left_before_node.assign(n_nodes, 0);
+  level_left_.assign(static_cast<std::size_t>(max_depth) + 1, 0);
+  for (std::size_t d = 0; d + 1 < level_offset_.size(); ++d) {
+    std::uint32_t left = 0, end = 0;
+    for (std::size_t k = level_offset_[d]; k < level_offset_[d + 1]; ++k) {
+      const auto i = static_cast<std::size_t>(by_depth[k]);
+      const TreeNode& s = shape_[i];
+      if (s.first < end) fail("internal: device ORB tree: depth {} not in position order at node {}", d, i);
+      end = s.first + s.count;
+      left_before_node[i] = left;
+      if (!s.is_leaf()) left += s.count / 2;
+    }
+    level_left_[d] = left;
+  }
   nodes_.ensure(n_nodes);
   level_nodes_.ensure(n_nodes);
   leaf_node_.ensure(n_leaves_);
+  left_before_node_.ensure(n_nodes);
   // Uploads that wait: once per (n, max_leaf), i.e. once per run. On the allocation stream
   // (upload()): a plain cudaMemcpy here raced with the PM kernels still queued on the step's
   // stream whose mesh memory the pool had just handed to these arrays (garbage node tables:
@@ -195,6 +248,7 @@ void DeviceOrbTree::upload_shape() {
   nodes_.upload(table.data(), n_nodes);
   level_nodes_.upload(by_depth.data(), n_nodes);
   leaf_node_.upload(leaf_node.data(), n_leaves_);
+  left_before_node_.upload(left_before_node.data(), n_nodes);
 }
 
 void DeviceOrbTree::ensure_tree_arrays(std::size_t n) {
@@ -217,38 +271,47 @@ void DeviceOrbTree::ensure_buffers(std::size_t n) {
   // arrays, which release_build_arrays() gives back to the pool when the build is queued.
   ensure_tree_arrays(n);
   for (auto& l : lists_) l.ensure_exact(3 * n);
-  scan_.ensure_exact(3 * n);
-  for (auto& v : sort_vals_) v.ensure_exact(n);
-  for (auto& k : sort_keys_) k.ensure_exact(n);
+  for (AxisSort& a : sort_) {
+    for (auto& v : a.vals) v.ensure_exact(n);
+    for (auto& k : a.keys) k.ensure_exact(n);
+  }
   node_of_.ensure_exact(n);
   flag_.ensure_exact(n);
   axis_.ensure(n_nodes);
   ties_.ensure(3);
   dev_ties_.ensure(3);
   const std::size_t sort_bytes = radix_sort_pairs_bytes<std::uint64_t, std::uint32_t>(n, 0, 64, max_cub_items_);
+  for (AxisSort& a : sort_) a.temp.ensure_exact(sort_bytes);
   const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{nullptr, nullptr});
-  const std::size_t scan_bytes = exclusive_sum_bytes(flags, scan_.data(), 3 * n, max_cub_items_);
-  temp_.ensure_exact(std::max(sort_bytes, scan_bytes));
+  const ScatterIter scatter(ScatterSplit{});
+  temp_.ensure_exact(exclusive_sum_bytes(flags, scatter, 3 * n, max_cub_items_));
+  if (!fork_) {
+    ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    for (cudaEvent_t& e : joins_) ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (cudaStream_t& st : axis_streams_) ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  }
 }
 
 void DeviceOrbTree::release_build_arrays() {
   for (auto& l : lists_) l.release();
-  scan_.release();
-  for (auto& v : sort_vals_) v.release();
-  for (auto& k : sort_keys_) k.release();
+  for (AxisSort& a : sort_) {
+    for (auto& v : a.vals) v.release();
+    for (auto& k : a.keys) k.release();
+    a.temp.release();
+  }
   node_of_.release();
   flag_.release();
   temp_.release();
 }
 
 void DeviceOrbTree::sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,
-                                 cudaStream_t stream) {
+                                 AxisSort& with, cudaStream_t stream) {
   const auto n = static_cast<std::uint32_t>(n_);
-  make_keys<<<blocks_for(n), kThreads, 0, stream>>>(c, idx, n, sort_keys_[0].data(), sort_vals_[0].data());
+  make_keys<<<blocks_for(n), kThreads, 0, stream>>>(c, idx, n, with.keys[0].data(), with.vals[0].data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  cub::DoubleBuffer<std::uint64_t> keys(sort_keys_[0].data(), sort_keys_[1].data());
-  cub::DoubleBuffer<std::uint32_t> vals(sort_vals_[0].data(), sort_vals_[1].data());
-  radix_sort_pairs(temp_.data(), temp_.capacity(), keys, vals, n_, 0, 64, stream, max_cub_items_);
+  cub::DoubleBuffer<std::uint64_t> keys(with.keys[0].data(), with.keys[1].data());
+  cub::DoubleBuffer<std::uint32_t> vals(with.vals[0].data(), with.vals[1].data());
+  radix_sort_pairs(with.temp.data(), with.temp.capacity(), keys, vals, n_, 0, 64, stream, max_cub_items_);
   if (tie) {
     find_ties<<<blocks_for(n), kThreads, 0, stream>>>(keys.Current(), n, tie);
     ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -273,20 +336,30 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
   int* ties = ties_.data();
   int* dev_ties = dev_ties_.data();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(dev_ties, 0, 3 * sizeof(int), stream));
-  for (int a = 0; a < 3; ++a) sort_indices(c[a], nullptr, lists + a * n, dev_ties + a, stream);
+  // The three sorts at once: axes 1 and 2 on their own streams, after what the build's
+  // stream queued (the positions, the arrays' allocations), and the build's stream then
+  // waits for them.
+  ORBIS_CUDA_CHECK(cudaEventRecord(fork_, stream));
+  for (int a = 0; a < 3; ++a) {
+    cudaStream_t on = a == 0 ? stream : axis_streams_[a - 1];
+    if (a > 0) ORBIS_CUDA_CHECK(cudaStreamWaitEvent(on, fork_, 0));
+    sort_indices(c[a], nullptr, lists + a * n, dev_ties + a, sort_[a], on);
+    if (a > 0) ORBIS_CUDA_CHECK(cudaEventRecord(joins_[a - 1], on));
+  }
+  for (cudaEvent_t& e : joins_) ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, e, 0));
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(ties, dev_ties, 3 * sizeof(int), cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the one host wait of the build
   for (int a = 0; a < 3; ++a) {
     if (!ties[a]) continue;
     std::uint32_t* out = lists + a * n;
-    sort_indices(c[(a + 2) % 3], nullptr, out, nullptr, stream);
-    sort_indices(c[(a + 1) % 3], out, out, nullptr, stream);
-    sort_indices(c[a], out, out, nullptr, stream);
+    sort_indices(c[(a + 2) % 3], nullptr, out, nullptr, sort_[0], stream);
+    sort_indices(c[(a + 1) % 3], out, out, nullptr, sort_[0], stream);
+    sort_indices(c[a], out, out, nullptr, sort_[0], stream);
   }
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
 
   // Level by level: boxes and axes of depth d, then (if any node there splits) flags and
-  // the stable partition into the other list buffer.
+  // the stable partition into the other list buffer, made by the flags' scan as it writes.
   const int max_depth = static_cast<int>(level_offset_.size()) - 2;
   int cur = 0;
   for (int d = 0; d <= max_depth; ++d) {
@@ -302,11 +375,10 @@ void DeviceOrbTree::build(const double* x, const double* y, const double* z, std
                                                        flag_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     const FlagIter flags(thrust::counting_iterator<std::size_t>(0), FlagOf{in, flag_.data()});
-    exclusive_sum(temp_.data(), temp_.capacity(), flags, scan_.data(), 3 * n, stream, max_cub_items_);
-    partition_level<<<dim3(blocks_for(n), 3), kThreads, 0, stream>>>(nn, nodes_.data(), node_of_.data(), in,
-                                                                       scan_.data(), flag_.data(),
-                                                                       lists_[1 - cur].data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
+    const ScatterIter scatter(ScatterSplit{nn, level_left_[static_cast<std::size_t>(d)], left_before_node_.data(),
+                                           nodes_.data(), node_of_.data(), in, flag_.data(),
+                                           lists_[1 - cur].data()});
+    exclusive_sum(temp_.data(), temp_.capacity(), flags, scatter, 3 * n, stream, max_cub_items_);
     cur = 1 - cur;
   }
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[2], stream));

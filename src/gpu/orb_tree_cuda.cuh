@@ -3,11 +3,12 @@
 // same splits (split_axis of the tight box, median under the total order on positions),
 // the same order inside each leaf, the same lo, hi, centre and radius.
 //
-// Method: the particles are sorted once per axis a by (x_a, x_a+1, x_a+2); a node is then
-// one segment in each of the three lists, its box is read off the segment ends, and its
-// split is a rank (n/2 of its split axis' segment). Each level flags the left half and
-// stably partitions all three lists within their segments (one scan, one scatter), so the
-// lists stay sorted inside every node; a leaf's order is its own split axis' segment.
+// Method: the particles are sorted once per axis a by (x_a, x_a+1, x_a+2) (the three axes at
+// once, on three streams); a node is then one segment in each of the three lists, its box is
+// read off the segment ends, and its split is a rank (n/2 of its split axis' segment). Each
+// level flags the left half and stably partitions all three lists within their segments
+// (one scan, which scatters as it writes), so the lists stay sorted inside every node; a
+// leaf's order is its own split axis' segment.
 // Every level of the tree is a handful of launches over all particles; the level shapes
 // are known on the host in advance, so nothing waits for the device between levels.
 #pragma once
@@ -119,7 +120,8 @@ class DeviceOrbTree {
 
  private:
   void set_shape(std::size_t n, int max_leaf);
-  // The device tables (nodes, nodes by depth, node of each leaf) of shape_, uploaded.
+  // The device tables (nodes, nodes by depth, node of each leaf, each node's left particles
+  // before it in its depth) of shape_, uploaded; the left particles per depth on the host.
   void upload_shape();
   // The arrays a tree keeps between steps (order, tree-order positions, geometry, leaf
   // records, radii) and the events; ensure_buffers() adds the build's own.
@@ -129,13 +131,21 @@ class DeviceOrbTree {
   void finish_geometry(cudaStream_t stream, const double* x = nullptr, const double* y = nullptr,
                        const double* z = nullptr);
   void ensure_buffers(std::size_t n);
-  // Gives the build's own arrays (sorted lists, their scan, the sorts' keys and values, node
-  // of each particle, flags, temporaries: ~65 bytes a particle) back to the device pool,
+  // Gives the build's own arrays (sorted lists, the sorts' keys and values, node of each
+  // particle, flags, temporaries: ~53 bytes a particle) back to the device pool,
   // queued on the build's stream: they are not live beside the PM or the short-range step.
   void release_build_arrays();
-  // Stable sort of idx (null: 0..n-1) by coordinate c into out; flags *tie if two keys
-  // are equal (when tie is not null).
-  void sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie,
+  // One axis' sort: its keys and values (double-buffered) and the sort's temporaries. The
+  // three axes sort at once, each on its own stream (a sort of 10^6 keys is a chain of small
+  // latency-bound kernels that leaves most of the GPU idle).
+  struct AxisSort {
+    DeviceArray<std::uint64_t> keys[2];
+    DeviceArray<std::uint32_t> vals[2];
+    DeviceArray<unsigned char> temp;
+  };
+  // Stable sort of idx (null: 0..n-1) by coordinate c into out with buffers `with`; flags
+  // *tie if two keys are equal (when tie is not null).
+  void sort_indices(const double* c, const std::uint32_t* idx, std::uint32_t* out, int* tie, AxisSort& with,
                     cudaStream_t stream);
 
   std::size_t n_ = 0, n_leaves_ = 0;
@@ -147,12 +157,20 @@ class DeviceOrbTree {
   std::vector<std::uint32_t> forest_offsets_;
   std::vector<TreeNode> shape_;
   std::vector<std::size_t> level_offset_;   // nodes of depth d: level_nodes_[offset[d], offset[d+1])
+  // The build's scan terms (ScatterSplit in orb_tree_cuda.cu): per depth the left particles
+  // of one list (count / 2 summed over its internal nodes), per node those of the internal
+  // nodes of its depth that start before it.
+  std::vector<std::uint32_t> level_left_;
 
   DeviceArray<DeviceShapeNode> nodes_;
   DeviceArray<std::int32_t> level_nodes_, leaf_node_;
+  DeviceArray<std::uint32_t> left_before_node_;
   DeviceArray<std::uint8_t> axis_, flag_;
-  DeviceArray<std::uint32_t> lists_[2], scan_, sort_vals_[2], order_;
-  DeviceArray<std::uint64_t> sort_keys_[2], r2_;
+  DeviceArray<std::uint32_t> lists_[2], order_;
+  DeviceArray<std::uint64_t> r2_;
+  AxisSort sort_[3];
+  cudaStream_t axis_streams_[2] = {nullptr, nullptr};   // axes 1 and 2 (axis 0: the build's stream)
+  cudaEvent_t fork_ = nullptr, joins_[2] = {nullptr, nullptr};
   DeviceArray<unsigned> arrivals_;   // finish_geometry: children done per node
   // Each leaf's ancestors (max_depth() entries a leaf, root first, -1 after the last), made
   // by the first finish_geometry of a shape.
