@@ -152,14 +152,16 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t nt = in.sources > 0 ? in.sources : n;
     const std::size_t nl = orb_tree_leaves(nt, s.max_leaf), nn = 2 * nl - 1;
     // The device ORB tree kept from step to step: tree order and tree-order positions per
-    // particle; per node the shape, level lists, axis, radius, arrival count and geometry;
-    // per leaf its record, node and ancestors (a forest over ranks is deeper than a tree of
-    // its leaves by up to a few levels: 8 more planned).
+    // particle; per node the shape, level lists, left particles before it in its depth (the
+    // build's scan terms), axis, radius, arrival count and geometry; per leaf its record, node
+    // and ancestors (a forest over ranks is deeper than a tree of its leaves by up to a few
+    // levels: 8 more planned).
     const std::size_t depth = static_cast<std::size_t>(std::ceil(std::log2(static_cast<double>(nl) + 1))) + 8;
-    plan.parts.push_back({"tree", nt * (4 + 24) + padded(nn * (28 + 4 + 1 + 8 + 4 + 80) + nl * (36 + 4 * depth)), ""});
-    // Its build: three sorted index lists twice, their scan, the sorts' keys and values,
-    // node of each particle, flags, the sorts' temporaries.
-    plan.parts.push_back({"build", nt * (24 + 12 + 8 + 16 + 4 + 1 + 8), "tree build"});
+    plan.parts.push_back(
+        {"tree", nt * (4 + 24) + padded(nn * (28 + 4 + 4 + 1 + 8 + 4 + 80) + nl * (36 + 4 * depth)), ""});
+    // Its build: three sorted index lists twice, the three axes' sorts' keys and values (they
+    // run at once), node of each particle, flags, the temporaries.
+    plan.parts.push_back({"build", nt * (24 + 3 * (8 + 16) + 4 + 1 + 8), "tree build"});
     const PlannedWalk w = planned_walk(s, nl);
     const auto entries = static_cast<std::size_t>(w.entries_per_leaf * static_cast<double>(nl));
     const auto m2l = static_cast<std::size_t>(w.m2l_per_node * static_cast<double>(nn));
@@ -185,16 +187,17 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's
     // kMaxChunks), per node the chunk and entry scans and its multipoles in float (M2P's), and
     // per particle its M2P field.
+    // (The float copy pads each node's moments to whole float4s: gpu/fmm_cuda_kernels.cuh.)
+    const std::size_t nm = MultiIndexSet::count(s.multipole_order), nm_float = (nm + 3) / 4 * 4;
     const std::size_t chunks = leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) +
-                                                   (nn + 1) * 16 + nn * MultiIndexSet::count(s.multipole_order) * 4 +
-                                                   nt * 24
+                                                   (nn + 1) * 16 + nn * nm_float * 4 + nt * 24
                                              : 0;
     const std::size_t expansions = padded(nn * per_node) + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});
     if (leaf_cell > 0) {
       // Vacuum makes the multipoles while the walk runs and the other expansions while the P2P
       // runs (gpu/short_range_cuda.cu): their arrays live beside the walk's, then the P2P's.
-      const std::size_t multipoles = padded(nn * (MultiIndexSet::count(s.multipole_order) * (8 + 4) + 1));
+      const std::size_t multipoles = padded(nn * (nm * 8 + nm_float * 4 + 1));
       plan.parts.push_back({"walk and multipoles, or P2P and far field arrays",
                             std::max(walk_work + multipoles, p2p + expansions), "short range"});
     } else {

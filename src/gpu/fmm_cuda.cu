@@ -260,21 +260,21 @@ __global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const doub
 // The multipoles of the wanted nodes in float for M2P, as M_n / r^|n| (r the node's radius,
 // or 1 for a node of coincident particles, whose moments beyond the mass are 0): at most the
 // node's mass, where M_n itself overflows a float at order 6 in an extended system (a
-// Hernquist halo's outliers). nm a node; the nodes not wanted are never read and get zeros,
-// not the pool's old bytes.
+// Hernquist halo's outliers). nm a node, in runs of `stride` (float_multipole_stride: the
+// padding is zeros); the nodes not wanted are never read and get zeros, not the pool's old
+// bytes. n: nodes times stride.
 __global__ void multipoles_to_float(const double* m, const std::uint8_t* wanted, const DeviceNodeGeometry* geometry,
-                                    int nm, std::size_t n, float* out) {
+                                    int nm, int stride, std::size_t n, float* out) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const std::size_t node = i / static_cast<std::size_t>(nm);
-  if (!wanted[node]) {
+  const std::size_t node = i / static_cast<std::size_t>(stride);
+  const auto k = static_cast<int>(i % static_cast<std::size_t>(stride));
+  if (!wanted[node] || k >= nm) {
     out[i] = 0;
     return;
   }
-  const double r = geometry[node].radius;
-  const double inv = r > 0 ? 1.0 / r : 1.0;
-  const auto k = static_cast<int>(i % static_cast<std::size_t>(nm));
-  double v = m[i];
+  const double inv = 1.0 / fmm_detail::multipole_scale(geometry[node].radius);
+  double v = m[node * static_cast<std::size_t>(nm) + static_cast<std::size_t>(k)];
   for (int d = 0; k >= ct::count(d); ++d) v *= inv;   // the layout is by degree
   out[i] = static_cast<float>(v);
 }
@@ -494,10 +494,11 @@ void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bo
   if (kernel_ == KernelKind::newtonian) {
     // Vacuum's M2L and M2P read the multipoles in float, as their pairs' arithmetic, scaled by
     // the nodes' radii.
-    const std::size_t moments = nn * static_cast<std::size_t>(nm_);
+    const int stride = fmm_detail::float_multipole_stride(nm_);
+    const std::size_t moments = nn * static_cast<std::size_t>(stride);
     m_float_.ensure(moments);
     multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(
-        m_.data(), wanted_.data(), tree.geometry, nm_, moments, m_float_.data());
+        m_.data(), wanted_.data(), tree.geometry, nm_, stride, moments, m_float_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -85,6 +85,15 @@ inline std::size_t chunks_bound(std::uint64_t count, std::uint64_t chunk, std::u
 void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
                       const ChunkArrays& arrays, std::uint32_t* total);
 
+// The float copy of the multipoles (vacuum's M2L and M2P: DeviceFmm::multipoles) keeps each
+// node's nm moments in a run padded to whole float4s: M2L's lanes, each on another source
+// node, then load them 16 bytes at a time (35 scattered 4-byte loads a lane at p = 4 were
+// M2L's bottleneck).
+constexpr int float_multipole_stride(int nm) { return (nm + 3) / 4 * 4; }
+// The length the float copy divides a node's moments by (M_n / r^|n|): its radius, or 1 for
+// a node of coincident particles (radius 0, whose moments beyond the mass are 0).
+__device__ __forceinline__ double multipole_scale(double radius) { return radius > 0 ? radius : 1.0; }
+
 // The Newtonian kernel's M2L (fmm_cuda_vacuum.cu), queued on pass.stream: the tasks grouped
 // by target node (offsets[n_nodes + 1]) in chunks of `chunk` (at most max_chunks), into the
 // local expansions l; sets has_local of every node. Chunk counts in arrays.totals[0].

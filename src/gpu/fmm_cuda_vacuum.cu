@@ -94,21 +94,30 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
   zero_lane_sums<P>(sh);
+  constexpr int stride = float_multipole_stride(nm);
   for (std::uint64_t q = begin + lane; q < end; q += 32) {
     const std::uint32_t src = tasks[q].source;
-    const DeviceNodeGeometry& geo = t.geometry[src];
-    const Vec3d r = (zt - centre_of(geo)) * inv;
+    // Each lane reads another node: its centre and radius in two 16-byte loads, its
+    // multipoles in float4s (loads of 4 or 8 bytes each cost a cache wavefront a lane).
+    const auto* cr = reinterpret_cast<const double2*>(t.geometry[src].centre);
+    const double2 c01 = cr[0], c2r = cr[1];
+    const Vec3d r = (zt - Vec3d{c01.x, c01.y, c2r.x}) * inv;
     float D[nl];
     newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
                             [&](auto i, float d) { D[i] = d; });
-    const auto rho = static_cast<float>((geo.radius > 0 ? geo.radius : 1.0) * inv);   // as multipoles_to_float
-    const float* ms = mf + static_cast<std::size_t>(src) * nm;
-    float mh[nm];
+    const auto rho = static_cast<float>(multipole_scale(c2r.y) * inv);
+    const auto* ms = reinterpret_cast<const float4*>(mf + static_cast<std::size_t>(src) * stride);
+    float mh[stride];
+    ct::unroll<stride / 4>([&](auto j) {
+      const float4 v = ms[j];
+      mh[4 * j] = v.x;
+      mh[4 * j + 1] = v.y;
+      mh[4 * j + 2] = v.z;
+      mh[4 * j + 3] = v.w;
+    });
     ct::unroll<nm>([&](auto n) {
       constexpr int degree = ct::kAll[n].degree();
-      float v = ms[n];
-      for (int d = 0; d < degree; ++d) v *= rho;
-      mh[n] = v;
+      for (int d = 0; d < degree; ++d) mh[n] *= rho;
     });
     ct::unroll<nl>([&](auto k) {
       constexpr ct::MI kk = ct::kAll[k];
@@ -126,7 +135,7 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
 
 // P2L of tasks [begin, end) (at least one) of one target node: lane j takes particles j,
 // j + 32, ... of each source leaf, in list order, adding D_k(z - x) (times w, the product
-// rounded: w = 1 gives the unweighted bits) to its shared L_k in float; then the lanes' sums
+// rounded: w = 1 gives the unweighted bits) to its L_k in float; then the lanes' sums
 // into acc. D_k(R) itself would not fit a float (order 7 overflows below |R| ~ 1e-3, in any
 // length unit), so the terms are D_k(R / S; eps / S) = S^(|k|+1) D_k(R) with S the target's
 // radius: a P2L source lies beyond it (the expansion converges only there), so |R| / S > 1
@@ -144,19 +153,59 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
                                                                  t.z[first.first]}) + eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
-  zero_lane_sums<P>(sh);
-  for (std::uint64_t q = begin; q < end; ++q) {
-    const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q].source]];
-    for (std::uint32_t i = lane; i < leaf.count; i += 32) {
-      const std::uint32_t p = leaf.first + i;
-      // One code path with and without weights: two copies of the tensor could be
-      // compiled with different multiply-adds, and w = 1 must give the unweighted bits.
-      const float w = t.w ? static_cast<float>(t.w[p]) : 1.0f;
-      const Vec3d r = (zt - Vec3d{t.x[p], t.y[p], t.z[p]}) * inv;
-      newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
-                              [&](auto k, float d) { sh[k * kRow + lane] += __fmul_rn(w, d); });
+  // The lane's sums in registers (a float each: they fit beside the tensor without spilling
+  // up to p = 6), in shared memory only for the reduction: a shared read and write per
+  // term and particle made the pass twice as long.
+  constexpr int nl = local_count<P>();
+  float lane_sum[nl];
+  ct::unroll<nl>([&](auto k) { lane_sum[k] = 0; });
+  // One particle's terms. One code path with and without weights: two copies of the tensor
+  // could be compiled with different multiply-adds, and w = 1 must give the unweighted bits.
+  const auto add_particle = [&](double x, double y, double z, float w) {
+    const Vec3d r = (zt - Vec3d{x, y, z}) * inv;
+    newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
+                            [&](auto k, float d) { lane_sum[k] += __fmul_rn(w, d); });
+  };
+  const auto weight = [&](std::uint32_t p) { return t.w ? static_cast<float>(t.w[p]) : 1.0f; };
+  for (std::uint64_t q0 = begin; q0 < end; q0 += 32) {
+    // The next 32 source leaves' particle ranges, a lane each, then broadcast: a chain of
+    // three dependent loads per task held each task up longer than its particles' terms.
+    const auto batch = static_cast<int>(end - q0 < 32 ? end - q0 : 32);
+    std::uint32_t my_first = 0, my_count = 0;
+    if (lane < batch) {
+      const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q0 + lane].source]];
+      my_first = leaf.first;
+      my_count = leaf.count;
+    }
+    // The lane's first particle of each leaf (i = lane) is loaded a leaf ahead, while the
+    // previous leaf's terms are made; the rest of a leaf longer than 32 as it comes.
+    double nx = 0, ny = 0, nz = 0;
+    float nw = 1;
+    const auto prefetch = [&](int j) {
+      const std::uint32_t f = __shfl_sync(0xffffffffu, my_first, j), c = __shfl_sync(0xffffffffu, my_count, j);
+      if (static_cast<std::uint32_t>(lane) < c) {
+        const std::uint32_t p = f + lane;
+        nx = t.x[p];
+        ny = t.y[p];
+        nz = t.z[p];
+        nw = weight(p);
+      }
+    };
+    prefetch(0);
+    for (int j = 0; j < batch; ++j) {
+      const std::uint32_t leaf_first = __shfl_sync(0xffffffffu, my_first, j);
+      const std::uint32_t leaf_count = __shfl_sync(0xffffffffu, my_count, j);
+      const double x = nx, y = ny, z = nz;
+      const float w = nw;
+      if (j + 1 < batch) prefetch(j + 1);
+      if (static_cast<std::uint32_t>(lane) < leaf_count) add_particle(x, y, z, w);
+      for (std::uint32_t i = lane + 32; i < leaf_count; i += 32) {
+        const std::uint32_t p = leaf_first + i;
+        add_particle(t.x[p], t.y[p], t.z[p], weight(p));
+      }
     }
   }
+  ct::unroll<nl>([&](auto k) { sh[k * kRow + lane] = lane_sum[k]; });
   reduce_lane_sums<P>(sh, acc, inv);
 }
 
@@ -260,40 +309,56 @@ __global__ void __launch_bounds__(kLaneSumThreads) local_kernel(Pass pass, doubl
 // multipoles over the node's radius r to the |n| (DeviceFmm's float copy; r / s below about
 // theta): factors that fit a float at any distance and size; over at most a chunk of tasks,
 // then added to g in double.
+// The whole warp calls it (the shuffles): a lane past the leaf's particles passes any
+// position and discards g.
 template <int P>
 __device__ __forceinline__ void m2p_field(double eps2, const FmmTreeView& t, const InteractionTask* tasks,
                                           std::uint64_t begin, std::uint64_t end, const Vec3d& x, const float* mf,
                                           double* g) {
   constexpr int nm = ct::count(P);
+  const int lane = threadIdx.x & 31;
   const auto eps2f = static_cast<float>(eps2);
   float f[3] = {0, 0, 0};
-  for (std::uint64_t q = begin; q < end; ++q) {
-    const std::uint32_t src = tasks[q].source;
-    const DeviceNodeGeometry& geo = t.geometry[src];
-    const Vec3d r = x - centre_of(geo);
-    const float rx = static_cast<float>(r.x), ry = static_cast<float>(r.y), rz = static_cast<float>(r.z);
-    const float inv_s = rsqrtf(rx * rx + ry * ry + rz * rz + eps2f);
-    const float ratio = static_cast<float>(geo.radius > 0 ? geo.radius : 1.0) * inv_s;   // as multipoles_to_float
-    float mh[nm];   // M_n / s^|n|
-    const float* ms = mf + static_cast<std::size_t>(src) * nm;
-    ct::unroll<nm>([&](auto n) {
-      constexpr int degree = ct::kAll[n].degree();
-      float v = ms[n];
-      for (int d = 0; d < degree; ++d) v *= ratio;
-      mh[n] = v;
-    });
-    float e[3] = {0, 0, 0};
-    newtonian_tensor_unit<P + 1>(rx * inv_s, ry * inv_s, rz * inv_s, [&](auto i, float d) {
-      constexpr ct::MI n = ct::kAll[i];
-      constexpr float sign = (n.degree() - 1) % 2 == 0 ? 1.0f : -1.0f;   // (-1)^|i - e_a|
-      if constexpr (n.degree() >= 1 && n.degree() - 1 <= P) {
-        if constexpr (n.a > 0) e[0] += sign * mh[ct::index(n.a - 1, n.b, n.c)] * d;
-        if constexpr (n.b > 0) e[1] += sign * mh[ct::index(n.a, n.b - 1, n.c)] * d;
-        if constexpr (n.c > 0) e[2] += sign * mh[ct::index(n.a, n.b, n.c - 1)] * d;
+  for (std::uint64_t q0 = begin; q0 < end; q0 += 32) {
+    // The next 32 source nodes and their centres and radii, a lane each, then broadcast:
+    // the chain of dependent loads per task otherwise held every lane up.
+    const auto batch = static_cast<int>(end - q0 < 32 ? end - q0 : 32);
+    std::uint32_t my_src = 0;
+    double my_geo[4] = {0, 0, 0, 0};   // centre, radius
+    if (lane < batch) {
+      my_src = tasks[q0 + lane].source;
+      const DeviceNodeGeometry& geo = t.geometry[my_src];
+      for (int d = 0; d < 3; ++d) my_geo[d] = geo.centre[d];
+      my_geo[3] = geo.radius;
+    }
+    for (int j = 0; j < batch; ++j) {
+      const std::uint32_t src = __shfl_sync(0xffffffffu, my_src, j);
+      double geo[4];
+      for (int d = 0; d < 4; ++d) geo[d] = __shfl_sync(0xffffffffu, my_geo[d], j);
+      const Vec3d r = x - Vec3d{geo[0], geo[1], geo[2]};
+      const float rx = static_cast<float>(r.x), ry = static_cast<float>(r.y), rz = static_cast<float>(r.z);
+      const float inv_s = rsqrtf(rx * rx + ry * ry + rz * rz + eps2f);
+      const float ratio = static_cast<float>(multipole_scale(geo[3])) * inv_s;
+      const float* ms = mf + static_cast<std::size_t>(src) * float_multipole_stride(nm);
+      // The terms summed per degree |n| of the multipole, each sum then times ratio^|n|
+      // (M_n / s^|n| = mf_n ratio^|n|): P + 1 products a component instead of one per term.
+      float e[P + 1][3] = {};
+      newtonian_tensor_unit<P + 1>(rx * inv_s, ry * inv_s, rz * inv_s, [&](auto i, float d) {
+        constexpr ct::MI n = ct::kAll[i];
+        constexpr int degree = n.degree() - 1;                         // of the multipole n - e_a
+        constexpr float sign = degree % 2 == 0 ? 1.0f : -1.0f;         // (-1)^|i - e_a|
+        if constexpr (n.degree() >= 1 && degree <= P) {
+          if constexpr (n.a > 0) e[degree][0] += sign * ms[ct::index(n.a - 1, n.b, n.c)] * d;
+          if constexpr (n.b > 0) e[degree][1] += sign * ms[ct::index(n.a, n.b - 1, n.c)] * d;
+          if constexpr (n.c > 0) e[degree][2] += sign * ms[ct::index(n.a, n.b, n.c - 1)] * d;
+        }
+      });
+      float power = inv_s * inv_s;   // ratio^|n| / s^2
+      for (int k = 0; k <= P; ++k) {
+        for (int d = 0; d < 3; ++d) f[d] += e[k][d] * power;
+        power *= ratio;
       }
-    });
-    const float inv_s2 = inv_s * inv_s;
-    for (int d = 0; d < 3; ++d) f[d] += e[d] * inv_s2;
+    }
   }
   for (int d = 0; d < 3; ++d) g[d] += static_cast<double>(f[d]);
 }
@@ -355,11 +420,12 @@ __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(double eps2, FmmTre
     const std::uint64_t end = begin + chunk < offsets[leaf + 1] ? begin + chunk : offsets[leaf + 1];
     const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
     double* out = partial + 3 * (entry_start[leaf] + k * nd.count);
-    for (std::uint32_t i = lane; i < nd.count; i += 32) {
-      const std::uint32_t p = nd.first + i;
+    for (std::uint32_t i0 = 0; i0 < nd.count; i0 += 32) {   // the whole warp, for m2p_field
+      const std::uint32_t i = i0 + lane, p = nd.first + (i < nd.count ? i : 0);
       double g[3] = {0, 0, 0};
       m2p_field<P>(eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, g);
-      for (int d = 0; d < 3; ++d) out[3 * i + d] = g[d];
+      if (i < nd.count)
+        for (int d = 0; d < 3; ++d) out[3 * i + d] = g[d];
     }
   }
 }
@@ -380,16 +446,18 @@ __global__ void __launch_bounds__(kThreads) m2p_kernel(double eps2, FmmTreeView 
     const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
     const std::uint32_t chunks = chunk_start[leaf + 1] - chunk_start[leaf];
     const double* part = partial + 3 * static_cast<std::size_t>(entry_start[leaf]);
-    for (std::uint32_t i = lane; i < nd.count; i += 32) {
-      const std::uint32_t p = nd.first + i;
+    for (std::uint32_t i0 = 0; i0 < nd.count; i0 += 32) {   // the whole warp, for m2p_field
+      const std::uint32_t i = i0 + lane, p = nd.first + (i < nd.count ? i : 0);
       double g[3] = {0, 0, 0};
-      if (chunks > 0) {
-        for (std::uint32_t k = 0; k < chunks; ++k)
-          for (int d = 0; d < 3; ++d) g[d] += part[3 * (static_cast<std::size_t>(k) * nd.count + i) + d];
+      if (chunks > 0) {   // warp-uniform
+        if (i < nd.count)
+          for (std::uint32_t k = 0; k < chunks; ++k)
+            for (int d = 0; d < 3; ++d) g[d] += part[3 * (static_cast<std::size_t>(k) * nd.count + i) + d];
       } else {
         m2p_field<P>(eps2, t, tasks, begin, end, Vec3d{t.x[p], t.y[p], t.z[p]}, m, g);
       }
-      for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
+      if (i < nd.count)
+        for (int d = 0; d < 3; ++d) acc[3 * static_cast<std::size_t>(p) + d] += g_mass * g[d];
     }
   }
 }
