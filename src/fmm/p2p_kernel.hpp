@@ -139,6 +139,9 @@ ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& tab
     t -= k.shift * s2;   // the shifted cut: zero at the cut (k.shift = 0: a sharp cut)
   }
   const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
+  // The Newtonian kernel has no cut (its rcut2 lies beyond every pair) and needs no select:
+  // d = 0 adds g * 0 = 0 exactly as well. Two instructions of its ~16 a pair.
+  if constexpr (Order == kNoTruncation) return g;
   return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly
 }
 
