@@ -159,14 +159,6 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   constexpr int nl = local_count<P>();
   float lane_sum[nl];
   ct::unroll<nl>([&](auto k) { lane_sum[k] = 0; });
-  // One particle's terms. One code path with and without weights: two copies of the tensor
-  // could be compiled with different multiply-adds, and w = 1 must give the unweighted bits.
-  const auto add_particle = [&](double x, double y, double z, float w) {
-    const Vec3d r = (zt - Vec3d{x, y, z}) * inv;
-    newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
-                            [&](auto k, float d) { lane_sum[k] += __fmul_rn(w, d); });
-  };
-  const auto weight = [&](std::uint32_t p) { return t.w ? static_cast<float>(t.w[p]) : 1.0f; };
   for (std::uint64_t q0 = begin; q0 < end; q0 += 32) {
     // The next 32 source leaves' particle ranges, a lane each, then broadcast: a chain of
     // three dependent loads per task held each task up longer than its particles' terms.
@@ -177,31 +169,17 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
       my_first = leaf.first;
       my_count = leaf.count;
     }
-    // The lane's first particle of each leaf (i = lane) is loaded a leaf ahead, while the
-    // previous leaf's terms are made; the rest of a leaf longer than 32 as it comes.
-    double nx = 0, ny = 0, nz = 0;
-    float nw = 1;
-    const auto prefetch = [&](int j) {
-      const std::uint32_t f = __shfl_sync(0xffffffffu, my_first, j), c = __shfl_sync(0xffffffffu, my_count, j);
-      if (static_cast<std::uint32_t>(lane) < c) {
-        const std::uint32_t p = f + lane;
-        nx = t.x[p];
-        ny = t.y[p];
-        nz = t.z[p];
-        nw = weight(p);
-      }
-    };
-    prefetch(0);
     for (int j = 0; j < batch; ++j) {
       const std::uint32_t leaf_first = __shfl_sync(0xffffffffu, my_first, j);
       const std::uint32_t leaf_count = __shfl_sync(0xffffffffu, my_count, j);
-      const double x = nx, y = ny, z = nz;
-      const float w = nw;
-      if (j + 1 < batch) prefetch(j + 1);
-      if (static_cast<std::uint32_t>(lane) < leaf_count) add_particle(x, y, z, w);
-      for (std::uint32_t i = lane + 32; i < leaf_count; i += 32) {
+      for (std::uint32_t i = lane; i < leaf_count; i += 32) {
         const std::uint32_t p = leaf_first + i;
-        add_particle(t.x[p], t.y[p], t.z[p], weight(p));
+        // One code path with and without weights: two copies of the tensor could be
+        // compiled with different multiply-adds, and w = 1 must give the unweighted bits.
+        const float w = t.w ? static_cast<float>(t.w[p]) : 1.0f;
+        const Vec3d r = (zt - Vec3d{t.x[p], t.y[p], t.z[p]}) * inv;
+        newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
+                                [&](auto k, float d) { lane_sum[k] += __fmul_rn(w, d); });
       }
     }
   }

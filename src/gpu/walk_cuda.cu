@@ -460,17 +460,11 @@ DeviceWalk::DeviceWalk() {
   int device = 0;
   ORBIS_CUDA_CHECK(cudaGetDevice(&device));
   ORBIS_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
-  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&leaf_cell_fork_, cudaEventDisableTiming));
-  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&leaf_cell_join_, cudaEventDisableTiming));
-  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&leaf_cell_stream_, cudaStreamNonBlocking));
 }
 
 DeviceWalk::~DeviceWalk() {
   if (start_) cudaEventDestroy(start_);
   if (stop_) cudaEventDestroy(stop_);
-  if (leaf_cell_fork_) cudaEventDestroy(leaf_cell_fork_);
-  if (leaf_cell_join_) cudaEventDestroy(leaf_cell_join_);
-  if (leaf_cell_stream_) cudaStreamDestroy(leaf_cell_stream_);
 }
 
 std::size_t DeviceWalk::bytes_for(std::size_t p2p_entries, std::size_t m2l_tasks, std::size_t frontier,
@@ -488,7 +482,6 @@ std::size_t DeviceWalk::held_bytes() const {
          (m2l_raw_.capacity() + m2l_values_.capacity()) * sizeof(InteractionTask) +
          (frontier_[0].capacity() + frontier_[1].capacity() + m2l_offsets_.capacity()) * 8 +
          tile_flags_.capacity() * 4 + tile_sums_.capacity() * 8 + next_tile_.capacity() * 4 + temp_.capacity() +
-         (leaf_cell_keys_[0].capacity() + leaf_cell_keys_[1].capacity()) * 4 + leaf_cell_temp_.capacity() +
          state_.capacity() +
          (p2l_raw_.capacity() + m2p_raw_.capacity() + p2l_values_.capacity() + m2p_values_.capacity()) *
              sizeof(InteractionTask) +
@@ -629,17 +622,15 @@ void DeviceWalk::group_m2l(std::size_t n_nodes, cudaStream_t stream) {
 }
 
 // The leaf-cell pairs' P2L tasks grouped by target node and M2P tasks by target leaf, as
-// M2L's (a stable sort by target: each target's tasks in walk order), on a stream of their
-// own beside the M2L's sort (small sorts are chains of latency-bound kernels), with their
-// own keys and temporaries; the walk's stream then waits for them.
+// M2L's (a stable sort by target: each target's tasks in walk order).
 void DeviceWalk::group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cudaStream_t stream) {
   const std::size_t n = leaf_cell_count_;
   if (n == 0) return;   // none (a periodic walk): no arrays, nothing to read
   p2l_offsets_.ensure(n_nodes + 1);
   m2p_offsets_.ensure(n_leaves + 1);
-  for (auto& k : leaf_cell_keys_) k.ensure(n);
-  p2l_values_.ensure(n);
-  m2p_values_.ensure(n);
+  for (auto& k : m2l_keys_) k.ensure(std::max<std::size_t>(n, 1));
+  p2l_values_.ensure(std::max<std::size_t>(n, 1));
+  m2p_values_.ensure(std::max<std::size_t>(n, 1));
   const struct {
     const InteractionTask* raw;
     InteractionTask* sorted;
@@ -647,24 +638,19 @@ void DeviceWalk::group_leaf_cell(std::size_t n_nodes, std::size_t n_leaves, cuda
     std::size_t n_targets;
   } lists[2] = {{p2l_raw_.data(), p2l_values_.data(), p2l_offsets_.data(), n_nodes},
                 {m2p_raw_.data(), m2p_values_.data(), m2p_offsets_.data(), n_leaves}};
-  for (const auto& list : lists)
-    leaf_cell_temp_.ensure(
-        radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, key_bits(list.n_targets), max_cub_items_));
-  // After the arrays' allocations (queued on the walk's stream) and the walk.
-  ORBIS_CUDA_CHECK(cudaEventRecord(leaf_cell_fork_, stream));
-  ORBIS_CUDA_CHECK(cudaStreamWaitEvent(leaf_cell_stream_, leaf_cell_fork_, 0));
   for (const auto& list : lists) {
-    m2l_keys<<<blocks_for(n), kBlock, 0, leaf_cell_stream_>>>(list.raw, n, leaf_cell_keys_[0].data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-    radix_sort_pairs_copy(leaf_cell_temp_.data(), leaf_cell_temp_.capacity(), leaf_cell_keys_[0].data(),
-                          leaf_cell_keys_[1].data(), list.raw, list.sorted, n, 0, key_bits(list.n_targets),
-                          leaf_cell_stream_, max_cub_items_);
-    m2l_group_offsets<<<blocks_for(list.n_targets + 1), kBlock, 0, leaf_cell_stream_>>>(
-        leaf_cell_keys_[1].data(), n, static_cast<std::uint32_t>(list.n_targets), list.offsets);
+    if (n > 0) {
+      m2l_keys<<<blocks_for(n), kBlock, 0, stream>>>(list.raw, n, m2l_keys_[0].data());
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+      const int bits = key_bits(list.n_targets);
+      temp_.ensure(radix_sort_pairs_copy_bytes<std::uint32_t, InteractionTask>(n, 0, bits, max_cub_items_));
+      radix_sort_pairs_copy(temp_.data(), temp_.capacity(), m2l_keys_[0].data(), m2l_keys_[1].data(), list.raw,
+                            list.sorted, n, 0, bits, stream, max_cub_items_);
+    }
+    m2l_group_offsets<<<blocks_for(list.n_targets + 1), kBlock, 0, stream>>>(
+        m2l_keys_[1].data(), n, static_cast<std::uint32_t>(list.n_targets), list.offsets);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
-  ORBIS_CUDA_CHECK(cudaEventRecord(leaf_cell_join_, leaf_cell_stream_));
-  ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, leaf_cell_join_, 0));
 }
 
 void DeviceWalk::release_work() {
@@ -677,8 +663,6 @@ void DeviceWalk::release_work() {
   m2p_raw_.release();
   for (auto& k : m2l_keys_) k.release();
   temp_.release();
-  for (auto& k : leaf_cell_keys_) k.release();
-  leaf_cell_temp_.release();
 }
 
 void DeviceWalk::release_outputs() {

@@ -159,11 +159,6 @@ class DeviceWalk {
   DeviceArray<InteractionTask> p2l_raw_, m2p_raw_, p2l_values_, m2p_values_;   // leaf-cell pairs
   DeviceArray<std::uint64_t> p2l_offsets_, m2p_offsets_;
   DeviceArray<unsigned char> temp_;
-  // The leaf-cell lists' sort (group_leaf_cell), on its own stream beside the M2L's.
-  DeviceArray<std::uint32_t> leaf_cell_keys_[2];
-  DeviceArray<unsigned char> leaf_cell_temp_;
-  cudaStream_t leaf_cell_stream_ = nullptr;
-  cudaEvent_t leaf_cell_fork_ = nullptr, leaf_cell_join_ = nullptr;
   PinnedArray<unsigned char> host_state_;
   Capacity capacity_, need_;
   int sm_count_ = 0;
