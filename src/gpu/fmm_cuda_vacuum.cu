@@ -29,11 +29,12 @@
 namespace orbis::gpu::fmm_detail {
 namespace {
 
-// M2L and P2L keep a local expansion per lane in shared memory (too many registers beside
-// the tensor): entry k of lane j at [k][j] of the block's (one warp's) array, rows padded to
-// 33 so that both the lanes' updates of one k and the reduction's reads of one j spread over
-// the banks. The sums are floats: a lane adds at most a chunk of tasks (tens to hundreds of
-// terms: ~1e-6 of the sum at worst), and the lanes' sums are then added in double.
+// M2L and P2L sum a local expansion per lane in registers (floats fit beside the tensor),
+// then store it in shared memory for the reduction over the lanes: entry k of lane j at
+// [k][j] of the block's (one warp's) array, rows padded to 33 so that both the lanes' stores
+// of one k and the reduction's reads of one j spread over the banks. The sums are floats: a
+// lane adds at most a chunk of tasks (tens to hundreds of terms: ~1e-6 of the sum at worst),
+// and the lanes' sums are then added in double.
 constexpr int kRow = 33;
 template <int P> constexpr int local_count() { return ct::count(P + 1); }
 template <int P, typename S> constexpr std::size_t lane_sums_bytes() { return sizeof(S) * local_count<P>() * kRow; }
@@ -41,11 +42,6 @@ template <int P, typename S> constexpr std::size_t lane_sums_bytes() { return si
 // the warps an SM holds, and single-warp blocks fill that bound in any order.
 constexpr int kLaneSumThreads = 32;
 
-template <int P, typename S>
-__device__ __forceinline__ void zero_lane_sums(S* sh) {
-  const int lane = threadIdx.x & 31;
-  for (int k = 0; k < local_count<P>(); ++k) sh[k * kRow + lane] = 0;
-}
 // Lane k sums row k over the lanes in lane order, in double, into acc[j], entry k = lane + 32 j,
 // times inv_scale^(|k| + 1) (P2L's sums are of scaled terms; M2L's inv_scale is 1: no change).
 template <int P, typename S>
@@ -93,7 +89,8 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
                                          : sqrt(norm2(zt - centre_of(t.geometry[tasks[begin].source])) + eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
-  zero_lane_sums<P>(sh);
+  float lane_sum[nl];
+  ct::unroll<nl>([&](auto k) { lane_sum[k] = 0; });
   constexpr int stride = float_multipole_stride(nm);
   for (std::uint64_t q = begin + lane; q < end; q += 32) {
     const std::uint32_t src = tasks[q].source;
@@ -115,10 +112,10 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
       mh[4 * j + 2] = v.z;
       mh[4 * j + 3] = v.w;
     });
-    ct::unroll<nm>([&](auto n) {
-      constexpr int degree = ct::kAll[n].degree();
-      for (int d = 0; d < degree; ++d) mh[n] *= rho;
-    });
+    float rho_power[P + 1];   // rho^|n|: one product a moment
+    rho_power[0] = 1;
+    for (int d = 1; d <= P; ++d) rho_power[d] = rho_power[d - 1] * rho;
+    ct::unroll<nm>([&](auto n) { mh[n] *= rho_power[ct::kAll[n].degree()]; });
     ct::unroll<nl>([&](auto k) {
       constexpr ct::MI kk = ct::kAll[k];
       float s = 0;
@@ -127,15 +124,16 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
         constexpr float sign = nn.degree() % 2 == 0 ? 1.0f : -1.0f;
         s += sign * mh[n] * D[ct::index(kk.a + nn.a, kk.b + nn.b, kk.c + nn.c)];
       });
-      sh[k * kRow + lane] += s;
+      lane_sum[k] += s;
     });
   }
+  ct::unroll<nl>([&](auto k) { sh[k * kRow + lane] = lane_sum[k]; });
   reduce_lane_sums<P>(sh, acc, inv);
 }
 
 // P2L of tasks [begin, end) (at least one) of one target node: lane j takes particles j,
-// j + 32, ... of each source leaf, in list order, adding D_k(z - x) (times w, the product
-// rounded: w = 1 gives the unweighted bits) to its L_k in float; then the lanes' sums
+// j + 32, ... of each source leaf, in list order, adding D_k(z - x) (times w, in one fused
+// multiply-add: w = 1 gives the unweighted bits) to its L_k in float; then the lanes' sums
 // into acc. D_k(R) itself would not fit a float (order 7 overflows below |R| ~ 1e-3, in any
 // length unit), so the terms are D_k(R / S; eps / S) = S^(|k|+1) D_k(R) with S the target's
 // radius: a P2L source lies beyond it (the expansion converges only there), so |R| / S > 1
@@ -153,9 +151,6 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
                                                                  t.z[first.first]}) + eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
-  // The lane's sums in registers (a float each: they fit beside the tensor without spilling
-  // up to p = 6), in shared memory only for the reduction: a shared read and write per
-  // term and particle made the pass twice as long.
   constexpr int nl = local_count<P>();
   float lane_sum[nl];
   ct::unroll<nl>([&](auto k) { lane_sum[k] = 0; });
@@ -175,11 +170,13 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
       for (std::uint32_t i = lane; i < leaf_count; i += 32) {
         const std::uint32_t p = leaf_first + i;
         // One code path with and without weights: two copies of the tensor could be
-        // compiled with different multiply-adds, and w = 1 must give the unweighted bits.
+        // compiled with different multiply-adds. Each term is added in one fused multiply-add
+        // (one instruction, not a product and a sum), which for w = 1 rounds d + sum once,
+        // as the unweighted sum would.
         const float w = t.w ? static_cast<float>(t.w[p]) : 1.0f;
         const Vec3d r = (zt - Vec3d{t.x[p], t.y[p], t.z[p]}) * inv;
         newtonian_tensor<P + 1>(static_cast<float>(r.x), static_cast<float>(r.y), static_cast<float>(r.z), eps2f,
-                                [&](auto k, float d) { lane_sum[k] += __fmul_rn(w, d); });
+                                [&](auto k, float d) { lane_sum[k] = __fmaf_rn(w, d, lane_sum[k]); });
       }
     }
   }
