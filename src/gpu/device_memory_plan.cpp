@@ -187,8 +187,8 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's
     // kMaxChunks), per node the chunk and entry scans and its multipoles in float (M2P's), and
     // per particle its M2P field.
-    // (The float copy pads each node's moments to whole float4s: gpu/fmm_cuda_kernels.cuh.)
-    const std::size_t nm = MultiIndexSet::count(s.multipole_order), nm_float = (nm + 3) / 4 * 4;
+    const auto nm = static_cast<std::size_t>(MultiIndexSet::count(s.multipole_order));
+    const auto nm_float = static_cast<std::size_t>(float_multipole_stride(MultiIndexSet::count(s.multipole_order)));
     const std::size_t chunks = leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) +
                                                    (nn + 1) * 16 + nn * nm_float * 4 + nt * 24
                                              : 0;

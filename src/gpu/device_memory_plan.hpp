@@ -93,6 +93,12 @@ inline constexpr std::size_t kMaxP2PChunkTasks = 2147483647;
 // ordered GroupIdx: 28). The plan and DeviceP2PChunks::bytes_for both count them.
 inline constexpr std::size_t kP2PBytesPerLeaf = 24 + 28;
 
+// The float copy of the multipoles (vacuum's M2L and M2P: DeviceFmm::multipoles) keeps each
+// node's nm moments in a run padded to whole float4s: M2L's lanes, each on another source
+// node, then load them 16 bytes at a time (35 scattered 4-byte loads a lane at p = 4 were
+// M2L's bottleneck). The plan counts the same runs.
+constexpr int float_multipole_stride(int nm) { return (nm + 3) / 4 * 4; }
+
 // Tasks per chunk: what `usable` bytes hold beside `fixed` ones at bytes_per_task each, at
 // most `requested` when that is positive (a test hook), never more than max_tasks; 0 when
 // not one task fits. Free memory alone would allow more than 2^31 tasks on a large GPU.

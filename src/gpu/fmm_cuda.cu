@@ -494,7 +494,7 @@ void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bo
   if (kernel_ == KernelKind::newtonian) {
     // Vacuum's M2L and M2P read the multipoles in float, as their pairs' arithmetic, scaled by
     // the nodes' radii.
-    const int stride = fmm_detail::float_multipole_stride(nm_);
+    const int stride = float_multipole_stride(nm_);
     const std::size_t moments = nn * static_cast<std::size_t>(stride);
     m_float_.ensure(moments);
     multipoles_to_float<<<static_cast<unsigned>((moments + 255) / 256), 256, 0, stream>>>(

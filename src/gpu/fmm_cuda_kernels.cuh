@@ -17,6 +17,7 @@
 #include "core/vec3.hpp"
 #include "fmm/kernel_derivatives.hpp"
 #include "gpu/device_buffer.cuh"
+#include "gpu/device_memory_plan.hpp"
 #include "gpu/fmm_cuda.cuh"
 #include "gpu/orb_tree_cuda.cuh"
 #include "tree/multi_index.hpp"
@@ -85,11 +86,6 @@ inline std::size_t chunks_bound(std::uint64_t count, std::uint64_t chunk, std::u
 void scan_task_chunks(const Pass& pass, const std::uint64_t* offsets, std::size_t n, std::uint64_t chunk,
                       const ChunkArrays& arrays, std::uint32_t* total);
 
-// The float copy of the multipoles (vacuum's M2L and M2P: DeviceFmm::multipoles) keeps each
-// node's nm moments in a run padded to whole float4s: M2L's lanes, each on another source
-// node, then load them 16 bytes at a time (35 scattered 4-byte loads a lane at p = 4 were
-// M2L's bottleneck).
-constexpr int float_multipole_stride(int nm) { return (nm + 3) / 4 * 4; }
 // The length the float copy divides a node's moments by (M_n / r^|n|): its radius, or 1 for
 // a node of coincident particles (radius 0, whose moments beyond the mass are 0).
 __device__ __forceinline__ double multipole_scale(double radius) { return radius > 0 ? radius : 1.0; }
