@@ -161,6 +161,10 @@ class DeviceOrbTree {
   // of one list (count / 2 summed over its internal nodes), per node those of the internal
   // nodes of its depth that start before it.
   std::vector<std::uint32_t> level_left_;
+  // The depth from which each node's subtree is split by one thread block (split_subtrees in
+  // orb_tree_cuda.cu): the first depth whose nodes hold every particle and at most the
+  // block's capacity each; -1 when there is none (leaves larger than that capacity).
+  int subtree_depth_ = -1;
 
   DeviceArray<DeviceShapeNode> nodes_;
   DeviceArray<std::int32_t> level_nodes_, leaf_node_;
