@@ -115,34 +115,42 @@ ORBIS_HD double p2p_rsqrt(double x) {
 #endif
 }
 
-// The factor g with a_i += g * d (times G m later). Order 0..4: table; kExactTruncation:
-// exact erfc/exp; kNoTruncation: T = 1 (Newtonian).
+// The factor g with a_i += g * d (times G m later) of the truncated kernels, from r^2:
+// Order 0..4, table; kExactTruncation, exact erfc/exp (the Newtonian kernel's factor is
+// the separation form's below).
 // A select, not a branch, discards pairs outside the cut or at d = 0: on the GPU the warp
 // stays converged, on the CPU the loop vectorises (GCC if-converts nothing more complex).
 template <int Order, typename R, typename Reader>
 ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& table) {
-  static_assert(Order >= kNoTruncation && Order <= 4, "Order: a Taylor order, kExactTruncation or kNoTruncation");
+  static_assert(Order >= kExactTruncation && Order <= 4, "Order: a Taylor order or kExactTruncation");
   const R s2 = r2 + k.eps2;   // >= 1e-20: eps2 carries that floor
   const R sinv = p2p_rsqrt(s2);
+  const R s = s2 * sinv;
   R t;
-  if constexpr (Order == kNoTruncation) {
-    t = R(1);
+  if constexpr (Order == kExactTruncation) {
+    t = truncation_exact(s);   // s = x in table units of the exact path
+  } else if constexpr (Reader::kCoefficients) {
+    t = truncation_taylor_coef<Order>(s, table, k.u_max);   // s = u = x / h
   } else {
-    const R s = s2 * sinv;
-    if constexpr (Order == kExactTruncation) {
-      t = truncation_exact(s);   // s = x in table units of the exact path
-    } else if constexpr (Reader::kCoefficients) {
-      t = truncation_taylor_coef<Order>(s, table, k.u_max);   // s = u = x / h
-    } else {
-      t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
-    }
-    t -= k.shift * s2;   // the shifted cut: zero at the cut (k.shift = 0: a sharp cut)
+    t = truncation_taylor_u<Order>(s, table, k.spacing, k.u_max);
   }
+  t -= k.shift * s2;   // the shifted cut: zero at the cut (k.shift = 0: a sharp cut)
   const R g = t * sinv * sinv * sinv;   // finite: s >= 1e-10, so g <= 1e30
-  // The Newtonian kernel has no cut (its rcut2 lies beyond every pair) and needs no select:
-  // d = 0 adds g * 0 = 0 exactly as well. Two instructions of its ~16 a pair.
-  if constexpr (Order == kNoTruncation) return g;
   return r2 < k.rcut2 ? g : R(0);       // d = 0 then adds g * 0 = 0 exactly
+}
+
+// p2p_pair_factor from the separation; kNoTruncation: T = 1, the Newtonian kernel. It has
+// no cut (its rcut2 lies beyond every pair), so it needs neither the select (d = 0 adds
+// g * 0 = 0 exactly as well) nor the unsoftened r^2: eps^2 goes in first, and s^2 takes
+// three multiply-adds on the GPU instead of a multiply, two multiply-adds and an add.
+template <int Order, typename R, typename Reader>
+ORBIS_HD R p2p_pair_factor(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Reader& table) {
+  if constexpr (Order == kNoTruncation) {
+    const R sinv = p2p_rsqrt(dx * dx + (dy * dy + (dz * dz + k.eps2)));   // >= 1e-20: eps2's floor
+    return sinv * sinv * sinv;
+  } else {
+    return p2p_pair_factor<Order>(dx * dx + dy * dy + dz * dz, k, table);
+  }
 }
 
 // One pair: accumulates the source at (dx, dy, dz) = x_j - x_i into (ax, ay, az). table
@@ -150,8 +158,7 @@ ORBIS_HD R p2p_pair_factor(R r2, const P2PPairConstants<R>& k, const Reader& tab
 template <int Order, typename R, typename Reader>
 ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Reader& table,
                        R& ax, R& ay, R& az) {
-  const R r2 = dx * dx + dy * dy + dz * dz;
-  const R g = p2p_pair_factor<Order>(r2, k, table);
+  const R g = p2p_pair_factor<Order>(dx, dy, dz, k, table);
   ax += g * dx;
   ay += g * dy;
   az += g * dz;
@@ -163,8 +170,7 @@ ORBIS_HD void p2p_pair(R dx, R dy, R dz, const P2PPairConstants<R>& k, const Rea
 template <int Order, typename R, typename Reader>
 ORBIS_HD void p2p_pair_weighted(R dx, R dy, R dz, R w, const P2PPairConstants<R>& k, const Reader& table,
                                 R& ax, R& ay, R& az) {
-  const R r2 = dx * dx + dy * dy + dz * dz;
-  const R g = w * p2p_pair_factor<Order>(r2, k, table);
+  const R g = w * p2p_pair_factor<Order>(dx, dy, dz, k, table);
   ax += g * dx;
   ay += g * dy;
   az += g * dz;
