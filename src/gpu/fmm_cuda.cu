@@ -410,6 +410,7 @@ DeviceFmm::ChunkCounts DeviceFmm::last_chunk_counts() const {
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                         std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                         const LeafCellLists& leaf_cell) {
+  source_multipoles(tree, m2l, m2l_count, stream, leaf_cell);
   expand(tree, m2l, m2l_offsets, m2l_count, box, stream, leaf_cell);
   evaluate(tree, g_mass, acc, stream, leaf_cell);
 }
@@ -442,6 +443,12 @@ fmm_detail::ChunkArrays DeviceFmm::chunk_arrays() {
 
 void DeviceFmm::multipoles(const FmmTreeView& tree, cudaStream_t stream) {
   make_multipoles(tree, stream, true, nullptr, 0, {});
+}
+
+void DeviceFmm::source_multipoles(const FmmTreeView& tree, const InteractionTask* m2l, std::size_t m2l_count,
+                                  cudaStream_t stream, const LeafCellLists& leaf_cell) {
+  make_multipoles(tree, stream, every_node_wanted(m2l_count + leaf_cell.count, tree.n_nodes), m2l, m2l_count,
+                  leaf_cell);
 }
 
 void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bool every_node,
@@ -504,12 +511,9 @@ void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bo
 }
 
 void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-                       std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell,
-                       bool multipoles_made) {
+                       std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
-  if (!multipoles_made)
-    make_multipoles(tree, stream, every_node_wanted(m2l_count + leaf_cell.count, nn), m2l, m2l_count, leaf_cell);
   l_.ensure(nn * static_cast<std::size_t>(nl_));
   active_.ensure(nn);
   const int* base = tables_.data();

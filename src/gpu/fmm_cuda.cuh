@@ -113,18 +113,21 @@ class DeviceFmm {
                std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                const LeafCellLists& leaf_cell = {});
   // Every node's multipoles (P2M, M2M; in vacuum their float copy too), queued on `stream`:
-  // they need the tree alone, so the short-range step makes them while the walk runs.
+  // they need the tree alone, so the vacuum step makes them while the walk runs.
   void multipoles(const FmmTreeView& tree, cudaStream_t stream);
-  // compute() in two parts, which may be queued on different streams (the second's stream
-  // waiting for the first's): expand() the expansions (multipoles, M2L, P2L, L2L) and the
-  // leaf-cell pairs' M2P field (into an array of its own, 3 doubles a particle), which read
-  // the tree and the task lists only, and evaluate() what is added to acc (L2P, then G m
-  // times the M2P field: the bits of adding each in turn). Between them the caller may fill
-  // acc: the short-range step runs the P2P, which stores the accelerations, meanwhile.
-  // multipoles_made: multipoles() made every node's multipoles for this tree already.
+  // The multipoles of the M2L and M2P sources of these lists and their subtrees (of every
+  // node when the tasks outnumber the nodes: every_node_wanted), queued on `stream`.
+  void source_multipoles(const FmmTreeView& tree, const InteractionTask* m2l, std::size_t m2l_count,
+                         cudaStream_t stream, const LeafCellLists& leaf_cell = {});
+  // compute() after the multipoles, in two parts, which may be queued on different streams
+  // (the second's stream waiting for the first's): expand() the expansions (M2L, P2L, L2L)
+  // and the leaf-cell pairs' M2P field (into an array of its own, 3 doubles a particle),
+  // which read the tree, the multipoles and the task lists only, and evaluate() what is
+  // added to acc (L2P, then G m times the M2P field: the bits of adding each in turn).
+  // Between them the caller may fill acc: the short-range step runs the P2P, which stores
+  // the accelerations, meanwhile.
   void expand(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
-              std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {},
-              bool multipoles_made = false);
+              std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell = {});
   void evaluate(const FmmTreeView& tree, double g_mass, double* acc, cudaStream_t stream,
                 const LeafCellLists& leaf_cell = {});
 

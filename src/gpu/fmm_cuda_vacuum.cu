@@ -63,6 +63,13 @@ __device__ __forceinline__ void reduce_lane_sums(const S* sh, double* acc, doubl
   __syncwarp();   // sh is zeroed again for the warp's next target
 }
 
+// The length M2L's and P2L's terms are scaled by: the target's radius S, or for a target of
+// coincident particles (radius 0) the softened distance to its first source point.
+__device__ __forceinline__ double target_scale(const DeviceNodeGeometry& target, const Vec3d& first_source,
+                                               double eps2) {
+  return target.radius > 0 ? target.radius : sqrt(norm2(centre_of(target) - first_source) + eps2);
+}
+
 // M2L: for local k, the multipoles n that reach it, |n| <= min(p, p + 1 - |k|) (a prefix of
 // the layout, as DeviceFmm's m2l_count table).
 template <int P>
@@ -85,8 +92,7 @@ __device__ void m2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   constexpr int nl = local_count<P>(), nm = ct::count(P);
   const int lane = threadIdx.x & 31;
   const Vec3d zt = centre_of(target);
-  const double scale = target.radius > 0 ? target.radius
-                                         : sqrt(norm2(zt - centre_of(t.geometry[tasks[begin].source])) + eps2);
+  const double scale = target_scale(target, centre_of(t.geometry[tasks[begin].source]), eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
   float lane_sum[nl];
@@ -146,9 +152,7 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
   const int lane = threadIdx.x & 31;
   const Vec3d zt = centre_of(target);
   const DeviceShapeNode first = t.nodes[t.leaf_node[tasks[begin].source]];
-  const double scale = target.radius > 0 ? target.radius
-                                         : sqrt(norm2(zt - Vec3d{t.x[first.first], t.y[first.first],
-                                                                 t.z[first.first]}) + eps2);
+  const double scale = target_scale(target, Vec3d{t.x[first.first], t.y[first.first], t.z[first.first]}, eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
   constexpr int nl = local_count<P>();

@@ -220,7 +220,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     AllocationStream on_side(side_stream_);
     if (far_field)
       fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h,
-                  side_stream_, leaf_cell, true);
+                  side_stream_, leaf_cell);
     ORBIS_CUDA_CHECK(cudaEventRecord(events_[10], side_stream_));
   }
 
@@ -251,9 +251,11 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, events_[10], 0));
   } else {
     for (const int e : {9, 12, 13}) ORBIS_CUDA_CHECK(cudaEventRecord(events_[e], stream));
-    if (far_field)
+    if (far_field) {
+      fmm_.source_multipoles(view, walk_.m2l_tasks(), walk_.m2l_count(), stream, leaf_cell);
       fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, stream,
                   leaf_cell);
+    }
     ORBIS_CUDA_CHECK(cudaEventRecord(events_[10], stream));
   }
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[11], stream));

@@ -234,11 +234,9 @@ using TileScan = cub::BlockScan<WalkCounts, kTile>;
 constexpr WalkCounts kZero{0, 0, 0, 0, 0};
 
 __device__ __forceinline__ WalkCounts add(const WalkCounts& a, const WalkCounts& b) { return AddCounts{}(a, b); }
-__device__ __forceinline__ WideCounts add(const WideCounts& a, const WalkCounts& b) {
-  return WideCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
-                    a.leaf_cell + b.leaf_cell};
-}
-__device__ __forceinline__ WideCounts add(const WideCounts& a, const WideCounts& b) {
+// Counts (32- or 64-bit: WalkCounts or WideCounts) added to 64-bit ones.
+template <typename Counts>
+__device__ __forceinline__ WideCounts add(const WideCounts& a, const Counts& b) {
   return WideCounts{a.m2l + b.m2l, a.p2p + b.p2p, a.mutual + b.mutual, a.children + b.children,
                     a.leaf_cell + b.leaf_cell};
 }
