@@ -32,7 +32,7 @@ int write_isolated_ics(Params params, const Comm& comm, const Stopwatch& total) 
     write_text_atomically(join_path(directory, "used_parameters.toml"), params.to_toml());
     const Particles particles = make_isolated_ics(params);
     written = write_snapshot(join_path(directory, "ics.hdf5"), particles, params.get_real("time.t_begin"), params,
-                             nullptr, Comm::self());
+                             {}, Comm::self());
     log::info("orbis ic: wrote {} in {:.2f} s", written.front(), total.seconds());
   });
   return 0;
@@ -64,7 +64,7 @@ int run_ic_command(const std::string& parameter_file, const std::vector<std::str
   std::vector<std::string> written;
   {
     ScopedPhase phase(report.times, "write");
-    written = write_snapshot(join_path(directory, "ics.hdf5"), particles, report.a_init, params, nullptr, comm);
+    written = write_snapshot(join_path(directory, "ics.hdf5"), particles, report.a_init, params, {}, comm);
     run_collectively(comm, [&] {
       if (comm.is_root() && settings.self_test)
         write_text_atomically(join_path(directory, "ic_power.txt"),

@@ -198,6 +198,12 @@ const std::vector<ParamSpec> kSchema = {
      "write a snapshot at every output redshift"},
     {"output", "accelerations", T::boolean, "false", -inf, inf, false, nullptr, "",
      "add /PartType1/Acceleration to snapshots"},
+    {"output", "potential", T::boolean, "false", -inf, inf, false, nullptr, "",
+     "add each particle's gravitational potential to snapshots (/PartTypeN/Potential, GADGET-4's name): "
+     "-G sum_{j != i} m_j / sqrt(r_ij^2 + eps^2), the direct sum over every other particle, as the energy "
+     "check's W; so for at most [analysis] energy_pairs_max_particles particles (on the host), or "
+     "energy_pairs_max_particles_gpu where the particles are on a GPU; a run with more is refused before it "
+     "starts", V},
     {"output", "files_per_snapshot", T::integer, "1", 1, 65536, false, nullptr, "",
      "GADGET-4's NumFilesPerSnapshot: 1 writes snapshot_NNN.hdf5 (and ics.hdf5), more write "
      "snapshot_NNN.0.hdf5, .1, ... with equal shares of the particles; every file in ID order and "

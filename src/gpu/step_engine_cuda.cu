@@ -1215,14 +1215,16 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   return result;
 }
 
-std::optional<double> CudaStepEngine::softened_pair_sum() {
+std::optional<std::vector<double>> CudaStepEngine::softened_potentials() {
   Impl& m = *impl_;
   if (!m.vacuum || m.n == 0) return std::nullopt;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
-  // With individual masses sum_{i<j} w_i w_j / s_ij, so that W = -G mass^2 S still.
-  return gpu::softened_pair_sum(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
-                                m.stream, m.weights_or_null());
+  // The device's order is particles()'s (it downloads them in that order).
+  return gpu::softened_potentials(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, m.sr.softening,
+                                  m.stream, m.weights_or_null());
 }
+
+bool CudaStepEngine::sums_potentials() const { return impl_->vacuum; }
 
 // One rank: linked on the device, in memory taken from the pool for the call alone and given
 // back at its end, as power_spectrum()'s; when the device lacks it, nullopt (the output links

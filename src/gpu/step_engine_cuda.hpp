@@ -93,7 +93,8 @@ class CudaStepEngine final : public StepEngine {
   // Vacuum boundaries: the pair sum on the device from the device positions; otherwise nullopt.
   // With individual masses S = sum_{i<j} w_i w_j / s_ij (w_i = m_i / m), so that W = -G m^2 S
   // as with one mass.
-  std::optional<double> softened_pair_sum() override;
+  std::optional<std::vector<double>> softened_potentials() override;
+  bool sums_potentials() const override;
   // One rank: the FoF groups linked on the device from the device positions
   // (gpu/fof_cuda.cuh); over ranks, or without the device memory it needs: nullopt.
   std::optional<std::vector<std::uint32_t>> fof_labels(double linking_length_over_spacing) override;

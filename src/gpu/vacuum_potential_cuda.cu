@@ -10,9 +10,8 @@ namespace {
 
 constexpr int kTile = 256;   // threads per block and positions per shared tile
 
-// row[i] = sum_{j != i} 1 / sqrt(|x_i - x_j|^2 + eps^2), j in increasing order; Weighted:
-// w_i sum_{j != i} w_j / sqrt(...) (each term's product rounded before the sum, w = 1 giving
-// the unweighted bits).
+// row[i] = sum_{j != i} w_j / sqrt(|x_i - x_j|^2 + eps^2), j in increasing order (w = 1
+// without weights).
 template <bool Weighted>
 __global__ void pair_rows(const double* x, const double* y, const double* z, const double* w, std::size_t n,
                           double eps2, double* row) {
@@ -36,17 +35,15 @@ __global__ void pair_rows(const double* x, const double* y, const double* z, con
       else sum += rsqrt(dx * dx + dy * dy + dz * dz + eps2);
     }
   }
-  if (i < n) {
-    if constexpr (Weighted) row[i] = __dmul_rn(w[i], sum);
-    else row[i] = sum;
-  }
+  if (i < n) row[i] = sum;
 }
 
 }  // namespace
 
-double softened_pair_sum(const double* x, const double* y, const double* z, std::size_t n, double softening,
-                         cudaStream_t stream, const double* weights) {
-  if (n < 2) return 0;
+std::vector<double> softened_potentials(const double* x, const double* y, const double* z, std::size_t n,
+                                        double softening, cudaStream_t stream, const double* weights) {
+  std::vector<double> host(n, 0.0);
+  if (n < 2) return host;
   AllocationStream on_stream(stream);
   DeviceArray<double> row;
   row.ensure_exact(n);
@@ -54,12 +51,9 @@ double softened_pair_sum(const double* x, const double* y, const double* z, std:
   if (weights) pair_rows<true><<<blocks, kTile, 0, stream>>>(x, y, z, weights, n, softening * softening, row.data());
   else pair_rows<false><<<blocks, kTile, 0, stream>>>(x, y, z, nullptr, n, softening * softening, row.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
-  std::vector<double> host(n);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.data(), row.data(), n * sizeof(double), cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  double total = 0;
-  for (double s : host) total += s;
-  return 0.5 * total;
+  return host;
 }
 
 }  // namespace orbis::gpu

@@ -36,6 +36,31 @@ double softened_pair_sum(const std::vector<Vec3d>& x, double softening, const st
   return total;
 }
 
+std::vector<double> softened_potentials(const std::vector<Vec3d>& x, double softening,
+                                        const std::vector<double>* weights) {
+  const std::ptrdiff_t n = static_cast<std::ptrdiff_t>(x.size());
+  const double eps2 = softening * softening;
+  std::vector<double> phi(x.size(), 0.0);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    double s = 0;
+    const Vec3d xi = x[i];
+    for (std::ptrdiff_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      const double inv = 1.0 / std::sqrt(norm2(x[j] - xi) + eps2);
+      s += weights ? (*weights)[j] * inv : inv;
+    }
+    phi[i] = s;
+  }
+  return phi;
+}
+
+double pair_sum_of_potentials(const std::vector<double>& phi, const std::vector<double>* weights) {
+  double total = 0;
+  for (std::size_t i = 0; i < phi.size(); ++i) total += weights ? (*weights)[i] * phi[i] : phi[i];
+  return 0.5 * total;
+}
+
 std::vector<double> mass_weights(const Particles& p) {
   std::vector<double> w(p.masses.size());
   for (std::size_t i = 0; i < w.size(); ++i) w[i] = p.masses[i] / p.mass;

@@ -6,13 +6,15 @@
 // W is the direct sum over every pair of the softened potential whose gradient is the P2P
 // force, -G m^2 / sqrt(r^2 + eps^2) (fmm/kernel_kind.hpp, KernelKind::newtonian): O(N^2) on
 // the CPU (OpenMP, softened_pair_sum below) for at most [analysis] energy_pairs_max_particles
-// particles, or on the GPU where the particles are (StepEngine::softened_pair_sum) for at
-// most energy_pairs_max_particles_gpu; the tree computes no potential. Every per-particle sum
-// is formed in a fixed order and the particles' sums added in order, so the result does not
-// depend on the thread count.
+// particles, or on the GPU where the particles are (StepEngine::softened_potentials, summed by
+// pair_sum_of_potentials) for at most energy_pairs_max_particles_gpu; the tree computes no
+// potential. The same direct sums give each particle's potential for the snapshots ([output]
+// potential). Every per-particle sum is formed in a fixed order and the particles' sums added
+// in order, so the result does not depend on the thread count.
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
@@ -39,6 +41,13 @@ ConservedQuantities conserved_quantities(const Particles& particles, double g, s
 // (W = -G m^2 S), w_i = weights[i] (each particle's mass over the reference mass m; null: 1).
 double softened_pair_sum(const std::vector<Vec3d>& positions, double softening,
                          const std::vector<double>* weights = nullptr);
+// Each particle's softened potential sum phi~_i = sum_{j != i} w_j / sqrt(|x_i - x_j|^2 +
+// eps^2), j in order (every pair from both sides: twice softened_pair_sum's work); the
+// particle's gravitational potential is -G m phi~_i (m the reference mass, w_j = m_j / m).
+std::vector<double> softened_potentials(const std::vector<Vec3d>& positions, double softening,
+                                        const std::vector<double>* weights = nullptr);
+// S of softened_pair_sum from the potentials: sum_i w_i phi~_i / 2, the particles in order.
+double pair_sum_of_potentials(const std::vector<double>& potentials, const std::vector<double>* weights = nullptr);
 // The weights of individual masses, masses[i] / mass (empty without individual masses).
 std::vector<double> mass_weights(const Particles& particles);
 

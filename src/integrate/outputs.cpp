@@ -68,10 +68,15 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
   return files;
 }
 
+bool snapshot_potentials(const Params& params) {
+  return params.get_bool("output.snapshots") && params.has("output.potential") && params.get_bool("output.potential");
+}
+
 double particle_record_bytes(const Params& params) {
   // An isolated system's snapshot may hold each particle's mass (/PartTypeN/Masses): counted.
   const double masses = params.has("box.particles_per_side") ? 0 : 8;
-  return 48 + 8 + masses + (params.get_bool("output.accelerations") ? 24 : 0);
+  return 48 + 8 + masses + (params.get_bool("output.accelerations") ? 24 : 0) +
+         (snapshot_potentials(params) ? 8 : 0);
 }
 
 double output_file_bytes(const Params& params, std::uint64_t particles) {
@@ -136,7 +141,7 @@ std::optional<fof::LocalLinks> engine_fof_links(const Params& params, StepEngine
 }
 
 std::vector<std::string> write_run_outputs(const OutputContext& c, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations, const Comm& comm,
+                                           const ParticleFields& fields, const Comm& comm,
                                            const PowerSpectrum* measured,
                                            const fof::LocalLinks* fof_links) {
   std::vector<std::string> files;
@@ -144,7 +149,9 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
   const OutputNames names = output_names(params, c.directory, c.index);
   if (c.cosmology) log::info("output {:03d} at a = {:.6f} (z = {:.4f})", c.index, c.a, 1 / c.a - 1);
   else log::info("output {:03d} at t = {:.6g}", c.index, c.a);
-  const bool with_acc = params.get_bool("output.accelerations");
+  SnapshotExtras extras;
+  if (params.get_bool("output.accelerations")) extras.accelerations = &fields.accelerations;
+  if (snapshot_potentials(params)) extras.potentials = &fields.potentials;
   Stopwatch total, part;
   double snapshot_seconds = 0, pk_seconds = 0, fof_seconds = 0;
   auto catalogue_of = [&] {
@@ -161,7 +168,7 @@ std::vector<std::string> write_run_outputs(const OutputContext& c, const Particl
 
   if (!names.snapshot.empty()) {
     // Collective: each file's particles go to its writer rank, none gathers them all.
-    const auto written = write_snapshot(names.snapshot, particles, c.a, params, with_acc ? &accelerations : nullptr, comm);
+    const auto written = write_snapshot(names.snapshot, particles, c.a, params, extras, comm);
     files.insert(files.end(), written.begin(), written.end());
     snapshot_seconds = part.seconds();
   }
@@ -217,15 +224,15 @@ BackgroundOutputs::~BackgroundOutputs() {
   }
 }
 
-void BackgroundOutputs::start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
+void BackgroundOutputs::start(const OutputContext& context, Particles particles, ParticleFields fields,
                               std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum,
                               const Comm& comm, std::optional<fof::LocalLinks> fof_links) {
   finish(files);
   pending_ = std::async(std::launch::async,
-                        [context, particles = std::move(particles), accelerations = std::move(accelerations),
+                        [context, particles = std::move(particles), fields = std::move(fields),
                          pk = std::move(power_spectrum), comm, links = std::move(fof_links)]() mutable {
                           Stopwatch watch;
-                          Written written{write_run_outputs(context, particles, accelerations, comm,
+                          Written written{write_run_outputs(context, particles, fields, comm,
                                                             pk ? &*pk : nullptr, links ? &*links : nullptr),
                                           0, Particles{}};
                           written.seconds = watch.seconds();

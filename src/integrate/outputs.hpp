@@ -37,10 +37,23 @@ std::vector<std::string> output_file_names(const Params& params, const std::stri
 // dominates).
 double output_file_bytes(const Params& params, std::uint64_t particles);
 // One particle's bytes in a snapshot and in the copy the background writer takes: position
-// and velocity in double, a 64-bit ID, the acceleration when [output] accelerations, and an
-// isolated system's mass (it may have individual masses).
+// and velocity in double, a 64-bit ID, the acceleration when [output] accelerations, the
+// potential when [output] potential, and an isolated system's mass (it may have individual
+// masses).
 double particle_record_bytes(const Params& params);
-// Collective over comm (each rank passes its own particles and accelerations): writes the
+// Whether the snapshots hold each particle's potential ([output] potential, an isolated
+// system's key: false in a box, which has no value for it).
+bool snapshot_potentials(const Params& params);
+
+// An output's per-particle fields beside the particles, in their order: the accelerations
+// when [output] accelerations, the gravitational potentials when [output] potential (an
+// isolated system's); otherwise empty, and not written.
+struct ParticleFields {
+  std::vector<Vec3d> accelerations;
+  std::vector<double> potentials;
+};
+
+// Collective over comm (each rank passes its own particles and fields): writes the
 // outputs at context.a and returns the files written (the same list on every rank): the
 // snapshot in ID order, each file written by one rank from its share (io/snapshot.hpp); the
 // power spectrum measured on the mesh in slabs (analysis/power_spectrum.hpp) and the halo
@@ -51,7 +64,7 @@ double particle_record_bytes(const Params& params);
 // are (engine_fof_links: on one rank every particle's group, over ranks each rank's particles
 // and ghosts linked on its GPU), from which the catalogue is made instead of linking here.
 std::vector<std::string> write_run_outputs(const OutputContext& context, const Particles& particles,
-                                           const std::vector<Vec3d>& accelerations, const Comm& comm = Comm::self(),
+                                           const ParticleFields& fields, const Comm& comm = Comm::self(),
                                            const PowerSpectrum* measured = nullptr,
                                            const fof::LocalLinks* fof_links = nullptr);
 
@@ -96,7 +109,7 @@ class BackgroundOutputs {
   // and checkpoints the same outputs, so the collectives match.
   // fof_links: the groups linked already (engine_fof_links), made into the catalogue as they
   // are; over ranks made on a comm of the same ranks as `comm`, for these particles.
-  void start(const OutputContext& context, Particles particles, std::vector<Vec3d> accelerations,
+  void start(const OutputContext& context, Particles particles, ParticleFields fields,
              std::vector<std::string>& files, std::optional<PowerSpectrum> power_spectrum = std::nullopt,
              const Comm& comm = Comm::self(), std::optional<fof::LocalLinks> fof_links = std::nullopt);
   // Appends the files of an output that has finished to `files`; never waits.

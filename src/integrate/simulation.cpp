@@ -143,6 +143,7 @@ Simulation::Simulation(const Params& params, const RunOptions& options, const Co
   check_host_memory(params_, particles / static_cast<std::uint64_t>(comm_.size()));   // each rank's share
   log_gpus();
   engine_ = engine ? std::move(engine) : make_step_engine(params_, comm_);
+  check_potential_output(particles);
   hierarchical_ = params.get_string("time.stepping") == "hierarchical" && engine_->has_short_range();
   make_clock();
   stepper_ = std::make_unique<BlockStepper>(*engine_, *clock_, hierarchical_ ? kDeepestBin : 0);
@@ -551,13 +552,14 @@ void Simulation::check_conservation() {
   // W where the particles are (the CUDA engine's device) when the engine sums it, else on
   // the host from their copy; each within its own particle limit.
   std::optional<double> pairs;
-  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
-    pairs = engine_->softened_pair_sum();
   const Particles& particles = engine_->particles();
-  if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"))) {
-    const std::vector<double> weights = mass_weights(particles);
-    pairs = softened_pair_sum(particles.pos, engine_->softening(), weights.empty() ? nullptr : &weights);
-  }
+  const std::vector<double> weights = mass_weights(particles);
+  const std::vector<double>* w = weights.empty() ? nullptr : &weights;
+  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
+    if (const std::optional<std::vector<double>> phi = engine_->softened_potentials())
+      pairs = pair_sum_of_potentials(*phi, w);
+  if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles")))
+    pairs = softened_pair_sum(particles.pos, engine_->softening(), w);
   const bool with_w = pairs.has_value();
   const ConservedQuantities now = conserved_quantities(particles, physical_units(params_).g, pairs);
   const ConservationRecord r =
@@ -573,10 +575,50 @@ void Simulation::check_conservation() {
   }
 }
 
+void Simulation::check_potential_output(std::uint64_t particles) const {
+  if (!snapshot_potentials(params_)) return;
+  const auto host = static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles"));
+  const auto gpu = engine_->sums_potentials()
+                       ? static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu"))
+                       : 0;
+  if (particles <= std::max(host, gpu)) return;
+  fail("{} = true: each particle's potential is the direct sum over every other particle at every output, which "
+       "this run allows for at most {} particles ({} = {}{}), and it has {}; raise that limit (the sum costs N^2 "
+       "pair terms an output) or set output.potential = false",
+       params_.describe("output.potential"), std::max(host, gpu), params_.describe("analysis.energy_pairs_max_particles"),
+       host,
+       engine_->sums_potentials()
+           ? fmt::format(", {} = {} where the particles are on the GPU",
+                         params_.describe("analysis.energy_pairs_max_particles_gpu"), gpu)
+           : std::string(),
+       particles);
+}
+
+// [output] potential: each particle's -G m phi~_i (integrate/conservation.hpp) where the
+// particles are when the engine sums them within its limit, else on the host (the run's
+// start checked that one of the two limits holds).
+std::vector<double> Simulation::particle_potentials() {
+  Stopwatch watch;
+  const Particles& particles = engine_->particles();
+  const std::vector<double> weights = mass_weights(particles);
+  std::optional<std::vector<double>> phi;
+  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
+    phi = engine_->softened_potentials();
+  const bool on_engine = phi.has_value();
+  if (!phi) phi = softened_potentials(particles.pos, engine_->softening(), weights.empty() ? nullptr : &weights);
+  const double g_m = physical_units(params_).g * particles.mass;
+  for (double& v : *phi) v *= -g_m;
+  log::info("particle potentials for the snapshot: the direct sum over every pair {} ({:.2f} s)",
+            on_engine ? "where the particles are" : "on the host", watch.seconds());
+  return std::move(*phi);
+}
+
 void Simulation::write_outputs(RunSummary& summary) {
   Stopwatch watch;
   OutputContext context{params_, cosmology_ ? &*cosmology_ : nullptr, out_dir_, state_.output_index, state_.a};
   const bool with_acc = params_.get_bool("output.accelerations");
+  ParticleFields fields;
+  if (snapshot_potentials(params_)) fields.potentials = particle_potentials();
   std::vector<std::string> files;
   if (outputs_in_background_) {
     // On a host thread, from a copy, while the steps go on (integrate/outputs.hpp); P(k) and
@@ -589,14 +631,16 @@ void Simulation::write_outputs(RunSummary& summary) {
     engine_->recycle(outputs_.take_spent());
     std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
     std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
-    outputs_.start(context, engine_->particles_copy(), with_acc ? engine_->accelerations() : std::vector<Vec3d>{},
-                   summary.outputs, std::move(pk), output_comm_, std::move(fof_links));
+    if (with_acc) fields.accelerations = engine_->accelerations();
+    outputs_.start(context, engine_->particles_copy(), std::move(fields), summary.outputs, std::move(pk), output_comm_,
+                   std::move(fof_links));
   } else {
     // Collective: each rank's particles where they are (integrate/outputs.hpp); P(k) and the
     // FoF links from the engine where it can make them where the particles are (collective too).
     const std::optional<PowerSpectrum> pk = engine_power_spectrum(params_, *engine_);
     const std::optional<fof::LocalLinks> fof_links = engine_fof_links(params_, *engine_, comm_);
-    files = write_run_outputs(context, engine_->particles(), engine_->accelerations(), comm_, pk ? &*pk : nullptr,
+    if (with_acc) fields.accelerations = engine_->accelerations();
+    files = write_run_outputs(context, engine_->particles(), fields, comm_, pk ? &*pk : nullptr,
                               fof_links ? &*fof_links : nullptr);
   }
   summary.outputs.insert(summary.outputs.end(), files.begin(), files.end());

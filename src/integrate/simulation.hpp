@@ -103,6 +103,10 @@ class Simulation {
   double log_step(const SyncPoint& sync, const ForceStats& stats, double da, double io_seconds, double step_seconds,
                   double elapsed_seconds) const;
   void write_outputs(RunSummary& summary);
+  // [output] potential: each particle's gravitational potential (the direct sum), and the
+  // start's check that the run's particles are within its limits.
+  std::vector<double> particle_potentials();
+  void check_potential_output(std::uint64_t particles) const;
   void log_gpus() const;
   void check_energy();
   void check_conservation();

@@ -185,12 +185,14 @@ class StepEngine {
     return std::nullopt;
   }
 
-  // An isolated system's softened pair sum S = sum_{i<j} (r_ij^2 + eps^2)^(-1/2) of the
-  // particles where they are (integrate/conservation.hpp: W = -G m^2 S, eps = softening()),
-  // for the conservation check; nullopt: the engine does not compute it, and the check sums
-  // it on the host from its copy. The CUDA engine sums it on the device
-  // (gpu/vacuum_potential_cuda.cuh).
-  virtual std::optional<double> softened_pair_sum() { return std::nullopt; }
+  // An isolated system's softened potential sums phi~_i = sum_{j != i} w_j (r_ij^2 +
+  // eps^2)^(-1/2) of the particles where they are, in particles()'s order
+  // (integrate/conservation.hpp: W = -G m^2 pair_sum_of_potentials, the snapshots' Potential
+  // -G m phi~_i; eps = softening(), w the mass weights); nullopt: the engine does not compute
+  // them, and the run sums them on the host from its copy. The CUDA engine sums them on the
+  // device (gpu/vacuum_potential_cuda.cuh); sums_potentials() says so before load().
+  virtual std::optional<std::vector<double>> softened_potentials() { return std::nullopt; }
+  virtual bool sums_potentials() const { return false; }
 
   // The friends-of-friends groups of the particles where they are, for an output's halo
   // catalogue: for each particle (in particles()'s order) the smallest index of its group's

@@ -49,21 +49,29 @@ struct Snapshot {
 // with dense IDs, such as the grid ICs', from the IDs alone, nothing sorted). The files'
 // bytes are the same for every rank count.
 // The files are written under temporary names and renamed onto theirs only once every rank
-// has written and flushed its rows; a failure on any rank is an error on all. `accelerations`
-// (comoving, dp/dt per unit a: see the attribute text) may be null. Box and cosmology come
-// from `params`. Returns the file names. Particles of several types or individual masses (an
-// isolated system's: Particles::type, Particles::masses) go to write_typed_snapshot, on one rank
-// only: over several ranks, or in a comoving run, they are an error on every rank (nothing written).
+// has written and flushed its rows; a failure on any rank is an error on all. Box and
+// cosmology come from `params`. Returns the file names. Particles of several types or
+// individual masses (an isolated system's: Particles::type, Particles::masses) go to
+// write_typed_snapshot, on one rank only: over several ranks, or in a comoving run, they are
+// an error on every rank (nothing written).
+//
+// Datasets beside positions, velocities and IDs, each null for none, else one value a particle
+// in the particles' order: Acceleration (comoving, dp/dt per unit a in a box: see the attribute
+// text), Potential (an isolated system's gravitational potential, -G sum_j m_j / s_ij; on one
+// rank: isolated systems run on one).
+struct SnapshotExtras {
+  const std::vector<Vec3d>* accelerations = nullptr;
+  const std::vector<double>* potentials = nullptr;
+};
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
-                                        const Params& params, const std::vector<Vec3d>* accelerations = nullptr,
+                                        const Params& params, const SnapshotExtras& extras = {},
                                         const Comm& comm = Comm::self());
 // An isolated system's particles of several types or individual masses (write_snapshot hands
 // them over; one rank, io/snapshot_write_types.cpp): each type in its own /PartTypeN, by type
 // and then ID; MassTable[t] the type's one mass, else 0 and /PartTypeN/Masses; file f of the
 // names holds share f of every type.
 std::vector<std::string> write_typed_snapshot(const std::vector<std::string>& names, const Particles& particles,
-                                              double a, const Params& params,
-                                              const std::vector<Vec3d>* accelerations);
+                                              double a, const Params& params, const SnapshotExtras& extras);
 // The files write_snapshot makes for PATH and `files` files.
 std::vector<std::string> snapshot_file_names(const std::string& path, int files);
 

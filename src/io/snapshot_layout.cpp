@@ -67,7 +67,8 @@ void write_snapshot_header(H5Writer& file, const TypeCounts& this_file, const Ty
   }
 }
 
-void describe_particle_datasets(H5Writer& file, int type, bool with_acc, bool with_masses, const Params& params) {
+void describe_particle_datasets(H5Writer& file, int type, bool with_acc, bool with_pot, bool with_masses,
+                                const Params& params) {
   const std::string group = "/PartType" + std::to_string(type);
   if (gravity_mode(params).periodic()) {
     describe_dataset(file, group + "/Coordinates", kUnitLength, "comoving position, Mpc/h");
@@ -91,6 +92,10 @@ void describe_particle_datasets(H5Writer& file, int type, bool with_acc, bool wi
                      GadgetUnit{0, 0, -1, 0, 2, u.velocity_in_cm_per_s * u.velocity_in_cm_per_s / u.length_in_cm},
                      "gravitational acceleration G sum_j m_j (x_j - x_i) / (|x_j - x_i|^2 + eps^2)^(3/2), (" +
                          u.velocity + ")^2/" + u.length);
+  if (with_pot)
+    describe_dataset(file, group + "/Potential", GadgetUnit{0, 0, 0, 0, 2, u.velocity_in_cm_per_s * u.velocity_in_cm_per_s},
+                     "gravitational potential -G sum_{j != i} m_j / (|x_j - x_i|^2 + eps^2)^(1/2) (the direct sum "
+                     "over every other particle; no self term), (" + u.velocity + ")^2");
   if (with_masses)
     describe_dataset(file, group + "/Masses", GadgetUnit{0, 0, 0, 1, 0, u.mass_in_g},
                      "particle mass, " + u.mass + " (this type's MassTable entry is 0: its particles' masses differ)");

@@ -25,7 +25,8 @@ void write_snapshot_header(H5Writer& file, const TypeCounts& this_file, const Ty
                            const std::array<double, 6>& mass_table, int files, double a, const Params& params);
 
 // The unit attributes and descriptions (gadget_units.hpp) of /PartTypeN's datasets: Coordinates,
-// Velocities, with_acc: Acceleration, with_masses: Masses.
-void describe_particle_datasets(H5Writer& file, int type, bool with_acc, bool with_masses, const Params& params);
+// Velocities, with_acc: Acceleration, with_pot: Potential (isolated systems), with_masses: Masses.
+void describe_particle_datasets(H5Writer& file, int type, bool with_acc, bool with_pot, bool with_masses,
+                                const Params& params);
 
 }  // namespace orbis

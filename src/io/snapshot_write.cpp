@@ -31,13 +31,13 @@ int writer_of(int f, int files, int ranks) {
 
 // Where the values of a file's datasets begin in it (bytes; H5Writer::create_dataset).
 struct DataOffsets {
-  std::uint64_t pos = 0, vel = 0, id = 0, acc = 0;
+  std::uint64_t pos = 0, vel = 0, id = 0, acc = 0, pot = 0;
 };
 
 // The header, /Parameters and /Config of one file of a snapshot, and its datasets for
 // `count` particles of the `total` in `files` files, allocated to be filled by write_rows.
-DataOffsets start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::uint64_t total, int files,
-                       double particle_mass, double a, const Params& params) {
+DataOffsets start_file(H5Writer& file, bool with_acc, bool with_pot, std::uint64_t count, std::uint64_t total,
+                       int files, double particle_mass, double a, const Params& params) {
   write_snapshot_header(file, TypeCounts{0, count, 0, 0, 0, 0}, TypeCounts{0, total, 0, 0, 0, 0},
                         {0, particle_mass, 0, 0, 0, 0}, files, a, params);
   file.create_group("/PartType1");
@@ -46,7 +46,8 @@ DataOffsets start_file(H5Writer& file, bool with_acc, std::uint64_t count, std::
   offsets.vel = file.create_dataset<double>("/PartType1/Velocities", count, 3).value_or(0);
   offsets.id = file.create_dataset<std::uint64_t>("/PartType1/ParticleIDs", count).value_or(0);
   if (with_acc) offsets.acc = file.create_dataset<double>("/PartType1/Acceleration", count, 3).value_or(0);
-  describe_particle_datasets(file, 1, with_acc, false, params);
+  if (with_pot) offsets.pot = file.create_dataset<double>("/PartType1/Potential", count).value_or(0);
+  describe_particle_datasets(file, 1, with_acc, with_pot, false, params);
   write_provenance(file, params);
   return offsets;
 }
@@ -60,6 +61,7 @@ struct Columns {
   std::size_t own;
   const Vec3d *pos_in, *mom_in, *acc_in;
   const std::uint64_t* id_in;
+  const double *pot = nullptr, *pot_in = nullptr;   // the potentials (none: null)
   template <typename T> static const T& pick(const T* mine, const T* in, std::size_t own, std::size_t e) {
     return e < own ? mine[e] : in[e - own];
   }
@@ -99,13 +101,21 @@ void write_rows(RawFile& file, const DataOffsets& offsets, const Columns& from, 
     file.write_at(offsets.id + (first + b) * sizeof(std::uint64_t), scratch.ids.data(), n * sizeof(std::uint64_t));
   }
   if (from.with_acc) vectors(from.acc, from.acc_in, 1.0, offsets.acc);
+  if (from.pot) {
+    scratch.values.resize(std::min(kBlock, count));
+    for (std::uint64_t b = 0; b < count; b += kBlock) {
+      const std::uint64_t n = std::min(kBlock, count - b);
+      for (std::uint64_t i = 0; i < n; ++i) scratch.values[i] = Columns::pick(from.pot, from.pot_in, from.own, at(b + i));
+      file.write_at(offsets.pot + (first + b) * sizeof(double), scratch.values.data(), n * sizeof(double));
+    }
+  }
 }
 
 // What every rank needs to know about the snapshot's files.
 struct SnapshotPlan {
   const std::vector<std::string>& names;
   const std::vector<std::uint64_t>& bounds;   // file f: positions [bounds[f], bounds[f + 1]) of the ID order
-  bool with_acc;
+  bool with_acc, with_pot;
   double mass, a;
   const Params& params;
   int files() const { return static_cast<int>(names.size()); }
@@ -114,7 +124,7 @@ struct SnapshotPlan {
   // File f made and closed, its datasets allocated for write_rows.
   std::unique_ptr<H5Writer> start(int f, DataOffsets& offsets) const {
     auto file = std::make_unique<H5Writer>(names[f]);
-    offsets = start_file(*file, with_acc, count(f), total(), files(), mass, a, params);
+    offsets = start_file(*file, with_acc, with_pot, count(f), total(), files(), mass, a, params);
     file->close();
     return file;
   }
@@ -269,13 +279,20 @@ std::vector<std::string> snapshot_file_names(const std::string& path, int files)
 }
 
 std::vector<std::string> write_snapshot(const std::string& path, const Particles& particles, double a,
-                                        const Params& params, const std::vector<Vec3d>* accelerations,
-                                        const Comm& comm) {
+                                        const Params& params, const SnapshotExtras& extras, const Comm& comm) {
   const int files = static_cast<int>(params.get_int("output.files_per_snapshot"));
   const int ranks = comm.size();
+  const std::vector<Vec3d>* accelerations = extras.accelerations;
   if (accelerations && accelerations->size() != particles.size())
     fail("write_snapshot: {} accelerations for {} particles", accelerations->size(), particles.size());
+  if (extras.potentials && extras.potentials->size() != particles.size())
+    fail("write_snapshot: {} potentials for {} particles", extras.potentials->size(), particles.size());
   const bool with_acc = accelerations != nullptr;
+  const bool with_pot = comm.any(extras.potentials != nullptr);
+  if (with_pot && (ranks > 1 || gravity_mode(params).periodic()))
+    fail("snapshot '{}': particle potentials are an isolated system's ([gravity] boundary = \"vacuum\"), written from "
+         "one rank (isolated systems run on one); this snapshot is {}: nothing was written", path,
+         ranks > 1 ? fmt::format("written by {} ranks", ranks) : std::string("a periodic box's"));
   const std::vector<std::string> names = snapshot_file_names(path, files);
   // Several types or individual masses (an isolated system's): their own writer, on one rank.
   if (comm.any(!particles.type.empty() || particles.has_individual_masses())) {
@@ -285,7 +302,7 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     if (gravity_mode(params).periodic())
       fail("snapshot '{}': the particles have several types or individual masses, which only an isolated system's "
            "snapshot holds ([gravity] boundary = \"vacuum\"); a cosmological run has one particle mass", path);
-    return write_typed_snapshot(names, particles, a, params, accelerations);
+    return write_typed_snapshot(names, particles, a, params, extras);
   }
   const std::uint64_t total = comm.sum(static_cast<std::uint64_t>(particles.size()));
   const double mass = comm.max(particles.mass);   // a rank without particles may not know it
@@ -293,7 +310,7 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
   // order, whatever the rank count.
   std::vector<std::uint64_t> bounds(static_cast<std::size_t>(files) + 1);
   for (int f = 0; f <= files; ++f) bounds[f] = equal_share_begin(total, files, f);
-  const SnapshotPlan plan{names, bounds, with_acc, mass, a, params};
+  const SnapshotPlan plan{names, bounds, with_acc, with_pot, mass, a, params};
 
   MadeFiles made = make_files(plan, comm);
   if (ranks == 1) {
@@ -302,7 +319,8 @@ std::vector<std::string> write_snapshot(const std::string& path, const Particles
     const std::vector<std::size_t> order = id_sort_order(particles.id);
     const Columns from{with_acc,           particles.pos.data(), particles.mom.data(),
                        with_acc ? accelerations->data() : nullptr,
-                       particles.id.data(), particles.size(),     nullptr, nullptr, nullptr, nullptr};
+                       particles.id.data(), particles.size(),     nullptr, nullptr, nullptr, nullptr,
+                       with_pot ? extras.potentials->data() : nullptr};
     write_share(plan, made, from, [&](std::uint64_t i) { return order.empty() ? i : order[i]; }, 0, total);
   } else {
     write_shares(plan, made, particles, accelerations, comm);

@@ -21,7 +21,9 @@
 namespace orbis {
 
 std::vector<std::string> write_typed_snapshot(const std::vector<std::string>& names, const Particles& p, double a,
-                                              const Params& params, const std::vector<Vec3d>* accelerations) {
+                                              const Params& params, const SnapshotExtras& extras) {
+  const std::vector<Vec3d>* accelerations = extras.accelerations;
+  const std::vector<double>* potentials = extras.potentials;
   const int files = static_cast<int>(names.size());
   // By type, then ID.
   std::vector<std::size_t> order(p.size());
@@ -78,12 +80,17 @@ std::vector<std::string> write_typed_snapshot(const std::vector<std::string>& na
       for (std::size_t k = 0; k < n; ++k) ids[k] = p.id[member(k)];
       file->write(group + "/ParticleIDs", ids);
       if (accelerations) file->write(group + "/Acceleration", vectors(*accelerations, 1.0).data(), n, 3);
+      if (potentials) {
+        std::vector<double> phi(n);
+        for (std::size_t k = 0; k < n; ++k) phi[k] = (*potentials)[member(k)];
+        file->write(group + "/Potential", phi);
+      }
       if (table[t] == 0) {
         std::vector<double> masses(n);
         for (std::size_t k = 0; k < n; ++k) masses[k] = p.mass_of(member(k));
         file->write(group + "/Masses", masses);
       }
-      describe_particle_datasets(*file, t, accelerations != nullptr, table[t] == 0, params);
+      describe_particle_datasets(*file, t, accelerations != nullptr, potentials != nullptr, table[t] == 0, params);
     }
     write_provenance(*file, params);
     made.push_back(std::move(file));

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
       comm.barrier();
       Stopwatch watch;
       const double cpu_start = cpu_seconds();
-      names = write_snapshot(folder + "/snapshot.hdf5", p, 0.5, params, nullptr, comm);
+      names = write_snapshot(folder + "/snapshot.hdf5", p, 0.5, params, {}, comm);
       const double cpu_mine = cpu_seconds() - cpu_start;
       comm.barrier();
       seconds.push_back(watch.seconds());

@@ -22,9 +22,12 @@
 #include "fmm/short_range.hpp"
 #include "gpu/step_engine_cuda.hpp"
 #include "ic/isolated_ics.hpp"
+#include "integrate/conservation.hpp"
 #include "integrate/simulation.hpp"
 #include "integrate/time_bins.hpp"
+#include "io/hdf5_file.hpp"
 #include "support/gpu_skip.hpp"
+#include "support/potential_reference.hpp"
 #include "support/scratch_dir.hpp"
 #include "support/vacuum_scenes.hpp"
 
@@ -234,6 +237,30 @@ TEST_CASE("CUDA step engine, vacuum: a Plummer sphere run stays in equilibrium a
   CHECK(last.angular_momentum_drift < 1e-3);
 }
 
+TEST_CASE("CUDA step engine, vacuum: the snapshots' potentials are the direct sum, summed on the device") {
+  test::require_gpu_or_skip();
+  test::ScratchDir dir("vacuum_potential_cuda");
+  const double eps = 0.05;
+  // The host's limit below the particles: the potentials must come from the device's sum.
+  Simulation sim(Params::parse("[ic]\nkind = \"plummer\"\nparticles = 600\nscale_radius = 0.6\nseed = 9\n"
+                               "[units]\nsystem = \"nbody\"\n"
+                               "[gravity]\nboundary = \"vacuum\"\nsolver = \"fmm\"\nsoftening = 0.05\n"
+                               "[time]\nt_end = 0.05\nmax_dt = 0.01\noutput_interval = 0.05\n"
+                               "[analysis]\nenergy_pairs_max_particles = 10\n"
+                               "[output]\npotential = true\ndirectory = \"" + dir.path() + "\"\n"
+                               "[gpu]\nbackend = \"cuda\"\n",
+                               "plummer.toml"));
+  sim.run();
+  REQUIRE(sim.conservation_checks().size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    CAPTURE(k);
+    H5Reader r(dir.file("snapshot_00" + std::to_string(k) + ".hdf5"));
+    double w = 0;
+    CHECK(test::worst_against_direct_sum({test::read_potentials(r, 1)}, 1.0, eps, w) < 1e-12);
+    CHECK(w == doctest::Approx(sim.conservation_checks()[static_cast<std::size_t>(k)].now.potential).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("CUDA step engine, vacuum, individual masses: forces against the exact weighted direct sum; sum m a = 0") {
   test::require_gpu_or_skip();
   // A Hernquist halo and a Plummer bulge ten times lighter a particle, off-centre: the masses
@@ -323,10 +350,12 @@ TEST_CASE("CUDA step engine, vacuum: equal masses given as an array = one mass, 
     CHECK(same_bits(a.accelerations(), b.accelerations()));
     const Vec3d pa = a.total_momentum(), pb = b.total_momentum();
     CHECK(std::memcmp(&pa, &pb, sizeof(Vec3d)) == 0);
-    const std::optional<double> sa = a.softened_pair_sum(), sb = b.softened_pair_sum();
-    REQUIRE(sa);
-    REQUIRE(sb);
-    CHECK(*sb == doctest::Approx(*sa).epsilon(1e-14));
+    const std::optional<std::vector<double>> pa_phi = a.softened_potentials(), pb_phi = b.softened_potentials();
+    REQUIRE(pa_phi);
+    REQUIRE(pb_phi);
+    const std::vector<double> wb = mass_weights(given);
+    const double sa = pair_sum_of_potentials(*pa_phi), sb = pair_sum_of_potentials(*pb_phi, &wb);
+    CHECK(sb == doctest::Approx(sa).epsilon(1e-14));
   }
   // particles(): the masses and types in the positions' order, also after the state changed
   // (a download) and after particles_copy() gave the host copy away.
@@ -365,9 +394,17 @@ TEST_CASE("CUDA step engine, vacuum, individual masses: the pair sum of W and th
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = i + 1; j < n; ++j)
       w_exact -= p.masses[i] * p.masses[j] / std::sqrt(norm2(p.pos[j] - p.pos[i]) + eps * eps);
-  const std::optional<double> s = engine.softened_pair_sum();
-  REQUIRE(s);
-  CHECK(-p.mass * p.mass * *s == doctest::Approx(w_exact).epsilon(1e-12));
+  const std::optional<std::vector<double>> phi = engine.softened_potentials();
+  REQUIRE(phi);
+  const std::vector<double> w = mass_weights(p);
+  const double s = pair_sum_of_potentials(*phi, &w);
+  CHECK(-p.mass * p.mass * s == doctest::Approx(w_exact).epsilon(1e-12));
+  // Each particle's potential sum against the host's direct sum: sum_{j != i} w_j / s_ij.
+  const std::vector<double> host = softened_potentials(p.pos, eps, &w);
+  REQUIRE(phi->size() == n);
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs((*phi)[i] - host[i]) / std::abs(host[i]));
+  CHECK(worst < 1e-12);
   // The total momentum: sum w_i p_i, times the mass sum m_i p_i.
   Vec3d total{};
   for (std::size_t i = 0; i < n; ++i) total += p.mom[i] * p.masses[i];

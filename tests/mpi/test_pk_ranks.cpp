@@ -98,7 +98,7 @@ TEST_CASE("orbis pk on several ranks writes the one-rank files of a snapshot's s
   p.mass = 1.0;
   const orbis::Params params = orbis::Params::parse("[box]\nsize_mpc_h = 40.0\nparticles_per_side = 10\n", "test");
   const std::string snapshot = dir.file("snap.hdf5");
-  if (world.is_root()) orbis::write_snapshot(snapshot, p, 0.5, params, nullptr, Comm::self());
+  if (world.is_root()) orbis::write_snapshot(snapshot, p, 0.5, params, {}, Comm::self());
   world.barrier();
   orbis::PkCommandOptions o;
   o.snapshot = snapshot;

@@ -129,8 +129,8 @@ TEST_CASE("a snapshot written over ranks is the one-rank snapshot, file by file,
     const orbis::Params params = params_with(files);
     const std::string tag = std::to_string(n) + "_" + std::to_string(files) + (dense ? "_dense" : "_sparse");
     const std::string ref = dir.file("one_" + tag + ".hdf5"), many = dir.file("many_" + tag + ".hdf5");
-    if (world.is_root()) orbis::write_snapshot(ref, all.p, 0.5, params, &all.acc, Comm::self());
-    const std::vector<std::string> names = orbis::write_snapshot(many, mine.p, 0.5, params, &mine.acc, world);
+    if (world.is_root()) orbis::write_snapshot(ref, all.p, 0.5, params, {&all.acc}, Comm::self());
+    const std::vector<std::string> names = orbis::write_snapshot(many, mine.p, 0.5, params, {&mine.acc}, world);
     CHECK(names == orbis::snapshot_file_names(many, files));
     if (!world.is_root()) continue;
 
@@ -215,7 +215,7 @@ TEST_CASE("particle IDs that are not unique are an error on every rank, and no f
       else all.p.id[1] = all.p.id[0];
       const TestSet mine = my_part(all, world);
       const std::string path = dir.file(std::string("twice_") + (dense ? "dense" : "sparse") + ".hdf5");
-      CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), nullptr, world), orbis::Error);
+      CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), {}, world), orbis::Error);
       for (const std::string& name : orbis::snapshot_file_names(path, files)) CHECK(!std::filesystem::exists(name));
     }
 }
@@ -228,7 +228,7 @@ TEST_CASE("a snapshot that cannot be written is an error on every rank, none lef
   for (int files : {1, 4}) {   // at np 2 and 3: fewer files than ranks, then more
     INFO(files << " files, " << world.size() << " ranks");
     const std::string path = dir.file("no_such_folder/snapshot.hdf5");
-    CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), nullptr, world), orbis::Error);
+    CHECK_THROWS_AS(orbis::write_snapshot(path, mine.p, 0.5, params_with(files), {}, world), orbis::Error);
     CHECK(!std::filesystem::exists(dir.file("no_such_folder")));
   }
 }
@@ -245,11 +245,11 @@ TEST_CASE("particles of several types or individual masses over several ranks: a
   if (world.rank() == 0) mine.p.type.assign(mine.p.size(), 4);
   const std::string path = dir.file("typed.hdf5");
   if (world.size() == 1) {
-    orbis::write_snapshot(path, mine.p, 0.5, vacuum, nullptr, world);
+    orbis::write_snapshot(path, mine.p, 0.5, vacuum, {}, world);
     CHECK(std::filesystem::exists(path));
     return;
   }
-  CHECK_THROWS_WITH_AS(orbis::write_snapshot(path, mine.p, 0.5, vacuum, nullptr, world),
+  CHECK_THROWS_WITH_AS(orbis::write_snapshot(path, mine.p, 0.5, vacuum, {}, world),
                        doctest::Contains("written from one rank only"), orbis::Error);
   CHECK(!std::filesystem::exists(path));
 }

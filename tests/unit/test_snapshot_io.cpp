@@ -138,7 +138,7 @@ TEST_CASE("accelerations are written on request, with their units and comoving f
   params.set("time.output_redshifts", std::vector<double>{});   // an empty list is stored too
   const auto plain = scratch("noacc.hdf5").string(), with = scratch("acc.hdf5").string();
   write_snapshot(plain, p, 0.5, params);
-  write_snapshot(with, p, 0.5, params, &acc);
+  write_snapshot(with, p, 0.5, params, {&acc});
   CHECK_FALSE(H5Reader(plain).has("/PartType1/Acceleration"));
   H5Reader r(with);
   CHECK(r.attribute_array<double>("/Parameters", "time.output_redshifts").empty());

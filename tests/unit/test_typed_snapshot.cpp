@@ -7,6 +7,8 @@
 // writer refuses such particles.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -85,7 +87,7 @@ TEST_CASE("typed snapshots: each type its own group, MassTable or Masses, read b
   std::vector<Vec3d> acc(p.size());
   for (std::size_t i = 0; i < p.size(); ++i) acc[i] = {static_cast<double>(p.id[i]), 0, 1};
   const std::string path = dir.file("snapshot.hdf5");
-  write_snapshot(path, p, 0.625, params, &acc);
+  write_snapshot(path, p, 0.625, params, {&acc});
 
   H5Reader r(path);
   CHECK(r.attribute_array<std::uint64_t>("/Header", "NumPart_ThisFile") == std::vector<std::uint64_t>{6, 11, 1, 0, 5, 0});
@@ -153,6 +155,14 @@ TEST_CASE("typed snapshots: a cosmological run's writer refuses types and indivi
   const Params box = Params::parse("[box]\nsize_mpc_h = 50.0\nparticles_per_side = 4\n", "box.toml");
   CHECK_THROWS_WITH_AS(write_snapshot(dir.file("x.hdf5"), typed_set(), 0.5, box),
                        doctest::Contains("which only an isolated system's snapshot holds"), Error);
+  // Nor does it take potentials (an isolated system's direct sum), and it writes nothing.
+  Particles plain = typed_set();
+  plain.type.clear();
+  plain.masses.clear();
+  const std::vector<double> phi(plain.size(), -1.0);
+  CHECK_THROWS_WITH_AS(write_snapshot(dir.file("y.hdf5"), plain, 0.5, box, {nullptr, &phi}),
+                       doctest::Contains("particle potentials are an isolated system's"), Error);
+  CHECK_FALSE(std::filesystem::exists(dir.file("y.hdf5")));
 }
 
 TEST_CASE("checkpoints keep individual masses and types bit for bit") {
