@@ -12,7 +12,6 @@
 // turns into the serial order. The tree itself cannot check it: it knows no global numbers.
 #include <algorithm>
 #include <cstdint>
-#include <map>
 
 #include "core/error.hpp"
 #include "tree/orb_tree.hpp"
@@ -103,17 +102,18 @@ std::vector<TreeNode> OrbTree::forest_shape(std::size_t n, const std::vector<std
     }
   }
 
-  // The groups' subtrees from their shapes (one per distinct count), shifted into place.
-  std::map<std::uint32_t, std::vector<TreeNode>> shapes;
-  for (const Group& g : groups)
-    if (!shapes.count(g.count)) shapes.emplace(g.count, shape(g.count, max_leaf));
+  // The groups' subtrees, each its shape made in place (the groups in parallel: a run's
+  // groups have as many counts as groups, and the shapes made one after the other were most of
+  // a forest's host time), then shifted there.
   const auto n_groups = static_cast<std::int64_t>(groups.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t q = 0; q < n_groups; ++q) {
     const Group& g = groups[static_cast<std::size_t>(q)];
-    const std::vector<TreeNode>& sh = shapes.at(g.count);
-    for (std::size_t k = 0; k < sh.size(); ++k) {
-      TreeNode node = sh[k];
+    TreeNode* sub = nodes.data() + g.root;
+    const auto count = static_cast<std::size_t>(subtree_nodes(g.count, max_leaf));
+    fill_shape(sub, count, g.count, max_leaf);
+    for (std::size_t k = 0; k < count; ++k) {
+      TreeNode node = sub[k];
       const auto index = g.root + static_cast<std::int32_t>(k);
       node.first += g.first;
       node.depth += top_depth;

@@ -206,11 +206,16 @@ std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
   if (n > static_cast<std::size_t>(kMaxParticles))
     fail("ORB tree: {} particles, more than its 32-bit indices hold ({})", n, kMaxParticles);
   std::vector<TreeNode> nodes(static_cast<std::size_t>(subtree_nodes(static_cast<std::int64_t>(n), max_leaf)));
-  nodes[0].count = static_cast<std::uint32_t>(n);
+  fill_shape(nodes.data(), nodes.size(), static_cast<std::uint32_t>(n), max_leaf);
+  return nodes;
+}
+
+void OrbTree::fill_shape(TreeNode* nodes, std::size_t n_nodes, std::uint32_t n, int max_leaf) {
+  nodes[0].count = n;
   // Preorder numbering: a node's children are its successor and the node after its left
   // subtree, so each node is filled from its parent alone (indices increase, one pass).
   std::int32_t next_leaf = 0;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
+  for (std::size_t i = 0; i < n_nodes; ++i) {
     TreeNode& node = nodes[i];
     if (node.count <= static_cast<std::uint32_t>(max_leaf)) {
       node.leaf = next_leaf++;   // leaves come in preorder = particle order
@@ -229,7 +234,6 @@ std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
     a.parent = b.parent = index;
     a.depth = b.depth = node.depth + 1;
   }
-  return nodes;
 }
 
 OrbTree::AdoptArrays OrbTree::begin_adopt(std::size_t n, std::size_t n_nodes, int max_leaf) {

@@ -170,6 +170,9 @@ class OrbTree {
   void finish_node(std::int32_t index, bool parallel);
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
+  // shape(n, max_leaf) written into nodes[0, subtree_nodes(n)) (value-initialised first):
+  // shape() and each group of forest_shape() (in parallel, in place).
+  static void fill_shape(TreeNode* nodes, std::size_t n_nodes, std::uint32_t n, int max_leaf);
   void derive_levels();
   static void check_forest_input(std::size_t n, const std::vector<std::uint32_t>& group_offsets, int top_depth,
                                  int max_leaf);
