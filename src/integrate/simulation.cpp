@@ -555,9 +555,7 @@ void Simulation::check_conservation() {
   const Particles& particles = engine_->particles();
   const std::vector<double> weights = mass_weights(particles);
   const std::vector<double>* w = weights.empty() ? nullptr : &weights;
-  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
-    if (const std::optional<std::vector<double>> phi = engine_->softened_potentials())
-      pairs = pair_sum_of_potentials(*phi, w);
+  if (const std::optional<std::vector<double>> phi = engine_potentials()) pairs = pair_sum_of_potentials(*phi, w);
   if (!pairs && n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles")))
     pairs = softened_pair_sum(particles.pos, engine_->softening(), w);
   const bool with_w = pairs.has_value();
@@ -573,6 +571,15 @@ void Simulation::check_conservation() {
                    "steps ([time] eta, max_dt) or the force accuracy ([gravity] theta) may be too coarse",
                    r.energy_drift, warning, state_.a);
   }
+}
+
+// The softened potential sums where the particles are (StepEngine::softened_potentials), when
+// the engine makes them and the run is within [analysis] energy_pairs_max_particles_gpu; else
+// nullopt (the caller sums on the host): W's and the snapshots' Potential's one rule.
+std::optional<std::vector<double>> Simulation::engine_potentials() {
+  if (n_particles_ > static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
+    return std::nullopt;
+  return engine_->softened_potentials();
 }
 
 void Simulation::check_potential_output(std::uint64_t particles) const {
@@ -601,9 +608,7 @@ std::vector<double> Simulation::particle_potentials() {
   Stopwatch watch;
   const Particles& particles = engine_->particles();
   const std::vector<double> weights = mass_weights(particles);
-  std::optional<std::vector<double>> phi;
-  if (n_particles_ <= static_cast<std::uint64_t>(params_.get_int("analysis.energy_pairs_max_particles_gpu")))
-    phi = engine_->softened_potentials();
+  std::optional<std::vector<double>> phi = engine_potentials();
   const bool on_engine = phi.has_value();
   if (!phi) phi = softened_potentials(particles.pos, engine_->softening(), weights.empty() ? nullptr : &weights);
   const double g_m = physical_units(params_).g * particles.mass;

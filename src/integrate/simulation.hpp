@@ -106,6 +106,7 @@ class Simulation {
   // [output] potential: each particle's gravitational potential (the direct sum), and the
   // start's check that the run's particles are within its limits.
   std::vector<double> particle_potentials();
+  std::optional<std::vector<double>> engine_potentials();
   void check_potential_output(std::uint64_t particles) const;
   void log_gpus() const;
   void check_energy();

@@ -18,6 +18,7 @@
 #include "core/physical_units.hpp"
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
+#include "support/error_of.hpp"
 #include "support/potential_reference.hpp"
 #include "support/scratch_dir.hpp"
 #include "support/system_files.hpp"
@@ -26,14 +27,9 @@ using namespace orbis;
 
 namespace {
 
-// The error of parsing `toml` and setting up its run ("no error" if none).
-std::string error_of(const std::string& toml, const std::string& name, const std::vector<std::string>& overrides = {}) {
-  try {
-    Simulation sim(Params::parse(toml, name, overrides));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+// The error of parsing `toml` and setting up its run ("" if none).
+std::string setup_error(const std::string& toml, const std::string& name, const std::vector<std::string>& overrides = {}) {
+  return test::error_of([&] { Simulation sim(Params::parse(toml, name, overrides)); });
 }
 
 }  // namespace
@@ -105,7 +101,7 @@ TEST_CASE("vacuum potential: refused in a box, and beyond the direct sum's parti
   const test::ScratchDir dir("vacuum_potential_bad");
   const std::string box = "[box]\nsize_mpc_h = 100.0\nparticles_per_side = 8\n"
                           "[output]\npotential = true\ndirectory = \"" + dir.path() + "\"\n";
-  const std::string in_box = error_of(box, "box.toml");
+  const std::string in_box = setup_error(box, "box.toml");
   CHECK(in_box.find("box.toml") != std::string::npos);
   CHECK(in_box.find("potential") != std::string::npos);
 
@@ -115,11 +111,10 @@ TEST_CASE("vacuum potential: refused in a box, and beyond the direct sum's parti
                              "[time]\nt_end = 0.1\nmax_dt = 0.01\n"
                              "[output]\npotential = true\ndirectory = \"" + dir.file("v") + "\"\n"
                              "[gpu]\nbackend = \"cpu\"\n";
-  const std::string over = error_of(vacuum, "v.toml", {"analysis.energy_pairs_max_particles=299"});
+  const std::string over = setup_error(vacuum, "v.toml", {"analysis.energy_pairs_max_particles=299"});
   CHECK(over.find("output.potential") != std::string::npos);
   CHECK(over.find("energy_pairs_max_particles") != std::string::npos);
   CHECK(over.find("300") != std::string::npos);
   // Without snapshots there is nothing to write it into: no limit applies.
-  CHECK(error_of(vacuum, "v.toml", {"analysis.energy_pairs_max_particles=299", "output.snapshots=false"}) ==
-        "no error");
+  CHECK(setup_error(vacuum, "v.toml", {"analysis.energy_pairs_max_particles=299", "output.snapshots=false"}).empty());
 }

@@ -17,6 +17,7 @@
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/system_file.hpp"
+#include "support/error_of.hpp"
 #include "support/run_command.hpp"
 #include "support/scratch_dir.hpp"
 #include "support/system_files.hpp"
@@ -62,13 +63,9 @@ std::string run_toml(const std::string& file, const std::string& out) {
          "[gpu]\nbackend = \"cpu\"\n";
 }
 
-std::string error_of(const Params& params) {
-  try {
-    Simulation sim(params);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+// The error of setting up a run of `params` ("" if none).
+std::string setup_error(const Params& params) {
+  return test::error_of([&] { Simulation sim(params); });
 }
 
 }  // namespace
@@ -142,11 +139,11 @@ TEST_CASE("vacuum run from a file: keys that do not go with it are refused befor
   const test::ScratchDir dir("vacuum_file_keys");
   const std::string file = write_galaxy(dir);
   const std::string toml = run_toml(file, dir.file("out"));
-  std::string e = error_of(Params::parse(toml, "run.toml", {"ic.kind=plummer"}));
+  std::string e = setup_error(Params::parse(toml, "run.toml", {"ic.kind=plummer"}));
   CHECK(e.find("--set: [ic] kind and run.toml:2: [ic] file are both given") != std::string::npos);
-  e = error_of(Params::parse(toml, "run.toml", {"ic.particles=100"}));
+  e = setup_error(Params::parse(toml, "run.toml", {"ic.particles=100"}));
   CHECK(e.find("--set: [ic] particles: a key of the built-in generators") != std::string::npos);
-  e = error_of(Params::parse(toml, "run.toml", {"ic.mass_ratio=2"}));
+  e = setup_error(Params::parse(toml, "run.toml", {"ic.mass_ratio=2"}));
   CHECK(e.find("[ic] mass_ratio: a key of the built-in generators") != std::string::npos);
   // A box belongs to periodic runs (the schema's scopes), and so does the binary length unit.
   CHECK_THROWS_WITH_AS(Params::parse(toml, "run.toml", {"box.size_mpc_h=100"}),
@@ -154,7 +151,7 @@ TEST_CASE("vacuum run from a file: keys that do not go with it are refused befor
   CHECK_THROWS_WITH_AS(Params::parse(toml, "run.toml", {"ic.file_length_unit=Mpc/h"}),
                        doctest::Contains("[ic] file_length_unit belongs to periodic"), Error);
   // mass_ratio is the merger's.
-  e = error_of(Params::parse("[ic]\nkind = \"plummer\"\nparticles = 8\nmass_ratio = 2.0\n"
+  e = setup_error(Params::parse("[ic]\nkind = \"plummer\"\nparticles = 8\nmass_ratio = 2.0\n"
                              "[gravity]\nboundary = \"vacuum\"\nsoftening = 0.1\nsolver = \"fmm\"\n[time]\nt_end = 1.0\nmax_dt = 0.1\n",
                              "iso.toml"));
   CHECK(e.find("iso.toml:4: [ic] mass_ratio applies to [ic] kind = \"merger\" only") != std::string::npos);

@@ -16,6 +16,7 @@
 #include "integrate/conservation.hpp"
 #include "integrate/simulation.hpp"
 #include "io/hdf5_file.hpp"
+#include "support/error_of.hpp"
 #include "support/scratch_dir.hpp"
 
 using namespace orbis;
@@ -29,15 +30,7 @@ const std::string kVacuum =
     "[time]\nt_end = 0.01\nmax_dt = 0.005\n"
     "[gpu]\nbackend = \"cpu\"\n";
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
