@@ -212,9 +212,10 @@ void Comm::idle_barrier() const {
 void Comm::reduce_raw(void* data, std::size_t count, Type type, Op op) const {
   if (size_ == 1 || count == 0) return;
 #ifdef ORBIS_HAVE_MPI
-  static const MPI_Datatype types[] = {MPI_INT32_T, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE};
+  static const MPI_Datatype types[] = {MPI_INT32_T, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_UINT32_T};
   static const MPI_Op ops[] = {MPI_SUM, MPI_MAX, MPI_MIN};
-  Timed t(impl_->stats, count * 8);
+  static const std::size_t bytes[] = {4, 8, 8, 4, 8, 4};
+  Timed t(impl_->stats, count * bytes[static_cast<int>(type)]);
   MPI_Allreduce(MPI_IN_PLACE, data, to_int(count, "a reduction"), types[static_cast<int>(type)],
                 ops[static_cast<int>(op)], impl_->comm);
 #else
@@ -225,7 +226,7 @@ void Comm::reduce_raw(void* data, std::size_t count, Type type, Op op) const {
 void Comm::exscan_raw(void* value, Type type) const {
   if (size_ == 1) return;
 #ifdef ORBIS_HAVE_MPI
-  static const MPI_Datatype types[] = {MPI_INT32_T, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE};
+  static const MPI_Datatype types[] = {MPI_INT32_T, MPI_INT64_T, MPI_UINT64_T, MPI_FLOAT, MPI_DOUBLE, MPI_UINT32_T};
   Timed t(impl_->stats, 8);
   // MPI_Exscan leaves rank 0's result undefined; the caller sets it to zero.
   MPI_Exscan(MPI_IN_PLACE, value, 1, types[static_cast<int>(type)], MPI_SUM, impl_->comm);

@@ -177,7 +177,7 @@ class Comm {
   }
 
  private:
-  enum class Type { i32, i64, u64, f32, f64 };
+  enum class Type { i32, i64, u64, f32, f64, u32 };
   struct Impl;
   explicit Comm(std::shared_ptr<Impl> impl);
 
@@ -187,7 +187,8 @@ class Comm {
     else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 4) return Type::i32;
     else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 8) return Type::i64;
     else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 8) return Type::u64;
-    else static_assert(sizeof(T) == 0, "Comm reductions take int, int64, uint64, float or double");
+    else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 4) return Type::u32;
+    else static_assert(sizeof(T) == 0, "Comm reductions take int32, int64, uint32, uint64, float or double");
   }
   template <typename T> static constexpr void check_copyable() {
     static_assert(std::is_trivially_copyable_v<T>, "Comm moves trivially copyable types only");

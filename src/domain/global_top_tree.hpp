@@ -21,10 +21,10 @@
 // histogram per unfinished node (over the members still matching the prefix found so far),
 // until rank k falls on a bin's lower edge; the prefix found is then a threshold, and the
 // left child is exactly the keys below it. Digits of 8 bits, up to 16 while a round's
-// histograms stay under 2^18 bins (the top levels). Boxes: one min-allreduce per level (lo
-// and -hi: exact in any order).
+// histograms stay under 2^18 bins (the top levels), counts of 4 bytes. Boxes: one
+// min-allreduce per level (lo and -hi: exact in any order).
 // Cost per level of s splitting nodes: a box reduction of 48 bytes per node, then R rounds of
-// 2 KiB per unfinished node at depth (128^3 clustered, depth 9: 23-27 rounds), and two passes
+// 1 KiB per unfinished node at depth (128^3 clustered, depth 9: 23-27 rounds), and two passes
 // over this rank's members: the first round's histogram, then its filter, which also sends
 // every member the round decides to its child (the children's boxes from the keys, the next
 // level's members); the later rounds and the children of the members they decide see only

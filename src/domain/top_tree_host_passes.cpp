@@ -52,8 +52,7 @@ class HostPasses final : public TopTreePasses {
 
   void start(bool root_splits, double* box) override;
   void begin_level(const std::vector<std::int32_t>& child_row, const std::vector<std::int32_t>& child_index) override;
-  void histogram(bool first, const std::vector<RoundNode>& rn, std::size_t node_bins,
-                 std::vector<std::uint64_t>& hist) override;
+  void histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) override;
   void filter(bool first, const std::vector<RoundNode>& rn) override;
   void candidates(bool any_round, std::vector<std::uint32_t>& index, std::vector<std::int32_t>& slot) override;
   void finish_level(bool any_round, const std::vector<int>& axis, const std::vector<std::uint64_t>& cut_key,
@@ -155,8 +154,7 @@ void HostPasses::begin_level(const std::vector<std::int32_t>& child_row, const s
   for (std::vector<double>& bx : local_box_.data) bx.assign(6 * child_row.size(), HUGE_VAL);
 }
 
-void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::size_t node_bins,
-                           std::vector<std::uint64_t>& hist) {
+void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) {
   const std::vector<std::uint32_t>& list = first ? members_ : cand_;
   const std::size_t bins = hist.size();
   const std::size_t nb = blocks_of(list.size());
@@ -169,8 +167,8 @@ void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::si
       const std::uint32_t i = list[k];
       const auto q = static_cast<std::size_t>(slot_[i]);
       const RoundNode& r = rn[q];
-      if (r.row < 0) continue;   // a node at one position: settled by the tie rule
-      const std::size_t at = static_cast<std::size_t>(r.row) * node_bins +
+      if (r.first_bin < 0) continue;   // not counted this round (settled, or at one position)
+      const std::size_t at = static_cast<std::size_t>(r.first_bin) +
                              static_cast<std::size_t>(round_digit(keys_[3 * i + r.hw], keys_[3 * i + r.lw], r));
       if (at == last) {
         ++run;
@@ -183,10 +181,7 @@ void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::si
     if (run > 0) h[last] += run;
   };
   if (nb <= 1) {
-    std::vector<std::uint32_t>& h = local_hist_.data[0];
-    h.assign(bins, 0);
-    count(h.data(), 0, list.size());
-    for (std::size_t k = 0; k < bins; ++k) hist[k] = h[k];
+    count(hist.data(), 0, list.size());
     return;
   }
 #pragma omp parallel
@@ -202,7 +197,7 @@ void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::si
   }
 #pragma omp parallel for schedule(static)
   for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(bins); ++k) {
-    std::uint64_t sum = 0;
+    std::uint32_t sum = 0;
     for (int t = 0; t < local_hist_.team; ++t) sum += local_hist_.data[static_cast<std::size_t>(t)][static_cast<std::size_t>(k)];
     hist[static_cast<std::size_t>(k)] = sum;
   }
@@ -244,7 +239,7 @@ void HostPasses::filter(bool first, const std::vector<RoundNode>& rn) {
         const std::uint32_t i = list[k];
         const auto q = static_cast<std::size_t>(slot_[i]);
         const RoundNode& r = rn[q];
-        if (r.row < 0) {
+        if (r.first_bin < 0) {
           out.push_back(i);
           continue;
         }

@@ -29,12 +29,11 @@ class TopTreePasses {
   // -1 if it stops (its members are then placed in node child_index[c]); 2 entries a node.
   virtual void begin_level(const std::vector<std::int32_t>& child_row,
                            const std::vector<std::int32_t>& child_index) = 0;
-  // A round's histograms: for each candidate of a node q with rn[q].row >= 0 (first round:
-  // every member), one count in hist[row * node_bins + its digit] (hist zeroed, all rows).
-  virtual void histogram(bool first, const std::vector<top_tree::RoundNode>& rn, std::size_t node_bins,
-                         std::vector<std::uint64_t>& hist) = 0;
+  // A round's histograms: for each candidate of a node q with rn[q].first_bin >= 0 (first
+  // round: every member), one count in hist[first_bin + its digit] (hist zeroed, all bins).
+  virtual void histogram(bool first, const std::vector<top_tree::RoundNode>& rn, std::vector<std::uint32_t>& hist) = 0;
   // After the round's decisions (rn[q].cut, rn[q].done): the candidates left are those of
-  // the nodes not counted (row < 0) and those whose digit is the cut of an undecided node.
+  // the nodes not counted (first_bin < 0) and those whose digit is the cut of an undecided node.
   // The first round sends every other member to its child (digit below the cut: left), with
   // its box; the later rounds only drop them.
   virtual void filter(bool first, const std::vector<top_tree::RoundNode>& rn) = 0;

@@ -177,7 +177,7 @@ __global__ void keys_kernel(const double* x, const double* y, const double* z, s
 // A round's histograms: each candidate of a counted node adds one to its digit's bin (one
 // atomic per bin a warp touches).
 __global__ void histogram_kernel(PassList p, const u64* keys, std::size_t n, const std::int32_t* slot,
-                                 const RoundNode* rn, std::size_t node_bins, std::uint32_t* hist) {
+                                 const RoundNode* rn, std::uint32_t* hist) {
   const std::size_t size = pass_size(p);
   const unsigned lane = threadIdx.x & 31u;
   for (std::size_t base = blockIdx.x * static_cast<std::size_t>(blockDim.x) + (threadIdx.x & ~31u); base < size;
@@ -189,8 +189,8 @@ __global__ void histogram_kernel(PassList p, const u64* keys, std::size_t n, con
       const std::int32_t q = slot[i];
       if (q >= 0) {
         const RoundNode r = rn[q];
-        if (r.row >= 0)
-          bin = static_cast<long long>(r.row) * static_cast<long long>(node_bins) +
+        if (r.first_bin >= 0)
+          bin = static_cast<long long>(r.first_bin) +
                 top_tree::round_digit(keys[static_cast<std::size_t>(r.hw) * n + i],
                                       keys[static_cast<std::size_t>(r.lw) * n + i], r);
       }
@@ -224,7 +224,7 @@ __global__ void filter_kernel(PassList p, const u64* keys, std::size_t n, std::i
       const std::int32_t q = slot[i];
       if (q >= 0) {
         const RoundNode r = rn[q];
-        if (r.row < 0) {
+        if (r.first_bin < 0) {
           keep = true;
         } else {
           load_key(keys, n, i, key);
@@ -374,8 +374,7 @@ class DevicePasses final : public TopTreePasses {
     bound_ = a_.n;
   }
 
-  void histogram(bool first, const std::vector<RoundNode>& rn, std::size_t node_bins,
-                 std::vector<std::uint64_t>& hist) override {
+  void histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) override {
     const std::size_t bins = hist.size();
     a_.hist.ensure(bins);
     a_.hist_down.ensure(bins);
@@ -383,15 +382,14 @@ class DevicePasses final : public TopTreePasses {
     ORBIS_CUDA_CHECK(cudaMemsetAsync(a_.hist.data(), 0, bins * sizeof(std::uint32_t), stream_));
     const PassList p = members(first);
     histogram_kernel<<<a_.grid(first ? a_.n : bound_), kThreads, 0, stream_>>>(p, a_.keys.data(), a_.n, a_.slot.data(),
-                                                                               a_.rn.data(), node_bins, a_.hist.data());
+                                                                               a_.rn.data(), a_.hist.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(a_.hist_down.data(), a_.hist.data(), bins * sizeof(std::uint32_t),
                                      cudaMemcpyDeviceToHost, stream_));
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(a_.count_down.data(), a_.count.data(), 3 * sizeof(u64), cudaMemcpyDeviceToHost,
                                      stream_));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    const std::uint32_t* h = a_.hist_down.data();
-    for (std::size_t k = 0; k < bins; ++k) hist[k] = h[k];
+    std::copy(a_.hist_down.data(), a_.hist_down.data() + bins, hist.begin());
     if (!first) bound_ = static_cast<std::size_t>(a_.count_down.data()[current_]);   // written by the last filter
   }
 
