@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -169,17 +170,28 @@ void RankDomains::routes_from_near() {
   const std::size_t ranks = static_cast<std::size_t>(comm_.size());
   const std::uint32_t g_begin = domains_.begin(me), g_end = domains_.end(me), n_groups = domains_.groups();
   const std::size_t n_own = g_end - g_begin;
-  // Sent: for each other rank, in rank order, the own groups near one of its groups, whole.
-  routes_.sent.clear();
+  // Sent: for each other rank, in rank order, the own groups near one of its groups, whole
+  // (their runs listed first, then filled in parallel: ~2M indices at 256^3 on 2 ranks).
   routes_.counts.assign(ranks, 0);
   routes_.recv_counts.assign(ranks, 0);
+  std::vector<std::uint32_t> runs;            // own groups, in the order they are sent
+  std::vector<std::size_t> run_at{0};         // where each run starts in routes_.sent
   for (std::size_t r = 0; r < ranks; ++r) {
     if (static_cast<int>(r) == me) continue;
     for (std::size_t a = 0; a < n_own; ++a) {
       if (near_ranks_[a * ranks + r] == 0) continue;
-      for (std::uint32_t i = own_offsets_[a]; i < own_offsets_[a + 1]; ++i) routes_.sent.push_back(i);
-      routes_.counts[r] += own_offsets_[a + 1] - own_offsets_[a];
+      const std::uint32_t size = own_offsets_[a + 1] - own_offsets_[a];
+      runs.push_back(static_cast<std::uint32_t>(a));
+      run_at.push_back(run_at.back() + size);
+      routes_.counts[r] += size;
     }
+  }
+  routes_.sent.resize(run_at.back());
+#pragma omp parallel for schedule(dynamic, 16)
+  for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(runs.size()); ++k) {
+    const std::size_t j = static_cast<std::size_t>(k);
+    std::iota(routes_.sent.begin() + static_cast<std::ptrdiff_t>(run_at[j]),
+              routes_.sent.begin() + static_cast<std::ptrdiff_t>(run_at[j + 1]), own_offsets_[runs[j]]);
   }
   // Received: the other ranks' groups near one of the own, by rank and group.
   groups_.resize(n_own);
