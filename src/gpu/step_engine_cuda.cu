@@ -1117,20 +1117,27 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   rule.cut_shift = request.cut_shift;
   PotentialEnergyTerms terms;
   terms.mass = m.mass;
+  Stopwatch watch;   // the two terms' wall times, for ORBIS_STEP_DETAILS
+  double pair_seconds = 0;
   if (m.ranks) {
     rule.ghosts = m.n_sources - m.n;
     const double* s = m.sources.data();
     const double share = gpu::pair_potential_sum_device(s, s + m.n_sources, s + 2 * m.n_sources, m.n_sources, rule,
                                                         m.stream);
     terms.pair_sum = m.comm.sum(share);
+    pair_seconds = watch.seconds();
     terms.mesh = m.pm_ranks->potential_energy(m.pos.data(), m.n, m.mass, m.stream);
     terms.count = m.comm.sum<std::uint64_t>(m.n);
   } else {
     const double* x = m.pos.data();   // both wrap as they read
     terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
+    pair_seconds = watch.seconds();
     terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
     terms.count = m.n;
   }
+  if (m.log_step_details)
+    log::info("energy check's W on the GPU{}: pair sum {:.4f} s, mesh term {:.4f} s", m.ranks ? " (rank 0)" : "",
+              pair_seconds, watch.seconds() - pair_seconds);
   // As power_spectrum(): the pool gives back to the driver what the check took beyond the steps'.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
