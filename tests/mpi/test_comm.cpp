@@ -43,6 +43,13 @@ TEST_CASE("reductions, scans and gathers") {
   CHECK(world.max(static_cast<double>(r)) == p - 1);
   CHECK(world.min(std::int64_t{10} - r) == 10 - (p - 1));
   CHECK(world.sum(std::uint64_t{1} << 40) == (std::uint64_t{1} << 40) * p);
+  // 32-bit unsigned counts (the top tree's histograms): values past 2^31 stay unsigned.
+  std::vector<std::uint32_t> counts{std::uint32_t{1} << 30, static_cast<std::uint32_t>(r), 7u};
+  world.reduce(counts, Comm::Op::sum);
+  CHECK(counts[0] == static_cast<std::uint32_t>((std::uint64_t{1} << 30) * p % (std::uint64_t{1} << 32)));
+  CHECK(counts[1] == static_cast<std::uint32_t>(p * (p - 1) / 2));
+  CHECK(counts[2] == 7u * static_cast<std::uint32_t>(p));
+  CHECK(world.max(std::uint32_t{3000000000u} - static_cast<std::uint32_t>(r)) == 3000000000u);
   CHECK(world.exclusive_sum(std::uint64_t(r + 1)) == std::uint64_t(r * (r + 1) / 2));
   CHECK(world.any(r == p - 1));
   CHECK_FALSE(world.all(r == 0 && p > 1));
