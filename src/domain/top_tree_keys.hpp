@@ -54,10 +54,11 @@ ORBIS_HD double from_ordered(std::uint64_t u) {
 }
 
 // What a pass reads of a splitting node in a round, in one record: its first bin in the
-// round's histograms (its 2^width bins follow; -1: not counted this round), the bin its rank fell in (after the reduction), whether that
-// settled it, and where its digit lies in a member's key (words hw and lw of the key, the
-// digit the top `width` bits of (key[hw] << off) | (key[lw] & lw_mask) >> (64 - off)). The
-// same layout on host and device (the device gets the host's array as bytes).
+// round's histograms (its 2^width bins follow; -1: not counted this round), the bin its rank
+// fell in (after the reduction), whether that settled it, and where its digit lies in a
+// member's key (words hw and lw of the key, the digit the top `width` bits of (key[hw] <<
+// off) | (key[lw] & lw_mask) >> (64 - off)). The same layout on host and device (the device
+// gets the host's array as bytes).
 struct RoundNode {
   std::int32_t first_bin = -1, cut = 0;
   std::uint8_t hw = 0, lw = 0, off = 0, done = 0, width = kDigitBits;
