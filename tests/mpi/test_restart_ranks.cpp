@@ -107,17 +107,6 @@ void flip_byte(const std::string& path, std::size_t at) {
   f.put(static_cast<char>(c ^ 0x20));
 }
 
-// What a collective call threw, the same on every rank (or "" when it did not).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const orbis::Error& e) {
-    return e.what();
-  }
-  return {};
-}
-
 // The run with checkpoints every 8 steps, uninterrupted: the reference of every case below (a
 // checkpoint changes nothing in the run). Its folder keeps the last two checkpoints.
 struct Reference {

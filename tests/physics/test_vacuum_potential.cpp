@@ -9,7 +9,6 @@
 // direct sum's limits, are refused before any work.
 #include <doctest/doctest.h>
 
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,18 +37,7 @@ TEST_CASE("vacuum potential: a two-type galaxy of individual masses, the direct 
   const test::ScratchDir dir("vacuum_potential_galaxy");
   // 30 disc particles (type 2, masses 0.01 .. 0.0129) in a thin layer, 50 halo particles
   // (type 1, MassTable 0.02) in a sphere of 5 kpc, galaxy units.
-  test::TypeSet set;
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int k = 0; k < 80; ++k) {
-    const int t = k < 30 ? 2 : 1;
-    test::GadgetBinaryType& s = set[t];
-    s.pos.push_back({5 * u(rng), 5 * u(rng), t == 2 ? 0.2 * u(rng) : 5 * u(rng)});
-    s.vel.push_back({20 * u(rng), 20 * u(rng), 5 * u(rng)});
-    s.ids.push_back(static_cast<std::uint64_t>(k + 1));
-    if (t == 2) s.masses.push_back(0.01 + 1e-4 * k);
-  }
-  set[1].table_mass = 0.02;
+  const test::TypeSet set = test::two_type_galaxy(80, 30, 7);
   test::Hdf5SystemOptions o;
   o.time = 0.5;
   o.units = test::galaxy_units();

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,25 @@ inline TypeSet make_type_set(const std::array<std::size_t, 6>& counts, const std
       if (table[t] == 0) s.masses.push_back(0.5 + 0.25 * static_cast<double>(k));
     }
   }
+  return set;
+}
+
+// A small galaxy in galaxy units: `disc` disc particles (type 2, per-particle masses 0.01 +
+// 1e-4 k) in a thin layer, the rest halo particles (type 1, MassTable 0.02) in a sphere of
+// 5 kpc, slowly moving; uniform deviates of mt19937_64(seed), IDs 1..particles.
+inline TypeSet two_type_galaxy(int particles, int disc, std::uint64_t seed) {
+  TypeSet set;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int k = 0; k < particles; ++k) {
+    const int t = k < disc ? 2 : 1;
+    GadgetBinaryType& s = set[t];
+    s.pos.push_back({5 * u(rng), 5 * u(rng), t == 2 ? 0.2 * u(rng) : 5 * u(rng)});
+    s.vel.push_back({20 * u(rng), 20 * u(rng), 5 * u(rng)});
+    s.ids.push_back(static_cast<std::uint64_t>(k + 1));
+    if (t == 2) s.masses.push_back(0.01 + 1e-4 * k);
+  }
+  set[1].table_mass = 0.02;
   return set;
 }
 

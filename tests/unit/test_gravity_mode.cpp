@@ -9,8 +9,10 @@
 #include "core/gravity_mode.hpp"
 #include "core/params.hpp"
 #include "integrate/step_engine.hpp"
+#include "support/error_of.hpp"
 
 using namespace orbis;
+using orbis::test::error_of;
 
 namespace {
 
@@ -24,17 +26,6 @@ Params parse(const std::string& gravity) {
     return Params::parse(kMinimal + "[gravity]\n" + gravity, "g.toml");
   return Params::parse(kVacuum + "[gravity]\n" + gravity + "softening = 0.01\n", "g.toml",
                        {"time.max_dt=0.1", "gpu.backend=cpu"});
-}
-
-// The message of the orbis::Error that f throws ("" if none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {

@@ -8,7 +8,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 
 #include "core/error.hpp"
@@ -28,24 +27,9 @@ namespace {
 
 constexpr double kTime = 0.5;   // the file's Time, kpc/(km/s)
 
-// 40 disc particles (type 2, masses 0.01 .. 0.0139) in a thin layer and 60 halo particles
-// (type 1, MassTable 0.02) in a sphere of 5 kpc, slowly moving, in galaxy units.
-test::TypeSet galaxy() {
-  test::TypeSet set;
-  std::mt19937_64 rng(31);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (int k = 0; k < 100; ++k) {
-    const int t = k < 40 ? 2 : 1;
-    test::GadgetBinaryType& s = set[t];
-    Vec3d x{5 * u(rng), 5 * u(rng), t == 2 ? 0.2 * u(rng) : 5 * u(rng)};
-    s.pos.push_back(x);
-    s.vel.push_back({20 * u(rng), 20 * u(rng), 5 * u(rng)});
-    s.ids.push_back(static_cast<std::uint64_t>(k + 1));
-    if (t == 2) s.masses.push_back(0.01 + 1e-4 * k);
-  }
-  set[1].table_mass = 0.02;
-  return set;
-}
+// 40 disc particles (type 2, masses 0.01 .. 0.0139) and 60 halo particles (type 1, MassTable
+// 0.02), slowly moving, in galaxy units.
+test::TypeSet galaxy() { return test::two_type_galaxy(100, 40, 31); }
 
 std::string write_galaxy(const test::ScratchDir& dir, const std::string& name = "galaxy.hdf5") {
   test::Hdf5SystemOptions o;
