@@ -26,6 +26,7 @@
 #include "gpu/pm_cuda_fourier.cuh"
 #include "gpu/pm_cuda_mesh.cuh"
 #include "pm/interlaced_influence.hpp"
+#include "pm/mesh_energy_rows.hpp"
 #include "pm/pm_modes.hpp"
 
 namespace orbis {
@@ -132,9 +133,13 @@ struct CudaPmSolver::Impl {
     ORBIS_CUFFT_CHECK(cufftSetStream(plans.backward, stream));
   }
 
+  // The force pass; with energy_rows (device, n^2 doubles a mesh) also the mesh energy's row
+  // sums of each transformed density (mesh_energy()'s, from the same modes).
   template <typename Real>
   void run(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
-           double mass, double* const acc[3], cudaStream_t stream);
+           double mass, double* const acc[3], double* energy_rows, cudaStream_t stream);
+  // The mesh energy from `meshes` meshes' row sums at `rows` (device), waiting for them.
+  double energy_of_rows(const PmSettings& s, const double* rows, int meshes, cudaStream_t stream) const;
   template <typename Real>
   double mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
                      double mass, cudaStream_t stream);
@@ -236,18 +241,28 @@ PhaseTimes CudaPmSolver::phase_times() const {
 }
 
 void CudaPmSolver::accelerations(const double* x, const double* y, const double* z, std::size_t n,
-                                 double particle_mass, double* ax, double* ay, double* az, CUstream_st* stream) {
+                                 double particle_mass, double* ax, double* ay, double* az, CUstream_st* stream,
+                                 double* mesh_energy) {
   Impl& m = *impl_;
+  if (mesh_energy && full_force(settings_))
+    fail("PM solver: the potential energy is computed for the long-range (TreePM) force only");
   m.marks = 0;
   double* const acc[3] = {ax, ay, az};
   // The meshes and work area, queued on the stream: taken from the pool here and given back
-  // when the stream has passed the last interpolation.
+  // when the stream has passed the last interpolation (the energy's row sums after the wait).
   gpu::AllocationStream on_stream(stream);
   m.take_work_block(stream);
-  if (settings_.double_mesh) m.run<double>(settings_, x, y, z, n, particle_mass, acc, stream);
-  else m.run<float>(settings_, x, y, z, n, particle_mass, acc, stream);
+  const int n_side = settings_.grid_side, meshes = settings_.interlaced ? 2 : 1;
+  gpu::DeviceArray<double> rows;
+  if (mesh_energy) rows.ensure_exact(static_cast<std::size_t>(meshes) * n_side * n_side);
+  if (settings_.double_mesh) m.run<double>(settings_, x, y, z, n, particle_mass, acc, rows.data(), stream);
+  else m.run<float>(settings_, x, y, z, n, particle_mass, acc, rows.data(), stream);
   m.mark(nullptr, stream);
   m.work_block.release();
+  if (mesh_energy) {
+    *mesh_energy = m.energy_of_rows(settings_, rows.data(), meshes, stream);
+    rows.release();
+  }
 }
 
 namespace {
@@ -265,7 +280,7 @@ void upload_positions(const std::vector<Vec3d>& pos, double* h, double* d, cudaS
 }  // namespace
 
 void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
-                                 PhaseTimes* times) {
+                                 PhaseTimes* times, double* mesh_energy) {
   Impl& m = *impl_;
   const std::size_t count = pos.size();
   m.host_soa.resize(6 * count);
@@ -278,7 +293,7 @@ void CudaPmSolver::accelerations(const std::vector<Vec3d>& pos, double particle_
   const bool timing = m.timing;
   m.timing = timing || times;
   accelerations(d, d + count, d + 2 * count, count, particle_mass, d + 3 * count, d + 4 * count, d + 5 * count,
-                stream);
+                stream, mesh_energy);
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(h + 3 * count, d + 3 * count, 3 * count * sizeof(double),
                                    cudaMemcpyDeviceToHost, stream));
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -321,6 +336,20 @@ double CudaPmSolver::potential_energy(const std::vector<Vec3d>& pos, double part
   return w;
 }
 
+double CudaPmSolver::Impl::energy_of_rows(const PmSettings& s, const double* rows, int meshes,
+                                          cudaStream_t stream) const {
+  const int n = s.grid_side;
+  const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
+  std::vector<double> host(meshes * per_mesh), planes(static_cast<std::size_t>(n), 0.0), one_mesh(per_mesh);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(host.data(), rows, host.size() * sizeof(double), cudaMemcpyDeviceToHost, stream));
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (int mesh = 0; mesh < meshes; ++mesh) {
+    one_mesh.assign(host.begin() + mesh * per_mesh, host.begin() + (mesh + 1) * per_mesh);
+    add_mesh_energy_rows(one_mesh, {n}, 1.0 / meshes, planes);
+  }
+  return mesh_energy_of_planes(planes, s.box_mpc_h / n);
+}
+
 template <typename Real>
 double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z,
                                        std::size_t count, double mass, cudaStream_t stream) {
@@ -329,30 +358,23 @@ double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, con
   Real* rho = reinterpret_cast<Real*>(work_block.data());
   Real* work = rho + mesh_reals(n);
   // Interlaced: the mean of the two meshes' energies, plane by plane as PmSolver weighs them.
+  // Each mesh's n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1)
+  // reals), one mesh after the other.
   const int meshes = s.interlaced ? 2 : 1;
-  std::vector<double> planes(static_cast<std::size_t>(n), 0.0);
-  std::vector<double> row_sums(static_cast<std::size_t>(n) * n);
+  const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
+  auto* rows = reinterpret_cast<double*>(work);
+  std::vector<double> planes(static_cast<std::size_t>(n), 0.0), row_sums(per_mesh);
   for (int mesh = 0; mesh < meshes; ++mesh) {
     assign(s, x, y, z, count, mass, long_range_mesh_shift(s.interlaced, mesh), rho, work, stream);
     cufft_forward_real(plans.forward, rho);
-    // n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1) reals),
-    // then the rows of each x plane and the planes in order on the host, as PmSolver sums them.
-    auto* rows = reinterpret_cast<double*>(work);
     gpu::pm_long_range_energy_rows<Real>(reinterpret_cast<const C*>(rho), n, k_axis, inv_w2, long_range_norm(n),
                                          s.r_s_mpc_h * s.r_s_mpc_h, rows, stream);
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, row_sums.size() * sizeof(double),
-                                     cudaMemcpyDeviceToHost, stream));
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, per_mesh * sizeof(double), cudaMemcpyDeviceToHost,
+                                     stream));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (int i = 0; i < n; ++i) {
-      double plane = 0;
-      for (int j = 0; j < n; ++j) plane += row_sums[static_cast<std::size_t>(i) * n + j];
-      planes[static_cast<std::size_t>(i)] += (1.0 / meshes) * plane;
-    }
+    add_mesh_energy_rows(row_sums, {n}, 1.0 / meshes, planes);
   }
-  double total = 0;
-  for (double plane : planes) total += plane;
-  const double cell = s.box_mpc_h / n;
-  return 0.5 * cell * cell * cell * total;
+  return mesh_energy_of_planes(planes, s.box_mpc_h / n);
 }
 
 template <typename Real>
@@ -378,7 +400,8 @@ void CudaPmSolver::Impl::assign(const PmSettings& s, const double* x, const doub
 
 template <typename Real>
 void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double* y, const double* z,
-                             std::size_t count, double mass, double* const acc[3], cudaStream_t stream) {
+                             std::size_t count, double mass, double* const acc[3], double* energy_rows,
+                             cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = s.grid_side;
   const bool full = full_force(s), two = s.two_meshes();
@@ -397,6 +420,14 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   cufft_forward_real(plans.forward, a);
   if (two) cufft_forward_real(plans.forward, b);
   mark("pm_green", stream);
+  if (energy_rows) {   // long range: mesh A's modes, then B's (interlaced), as mesh_energy() sums them
+    const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
+    for (Real* mesh : {a, b})
+      if (mesh)
+        gpu::pm_long_range_energy_rows<Real>(modes(mesh), n, k_axis, inv_w2, long_range_norm(n),
+                                             s.r_s_mpc_h * s.r_s_mpc_h, energy_rows + (mesh == a ? 0 : per_mesh),
+                                             stream);
+  }
   if (full) {
     gpu::pm_interlaced_green<Real>(modes(a), modes(b), n, static_cast<const Real*>(influence), shift,
                                    interlaced_norm(n, s.box_mpc_h), stream);

@@ -61,16 +61,19 @@ class CudaPmSolver {
   // a[p] = g(x_p), in (km/s)^2/(Mpc/h), written (not added) for the n particles of mass
   // particle_mass (1e10 Msun/h) at (x[p], y[p], z[p]) in Mpc/h (wrapped into [0, box) here).
   // All pointers are device memory; the work is queued on `stream` and this returns without
-  // waiting. Exactly PmSolver::accelerations' force, up to rounding.
+  // waiting. Exactly PmSolver::accelerations' force, up to rounding. With mesh_energy (host;
+  // long range only) the pass also sums potential_energy() at these positions, from the
+  // density modes it transforms anyway (the same bits; this then waits for the sum).
   void accelerations(const double* x, const double* y, const double* z, std::size_t n,
-                     double particle_mass, double* ax, double* ay, double* az, CUstream_st* stream);
+                     double particle_mass, double* ax, double* ay, double* az, CUstream_st* stream,
+                     double* mesh_energy = nullptr);
 
   // The same from and to host vectors, waiting for the result (tests, benchmarks, a host
   // engine): PmSolver::accelerations' signature. Phase times are added to `times` (may be
   // null) as "pm_assign", "pm_fft", "pm_green", "pm_gradient", "pm_interpolate", measured on
   // the device; the transfers are not in them.
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
-                     PhaseTimes* times = nullptr);
+                     PhaseTimes* times = nullptr, double* mesh_energy = nullptr);
 
   // The long-range potential energy W_mesh = (1/2) sum_p m phi_long(x_p), comoving, in (km/s)^2
   // times 1e10 Msun/h: PmSolver::potential_energy's definition and sum, (1/2) cell^3 sum_k

@@ -398,7 +398,8 @@ void CudaPmRanks::Impl::fetch_force_ghosts(Real* mesh, cudaStream_t stream) {
 }
 
 template <typename Real>
-void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times) {
+void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times,
+                            double* energy_rows) {
   const PmSettings& s = settings;
   const int n = s.grid_side;
   const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
@@ -434,7 +435,9 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
       gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, density / scale, rho, stream);
       sync(stream);   // CudaPmSlabs works on its own stream
     }
-    slabs->long_range_on_device(rho, gx, gy, times);
+    slabs->long_range_on_device(rho, gx, gy, times,
+                                energy_rows ? energy_rows + mesh * static_cast<std::size_t>(n) * layout.y.count
+                                            : nullptr);
     {
       ScopedPhase phase(times, "pm_exchange");
       for (Real* f : force) fetch_force_ghosts(f, stream);
@@ -456,7 +459,7 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
 }
 
 void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particle_mass, double* acc,
-                                CUstream_st* stream_in, PhaseTimes* times) {
+                                CUstream_st* stream_in, PhaseTimes* times, double* mesh_energy) {
   Impl& m = *impl_;
   if (m.use != Use::forces)
     fail("internal: accelerations() of a PM over ranks built for the energy or the counts' modes alone");
@@ -466,6 +469,7 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   // A count the routing's 32-bit order cannot hold stops every rank (the others would wait).
   const std::size_t total = m.total_particles(n);
+  if (mesh_energy) *mesh_energy = 0;   // no particles: no energy (potential_energy()'s answer)
   if (total == 0) return;
   m.sync(stream);   // the positions' producers
   m.traffic = PmRankTraffic{};
@@ -481,9 +485,18 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
       m.route(pos, n, stream);
     }
     m.routed_acc.ensure(3 * std::max<std::size_t>(m.routed_count, 1));
+    const int meshes_count = settings_.interlaced ? 2 : 1;
+    if (mesh_energy)
+      m.row_sums.ensure_exact(
+          std::max<std::size_t>(meshes_count * static_cast<std::size_t>(settings_.grid_side) * m.layout.y.count, 1));
     m.sync(stream);   // the allocations, before CudaPmSlabs' stream uses the meshes
-    if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t);
-    else m.run<float>(total, particle_mass, stream, t);
+    double* const rows = mesh_energy ? m.row_sums.data() : nullptr;
+    if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t, rows);
+    else m.run<float>(total, particle_mass, stream, t, rows);
+    if (mesh_energy) {
+      *mesh_energy = m.energy_of_rows(rows, meshes_count, stream);
+      m.row_sums.release();
+    }
     {
       ScopedPhase phase(t, "pm_exchange");
       m.send_back(acc, n, stream);
@@ -507,7 +520,7 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
 }
 
 void CudaPmRanks::accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
-                                PhaseTimes* times) {
+                                PhaseTimes* times, double* mesh_energy) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   const std::size_t n = pos.size();
@@ -516,7 +529,7 @@ void CudaPmRanks::accelerations(const std::vector<Vec3d>& pos, double particle_m
   for (std::size_t p = 0; p < n; ++p)
     for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
   if (n > 0) m.host_io.upload(soa.data(), 3 * n);
-  accelerations(m.host_io.data(), n, particle_mass, m.host_io.data() + 3 * n, m.own_stream, times);
+  accelerations(m.host_io.data(), n, particle_mass, m.host_io.data() + 3 * n, m.own_stream, times, mesh_energy);
   if (n > 0)
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(soa.data(), m.host_io.data() + 3 * n, 3 * n * sizeof(double),
                                      cudaMemcpyDeviceToHost, m.own_stream));

@@ -148,12 +148,15 @@ class CudaPmRanks {
   // memory, x | y | z blocks of n doubles, Mpc/h, wrapped into the box here), written (not
   // added) into acc (device, x | y | z blocks of n). Collective over comm; work queued on
   // `stream` before the call is waited for, and the result is complete when this returns.
-  // Phases go to `times` (may be null) as PmSolver's.
+  // Phases go to `times` (may be null) as PmSolver's. With mesh_energy (host; asked on every
+  // rank or on none) the pass also gives potential_energy() at these positions, the same bits,
+  // from the density modes it transforms anyway (each mesh's row sums; 2 n^2 / ranks doubles
+  // more from the pool, and one gather).
   void accelerations(const double* pos, std::size_t n, double particle_mass, double* acc, CUstream_st* stream,
-                     PhaseTimes* times = nullptr);
+                     PhaseTimes* times = nullptr, double* mesh_energy = nullptr);
   // The same from and to host vectors (tests): PmSolver::accelerations' signature.
   void accelerations(const std::vector<Vec3d>& pos, double particle_mass, std::vector<Vec3d>& acc,
-                     PhaseTimes* times = nullptr);
+                     PhaseTimes* times = nullptr, double* mesh_energy = nullptr);
 
   // The long-range potential energy W_mesh = (1/2) sum_p m phi_long(x_p) of every rank's
   // particles, comoving, in (km/s)^2 times 1e10 Msun/h: CudaPmSolver::potential_energy's and

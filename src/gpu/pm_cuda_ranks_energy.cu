@@ -3,7 +3,8 @@
 // density ghost planes (pm_cuda_ranks.cu), then the forward transform alone (2D R2C of the x
 // planes, x slabs -> y slabs, 1D C2C along x) and the one-GPU PM's per-row sums of
 // G(k) |rho(k)|^2 (gpu/pm_cuda_fourier.cuh) over this rank's y columns; every rank's row sums
-// gathered to every rank and added in CudaPmSolver::potential_energy's order. The forward
+// gathered to every rank and added in CudaPmSolver::potential_energy's order (energy_of_rows,
+// which the force pass's rows go through too: accelerations() with a mesh energy). The forward
 // transform (forward_modes) serves the counts' modes of the P(k) too (pm_cuda_ranks_modes.cu).
 #include <cufft.h>
 
@@ -25,6 +26,7 @@
 #include "gpu/pm_cuda_ranks_impl.cuh"
 #include "gpu/slab_transpose_peer.cuh"
 #include "pm/fixed_point_mesh.hpp"
+#include "pm/mesh_energy_rows.hpp"
 #include "pm/pm_modes.hpp"
 
 namespace orbis {
@@ -115,7 +117,7 @@ std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
   const EnergyBlock block = energy_block();
   std::size_t meshes_bytes = meshes.capacity() >= block.total() ? 0 : block.total();
   meshes_bytes += ghost_in.capacity() >= ghost_in_count() ? 0 : ghost_in_count() * sizeof(unsigned long long);
-  meshes_bytes += forward_fft_work + static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
+  meshes_bytes += forward_fft_work + 2 * static_cast<std::size_t>(settings.grid_side) * layout.y.count * sizeof(double);
   meshes_bytes += n * 3 * sizeof(double);
   return std::max(routing, meshes_bytes);
 }
@@ -221,11 +223,15 @@ template <typename Real>
 double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const PmSettings& s = settings;
-  const int n = s.grid_side, ranks = comm.size(), y0 = layout.y.first, ny = layout.y.count;
+  const int n = s.grid_side, ny = layout.y.count;
   const EnergyBlock block = energy_block();
+  // Interlaced: the mean of the two meshes' energies, plane by plane, as CudaPmSolver and
+  // PmSolver weigh them.
+  const int meshes_count = s.interlaced ? 2 : 1;
+  const std::size_t rows_per_mesh = static_cast<std::size_t>(n) * ny;
   meshes.ensure_exact(block.total());   // Use::forces: its own slabs hold the block already
   ghost_in.ensure_exact(ghost_in_count());
-  row_sums.ensure_exact(std::max<std::size_t>(static_cast<std::size_t>(n) * ny, 1));
+  row_sums.ensure_exact(std::max<std::size_t>(meshes_count * rows_per_mesh, 1));
   bind_forward_plans(stream);
   Real* const rho = reinterpret_cast<Real*>(meshes.data());
   unsigned char* const scratch = meshes.data() + block.scratch_offset;
@@ -234,40 +240,32 @@ double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream
   const double* const k_axis = axis_tables.data();
   const double* const inv_w2 = k_axis + n;
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
-  // Where each rank's rows (i, j in its y columns) start among the gathered row sums.
-  std::vector<int> columns(static_cast<std::size_t>(ranks));
-  std::vector<std::size_t> first_row(static_cast<std::size_t>(ranks), 0);
-  for (int r = 0; r < ranks; ++r) {
-    columns[r] = slab_planes(n, ranks, r).count;
-    if (r > 0) first_row[r] = first_row[r - 1] + static_cast<std::size_t>(n) * columns[r - 1];
-  }
-  // Interlaced: the mean of the two meshes' energies, plane by plane, as CudaPmSolver and
-  // PmSolver weigh them.
-  const int meshes_count = s.interlaced ? 2 : 1;
-  std::vector<double> mine(static_cast<std::size_t>(n) * ny), planes(static_cast<std::size_t>(n), 0.0);
   for (int mesh = 0; mesh < meshes_count; ++mesh) {
     forward_modes(long_range_mesh_shift(s.interlaced, mesh), total, density, rho, fixed, modes, stream);
-    if (ny > 0) {
+    if (ny > 0)
       gpu::pm_long_range_energy_rows<Real>(modes, n, k_axis, inv_w2, long_range_norm(n), s.r_s_mpc_h * s.r_s_mpc_h,
-                                           row_sums.data(), stream, y0, ny);
-      ORBIS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), row_sums.data(), mine.size() * sizeof(double),
-                                       cudaMemcpyDeviceToHost, stream));
-    }
-    sync(stream);
-    // Every rank's rows, in rank order; the y slabs in rank order are the y columns in order,
-    // so each x plane's rows are added in y order, as CudaPmSolver adds them.
-    const std::vector<double> rows = comm.allgatherv(mine);
-    for (int i = 0; i < n; ++i) {
-      double plane = 0;
-      for (int r = 0; r < ranks; ++r)
-        for (int j = 0; j < columns[r]; ++j)
-          plane += rows[first_row[r] + static_cast<std::size_t>(i) * columns[r] + j];
-      planes[static_cast<std::size_t>(i)] += (1.0 / meshes_count) * plane;
-    }
+                                           row_sums.data() + mesh * rows_per_mesh, stream, layout.y.first, ny);
   }
-  double sum = 0;
-  for (double plane : planes) sum += plane;
-  return 0.5 * cell * cell * cell * sum;
+  return energy_of_rows(row_sums.data(), meshes_count, stream);
+}
+
+double CudaPmRanks::Impl::energy_of_rows(const double* rows, int meshes_count, cudaStream_t stream) {
+  const int n = settings.grid_side, ranks = comm.size();
+  const std::size_t rows_per_mesh = static_cast<std::size_t>(n) * layout.y.count;
+  // Each rank's y columns, in rank order: the y slabs in rank order are the y columns in
+  // order, so each x plane's rows are added in y order, as CudaPmSolver adds them.
+  std::vector<int> columns(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) columns[r] = slab_planes(n, ranks, r).count;
+  std::vector<double> mine(meshes_count * rows_per_mesh), planes(static_cast<std::size_t>(n), 0.0);
+  if (!mine.empty())
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(mine.data(), rows, mine.size() * sizeof(double), cudaMemcpyDeviceToHost,
+                                     stream));
+  sync(stream);
+  for (int mesh = 0; mesh < meshes_count; ++mesh) {
+    const std::vector<double> one(mine.begin() + mesh * rows_per_mesh, mine.begin() + (mesh + 1) * rows_per_mesh);
+    add_mesh_energy_rows(comm.allgatherv(one), columns, 1.0 / meshes_count, planes);
+  }
+  return mesh_energy_of_planes(planes, settings.box_mpc_h / n);
 }
 
 double CudaPmRanks::potential_energy(const double* pos, std::size_t n, double particle_mass, CUstream_st* stream_in) {

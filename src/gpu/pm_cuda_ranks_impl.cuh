@@ -115,8 +115,10 @@ struct CudaPmRanks::Impl {
   void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
   template <typename Real>
   void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
+  // The force pass; with energy_rows (device, meshes x n x y.count doubles) also each mesh's
+  // energy row sums (energy_of_rows()).
   template <typename Real>
-  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times);
+  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times, double* energy_rows);
 
   // The energy (pm_cuda_ranks_energy.cu). The block of one call (of count_modes() too), in
   // `meshes`: the density x slab (mesh_reals reals, as rho of the forces' layout), then from
@@ -149,6 +151,10 @@ struct CudaPmRanks::Impl {
                      void* modes, cudaStream_t stream);
   template <typename Real>
   double mesh_energy(std::size_t total, double mass, cudaStream_t stream);
+  // The mesh energy from every mesh's row sums of this rank's y columns at `rows` (device, one
+  // mesh after the other, queued on `stream`): every rank's gathered and added in
+  // CudaPmSolver::potential_energy's order (collective; the whole value on every rank).
+  double energy_of_rows(const double* rows, int meshes_count, cudaStream_t stream);
 
   // count_modes() (pm_cuda_ranks_modes.cu): the pool memory of its meshes (the energy's block,
   // the received ghost planes, the earlier meshes' y slabs and the work area) for `meshes`

@@ -95,7 +95,10 @@ struct CudaPmSlabs::Impl {
   // receives g_d (out[2] may be density); host_out (may be null): each g_d is downloaded
   // there from out[d] before the next component (the host entry passes one slab thrice).
   template <typename Real>
-  void run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times);
+  // energy_rows (device, may be null): the mesh energy's row sums of this rank's y columns
+  // (n x y.count doubles) from the transformed density, before the Green's function.
+  void run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times,
+           double* energy_rows = nullptr);
   template <typename Real>
   void run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
   template <typename Real>
@@ -204,19 +207,19 @@ void CudaPmSlabs::long_range(double* rho, double* gx, double* gy, PhaseTimes& ti
   impl_->run_host(rho, gx, gy, times);
 }
 
-void CudaPmSlabs::long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times) {
+void CudaPmSlabs::long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times, double* energy_rows) {
   if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
   float* const out[3] = {gx, gy, rho};
   impl_->take_y_slabs();
-  impl_->run(rho, out, static_cast<float* const*>(nullptr), times);
+  impl_->run(rho, out, static_cast<float* const*>(nullptr), times, energy_rows);
   impl_->give_back_y_slabs();
 }
 
-void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times) {
+void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times, double* energy_rows) {
   if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
   double* const out[3] = {gx, gy, rho};
   impl_->take_y_slabs();
-  impl_->run(rho, out, static_cast<double* const*>(nullptr), times);
+  impl_->run(rho, out, static_cast<double* const*>(nullptr), times, energy_rows);
   impl_->give_back_y_slabs();
 }
 
@@ -324,7 +327,8 @@ void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
 }
 
 template <typename Real>
-void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times) {
+void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times,
+                            double* energy_rows) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
   if (!exchange) choose_exchange();
@@ -355,6 +359,10 @@ void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_
     // phi(k) = -4 pi G exp(-k^2 r_s^2) / (k^2 W(k)^2) rho(k), the 1/n^3 folded in
     // (PmSolver's run_long_range, the same function).
     ScopedPhase phase(times, "pm_green");
+    if (columns && energy_rows)   // the energy check's mesh term from these modes (gpu/pm_cuda_ranks.hpp)
+      gpu::pm_long_range_energy_rows<Real>(phi_modes, n, k_axis, inv_w2, long_range_norm(n),
+                                           settings.r_s_mpc_h * settings.r_s_mpc_h, energy_rows, stream, t.y.first,
+                                           t.y.count);
     if (columns)
       gpu::pm_long_range_green<Real>(phi_modes, n, k_axis, inv_w2, long_range_norm(n),
                                      settings.r_s_mpc_h * settings.r_s_mpc_h, stream, t.y.first, t.y.count);

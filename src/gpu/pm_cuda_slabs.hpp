@@ -53,9 +53,12 @@ class CudaPmSlabs final : public PmSlabTransform {
   // finished when this returns (work on other streams that fills rho must be finished first).
   // The two complex y slabs are taken from the device pool for the call and given back when it
   // ends (the short-range step reuses that memory between PM steps); held_bytes() is what
-  // stays allocated between calls, transient_bytes() what a call takes besides.
-  void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times);
-  void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times);
+  // stays allocated between calls, transient_bytes() what a call takes besides. energy_rows
+  // (device, may be null) receives the energy check's row sums of this rank's y columns from
+  // the transformed density (gpu/pm_cuda_fourier.cuh's pm_long_range_energy_rows: n times
+  // SlabTranspose::y.count doubles), from the modes forward_on_device() would give.
+  void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times, double* energy_rows = nullptr);
+  void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times, double* energy_rows = nullptr);
   // The forward transform alone (the energy check's mesh term over ranks,
   // gpu/pm_cuda_ranks.hpp): rho, a device x slab as above, is overwritten by its planes' 2D
   // R2C; modes (device, this rank's y slab: y_slab_count complex values [i][j - y0][k])

@@ -177,6 +177,10 @@ struct CudaStepEngine::Impl {
   std::size_t n_sources = 0;
   DeviceArray<double> sources;
   bool sources_current = false;   // sources hold the positions now (none drifted since they were refreshed)
+  // The energy check's mesh term: asked of the next long-range pass (expect_potential_energy),
+  // and that pass's value while the positions stay where it was computed (no drift since).
+  bool mesh_energy_expected = false;
+  std::optional<double> mesh_energy_now;
   std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
   DeviceArray<float> forest_acc_f;
@@ -328,6 +332,14 @@ struct CudaStepEngine::Impl {
     std::uint64_t reserved = 0;
     ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
     return static_cast<std::size_t>(reserved);
+  }
+
+  // Whether this long-range pass sums the energy check's mesh term too (a TreePM box's PM
+  // alone has one); the expectation is used up either way.
+  bool take_mesh_energy_expectation() {
+    const bool wanted = mesh_energy_expected && treepm && !vacuum;
+    mesh_energy_expected = false;
+    return wanted;
   }
 
   // What [gpu] memory_limit_gib leaves for the short-range step's task chunks.
@@ -626,6 +638,7 @@ void CudaStepEngine::load(Particles particles) {
   m.mass = particles.mass;
   m.loaded = true;
   m.sources_current = false;
+  m.mesh_energy_now.reset();
   if (m.treepm) {
     m.sr.g_mass = m.g * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
@@ -736,10 +749,14 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
   // it gained nothing: 0.160 s vs 0.159 s per 256^3 step on an H100, the device being busy).
   if (long_range && m.pm) {
     const std::size_t n = m.n;
+    double mesh_energy = 0;
+    const bool with_energy = m.take_mesh_energy_expectation();
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[0], m.stream));
     m.pm->accelerations(m.pos.data(), m.pos.data() + n, m.pos.data() + 2 * n, n, m.mass, m.acc_long.data(),
-                        m.acc_long.data() + n, m.acc_long.data() + 2 * n, m.stream);
+                        m.acc_long.data() + n, m.acc_long.data() + 2 * n, m.stream,
+                        with_energy ? &mesh_energy : nullptr);
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[1], m.stream));
+    if (with_energy) m.mesh_energy_now = mesh_energy;
   }
   if (m.treepm) {
     m.cap_allocation();
@@ -846,8 +863,12 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (long_range && ghosts) log_ghost_times();
   if (long_range) {
     Stopwatch pm_watch;
+    const bool with_energy = take_mesh_energy_expectation();   // the same on every rank
     if (pm_ranks) {   // from the device's positions into acc_long (gpu/pm_cuda_ranks.hpp)
-      pm_ranks->accelerations(pos.data(), n, mass, acc_long.data(), stream, &pm_ranks_phases);
+      double mesh_energy = 0;
+      pm_ranks->accelerations(pos.data(), n, mass, acc_long.data(), stream, &pm_ranks_phases,
+                              with_energy ? &mesh_energy : nullptr);
+      if (with_energy) mesh_energy_now = mesh_energy;
     } else {
       host_pm->accelerations(host.pos, mass, host_acc_long);
       upload(host_acc_long.data(), n, acc_long.data());
@@ -929,11 +950,14 @@ void CudaStepEngine::kick(const KickPlan& plan) {
 // relative to node centres and images from the centres, which stay within a few Mpc/h of
 // the box; the PM's assignment wraps each position (cell_coordinate), and every copy that
 // leaves the engine is wrapped (download_positions, wrapped_positions).
+void CudaStepEngine::expect_potential_energy(bool expected) { impl_->mesh_energy_expected = expected; }
+
 void CudaStepEngine::drift(double drift_factor) {
   Impl& m = *impl_;
   ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
   gpu::drift_particles(m.pos.data(), m.mom.data(), drift_factor, m.treepm ? 0.0 : m.box, m.n, m.stream);
   m.sources_current = false;
+  m.mesh_energy_now.reset();
   m.host_current = false;
 }
 
@@ -1095,11 +1119,14 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   const std::size_t count = m.ranks ? m.n_sources : m.n;
   std::size_t need = gpu::pair_potential_sum_device_bytes(count, request.box, request.cut);
   bool usable = m.ranks ? m.pm_ranks && m.sources_current && request.cut <= m.sr.r_cut : m.pm && m.n > 0;
-  if (m.pm) {
+  // The mesh term of the last force pass, where it summed it at these positions (the same
+  // bits as the PM's potential_energy(); over ranks on every rank or none).
+  const std::optional<double> mesh_now = m.mesh_energy_now;
+  if (m.pm && !mesh_now) {
     const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
     need = std::max(need, pm_memory.meshes + pm_memory.fft_work);
   }
-  if (m.pm_ranks) need = std::max(need, m.pm_ranks->transient_bytes() + 24 * m.n);
+  if (m.pm_ranks && !mesh_now) need = std::max(need, m.pm_ranks->transient_bytes() + 24 * m.n);
   const std::size_t available = usable ? m.transient_available() : 0;
   const bool fits = need + need / 16 <= available;
   if (m.ranks ? !m.comm.all(usable && fits) : !(usable && fits)) {
@@ -1126,18 +1153,18 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
                                                         m.stream);
     terms.pair_sum = m.comm.sum(share);
     pair_seconds = watch.seconds();
-    terms.mesh = m.pm_ranks->potential_energy(m.pos.data(), m.n, m.mass, m.stream);
+    terms.mesh = mesh_now ? *mesh_now : m.pm_ranks->potential_energy(m.pos.data(), m.n, m.mass, m.stream);
     terms.count = m.comm.sum<std::uint64_t>(m.n);
   } else {
     const double* x = m.pos.data();   // both wrap as they read
     terms.pair_sum = gpu::pair_potential_sum_device(x, x + m.n, x + 2 * m.n, m.n, rule, m.stream);
     pair_seconds = watch.seconds();
-    terms.mesh = m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
+    terms.mesh = mesh_now ? *mesh_now : m.pm->potential_energy(x, x + m.n, x + 2 * m.n, m.n, m.mass, m.stream);
     terms.count = m.n;
   }
   if (m.log_step_details)
-    log::info("energy check's W on the GPU{}: pair sum {:.4f} s, mesh term {:.4f} s", m.ranks ? " (rank 0)" : "",
-              pair_seconds, watch.seconds() - pair_seconds);
+    log::info("energy check's W on the GPU{}: pair sum {:.4f} s, mesh term {:.4f} s{}", m.ranks ? " (rank 0)" : "",
+              pair_seconds, watch.seconds() - pair_seconds, mesh_now ? " (summed in the force pass)" : "");
   // As power_spectrum(): the pool gives back to the driver what the check took beyond the steps'.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));

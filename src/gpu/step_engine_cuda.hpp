@@ -75,10 +75,12 @@ class CudaStepEngine final : public StepEngine {
   // With individual masses the sum of w_i p_i (w_i = m_i / m), so that times the mass it is
   // the total momentum as without; rms_momentum() stays the particles' (unweighted).
   Vec3d total_momentum() override;
-  // One rank: the energy check's pair sum and mesh term on the device from the device
-  // positions (gpu/pair_energy_cuda.cuh, the engine's PM); over ranks, or without the device
-  // memory it needs: nullopt.
+  // The energy check's pair sum and mesh term on the device from the device positions
+  // (gpu/pair_energy_cuda.cuh, the engine's PM; over ranks the forest's sources and the PM
+  // over ranks); without the device memory it needs: nullopt. The mesh term is the last
+  // long-range pass's when expect_potential_energy() asked it for it and nothing drifted since.
   std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& request) override;
+  void expect_potential_energy(bool expected) override;
   BinCounts assign_bins(const BinRule& rule) override;
   // The short-range tree is kept between steps (tree/tree_reuse.hpp decides when it is built).
   bool forces_from_fresh_tree() const override;

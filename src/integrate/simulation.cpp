@@ -297,6 +297,7 @@ RunSummary Simulation::run_from(Particles particles, double a) {
   state_.a = a;
 
   ForceStats stats;
+  engine_->expect_potential_energy(w_due(a));
   engine_->compute_forces(true, 0, stats);
   check_energy();   // the budget's start
   RunSummary summary;
@@ -340,6 +341,7 @@ RunSummary Simulation::resume() {
   engine_->load(std::move(checkpoint.particles));
   state_ = checkpoint.state;
   ForceStats stats;
+  engine_->expect_potential_energy(!state_.energy.started && w_due(state_.a));
   engine_->compute_forces(true, 0, stats);
   if (!state_.energy.started) check_energy();   // the check was off, or the checkpoint older: it starts here
   return advance(RunSummary{}, run_watch);
@@ -450,6 +452,7 @@ void Simulation::end_run(RunSummary& summary, const Stopwatch& run_watch) {
 void Simulation::begin_pm_step() {
   const double a = state_.a;
   stepper_->begin_pm_step(state_, clock_->next_pm_end(a, schedule_.next_after(a), *engine_, hierarchical_));
+  engine_->expect_potential_energy(w_due(state_.pm_a_end));   // its end's forces, then the check
   if (clock_->comoving()) forecast_.pm_step_begun(a, state_.pm_a_end);   // the ETA's model is in ln a
 }
 
@@ -506,6 +509,15 @@ double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, doub
   return report.eta_seconds;
 }
 
+// Whether the energy check at scale factor a (the start, or the end of PM step
+// state_.pm_steps) computes W: where the budget starts, at the outputs and the run's end, and
+// every [analysis] energy_check_every PM steps.
+bool Simulation::w_due(double a) const {
+  if (!energy_ || !energy_->enabled()) return false;
+  const bool landmark = schedule_.is_output(a) || a >= schedule_.a_end * (1 - 1e-12);
+  return !state_.energy.started || energy_->due(state_.pm_steps, landmark);
+}
+
 // At the start and at the ends of PM steps (every particle synchronised): K into the
 // Layzer-Irvine budget, and where due W and the residual, logged (integrate/energy.hpp).
 // Over several ranks K and W are reduced over the ranks (W collectively: every rank takes
@@ -513,8 +525,7 @@ double Simulation::log_step(const SyncPoint& sync, const ForceStats& stats, doub
 void Simulation::check_energy() {
   if (!energy_) return check_conservation();
   if (!energy_->enabled()) return;
-  const bool landmark = schedule_.is_output(state_.a) || state_.a >= schedule_.a_end * (1 - 1e-12);
-  const bool with_w = !state_.energy.started || energy_->due(state_.pm_steps, landmark);
+  const bool with_w = w_due(state_.a);
   const double p_rms = engine_->rms_momentum();
   const double sum_p2 = p_rms * p_rms * static_cast<double>(n_particles_);
   Stopwatch watch;

@@ -110,6 +110,7 @@ class Simulation {
   void check_potential_output(std::uint64_t particles) const;
   void log_gpus() const;
   void check_energy();
+  bool w_due(double a) const;
   void check_conservation();
   void make_clock();
   void check_output_folder(const RunOptions& options, std::uint64_t particles) const;

@@ -171,6 +171,12 @@ class StepEngine {
   virtual std::optional<PotentialEnergyTerms> potential_energy_terms(const PotentialEnergyRequest& /*request*/) {
     return std::nullopt;
   }
+  // A hint from the run loop: the next long-range compute_forces() is followed by
+  // potential_energy_terms() at the same positions (the energy check at that PM step's end).
+  // An engine may sum a term there from what the force pass computes anyway (the CUDA
+  // engine: the PM's density modes give the mesh term); potential_energy_terms() answers the
+  // same bits whether it did or not. Over ranks the same on every rank.
+  virtual void expect_potential_energy(bool /*expected*/) {}
   // New bins for the particles with bin >= rule.min_active_bin (bin_for_acceleration of
   // their |g_long + g_short|); returns the particles per bin, all of them.
   virtual BinCounts assign_bins(const BinRule& rule) = 0;

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -185,6 +186,21 @@ TEST_CASE("GPU mesh term of the energy check: PmSolver::potential_energy's, CIC 
         // Nothing stays allocated: the meshes and the staged positions went back to the pool.
         CHECK(pool_bytes_in_use() == pool_before);
         CHECK(gpu.memory().particles == 0);
+        // A force pass asked for the energy too (the step engine's, before an energy check):
+        // potential_energy()'s bits from the modes it transforms, and the same forces.
+        for (bool interlaced : {false, true}) {
+          CAPTURE(interlaced);
+          PmSettings si = s;
+          si.interlaced = interlaced;
+          CudaPmSolver pm(si);
+          std::vector<Vec3d> plain, along;
+          double w_along = 1.0;
+          pm.accelerations(pos, mass, plain);
+          pm.accelerations(pos, mass, along, nullptr, &w_along);
+          CHECK(w_along == pm.potential_energy(pos, mass));
+          REQUIRE(along.size() == plain.size());
+          CHECK(std::memcmp(along.data(), plain.data(), along.size() * sizeof(Vec3d)) == 0);
+        }
       }
   // PM-only has no long-range potential to sum: an error, as on the host.
   PmSettings full;
@@ -192,6 +208,9 @@ TEST_CASE("GPU mesh term of the energy check: PmSolver::potential_energy's, CIC 
   full.grid_side = 32;
   CHECK_THROWS_AS(PmSolver(full).potential_energy(pos, mass), Error);
   CHECK_THROWS_AS(CudaPmSolver(full).potential_energy(pos, mass), Error);
+  std::vector<Vec3d> acc;
+  double w_full = 0;
+  CHECK_THROWS_AS(CudaPmSolver(full).accelerations(pos, mass, acc, nullptr, &w_full), Error);
 }
 
 TEST_CASE("the energy check's mesh term: on the GPU with the CUDA backend, on the host with the CPU's") {

@@ -4,8 +4,10 @@
 // truncated, softened pair potential, and bit for bit the host-built mesh's GPU sum (the same
 // kernel, cell order and fixed-order sum); the engine's whole W against the existing path's
 // (the particles on the host, the CUDA evaluator and a CudaPmSolver of the check's own) and
-// the CPU backend's; nothing stays allocated; the same bits at every call; and a run on the
-// CUDA engine logs the W the host path gives for its particles. Returns 77 without a usable GPU.
+// the CPU backend's; nothing stays allocated; the same bits at every call; the mesh term summed
+// in the force pass that expected the check (StepEngine::expect_potential_energy) the same
+// bits, and not used once the particles drifted; and a run on the CUDA engine logs the W the
+// host path gives for its particles. Returns 77 without a usable GPU.
 #include <doctest/doctest.h>
 
 #include <cuda_runtime.h>
@@ -215,6 +217,45 @@ TEST_CASE("the CUDA step engine's W: the existing path's, the CPU backend's; not
     std::printf("  CPU backend aW %.15e: |difference| / sum of |terms| %.1e (bar %.0e)\n", cpu.total(),
                 std::abs(w.total() - cpu.total()) / scale, bar);
     CHECK(std::abs(w.total() - cpu.total()) < bar * scale);
+  }
+}
+
+TEST_CASE("the CUDA step engine's mesh term from the force pass: its own pass's bits, and not after a drift") {
+  test::require_gpu_or_skip();
+  for (const std::string& mesh : {std::string(), std::string("pm_mesh_precision = \"double\"\n")}) {
+    CAPTURE(mesh);
+    const Params params = engine_params("cuda", mesh);
+    Particles p = test::clustered_particle_set(16, 32.0, 99);
+    for (std::size_t i = 0; i < p.size(); ++i) {   // a drift that changes the clustering
+      const double t = static_cast<double>(i);
+      p.mom[i] = Vec3d{50 * std::sin(t), 50 * std::cos(1.3 * t), 50 * std::sin(2.1 * t)};
+    }
+    const PotentialEnergy host = EnergyCheck(params).potential(p);   // the PM's own pass, on the host's copy
+    CudaStepEngine engine(params);
+    engine.load(p);
+    ForceStats stats;
+    engine.expect_potential_energy(true);
+    engine.compute_forces(true, 0, stats);
+    const std::vector<Vec3d> acc_along = engine.accelerations();
+    EnergyCheck check(params);
+    const PotentialEnergy along = check.potential(engine);
+    CHECK(host.mesh < 0);
+    CHECK(along.mesh == host.mesh);   // the force pass's modes: the same bits
+    CHECK(along.pairs == host.pairs);
+    // The forces do not depend on it: a pass without the expectation gives the same bits.
+    engine.compute_forces(true, 0, stats);
+    const std::vector<Vec3d> acc_plain = engine.accelerations();
+    REQUIRE(acc_plain.size() == acc_along.size());
+    CHECK(std::memcmp(acc_plain.data(), acc_along.data(), acc_plain.size() * sizeof(Vec3d)) == 0);
+    // After a drift the force pass's value is stale: the check sums the moved particles'.
+    engine.expect_potential_energy(true);
+    engine.compute_forces(true, 0, stats);
+    engine.drift(0.05);
+    const Particles& moved = engine.particles();
+    const PotentialEnergy moved_host = EnergyCheck(params).potential(moved);
+    const PotentialEnergy after = check.potential(engine);
+    CHECK(after.mesh == doctest::Approx(moved_host.mesh).epsilon(1e-12));
+    CHECK(after.mesh != doctest::Approx(host.mesh).epsilon(1e-6));
   }
 }
 

@@ -12,7 +12,8 @@
 //   call to call, for the particles dealt out over the ranks differently, and through the
 //   device-pointer entry; the energy-only object gives back every byte it took from the pool
 //   and holds no slabs; a CudaPmRanks built for forces gives the same energy and its forces
-//   and traffic record are the same after it as before.
+//   and traffic record are the same after it as before; its force pass asked for the energy
+//   too gives the same energy bits and the same forces.
 // - the energy check (integrate/energy.hpp) over the ranks with [gpu] backend = "cuda": every
 //   term the one-rank check's (one GPU: CudaPmSolver and the GPU pair sum), the mesh term
 //   being CudaPmRanks::potential_energy's, and with backend "cpu" the host PM's, bitwise.
@@ -179,6 +180,15 @@ TEST_CASE("mesh energy over ranks on the GPUs: the host PM's and the one-GPU PM'
     CHECK(traffic_after.particle_bytes == traffic_before.particle_bytes);
     CHECK(traffic_after.ghost_bytes == traffic_before.ghost_bytes);
     CHECK(traffic_after.transpose_bytes == traffic_before.transpose_bytes);
+
+    // The force pass that sums the energy too: potential_energy()'s bits, the same forces.
+    double w_along = 1.0;
+    std::vector<Vec3d> acc_along;
+    forces->accelerations(mine, mass, acc_along, nullptr, &w_along);
+    CHECK(same_bits(w_along, w_forces));
+    CHECK(same_on_every_rank(w_along, world));
+    REQUIRE(acc_along.size() == acc_before.size());
+    CHECK(world.all(std::memcmp(acc_before.data(), acc_along.data(), acc_before.size() * sizeof(Vec3d)) == 0));
   }
 }
 
