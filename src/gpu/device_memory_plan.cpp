@@ -216,11 +216,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
   }
   plan.parts.push_back({"PM", in.pm_bytes, "PM"});
   plan.parts.push_back({"PM tables", in.pm_held_bytes, ""});
-  if (in.pm_slab_bytes > 0 || in.pm_bytes_per_particle > 0) {
-    // Taken from the pool by each PM step and given back (gpu/pm_cuda_ranks.hpp); a rank's own
-    // and routed counts are both near its share when the domains are nearly x slabs.
+  if (in.pm_slab_bytes > 0 || in.pm_routing_bytes > 0) {
+    // Taken from the pool by each PM step and given back (gpu/pm_cuda_ranks.hpp).
     plan.parts.push_back({"PM slabs", in.pm_slab_bytes, "PM"});
-    plan.parts.push_back({"PM routed particles", padded(n * in.pm_bytes_per_particle), "PM"});
+    plan.parts.push_back({"PM routed particles", padded(in.pm_routing_bytes), "PM"});
   }
   plan.parts.push_back({"CUDA and CUB reserve", std::size_t{256} << 20, ""});
   return plan;

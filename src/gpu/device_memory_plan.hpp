@@ -51,11 +51,11 @@ struct DeviceMemoryInput {
   // are held beside the state.
   std::size_t sources = 0;
   // Over ranks with the PM's particle side on the GPUs (gpu/pm_cuda_ranks.hpp), the PM phase:
-  // its x slabs with their ghost planes and the cuFFT slabs' y slabs, and its per-particle
-  // buffers (own and routed particles), planned for `particles` (what it holds between steps
-  // goes in pm_held_bytes).
+  // its x slabs with their ghost planes and the cuFFT slabs' y slabs, and the buffers of the
+  // particles that leave this rank's slab or arrive in it (CudaPmRanks::routing_bytes; what it
+  // holds between steps goes in pm_held_bytes).
   std::size_t pm_slab_bytes = 0;
-  std::size_t pm_bytes_per_particle = 0;
+  std::size_t pm_routing_bytes = 0;
 };
 
 DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "gpu/cuda_check.cuh"
+#include "pm/slab_routing.hpp"
 
 namespace orbis::gpu {
 namespace {
@@ -11,6 +12,15 @@ constexpr int kParticleBlock = 256;
 
 unsigned blocks_for(std::size_t count) {
   return static_cast<unsigned>((count + kParticleBlock - 1) / kParticleBlock);
+}
+
+// Whether `keep` keeps a particle at x (PmSlabKeep): the routing's rule, on the unshifted mesh
+// of the P-point window.
+template <int P>
+__device__ bool kept(const PmSlabKeep& keep, double x, double box, double cells_per_length, int n) {
+  if (keep.count < 0) return true;
+  const int plane = stencil_first_plane(x, box, cells_per_length, P == 2 ? Window::cic : Window::tsc, n);
+  return plane >= keep.first && plane < keep.first + keep.count;
 }
 
 template <int P>
@@ -25,9 +35,9 @@ template <int P>
 __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* __restrict__ y,
                                     const double* __restrict__ z, std::size_t count, double box,
                                     double cells_per_length, double shift, int n, int x_lo, int x_hi,
-                                    double scale, unsigned long long* __restrict__ acc) {
+                                    double scale, unsigned long long* __restrict__ acc, PmSlabKeep keep) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= count) return;
+  if (p >= count || !kept<P>(keep, x[p], box, cells_per_length, n)) return;
   const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
 #pragma unroll
   for (int o = 0; o < P; ++o) {
@@ -64,9 +74,10 @@ template <int P, typename Real>
 __global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* __restrict__ x,
                                    const double* __restrict__ y, const double* __restrict__ z,
                                    std::size_t count, double box, double cells_per_length, double shift,
-                                   int n, int x0, double scale, bool add, double* __restrict__ out) {
+                                   int n, int x0, double scale, bool add, double* __restrict__ out,
+                                   PmSlabKeep keep) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= count) return;
+  if (p >= count || !kept<P>(keep, x[p], box, cells_per_length, n)) return;
   const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
   const std::size_t padded = 2 * (n / 2 + 1);
   double sum = 0;
@@ -92,15 +103,15 @@ __global__ void interpolate_kernel(const Real* __restrict__ mesh, const double* 
 
 void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
                      const PmMeshGeometry& g, int x_lo, int x_hi, double scale,
-                     unsigned long long* acc, cudaStream_t stream) {
+                     unsigned long long* acc, cudaStream_t stream, const PmSlabKeep& keep) {
   if (count == 0) return;
   const double cpl = g.n / g.box;
   if (g.window == Window::cic)
     assign_fixed_kernel<2><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc);
+        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc, keep);
   else
     assign_fixed_kernel<3><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc);
+        x, y, z, count, g.box, cpl, g.shift_cells, g.n, x_lo, x_hi, scale, acc, keep);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -117,23 +128,25 @@ void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, 
 template <typename Real>
 void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
                     std::size_t count, const PmMeshGeometry& g, double scale, bool add,
-                    double* out, cudaStream_t stream, int x0) {
+                    double* out, cudaStream_t stream, int x0, const PmSlabKeep& keep) {
   if (count == 0) return;
   const double cpl = g.n / g.box;
   if (g.window == Window::cic)
     interpolate_kernel<2, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out);
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out, keep);
   else
     interpolate_kernel<3, Real><<<blocks_for(count), kParticleBlock, 0, stream>>>(
-        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out);
+        mesh, x, y, z, count, g.box, cpl, g.shift_cells, g.n, x0, scale, add, out, keep);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
 template void pm_fixed_to_mesh<float>(const unsigned long long*, int, int, int, double, double, float*, cudaStream_t);
 template void pm_fixed_to_mesh<double>(const unsigned long long*, int, int, int, double, double, double*, cudaStream_t);
 template void pm_interpolate<float>(const float*, const double*, const double*, const double*, std::size_t,
-                                    const PmMeshGeometry&, double, bool, double*, cudaStream_t, int);
+                                    const PmMeshGeometry&, double, bool, double*, cudaStream_t, int,
+                                    const PmSlabKeep&);
 template void pm_interpolate<double>(const double*, const double*, const double*, const double*, std::size_t,
-                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t, int);
+                                     const PmMeshGeometry&, double, bool, double*, cudaStream_t, int,
+                                    const PmSlabKeep&);
 
 }  // namespace orbis::gpu

@@ -46,13 +46,22 @@ struct PmMeshGeometry {
   double shift_cells = 0;
 };
 
+// The particles a rank of the PM over ranks keeps (gpu/pm_cuda_ranks.hpp): those whose
+// stencil's first x plane on the unshifted mesh (pm/slab_routing.hpp's stencil_first_plane,
+// the routing's rule) lies in its slab [first, first + count); the others are routed to their
+// slab's owner. count < 0 (the default): every particle.
+struct PmSlabKeep {
+  int first = 0, count = -1;
+};
+
 // acc[((i - x_lo) n + j) n + k] += round(w * scale) for every stencil node (i, j, k) with
 // x_lo <= i < x_hi; acc is zeroed by the caller. x_hi may exceed n: the planes then wrap
 // periodically (x_lo, ..., n - 1, 0, ..., x_hi - n - 1, at acc's planes 0, 1, ...), the x slab
 // and ghost planes of the PM over ranks (gpu/pm_cuda_ranks.hpp); x_hi - x_lo <= n.
+// Only the particles `keep` keeps take part.
 void pm_assign_fixed(const double* x, const double* y, const double* z, std::size_t count,
                      const PmMeshGeometry& g, int x_lo, int x_hi, double scale,
-                     unsigned long long* acc, cudaStream_t stream);
+                     unsigned long long* acc, cudaStream_t stream, const PmSlabKeep& keep = {});
 
 // mesh(i, j, k) = (acc - mean) * factor for x_lo <= i < x_hi in the padded real layout
 // ((i n + j) 2(n/2+1) + k), padding zeroed.
@@ -63,10 +72,11 @@ void pm_fixed_to_mesh(const unsigned long long* acc, int n, int x_lo, int x_hi, 
 // out[p] = scale * sum_node W(x_node - x_p) mesh(node) (or out[p] += ... when `add`), the
 // CPU's interpolation (PmSolver), one component at a time. mesh holds the x planes from x0 on
 // (wrapping at n) in the padded layout: the whole mesh (x0 = 0), or a rank's x slab and its
-// ghost planes (gpu/pm_cuda_ranks.hpp), which must hold every stencil's planes.
+// ghost planes (gpu/pm_cuda_ranks.hpp), which must hold every stencil's planes. out[p] of a
+// particle `keep` does not keep is left as it is.
 template <typename Real>
 void pm_interpolate(const Real* mesh, const double* x, const double* y, const double* z,
                     std::size_t count, const PmMeshGeometry& g, double scale, bool add,
-                    double* out, cudaStream_t stream, int x0 = 0);
+                    double* out, cudaStream_t stream, int x0 = 0, const PmSlabKeep& keep = {});
 
 }  // namespace orbis::gpu

@@ -5,6 +5,9 @@
 // gpu/pm_cuda_ranks_energy.cu, the counts' modes (for the P(k)) in gpu/pm_cuda_ranks_modes.cu.
 #include "gpu/pm_cuda_ranks.hpp"
 
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -38,36 +41,58 @@ constexpr unsigned kThreads = 256;
 unsigned grid_for(std::size_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-// key[p] = the rank owning the first x plane of particle p's stencil, SlabRouting::route's
-// rule on the unshifted mesh (the shifted meshes' stencils start at most one plane further,
-// which the window-order ghost planes hold); index[p] = p; counts[key] += 1.
-__global__ void route_kernel(const double* __restrict__ x, std::size_t n, double box, double cells_per_length,
-                             Window window, int mesh_n, int block, std::uint32_t* __restrict__ key,
-                             std::uint32_t* __restrict__ index, unsigned long long* __restrict__ counts) {
-  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (p >= n) return;
-  const int plane = stencil_first_plane(x[p], box, cells_per_length, window, mesh_n);
-  const int owner = plane / block;   // slab_owner (pm/fft_mesh.hpp)
-  key[p] = static_cast<std::uint32_t>(owner);
-  index[p] = static_cast<std::uint32_t>(p);
-  atomicAdd(counts + owner, 1ull);
+// The rank owning the first x plane of a particle's stencil at x: SlabRouting::route's rule on
+// the unshifted mesh (the shifted meshes' stencils start at most one plane further, which the
+// window-order ghost planes hold).
+struct SlabRule {
+  double box, cells_per_length;
+  Window window;
+  int mesh_n, block;   // block: planes per rank (slab_owner, pm/fft_mesh.hpp)
+  __device__ int owner(double x) const { return stencil_first_plane(x, box, cells_per_length, window, mesh_n) / block; }
+};
+
+SlabRule slab_rule(const PmSettings& s, int ranks) {
+  return SlabRule{s.box_mpc_h, s.grid_side / s.box_mpc_h, s.window, s.grid_side, (s.grid_side + ranks - 1) / ranks};
 }
 
-// out[3 q + d] = soa[d n + order[q]]: the positions in send order, interleaved (MPI's element
-// is one particle).
-__global__ void pack_kernel(const double* __restrict__ soa, std::size_t n, const std::uint32_t* __restrict__ order,
-                            double* __restrict__ out) {
+// counts[owner of p] += 1 for every particle p.
+__global__ void count_kernel(const double* __restrict__ x, std::size_t n, SlabRule rule,
+                             unsigned long long* __restrict__ counts) {
+  const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (p < n) atomicAdd(counts + rule.owner(x[p]), 1ull);
+}
+
+// The particles another rank's slab takes (cub::DeviceSelect's predicate on indices).
+struct Leaves {
+  const double* x;
+  SlabRule rule;
+  int me;
+  __device__ bool operator()(std::uint32_t p) const { return rule.owner(x[p]) != me; }
+};
+
+// key[q] = the owner of leaver index[q].
+__global__ void key_kernel(const double* __restrict__ x, const std::uint32_t* __restrict__ index, std::size_t count,
+                           SlabRule rule, std::uint32_t* __restrict__ key) {
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (q >= n) return;
+  if (q < count) key[q] = static_cast<std::uint32_t>(rule.owner(x[index[q]]));
+}
+
+// out[3 q + d] = soa[d n + order[q]] for q < count: the leavers' positions in send order,
+// interleaved (MPI's element is one particle); n is soa's stride.
+__global__ void pack_kernel(const double* __restrict__ soa, std::size_t n, const std::uint32_t* __restrict__ order,
+                            std::size_t count, double* __restrict__ out) {
+  const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (q >= count) return;
   const std::size_t i = order[q];
   for (int d = 0; d < 3; ++d) out[3 * q + d] = soa[d * n + i];
 }
 
-// soa[d n + order[q]] = in[3 q + d]: the accelerations back into the caller's order.
+// soa[d n + order[q]] = in[3 q + d] for q < count: the leavers' accelerations back into the
+// caller's order.
 __global__ void unpack_kernel(const double* __restrict__ in, std::size_t n, const std::uint32_t* __restrict__ order,
-                              double* __restrict__ soa) {
+                              std::size_t count, double* __restrict__ soa) {
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (q >= n) return;
+  if (q >= count) return;
   const std::size_t i = order[q];
   for (int d = 0; d < 3; ++d) soa[d * n + i] = in[3 * q + d];
 }
@@ -112,6 +137,7 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
   m.owned_counts = std::move(lists.owned_counts);
 
   m.counts_dev.ensure_exact(static_cast<std::size_t>(ranks));
+  m.selected.ensure_exact(1);
   m.counts_host.ensure(static_cast<std::size_t>(ranks));
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
   if (use == Use::energy) {   // no slabs held: potential_energy() takes them from the pool
@@ -157,10 +183,20 @@ std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int
   return meshes + ghost_in + force_ghost_in + y + std::max(x, y);
 }
 
-std::size_t CudaPmRanks::bytes_per_particle() {
-  // Own: two keys and two order entries (the sort's double buffers), packed position.
-  // Routed: as received, positions and accelerations in blocks.
-  return 4 * sizeof(std::uint32_t) + 3 * sizeof(double) + 3 * 3 * sizeof(double);
+std::size_t CudaPmRanks::routing_bytes(std::size_t leaving, std::size_t arriving) {
+  // A leaver: two keys and two order entries (the sort's double buffers), the packed
+  // position, then its acceleration there; the sort's temporary storage (a bound). An
+  // arrival: as received, positions and accelerations in blocks.
+  return leaving * (4 * sizeof(std::uint32_t) + 3 * sizeof(double) + 2 * sizeof(std::uint32_t)) +
+         arriving * 3 * 3 * sizeof(double) + (std::size_t{1} << 20);
+}
+
+CudaPmRoutingCounts CudaPmRanks::routing_counts(const double* pos, std::size_t n, CUstream_st* stream) {
+  Impl& m = *impl_;
+  ORBIS_CUDA_CHECK(cudaSetDevice(m.device));
+  m.count_destinations(pos, n, stream);
+  const int me = m.comm.rank();
+  return CudaPmRoutingCounts{n - m.send_counts[me], Comm::total(m.recv_counts) - m.recv_counts[me]};
 }
 
 std::size_t CudaPmRanks::mesh_bytes() const {
@@ -230,33 +266,13 @@ std::size_t CudaPmRanks::Impl::total_particles(std::size_t n) const {
   return comm.sum<std::uint64_t>(n);
 }
 
-// Positions to the slab owners: keys, a stable sort by destination, the packed positions
-// down, the all-to-all, up, and into x | y | z blocks.
-void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t stream) {
-  const int ranks = comm.size(), mesh_n = settings.grid_side;
-  const std::size_t room = std::max<std::size_t>(n, 1);
-  keys.ensure(room);
-  keys_alt.ensure(room);
-  order.ensure(room);
-  order_alt.ensure(room);
-  packed.ensure(3 * room);
+// Every own particle's destination counted (send_counts, this rank's own included), and what
+// every rank sends here (recv_counts): SlabRule, on the device. Collective.
+void CudaPmRanks::Impl::count_destinations(const double* pos, std::size_t n, cudaStream_t stream) {
+  const int ranks = comm.size();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counts_dev.data(), 0, ranks * sizeof(unsigned long long), stream));
   if (n > 0) {
-    route_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, settings.box_mpc_h, mesh_n / settings.box_mpc_h,
-                                                       settings.window, mesh_n, (mesh_n + ranks - 1) / ranks,
-                                                       keys.data(), order.data(), counts_dev.data());
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-  }
-  int bits = 1;
-  while ((1 << bits) < ranks) ++bits;
-  cub::DoubleBuffer<std::uint32_t> key_buffers(keys.data(), keys_alt.data());
-  cub::DoubleBuffer<std::uint32_t> order_buffers(order.data(), order_alt.data());
-  const std::size_t temp = gpu::radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(room, 0, bits);
-  sort_temp.ensure(temp);
-  gpu::radix_sort_pairs(sort_temp.data(), sort_temp.capacity(), key_buffers, order_buffers, n, 0, bits, stream);
-  sorted_order = order_buffers.Current();
-  if (n > 0) {
-    pack_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, sorted_order, packed.data());
+    count_kernel<<<grid_for(n), kThreads, 0, stream>>>(pos, n, slab_rule(settings, ranks), counts_dev.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   ORBIS_CUDA_CHECK(cudaMemcpyAsync(counts_host.data(), counts_dev.data(), ranks * sizeof(unsigned long long),
@@ -265,6 +281,51 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   send_counts.assign(ranks, 0);
   for (int r = 0; r < ranks; ++r) send_counts[r] = static_cast<std::size_t>(counts_host.data()[r]);
   recv_counts = comm.alltoall_counts(send_counts, n);
+}
+
+// Positions to the slab owners. The particles whose stencil starts in this rank's slab stay
+// where they are: the passes read them from the caller's positions (PmSlabKeep). The others,
+// the leavers (those near a slab boundary when the domains are nearly x slabs), are listed in
+// index order, sorted stably by destination, packed and sent; what arrives from the other
+// ranks goes into x | y | z blocks (routed_pos).
+void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t stream) {
+  const int ranks = comm.size(), me = comm.rank();
+  own_pos = pos;
+  own_n = n;
+  count_destinations(pos, n, stream);
+  leaving = n - send_counts[me];
+  send_counts[me] = recv_counts[me] = 0;   // the stayers do not move
+  const std::size_t room = std::max<std::size_t>(leaving, 1);
+  keys.ensure(room);
+  keys_alt.ensure(room);
+  order.ensure(room);
+  order_alt.ensure(room);
+  packed.ensure(3 * room);
+  int bits = 1;
+  while ((1 << bits) < ranks) ++bits;
+  const thrust::counting_iterator<std::uint32_t> index(0);
+  const auto items = static_cast<std::int64_t>(n);
+  const Leaves leaves{pos, slab_rule(settings, ranks), me};
+  std::size_t select_bytes = 0;
+  if (n > 0)
+    ORBIS_CUDA_CHECK(
+        cub::DeviceSelect::If(nullptr, select_bytes, index, order.data(), selected.data(), items, leaves, stream));
+  sort_temp.ensure(std::max(select_bytes, gpu::radix_sort_pairs_bytes<std::uint32_t, std::uint32_t>(room, 0, bits)));
+  cub::DoubleBuffer<std::uint32_t> key_buffers(keys.data(), keys_alt.data());
+  cub::DoubleBuffer<std::uint32_t> order_buffers(order.data(), order_alt.data());
+  if (leaving > 0) {
+    ORBIS_CUDA_CHECK(cub::DeviceSelect::If(sort_temp.data(), select_bytes, index, order.data(), selected.data(), items,
+                                           leaves, stream));
+    key_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(pos, order.data(), leaving, slab_rule(settings, ranks), keys.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    gpu::radix_sort_pairs(sort_temp.data(), sort_temp.capacity(), key_buffers, order_buffers, leaving, 0, bits,
+                          stream);
+  }
+  sorted_order = order_buffers.Current();
+  if (leaving > 0) {
+    pack_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(pos, n, sorted_order, leaving, packed.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
   routed_count = Comm::total(recv_counts);
   const std::size_t m = routed_count, routed_room = std::max<std::size_t>(m, 1);
   routed.ensure(3 * routed_room);
@@ -272,8 +333,20 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   exchange_particles(packed.data(), send_counts, routed.data(), recv_counts, stream);
   if (m > 0) gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
   traffic.particles = n;
-  traffic.particles_away = n - send_counts[comm.rank()];
-  traffic.particle_bytes = 2 * 3 * sizeof(double) * traffic.particles_away;
+  traffic.particles_away = leaving;
+  traffic.particle_bytes = 2 * 3 * sizeof(double) * leaving;
+}
+
+// The fixed-point deposit at g of this rank's share into the held planes (`fixed`, zeroed):
+// the own particles that stay, from the caller's positions, and those routed here.
+void CudaPmRanks::Impl::deposit(const gpu::PmMeshGeometry& g, double scale, unsigned long long* fixed,
+                                cudaStream_t stream) const {
+  if (held == 0) return;
+  const std::size_t m = routed_count;
+  const double* const rx = routed_pos.data();
+  gpu::pm_assign_fixed(own_pos, own_pos + own_n, own_pos + 2 * own_n, own_n, g, slab.first, slab.first + held, scale,
+                       fixed, stream, keep_own());
+  gpu::pm_assign_fixed(rx, rx + m, rx + 2 * m, m, g, slab.first, slab.first + held, scale, fixed, stream);
 }
 
 // Interleaved triples between ranks: `out` (device) holds what this rank sends, grouped by
@@ -313,14 +386,14 @@ void CudaPmRanks::Impl::exchange_particles(const double* out, const std::vector<
   sync(stream);   // the pinned buffers are reused at once
 }
 
-// The routed particles' accelerations (routed_acc) back to their senders, into acc in the
-// senders' order.
-void CudaPmRanks::Impl::send_back(double* acc, std::size_t n, cudaStream_t stream) {
+// The routed particles' accelerations (routed_acc) back to their senders, and there into the
+// leavers' places in acc (x | y | z blocks of own_n; the stayers' are written already).
+void CudaPmRanks::Impl::send_back(double* acc, cudaStream_t stream) {
   const std::size_t m = routed_count;
   if (m > 0) gpu::interleave(routed_acc.data(), m, routed.data(), stream);
   exchange_particles(routed.data(), recv_counts, packed.data(), send_counts, stream);
-  if (n > 0) {
-    unpack_kernel<<<grid_for(n), kThreads, 0, stream>>>(packed.data(), n, sorted_order, acc);
+  if (leaving > 0) {
+    unpack_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(packed.data(), own_n, sorted_order, leaving, acc);
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   sync(stream);
@@ -398,7 +471,7 @@ void CudaPmRanks::Impl::fetch_force_ghosts(Real* mesh, cudaStream_t stream) {
 }
 
 template <typename Real>
-void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times,
+void CudaPmRanks::Impl::run(std::size_t total, double mass, double* acc, cudaStream_t stream, PhaseTimes& times,
                             double* energy_rows) {
   const PmSettings& s = settings;
   const int n = s.grid_side;
@@ -424,7 +497,7 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
       ScopedPhase phase(times, "pm_assign");
       ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
                                        stream));
-      if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
+      deposit(g, scale, fixed, stream);
     }
     {
       ScopedPhase phase(times, "pm_exchange");
@@ -443,11 +516,17 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, cudaStream_t stream,
       for (Real* f : force) fetch_force_ghosts(f, stream);
     }
     {
-      // Two meshes: g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's.
+      // Two meshes: g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's. The
+      // stayers' straight into acc, the routed particles' into routed_acc (send_back()).
       ScopedPhase phase(times, "pm_interpolate");
-      for (int axis = 0; axis < 3; ++axis)
-        gpu::pm_interpolate(force[axis], rx, ry, rz, m, g, meshes_count == 2 ? 0.5 : 1.0, mesh == 1,
-                            routed_acc.data() + axis * m, stream, slab.first);
+      const double half = meshes_count == 2 ? 0.5 : 1.0;
+      const double* const own = own_pos;
+      for (int axis = 0; axis < 3; ++axis) {
+        gpu::pm_interpolate(force[axis], own, own + own_n, own + 2 * own_n, own_n, g, half, mesh == 1,
+                            acc + axis * own_n, stream, slab.first, keep_own());
+        gpu::pm_interpolate(force[axis], rx, ry, rz, m, g, half, mesh == 1, routed_acc.data() + axis * m, stream,
+                            slab.first);
+      }
       sync(stream);
     }
   }
@@ -491,15 +570,15 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
           std::max<std::size_t>(meshes_count * static_cast<std::size_t>(settings_.grid_side) * m.layout.y.count, 1));
     m.sync(stream);   // the allocations, before CudaPmSlabs' stream uses the meshes
     double* const rows = mesh_energy ? m.row_sums.data() : nullptr;
-    if (settings_.double_mesh) m.run<double>(total, particle_mass, stream, t, rows);
-    else m.run<float>(total, particle_mass, stream, t, rows);
+    if (settings_.double_mesh) m.run<double>(total, particle_mass, acc, stream, t, rows);
+    else m.run<float>(total, particle_mass, acc, stream, t, rows);
     if (mesh_energy) {
       *mesh_energy = m.energy_of_rows(rows, meshes_count, stream);
       m.row_sums.release();
     }
     {
       ScopedPhase phase(t, "pm_exchange");
-      m.send_back(acc, n, stream);
+      m.send_back(acc, stream);
     }
     m.meshes.release();
     m.ghost_in.release();

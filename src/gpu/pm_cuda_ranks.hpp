@@ -5,10 +5,12 @@
 //
 // The steps, on each rank's GPU with host staging only where MPI moves data:
 //  1. routing: each particle goes to the owner of its stencil's first x plane (the host PM's
-//     rule, pm/slab_routing.hpp); keys sorted by destination on the device (CUB radix sort,
-//     stable: a fixed order), positions packed in that order; the blocks for other ranks
-//     copied to pinned memory, Comm's alltoallv, copied up, while the rank's own block (most
-//     particles when the domains are nearly x slabs) is copied on the device;
+//     rule, pm/slab_routing.hpp). Those of this rank's slab (most particles when the domains
+//     are nearly x slabs) stay where they are: the passes read their positions from the
+//     caller's arrays and write their accelerations there (gpu/pm_cuda_mesh.cuh's
+//     PmSlabKeep). The others, the leavers, are selected in index order, sorted stably by
+//     destination on the device (CUB), packed, copied to pinned memory, Comm's alltoallv,
+//     copied up;
 //  2. per mesh (two, 1/8 and 5/8 cell, when interlaced: pm/pm_modes.hpp's
 //     long_range_mesh_shift; one at 1/4 otherwise), one after the other in the same memory:
 //     fixed-point deposit into the x slab and its window-order ghost planes (the one-GPU
@@ -17,9 +19,9 @@
 //     CUDA IPC exchange when the ranks have one, else staged through pinned memory), the
 //     conversion to the density, the Fourier work of CudaPmSlabs on these device slabs, the
 //     force meshes' ghost planes fetched from their owners, and the interpolation at the
-//     routed particles (half of each mesh's force when there are two);
-//  3. the accelerations back the way the positions came (device pack, staging, alltoallv)
-//     and scattered into the caller's order.
+//     stayers and the routed particles (half of each mesh's force when there are two);
+//  3. the routed particles' accelerations back the way the positions came (device pack,
+//     staging, alltoallv) and scattered into the leavers' places.
 //
 // Why particles travel and not mesh pieces: with the default mesh of 2N cells per side a
 // particle's share of the mesh is ~8 cells of 8 bytes (the fixed-point density; then the
@@ -38,9 +40,10 @@
 // short-range step uses that memory, as the one-GPU PM's): one mesh set of three real x
 // slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n
 // 2(n/2+1) reals each (the fixed-point density lives in g_x and g_y until the transform), the
-// received density and force ghost planes, CudaPmSlabs' two complex y slabs; per particle (bytes_per_particle():
-// own particles' keys, order and packed positions, the routed particles' positions and
-// accelerations). Held between calls (held_bytes()): cuFFT's work areas, the exchange's
+// received density and force ghost planes, CudaPmSlabs' two complex y slabs; per particle that
+// leaves or arrives (routing_bytes(): a leaver's keys, order and packed position, an
+// arrival's position and acceleration; none for those that stay). Held between calls
+// (held_bytes()): cuFFT's work areas, the exchange's
 // exported buffer with CUDA IPC, the axis tables. Pinned host buffers of the particles that
 // cross and of the ghost planes.
 //
@@ -122,6 +125,11 @@ struct PmRankTraffic {
   std::size_t particle_bytes = 0;     // positions out and accelerations back
   std::size_t ghost_bytes = 0;        // density ghost planes added, force ghost planes fetched
   std::size_t transpose_bytes = 0;    // CudaPmSlabs' transposes between x and y slabs
+};
+
+// A rank's particles that the PM's routing sends to other ranks' slabs, and those it receives.
+struct CudaPmRoutingCounts {
+  std::size_t leaving = 0, arriving = 0;
 };
 
 class CudaPmRanks {
@@ -221,8 +229,12 @@ class CudaPmRanks {
   // work slab taken as CUDA IPC's).
   static std::size_t planned_transient_bytes(const PmSettings& settings, int ranks, int rank);
   std::size_t pinned_bytes() const;
-  // Device bytes per particle of the particle buffers (own and routed, one each).
-  static std::size_t bytes_per_particle();
+  // Device bytes of the particle buffers of an accelerations() call whose rank sends `leaving`
+  // particles to other ranks' slabs and receives `arriving` (those that stay take none).
+  static std::size_t routing_bytes(std::size_t leaving, std::size_t arriving);
+  // Those two counts for this rank's n particles at pos (device, x | y | z blocks) now: one
+  // pass over the positions and the counts' all-to-all. Collective.
+  CudaPmRoutingCounts routing_counts(const double* pos, std::size_t n, CUstream_st* stream);
   // "PM 256^3 float mesh, tsc, long range on two interlaced meshes over 2 ranks, particles
   // and meshes on the GPUs: 130 MiB of slabs on device 0"
   std::string describe() const;

@@ -110,9 +110,9 @@ void CudaPmRanks::Impl::bind_forward_plans(cudaStream_t stream) {
 }
 
 std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
-  // The routing: own particles' keys and order twice and packed positions; the routed ones
-  // (counted as many as the own) as received and in blocks.
-  const std::size_t routing = n * (4 * sizeof(std::uint32_t) + 3 * sizeof(double)) + n * 2 * 3 * sizeof(double);
+  // The routing, every own particle counted as leaving and as many arriving (a bound: the check
+  // comes before the counts are known).
+  const std::size_t routing = CudaPmRanks::routing_bytes(n, n);
   // Then (Use::energy: the routing's buffers given back first) the routed positions and the meshes.
   const EnergyBlock block = energy_block();
   std::size_t meshes_bytes = meshes.capacity() >= block.total() ? 0 : block.total();
@@ -191,17 +191,14 @@ void CudaPmRanks::Impl::forward_modes(double shift_cells, std::size_t total, dou
                                       unsigned long long* fixed, void* modes_out, cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = settings.grid_side;
-  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
+  const std::size_t cells = static_cast<std::size_t>(n) * n;
   C* const modes = static_cast<C*>(modes_out);
-  const double* const rx = routed_pos.data();
-  const double* const ry = rx + m;
-  const double* const rz = ry + m;
   const double scale = fixed_point_scale(total);
   const double mean = pm_fixed_point_mean(total, scale, n);
   const gpu::PmMeshGeometry g{n, settings.window, settings.box_mpc_h, shift_cells};
   ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
                                    stream));
-  if (held > 0) gpu::pm_assign_fixed(rx, ry, rz, m, g, slab.first, slab.first + held, scale, fixed, stream);
+  deposit(g, scale, fixed, stream);
   add_density_ghosts(fixed, stream);
   gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, factor / scale, rho, stream);
   if (slabs) {   // Use::forces: CudaPmSlabs' plans and transposes (device to device with CUDA IPC)

@@ -16,6 +16,7 @@
 #include "core/timer.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_buffer.cuh"
+#include "gpu/pm_cuda_mesh.cuh"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
 #include "pm/fft_mesh.hpp"
@@ -49,19 +50,23 @@ struct CudaPmRanks::Impl {
   gpu::DeviceArray<unsigned char> meshes;
   gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
   gpu::DeviceArray<unsigned char> force_ghost_in;     // force ghost planes received (one mesh)
-  // Own particles: sort keys and order (double buffers), the packed positions and then the
-  // accelerations back; routed particles: as received (interleaved, then their accelerations
-  // interleaved), positions and accelerations in x | y | z blocks.
+  // The call's own particles (the caller's x | y | z blocks; the stayers are read there). The
+  // leavers: their indices and sort keys (double buffers), the packed positions and then the
+  // accelerations back; the particles routed here: as received (interleaved, then their
+  // accelerations interleaved), positions and accelerations in x | y | z blocks.
+  const double* own_pos = nullptr;
+  std::size_t own_n = 0, leaving = 0;
   gpu::DeviceArray<std::uint32_t> keys, keys_alt, order, order_alt;
   gpu::DeviceArray<unsigned char> sort_temp;
   gpu::DeviceArray<double> packed, routed, routed_pos, routed_acc;
   gpu::DeviceArray<unsigned long long> counts_dev;
+  gpu::DeviceArray<std::int64_t> selected;   // the leavers' selection count
   gpu::DeviceArray<double> host_io;                   // host-vector entry: positions, accelerations
   gpu::PinnedArray<unsigned char> send, recv;
   gpu::PinnedArray<unsigned long long> counts_host;
   std::vector<std::size_t> send_counts, recv_counts;
   const std::uint32_t* sorted_order = nullptr;   // send slot -> caller's index
-  std::size_t routed_count = 0;
+  std::size_t routed_count = 0;                   // particles routed here from the other ranks
   PmRankTraffic traffic;
   bool logged = false;
 
@@ -89,7 +94,7 @@ struct CudaPmRanks::Impl {
   }
   std::size_t particle_bytes() const {
     return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +
-           sort_temp.capacity() +
+           sort_temp.capacity() + selected.capacity() * sizeof(std::int64_t) +
            (packed.capacity() + routed.capacity() + routed_pos.capacity() + routed_acc.capacity() +
             host_io.capacity()) * sizeof(double) +
            counts_dev.capacity() * sizeof(unsigned long long);
@@ -104,10 +109,14 @@ struct CudaPmRanks::Impl {
   // The particles over every rank, this rank holding n; a count the routing's 32-bit order
   // cannot hold stops every rank (the others would wait). Collective.
   std::size_t total_particles(std::size_t n) const;
+  void count_destinations(const double* pos, std::size_t n, cudaStream_t stream);
   void route(const double* pos, std::size_t n, cudaStream_t stream);
+  // The own particles this rank's slab keeps (those that do not leave).
+  gpu::PmSlabKeep keep_own() const { return gpu::PmSlabKeep{slab.first, slab.count}; }
+  void deposit(const gpu::PmMeshGeometry& g, double scale, unsigned long long* fixed, cudaStream_t stream) const;
   void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
                           const std::vector<std::size_t>& in_counts, cudaStream_t stream);
-  void send_back(double* acc, std::size_t n, cudaStream_t stream);
+  void send_back(double* acc, cudaStream_t stream);
   gpu::DeviceAlltoallv* peer_exchange() const;
   void exchange_planes(const unsigned char* from, const std::vector<int>& out_planes,
                        const std::vector<std::size_t>& out_counts, unsigned char* in,
@@ -115,10 +124,11 @@ struct CudaPmRanks::Impl {
   void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
   template <typename Real>
   void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
-  // The force pass; with energy_rows (device, meshes x n x y.count doubles) also each mesh's
-  // energy row sums (energy_of_rows()).
+  // The force pass: the stayers' accelerations into acc (x | y | z blocks of own_n), the
+  // routed particles' into routed_acc; with energy_rows (device, meshes x n x y.count doubles)
+  // also each mesh's energy row sums (energy_of_rows()).
   template <typename Real>
-  void run(std::size_t total, double mass, cudaStream_t stream, PhaseTimes& times, double* energy_rows);
+  void run(std::size_t total, double mass, double* acc, cudaStream_t stream, PhaseTimes& times, double* energy_rows);
 
   // The energy (pm_cuda_ranks_energy.cu). The block of one call (of count_modes() too), in
   // `meshes`: the density x slab (mesh_reals reals, as rho of the forces' layout), then from
@@ -140,7 +150,7 @@ struct CudaPmRanks::Impl {
   void give_back_energy_memory();
   template <typename C>
   void transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream);
-  // One mesh's forward transform of the routed particles (routed_pos): the fixed-point deposit
+  // One mesh's forward transform of this rank's share (deposit()): the fixed-point deposit
   // at shift_cells into the held planes (`fixed`: held n^2 sums), the density ghost planes
   // added into their owners' planes, (sum - mean) factor / scale into the x slab `rho`
   // (fixed_point_scale(total) and its mean), the 2D R2C of its planes, the transpose into

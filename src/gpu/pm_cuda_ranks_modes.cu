@@ -111,12 +111,11 @@ int CudaPmRanks::y_count() const { return impl_->layout.y.count; }
 
 std::size_t CudaPmRanks::count_modes_bytes(std::size_t n, int meshes_count) const {
   const Impl& m = *impl_;
-  // The routing (ensure's 1/8 headroom): own particles' keys and order twice and packed
-  // positions, the routed ones (counted as many as the own) as received and in blocks, and
-  // the sort's temporary storage (a bound).
+  // The routing (ensure's 1/8 headroom), every own particle counted as leaving and as many
+  // arriving (a bound: the estimate comes before the counts are known).
   const std::size_t room = n + n / 8 + 1;
   const std::size_t routed_pos = room * 3 * sizeof(double);
-  const std::size_t routing = room * (4 * sizeof(std::uint32_t) + 3 * sizeof(double)) + 2 * routed_pos + (1 << 20);
+  const std::size_t routing = CudaPmRanks::routing_bytes(room, room);
   // Then the routing's buffers are given back, but the routed positions, and the meshes taken.
   return std::max(routing, routed_pos + m.count_slab_bytes(meshes_count));
 }

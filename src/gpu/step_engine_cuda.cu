@@ -169,6 +169,7 @@ struct CudaStepEngine::Impl {
   std::optional<RankDomains> domains;
   std::unique_ptr<PmSolver> host_pm;       // the fallback: the host PM on x slabs
   std::unique_ptr<CudaPmRanks> pm_ranks;   // TreePM: the PM over ranks on the GPUs, particles and meshes
+  std::optional<CudaPmRoutingCounts> pm_routing;   // its routing counts at the last domain update
   PhaseTimes pm_ranks_phases;              // its phases summed over the run (tree_summary())
   int domain_updates = 0;                  // over ranks: the updates and their wall time (tree_summary())
   double domain_update_seconds = 0;
@@ -375,7 +376,10 @@ struct CudaStepEngine::Impl {
     } else if (pm_ranks) {
       // What it holds is allocated already: counted in the plan and given back to the free memory.
       in.pm_slab_bytes = pm_ranks->transient_bytes();
-      in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
+      // The PM's routing counts at the last domain update, with a quarter more for the drifts
+      // until the next; before the first, every own particle leaving and as many arriving.
+      const CudaPmRoutingCounts r = pm_routing ? *pm_routing : CudaPmRoutingCounts{own, own};
+      in.pm_routing_bytes = CudaPmRanks::routing_bytes(r.leaving + r.leaving / 4, r.arriving + r.arriving / 4);
       in.pm_held_bytes = pm_ranks->held_bytes();
     }   // over ranks the host PM's cuFFT slabs are allocated already (free memory counts them)
     return in;
@@ -639,6 +643,7 @@ void CudaStepEngine::load(Particles particles) {
   m.loaded = true;
   m.sources_current = false;
   m.mesh_energy_now.reset();
+  m.pm_routing.reset();
   if (m.treepm) {
     m.sr.g_mass = m.g * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
@@ -856,6 +861,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     if (!ghosts) ghosts.emplace(comm);
     n_sources = ghosts->refresh(*domains, pos.data(), n, sr.r_cut, sources,
                                 [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
+    if (update && pm_ranks) pm_routing = pm_ranks->routing_counts(pos.data(), n, stream);   // collective
     if (update || !same) replan_for_counts();
     sources_current = true;
   }

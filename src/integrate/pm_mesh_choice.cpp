@@ -68,7 +68,7 @@ PmMeshChoice choose_pm_grid_side(const Params& params, const Comm& comm) {
     in.particles = static_cast<std::size_t>(std::ceil(NodeDomains::kMaxParticleShare * mean));
     in.sources = 2 * in.particles;
     in.pm_slab_bytes = CudaPmRanks::planned_transient_bytes(pm, comm.size(), comm.rank());
-    in.pm_bytes_per_particle = CudaPmRanks::bytes_per_particle();
+    in.pm_routing_bytes = CudaPmRanks::routing_bytes(in.particles, in.particles);   // every one leaves, as many arrive
   }
   const std::size_t need = plan_device_memory(in).total(), ask = need + need / 10;
   const double limit_gib = params.get_real("gpu.memory_limit_gib");

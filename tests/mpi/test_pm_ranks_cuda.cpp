@@ -8,7 +8,8 @@
 // ghost planes (6: 2 planes a rank, TSC: 3 ghost planes over two owners), a rank with no plane
 // (4 on 3 ranks: 2, 2, 0), CIC and TSC, one mesh and two interlaced, float and double; each
 // case twice on the same solver with the particles moved and dealt out again (buffers reused
-// and grown). All ranks share the machine's GPUs (local rank modulo devices).
+// and grown); the routing's counts for the memory plan (routing_counts) are what each call
+// sent and received. All ranks share the machine's GPUs (local rank modulo devices).
 //
 // Bars. Both GPU paths assign the same fixed-point density (the same kernel, integer sums: the
 // same bits however the particles are split) and interpolate with the same kernel; only the
@@ -20,8 +21,11 @@
 // unless every rank has a GPU.
 #include <doctest/doctest.h>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -57,6 +61,22 @@ int owner(std::size_t i, int ranks, bool empty_last) {
 }
 
 // rms |a - ref| / rms |ref| over every rank's particles.
+// CudaPmRanks::routing_counts of host positions, through device memory of the test's own.
+orbis::CudaPmRoutingCounts routing_counts_of(orbis::CudaPmRanks& pm, const std::vector<Vec3d>& pos, int device) {
+  cudaSetDevice(device);
+  const std::size_t n = pos.size();
+  std::vector<double> soa(3 * n);
+  for (std::size_t p = 0; p < n; ++p)
+    for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
+  double* d = nullptr;
+  REQUIRE(cudaMalloc(&d, std::max<std::size_t>(soa.size(), 1) * sizeof(double)) == cudaSuccess);
+  if (n > 0) REQUIRE(cudaMemcpy(d, soa.data(), soa.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
+  const orbis::CudaPmRoutingCounts counts = pm.routing_counts(d, n, nullptr);
+  cudaDeviceSynchronize();
+  cudaFree(d);
+  return counts;
+}
+
 double rms_difference(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref, const Comm& comm) {
   double diff = 0, norm = 0;
   for (std::size_t q = 0; q < a.size(); ++q) {
@@ -147,6 +167,12 @@ TEST_CASE("PM over ranks on the GPUs equals the one-GPU PM and the host slab PM 
         CHECK(sum.ghost_bytes > 0);
         CHECK(sum.transpose_bytes > 0);
       }
+      // The counts the memory plan takes (routing_counts): what the call sent, and every
+      // rank's arrivals are the others' leavers.
+      const orbis::CudaPmRoutingCounts counts = routing_counts_of(*pm, mine, device);
+      CHECK(counts.leaving == mine_t.particles_away);
+      CHECK(world.sum<std::uint64_t>(counts.arriving) == sum.particles_away);
+      if (world.size() == 1) CHECK(counts.leaving + counts.arriving == 0);
     }
   }
 }

@@ -171,13 +171,12 @@ TEST_CASE("over ranks the plan takes the PM's slabs and its routed particles' bu
   in.settings = settings(32, 4);
   const DeviceMemoryPlan without = plan_device_memory(in);
   in.pm_slab_bytes = std::size_t{300} << 20;
-  in.pm_bytes_per_particle = 112;
+  in.pm_routing_bytes = std::size_t{120} << 20;
   const DeviceMemoryPlan with = plan_device_memory(in);
-  // Both a phase of their own (taken from the pool by each PM step and given back), the
-  // buffers for every planned particle: not held, and the total grows only where the PM's
-  // phase is the largest.
+  // Both a phase of their own (taken from the pool by each PM step and given back): not held,
+  // and the total grows only where the PM's phase is the largest.
   CHECK(with.held() == without.held());
-  CHECK(with.phase_bytes("PM") >= in.pm_slab_bytes + in.particles * in.pm_bytes_per_particle);
+  CHECK(with.phase_bytes("PM") >= in.pm_slab_bytes + in.pm_routing_bytes);
   CHECK(with.total() == std::max(without.total(), with.held() + with.phase_bytes("PM")));
   CHECK(with.describe().find("PM slabs") != std::string::npos);
   CHECK(with.describe().find("PM routed particles") != std::string::npos);
