@@ -76,6 +76,7 @@ CudaPmMemory memory_plan(const PmSettings& s, std::size_t fft_work_bytes) {
   CudaPmMemory m;
   m.meshes = mesh_count(s) * mesh_reals(s.grid_side) * real_bytes(s);
   m.fft_work = fft_work_bytes;
+  m.energy_rows = full_force(s) ? 0 : 2 * n * n * sizeof(double);
   m.tables = n * (2 * sizeof(double) + sizeof(ModeComplex)) + (full_force(s) ? 2 * h * h * h * real_bytes(s) : 0);
   return m;
 }

@@ -41,10 +41,12 @@ namespace orbis {
 struct CudaPmMemory {
   std::size_t meshes = 0;      // complex meshes and the work mesh
   std::size_t fft_work = 0;    // the shared cuFFT work area
+  std::size_t energy_rows = 0;   // the energy check's row sums, when a force pass sums them (2 n^2 doubles)
   std::size_t tables = 0;      // influence table (PM-only) and per-axis tables
   std::size_t particles = 0;   // per-particle scratch (none) and, once the host-vector
                                // accelerations() has run, its staging arrays
-  std::size_t total() const { return meshes + fft_work + tables + particles; }
+  std::size_t total() const { return meshes + fft_work + tables + particles; }   // held and per call, rows aside
+  std::size_t per_call() const { return meshes + fft_work + energy_rows; }   // from the pool by each call
 };
 
 class CudaPmSolver {

@@ -15,7 +15,8 @@ unsigned blocks_for(std::size_t count) {
 }
 
 // Whether `keep` keeps a particle at x (PmSlabKeep): the routing's rule, on the unshifted mesh
-// of the P-point window.
+// of the P-point window (gpu/pm_cuda_ranks.cu's SlabRule, the same arithmetic; the routing
+// checks that its selection and its counts agree).
 template <int P>
 __device__ bool kept(const PmSlabKeep& keep, double x, double box, double cells_per_length, int n) {
   if (keep.count < 0) return true;

@@ -110,8 +110,8 @@ void CudaPmRanks::Impl::bind_forward_plans(cudaStream_t stream) {
 }
 
 std::size_t CudaPmRanks::Impl::energy_call_bytes(std::size_t n) const {
-  // The routing, every own particle counted as leaving and as many arriving (a bound: the check
-  // comes before the counts are known).
+  // The routing, every own particle counted as leaving and as many arriving (an estimate: the
+  // check comes before the counts are known, and a rank may receive more than it holds).
   const std::size_t routing = CudaPmRanks::routing_bytes(n, n);
   // Then (Use::energy: the routing's buffers given back first) the routed positions and the meshes.
   const EnergyBlock block = energy_block();

@@ -112,7 +112,8 @@ int CudaPmRanks::y_count() const { return impl_->layout.y.count; }
 std::size_t CudaPmRanks::count_modes_bytes(std::size_t n, int meshes_count) const {
   const Impl& m = *impl_;
   // The routing (ensure's 1/8 headroom), every own particle counted as leaving and as many
-  // arriving (a bound: the estimate comes before the counts are known).
+  // arriving (an estimate: it comes before the counts are known, and a rank may receive more
+  // than it holds).
   const std::size_t room = n + n / 8 + 1;
   const std::size_t routed_pos = room * 3 * sizeof(double);
   const std::size_t routing = CudaPmRanks::routing_bytes(room, room);

@@ -371,7 +371,7 @@ struct CudaStepEngine::Impl {
       // no PM
     } else if (!ranks) {
       const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm_settings, own);
-      in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;   // taken from the pool by each PM step
+      in.pm_bytes = pm_memory.per_call();   // taken from the pool by each PM step
       in.pm_held_bytes = pm ? 0 : pm_memory.tables;          // a PM of an earlier load() stays
     } else if (pm_ranks) {
       // What it holds is allocated already: counted in the plan and given back to the free memory.
@@ -623,9 +623,11 @@ void CudaStepEngine::load(Particles particles) {
       fail("GPU step engine: position ({}, {}, {}) outside [0, {}) Mpc/h", x.x, x.y, x.z, m.box);
     }
 
-    // The counts that stay 32-bit and the memory plan, checked before anything is allocated.
+    // The counts that stay 32-bit and the memory plan, checked before anything is allocated
+    // (the PM's routing planned for every own particle: these particles' counts are unknown).
     if (m.treepm)
       check_short_range_counts(m.ranks ? planned_sources : n, m.sr.max_leaf, ShortRangeGpu::walk_and_p2p);
+    m.pm_routing.reset();
     plan = plan_device_memory(m.memory_input(planned_own, planned_sources));
     const std::size_t free_bytes = gpu::device_available_bytes() + (m.pm_ranks ? m.pm_ranks->device_bytes() : 0);
     check_device_memory(plan, usable_device_memory(free_bytes, m.memory_limit_gib), free_bytes, m.memory_limit_gib,
@@ -643,7 +645,6 @@ void CudaStepEngine::load(Particles particles) {
   m.loaded = true;
   m.sources_current = false;
   m.mesh_energy_now.reset();
-  m.pm_routing.reset();
   if (m.treepm) {
     m.sr.g_mass = m.g * particles.mass;
     m.short_range = std::make_unique<gpu::DeviceShortRange>(m.sr, m.device);
@@ -1150,6 +1151,7 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   rule.cut_shift = request.cut_shift;
   PotentialEnergyTerms terms;
   terms.mass = m.mass;
+  terms.mesh_from_forces = mesh_now.has_value();
   Stopwatch watch;   // the two terms' wall times, for ORBIS_STEP_DETAILS
   double pair_seconds = 0;
   if (m.ranks) {

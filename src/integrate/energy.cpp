@@ -170,6 +170,7 @@ PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
   const auto n = static_cast<std::size_t>(terms->count);
   PotentialEnergy w;
   w.mesh = terms->mesh;
+  w.mesh_from_forces = terms->mesh_from_forces;
   w.pairs = -g_mass * m * terms->pair_sum;
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
   w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_, shift_terms());

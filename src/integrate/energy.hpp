@@ -75,6 +75,7 @@ class StepEngine;
 // a W by term, comoving: (km/s)^2 times 1e10 Msun/h.
 struct PotentialEnergy {
   double mesh = 0, pairs = 0, self = 0, background = 0;
+  bool mesh_from_forces = false;   // the engine summed the mesh term in its force pass before
   double total() const { return mesh + pairs + self + background; }
 };
 

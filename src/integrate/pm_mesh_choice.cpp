@@ -61,7 +61,7 @@ PmMeshChoice choose_pm_grid_side(const Params& params, const Comm& comm) {
   if (comm.size() == 1) {
     in.particles = n;
     const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(pm, n);
-    in.pm_bytes = pm_memory.meshes + pm_memory.fft_work;
+    in.pm_bytes = pm_memory.per_call();
     in.pm_held_bytes = pm_memory.tables;
   } else {   // the most particles the domains give a rank, a forest of twice that, the PM over ranks
     const double mean = static_cast<double>(n) / comm.size();

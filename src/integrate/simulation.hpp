@@ -51,6 +51,7 @@ struct EnergyCheckRecord {
   double a = 0;
   double ak = 0, aw = 0;       // a K and a W, (km/s)^2 times 1e10 Msun/h
   double residual = 0;         // (C(a) - C(a0)) / max(|a W|, a K)
+  bool mesh_from_forces = false;   // W's mesh term from the force pass before (StepEngine::expect_potential_energy)
 };
 
 // How `orbis run` was asked to treat the output folder.

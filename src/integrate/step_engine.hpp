@@ -102,6 +102,7 @@ struct PotentialEnergyTerms {
   double pair_sum = 0;        // sum over pairs within the cut of erfc(s / 2r_s) / s, h/Mpc (pair_potential_sum_cpu's)
   double mass = 0;            // the particles' mass, 1e10 Msun/h
   std::uint64_t count = 0;    // the particles
+  bool mesh_from_forces = false;   // the mesh term summed in the force pass before (expect_potential_energy)
 };
 
 class StepEngine {

@@ -190,6 +190,7 @@ TEST_CASE("the CUDA step engine's W: the existing path's, the CPU backend's; not
     REQUIRE(terms.has_value());
     CHECK(terms->count == p.size());
     CHECK(terms->mass == p.mass);
+    CHECK(!terms->mesh_from_forces);   // no force pass announced it: a pass of its own
     EnergyCheck check(params);
     const PotentialEnergy w = check.potential(engine);
     CHECK(pool_bytes_in_use() == pool_before);
@@ -240,6 +241,7 @@ TEST_CASE("the CUDA step engine's mesh term from the force pass: its own pass's 
     EnergyCheck check(params);
     const PotentialEnergy along = check.potential(engine);
     CHECK(host.mesh < 0);
+    CHECK(along.mesh_from_forces);
     CHECK(along.mesh == host.mesh);   // the force pass's modes: the same bits
     CHECK(along.pairs == host.pairs);
     // The forces do not depend on it: a pass without the expectation gives the same bits.
@@ -254,6 +256,7 @@ TEST_CASE("the CUDA step engine's mesh term from the force pass: its own pass's 
     const Particles& moved = engine.particles();
     const PotentialEnergy moved_host = EnergyCheck(params).potential(moved);
     const PotentialEnergy after = check.potential(engine);
+    CHECK(!after.mesh_from_forces);
     CHECK(after.mesh == doctest::Approx(moved_host.mesh).epsilon(1e-12));
     CHECK(after.mesh != doctest::Approx(host.mesh).epsilon(1e-6));
   }
@@ -279,4 +282,10 @@ TEST_CASE("a run on the CUDA step engine logs the W the host path gives for its 
   std::printf("run on the CUDA engine: the last check's aW %.15e, the host path's for the final particles %.15e\n",
               last.aw, aw);
   CHECK(last.aw == doctest::Approx(aw).epsilon(1e-12));
+  // Every check (the start, every 8 PM steps, the end) took its mesh term from the force pass
+  // the run loop announced it to (Simulation's w_due, StepEngine::expect_potential_energy).
+  for (const EnergyCheckRecord& check : sim.energy_checks()) {
+    CAPTURE(check.pm_steps);
+    CHECK(check.mesh_from_forces);
+  }
 }

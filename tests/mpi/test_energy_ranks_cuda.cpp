@@ -41,6 +41,7 @@
 #include "integrate/energy.hpp"
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
+#include "support/device_positions.hpp"
 #include "support/gpu_ranks.hpp"
 #include "support/rank_shares.hpp"
 
@@ -83,19 +84,11 @@ std::uint64_t pool_bytes_in_use(int device) {
 
 // The energy through the device-pointer entry, positions x | y | z on a stream of the caller's.
 double device_entry_energy(CudaPmRanks& pm, const std::vector<Vec3d>& pos, double mass, int device) {
-  cudaSetDevice(device);
-  const std::size_t n = pos.size();
-  std::vector<double> soa(3 * n);
-  for (std::size_t p = 0; p < n; ++p)
-    for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
-  double* d = nullptr;
-  REQUIRE(cudaMalloc(&d, std::max<std::size_t>(soa.size(), 1) * sizeof(double)) == cudaSuccess);
-  if (n > 0) REQUIRE(cudaMemcpy(d, soa.data(), soa.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
+  const orbis::test::DevicePositions d(pos, device);
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
-  const double w = pm.potential_energy(d, n, mass, stream);
+  const double w = pm.potential_energy(d.data(), d.size(), mass, stream);
   cudaStreamDestroy(stream);
-  cudaFree(d);
   return w;
 }
 

@@ -36,6 +36,7 @@
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "pm/pm_solver.hpp"
+#include "support/device_positions.hpp"
 #include "support/gpu_ranks.hpp"
 #include "support/rank_shares.hpp"
 
@@ -60,23 +61,15 @@ int owner(std::size_t i, int ranks, bool empty_last) {
   return slot == used ? 0 : slot;
 }
 
-// rms |a - ref| / rms |ref| over every rank's particles.
-// CudaPmRanks::routing_counts of host positions, through device memory of the test's own.
+// CudaPmRanks::routing_counts of host positions.
 orbis::CudaPmRoutingCounts routing_counts_of(orbis::CudaPmRanks& pm, const std::vector<Vec3d>& pos, int device) {
-  cudaSetDevice(device);
-  const std::size_t n = pos.size();
-  std::vector<double> soa(3 * n);
-  for (std::size_t p = 0; p < n; ++p)
-    for (int d = 0; d < 3; ++d) soa[d * n + p] = pos[p][d];
-  double* d = nullptr;
-  REQUIRE(cudaMalloc(&d, std::max<std::size_t>(soa.size(), 1) * sizeof(double)) == cudaSuccess);
-  if (n > 0) REQUIRE(cudaMemcpy(d, soa.data(), soa.size() * sizeof(double), cudaMemcpyHostToDevice) == cudaSuccess);
-  const orbis::CudaPmRoutingCounts counts = pm.routing_counts(d, n, nullptr);
-  cudaDeviceSynchronize();
-  cudaFree(d);
+  const orbis::test::DevicePositions d(pos, device);
+  const orbis::CudaPmRoutingCounts counts = pm.routing_counts(d.data(), d.size(), nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   return counts;
 }
 
+// rms |a - ref| / rms |ref| over every rank's particles.
 double rms_difference(const std::vector<Vec3d>& a, const std::vector<Vec3d>& ref, const Comm& comm) {
   double diff = 0, norm = 0;
   for (std::size_t q = 0; q < a.size(); ++q) {

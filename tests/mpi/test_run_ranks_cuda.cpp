@@ -15,7 +15,9 @@
 // steps, displacements of a few Mpc/h) those differences move particles by ~1e-7 Mpc/h, grown
 // chaotically inside haloes by at most a few hundred: the final positions are asked to agree
 // to 1e-6 of the box (6.4e-5 Mpc/h) for every particle, and the FoF catalogues to have the
-// same number of haloes with the same lengths. Skipped (77) unless every rank has a GPU.
+// same number of haloes with the same lengths. The run's energy checks take W's mesh term from
+// the force pass the run loop announced them to, on every rank. Skipped (77) unless every rank
+// has a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -61,7 +63,15 @@ TEST_CASE("a short TreePM run with the CUDA engine on several ranks ends where t
   std::int64_t steps_one = 0;
   if (world.is_root()) steps_one = orbis::Simulation(run_params(one), {}, Comm::self()).run().steps;
   world.barrier();
-  const orbis::RunSummary summary = orbis::Simulation(run_params(many), {}, world).run();
+  orbis::Simulation run_many(run_params(many), {}, world);
+  const orbis::RunSummary summary = run_many.run();
+  // Its energy checks (the start, the end) took W's mesh term from the force pass before, on
+  // every rank.
+  REQUIRE(!run_many.energy_checks().empty());
+  bool from_forces = true;
+  for (const orbis::EnergyCheckRecord& check : run_many.energy_checks())
+    from_forces = from_forces && check.mesh_from_forces;
+  CHECK(world.all(from_forces));
   if (!world.is_root()) return;
   MESSAGE(world.size() << " ranks: " << summary.steps << " steps (one rank: " << steps_one << ")");
   CHECK(summary.steps > 2);
