@@ -149,11 +149,13 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
     return;
   }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
-  const std::size_t mesh_bytes = m.meshes_bytes();
+  // The deposit's peak: the x slab and its fixed-point sums (the y slabs come after the sums).
+  const std::size_t mesh_bytes = m.meshes_bytes() + m.fixed_count() * sizeof(unsigned long long);
   const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long);
   const std::size_t available = gpu::device_available_bytes();
   if (mesh_bytes + ghost_bytes > available)
-    fail("PM on the GPUs over {} ranks: this rank's x slab of {} planes and {} ghost planes of the {}^3 {} mesh needs "
+    fail("PM on the GPUs over {} ranks: this rank's x slab of {} planes and {} ghost planes of the {}^3 {} mesh and its "
+         "fixed-point sums need "
          "{:.1f} MiB of device {} beside the cuFFT slabs' {:.1f} MiB, but {:.1f} MiB are free. More ranks, a smaller "
          "[gravity] pm_grid_side, or [gpu] backend = \"cpu\" need less",
          ranks, m.slab.count, m.ghosts, n, settings.double_mesh ? "double" : "float", mib(mesh_bytes + ghost_bytes),
@@ -166,21 +168,23 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
 CudaPmRanks::~CudaPmRanks() = default;
 
 std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int ranks, int rank) {
-  // The constructor's sizes (the x slab with its ghost planes, three meshes of it, the received
-  // ghost planes), CudaPmSlabs' y slab of the modes and the larger of an x and a y slab: with
-  // CUDA IPC the exchange's exported buffer (held), staged a second y slab (no more).
+  // The constructor's sizes (the x slab with its ghost planes, the received ghost planes), then
+  // the larger of the fixed-point sums of the held planes and CudaPmSlabs' y slab of the modes
+  // with the larger of an x and a y slab (with CUDA IPC the exchange's exported buffer, held;
+  // staged a second y slab): the sums go back before the y slabs are taken.
   const int n = settings.grid_side, wanted = window_order(settings.window);
   const SlabPlanes slab = slab_planes(n, ranks, rank);
   const auto held = static_cast<std::size_t>(slab.count + ghost_plane_count(n, slab, wanted));
   const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1), plane = static_cast<std::size_t>(n) * n;
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
-  const std::size_t meshes = 3 * std::max<std::size_t>(held * n * padded, 1) * real;
+  const std::size_t mesh = std::max<std::size_t>(held * n * padded, 1) * real;
+  const std::size_t fixed = std::max<std::size_t>(held * plane, 1) * sizeof(unsigned long long);
   const SlabGhostLists lists = slab_ghost_lists(n, ranks, rank, wanted);
   const std::size_t ghost_in = std::max<std::size_t>(lists.owned_planes.size(), 1) * plane * sizeof(unsigned long long);
   const std::size_t force_ghost_in = std::max<std::size_t>(lists.ghost_planes.size(), 1) * padded * n * real;
   const SlabTranspose layout(n, ranks, rank);
   const std::size_t y = layout.y_slab_count * 2 * real, x = layout.x_slab_count * 2 * real;
-  return meshes + ghost_in + force_ghost_in + y + std::max(x, y);
+  return mesh + ghost_in + force_ghost_in + std::max(fixed, y + std::max(x, y));
 }
 
 std::size_t CudaPmRanks::routing_bytes(std::size_t leaving, std::size_t arriving) {
@@ -217,7 +221,7 @@ std::size_t CudaPmRanks::transient_bytes() const {
   const std::size_t force_ghost_in = std::max<std::size_t>(m.ghost_planes.size(), 1) * plane *
                                      (settings_.double_mesh ? sizeof(double) : sizeof(float));
   return m.meshes_bytes() + m.ghost_in_count() * sizeof(unsigned long long) + force_ghost_in +
-         (m.slabs ? m.slabs->transient_bytes() : 0);
+         std::max(m.fixed_count() * sizeof(unsigned long long), m.slabs ? m.slabs->transient_bytes() : 0);
 }
 std::size_t CudaPmRanks::pinned_bytes() const {
   return impl_->send.capacity() + impl_->recv.capacity() + (impl_->slabs ? impl_->slabs->pinned_bytes() : 0);
@@ -316,6 +320,13 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   if (leaving > 0) {
     ORBIS_CUDA_CHECK(cub::DeviceSelect::If(sort_temp.data(), select_bytes, index, order.data(), selected.data(), items,
                                            leaves, stream));
+    // The selection and the counts apply the same rule (SlabRule), as the deposit and the
+    // interpolation do (PmSlabKeep): a particle deposited twice or not at all would show here.
+    std::int64_t chosen = 0;
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(&chosen, selected.data(), sizeof chosen, cudaMemcpyDeviceToHost, stream));
+    sync(stream);
+    if (chosen != static_cast<std::int64_t>(leaving))
+      fail("internal: PM over ranks: {} particles selected to leave, {} counted", chosen, leaving);
     key_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(pos, order.data(), leaving, slab_rule(settings, ranks), keys.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     gpu::radix_sort_pairs(sort_temp.data(), sort_temp.capacity(), key_buffers, order_buffers, leaving, 0, bits,
@@ -351,38 +362,22 @@ void CudaPmRanks::Impl::deposit(const gpu::PmMeshGeometry& g, double scale, unsi
 
 // Interleaved triples between ranks: `out` (device) holds what this rank sends, grouped by
 // destination in rank order (out_counts), `in` (device) receives, grouped by source
-// (in_counts). Only what crosses goes through pinned memory and MPI; this rank's own block,
-// most of the particles when the domains are nearly x slabs, is copied on the device.
+// (in_counts); nothing to or from this rank itself (the stayers do not move). Down to pinned
+// memory, Comm's alltoallv, up.
 void CudaPmRanks::Impl::exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
                                            const std::vector<std::size_t>& in_counts, cudaStream_t stream) {
   constexpr std::size_t kBytes = 3 * sizeof(double);
   const int me = comm.rank();
-  std::size_t out_before = 0, in_before = 0;
-  for (int r = 0; r < me; ++r) out_before += out_counts[r], in_before += in_counts[r];
-  const std::size_t self = out_counts[me];
-  const std::size_t out_after = Comm::total(out_counts) - out_before - self;
-  const std::size_t in_after = Comm::total(in_counts) - in_before - self;
-  std::vector<std::size_t> out_others = out_counts, in_others = in_counts;
-  out_others[me] = in_others[me] = 0;
-  send.ensure(std::max<std::size_t>(out_before + out_after, 1) * kBytes);
-  recv.ensure(std::max<std::size_t>(in_before + in_after, 1) * kBytes);
+  if (out_counts[me] != 0 || in_counts[me] != 0) fail("internal: PM over ranks: particles routed to their own rank");
+  const std::size_t sent = Comm::total(out_counts), received = Comm::total(in_counts);
+  send.ensure(std::max<std::size_t>(sent, 1) * kBytes);
+  recv.ensure(std::max<std::size_t>(received, 1) * kBytes);
   auto* const host_out = reinterpret_cast<double*>(send.data());
   auto* const host_in = reinterpret_cast<double*>(recv.data());
-  if (out_before > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out, out, out_before * kBytes, cudaMemcpyDeviceToHost, stream));
-  if (out_after > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out + 3 * out_before, out + 3 * (out_before + self), out_after * kBytes,
-                                     cudaMemcpyDeviceToHost, stream));
-  if (self > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * in_before, out + 3 * out_before, self * kBytes, cudaMemcpyDeviceToDevice,
-                                     stream));
+  if (sent > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out, out, sent * kBytes, cudaMemcpyDeviceToHost, stream));
   sync(stream);
-  comm.alltoallv_known(host_out, out_others, host_in, in_others, kBytes);
-  if (in_before > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in, host_in, in_before * kBytes, cudaMemcpyHostToDevice, stream));
-  if (in_after > 0)
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(in + 3 * (in_before + self), host_in + 3 * in_before, in_after * kBytes,
-                                     cudaMemcpyHostToDevice, stream));
+  comm.alltoallv_known(host_out, out_counts, host_in, in_counts, kBytes);
+  if (received > 0) ORBIS_CUDA_CHECK(cudaMemcpyAsync(in, host_in, received * kBytes, cudaMemcpyHostToDevice, stream));
   sync(stream);   // the pinned buffers are reused at once
 }
 
@@ -475,60 +470,57 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, double* acc, cudaStr
                             double* energy_rows) {
   const PmSettings& s = settings;
   const int n = s.grid_side;
-  const std::size_t m = routed_count, cells = static_cast<std::size_t>(n) * n;
-  Real* const rho = reinterpret_cast<Real*>(meshes.data());
-  Real* const gx = rho + mesh_reals;
-  Real* const gy = gx + mesh_reals;
-  Real* const force[3] = {gx, gy, rho};   // g_z replaces the density (CudaPmSlabs)
-  // The fixed-point density in the storage of g_x and g_y, free until the transform
-  // (held n^2 sums of 8 bytes <= 2 held n 2(n/2+1) reals of 4 or 8), as on the host.
-  auto* const fixed = reinterpret_cast<unsigned long long*>(gx);
+  const std::size_t m = routed_count;
+  // One x slab: the density, then each force component in turn (CudaPmSlabs).
+  Real* const slab_mesh = reinterpret_cast<Real*>(meshes.data());
   const double* const rx = routed_pos.data();
   const double* const ry = rx + m;
   const double* const rz = ry + m;
+  const double* const own = own_pos;
   const double cell = s.box_mpc_h / n, density = mass / (cell * cell * cell);
   const double scale = fixed_point_scale(total);
   const double mean = pm_fixed_point_mean(total, scale, n);
   const int meshes_count = s.interlaced ? 2 : 1;
   for (int mesh = 0; mesh < meshes_count; ++mesh) {
-    // One mesh at a time in the same slabs: each adds its share of the force.
+    // One mesh at a time in the same slab: each adds its share of the force.
     const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, long_range_mesh_shift(s.interlaced, mesh)};
     {
+      // The fixed-point sums of the held planes, from the pool until they are the density;
+      // given back before CudaPmSlabs takes its y slabs, which then reuse the memory.
       ScopedPhase phase(times, "pm_assign");
-      ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
-                                       stream));
-      deposit(g, scale, fixed, stream);
+      fixed_sums.ensure_exact(fixed_count());
+      ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed_sums.data(), 0, fixed_count() * sizeof(unsigned long long), stream));
+      deposit(g, scale, fixed_sums.data(), stream);
     }
     {
       ScopedPhase phase(times, "pm_exchange");
-      add_density_ghosts(fixed, stream);
+      add_density_ghosts(fixed_sums.data(), stream);
     }
     {
       ScopedPhase phase(times, "pm_assign");
-      gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, density / scale, rho, stream);
+      gpu::pm_fixed_to_mesh(fixed_sums.data(), n, 0, slab.count, mean, density / scale, slab_mesh, stream);
+      fixed_sums.release();
       sync(stream);   // CudaPmSlabs works on its own stream
     }
-    slabs->long_range_on_device(rho, gx, gy, times,
-                                energy_rows ? energy_rows + mesh * static_cast<std::size_t>(n) * layout.y.count
-                                            : nullptr);
-    {
-      ScopedPhase phase(times, "pm_exchange");
-      for (Real* f : force) fetch_force_ghosts(f, stream);
-    }
-    {
-      // Two meshes: g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's. The
-      // stayers' straight into acc, the routed particles' into routed_acc (send_back()).
+    // Each component: its ghost planes from their owners, then the interpolation. Two meshes:
+    // g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's; the stayers' straight into
+    // acc, the routed particles' into routed_acc (send_back()).
+    const auto use_component = [&](int axis) {
+      {
+        ScopedPhase phase(times, "pm_exchange");
+        fetch_force_ghosts(slab_mesh, stream);
+      }
       ScopedPhase phase(times, "pm_interpolate");
       const double half = meshes_count == 2 ? 0.5 : 1.0;
-      const double* const own = own_pos;
-      for (int axis = 0; axis < 3; ++axis) {
-        gpu::pm_interpolate(force[axis], own, own + own_n, own + 2 * own_n, own_n, g, half, mesh == 1,
-                            acc + axis * own_n, stream, slab.first, keep_own());
-        gpu::pm_interpolate(force[axis], rx, ry, rz, m, g, half, mesh == 1, routed_acc.data() + axis * m, stream,
-                            slab.first);
-      }
-      sync(stream);
-    }
+      gpu::pm_interpolate(slab_mesh, own, own + own_n, own + 2 * own_n, own_n, g, half, mesh == 1, acc + axis * own_n,
+                          stream, slab.first, keep_own());
+      gpu::pm_interpolate(slab_mesh, rx, ry, rz, m, g, half, mesh == 1, routed_acc.data() + axis * m, stream,
+                          slab.first);
+      sync(stream);   // before the next component takes the slab
+    };
+    slabs->long_range_on_device(slab_mesh, use_component, times,
+                                energy_rows ? energy_rows + mesh * static_cast<std::size_t>(n) * layout.y.count
+                                            : nullptr);
   }
   // The transposes of CudaPmSlabs (x -> y once, y -> x per component), off this rank.
   std::size_t lines = 0;
@@ -554,8 +546,9 @@ void CudaPmRanks::accelerations(const double* pos, std::size_t n, double particl
   m.traffic = PmRankTraffic{};
   {
     // Everything the call needs comes from the pool on the caller's stream and goes back at
-    // its end: the meshes, the ghost planes, the routing and routed particles' buffers, and
-    // CudaPmSlabs' y slabs (on its own stream).
+    // its end: the x slab (its fixed-point sums per mesh, until they are the density), the
+    // ghost planes, the routing and routed particles' buffers, and CudaPmSlabs' y slabs (on its
+    // own stream, after the sums went back).
     gpu::AllocationStream on_stream(stream);
     m.meshes.ensure_exact(m.meshes_bytes());
     m.ghost_in.ensure_exact(m.ghost_in_count());

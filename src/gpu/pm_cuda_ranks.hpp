@@ -13,13 +13,14 @@
 //     copied up;
 //  2. per mesh (two, 1/8 and 5/8 cell, when interlaced: pm/pm_modes.hpp's
 //     long_range_mesh_shift; one at 1/4 otherwise), one after the other in the same memory:
-//     fixed-point deposit into the x slab and its window-order ghost planes (the one-GPU
-//     PM's kernel, gpu/pm_cuda_mesh.cuh: integer atomics, deterministic), the ghost planes
-//     added into their owners' planes as integers (device to device through the cuFFT slabs'
-//     CUDA IPC exchange when the ranks have one, else staged through pinned memory), the
-//     conversion to the density, the Fourier work of CudaPmSlabs on these device slabs, the
-//     force meshes' ghost planes fetched from their owners, and the interpolation at the
-//     stayers and the routed particles (half of each mesh's force when there are two);
+//     fixed-point deposit into the x slab's planes and its window-order ghost planes (the
+//     one-GPU PM's kernel, gpu/pm_cuda_mesh.cuh: integer atomics, deterministic), the ghost
+//     planes added into their owners' planes as integers (device to device through the cuFFT
+//     slabs' CUDA IPC exchange when the ranks have one, else staged through pinned memory),
+//     the conversion to the density in the x slab, the Fourier work of CudaPmSlabs on it, and
+//     for each force component in turn, in the same x slab: its ghost planes fetched from
+//     their owners and the interpolation at the stayers and the routed particles (half of each
+//     mesh's force when there are two);
 //  3. the routed particles' accelerations back the way the positions came (device pack,
 //     staging, alltoallv) and scattered into the leavers' places.
 //
@@ -37,10 +38,11 @@
 //
 // Memory per rank, taken from the device pool by each accelerations() call and given back
 // at its end (transient_bytes() and the per-particle buffers; between PM steps the
-// short-range step uses that memory, as the one-GPU PM's): one mesh set of three real x
-// slabs (density then g_z, g_x, g_y) with the window's ghost planes, (nx + ghosts) n
-// 2(n/2+1) reals each (the fixed-point density lives in g_x and g_y until the transform), the
-// received density and force ghost planes, CudaPmSlabs' two complex y slabs; per particle that
+// short-range step uses that memory, as the one-GPU PM's): one real x slab with the window's
+// ghost planes, (nx + ghosts) n 2(n/2+1) reals (the density, then g_x, g_y and g_z in turn),
+// the fixed-point sums of its planes (8 bytes a node) until they are the density, given back
+// before CudaPmSlabs takes its complex y slab (one with CUDA IPC, two staged), the received
+// density and force ghost planes; per particle that
 // leaves or arrives (routing_bytes(): a leaver's keys, order and packed position, an
 // arrival's position and acceleration; none for those that stay). Held between calls
 // (held_bytes()): cuFFT's work areas, the exchange's

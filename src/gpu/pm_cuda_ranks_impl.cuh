@@ -45,9 +45,12 @@ struct CudaPmRanks::Impl {
   std::vector<int> ghost_planes, owned_planes;
   std::vector<std::size_t> ghost_counts, owned_counts;   // per rank, in planes
 
-  // Use::forces: rho | gx | gy, each mesh_reals Reals, held. Use::energy and Use::counts: rho
-  // and the energy's scratch (energy_block), for one potential_energy() or count_modes() call.
+  // Use::forces: one x slab of mesh_reals Reals (the density, then each force component),
+  // and the fixed-point sums of the held planes until they are the density, for one
+  // accelerations() call. Use::energy and Use::counts: rho and the energy's scratch
+  // (energy_block), for one potential_energy() or count_modes() call.
   gpu::DeviceArray<unsigned char> meshes;
+  gpu::DeviceArray<unsigned long long> fixed_sums;
   gpu::DeviceArray<unsigned long long> ghost_in;      // density ghost planes received
   gpu::DeviceArray<unsigned char> force_ghost_in;     // force ghost planes received (one mesh)
   // The call's own particles (the caller's x | y | z blocks; the stayers are read there). The
@@ -85,12 +88,14 @@ struct CudaPmRanks::Impl {
   gpu::DeviceArray<unsigned char> earlier_modes;
   gpu::DeviceAlltoallv* borrowed_transposes = nullptr;
 
-  // The forces' three real meshes (rho | gx | gy).
-  std::size_t meshes_bytes() const {
-    return 3 * mesh_reals * (settings.double_mesh ? sizeof(double) : sizeof(float));
+  // The forces' real x slab, and the fixed-point sums' elements (held n^2, at least 1).
+  std::size_t meshes_bytes() const { return mesh_reals * (settings.double_mesh ? sizeof(double) : sizeof(float)); }
+  std::size_t fixed_count() const {
+    return std::max<std::size_t>(static_cast<std::size_t>(held) * settings.grid_side * settings.grid_side, 1);
   }
   std::size_t mesh_bytes() const {
-    return meshes.capacity() + ghost_in.capacity() * sizeof(unsigned long long) + force_ghost_in.capacity();
+    return meshes.capacity() + (fixed_sums.capacity() + ghost_in.capacity()) * sizeof(unsigned long long) +
+           force_ghost_in.capacity();
   }
   std::size_t particle_bytes() const {
     return (keys.capacity() + keys_alt.capacity() + order.capacity() + order_alt.capacity()) * sizeof(std::uint32_t) +

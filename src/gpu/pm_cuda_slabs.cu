@@ -5,6 +5,7 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -91,14 +92,12 @@ struct CudaPmSlabs::Impl {
   void x_to_y(const C* x_slab, C* y_slab);
   template <typename C>
   void y_to_x(const C* y_slab, C* x_slab);
-  // density: the device x slab of the density (overwritten); out[d]: the device x slab that
-  // receives g_d (out[2] may be density); host_out (may be null): each g_d is downloaded
-  // there from out[d] before the next component (the host entry passes one slab thrice).
-  template <typename Real>
+  // slab: the device x slab of the density, overwritten by g_x, g_y and g_z in turn; after
+  // each, use(axis) (this object's stream finished; the next component overwrites the slab).
   // energy_rows (device, may be null): the mesh energy's row sums of this rank's y columns
   // (n x y.count doubles) from the transformed density, before the Green's function.
-  void run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times,
-           double* energy_rows = nullptr);
+  template <typename Real>
+  void run(Real* slab, const std::function<void(int axis)>& use, PhaseTimes& times, double* energy_rows = nullptr);
   template <typename Real>
   void run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& times);
   template <typename Real>
@@ -207,19 +206,19 @@ void CudaPmSlabs::long_range(double* rho, double* gx, double* gy, PhaseTimes& ti
   impl_->run_host(rho, gx, gy, times);
 }
 
-void CudaPmSlabs::long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times, double* energy_rows) {
+void CudaPmSlabs::long_range_on_device(float* rho, const std::function<void(int axis)>& use, PhaseTimes& times,
+                                       double* energy_rows) {
   if (impl_->settings.double_mesh) fail("internal: a float mesh given to the double cuFFT slab PM");
-  float* const out[3] = {gx, gy, rho};
   impl_->take_y_slabs();
-  impl_->run(rho, out, static_cast<float* const*>(nullptr), times, energy_rows);
+  impl_->run(rho, use, times, energy_rows);
   impl_->give_back_y_slabs();
 }
 
-void CudaPmSlabs::long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times, double* energy_rows) {
+void CudaPmSlabs::long_range_on_device(double* rho, const std::function<void(int axis)>& use, PhaseTimes& times,
+                                       double* energy_rows) {
   if (!impl_->settings.double_mesh) fail("internal: a double mesh given to the float cuFFT slab PM");
-  double* const out[3] = {gx, gy, rho};
   impl_->take_y_slabs();
-  impl_->run(rho, out, static_cast<double* const*>(nullptr), times, energy_rows);
+  impl_->run(rho, use, times, energy_rows);
   impl_->give_back_y_slabs();
 }
 
@@ -275,9 +274,13 @@ void CudaPmSlabs::Impl::run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& time
                                        stream));
     sync();
   }
-  Real* const out[3] = {slab_real, slab_real, slab_real};
   Real* const host_out[3] = {gx, gy, rho};   // g_z replaces the density, as on the host
-  run(slab_real, out, host_out, times);
+  const std::size_t slab_bytes = layout.x_slab_count * 2 * sizeof(Real);
+  run(slab_real, [&](int axis) {
+    if (layout.x.count > 0)
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out[axis], slab_real, slab_bytes, cudaMemcpyDeviceToHost, stream));
+    sync();
+  }, times);
 }
 
 // x slab -> y slab: the pitched blocks packed by destination on their way to the host (one
@@ -327,7 +330,7 @@ void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
 }
 
 template <typename Real>
-void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_out[3], PhaseTimes& times,
+void CudaPmSlabs::Impl::run(Real* slab_real, const std::function<void(int axis)>& use, PhaseTimes& times,
                             double* energy_rows) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
@@ -338,16 +341,15 @@ void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_
   C* work_modes = reinterpret_cast<C*>(work.data());
   const double* k_axis = tables.data();
   const double* inv_w2 = tables.data() + n;
-  const std::size_t slab_bytes = t.x_slab_count * sizeof(C);   // nx n 2(n/2+1) reals
   const bool planes = t.x.count > 0, columns = t.y.count > 0;
   {
     ScopedPhase phase(times, "pm_fft");
-    if (planes) cufft_forward_real(planes_r2c, density);
+    if (planes) cufft_forward_real(planes_r2c, slab_real);
     sync();
   }
   {
     ScopedPhase phase(times, "pm_exchange");
-    x_to_y(reinterpret_cast<const C*>(density), phi_modes);
+    x_to_y(reinterpret_cast<const C*>(slab_real), phi_modes);
     sync();
   }
   {
@@ -386,18 +388,15 @@ void CudaPmSlabs::Impl::run(Real* density, Real* const out[3], Real* const host_
     }
     {
       ScopedPhase phase(times, "pm_exchange");
-      y_to_x(gradient, reinterpret_cast<C*>(out[axis]));
+      y_to_x(gradient, reinterpret_cast<C*>(slab_real));
       sync();
     }
     {
       ScopedPhase phase(times, "pm_fft");
-      if (planes) {
-        cufft_backward_real(planes_c2r, out[axis]);
-        if (host_out)
-          ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out[axis], out[axis], slab_bytes, cudaMemcpyDeviceToHost, stream));
-      }
+      if (planes) cufft_backward_real(planes_c2r, slab_real);
       sync();
     }
+    use(axis);
   }
 }
 

@@ -23,6 +23,7 @@
 // The result equals the host PM's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -47,18 +48,23 @@ class CudaPmSlabs final : public PmSlabTransform {
   // PmSlabTransform: host slabs, uploaded and downloaded here.
   void long_range(float* rho, float* gx, float* gy, PhaseTimes& times) override;
   void long_range(double* rho, double* gx, double* gy, PhaseTimes& times) override;
-  // The same on device slabs of `device` (FftMesh's padded layout, local_nx planes; what
-  // follows them, ghost planes, is left alone): rho, the density, becomes g_z; gx and gy
-  // receive g_x and g_y. Collective over comm; the work runs on this object's stream and is
-  // finished when this returns (work on other streams that fills rho must be finished first).
-  // The two complex y slabs are taken from the device pool for the call and given back when it
-  // ends (the short-range step reuses that memory between PM steps); held_bytes() is what
-  // stays allocated between calls, transient_bytes() what a call takes besides. energy_rows
-  // (device, may be null) receives the energy check's row sums of this rank's y columns from
-  // the transformed density (gpu/pm_cuda_fourier.cuh's pm_long_range_energy_rows: n times
-  // SlabTranspose::y.count doubles), from the modes forward_on_device() would give.
-  void long_range_on_device(float* rho, float* gx, float* gy, PhaseTimes& times, double* energy_rows = nullptr);
-  void long_range_on_device(double* rho, double* gx, double* gy, PhaseTimes& times, double* energy_rows = nullptr);
+  // The same on a device x slab of `device` (FftMesh's padded layout, local_nx planes; what
+  // follows them, ghost planes, is left alone): rho, the density, is overwritten by g_x, g_y
+  // and g_z in turn, and after each use(axis) is called, when this object's stream has
+  // finished it (work use() queues elsewhere must be finished when it returns: the next
+  // component overwrites rho). One x slab for the three components: the PM over ranks
+  // fetches each one's ghost planes and interpolates it before the next. Collective over
+  // comm; work on other streams that fills rho must be finished first. The two complex y slabs
+  // are taken from the device pool for the call and given back when it ends (the short-range
+  // step reuses that memory between PM steps); held_bytes() is what stays allocated between
+  // calls, transient_bytes() what a call takes besides. energy_rows (device, may be null)
+  // receives the energy check's row sums of this rank's y columns from the transformed density
+  // (gpu/pm_cuda_fourier.cuh's pm_long_range_energy_rows: n times SlabTranspose::y.count
+  // doubles), from the modes forward_on_device() would give.
+  void long_range_on_device(float* rho, const std::function<void(int axis)>& use, PhaseTimes& times,
+                            double* energy_rows = nullptr);
+  void long_range_on_device(double* rho, const std::function<void(int axis)>& use, PhaseTimes& times,
+                            double* energy_rows = nullptr);
   // The forward transform alone (the energy check's mesh term over ranks,
   // gpu/pm_cuda_ranks.hpp): rho, a device x slab as above, is overwritten by its planes' 2D
   // R2C; modes (device, this rank's y slab: y_slab_count complex values [i][j - y0][k])
