@@ -149,9 +149,12 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
     return;
   }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false);
-  // The deposit's peak: the x slab and its fixed-point sums (the y slabs come after the sums).
+  // The deposit's peak: the x slab and its fixed-point sums (the y slabs come after the sums),
+  // the received density ghost planes and (the second interlaced mesh's) force ghost planes.
   const std::size_t mesh_bytes = m.meshes_bytes() + m.fixed_count() * sizeof(unsigned long long);
-  const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long);
+  const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long) +
+                                  std::max<std::size_t>(m.ghost_planes.size(), 1) * static_cast<std::size_t>(n) * 2 *
+                                      (n / 2 + 1) * (settings.double_mesh ? sizeof(double) : sizeof(float));
   const std::size_t available = gpu::device_available_bytes();
   if (mesh_bytes + ghost_bytes > available)
     fail("PM on the GPUs over {} ranks: this rank's x slab of {} planes and {} ghost planes of the {}^3 {} mesh and its "

@@ -68,9 +68,9 @@
 // sums), and the one-GPU value to the transforms' rounding (tests/mpi/test_energy_ranks_cuda.cpp).
 //
 // Memory of the energy: the energy check is its own object, apart from the step engine's
-// CudaPmRanks, and a second object built for forces would hold a second set of slabs for the
-// whole run (three x slabs, CudaPmSlabs' two y slabs and cuFFT's work areas: ~5 n^3 / P reals
-// per rank, 20 n^3 / P bytes for a float mesh, 1.3 GB per rank for 512^3 on 2 ranks). So the
+// CudaPmRanks, and a second object built for forces would hold a second set of buffers for
+// the whole run (its cuFFT work areas and, with CUDA IPC, an exported transpose buffer of the
+// larger of an x and a y slab, ~n^3 / P reals per rank), and take its slabs at each call. So the
 // energy check builds its CudaPmRanks with Use::energy, which keeps only its cuFFT plans
 // (without work areas), the per-axis tables and a few counts. Each potential_energy() takes
 // from the device pool (gpu/device_buffer.cuh), queued on the caller's stream, the density x
@@ -220,9 +220,10 @@ class CudaPmRanks {
   std::size_t device_bytes() const;    // allocated now: slabs, cuFFT slabs, particle buffers
   std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs (none for Use::energy)
   // Held between calls (cuFFT's work areas, the exchange's exported buffer, tables), and what
-  // an accelerations() call takes from the pool besides the per-particle buffers (the three
-  // real x slabs with their ghost planes, the density's received ghost planes, the cuFFT
-  // slabs' two complex y slabs), given back when it returns.
+  // an accelerations() call takes from the pool besides the per-particle buffers at its peak
+  // (the real x slab with its ghost planes, the received density and force ghost planes, and
+  // the larger of the fixed-point sums and the cuFFT slabs' complex y slabs: one with CUDA
+  // IPC, two staged), given back when it returns.
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
   std::size_t outside_pool_bytes() const;   // of held_bytes(), not the pool's (CudaPmSlabs')

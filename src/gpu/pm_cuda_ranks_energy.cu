@@ -226,7 +226,7 @@ double CudaPmRanks::Impl::mesh_energy(std::size_t total, double mass, cudaStream
   // PmSolver weigh them.
   const int meshes_count = s.interlaced ? 2 : 1;
   const std::size_t rows_per_mesh = static_cast<std::size_t>(n) * ny;
-  meshes.ensure_exact(block.total());   // Use::forces: its own slabs hold the block already
+  meshes.ensure_exact(block.total());   // from the pool for this call (Use::forces too: its slab is a call's)
   ghost_in.ensure_exact(ghost_in_count());
   row_sums.ensure_exact(std::max<std::size_t>(meshes_count * rows_per_mesh, 1));
   bind_forward_plans(stream);

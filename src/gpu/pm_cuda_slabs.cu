@@ -277,6 +277,7 @@ void CudaPmSlabs::Impl::run_host(Real* rho, Real* gx, Real* gy, PhaseTimes& time
   Real* const host_out[3] = {gx, gy, rho};   // g_z replaces the density, as on the host
   const std::size_t slab_bytes = layout.x_slab_count * 2 * sizeof(Real);
   run(slab_real, [&](int axis) {
+    ScopedPhase phase(times, "pm_fft");   // with the transforms, as the upload
     if (layout.x.count > 0)
       ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_out[axis], slab_real, slab_bytes, cudaMemcpyDeviceToHost, stream));
     sync();

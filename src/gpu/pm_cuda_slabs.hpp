@@ -17,8 +17,9 @@
 // each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
 //
 // The same work on device slabs (long_range_on_device): the PM whose particle side runs on the
-// GPUs too (gpu/pm_cuda_ranks.hpp) keeps its density and force slabs on the device, and this
-// class then needs no x slab of its own (host_slab false) and copies no slab to or from the host.
+// GPUs too (gpu/pm_cuda_ranks.hpp) keeps its x slab on the device (the density, then each force
+// component in turn), and this class then needs no x slab of its own (host_slab false) and
+// copies no slab to or from the host.
 //
 // The result equals the host PM's to the transforms' rounding (tests/mpi/test_pm_slabs_cuda.cpp).
 #pragma once
