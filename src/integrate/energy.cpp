@@ -163,6 +163,7 @@ PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
   request.softening = short_.softening;
   request.cut_shift = cut_shift_of(short_);
   const std::optional<PotentialEnergyTerms> terms = engine.potential_energy_terms(request);
+  last_mesh_from_forces_ = terms && terms->mesh_from_forces;
   if (!terms) return potential(engine.particles());
   if (!engine_terms_logged_) log::info("energy check: W from the particles where the step engine holds them");
   engine_terms_logged_ = true;
@@ -170,7 +171,6 @@ PotentialEnergy EnergyCheck::potential(StepEngine& engine) {
   const auto n = static_cast<std::size_t>(terms->count);
   PotentialEnergy w;
   w.mesh = terms->mesh;
-  w.mesh_from_forces = terms->mesh_from_forces;
   w.pairs = -g_mass * m * terms->pair_sum;
   w.self = split_self_energy(n, g_mass, m, short_.r_s);
   w.background = split_background_energy(n, g_mass, m, box_, short_.r_s, cut_, shift_terms());

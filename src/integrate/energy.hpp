@@ -75,7 +75,6 @@ class StepEngine;
 // a W by term, comoving: (km/s)^2 times 1e10 Msun/h.
 struct PotentialEnergy {
   double mesh = 0, pairs = 0, self = 0, background = 0;
-  bool mesh_from_forces = false;   // the engine summed the mesh term in its force pass before
   double total() const { return mesh + pairs + self + background; }
 };
 
@@ -112,6 +111,9 @@ class EnergyCheck {
   // The same for the particles `engine` holds: on one rank from the engine's own terms where
   // it offers them (StepEngine::potential_energy_terms), else potential(engine.particles()).
   PotentialEnergy potential(StepEngine& engine);
+  // Whether the last potential(StepEngine&) took the mesh term the engine summed in its force
+  // pass before (StepEngine::expect_potential_energy) rather than a pass of its own.
+  bool last_mesh_from_forces() const { return last_mesh_from_forces_; }
 
   // The budget at an end of a PM step at scale factor a, with sum |p|^2: starts it (needs W:
   // `potential` non-null) or advances the integral of K da. Returns the residual
@@ -122,6 +124,7 @@ class EnergyCheck {
   bool enabled_ = false;
   std::int64_t every_ = 0;
   double warning_ = 0;
+  bool last_mesh_from_forces_ = false;
   std::string why_off_;
   Comm comm_;
   double box_ = 0;

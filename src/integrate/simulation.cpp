@@ -542,7 +542,8 @@ void Simulation::check_energy() {
             "{:.4e}, background {:.4e}), int K da = {:.6e}; Layzer-Irvine residual {:+.3e} of |aW| ({:.2f} s)",
             state_.a, state_.pm_steps, starting ? ", the budget starts" : "", ak, w.total(), w.mesh, w.pairs, w.self,
             w.background, state_.energy.k_integral, residual, watch.seconds());
-  energy_checks_.push_back(EnergyCheckRecord{state_.pm_steps, state_.a, ak, w.total(), residual, w.mesh_from_forces});
+  energy_checks_.push_back(EnergyCheckRecord{state_.pm_steps, state_.a, ak, w.total(), residual});
+  energy_checks_from_forces_ += energy_->last_mesh_from_forces();
   if (std::abs(residual) > energy_->warning_threshold() && !energy_warned_) {
     energy_warned_ = true;
     log::warn_root("the Layzer-Irvine residual {:+.3e} exceeds [analysis] energy_drift_warning = {} of |aW| at a = "

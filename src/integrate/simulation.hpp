@@ -51,7 +51,6 @@ struct EnergyCheckRecord {
   double a = 0;
   double ak = 0, aw = 0;       // a K and a W, (km/s)^2 times 1e10 Msun/h
   double residual = 0;         // (C(a) - C(a0)) / max(|a W|, a K)
-  bool mesh_from_forces = false;   // W's mesh term from the force pass before (StepEngine::expect_potential_energy)
 };
 
 // How `orbis run` was asked to treat the output folder.
@@ -86,6 +85,9 @@ class Simulation {
   const RunState& state() const { return state_; }
   // The energy checks this Simulation logged, in order (a restart's from the restart on).
   const std::vector<EnergyCheckRecord>& energy_checks() const { return energy_checks_; }
+  // How many of them took W's mesh term from the force pass before (the engine's, announced
+  // by StepEngine::expect_potential_energy) rather than a pass of their own.
+  std::int64_t energy_checks_from_forces() const { return energy_checks_from_forces_; }
   // An isolated system's conservation checks (the start, then every output), in order.
   const std::vector<ConservationRecord>& conservation_checks() const { return conservation_checks_; }
 
@@ -135,6 +137,7 @@ class Simulation {
   std::vector<ConservationRecord> conservation_checks_;   // isolated systems
   bool energy_warned_ = false;
   std::vector<EnergyCheckRecord> energy_checks_;
+  std::int64_t energy_checks_from_forces_ = 0;
   std::string out_dir_;
   RunOptions options_;
   std::unique_ptr<Checkpoint> restart_;   // with --restart, until run() takes it
