@@ -135,15 +135,16 @@ struct CudaPmSolver::Impl {
   }
 
   // The force pass; with energy_rows (device, n^2 doubles a mesh) also the mesh energy's row
-  // sums of each transformed density (mesh_energy()'s, from the same modes).
+  // sums of each transformed density (as mesh_energy_rows(), from the same modes).
   template <typename Real>
   void run(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
            double mass, double* const acc[3], double* energy_rows, cudaStream_t stream);
   // The mesh energy from `meshes` meshes' row sums at `rows` (device), waiting for them.
   double energy_of_rows(const PmSettings& s, const double* rows, int meshes, cudaStream_t stream) const;
+  // potential_energy()'s pass: each mesh's energy row sums (n^2 doubles a mesh) at `rows`.
   template <typename Real>
-  double mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
-                     double mass, cudaStream_t stream);
+  void mesh_energy_rows(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
+                        double mass, double* rows, cudaStream_t stream);
   template <typename Real>
   void assign(const PmSettings& s, const double* x, const double* y, const double* z, std::size_t count,
               double mass, double shift_cells, Real* mesh, Real* work, cudaStream_t stream);
@@ -313,9 +314,14 @@ double CudaPmSolver::potential_energy(const double* x, const double* y, const do
   Impl& m = *impl_;
   gpu::AllocationStream on_stream(stream);
   m.take_work_block(stream);
-  const double w = settings_.double_mesh ? m.mesh_energy<double>(settings_, x, y, z, n, particle_mass, stream)
-                                         : m.mesh_energy<float>(settings_, x, y, z, n, particle_mass, stream);
+  const int meshes = settings_.interlaced ? 2 : 1;
+  gpu::DeviceArray<double> rows;
+  rows.ensure_exact(static_cast<std::size_t>(meshes) * settings_.grid_side * settings_.grid_side);
+  if (settings_.double_mesh) m.mesh_energy_rows<double>(settings_, x, y, z, n, particle_mass, rows.data(), stream);
+  else m.mesh_energy_rows<float>(settings_, x, y, z, n, particle_mass, rows.data(), stream);
   m.work_block.release();
+  const double w = m.energy_of_rows(settings_, rows.data(), meshes, stream);
+  rows.release();
   return w;
 }
 
@@ -352,30 +358,19 @@ double CudaPmSolver::Impl::energy_of_rows(const PmSettings& s, const double* row
 }
 
 template <typename Real>
-double CudaPmSolver::Impl::mesh_energy(const PmSettings& s, const double* x, const double* y, const double* z,
-                                       std::size_t count, double mass, cudaStream_t stream) {
+void CudaPmSolver::Impl::mesh_energy_rows(const PmSettings& s, const double* x, const double* y, const double* z,
+                                          std::size_t count, double mass, double* rows, cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = s.grid_side;
   Real* rho = reinterpret_cast<Real*>(work_block.data());
   Real* work = rho + mesh_reals(n);
-  // Interlaced: the mean of the two meshes' energies, plane by plane as PmSolver weighs them.
-  // Each mesh's n^2 row sums in the work mesh (free again once assigned; it holds n^2 2(n/2+1)
-  // reals), one mesh after the other.
-  const int meshes = s.interlaced ? 2 : 1;
   const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
-  auto* rows = reinterpret_cast<double*>(work);
-  std::vector<double> planes(static_cast<std::size_t>(n), 0.0), row_sums(per_mesh);
-  for (int mesh = 0; mesh < meshes; ++mesh) {
+  for (int mesh = 0; mesh < (s.interlaced ? 2 : 1); ++mesh) {
     assign(s, x, y, z, count, mass, long_range_mesh_shift(s.interlaced, mesh), rho, work, stream);
     cufft_forward_real(plans.forward, rho);
     gpu::pm_long_range_energy_rows<Real>(reinterpret_cast<const C*>(rho), n, k_axis, inv_w2, long_range_norm(n),
-                                         s.r_s_mpc_h * s.r_s_mpc_h, rows, stream);
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(row_sums.data(), rows, per_mesh * sizeof(double), cudaMemcpyDeviceToHost,
-                                     stream));
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    add_mesh_energy_rows(row_sums, {n}, 1.0 / meshes, planes);
+                                         s.r_s_mpc_h * s.r_s_mpc_h, rows + mesh * per_mesh, stream);
   }
-  return mesh_energy_of_planes(planes, s.box_mpc_h / n);
 }
 
 template <typename Real>
@@ -421,7 +416,7 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   cufft_forward_real(plans.forward, a);
   if (two) cufft_forward_real(plans.forward, b);
   mark("pm_green", stream);
-  if (energy_rows) {   // long range: mesh A's modes, then B's (interlaced), as mesh_energy() sums them
+  if (energy_rows) {   // long range: mesh A's modes, then B's (interlaced), as mesh_energy_rows() sums them
     const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
     for (Real* mesh : {a, b})
       if (mesh)

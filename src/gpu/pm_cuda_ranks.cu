@@ -138,7 +138,7 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
 
   m.counts_dev.ensure_exact(static_cast<std::size_t>(ranks));
   m.selected.ensure_exact(1);
-  m.counts_host.ensure(static_cast<std::size_t>(ranks));
+  m.counts_host.ensure(static_cast<std::size_t>(ranks) + 1);   // and the leavers' selection count
   ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&m.own_stream, cudaStreamNonBlocking));
   if (use == Use::energy) {   // no slabs held: potential_energy() takes them from the pool
     m.make_energy_plans();
@@ -310,9 +310,10 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   packed.ensure(3 * room);
   int bits = 1;
   while ((1 << bits) < ranks) ++bits;
+  const SlabRule rule = slab_rule(settings, ranks);
   const thrust::counting_iterator<std::uint32_t> index(0);
   const auto items = static_cast<std::int64_t>(n);
-  const Leaves leaves{pos, slab_rule(settings, ranks), me};
+  const Leaves leaves{pos, rule, me};
   std::size_t select_bytes = 0;
   if (n > 0)
     ORBIS_CUDA_CHECK(
@@ -323,14 +324,10 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   if (leaving > 0) {
     ORBIS_CUDA_CHECK(cub::DeviceSelect::If(sort_temp.data(), select_bytes, index, order.data(), selected.data(), items,
                                            leaves, stream));
-    // The selection and the counts apply the same rule (SlabRule), as the deposit and the
-    // interpolation do (PmSlabKeep): a particle deposited twice or not at all would show here.
-    std::int64_t chosen = 0;
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(&chosen, selected.data(), sizeof chosen, cudaMemcpyDeviceToHost, stream));
-    sync(stream);
-    if (chosen != static_cast<std::int64_t>(leaving))
-      fail("internal: PM over ranks: {} particles selected to leave, {} counted", chosen, leaving);
-    key_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(pos, order.data(), leaving, slab_rule(settings, ranks), keys.data());
+    // The selection's count, checked against the counts below, after the exchange's wait.
+    ORBIS_CUDA_CHECK(cudaMemcpyAsync(counts_host.data() + ranks, selected.data(), sizeof(std::int64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+    key_kernel<<<grid_for(leaving), kThreads, 0, stream>>>(pos, order.data(), leaving, rule, keys.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     gpu::radix_sort_pairs(sort_temp.data(), sort_temp.capacity(), key_buffers, order_buffers, leaving, 0, bits,
                           stream);
@@ -345,6 +342,10 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   routed.ensure(3 * routed_room);
   routed_pos.ensure(3 * routed_room);
   exchange_particles(packed.data(), send_counts, routed.data(), recv_counts, stream);
+  // The selection and the counts apply the same rule (SlabRule), as the deposit and the
+  // interpolation do (PmSlabKeep): a particle deposited twice or not at all would show here.
+  if (leaving > 0 && counts_host.data()[ranks] != leaving)
+    fail("internal: PM over ranks: {} particles selected to leave, {} counted", counts_host.data()[ranks], leaving);
   if (m > 0) gpu::deinterleave(routed.data(), m, routed_pos.data(), stream);
   traffic.particles = n;
   traffic.particles_away = leaving;

@@ -1131,7 +1131,7 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
   const std::optional<double> mesh_now = m.mesh_energy_now;
   if (m.pm && !mesh_now) {
     const CudaPmMemory pm_memory = CudaPmSolver::plan_memory(m.pm_settings, m.n);
-    need = std::max(need, pm_memory.meshes + pm_memory.fft_work);
+    need = std::max(need, pm_memory.per_call());
   }
   if (m.pm_ranks && !mesh_now) need = std::max(need, m.pm_ranks->transient_bytes() + 24 * m.n);
   const std::size_t available = usable ? m.transient_available() : 0;
