@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std:
   if (leaf >= t.n_leaves) return;
   const std::int32_t node = t.leaf_node[leaf];
   if (!wanted[node]) return;
-  const DeviceShapeNode nd = t.nodes[node];
+  const ShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
   double sum[nm];
   ct::unroll<nm>([&](auto n) { sum[n] = 0; });
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std:
   const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= n_level) return;
   const std::int32_t node = level[item];
-  const DeviceShapeNode nd = t.nodes[node];
+  const ShapeNode nd = t.nodes[node];
   if (nd.left < 0 || !wanted[node]) return;
   double sum[nm];
   ct::unroll<nm>([&](auto n) { sum[n] = 0; });
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) l2l_kernel(FmmTreeView t, const std:
   const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= 2 * n_level) return;
   const std::int32_t parent = level[item / 2];
-  const DeviceShapeNode nd = t.nodes[parent];
+  const ShapeNode nd = t.nodes[parent];
   if (nd.left < 0 || !has_local[parent]) return;
   const std::int32_t child = item % 2 == 0 ? nd.left : nd.right;
   const Vec3d d = centre_of(t.geometry[child]) - centre_of(t.geometry[parent]);
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const doub
   if (leaf >= t.n_leaves) return;
   const std::int32_t node = t.leaf_node[leaf];
   if (!has_local[node]) return;
-  const DeviceShapeNode nd = t.nodes[node];
+  const ShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
   const double* loc = l + static_cast<std::size_t>(node) * nl;
   for (std::uint32_t i = lane; i < nd.count; i += 32) {
@@ -291,12 +291,12 @@ __global__ void flag_sources(const InteractionTask* tasks, std::size_t count, st
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (q < count) wanted[tasks[q].source] = 1;   // every writer writes 1
 }
-__global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+__global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, const ShapeNode* nodes,
                               std::uint8_t* wanted) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_level) return;
   const std::int32_t node = level[i];
-  const DeviceShapeNode nd = nodes[node];
+  const ShapeNode nd = nodes[node];
   if (nd.left >= 0 && wanted[node]) wanted[nd.left] = wanted[nd.right] = 1;
 }
 

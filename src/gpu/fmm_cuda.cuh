@@ -53,10 +53,10 @@
 #include "fmm/tasks.hpp"
 #include "gpu/device_buffer.cuh"
 #include "gpu/device_tree.cuh"
+#include "tree/shape_node.hpp"
 
 namespace orbis::gpu {
 
-struct DeviceShapeNode;
 class DeviceOrbTree;
 namespace fmm_detail {
 struct Pass;
@@ -66,7 +66,7 @@ struct ChunkArrays;
 // What the FMM reads of the device tree (DeviceOrbTree's arrays, tree order).
 struct FmmTreeView {
   std::size_t n_nodes = 0, n_leaves = 0, n_particles = 0;
-  const DeviceShapeNode* nodes = nullptr;
+  const ShapeNode* nodes = nullptr;
   const DeviceNodeGeometry* geometry = nullptr;
   const std::int32_t* leaf_node = nullptr;     // leaf -> node
   const std::int32_t* level_nodes = nullptr;   // nodes by depth, increasing index in a depth

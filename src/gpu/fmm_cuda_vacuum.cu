@@ -151,7 +151,7 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
                           std::uint64_t end, const DeviceNodeGeometry& target, float* sh, double* acc) {
   const int lane = threadIdx.x & 31;
   const Vec3d zt = centre_of(target);
-  const DeviceShapeNode first = t.nodes[t.leaf_node[tasks[begin].source]];
+  const ShapeNode first = t.nodes[t.leaf_node[tasks[begin].source]];
   const double scale = target_scale(target, Vec3d{t.x[first.first], t.y[first.first], t.z[first.first]}, eps2);
   const double inv = 1.0 / scale;
   const auto eps2f = static_cast<float>(eps2 * inv * inv);
@@ -164,7 +164,7 @@ __device__ void p2l_tasks(double eps2, const FmmTreeView& t, const InteractionTa
     const auto batch = static_cast<int>(end - q0 < 32 ? end - q0 : 32);
     std::uint32_t my_first = 0, my_count = 0;
     if (lane < batch) {
-      const DeviceShapeNode leaf = t.nodes[t.leaf_node[tasks[q0 + lane].source]];
+      const ShapeNode leaf = t.nodes[t.leaf_node[tasks[q0 + lane].source]];
       my_first = leaf.first;
       my_count = leaf.count;
     }
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) m2p_chunk_kernel(double eps2, FmmTre
     const std::uint64_t k = c - chunk_start[leaf];
     const std::uint64_t begin = offsets[leaf] + k * chunk;
     const std::uint64_t end = begin + chunk < offsets[leaf + 1] ? begin + chunk : offsets[leaf + 1];
-    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
+    const ShapeNode nd = t.nodes[t.leaf_node[leaf]];
     double* out = partial + 3 * (entry_start[leaf] + k * nd.count);
     for (std::uint32_t i0 = 0; i0 < nd.count; i0 += 32) {   // the whole warp, for m2p_field
       const std::uint32_t i = i0 + lane, p = nd.first + (i < nd.count ? i : 0);
@@ -422,7 +422,7 @@ __global__ void __launch_bounds__(kThreads) m2p_kernel(double eps2, FmmTreeView 
   for (std::size_t leaf = blockIdx.x * static_cast<std::size_t>(kWarps) + w; leaf < t.n_leaves; leaf += warps) {
     const std::uint64_t begin = offsets[leaf], end = offsets[leaf + 1];
     if (begin == end) continue;   // warp-uniform
-    const DeviceShapeNode nd = t.nodes[t.leaf_node[leaf]];
+    const ShapeNode nd = t.nodes[t.leaf_node[leaf]];
     const std::uint32_t chunks = chunk_start[leaf + 1] - chunk_start[leaf];
     const double* part = partial + 3 * static_cast<std::size_t>(entry_start[leaf]);
     for (std::uint32_t i0 = 0; i0 < nd.count; i0 += 32) {   // the whole warp, for m2p_field

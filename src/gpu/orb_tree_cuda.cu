@@ -50,13 +50,13 @@ __device__ __forceinline__ double coord_of(const double* x, const double* y, con
 
 // Box and split axis of the nodes of one depth: the box from the ends of the node's segment
 // in each sorted list, the axis by split_axis, the host build's function (tree/split_axis.hpp).
-__global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, const DeviceShapeNode* nodes,
+__global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, const ShapeNode* nodes,
                            const std::uint32_t* lists, std::uint32_t n, const double* x, const double* y,
                            const double* z, int top_levels, DeviceNodeGeometry* geom, std::uint8_t* axis) {
   const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n_level) return;
   const std::int32_t node = level[t];
-  const DeviceShapeNode nd = nodes[node];
+  const ShapeNode nd = nodes[node];
   DeviceNodeGeometry& g = geom[node];
   Vec3d lo, hi;
   for (int d = 0; d < 3; ++d) {
@@ -71,8 +71,8 @@ __global__ void node_boxes(const std::int32_t* level, std::uint32_t n_level, con
 
 // The child of `node` holding tree position p (node itself when it is a leaf), in a built
 // tree's shape (OrbTree::shape: the left child holds count / 2).
-__device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, std::int32_t node, std::uint32_t p) {
-  const DeviceShapeNode nd = nodes[node];
+__device__ __forceinline__ std::int32_t descend(const ShapeNode* nodes, std::int32_t node, std::uint32_t p) {
+  const ShapeNode nd = nodes[node];
   if (nd.left < 0) return node;
   return p - nd.first < nd.count / 2 ? nd.left : nd.right;
 }
@@ -83,14 +83,14 @@ __device__ __forceinline__ std::int32_t descend(const DeviceShapeNode* nodes, st
 // which it keeps (no later level writes it): the scan then counts the left particles of this
 // depth's internal nodes only, which makes its value at each position known up to the
 // particle's rank in its segment (ScatterSplit below).
-__global__ void flag_level(std::uint32_t n, bool root, const DeviceShapeNode* nodes, const std::uint8_t* axis,
+__global__ void flag_level(std::uint32_t n, bool root, const ShapeNode* nodes, const std::uint8_t* axis,
                            std::int32_t* node_of, const std::uint32_t* lists, std::uint8_t* flag) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= n) return;
   const std::int32_t above = root ? -1 : node_of[p];
   const std::int32_t node = root ? 0 : descend(nodes, above, p);
   node_of[p] = node;
-  const DeviceShapeNode nd = nodes[node];
+  const ShapeNode nd = nodes[node];
   const bool leaf = nd.left < 0;
   if (leaf && node == above) return;   // an earlier leaf: its flag is 0 already
   const std::uint32_t j = lists[static_cast<std::size_t>(axis[node]) * n + p];
@@ -124,7 +124,7 @@ struct ScatterSplit {
   std::uint32_t n;
   std::uint32_t left_per_list;               // L of this depth
   const std::uint32_t* left_before_node;     // per node
-  const DeviceShapeNode* nodes;
+  const ShapeNode* nodes;
   const std::int32_t* node_of;
   const std::uint32_t* in;
   const std::uint8_t* flag;
@@ -136,7 +136,7 @@ struct ScatterSplit {
     const auto p = static_cast<std::uint32_t>(i - base);
     const std::uint32_t v = in[i];
     const std::int32_t node = node_of[p];
-    const DeviceShapeNode nd = nodes[node];
+    const ShapeNode nd = nodes[node];
     if (nd.left < 0) {
       out[i] = v;
       return;
@@ -165,7 +165,7 @@ constexpr std::uint32_t kSubtreeCap = kSubtreeThreads * kSubtreeItems;   // loca
 static_assert(kSubtreeCap <= 65536, "local ids are 16-bit");
 
 __global__ void __launch_bounds__(kSubtreeThreads, 2)
-    split_subtrees(const std::int32_t* roots, const DeviceShapeNode* nodes, std::uint32_t* lists,
+    split_subtrees(const std::int32_t* roots, const ShapeNode* nodes, std::uint32_t* lists,
                    std::uint32_t* local_of, std::uint32_t n, const double* x, const double* y, const double* z,
                    int top_levels, DeviceNodeGeometry* geom, std::uint8_t* axis, std::int32_t* node_of) {
   using Scan = cub::BlockScan<std::uint32_t, kSubtreeThreads>;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kSubtreeThreads, 2)
   }
   __syncthreads();
   for (int d = nodes[root].depth;; ++d) {
-    DeviceShapeNode nd[kSubtreeItems];
+    ShapeNode nd[kSubtreeItems];
     bool splits = false;
 #pragma unroll
     for (int k = 0; k < kSubtreeItems; ++k) {
@@ -271,7 +271,7 @@ __global__ void __launch_bounds__(kSubtreeThreads, 2)
 
 // Tree order: a leaf's particles in its split axis' list (sorted by the total order, as the
 // host sorts a leaf), and the positions gathered into tree order.
-__global__ void leaf_order(std::uint32_t n, bool root_is_leaf, const DeviceShapeNode* nodes,
+__global__ void leaf_order(std::uint32_t n, bool root_is_leaf, const ShapeNode* nodes,
                            const std::uint8_t* axis, const std::int32_t* node_of, const std::uint32_t* lists,
                            const double* x, const double* y, const double* z, std::uint32_t* order,
                            double* tx, double* ty, double* tz) {
@@ -285,11 +285,11 @@ __global__ void leaf_order(std::uint32_t n, bool root_is_leaf, const DeviceShape
   tz[p] = z[j];
 }
 
-__global__ void make_walk_nodes(std::uint32_t n_nodes, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
+__global__ void make_walk_nodes(std::uint32_t n_nodes, const ShapeNode* nodes, const DeviceNodeGeometry* geom,
                                 int top_levels, WalkNode* out) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_nodes) return;
-  const DeviceShapeNode nd = nodes[i];
+  const ShapeNode nd = nodes[i];
   const DeviceNodeGeometry g = geom[i];
   out[i] = make_walk_node(g.lo, g.hi, g.centre, g.radius, nd.left, nd.right, nd.leaf,
                           is_top_node(nd.depth, nd.left, top_levels));
@@ -309,7 +309,7 @@ DeviceOrbTree::~DeviceOrbTree() {
 
 void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
   if (n == n_ && max_leaf == max_leaf_ && !shape_.empty() && !forest_) return;
-  shape_ = OrbTree::shape(n, max_leaf);
+  OrbTree::shape_nodes(n, max_leaf, shape_);
   n_ = n;
   max_leaf_ = max_leaf;
   forest_ = false;
@@ -317,57 +317,85 @@ void DeviceOrbTree::set_shape(std::size_t n, int max_leaf) {
   upload_shape();
 }
 
+// The shape's host tables, made by the threads (a forest's are new at every build): per
+// thread's block of nodes its count per depth, then each block writes its nodes of a depth
+// after the earlier blocks' (so by index inside a depth, as a serial counting sort).
 void DeviceOrbTree::upload_shape() {
   const std::size_t n_nodes = shape_.size();
-  std::vector<DeviceShapeNode> table(n_nodes);
+  const auto nn = static_cast<std::int64_t>(n_nodes);
   int max_depth = 0;
-  n_leaves_ = 0;
-  for (std::size_t i = 0; i < n_nodes; ++i) {
-    const TreeNode& s = shape_[i];
-    table[i] = DeviceShapeNode{s.first, s.count, s.left, s.right, s.leaf, s.depth, s.parent};
-    max_depth = std::max(max_depth, s.depth);
-    n_leaves_ += s.is_leaf();
+  std::int64_t leaves = 0;
+#pragma omp parallel for schedule(static) reduction(max : max_depth) reduction(+ : leaves)
+  for (std::int64_t i = 0; i < nn; ++i) {
+    max_depth = std::max(max_depth, shape_[static_cast<std::size_t>(i)].depth);
+    leaves += shape_[static_cast<std::size_t>(i)].left < 0;
   }
-  // Nodes by depth (counting sort, increasing index inside a depth), leaves by index.
-  level_offset_.assign(static_cast<std::size_t>(max_depth) + 2, 0);
-  for (const TreeNode& s : shape_) ++level_offset_[static_cast<std::size_t>(s.depth) + 1];
-  for (std::size_t d = 1; d < level_offset_.size(); ++d) level_offset_[d] += level_offset_[d - 1];
+  n_leaves_ = static_cast<std::size_t>(leaves);
+  const auto depths = static_cast<std::size_t>(max_depth) + 1;
+  constexpr std::int64_t kBlock = 1 << 16;
+  const std::int64_t n_blocks = (nn + kBlock - 1) / kBlock;
+  std::vector<std::size_t> cursor(static_cast<std::size_t>(n_blocks) * depths, 0);   // [block][depth]
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * depths;
+    for (std::int64_t i = b * kBlock; i < std::min(nn, (b + 1) * kBlock); ++i)
+      ++c[static_cast<std::size_t>(shape_[static_cast<std::size_t>(i)].depth)];
+  }
+  // Nodes by depth (increasing index inside a depth), leaves by index.
+  level_offset_.assign(depths + 1, 0);
+  std::size_t at = 0;
+  for (std::size_t d = 0; d < depths; ++d) {
+    level_offset_[d] = at;
+    for (std::int64_t b = 0; b < n_blocks; ++b) {
+      std::size_t& c = cursor[static_cast<std::size_t>(b) * depths + d];
+      const std::size_t count = c;
+      c = at;
+      at += count;
+    }
+  }
+  level_offset_[depths] = at;
   std::vector<std::int32_t> by_depth(n_nodes), leaf_node(n_leaves_);
-  std::vector<std::uint32_t> left_before_node;
-  std::vector<std::size_t> cursor(level_offset_.begin(), level_offset_.end() - 1);
-  for (std::size_t i = 0; i < n_nodes; ++i) {
-    by_depth[cursor[static_cast<std::size_t>(shape_[i].depth)]++] = static_cast<std::int32_t>(i);
-    if (shape_[i].is_leaf()) leaf_node[static_cast<std::size_t>(shape_[i].leaf)] = static_cast<std::int32_t>(i);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t b = 0; b < n_blocks; ++b) {
+    std::size_t* c = cursor.data() + static_cast<std::size_t>(b) * depths;
+    for (std::int64_t i = b * kBlock; i < std::min(nn, (b + 1) * kBlock); ++i) {
+      const ShapeNode& s = shape_[static_cast<std::size_t>(i)];
+      by_depth[c[static_cast<std::size_t>(s.depth)]++] = static_cast<std::int32_t>(i);
+      if (s.left < 0) leaf_node[static_cast<std::size_t>(s.leaf)] = static_cast<std::int32_t>(i);
+    }
   }
   // The build's scan terms (ScatterSplit): per node the left particles (count / 2 of each
   // internal node) of the internal nodes of its depth that start before it, per depth their
-  // sum. Preorder numbering (OrbTree::shape, forest_shape) lists a depth's nodes in position
-  // order, which the check keeps honest. (A forest gets them too, unused: it is not split.)
-  left_before_node.assign(n_nodes, 0);
-  level_left_.assign(static_cast<std::size_t>(max_depth) + 1, 0);
-  for (std::size_t d = 0; d + 1 < level_offset_.size(); ++d) {
+  // sum. Preorder numbering (OrbTree::shape_nodes, forest_shape_nodes) lists a depth's nodes in
+  // position order, which the check keeps honest. (A forest gets them too, unused: it is not
+  // split.) The depths apart, one per thread.
+  std::vector<std::uint32_t> left_before_node(n_nodes, 0);
+  level_left_.assign(depths, 0);
+  std::vector<std::uint8_t> whole(depths, 0);   // the depth's nodes hold every particle, each <= kSubtreeCap
+  std::int64_t unordered = -1;
+#pragma omp parallel for schedule(dynamic, 1) reduction(max : unordered)
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(depths); ++d) {
     std::uint32_t left = 0, end = 0;
-    for (std::size_t k = level_offset_[d]; k < level_offset_[d + 1]; ++k) {
-      const auto i = static_cast<std::size_t>(by_depth[k]);
-      const TreeNode& s = shape_[i];
-      if (s.first < end) fail("internal: device ORB tree: depth {} not in position order at node {}", d, i);
-      end = s.first + s.count;
-      left_before_node[i] = left;
-      if (!s.is_leaf()) left += s.count / 2;
-    }
-    level_left_[d] = left;
-  }
-  subtree_depth_ = -1;
-  for (std::size_t d = 0; d + 1 < level_offset_.size() && subtree_depth_ < 0; ++d) {
     std::size_t held = 0;
     bool fits = true;
-    for (std::size_t k = level_offset_[d]; k < level_offset_[d + 1]; ++k) {
-      const TreeNode& s = shape_[static_cast<std::size_t>(by_depth[k])];
+    for (std::size_t k = level_offset_[static_cast<std::size_t>(d)]; k < level_offset_[static_cast<std::size_t>(d) + 1];
+         ++k) {
+      const auto i = static_cast<std::size_t>(by_depth[k]);
+      const ShapeNode& s = shape_[i];
+      if (s.first < end) unordered = std::max(unordered, static_cast<std::int64_t>(i));
+      end = s.first + s.count;
+      left_before_node[i] = left;
+      if (s.left >= 0) left += s.count / 2;
       held += s.count;
       fits = fits && s.count <= kSubtreeCap;
     }
-    if (fits && held == n_) subtree_depth_ = static_cast<int>(d);
+    level_left_[static_cast<std::size_t>(d)] = left;
+    whole[static_cast<std::size_t>(d)] = fits && held == n_;
   }
+  if (unordered >= 0) fail("internal: device ORB tree: a depth not in position order at node {}", unordered);
+  subtree_depth_ = -1;
+  for (std::size_t d = 0; d < depths && subtree_depth_ < 0; ++d)
+    if (whole[d]) subtree_depth_ = static_cast<int>(d);
   nodes_.ensure(n_nodes);
   level_nodes_.ensure(n_nodes);
   leaf_node_.ensure(n_leaves_);
@@ -377,7 +405,7 @@ void DeviceOrbTree::upload_shape() {
   // stream whose mesh memory the pool had just handed to these arrays (garbage node tables:
   // NaN forces, seen on an H200; compute-sanitizer's initcheck flagged the reads).
   ancestors_ready_ = false;
-  nodes_.upload(table.data(), n_nodes);
+  nodes_.upload(shape_.data(), n_nodes);
   level_nodes_.upload(by_depth.data(), n_nodes);
   leaf_node_.upload(leaf_node.data(), n_leaves_);
   left_before_node_.upload(left_before_node.data(), n_nodes);
@@ -574,7 +602,14 @@ void DeviceOrbTree::download(OrbTree& out, const std::vector<Vec3d>& positions, 
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(nn); ++i) {
       TreeNode& node = into.nodes[i];
       const DeviceNodeGeometry& g = geom[i];
-      node = shape_[static_cast<std::size_t>(i)];
+      const ShapeNode& s = shape_[static_cast<std::size_t>(i)];
+      node.first = s.first;
+      node.count = s.count;
+      node.left = s.left;
+      node.right = s.right;
+      node.leaf = s.leaf;
+      node.depth = s.depth;
+      node.parent = s.parent;
       node.lo = Vec3d{g.lo[0], g.lo[1], g.lo[2]};
       node.hi = Vec3d{g.hi[0], g.hi[1], g.hi[2]};
       node.centre = Vec3d{g.centre[0], g.centre[1], g.centre[2]};

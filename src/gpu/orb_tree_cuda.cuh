@@ -28,13 +28,6 @@
 
 namespace orbis::gpu {
 
-// One node of the shape as the kernels read it (TreeNode without geometry).
-struct DeviceShapeNode {
-  std::uint32_t first, count;
-  std::int32_t left, right, leaf, depth;
-  std::int32_t parent;   // -1: the root
-};
-
 class DeviceOrbTree {
  public:
   DeviceOrbTree() = default;
@@ -94,9 +87,9 @@ class DeviceOrbTree {
   void walk_nodes(WalkNode* out, int top_levels, cudaStream_t stream) const;
 
   // Host shape (first, count, left, right, parent, leaf, depth), as OrbTree::shape.
-  const std::vector<TreeNode>& shape() const { return shape_; }
+  const std::vector<ShapeNode>& shape() const { return shape_; }
   // The device shape, nodes by depth (host offsets) and the node of each leaf.
-  const DeviceShapeNode* shape_nodes() const { return nodes_.data(); }
+  const ShapeNode* shape_nodes() const { return nodes_.data(); }
   const std::int32_t* level_nodes() const { return level_nodes_.data(); }
   const std::vector<std::size_t>& level_offsets() const { return level_offset_; }
   const std::int32_t* leaf_nodes() const { return leaf_node_.data(); }
@@ -155,7 +148,7 @@ class DeviceOrbTree {
   bool forest_ = false;   // shape_ is forest_shape(n_, forest_offsets_, forest_top_, max_leaf_)
   int forest_top_ = 0;
   std::vector<std::uint32_t> forest_offsets_;
-  std::vector<TreeNode> shape_;
+  std::vector<ShapeNode> shape_;
   std::vector<std::size_t> level_offset_;   // nodes of depth d: level_nodes_[offset[d], offset[d+1])
   // The build's scan terms (ScatterSplit in orb_tree_cuda.cu): per depth the left particles
   // of one list (count / 2 summed over its internal nodes), per node those of the internal
@@ -166,7 +159,7 @@ class DeviceOrbTree {
   // block's capacity each; -1 when there is none (leaves larger than that capacity).
   int subtree_depth_ = -1;
 
-  DeviceArray<DeviceShapeNode> nodes_;
+  DeviceArray<ShapeNode> nodes_;
   DeviceArray<std::int32_t> level_nodes_, leaf_node_;
   DeviceArray<std::uint32_t> left_before_node_;
   DeviceArray<std::uint8_t> axis_, flag_;

@@ -43,7 +43,7 @@ __device__ __forceinline__ double warp_max(double v) {
   return v;
 }
 
-__global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+__global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const ShapeNode* nodes,
                           const std::uint32_t* gather, const double* x, const double* y, const double* z, double* tx,
                           double* ty, double* tz, DeviceNodeGeometry* geom, DeviceLeaf* leaves,
                           unsigned long long* r2) {
@@ -52,7 +52,7 @@ __global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node,
   const std::uint32_t l = blockIdx.x * kWarps + w;
   if (l >= n_leaves) return;   // the whole warp
   const std::int32_t node = leaf_node[l];
-  const DeviceShapeNode nd = nodes[node];
+  const ShapeNode nd = nodes[node];
   const std::uint32_t end = nd.first + nd.count;
   DeviceNodeGeometry& g = geom[node];
   double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
@@ -126,7 +126,7 @@ __device__ __forceinline__ Vec3d centre_from_l2(const DeviceNodeGeometry& g) {
   return Vec3d{__ldcg(&g.centre[0]), __ldcg(&g.centre[1]), __ldcg(&g.centre[2])};
 }
 
-__global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+__global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const ShapeNode* nodes,
                               bool boxes, DeviceNodeGeometry* geom, unsigned* arrivals) {
   const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
   if (l >= n_leaves) return;
@@ -137,8 +137,8 @@ __global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_n
     __threadfence();      // this node's geometry before its arrival
     if (atomicAdd(arrivals + up, 1u) == 0) return;   // the sibling finishes the parent
     __threadfence();
-    const DeviceShapeNode nd = nodes[up];
-    const DeviceShapeNode a = nodes[nd.left], b = nodes[nd.right];
+    const ShapeNode nd = nodes[up];
+    const ShapeNode a = nodes[nd.left], b = nodes[nd.right];
     const DeviceNodeGeometry& ga = geom[nd.left];
     const DeviceNodeGeometry& gb = geom[nd.right];
     const Vec3d ca = centre_from_l2(ga), cb = centre_from_l2(gb);
@@ -158,7 +158,7 @@ __global__ void internal_pass(std::uint32_t n_leaves, const std::int32_t* leaf_n
 
 // Each leaf's ancestors, root first (row l of `stride` entries; -1 after the last), from
 // the parent links: made once per shape (finish_geometry), read by radius_pass.
-__global__ void leaf_ancestors(std::uint32_t n_leaves, const std::int32_t* leaf_node, const DeviceShapeNode* nodes,
+__global__ void leaf_ancestors(std::uint32_t n_leaves, const std::int32_t* leaf_node, const ShapeNode* nodes,
                                int stride, std::int32_t* out) {
   const std::uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
   if (l >= n_leaves) return;
@@ -190,7 +190,7 @@ __device__ __forceinline__ std::uint64_t distance_bits(const Vec3d& p, const Vec
 // multiples of a power of two 2^s from a.first, with s such that there are 32 to 63 of them
 // (all of a's positions in a node of fewer than 64 particles). Shifts, not a division: a
 // 64-bit division per lane and ancestor made the radii 3x slower.
-__device__ __forceinline__ bool holds_sample(const DeviceShapeNode& a, std::uint32_t first, std::uint32_t count) {
+__device__ __forceinline__ bool holds_sample(const ShapeNode& a, std::uint32_t first, std::uint32_t count) {
   const std::uint32_t off = first - a.first;
   if (off == 0) return true;
   const int s = 31 - __clz(max(1u, a.count >> 5));
@@ -198,13 +198,13 @@ __device__ __forceinline__ bool holds_sample(const DeviceShapeNode& a, std::uint
 }
 
 __global__ void radius_pass(int pass, std::uint32_t n_leaves, const std::int32_t* leaf_node, int stride,
-                            const std::int32_t* ancestors, const DeviceShapeNode* nodes, const DeviceNodeGeometry* geom,
+                            const std::int32_t* ancestors, const ShapeNode* nodes, const DeviceNodeGeometry* geom,
                             const double* tx, const double* ty, const double* tz, unsigned long long* r2) {
   const unsigned lane = threadIdx.x & 31;
   const std::uint32_t l = blockIdx.x * kWarps + (threadIdx.x >> 5);
   if (l >= n_leaves) return;   // the whole warp
   const std::int32_t leaf = leaf_node[l];
-  const DeviceShapeNode nd = nodes[leaf];
+  const ShapeNode nd = nodes[leaf];
   const bool one_chunk = nd.count <= 32;
   const Vec3d mine = lane < nd.count ? Vec3d{tx[nd.first + lane], ty[nd.first + lane], tz[nd.first + lane]}
                                      : Vec3d{0, 0, 0};
@@ -324,7 +324,7 @@ void DeviceOrbTree::assemble_forest(const double* x, const double* y, const doub
   const bool same_shape = forest_ && n == n_ && max_leaf == max_leaf_ && top_depth == forest_top_ &&
                           group_offsets == forest_offsets_;
   if (!same_shape) {
-    shape_ = OrbTree::forest_shape(n, group_offsets, top_depth, max_leaf);   // checks the input
+    OrbTree::forest_shape_nodes(n, group_offsets, top_depth, max_leaf, shape_);   // checks the input
     n_ = n;
     max_leaf_ = max_leaf;
     forest_ = true;

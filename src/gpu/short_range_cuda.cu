@@ -25,12 +25,12 @@ __global__ void active_flags(const std::uint32_t* order, const std::uint8_t* bin
 }
 
 // A node (leaf) is active when its range of tree positions holds an active particle.
-__global__ void active_nodes(const DeviceShapeNode* nodes, std::size_t n_nodes, const std::uint32_t* prefix,
+__global__ void active_nodes(const ShapeNode* nodes, std::size_t n_nodes, const std::uint32_t* prefix,
                              std::size_t n, std::uint8_t* node_active, unsigned long long* counters) {
   const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (k == 0) counters[1] = prefix[n];
   if (k >= n_nodes) return;
-  const DeviceShapeNode nd = nodes[k];
+  const ShapeNode nd = nodes[k];
   const bool active = prefix[nd.first + nd.count] > prefix[nd.first];
   node_active[k] = active;
   if (nd.leaf >= 0 && active) atomicAdd(counters + 2, 1ull);   // an integer count: exact in any order

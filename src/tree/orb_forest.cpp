@@ -33,16 +33,13 @@ void OrbTree::check_forest_input(std::size_t n, const std::vector<std::uint32_t>
     if (offsets[g + 1] < offsets[g]) fail("ORB forest: group offsets decrease at group {}", g);
 }
 
-std::vector<TreeNode> OrbTree::forest_shape(std::size_t n, const std::vector<std::uint32_t>& offsets, int top_depth,
-                                            int max_leaf) {
+void OrbTree::forest_shape_nodes(std::size_t n, const std::vector<std::uint32_t>& offsets, int top_depth, int max_leaf,
+                                 std::vector<ShapeNode>& nodes) {
   check_forest_input(n, offsets, top_depth, max_leaf);
-  struct Group {
-    std::uint32_t first, count;
-    std::int32_t root = 0, parent = -1, leaf_base = 0;
-  };
-  std::vector<Group> groups;
+  std::vector<SubtreeRoot> groups;   // each group's subtree, placed below
   for (std::size_t g = 0; g + 1 < offsets.size(); ++g)
-    if (offsets[g + 1] > offsets[g]) groups.push_back(Group{offsets[g], offsets[g + 1] - offsets[g]});
+    if (offsets[g + 1] > offsets[g])
+      groups.push_back(SubtreeRoot{0, -1, top_depth, 0, offsets[g], offsets[g + 1] - offsets[g]});
   // The artificial top has depth ceil(log2 G): its nodes must stay above top_depth.
   if (groups.size() > (std::size_t{1} << top_depth))
     fail("ORB forest: {} non-empty groups, but at most 2^top_depth = {} fit above depth {}", groups.size(),
@@ -56,85 +53,67 @@ std::vector<TreeNode> OrbTree::forest_shape(std::size_t n, const std::vector<std
     std::size_t a, b;
     std::int32_t parent, depth;
   };
-  std::vector<TreeNode> top_records;
+  std::vector<ShapeNode> top_records;
   std::vector<Part> stack{{0, groups.size(), -1, 0}};
   while (!stack.empty()) {
     const Part part = stack.back();
     stack.pop_back();
     const auto index = static_cast<std::int32_t>(n_nodes);
     if (part.b - part.a == 1) {
-      Group& g = groups[part.a];
-      g.root = index;
+      SubtreeRoot& g = groups[part.a];
+      g.index = index;
       g.parent = part.parent;
       g.leaf_base = static_cast<std::int32_t>(n_leaves);
       n_nodes += subtree_nodes(g.count, max_leaf);
       n_leaves += subtree_leaves(g.count, max_leaf);
     } else {
-      TreeNode node;
-      node.parent = part.parent;
-      node.depth = part.depth;
       top_nodes.push_back(index);
-      top_records.push_back(node);
+      top_records.push_back(ShapeNode{0, 0, -1, -1, -1, part.depth, part.parent});
       ++n_nodes;
       const std::size_t mid = part.a + (part.b - part.a) / 2;
       stack.push_back(Part{mid, part.b, index, part.depth + 1});   // popped after the left part
       stack.push_back(Part{part.a, mid, index, part.depth + 1});
     }
   }
-  std::vector<TreeNode> nodes(static_cast<std::size_t>(n_nodes), TreeNode{});
+  nodes.resize(static_cast<std::size_t>(n_nodes));
   for (std::size_t q = 0; q < top_nodes.size(); ++q) nodes[static_cast<std::size_t>(top_nodes[q])] = top_records[q];
+  // The groups' subtrees in parallel (a run's groups have as many counts as groups; made one
+  // after the other they were most of a forest's host time).
+  const auto n_groups = static_cast<std::int64_t>(groups.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t q = 0; q < n_groups; ++q) fill_subtree(nodes.data(), groups[static_cast<std::size_t>(q)], max_leaf);
   // Children: each node's parent link names it; left is the first child met in preorder.
   auto link = [&](std::int32_t parent, std::int32_t child) {
     if (parent < 0) return;
-    TreeNode& p = nodes[static_cast<std::size_t>(parent)];
+    ShapeNode& p = nodes[static_cast<std::size_t>(parent)];
     (p.left < 0 ? p.left : p.right) = child;
   };
   {
     std::size_t q = 0, g = 0;   // merge the artificial nodes and group roots in index order
     while (q < top_nodes.size() || g < groups.size()) {
-      if (g == groups.size() || (q < top_nodes.size() && top_nodes[q] < groups[g].root)) {
+      if (g == groups.size() || (q < top_nodes.size() && top_nodes[q] < groups[g].index)) {
         link(nodes[static_cast<std::size_t>(top_nodes[q])].parent, top_nodes[q]);
         ++q;
       } else {
-        link(groups[g].parent, groups[g].root);
+        link(groups[g].parent, groups[g].index);
         ++g;
       }
     }
   }
-
-  // The groups' subtrees, each its shape made in place (the groups in parallel: a run's
-  // groups have as many counts as groups, and the shapes made one after the other were most of
-  // a forest's host time), then shifted there.
-  const auto n_groups = static_cast<std::int64_t>(groups.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::int64_t q = 0; q < n_groups; ++q) {
-    const Group& g = groups[static_cast<std::size_t>(q)];
-    TreeNode* sub = nodes.data() + g.root;
-    const auto count = static_cast<std::size_t>(subtree_nodes(g.count, max_leaf));
-    fill_shape(sub, count, g.count, max_leaf);
-    for (std::size_t k = 0; k < count; ++k) {
-      TreeNode node = sub[k];
-      const auto index = g.root + static_cast<std::int32_t>(k);
-      node.first += g.first;
-      node.depth += top_depth;
-      node.parent = k == 0 ? g.parent : node.parent + g.root;
-      if (node.left >= 0) {
-        node.left += g.root;
-        node.right += g.root;
-      } else {
-        node.leaf += g.leaf_base;
-      }
-      nodes[static_cast<std::size_t>(index)] = node;
-    }
-  }
   for (auto it = top_nodes.rbegin(); it != top_nodes.rend(); ++it) {   // children before parents
-    TreeNode& node = nodes[static_cast<std::size_t>(*it)];
-    const TreeNode& a = nodes[static_cast<std::size_t>(node.left)];
-    const TreeNode& b = nodes[static_cast<std::size_t>(node.right)];
+    ShapeNode& node = nodes[static_cast<std::size_t>(*it)];
+    const ShapeNode& a = nodes[static_cast<std::size_t>(node.left)];
+    const ShapeNode& b = nodes[static_cast<std::size_t>(node.right)];
     node.first = std::min(a.first, b.first);
     node.count = a.count + b.count;
   }
-  return nodes;
+}
+
+std::vector<TreeNode> OrbTree::forest_shape(std::size_t n, const std::vector<std::uint32_t>& offsets, int top_depth,
+                                            int max_leaf) {
+  std::vector<ShapeNode> nodes;
+  forest_shape_nodes(n, offsets, top_depth, max_leaf, nodes);
+  return tree_nodes(nodes);
 }
 
 void OrbTree::assemble_forest(const std::vector<Vec3d>& positions, const std::vector<std::uint32_t>& offsets,

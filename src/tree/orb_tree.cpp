@@ -200,39 +200,92 @@ std::int64_t OrbTree::subtree_leaves(std::int64_t n, int max_leaf) { return leav
 // Every internal node has two children: nodes = 2 leaves - 1.
 std::int64_t OrbTree::subtree_nodes(std::int64_t n, int max_leaf) { return 2 * subtree_leaves(n, max_leaf) - 1; }
 
-std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
+void OrbTree::shape_nodes(std::size_t n, int max_leaf, std::vector<ShapeNode>& nodes) {
   if (max_leaf < 1) fail("ORB tree: max_leaf = {} must be >= 1", max_leaf);
   if (n == 0) fail("ORB tree: no particles");
   if (n > static_cast<std::size_t>(kMaxParticles))
     fail("ORB tree: {} particles, more than its 32-bit indices hold ({})", n, kMaxParticles);
-  std::vector<TreeNode> nodes(static_cast<std::size_t>(subtree_nodes(static_cast<std::int64_t>(n), max_leaf)));
-  fill_shape(nodes.data(), nodes.size(), static_cast<std::uint32_t>(n), max_leaf);
+  nodes.resize(static_cast<std::size_t>(subtree_nodes(static_cast<std::int64_t>(n), max_leaf)));
+  // The top levels here, one node at a time (a child's index and leaves before it follow from
+  // its elder sibling's count), down to up to 2^kTopDepth subtrees, which the threads fill.
+  constexpr int kTopDepth = 8;
+  std::vector<SubtreeRoot> roots, stack{SubtreeRoot{0, -1, 0, 0, 0, static_cast<std::uint32_t>(n)}};
+  while (!stack.empty()) {
+    const SubtreeRoot r = stack.back();
+    stack.pop_back();
+    if (r.depth >= kTopDepth || r.count <= static_cast<std::uint32_t>(max_leaf)) {
+      roots.push_back(r);
+      continue;
+    }
+    const std::uint32_t n_left = r.count / 2;
+    const auto right = r.index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left, max_leaf));
+    nodes[static_cast<std::size_t>(r.index)] = ShapeNode{r.first, r.count, r.index + 1, right, -1, r.depth, r.parent};
+    stack.push_back(SubtreeRoot{right, r.index, r.depth + 1,
+                                r.leaf_base + static_cast<std::int32_t>(subtree_leaves(n_left, max_leaf)),
+                                r.first + n_left, r.count - n_left});
+    stack.push_back(SubtreeRoot{r.index + 1, r.index, r.depth + 1, r.leaf_base, r.first, n_left});
+  }
+  const auto n_roots = static_cast<std::int64_t>(roots.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t q = 0; q < n_roots; ++q) fill_subtree(nodes.data(), roots[static_cast<std::size_t>(q)], max_leaf);
+}
+
+std::vector<TreeNode> OrbTree::shape(std::size_t n, int max_leaf) {
+  std::vector<ShapeNode> nodes;
+  shape_nodes(n, max_leaf, nodes);
+  return tree_nodes(nodes);
+}
+
+std::vector<TreeNode> OrbTree::tree_nodes(const std::vector<ShapeNode>& shape) {
+  std::vector<TreeNode> nodes(shape.size());
+  const auto n_nodes = static_cast<std::int64_t>(shape.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < n_nodes; ++i) {
+    const ShapeNode& s = shape[static_cast<std::size_t>(i)];
+    TreeNode& t = nodes[static_cast<std::size_t>(i)];
+    t.first = s.first;
+    t.count = s.count;
+    t.left = s.left;
+    t.right = s.right;
+    t.leaf = s.leaf;
+    t.depth = s.depth;
+    t.parent = s.parent;
+  }
   return nodes;
 }
 
-void OrbTree::fill_shape(TreeNode* nodes, std::size_t n_nodes, std::uint32_t n, int max_leaf) {
-  nodes[0].count = n;
-  // Preorder numbering: a node's children are its successor and the node after its left
-  // subtree, so each node is filled from its parent alone (indices increase, one pass).
-  std::int32_t next_leaf = 0;
-  for (std::size_t i = 0; i < n_nodes; ++i) {
-    TreeNode& node = nodes[i];
-    if (node.count <= static_cast<std::uint32_t>(max_leaf)) {
+void OrbTree::fill_subtree(ShapeNode* nodes, const SubtreeRoot& root, int max_leaf) {
+  // The nodes of a subtree of c particles: the nodes of one depth hold one of two counts
+  // (a node of c splits into c/2 and c - c/2, so c and c + 1), one of each parity, so a slot
+  // per depth and parity answers every lookup after the first.
+  std::uint32_t known_count[32][2] = {};
+  std::int32_t known_nodes[32][2] = {};
+  const auto nodes_of = [&](std::uint32_t c, std::int32_t depth) {
+    const auto d = static_cast<std::size_t>(depth & 31), parity = static_cast<std::size_t>(c & 1);
+    if (known_count[d][parity] != c) {
+      known_count[d][parity] = c;
+      known_nodes[d][parity] = static_cast<std::int32_t>(subtree_nodes(c, max_leaf));
+    }
+    return known_nodes[d][parity];
+  };
+  const auto leaf_max = static_cast<std::uint32_t>(max_leaf);
+  const std::int32_t end = root.index + nodes_of(root.count, 0);
+  nodes[static_cast<std::size_t>(root.index)] = ShapeNode{root.first, root.count, -1, -1, -1, root.depth, root.parent};
+  // Preorder: a node's children are its successor and the node after its left subtree, so
+  // each node is written by its parent before the pass reaches it.
+  std::int32_t next_leaf = root.leaf_base;
+  for (std::int32_t i = root.index; i < end; ++i) {
+    ShapeNode& node = nodes[static_cast<std::size_t>(i)];
+    if (node.count <= leaf_max) {
       node.leaf = next_leaf++;   // leaves come in preorder = particle order
       continue;
     }
     const std::uint32_t n_left = node.count / 2;
-    const auto index = static_cast<std::int32_t>(i);
-    node.left = index + 1;
-    node.right = index + 1 + static_cast<std::int32_t>(subtree_nodes(n_left, max_leaf));
-    TreeNode& a = nodes[static_cast<std::size_t>(node.left)];
-    TreeNode& b = nodes[static_cast<std::size_t>(node.right)];
-    a.first = node.first;
-    a.count = n_left;
-    b.first = node.first + n_left;
-    b.count = node.count - n_left;
-    a.parent = b.parent = index;
-    a.depth = b.depth = node.depth + 1;
+    node.left = i + 1;
+    node.right = i + 1 + nodes_of(n_left, node.depth - root.depth + 1);
+    nodes[static_cast<std::size_t>(node.left)] = ShapeNode{node.first, n_left, -1, -1, -1, node.depth + 1, i};
+    nodes[static_cast<std::size_t>(node.right)] =
+        ShapeNode{node.first + n_left, node.count - n_left, -1, -1, -1, node.depth + 1, i};
   }
 }
 

@@ -22,6 +22,7 @@
 
 #include "core/vec3.hpp"
 #include "tree/leaf.hpp"
+#include "tree/shape_node.hpp"
 
 namespace orbis {
 
@@ -90,7 +91,12 @@ class OrbTree {
 
   // The nodes assemble_forest makes for n particles in these groups (first, count, left,
   // right, parent, leaf, depth; no geometry), checking its input: the forest's shape, a
-  // function of the group sizes alone, shared with the device forest (gpu/orb_tree_cuda.cuh).
+  // function of the group sizes alone, shared with the device forest (gpu/orb_tree_cuda.cuh),
+  // which takes the compact records (the groups filled in parallel).
+  // `nodes` is resized to the shape and every node written (its storage reused from build to
+  // build: no first touch of tens of MB each time).
+  static void forest_shape_nodes(std::size_t n, const std::vector<std::uint32_t>& group_offsets, int top_depth,
+                                 int max_leaf, std::vector<ShapeNode>& nodes);
   static std::vector<TreeNode> forest_shape(std::size_t n, const std::vector<std::uint32_t>& group_offsets,
                                             int top_depth, int max_leaf);
 
@@ -110,7 +116,9 @@ class OrbTree {
 
   // The nodes build() would make for n particles (first, count, left, right, parent, leaf,
   // depth; no geometry): the shape depends on n and max_leaf alone, so a device build can
-  // know every node's range before it sees a position.
+  // know every node's range before it sees a position. The compact records (the device
+  // tree's; the subtrees below the top levels filled in parallel) or whole nodes.
+  static void shape_nodes(std::size_t n, int max_leaf, std::vector<ShapeNode>& nodes);   // as forest_shape_nodes
   static std::vector<TreeNode> shape(std::size_t n, int max_leaf);
   // The leaves of that shape (counted, not built).
   static std::int64_t subtree_leaves(std::int64_t n, int max_leaf);
@@ -170,9 +178,17 @@ class OrbTree {
   void finish_node(std::int32_t index, bool parallel);
   static std::pair<std::int64_t, std::int64_t> leaves_pair(std::int64_t n, int max_leaf);
   static std::int64_t subtree_nodes(std::int64_t n, int max_leaf);
-  // shape(n, max_leaf) written into nodes[0, subtree_nodes(n)) (value-initialised first):
-  // shape() and each group of forest_shape() (in parallel, in place).
-  static void fill_shape(TreeNode* nodes, std::size_t n_nodes, std::uint32_t n, int max_leaf);
+  // A subtree of the shape: its root's index, parent, depth, particles and the leaves before
+  // it (preorder), all in the numbers of the whole tree.
+  struct SubtreeRoot {
+    std::int32_t index = 0, parent = -1, depth = 0, leaf_base = 0;
+    std::uint32_t first = 0, count = 0;
+  };
+  // shape(root.count, max_leaf) written into nodes[root.index, root.index +
+  // subtree_nodes(root.count)) with the whole tree's numbers: one pass in preorder, each node
+  // from its parent (the range need not be initialised). Subtrees are filled in parallel.
+  static void fill_subtree(ShapeNode* nodes, const SubtreeRoot& root, int max_leaf);
+  static std::vector<TreeNode> tree_nodes(const std::vector<ShapeNode>& shape);
   void derive_levels();
   static void check_forest_input(std::size_t n, const std::vector<std::uint32_t>& group_offsets, int top_depth,
                                  int max_leaf);

@@ -1,6 +1,6 @@
-// OrbTree::shape and OrbTree::begin_adopt/finish_adopt, the two doors the device build
-// comes in by: the shape must be build()'s node for node, and adopting a tree's own data
-// must give that tree back.
+// OrbTree::shape (and its compact records) and OrbTree::begin_adopt/finish_adopt, the two
+// doors the device build comes in by: the shape must be build()'s node for node, and
+// adopting a tree's own data must give that tree back.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -39,6 +39,36 @@ TEST_CASE("shape() is build()'s shape") {
       const auto shape = OrbTree::shape(n, max_leaf);
       REQUIRE(shape.size() == tree.nodes().size());
       for (std::size_t i = 0; i < shape.size(); ++i) check_same_shape(shape[i], tree.nodes()[i]);
+    }
+  }
+}
+
+TEST_CASE("shape_nodes and forest_shape_nodes rewrite a reused vector whole") {
+  // The device tree keeps its shape's storage from build to build: every node must be
+  // written, whatever the vector held before (larger, smaller, garbage).
+  const std::vector<std::uint32_t> offsets{0, 40, 40, 1000, 1031, 5000};
+  for (const std::size_t before : {std::size_t{0}, std::size_t{10}, std::size_t{100000}}) {
+    CAPTURE(before);
+    std::vector<ShapeNode> nodes(before);
+    for (ShapeNode& s : nodes) std::memset(&s, 0x5a, sizeof s);
+    OrbTree::shape_nodes(100003, 7, nodes);
+    const auto tree = OrbTree::shape(100003, 7);
+    REQUIRE(nodes.size() == tree.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      TreeNode t;
+      t.first = nodes[i].first, t.count = nodes[i].count, t.left = nodes[i].left, t.right = nodes[i].right;
+      t.parent = nodes[i].parent, t.leaf = nodes[i].leaf, t.depth = nodes[i].depth;
+      check_same_shape(t, tree[i]);
+    }
+    for (ShapeNode& s : nodes) std::memset(&s, 0x5a, sizeof s);
+    OrbTree::forest_shape_nodes(5000, offsets, 4, 32, nodes);
+    const auto forest = OrbTree::forest_shape(5000, offsets, 4, 32);
+    REQUIRE(nodes.size() == forest.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      TreeNode t;
+      t.first = nodes[i].first, t.count = nodes[i].count, t.left = nodes[i].left, t.right = nodes[i].right;
+      t.parent = nodes[i].parent, t.leaf = nodes[i].leaf, t.depth = nodes[i].depth;
+      check_same_shape(t, forest[i]);
     }
   }
 }
