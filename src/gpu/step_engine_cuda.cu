@@ -49,6 +49,7 @@
 #include "gpu/power_spectrum_cuda_ranks.hpp"
 #include "gpu/shared_gpu_memory.hpp"
 #include "gpu/short_range_cuda.cuh"
+#include "gpu/staged_copy.cuh"
 #include "gpu/vacuum_potential_cuda.cuh"
 #include "pm/pm_solver.hpp"
 #include "tree/tree_reuse.hpp"
@@ -80,20 +81,6 @@ __global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, s
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
-}
-
-// The host copies to and from the pinned buffers are hundreds of MB (the outputs' download
-// of 16.7M particles at 256^3; over ranks at every step, 8.4M own positions and as many ghosts
-// a rank at 256^3 on 2 ranks): in parallel, in blocks (one thread copies ~5-10 GB/s).
-void parallel_copy(void* to, const void* from, std::size_t bytes) {
-  constexpr std::size_t kBlock = std::size_t{1} << 22;
-  const auto blocks = static_cast<std::int64_t>((bytes + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::size_t begin = static_cast<std::size_t>(b) * kBlock;
-    std::memcpy(static_cast<char*>(to) + begin, static_cast<const char*>(from) + begin,
-                std::min(kBlock, bytes - begin));
-  }
 }
 
 // The targets' forest accelerations (x | y | z blocks of n, own particles first) into the
@@ -149,7 +136,7 @@ struct CudaStepEngine::Impl {
   DeviceArray<double> kick_factors;
   DeviceArray<unsigned long long> reduction;
   DeviceArray<double> norm2_partial;   // total_momentum's block sums
-  PinnedArray<double> host_staging;   // 3n
+  gpu::StagedCopy host_copy;   // the transfers' host side, through two page-locked chunks
   PinnedArray<double> host_factors;
   PinnedArray<unsigned long long> host_reduction;
   PinnedArray<double> host_partial;
@@ -211,26 +198,20 @@ struct CudaStepEngine::Impl {
     return own_staging.data();
   }
   double* staging() { return staging(3 * n); }
-  // Interleaved host vectors <-> x | y | z device blocks, through pinned memory. (Pinning it
-  // beside a pageable upload instead was no faster: 0.33 s against 0.28 s at 16.7M particles.)
+  // Interleaved host vectors <-> x | y | z device blocks, through the chunked page-locked
+  // copies (gpu/staged_copy.cuh).
   void upload(const Vec3d* from, std::size_t count, double* to) {
     if (count == 0) return;
     double* staging = this->staging(3 * count);
-    host_staging.ensure(3 * count);
-    parallel_copy(host_staging.data(), from, 3 * count * sizeof(double));
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(staging, host_staging.data(), 3 * count * sizeof(double),
-                                     cudaMemcpyHostToDevice, stream));
+    host_copy.to_device(staging, from, 3 * count * sizeof(double), stream);
     gpu::deinterleave(staging, count, to, stream);
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // host_staging is reused at once
+    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the borrowed staging is free again
   }
   void upload(const std::vector<Vec3d>& from, double* to) { upload(from.data(), n, to); }
   void download_interleaved(const double* staging, std::vector<Vec3d>& to) {
     to.resize(n);
     if (n == 0) return;   // a rank may hold no particles
-    ORBIS_CUDA_CHECK(cudaMemcpyAsync(host_staging.data(), staging, 3 * n * sizeof(double),
-                                     cudaMemcpyDeviceToHost, stream));
-    ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    parallel_copy(static_cast<void*>(to.data()), host_staging.data(), 3 * n * sizeof(double));
+    host_copy.to_host(static_cast<void*>(to.data()), staging, 3 * n * sizeof(double), stream);
   }
   void download(const double* from, std::vector<Vec3d>& to) {
     double* staging = this->staging();
@@ -289,7 +270,6 @@ struct CudaStepEngine::Impl {
     fit(acc_long, 3);
     fit(id, 1);
     fit(bin, 1);
-    host_staging.ensure(3 * count);
     if (short_double) fit(acc_short_d, 3);
     else fit(acc_short_f, 3);
   }
