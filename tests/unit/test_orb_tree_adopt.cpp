@@ -26,6 +26,18 @@ void check_same_shape(const TreeNode& a, const TreeNode& b) {
   CHECK(a.depth == b.depth);
 }
 
+// The compact records against whole nodes, node for node.
+void check_same_shapes(const std::vector<ShapeNode>& records, const std::vector<TreeNode>& nodes) {
+  REQUIRE(records.size() == nodes.size());
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const ShapeNode& r = records[i];
+    TreeNode t;
+    t.first = r.first, t.count = r.count, t.left = r.left, t.right = r.right;
+    t.parent = r.parent, t.leaf = r.leaf, t.depth = r.depth;
+    check_same_shape(t, nodes[i]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("shape() is build()'s shape") {
@@ -52,24 +64,10 @@ TEST_CASE("shape_nodes and forest_shape_nodes rewrite a reused vector whole") {
     std::vector<ShapeNode> nodes(before);
     for (ShapeNode& s : nodes) std::memset(&s, 0x5a, sizeof s);
     OrbTree::shape_nodes(100003, 7, nodes);
-    const auto tree = OrbTree::shape(100003, 7);
-    REQUIRE(nodes.size() == tree.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      TreeNode t;
-      t.first = nodes[i].first, t.count = nodes[i].count, t.left = nodes[i].left, t.right = nodes[i].right;
-      t.parent = nodes[i].parent, t.leaf = nodes[i].leaf, t.depth = nodes[i].depth;
-      check_same_shape(t, tree[i]);
-    }
+    check_same_shapes(nodes, OrbTree::shape(100003, 7));
     for (ShapeNode& s : nodes) std::memset(&s, 0x5a, sizeof s);
     OrbTree::forest_shape_nodes(5000, offsets, 4, 32, nodes);
-    const auto forest = OrbTree::forest_shape(5000, offsets, 4, 32);
-    REQUIRE(nodes.size() == forest.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      TreeNode t;
-      t.first = nodes[i].first, t.count = nodes[i].count, t.left = nodes[i].left, t.right = nodes[i].right;
-      t.parent = nodes[i].parent, t.leaf = nodes[i].leaf, t.depth = nodes[i].depth;
-      check_same_shape(t, forest[i]);
-    }
+    check_same_shapes(nodes, OrbTree::forest_shape(5000, offsets, 4, 32));
   }
 }
 
