@@ -13,7 +13,8 @@ namespace {
 
 struct PairSumArgs {
   const double *x, *y, *z;          // cell order
-  const std::uint8_t* ghost;        // cell order: 1 for another rank's particle, after the cell's own (null: none)
+  const std::uint8_t* ghost;        // cell order: 1 for another rank's particle (null: none);
+                                    // a cell's ghosts follow its own particles
   const std::uint32_t* start;       // cell c: [start[c], start[c + 1])
   std::uint32_t n;
   int side, reach;

@@ -42,13 +42,14 @@ void StagedCopy::to_device(void* to, const void* from, std::size_t bytes, cudaSt
   std::size_t k = 0;
   for (std::size_t at = 0; at < bytes; at += kChunkBytes, ++k) {
     const std::size_t b = k & 1, len = std::min(kChunkBytes, bytes - at);
-    if (k >= 2) ORBIS_CUDA_CHECK(cudaEventSynchronize(moved_[b]));   // chunk k - 2 has left it
+    // The chunk's last copy (of this call or an earlier one) has left it; an event never
+    // recorded counts as done.
+    ORBIS_CUDA_CHECK(cudaEventSynchronize(moved_[b]));
     parallel_copy(chunk_[b].data(), static_cast<const char*>(from) + at, len);
     ORBIS_CUDA_CHECK(
         cudaMemcpyAsync(static_cast<char*>(to) + at, chunk_[b].data(), len, cudaMemcpyHostToDevice, stream));
     ORBIS_CUDA_CHECK(cudaEventRecord(moved_[b], stream));
   }
-  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));   // the chunks are free for the next call
 }
 
 void StagedCopy::to_host(void* to, const void* from, std::size_t bytes, cudaStream_t stream) {
@@ -57,6 +58,7 @@ void StagedCopy::to_host(void* to, const void* from, std::size_t bytes, cudaStre
   const std::size_t chunks = (bytes + kChunkBytes - 1) / kChunkBytes;
   const auto queue = [&](std::size_t k) {   // chunk k's copy down into its buffer
     const std::size_t b = k & 1, at = k * kChunkBytes, len = std::min(kChunkBytes, bytes - at);
+    ORBIS_CUDA_CHECK(cudaStreamWaitEvent(stream, moved_[b], 0));   // an earlier upload has left it
     ORBIS_CUDA_CHECK(
         cudaMemcpyAsync(chunk_[b].data(), static_cast<const char*>(from) + at, len, cudaMemcpyDeviceToHost, stream));
     ORBIS_CUDA_CHECK(cudaEventRecord(moved_[b], stream));

@@ -20,7 +20,8 @@ class StagedCopy {
   ~StagedCopy();
 
   // `bytes` from host memory `from` to device memory `to`, queued on `stream` in chunks;
-  // returns when the last chunk has arrived (work queued on `stream` after it sees `to`).
+  // returns when every chunk is queued (`from` may then change; work queued on `stream` after
+  // the call sees `to`).
   void to_device(void* to, const void* from, std::size_t bytes, cudaStream_t stream);
   // `bytes` from device memory `from` (written by work queued on `stream` before the call) to
   // host memory `to`; returns when `to` holds them.
