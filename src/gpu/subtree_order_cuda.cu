@@ -23,10 +23,13 @@ unsigned blocks_for(std::size_t n) { return static_cast<unsigned>((n + kThreads 
 __global__ void count_groups(const std::int32_t* group_of, std::uint32_t n, std::int32_t n_groups,
                              std::uint32_t* count, unsigned long long* bad) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const std::int32_t g = group_of[i];
-  if (g < 0 || g >= n_groups) atomicMax(bad, static_cast<unsigned long long>(i) + 1);
-  else atomicAdd(count + g, 1u);
+  const std::int32_t g = i < n ? group_of[i] : -1;
+  if (i < n && (g < 0 || g >= n_groups)) atomicMax(bad, static_cast<unsigned long long>(i) + 1);
+  // Particles in tree order come in runs of one group: a warp adds its equal groups at once
+  // (one atomic per distinct group, not per particle, on the runs' counters).
+  const bool counted = i < n && g >= 0 && g < n_groups;
+  const unsigned peers = __match_any_sync(0xffffffffu, counted ? g : -1);
+  if (counted && threadIdx.x % 32 == static_cast<unsigned>(__ffs(peers) - 1)) atomicAdd(count + g, static_cast<std::uint32_t>(__popc(peers)));
 }
 
 // Sort keys and values of the particles in the order idx (null: 0..n-1): a coordinate's
