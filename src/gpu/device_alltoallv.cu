@@ -183,6 +183,7 @@ IpcAlltoallv::IpcAlltoallv(const Comm& comm, std::size_t initial_bytes)
     drop_own();
     throw;
   }
+  capacities_ = comm_.allgather(capacity_);
   if (comm_.size() == 1) return;
   const std::vector<cudaIpcMemHandle_t> handles = comm_.allgather(handle);
   std::vector<int> others;
@@ -272,6 +273,7 @@ void* IpcAlltoallv::grow(std::size_t bytes, std::size_t headroom) {
   ORBIS_CUDA_CHECK(cudaSetDevice(device_));   // the buffers are this device's, the mappings made on it
   if (comm_.size() == 1) {
     if (bytes > capacity_) reallocate(bytes + headroom);
+    capacities_[0] = capacity_;
     return buffer_;
   }
   Stopwatch watch;
@@ -294,6 +296,7 @@ void* IpcAlltoallv::grow(std::size_t bytes, std::size_t headroom) {
     comm_.throw_if_any_failed(message);
     const std::vector<cudaIpcMemHandle_t> handles = comm_.allgather(handle);
     open_imports(growers, handles);
+    capacities_ = comm_.allgather(capacity_);
   }
   times_.mpi += watch.seconds();
   return buffer_;
@@ -366,24 +369,43 @@ void IpcAlltoallv::exchange(const void* send, const std::vector<std::size_t>& se
   });
 }
 
-void IpcAlltoallv::exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
-                                        const std::vector<std::size_t>& recv_counts, std::size_t element,
-                                        const std::vector<PitchedBlock>& blocks, std::size_t block_element,
-                                        cudaStream_t stream) {
-  if (blocks.size() != recv_counts.size())
-    fail("internal: {} pitched blocks for a device alltoallv over {} ranks", blocks.size(), recv_counts.size());
-  for (std::size_t s = 0; s < blocks.size(); ++s)
-    if (blocks[s].count() * block_element != recv_counts[s] * element)
-      fail("internal: rank {}'s pitched block holds {} bytes, {} arrive", s, blocks[s].count() * block_element,
-           recv_counts[s] * element);
-  run(send, send_counts, recv_counts, element, stream, [&](std::size_t s, const void* from, std::size_t) {
-    // A kernel reads the sender's buffer (mapped here) row by row: over NVLink for another
-    // device's, and it writes the rows straight into their pitched places.
-    const PitchedBlock& b = blocks[s];
-    const std::size_t row = b.width * block_element;
-    copy_2d(static_cast<unsigned char*>(recv) + b.slab_offset * block_element, b.pitch * block_element, from, row, row,
-            b.rows, stream);
-  });
+void IpcAlltoallv::pull(const std::vector<PeerPull>& pulls, void* recv, cudaStream_t stream) {
+  ++times_.calls;
+  const auto p = static_cast<std::size_t>(comm_.size());
+  const std::size_t me = static_cast<std::size_t>(comm_.rank());
+  std::string message;
+  for (const PeerPull& q : pulls) {
+    const std::size_t r = static_cast<std::size_t>(q.rank);
+    const std::size_t end = q.rows == 0 || q.width == 0 ? 0 : q.from + (q.rows - 1) * q.from_pitch + q.width;
+    if (q.rank < 0 || r >= p || end > capacities_[r]) {
+      message = fmt::format("internal: rank {} pulls bytes [{}, {}) from rank {}, whose exported buffer holds {}", me,
+                            q.from, end, q.rank, q.rank >= 0 && r < p ? capacities_[r] : 0);
+      break;
+    }
+  }
+  // Every rank's buffer filled (this rank's: its stream done), then a barrier: past it every
+  // buffer holds its data. The bounds' failure goes through it too.
+  Stopwatch watch;
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  times_.fill += watch.seconds();
+  watch.restart();
+  comm_.throw_if_any_failed(message);
+  times_.mpi += watch.seconds();
+  watch.restart();
+  for (const PeerPull& q : pulls) {
+    if (q.rows == 0 || q.width == 0) continue;
+    const std::size_t r = static_cast<std::size_t>(q.rank);
+    const auto* from = static_cast<const unsigned char*>(r == me ? buffer_ : peers_[r]) + q.from;
+    // A kernel reads the sender's buffer (mapped here) row by row, over NVLink for another
+    // device's, and writes the rows straight into their pitched places.
+    copy_2d(static_cast<unsigned char*>(recv) + q.to, q.to_pitch, from, q.from_pitch, q.width, q.rows, stream);
+    if (r != me) times_.bytes += q.width * q.rows;
+  }
+  ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  times_.peer += watch.seconds();
+  watch.restart();
+  comm_.barrier();   // nobody reads a buffer any more: the next fill may overwrite it
+  times_.mpi += watch.seconds();
 }
 
 std::string IpcAlltoallv::describe() const {
@@ -391,10 +413,8 @@ std::string IpcAlltoallv::describe() const {
                      static_cast<double>(capacity_) / 1048576.0);
 }
 
-void DeviceAlltoallv::exchange_into_blocks(const void*, const std::vector<std::size_t>&, void*,
-                                           const std::vector<std::size_t>&, std::size_t,
-                                           const std::vector<PitchedBlock>&, std::size_t, cudaStream_t) {
-  fail("internal: only the CUDA IPC exchange lands its pieces in pitched blocks");
+void DeviceAlltoallv::pull(const std::vector<PeerPull>&, void*, cudaStream_t) {
+  fail("internal: only the CUDA IPC exchange pulls from the other ranks' buffers");
 }
 
 // ------------------------------------------------------------------ the choice

@@ -21,7 +21,8 @@
 //      alltoall of byte offsets). A rank receives a sender's offset only after that sender
 //      has finished step 2, so this is also the "data ready" signal.
 //   4. Each rank copies its pieces from the peers' mapped buffers into recv on its stream
-//      (cudaMemcpyAsync, cudaMemcpyDefault) and synchronises the stream.
+//      (cudaMemcpyAsync, cudaMemcpyDefault) and synchronises the stream. (pull(): the
+//      receivers know where their pieces lie, and a barrier replaces step 3's offsets.)
 //   5. A barrier (a reduction of the ranks' failure flags): after it no rank reads anyone's
 //      send buffer, so the next exchange may overwrite it.
 // The mappings are closed before the exporter frees (steps 1 and the destructor: close the
@@ -44,7 +45,6 @@
 #include <cuda_runtime.h>
 
 #include "core/comm.hpp"
-#include "pm/slab_transpose.hpp"
 
 namespace orbis::gpu {
 
@@ -73,6 +73,14 @@ struct ExchangeTimes {
   std::uint64_t calls = 0;
 };
 
+// Rows to copy out of rank `rank`'s exported buffer (DeviceAlltoallv::pull): `rows` rows of
+// `width` bytes, from byte `from` of that buffer a row every `from_pitch` bytes, to byte `to`
+// of the receiver's memory a row every `to_pitch`.
+struct PeerPull {
+  int rank = 0;
+  std::size_t from = 0, from_pitch = 0, to = 0, to_pitch = 0, width = 0, rows = 0;
+};
+
 class DeviceAlltoallv {
  public:
   virtual ~DeviceAlltoallv() = default;
@@ -91,15 +99,14 @@ class DeviceAlltoallv {
   // read: send may be overwritten at once.
   virtual void exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                         const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) = 0;
-  // Collective; peer_to_peer() only. As exchange(), but what rank s sends lands in recv as
-  // the pitched block blocks[s] (in units of `block_element` bytes: blocks[s].rows rows of
-  // blocks[s].width at blocks[s].slab_offset, a row every blocks[s].pitch), copied straight
-  // from the sender's exported buffer (the y -> x transpose's unpacking, with no landing
-  // buffer in between). recv_counts[s] (in `element`s) must equal the block's bytes.
-  virtual void exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
-                                    const std::vector<std::size_t>& recv_counts, std::size_t element,
-                                    const std::vector<PitchedBlock>& blocks, std::size_t block_element,
-                                    cudaStream_t stream);
+  // Collective; peer_to_peer() only. Every rank has filled its exported buffer (the one
+  // send_buffer() gave, the same size on every call of a round) on `stream`; each rank then
+  // copies `pulls` out of the ranks' buffers (its own too) straight into recv, where the
+  // receiver knows what lies where in the senders' buffers (the y -> x transpose, whose
+  // senders' buffers are their y slabs: the receiver's own planes and its ghost planes, with
+  // no landing buffer in between). Returns with the buffers read: the next fill may
+  // overwrite them. A pull outside its sender's buffer is an Error on every rank.
+  virtual void pull(const std::vector<PeerPull>& pulls, void* recv, cudaStream_t stream);
   virtual std::string describe() const = 0;
   virtual bool peer_to_peer() const = 0;   // the IPC path: nothing crosses the bus
   virtual std::size_t device_bytes() const { return 0; }   // device memory held (IPC: the send buffer)
@@ -145,10 +152,7 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   void reserve_exact(std::size_t bytes) override { grow(bytes, 0); }
   void exchange(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
                 const std::vector<std::size_t>& recv_counts, std::size_t element, cudaStream_t stream) override;
-  void exchange_into_blocks(const void* send, const std::vector<std::size_t>& send_counts, void* recv,
-                            const std::vector<std::size_t>& recv_counts, std::size_t element,
-                            const std::vector<PitchedBlock>& blocks, std::size_t block_element,
-                            cudaStream_t stream) override;
+  void pull(const std::vector<PeerPull>& pulls, void* recv, cudaStream_t stream) override;
   std::string describe() const override;
   bool peer_to_peer() const override { return true; }
   std::size_t device_bytes() const override { return capacity_; }
@@ -172,6 +176,7 @@ class IpcAlltoallv final : public DeviceAlltoallv {
   std::size_t capacity_ = 0;
   std::uint64_t generation_ = 0;
   std::vector<void*> peers_;          // the others' buffers, mapped here (own: buffer_)
+  std::vector<std::size_t> capacities_;   // every rank's buffer capacity (pull()'s bounds)
 };
 
 // Collective (comm's ranks on their current devices): IPC when `mode` allows it, comm's

@@ -18,8 +18,10 @@
 //     planes added into their owners' planes as integers (device to device through the cuFFT
 //     slabs' CUDA IPC exchange when the ranks have one, else staged through pinned memory),
 //     the conversion to the density in the x slab, the Fourier work of CudaPmSlabs on it, and
-//     for each force component in turn, in the same x slab: its ghost planes fetched from
-//     their owners and the interpolation at the stayers and the routed particles (half of each
+//     for each force component in turn, in the same x slab: its ghost planes (with CUDA IPC
+//     they come with the y -> x transpose, as rows of every rank's y slab, and the 2D C2R
+//     transforms them with the slab: no exchange of their own; staged, fetched from their
+//     owners) and the interpolation at the stayers and the routed particles (half of each
 //     mesh's force when there are two);
 //  3. the routed particles' accelerations back the way the positions came (device pack,
 //     staging, alltoallv) and scattered into the leavers' places.

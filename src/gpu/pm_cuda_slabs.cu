@@ -41,7 +41,8 @@ void x_lines(cufftHandle plan, double2* data, int direction) {
 }  // namespace
 
 struct CudaPmSlabs::Impl {
-  Impl(const PmSettings& s, const Comm& c, int d) : settings(s), comm(c), device(d), layout(s.grid_side, c.size(), c.rank()) {}
+  Impl(const PmSettings& s, const Comm& c, int d, int g)
+      : settings(s), comm(c), device(d), ghosts(g), layout(s.grid_side, c.size(), c.rank()) {}
   ~Impl() {
     if (stream) cudaStreamSynchronize(stream);
     for (cufftHandle* p : {&planes_r2c, &planes_c2r, &lines})
@@ -52,12 +53,17 @@ struct CudaPmSlabs::Impl {
   PmSettings settings;
   Comm comm;
   int device = 0;
+  int ghosts = 0;   // planes after the device x slab (none on a rank without planes)
   SlabTranspose layout;
   std::size_t complex_bytes = 0;   // 8 (float mesh) or 16
   cudaStream_t stream = nullptr;
-  // 2D R2C / C2R of the x slab's planes (none without planes), 1D C2C of the y slab's x lines
-  // (none without y columns). cuFFT allocates their work areas.
+  // 2D R2C of the x slab's planes and C2R of them and the ghost planes (none without
+  // planes), 1D C2C of the y slab's x lines (none without y columns). cuFFT allocates their
+  // work areas.
   cufftHandle planes_r2c = 0, planes_c2r = 0, lines = 0;
+  // With CUDA IPC, y -> x as pulls from every rank's exported y slab (this rank's planes and
+  // its ghost planes), made at the exchange's choice.
+  std::vector<gpu::PeerPull> y_to_x_pulls;
   std::size_t fft_work = 0;
   gpu::DeviceArray<unsigned char> slab, phi, work;   // x slab (real), y slabs (complex)
   gpu::DeviceArray<double> tables;                   // k, then 1/W^2, per axis index
@@ -88,6 +94,7 @@ struct CudaPmSlabs::Impl {
     work.release();
   }
   void choose_exchange();
+  std::vector<gpu::PeerPull> make_y_to_x_pulls() const;
   template <typename C>
   void x_to_y(const C* x_slab, C* y_slab);
   template <typename C>
@@ -104,8 +111,11 @@ struct CudaPmSlabs::Impl {
   void forward(Real* density, void* modes);
 };
 
-CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab)
-    : impl_(std::make_unique<Impl>(settings, comm, device)) {
+CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab, int ghost_planes)
+    : impl_(std::make_unique<Impl>(settings, comm, device,
+                                   host_slab || SlabTranspose(settings.grid_side, comm.size(), comm.rank()).x.count == 0
+                                       ? 0
+                                       : ghost_planes)) {
   settings.check();
   if (settings.r_s_mpc_h == 0) fail("internal: the cuFFT slab PM is the long range's (TreePM); PM-only stays on FFTW");
   Impl& m = *impl_;
@@ -124,7 +134,7 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
     m.fft_work += work;
     ORBIS_CUFFT_CHECK(cufftCreate(&m.planes_c2r));
     ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.planes_c2r, 2, dims, complex_embed, 1, n * nzc, real_embed, 1,
-                                          n * 2 * nzc, twice ? CUFFT_Z2D : CUFFT_C2R, t.x.count, &work));
+                                          n * 2 * nzc, twice ? CUFFT_Z2D : CUFFT_C2R, t.x.count + m.ghosts, &work));
     m.fft_work += work;
   }
   if (t.y.count > 0) {
@@ -190,10 +200,45 @@ void CudaPmSlabs::Impl::choose_exchange() {
   const std::size_t larger = std::max<std::size_t>(std::max(x_bytes, y_bytes), 1);
   if (exchange->peer_to_peer()) {
     exchange->reserve_exact(larger);
+    y_to_x_pulls = make_y_to_x_pulls();
   } else {
     send.ensure(larger);
     recv.ensure(larger);
   }
+}
+
+// Rank s's exported y slab holds [i][j - y0_s][k] for every x plane i: this rank's planes are
+// the rows i in [x0, x0 + nx), one pitched block into its x slab's columns of s (the x side of
+// x_blocks[s]), and its ghost planes the rows (x0 + nx + g) mod n, into the planes after its
+// own (one block, or two where they wrap past n).
+std::vector<gpu::PeerPull> CudaPmSlabs::Impl::make_y_to_x_pulls() const {
+  const SlabTranspose& t = layout;
+  const std::size_t c = complex_bytes, nzc = static_cast<std::size_t>(t.nzc), n = static_cast<std::size_t>(t.n);
+  std::vector<gpu::PeerPull> pulls;
+  if (t.x.count == 0) return pulls;
+  for (int s = 0; s < t.ranks; ++s) {
+    const SlabPlanes ys = slab_planes(t.n, t.ranks, s);
+    if (ys.count == 0) continue;
+    const std::size_t row = static_cast<std::size_t>(ys.count) * nzc * c;   // one x plane of s's y slab
+    const auto block = [&](std::size_t global_first, std::size_t local_first, std::size_t rows) {
+      gpu::PeerPull q;
+      q.rank = s;
+      q.from = global_first * row;
+      q.from_pitch = row;
+      q.to = (local_first * n + static_cast<std::size_t>(ys.first)) * nzc * c;
+      q.to_pitch = n * nzc * c;
+      q.width = row;
+      q.rows = rows;
+      pulls.push_back(q);
+    };
+    block(static_cast<std::size_t>(t.x.first), 0, static_cast<std::size_t>(t.x.count));
+    const std::size_t ghost_first = static_cast<std::size_t>(t.x.first + t.x.count) % n;
+    const std::size_t before_wrap = std::min<std::size_t>(static_cast<std::size_t>(ghosts), n - ghost_first);
+    if (before_wrap > 0) block(ghost_first, static_cast<std::size_t>(t.x.count), before_wrap);
+    if (before_wrap < static_cast<std::size_t>(ghosts))
+      block(0, static_cast<std::size_t>(t.x.count) + before_wrap, static_cast<std::size_t>(ghosts) - before_wrap);
+  }
+  return pulls;
 }
 
 void CudaPmSlabs::long_range(float* rho, float* gx, float* gy, PhaseTimes& times) {
@@ -249,6 +294,8 @@ void CudaPmSlabs::Impl::forward(Real* density, void* modes_out) {
 gpu::DeviceAlltoallv* CudaPmSlabs::peer_exchange() const {
   return impl_->exchange && impl_->exchange->peer_to_peer() ? impl_->exchange.get() : nullptr;
 }
+
+bool CudaPmSlabs::ghost_planes_filled() const { return impl_->peer(); }
 
 std::size_t CudaPmSlabs::held_bytes() const {
   const Impl& m = *impl_;
@@ -312,10 +359,10 @@ void CudaPmSlabs::Impl::y_to_x(const C* y_slab, C* x_slab) {
   const SlabTranspose& t = layout;
   const std::size_t line = static_cast<std::size_t>(t.nzc) * sizeof(C);
   if (exchange->peer_to_peer()) {
-    // The y slab (grouped by destination already) is the exported buffer (run() wrote it
-    // there); each rank copies its blocks from the senders' buffers straight into the
-    // columns of its x slab.
-    return exchange->exchange_into_blocks(y_slab, t.y_lines, x_slab, t.x_lines, line, t.x_blocks, sizeof(C), stream);
+    // The y slab is the exported buffer (run() wrote it there); each rank copies its planes'
+    // and its ghost planes' rows from the senders' buffers straight into its x slab.
+    (void)y_slab;
+    return exchange->pull(y_to_x_pulls, x_slab, stream);
   }
   C* out = reinterpret_cast<C*>(send.data());
   C* in = reinterpret_cast<C*>(recv.data());

@@ -42,8 +42,9 @@ class CudaPmSlabs final : public PmSlabTransform {
   // collective (a failure on one rank should be made everyone's: run_collectively). Fails
   // with the bytes needed and free when the slabs do not fit. Long range (r_s > 0) only.
   // host_slab false: no device x slab for the host-pointer entry (long_range() then fails);
-  // only long_range_on_device() is used.
-  CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab = true);
+  // only long_range_on_device() is used, on x slabs followed by ghost_planes more planes (the
+  // global planes (x0 + nx + g) mod n, g < ghost_planes), which the forces fill with CUDA IPC.
+  CudaPmSlabs(const PmSettings& settings, const Comm& comm, int device, bool host_slab = true, int ghost_planes = 0);
   ~CudaPmSlabs() override;
 
   // PmSlabTransform: host slabs, uploaded and downloaded here.
@@ -54,7 +55,10 @@ class CudaPmSlabs final : public PmSlabTransform {
   // and g_z in turn, and after each use(axis) is called, when this object's stream has
   // finished it (work use() queues elsewhere must be finished when it returns: the next
   // component overwrites rho). One x slab for the three components: the PM over ranks
-  // fetches each one's ghost planes and interpolates it before the next. Collective over
+  // interpolates each one before the next. When ghost_planes_filled(), each component's ghost
+  // planes come with it (the y -> x transpose also brings those planes' rows from every
+  // rank's y slab, and the 2D C2R transforms them with the slab's own); else they hold
+  // nothing of use and the caller fetches them from their owners. Collective over
   // comm; work on other streams that fills rho must be finished first. The two complex y slabs
   // are taken from the device pool for the call and given back when it ends (the short-range
   // step reuses that memory between PM steps); held_bytes() is what stays allocated between
@@ -79,6 +83,8 @@ class CudaPmSlabs final : public PmSlabTransform {
   // IPC; chosen at the first call), else null: other transposes on this communicator may borrow
   // it between calls (gpu/slab_transpose_peer.cuh).
   gpu::DeviceAlltoallv* peer_exchange() const;
+  // long_range_on_device() fills the ghost planes with each force component (CUDA IPC).
+  bool ghost_planes_filled() const;
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
   // Of held_bytes(), what is not the device pool's (cuFFT's work areas, CUDA IPC's exported

@@ -9,7 +9,9 @@
 // IPC exchanges live side by side (the ghosts' and the PM's in the engine), and one is made
 // and destroyed while the other stays (its mappings closed before the buffer is freed).
 // On one node with the ranks sharing one GPU (the CI's and the device machine's case) auto
-// must choose IPC. Returns 77 (skipped) unless every rank has a usable GPU.
+// must choose IPC. The IPC exchange's pull (the receivers copying pitched rows out of every
+// rank's exported buffer, buffers of different sizes, growing) against the bytes each buffer
+// was filled with, and a pull past a buffer's end an error on every rank. Returns 77 (skipped) unless every rank has a usable GPU.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "core/comm.hpp"
+#include "core/error.hpp"
 #include "gpu/cuda_check.cuh"
 #include "gpu/device_alltoallv.cuh"
 #include "support/gpu_ranks.hpp"
@@ -110,6 +113,9 @@ std::vector<unsigned char> expected_of(const Round& round, int me, int ranks) {
   return out;
 }
 
+// Byte b of rank s's exported buffer in pull round `round`.
+unsigned char buffer_byte(int s, int round, std::size_t b) { return byte_of(s, 1000 + round, b, 3); }
+
 }  // namespace
 
 TEST_CASE("device alltoallv: CUDA IPC and staged deliver every piece, bit for bit, through buffer growth") {
@@ -159,6 +165,82 @@ TEST_CASE("device alltoallv: CUDA IPC and staged deliver every piece, bit for bi
     MESSAGE(world.size() << " ranks: " << ipc->describe() << "; IPC times fill " << t.fill << " s, peer " << t.peer
                          << " s, mpi " << t.mpi << " s; staged down " << staged.times().down << " s, mpi "
                          << staged.times().mpi << " s");
+  }   // destroyed collectively, before MPI_Finalize
+  ORBIS_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+TEST_CASE("device alltoallv: pull copies pitched rows out of every rank's exported buffer, bit for bit") {
+  const Comm world = Comm::world();
+  const int device = orbis::test::rank_gpu_or_skip(world);
+  ORBIS_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  ORBIS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int me = world.rank(), ranks = world.size();
+  {
+    std::unique_ptr<DeviceAlltoallv> ipc = make_device_alltoallv(world, RankExchange::ipc, "test");
+    REQUIRE(ipc->peer_to_peer());
+    int mismatched = 0;
+    for (int round = 0; round < 4; ++round) {
+      // Buffers of different sizes on the ranks, growing past the first 1 MiB in round 2.
+      std::vector<std::size_t> sizes(static_cast<std::size_t>(ranks));
+      for (int s = 0; s < ranks; ++s)
+        sizes[static_cast<std::size_t>(s)] = (round == 2 ? 3000000 : 40000) + 1231 * static_cast<std::size_t>(s + round);
+      const std::size_t mine = sizes[static_cast<std::size_t>(me)];
+      std::vector<unsigned char> fill(mine);
+      for (std::size_t b = 0; b < mine; ++b) fill[b] = buffer_byte(me, round, b);
+      auto* out = static_cast<unsigned char*>(ipc->send_buffer(mine));   // collective
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(out, fill.data(), mine, cudaMemcpyHostToDevice, stream));
+      // Pulls drawn alike on every rank from one seed, different for each receiver: from every
+      // rank (this one too), odd widths and pitches, a pull of no rows, rows up to a buffer's end.
+      std::mt19937_64 rng(777 + static_cast<unsigned>(round * 131 + me));
+      std::vector<PeerPull> pulls;
+      std::size_t at = 0;
+      for (int s = 0; s < ranks; ++s)
+        for (int k = 0; k < 3; ++k) {
+          const std::size_t size = sizes[static_cast<std::size_t>(s)];
+          PeerPull q;
+          q.rank = s;
+          q.width = 1 + rng() % 700;
+          q.from_pitch = q.width + rng() % 50;
+          q.rows = k == 1 ? 0 : 1 + rng() % 40;
+          const std::size_t span = q.rows == 0 ? 0 : (q.rows - 1) * q.from_pitch + q.width;
+          q.from = k == 2 ? size - span : rng() % (size - span + 1);
+          q.to = at;
+          q.to_pitch = q.width + rng() % 9;
+          at += q.rows * q.to_pitch + 16;
+          pulls.push_back(q);
+        }
+      unsigned char* recv = nullptr;
+      ORBIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&recv), at));
+      ORBIS_CUDA_CHECK(cudaMemsetAsync(recv, 0xab, at, stream));
+      ipc->pull(pulls, recv, stream);
+      std::vector<unsigned char> got(at), want(at, 0xab);
+      ORBIS_CUDA_CHECK(cudaMemcpyAsync(got.data(), recv, at, cudaMemcpyDeviceToHost, stream));
+      ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
+      ORBIS_CUDA_CHECK(cudaFree(recv));
+      for (const PeerPull& q : pulls)
+        for (std::size_t row = 0; row < q.rows; ++row)
+          for (std::size_t b = 0; b < q.width; ++b)
+            want[q.to + row * q.to_pitch + b] = buffer_byte(q.rank, round, q.from + row * q.from_pitch + b);
+      INFO(ranks << " ranks, round " << round);
+      CHECK(got == want);
+      mismatched += got != want;
+    }
+    CHECK(world.sum(mismatched) == 0);
+    // A pull past its sender's buffer (asked on the last rank only) fails on every rank.
+    const std::size_t size = 5000;
+    ipc->send_buffer(size);
+    std::vector<PeerPull> pulls(1);
+    pulls[0].rank = 0;
+    pulls[0].width = me == ranks - 1 ? 2 * ipc->device_bytes() : 8;
+    pulls[0].rows = 1;
+    unsigned char* recv = nullptr;
+    ORBIS_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&recv), 8));
+    CHECK_THROWS_AS(ipc->pull(pulls, recv, stream), orbis::Error);
+    ORBIS_CUDA_CHECK(cudaFree(recv));
+    // The staged exchange has no buffers to pull from.
+    StagedAlltoallv staged(world);
+    CHECK_THROWS_AS(staged.pull({}, nullptr, stream), orbis::Error);
   }   // destroyed collectively, before MPI_Finalize
   ORBIS_CUDA_CHECK(cudaStreamDestroy(stream));
 }
