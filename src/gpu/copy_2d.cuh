@@ -4,6 +4,7 @@
 // 2 ranks); a device-to-device cudaMemcpy2DAsync runs on a copy engine, the kernel on every SM.
 #pragma once
 #include <cstddef>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -14,5 +15,18 @@ namespace orbis::gpu {
 // width allow, else 8-, 4- or 1-byte words.
 void copy_2d(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch, std::size_t width,
              std::size_t rows, cudaStream_t stream);
+
+// One pitched copy of copy_2d_batch.
+struct Copy2d {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t dst_pitch = 0, src_pitch = 0, width = 0, rows = 0;
+};
+
+// Several pitched copies in one launch, each on its share of the blocks, all of them running
+// at once: a copy from another device's memory (bound by NVLink) beside one within this
+// device's (bound by its own memory) takes the longer of the two, not their sum. Words as
+// copy_2d's, chosen for all of them together.
+void copy_2d_batch(const std::vector<Copy2d>& copies, cudaStream_t stream);
 
 }  // namespace orbis::gpu

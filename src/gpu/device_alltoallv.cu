@@ -392,15 +392,17 @@ void IpcAlltoallv::pull(const std::vector<PeerPull>& pulls, void* recv, cudaStre
   comm_.throw_if_any_failed(message);
   times_.mpi += watch.seconds();
   watch.restart();
+  // One kernel reads the senders' buffers (mapped here) row by row, over NVLink for another
+  // device's, and writes the rows straight into their pitched places: the pieces from the
+  // other devices and from this one's own buffer move at once.
+  std::vector<Copy2d> copies;
   for (const PeerPull& q : pulls) {
-    if (q.rows == 0 || q.width == 0) continue;
     const std::size_t r = static_cast<std::size_t>(q.rank);
     const auto* from = static_cast<const unsigned char*>(r == me ? buffer_ : peers_[r]) + q.from;
-    // A kernel reads the sender's buffer (mapped here) row by row, over NVLink for another
-    // device's, and writes the rows straight into their pitched places.
-    copy_2d(static_cast<unsigned char*>(recv) + q.to, q.to_pitch, from, q.from_pitch, q.width, q.rows, stream);
+    copies.push_back(Copy2d{static_cast<unsigned char*>(recv) + q.to, from, q.to_pitch, q.from_pitch, q.width, q.rows});
     if (r != me) times_.bytes += q.width * q.rows;
   }
+  copy_2d_batch(copies, stream);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   times_.peer += watch.seconds();
   watch.restart();
