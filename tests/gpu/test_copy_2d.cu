@@ -17,6 +17,31 @@
 
 using namespace orbis;
 
+namespace {
+
+// Random source and destination bytes on the host, and their copies on the device.
+struct Buffers {
+  std::vector<unsigned char> src, dst;
+  gpu::DeviceArray<unsigned char> d_src, d_dst;
+  Buffers(std::size_t src_bytes, std::size_t dst_bytes, std::mt19937& rng) : src(src_bytes), dst(dst_bytes) {
+    for (auto& b : src) b = static_cast<unsigned char>(rng());
+    for (auto& b : dst) b = static_cast<unsigned char>(rng());
+    d_src.ensure_exact(src_bytes);
+    d_dst.ensure_exact(dst_bytes);
+    ORBIS_CUDA_CHECK(cudaMemcpy(d_src.data(), src.data(), src_bytes, cudaMemcpyHostToDevice));
+    ORBIS_CUDA_CHECK(cudaMemcpy(d_dst.data(), dst.data(), dst_bytes, cudaMemcpyHostToDevice));
+  }
+  // The destination after the copies (waits for the device).
+  std::vector<unsigned char> result() {
+    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<unsigned char> got(dst.size());
+    ORBIS_CUDA_CHECK(cudaMemcpy(got.data(), d_dst.data(), got.size(), cudaMemcpyDeviceToHost));
+    return got;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("copy_2d writes the host copy's rows at any alignment and leaves the gaps alone") {
   test::require_gpu_or_skip();
   struct Case {
@@ -37,24 +62,14 @@ TEST_CASE("copy_2d writes the host copy's rows at any alignment and leaves the g
     CAPTURE(c.rows);
     const std::size_t src_bytes = c.src_offset + c.rows * std::max(c.src_pitch, c.width) + 16;
     const std::size_t dst_bytes = c.dst_offset + c.rows * std::max(c.dst_pitch, c.width) + 16;
-    std::vector<unsigned char> src(src_bytes), dst(dst_bytes);
-    for (auto& b : src) b = static_cast<unsigned char>(rng());
-    for (auto& b : dst) b = static_cast<unsigned char>(rng());
-    gpu::DeviceArray<unsigned char> d_src, d_dst;
-    d_src.ensure_exact(src_bytes);
-    d_dst.ensure_exact(dst_bytes);
-    ORBIS_CUDA_CHECK(cudaMemcpy(d_src.data(), src.data(), src_bytes, cudaMemcpyHostToDevice));
-    ORBIS_CUDA_CHECK(cudaMemcpy(d_dst.data(), dst.data(), dst_bytes, cudaMemcpyHostToDevice));
+    Buffers b(src_bytes, dst_bytes, rng);
     const std::size_t src_pitch = c.rows > 1 ? c.src_pitch : c.width, dst_pitch = c.rows > 1 ? c.dst_pitch : c.width;
-    gpu::copy_2d(d_dst.data() + c.dst_offset, dst_pitch, d_src.data() + c.src_offset, src_pitch, c.width, c.rows,
+    gpu::copy_2d(b.d_dst.data() + c.dst_offset, dst_pitch, b.d_src.data() + c.src_offset, src_pitch, c.width, c.rows,
                  nullptr);
-    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<unsigned char> expected = dst;
+    std::vector<unsigned char> expected = b.dst;
     for (std::size_t r = 0; r < c.rows; ++r)
-      std::memcpy(expected.data() + c.dst_offset + r * dst_pitch, src.data() + c.src_offset + r * src_pitch, c.width);
-    std::vector<unsigned char> got(dst_bytes);
-    ORBIS_CUDA_CHECK(cudaMemcpy(got.data(), d_dst.data(), dst_bytes, cudaMemcpyDeviceToHost));
-    CHECK(got == expected);
+      std::memcpy(expected.data() + c.dst_offset + r * dst_pitch, b.src.data() + c.src_offset + r * src_pitch, c.width);
+    CHECK(b.result() == expected);
   }
 }
 
@@ -84,27 +99,17 @@ TEST_CASE("copy_2d_batch writes every copy's rows, in batches past one launch's,
       dst_bytes += p.rows * p.dst_pitch + 64;
       parts.push_back(p);
     }
-    std::vector<unsigned char> src(src_bytes), dst(dst_bytes);
-    for (auto& b : src) b = static_cast<unsigned char>(rng());
-    for (auto& b : dst) b = static_cast<unsigned char>(rng());
-    gpu::DeviceArray<unsigned char> d_src, d_dst;
-    d_src.ensure_exact(src_bytes);
-    d_dst.ensure_exact(dst_bytes);
-    ORBIS_CUDA_CHECK(cudaMemcpy(d_src.data(), src.data(), src_bytes, cudaMemcpyHostToDevice));
-    ORBIS_CUDA_CHECK(cudaMemcpy(d_dst.data(), dst.data(), dst_bytes, cudaMemcpyHostToDevice));
+    Buffers b(src_bytes, dst_bytes, rng);
     std::vector<gpu::Copy2d> copies;
-    std::vector<unsigned char> expected = dst;
+    std::vector<unsigned char> expected = b.dst;
     for (const Part& p : parts) {
-      copies.push_back(gpu::Copy2d{d_dst.data() + p.dst_offset, d_src.data() + p.src_offset, p.dst_pitch, p.src_pitch,
-                                   p.width, p.rows});
+      copies.push_back(gpu::Copy2d{b.d_dst.data() + p.dst_offset, b.d_src.data() + p.src_offset, p.dst_pitch,
+                                   p.src_pitch, p.width, p.rows});
       for (std::size_t r = 0; r < p.rows; ++r)
-        std::memcpy(expected.data() + p.dst_offset + r * p.dst_pitch, src.data() + p.src_offset + r * p.src_pitch,
+        std::memcpy(expected.data() + p.dst_offset + r * p.dst_pitch, b.src.data() + p.src_offset + r * p.src_pitch,
                     p.width);
     }
     gpu::copy_2d_batch(copies, nullptr);
-    ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<unsigned char> got(dst_bytes);
-    ORBIS_CUDA_CHECK(cudaMemcpy(got.data(), d_dst.data(), dst_bytes, cudaMemcpyDeviceToHost));
-    CHECK(got == expected);
+    CHECK(b.result() == expected);
   }
 }
