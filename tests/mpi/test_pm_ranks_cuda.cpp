@@ -9,7 +9,9 @@
 // (4 on 3 ranks: 2, 2, 0), CIC and TSC, one mesh and two interlaced, float and double; each
 // case twice on the same solver with the particles moved and dealt out again (buffers reused
 // and grown); the routing's counts for the memory plan (routing_counts) are what each call
-// sent and received. All ranks share the machine's GPUs (local rank modulo devices).
+// sent and received; every case through CUDA IPC (the force ghost planes with the transposes)
+// and staged through host memory (fetched). All ranks share the machine's GPUs (local rank
+// modulo devices).
 //
 // Bars. Both GPU paths assign the same fixed-point density (the same kernel, integer sums: the
 // same bits however the particles are split) and interpolate with the same kernel; only the
@@ -33,6 +35,7 @@
 
 #include "core/comm.hpp"
 #include "core/error.hpp"
+#include "gpu/device_alltoallv.cuh"
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "pm/pm_solver.hpp"
@@ -95,79 +98,85 @@ TEST_CASE("PM over ranks on the GPUs equals the one-GPU PM and the host slab PM 
       {4, orbis::Window::tsc, true, false, true},      // 3 ranks: 2, 2 and 0 planes
       {4, orbis::Window::cic, false, true, false},
   };
-  for (const Case& c : cases) {
-    const std::string what = std::to_string(c.mesh) + "^3 " + orbis::window_name(c.window) + ' ' +
-                             (c.double_mesh ? "double" : "float") + (c.interlaced ? ", interlaced" : ", one mesh") +
-                             (c.empty_last_rank ? ", last rank empty, " : ", ") + std::to_string(world.size()) +
-                             " ranks";
-    INFO(what);
-    orbis::PmSettings s;
-    s.box_mpc_h = box;
-    s.grid_side = c.mesh;
-    s.window = c.window;
-    s.r_s_mpc_h = 1.25 * box / c.mesh;
-    s.double_mesh = c.double_mesh;
-    s.interlaced = c.interlaced;
-    std::string why;
-    std::unique_ptr<orbis::CudaPmRanks> pm = orbis::make_cuda_pm_ranks(s, world, device, &why);
-    REQUIRE_MESSAGE(pm != nullptr, why);
-    if (world.is_root()) std::printf("%s\n", pm->describe().c_str());
-    orbis::CudaPmSolver one_gpu(s, device);
-    orbis::PmSolver host(s, world);
-    std::vector<Vec3d> all = orbis::test::slab_boundary_particles(box, c.mesh, world.size());
-    for (int step = 0; step < 2; ++step) {
-      if (step == 1)   // moved across the slabs, and dealt out differently (more to the last ranks)
-        for (Vec3d& x : all) x.x = std::fmod(x.x + 0.37 * box, box);
-      std::vector<Vec3d> mine;
-      std::vector<std::size_t> index;
-      for (std::size_t i = 0; i < all.size(); ++i)
-        if (owner(step == 0 ? i : i + 3, world.size(), c.empty_last_rank) == world.rank())
-          mine.push_back(all[i]), index.push_back(i);
-      if (c.empty_last_rank && world.size() > 1 && world.rank() == world.size() - 1) CHECK(mine.empty());
+  // Both ways between the ranks' devices: CUDA IPC (auto on one node), where the force ghost
+  // planes come with the transposes, and staged through host memory, where they are fetched.
+  for (const orbis::gpu::RankExchange mode : {orbis::gpu::RankExchange::automatic, orbis::gpu::RankExchange::staged}) {
+    for (const Case& c : cases) {
+      orbis::gpu::set_rank_exchange(mode);
+      const std::string what = std::to_string(c.mesh) + "^3 " + orbis::window_name(c.window) + ' ' +
+                               (c.double_mesh ? "double" : "float") + (c.interlaced ? ", interlaced" : ", one mesh") +
+                               (c.empty_last_rank ? ", last rank empty, " : ", ") + std::to_string(world.size()) +
+                               " ranks, " + orbis::gpu::rank_exchange_name(mode);
+      INFO(what);
+      orbis::PmSettings s;
+      s.box_mpc_h = box;
+      s.grid_side = c.mesh;
+      s.window = c.window;
+      s.r_s_mpc_h = 1.25 * box / c.mesh;
+      s.double_mesh = c.double_mesh;
+      s.interlaced = c.interlaced;
+      std::string why;
+      std::unique_ptr<orbis::CudaPmRanks> pm = orbis::make_cuda_pm_ranks(s, world, device, &why);
+      REQUIRE_MESSAGE(pm != nullptr, why);
+      if (world.is_root()) std::printf("%s\n", pm->describe().c_str());
+      orbis::CudaPmSolver one_gpu(s, device);
+      orbis::PmSolver host(s, world);
+      std::vector<Vec3d> all = orbis::test::slab_boundary_particles(box, c.mesh, world.size());
+      for (int step = 0; step < 2; ++step) {
+        if (step == 1)   // moved across the slabs, and dealt out differently (more to the last ranks)
+          for (Vec3d& x : all) x.x = std::fmod(x.x + 0.37 * box, box);
+        std::vector<Vec3d> mine;
+        std::vector<std::size_t> index;
+        for (std::size_t i = 0; i < all.size(); ++i)
+          if (owner(step == 0 ? i : i + 3, world.size(), c.empty_last_rank) == world.rank())
+            mine.push_back(all[i]), index.push_back(i);
+        if (c.empty_last_rank && world.size() > 1 && world.rank() == world.size() - 1) CHECK(mine.empty());
 
-      std::vector<Vec3d> ref_all, ref_host, acc;
-      one_gpu.accelerations(all, 0.7, ref_all);
-      host.accelerations(mine, 0.7, ref_host);
-      orbis::PhaseTimes times;
-      pm->accelerations(mine, 0.7, acc, &times);
-      REQUIRE(acc.size() == mine.size());
-      std::vector<Vec3d> ref_one(mine.size());
-      for (std::size_t q = 0; q < mine.size(); ++q) ref_one[q] = ref_all[index[q]];
+        std::vector<Vec3d> ref_all, ref_host, acc;
+        one_gpu.accelerations(all, 0.7, ref_all);
+        host.accelerations(mine, 0.7, ref_host);
+        orbis::PhaseTimes times;
+        pm->accelerations(mine, 0.7, acc, &times);
+        REQUIRE(acc.size() == mine.size());
+        std::vector<Vec3d> ref_one(mine.size());
+        for (std::size_t q = 0; q < mine.size(); ++q) ref_one[q] = ref_all[index[q]];
 
-      const double vs_one = rms_difference(acc, ref_one, world);
-      const double vs_host = rms_difference(acc, ref_host, world);
-      double rms = 0, worst = 0;
-      for (const Vec3d& r : ref_all) rms += orbis::norm2(r);
-      rms = std::sqrt(rms / static_cast<double>(ref_all.size()));
-      for (std::size_t q = 0; q < mine.size(); ++q) worst = std::max(worst, orbis::norm(acc[q] - ref_one[q]));
-      const double max_vs_one = world.max(worst) / rms;
-      if (world.is_root())
-        std::printf("%-50s step %d: rms vs one GPU %.2e (max %.2e), rms vs host slabs %.2e\n", what.c_str(), step,
-                    vs_one, max_vs_one, vs_host);
-      CHECK(vs_one < (c.double_mesh ? 1e-12 : 2e-6));
-      CHECK(max_vs_one < (c.double_mesh ? 1e-12 : 1e-5));
-      CHECK(vs_host < (c.double_mesh ? 1e-12 : 2e-6));
-      CHECK(times.get("pm_fft") > 0);
+        const double vs_one = rms_difference(acc, ref_one, world);
+        const double vs_host = rms_difference(acc, ref_host, world);
+        double rms = 0, worst = 0;
+        for (const Vec3d& r : ref_all) rms += orbis::norm2(r);
+        rms = std::sqrt(rms / static_cast<double>(ref_all.size()));
+        for (std::size_t q = 0; q < mine.size(); ++q) worst = std::max(worst, orbis::norm(acc[q] - ref_one[q]));
+        const double max_vs_one = world.max(worst) / rms;
+        if (world.is_root())
+          std::printf("%-50s step %d: rms vs one GPU %.2e (max %.2e), rms vs host slabs %.2e\n", what.c_str(), step,
+                      vs_one, max_vs_one, vs_host);
+        CHECK(vs_one < (c.double_mesh ? 1e-12 : 2e-6));
+        CHECK(max_vs_one < (c.double_mesh ? 1e-12 : 1e-5));
+        CHECK(vs_host < (c.double_mesh ? 1e-12 : 2e-6));
+        CHECK(times.get("pm_fft") > 0);
 
-      // The traffic: 48 bytes per particle that crossed; ghost planes whenever ranks have them.
-      const orbis::PmRankTraffic& mine_t = pm->traffic();
-      CHECK(mine_t.particles == mine.size());
-      CHECK(mine_t.particle_bytes == 48 * mine_t.particles_away);
-      const orbis::PmRankTraffic sum = pm->total_traffic();
-      CHECK(sum.particles == all.size());
-      if (world.size() > 1) {
-        CHECK(sum.particles_away > 0);
-        CHECK(sum.ghost_bytes > 0);
-        CHECK(sum.transpose_bytes > 0);
+        // The traffic: 48 bytes per particle that crossed; ghost planes whenever ranks have them.
+        const orbis::PmRankTraffic& mine_t = pm->traffic();
+        CHECK(mine_t.particles == mine.size());
+        CHECK(mine_t.particle_bytes == 48 * mine_t.particles_away);
+        const orbis::PmRankTraffic sum = pm->total_traffic();
+        CHECK(sum.particles == all.size());
+        if (world.size() > 1) {
+          CHECK(sum.particles_away > 0);
+          CHECK(sum.ghost_bytes > 0);
+          CHECK(sum.transpose_bytes > 0);
+        }
+        // The counts the memory plan takes (routing_counts): what the call sent, and every
+        // rank's arrivals are the others' leavers.
+        const orbis::CudaPmRoutingCounts counts = routing_counts_of(*pm, mine, device);
+        CHECK(counts.leaving == mine_t.particles_away);
+        CHECK(world.sum<std::uint64_t>(counts.arriving) == sum.particles_away);
+        if (world.size() == 1) CHECK(counts.leaving + counts.arriving == 0);
       }
-      // The counts the memory plan takes (routing_counts): what the call sent, and every
-      // rank's arrivals are the others' leavers.
-      const orbis::CudaPmRoutingCounts counts = routing_counts_of(*pm, mine, device);
-      CHECK(counts.leaving == mine_t.particles_away);
-      CHECK(world.sum<std::uint64_t>(counts.arriving) == sum.particles_away);
-      if (world.size() == 1) CHECK(counts.leaving + counts.arriving == 0);
     }
   }
+  orbis::gpu::set_rank_exchange(orbis::gpu::RankExchange::automatic);
 }
 
 TEST_CASE("PM over ranks on the GPUs: long range only") {
