@@ -59,9 +59,9 @@ SlabRule slab_rule(const PmSettings& s, int ranks) {
 // counts[owner of p] += 1 for every particle p. Nearly every particle has the same owner (a
 // few ranks, domains that are nearly x slabs), and one atomic per particle on that counter
 // serialises in the L2 (~12 ms for 16.8M particles on an H200): each warp adds its equal
-// owners at once into the block's counts in shared memory (`ranks` of them: 4 bytes each, so
-// up to 12288 ranks in the 48 KiB a block may have), and each block
-// adds its counts into the global ones. Integer sums: exact in any order.
+// owners at once into the block's counts in shared memory (`ranks` of them, 4 bytes each:
+// kMaxRanks fill the 48 KiB a block may have), and each block adds its counts into the global
+// ones. Integer sums: exact in any order.
 __global__ void count_kernel(const double* __restrict__ x, std::size_t n, SlabRule rule, int ranks,
                              unsigned long long* __restrict__ counts) {
   extern __shared__ unsigned block_counts[];   // a block's counts stay far below 2^32
