@@ -114,13 +114,7 @@ TEST_CASE("mesh energy over ranks on the GPUs: the host PM's and the one-GPU PM'
                              (c.empty_last_rank ? ", last rank empty, " : ", ") + std::to_string(world.size()) +
                              " ranks";
     INFO(what);
-    orbis::PmSettings s;
-    s.box_mpc_h = box;
-    s.grid_side = c.mesh;
-    s.window = c.window;
-    s.r_s_mpc_h = 1.25 * box / c.mesh;
-    s.double_mesh = c.double_mesh;
-    s.interlaced = c.interlaced;
+    const orbis::PmSettings s = orbis::test::slab_test_settings(box, c.mesh, c.window, c.double_mesh, c.interlaced);
     const std::vector<Vec3d> all = orbis::test::slab_boundary_particles(box, c.mesh, world.size());
     const std::vector<Vec3d> mine = orbis::test::uneven_share(all, world, c.empty_last_rank, 0);
     if (c.empty_last_rank && world.size() > 1 && world.rank() == world.size() - 1) CHECK(mine.empty());

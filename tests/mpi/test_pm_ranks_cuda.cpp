@@ -108,13 +108,8 @@ TEST_CASE("PM over ranks on the GPUs equals the one-GPU PM and the host slab PM 
                                (c.empty_last_rank ? ", last rank empty, " : ", ") + std::to_string(world.size()) +
                                " ranks, " + orbis::gpu::rank_exchange_name(mode);
       INFO(what);
-      orbis::PmSettings s;
-      s.box_mpc_h = box;
-      s.grid_side = c.mesh;
-      s.window = c.window;
-      s.r_s_mpc_h = 1.25 * box / c.mesh;
-      s.double_mesh = c.double_mesh;
-      s.interlaced = c.interlaced;
+      const orbis::PmSettings s =
+          orbis::test::slab_test_settings(box, c.mesh, c.window, c.double_mesh, c.interlaced);
       std::string why;
       std::unique_ptr<orbis::CudaPmRanks> pm = orbis::make_cuda_pm_ranks(s, world, device, &why);
       REQUIRE_MESSAGE(pm != nullptr, why);

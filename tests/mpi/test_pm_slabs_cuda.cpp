@@ -33,6 +33,7 @@
 #include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
 #include "support/gpu_ranks.hpp"
+#include "support/rank_shares.hpp"
 
 using orbis::Comm;
 using orbis::Vec3d;
@@ -88,12 +89,8 @@ TEST_CASE("cuFFT slab PM forces equal FFTW-MPI's and the one-rank PM's to the tr
     const std::string what = std::to_string(c.mesh) + "^3 " + orbis::window_name(c.window) + ' ' +
                              (c.double_mesh ? "double" : "float") + ", " + std::to_string(world.size()) + " ranks";
     INFO(what);
-    orbis::PmSettings s;
-    s.box_mpc_h = box;
-    s.grid_side = c.mesh;
-    s.window = c.window;
-    s.r_s_mpc_h = 1.25 * box / c.mesh;
-    s.double_mesh = c.double_mesh;
+    const orbis::PmSettings s =
+        orbis::test::slab_test_settings(box, c.mesh, c.window, c.double_mesh, /*interlaced=*/false);
     // Particle i lives on rank (7 i) mod P: every rank holds particles from all over the box.
     std::vector<Vec3d> mine;
     std::vector<std::size_t> index;

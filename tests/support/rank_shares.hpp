@@ -11,6 +11,7 @@
 #include "core/particles.hpp"
 #include "core/vec3.hpp"
 #include "pm/fft_mesh.hpp"
+#include "pm/pm_solver.hpp"
 #include "support/clustered_particles.hpp"
 
 namespace orbis::test {
@@ -60,6 +61,18 @@ inline std::vector<Vec3d> uneven_share(const std::vector<Vec3d>& all, const Comm
     if ((slot == used ? 0 : slot) == comm.rank()) mine.push_back(all[i]);
   }
   return mine;
+}
+
+// The long-range settings of the slab tests: an n mesh in a box of `box`, r_s 1.25 cells.
+inline PmSettings slab_test_settings(double box, int n, Window window, bool double_mesh, bool interlaced) {
+  PmSettings s;
+  s.box_mpc_h = box;
+  s.grid_side = n;
+  s.window = window;
+  s.r_s_mpc_h = 1.25 * box / n;
+  s.double_mesh = double_mesh;
+  s.interlaced = interlaced;
+  return s;
 }
 
 // The clustered set (12^3) and, at the first plane of every slab of `ranks` ranks on an n
