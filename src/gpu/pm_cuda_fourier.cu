@@ -1,5 +1,6 @@
 #include "gpu/pm_cuda_fourier.cuh"
 
+#include "core/error.hpp"
 #include "gpu/cuda_check.cuh"
 #include "pm/interlaced_influence.hpp"
 
@@ -70,9 +71,9 @@ __global__ void long_range_energy_rows_kernel(const C* __restrict__ rho, int n, 
 
 template <typename Real, typename C = typename MeshComplex<Real>::type>
 __global__ void long_range_gradient_kernel(const C* phi, C* out, int n, int axis,
-                                           const double* __restrict__ k_axis, int y0, int ny) {
+                                           const double* __restrict__ k_axis, int y0, int ny, int ni) {
   const int row = blockIdx.x * blockDim.y + threadIdx.y, nzc = n / 2 + 1, nyquist = n / 2;
-  if (row >= n * ny) return;
+  if (row >= ni * ny) return;
   const int i = row / ny, j = y0 + (row - i * ny);
   const std::size_t base = static_cast<std::size_t>(row) * nzc;
   const int fixed = axis == 0 ? i : j;   // axes x and y: the same k_d along the row
@@ -150,7 +151,18 @@ void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typenam
                             int n, int axis, const double* k_axis, cudaStream_t stream, int y0, int ny) {
   if (ny == 0) ny = n;
   long_range_gradient_kernel<Real><<<row_blocks(n, ny), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis, y0,
-                                                                                ny);
+                                                                                ny, n);
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename Real>
+void pm_slab_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out, int n,
+                      int planes, int axis, const double* k_axis, cudaStream_t stream) {
+  if (axis != 1 && axis != 2) fail("internal: pm_slab_gradient of axis {} (an x slab's modes are of y and z alone)", axis);
+  if (planes == 0) return;
+  // The x slab's rows are the y slab's with i the plane and every y (y0 0, ny n).
+  long_range_gradient_kernel<Real><<<row_blocks(planes, n), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis, 0, n,
+                                                                                     planes);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -179,6 +191,8 @@ void pm_interlaced_gradient(const typename MeshComplex<Real>::type* phi_even,
                                                 int);                                                      \
   template void pm_long_range_gradient<Real>(const MeshComplex<Real>::type*, MeshComplex<Real>::type*, int, \
                                              int, const double*, cudaStream_t, int, int);                  \
+  template void pm_slab_gradient<Real>(const MeshComplex<Real>::type*, MeshComplex<Real>::type*, int, int, int, \
+                                       const double*, cudaStream_t);                                            \
   template void pm_interlaced_green<Real>(MeshComplex<Real>::type*, MeshComplex<Real>::type*, int,         \
                                           const Real*, const ModeComplex*, double, cudaStream_t);          \
   template void pm_interlaced_gradient<Real>(const MeshComplex<Real>::type*, const MeshComplex<Real>::type*, \

@@ -41,6 +41,13 @@ template <typename Real>
 void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out,
                             int n, int axis, const double* k_axis, cudaStream_t stream, int y0 = 0, int ny = 0);
 
+// The same for d = y or z on `planes` planes of an x slab ([plane][y][k], n rows of n/2+1
+// modes each) whose x lines were transformed back already: -i k_d commutes with the x
+// transform, so this equals the y slab's product to rounding.
+template <typename Real>
+void pm_slab_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out, int n,
+                      int planes, int axis, const double* k_axis, cudaStream_t stream);
+
 // PM-only: meshes A and B become the even and odd coset potentials, in place; `influence` is
 // interlaced_optimal_influence() in the mesh precision, `shift` the half-cell phases.
 template <typename Real>

@@ -555,15 +555,15 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, double* acc, cudaStr
                                 energy_rows ? energy_rows + mesh * static_cast<std::size_t>(n) * layout.y.count
                                             : nullptr);
   }
-  // The transposes of CudaPmSlabs (x -> y once, y -> x per component, with the receivers'
-  // ghost planes when they come with it), off this rank.
+  // The transposes of CudaPmSlabs (x -> y once, y -> x twice: g_x and phi, each with the
+  // receivers' ghost planes when they come with it), off this rank.
   std::size_t lines = 0;
   const int wanted = window_order(s.window);
   for (int r = 0; r < comm.size(); ++r) {
     if (r == comm.rank()) continue;
-    lines += layout.x_lines[r] + 3 * layout.y_lines[r];
+    lines += layout.x_lines[r] + 2 * layout.y_lines[r];
     if (slabs->ghost_planes_filled())
-      lines += 3 * static_cast<std::size_t>(ghost_plane_count(n, slab_planes(n, comm.size(), r), wanted)) *
+      lines += 2 * static_cast<std::size_t>(ghost_plane_count(n, slab_planes(n, comm.size(), r), wanted)) *
                static_cast<std::size_t>(layout.y.count);
   }
   traffic.transpose_bytes = meshes_count * lines * layout.nzc * 2 * sizeof(Real);

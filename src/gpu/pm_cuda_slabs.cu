@@ -29,13 +29,14 @@ namespace {
 
 double mib(std::size_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-void x_lines(cufftHandle plan, float2* data, int direction) {
-  ORBIS_CUFFT_CHECK(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(data), reinterpret_cast<cufftComplex*>(data),
+// The y slab's x lines from `in` into `out` (the same layout; in place when they are one).
+void x_lines(cufftHandle plan, float2* in, float2* out, int direction) {
+  ORBIS_CUFFT_CHECK(cufftExecC2C(plan, reinterpret_cast<cufftComplex*>(in), reinterpret_cast<cufftComplex*>(out),
                                  direction));
 }
-void x_lines(cufftHandle plan, double2* data, int direction) {
-  ORBIS_CUFFT_CHECK(cufftExecZ2Z(plan, reinterpret_cast<cufftDoubleComplex*>(data),
-                                 reinterpret_cast<cufftDoubleComplex*>(data), direction));
+void x_lines(cufftHandle plan, double2* in, double2* out, int direction) {
+  ORBIS_CUFFT_CHECK(cufftExecZ2Z(plan, reinterpret_cast<cufftDoubleComplex*>(in),
+                                 reinterpret_cast<cufftDoubleComplex*>(out), direction));
 }
 
 }  // namespace
@@ -74,11 +75,16 @@ struct CudaPmSlabs::Impl {
   std::unique_ptr<gpu::DeviceAlltoallv> exchange;
 
   void sync() { ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream)); }
-  // The y slabs' sizes: phi one y slab; work one y slab (each gradient's), or none with CUDA
-  // IPC, where the gradients are written into the exchange's exported buffer and y -> x
-  // lands straight in the x slab.
+  // The y slabs' sizes: phi one y slab, or phi's x slab with the ghost planes where that is
+  // larger (run() moves phi there); work one y slab (what y -> x sends), or none with CUDA
+  // IPC, where that is written into the exchange's exported buffer and y -> x lands straight
+  // in the x slab.
   bool peer() const { return exchange && exchange->peer_to_peer(); }
-  std::size_t phi_bytes() const { return std::max<std::size_t>(layout.y_slab_count * complex_bytes, 1); }
+  std::size_t phi_bytes() const {
+    const std::size_t x_planes = static_cast<std::size_t>(layout.x.count + ghosts) *
+                                 static_cast<std::size_t>(layout.n) * static_cast<std::size_t>(layout.nzc);
+    return std::max<std::size_t>(std::max(layout.y_slab_count, x_planes) * complex_bytes, 1);
+  }
   std::size_t work_bytes() const { return peer() ? 1 : std::max<std::size_t>(layout.y_slab_count * complex_bytes, 1); }
   // The device entry's y slabs: from the pool for a call (on this object's stream), back after.
   void take_y_slabs() {
@@ -149,17 +155,17 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   const std::size_t slab_bytes = t.x_slab_count * m.complex_bytes, y_bytes = t.y_slab_count * m.complex_bytes;
   const std::size_t table_bytes = 2 * static_cast<std::size_t>(n) * sizeof(double);
   const std::size_t own_slab = host_slab ? slab_bytes : 0;
-  const std::size_t need = own_slab + 2 * y_bytes + table_bytes;
+  const std::size_t need = own_slab + m.phi_bytes() + y_bytes + table_bytes;
   const std::size_t available = gpu::device_available_bytes();
   if (need > available)
     fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
-         "{:.1f} MiB, two y slabs {:.1f} MiB each; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. More "
-         "ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
-         comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(y_bytes),
-         mib(m.fft_work), mib(available));
+         "{:.1f} MiB, phi's slab {:.1f} MiB, a y slab {:.1f} MiB; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. "
+         "More ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
+         comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(m.phi_bytes()),
+         mib(y_bytes), mib(m.fft_work), mib(available));
   if (host_slab) m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
   if (host_slab) {   // the host entry keeps its y slabs; the device entry takes them per call
-    m.phi.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+    m.phi.ensure_exact(m.phi_bytes());
     m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
   }
   const PmAxisTables axes = make_pm_axis_tables(settings);
@@ -287,7 +293,7 @@ void CudaPmSlabs::Impl::forward(Real* density, void* modes_out) {
   C* const modes = static_cast<C*>(modes_out);
   if (layout.x.count > 0) cufft_forward_real(planes_r2c, density);
   x_to_y(reinterpret_cast<const C*>(density), modes);
-  if (layout.y.count > 0) x_lines(lines, modes, CUFFT_FORWARD);
+  if (layout.y.count > 0) x_lines(lines, modes, modes, CUFFT_FORWARD);
   sync();
 }
 
@@ -402,7 +408,7 @@ void CudaPmSlabs::Impl::run(Real* slab_real, const std::function<void(int axis)>
   }
   {
     ScopedPhase phase(times, "pm_fft");
-    if (columns) x_lines(lines, phi_modes, CUFFT_FORWARD);
+    if (columns) x_lines(lines, phi_modes, phi_modes, CUFFT_FORWARD);
     sync();
   }
   {
@@ -418,33 +424,60 @@ void CudaPmSlabs::Impl::run(Real* slab_real, const std::function<void(int axis)>
                                      settings.r_s_mpc_h * settings.r_s_mpc_h, stream, t.y.first, t.y.count);
     sync();
   }
-  for (int axis = 0; axis < 3; ++axis) {
-    // With CUDA IPC each gradient goes into the exchange's exported buffer, which y -> x
-    // sends from (collective: every rank asks for it).
-    C* gradient = work_modes;
-    if (peer())
-      gradient = static_cast<C*>(exchange->send_buffer(std::max<std::size_t>(t.y_slab_count * sizeof(C), 1)));
-    {
-      ScopedPhase phase(times, "pm_gradient");
-      if (columns) gpu::pm_long_range_gradient<Real>(phi_modes, gradient, n, axis, k_axis, stream, t.y.first, t.y.count);
-      sync();
-    }
-    {
-      ScopedPhase phase(times, "pm_fft");
-      if (columns) x_lines(lines, gradient, CUFFT_INVERSE);
-      sync();
-    }
-    {
-      ScopedPhase phase(times, "pm_exchange");
-      y_to_x(gradient, reinterpret_cast<C*>(slab_real));
-      sync();
-    }
+  // g_x = -i k_x phi needs the x modes: made on the y slab, transformed along x and moved to
+  // the x slab. Then phi itself, transformed along x, goes to the x slabs once: there g_y and
+  // g_z are -i k_y phi and -i k_z phi (the 2D transforms' own axes), made in the x slab from
+  // it before each 2D transform. Three transposes and two 1D inverse transforms a mesh
+  // instead of four and three (the products after the x transform instead of before: equal to
+  // rounding, the transform being linear). With CUDA IPC what y -> x sends is written into the
+  // exchange's exported buffer (collective: every rank asks for it); phi's x slab is phi's y
+  // slab's memory (phi_bytes() holds either).
+  C* const to_send =
+      peer() ? static_cast<C*>(exchange->send_buffer(std::max<std::size_t>(t.y_slab_count * sizeof(C), 1)))
+             : work_modes;
+  C* const phi_x = phi_modes;
+  const int slab_planes = t.x.count + (peer() ? ghosts : 0);   // staged: the ghost planes come after, in real space
+  const auto transform_planes_and_use = [&](int axis) {
     {
       ScopedPhase phase(times, "pm_fft");
       if (planes) cufft_backward_real(planes_c2r, slab_real);
       sync();
     }
     use(axis);
+  };
+  {
+    ScopedPhase phase(times, "pm_gradient");
+    if (columns) gpu::pm_long_range_gradient<Real>(phi_modes, to_send, n, 0, k_axis, stream, t.y.first, t.y.count);
+    sync();
+  }
+  {
+    ScopedPhase phase(times, "pm_fft");
+    if (columns) x_lines(lines, to_send, to_send, CUFFT_INVERSE);
+    sync();
+  }
+  {
+    ScopedPhase phase(times, "pm_exchange");
+    y_to_x(to_send, reinterpret_cast<C*>(slab_real));
+    sync();
+  }
+  transform_planes_and_use(0);
+  {
+    ScopedPhase phase(times, "pm_fft");
+    if (columns) x_lines(lines, phi_modes, to_send, CUFFT_INVERSE);
+    sync();
+  }
+  {
+    ScopedPhase phase(times, "pm_exchange");
+    y_to_x(to_send, phi_x);
+    sync();
+  }
+  for (int axis = 1; axis < 3; ++axis) {
+    {
+      ScopedPhase phase(times, "pm_gradient");
+      if (planes) gpu::pm_slab_gradient<Real>(phi_x, reinterpret_cast<C*>(slab_real), n, slab_planes, axis, k_axis, stream);
+      sync();
+    }
+    transform_planes_and_use(axis);
   }
 }
 

@@ -2,16 +2,20 @@
 // the host keeps the routing of particles to slab owners, the assignment into the x slab and
 // its ghost planes, and the interpolation; between them, on the GPU of every rank:
 //   upload the density slab | cuFFT 2D R2C (y, z) of its x planes | transpose x slabs -> y slabs
-//   | cuFFT 1D C2C along x | phi = Green * rho | for d in x, y, z: g_d = -i k_d phi, C2C^-1
-//   along x, transpose y -> x, C2R 2D, download into the host's slab of g_d
+//   | cuFFT 1D C2C along x | phi = Green * rho | g_x = -i k_x phi, C2C^-1 along x, transpose
+//   y -> x, C2R 2D, download into the host's slab of g_x | phi: C2C^-1 along x, transpose
+//   y -> x | for d in y, z: g_d = -i k_d phi in the x slab, C2R 2D, download
 // with the Green's function and gradient kernels of the one-GPU PM (gpu/pm_cuda_fourier.cuh,
-// pm/pm_modes.hpp) over the rank's y slab. The transposes are staged through pinned host
+// pm/pm_modes.hpp). g_y and g_z are made after the x transform, from phi's x slab (k_y and
+// k_z are its own axes): three transposes and two inverse 1D transforms a call, not four and
+// three. The transposes are staged through pinned host
 // buffers and Comm's alltoallv (no CUDA-aware MPI assumed); their block layout is
 // pm/slab_transpose.hpp's, and the pitched blocks are packed and unpacked by the copy engines
 // (cudaMemcpy2DAsync) on the way to and from the host. Several ranks may share one GPU.
 //
 // Memory per rank (kept from step to step): on the device the real x slab, nx n 2(n/2+1)
-// reals, and two complex y slabs (phi and the gradient in turn), n ny (n/2+1) complex each,
+// reals, and two complex y slabs (phi, then phi's x slab; what y -> x sends), n ny (n/2+1)
+// complex each (or nx n (n/2+1) where that is larger),
 // so about 3 n^3 / P reals (4 or 8 bytes), plus cuFFT's work areas and the per-axis tables;
 // on the host two pinned buffers of max(nx, ny) n (n/2+1) complex values, about n^3 / P reals
 // each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
@@ -59,7 +63,7 @@ class CudaPmSlabs final : public PmSlabTransform {
   // planes come with it (the y -> x transpose also brings those planes' rows from every
   // rank's y slab, and the 2D C2R transforms them with the slab's own); else they hold
   // nothing of use and the caller fetches them from their owners. Collective over
-  // comm; work on other streams that fills rho must be finished first. The two complex y slabs
+  // comm; work on other streams that fills rho must be finished first. The two complex slabs
   // are taken from the device pool for the call and given back when it ends (the short-range
   // step reuses that memory between PM steps); held_bytes() is what stays allocated between
   // calls, transient_bytes() what a call takes besides. energy_rows (device, may be null)
