@@ -100,7 +100,6 @@ GlobalTopTree GlobalTopTree::build(TopTreePasses& passes, std::size_t n, int max
   root.split = depth > 0 && root.count > static_cast<std::uint32_t>(max_leaf);
   tree.nodes_.push_back(root);
   std::size_t level_begin = 0;
-  std::vector<std::uint32_t> hist;   // counts < 2^31 (OrbTree::kMaxParticles), also summed
   // This rank's part of each node's box at the current level: lo and -hi (so that one min
   // reduction, exact in any order, gives both).
   std::vector<double> box(6, HUGE_VAL);
@@ -189,13 +188,13 @@ GlobalTopTree GlobalTopTree::build(TopTreePasses& passes, std::size_t n, int max
       }
       const bool first = !any_round;
       any_round = true;
-      hist.assign(bins, 0);
-      passes.histogram(first, rn, hist);
-      comm.reduce(hist, Comm::Op::sum);
+      // Counts < 2^31 (OrbTree::kMaxParticles), also summed.
+      std::uint32_t* const hist = passes.histogram(first, rn, bins);
+      comm.reduce(hist, bins, Comm::Op::sum);
       ++tree.rounds_;
       for (std::size_t q = 0; q < s; ++q) {
         if (!active[q]) continue;
-        const std::uint32_t* h = hist.data() + rn[q].first_bin;
+        const std::uint32_t* h = hist + rn[q].first_bin;
         std::uint64_t below = 0;
         int b = 0;
         while (below + h[b] <= want[q]) below += h[b++];   // b: the bin holding rank want[q]

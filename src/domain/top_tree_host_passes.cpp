@@ -52,7 +52,7 @@ class HostPasses final : public TopTreePasses {
 
   void start(bool root_splits, double* box) override;
   void begin_level(const std::vector<std::int32_t>& child_row, const std::vector<std::int32_t>& child_index) override;
-  void histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) override;
+  std::uint32_t* histogram(bool first, const std::vector<RoundNode>& rn, std::size_t bins) override;
   void filter(bool first, const std::vector<RoundNode>& rn) override;
   void candidates(bool any_round, std::vector<std::uint32_t>& index, std::vector<std::int32_t>& slot) override;
   void finish_level(bool any_round, const std::vector<int>& axis, const std::vector<std::uint64_t>& cut_key,
@@ -107,6 +107,7 @@ class HostPasses final : public TopTreePasses {
   std::size_t next_parts_used_ = 0;
   std::vector<std::int32_t> child_row_, child_index_;
   PerThread<std::uint32_t> local_hist_;
+  std::vector<std::uint32_t> hist_;   // a round's counts (histogram())
   // This rank's part of each child's box at the current level: lo and -hi (so that one min
   // reduction, exact in any order, gives both).
   PerThread<double> local_box_;
@@ -154,9 +155,10 @@ void HostPasses::begin_level(const std::vector<std::int32_t>& child_row, const s
   for (std::vector<double>& bx : local_box_.data) bx.assign(6 * child_row.size(), HUGE_VAL);
 }
 
-void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) {
+std::uint32_t* HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::size_t bins) {
   const std::vector<std::uint32_t>& list = first ? members_ : cand_;
-  const std::size_t bins = hist.size();
+  std::vector<std::uint32_t>& hist = hist_;
+  hist.assign(bins, 0);
   const std::size_t nb = blocks_of(list.size());
   // Counted by runs of one bin (members come in tree order, so neighbours mostly share a
   // node and a digit): one add per run, not a chain of increments of one counter.
@@ -182,7 +184,7 @@ void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::ve
   };
   if (nb <= 1) {
     count(hist.data(), 0, list.size());
-    return;
+    return hist.data();
   }
 #pragma omp parallel
   {
@@ -201,6 +203,7 @@ void HostPasses::histogram(bool first, const std::vector<RoundNode>& rn, std::ve
     for (int t = 0; t < local_hist_.team; ++t) sum += local_hist_.data[static_cast<std::size_t>(t)][static_cast<std::size_t>(k)];
     hist[static_cast<std::size_t>(k)] = sum;
   }
+  return hist.data();
 }
 
 // The candidates still undecided: in the bin holding the rank (or of a node at one

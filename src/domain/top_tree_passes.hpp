@@ -29,9 +29,11 @@ class TopTreePasses {
   // -1 if it stops (its members are then placed in node child_index[c]); 2 entries a node.
   virtual void begin_level(const std::vector<std::int32_t>& child_row,
                            const std::vector<std::int32_t>& child_index) = 0;
-  // A round's histograms: for each candidate of a node q with rn[q].first_bin >= 0 (first
-  // round: every member), one count in hist[first_bin + its digit] (hist zeroed, all bins).
-  virtual void histogram(bool first, const std::vector<top_tree::RoundNode>& rn, std::vector<std::uint32_t>& hist) = 0;
+  // A round's histograms, `bins` counts: for each candidate of a node q with rn[q].first_bin
+  // >= 0 (first round: every member), one in [first_bin + its digit] (every other bin 0).
+  // Host memory of the passes', valid until the next call; the build sums it over the ranks
+  // in place (no copy of up to 2^19 counts a round on the host).
+  virtual std::uint32_t* histogram(bool first, const std::vector<top_tree::RoundNode>& rn, std::size_t bins) = 0;
   // After the round's decisions (rn[q].cut, rn[q].done): the candidates left are those of
   // the nodes not counted (first_bin < 0) and those whose digit is the cut of an undecided node.
   // The first round sends every other member to its child (digit below the cut: left), with

@@ -374,8 +374,7 @@ class DevicePasses final : public TopTreePasses {
     bound_ = a_.n;
   }
 
-  void histogram(bool first, const std::vector<RoundNode>& rn, std::vector<std::uint32_t>& hist) override {
-    const std::size_t bins = hist.size();
+  std::uint32_t* histogram(bool first, const std::vector<RoundNode>& rn, std::size_t bins) override {
     a_.hist.ensure(bins);
     a_.hist_down.ensure(bins);
     upload_rounds(rn, a_.rn_hist_up);
@@ -389,8 +388,8 @@ class DevicePasses final : public TopTreePasses {
     ORBIS_CUDA_CHECK(cudaMemcpyAsync(a_.count_down.data(), a_.count.data(), 3 * sizeof(u64), cudaMemcpyDeviceToHost,
                                      stream_));
     ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::copy(a_.hist_down.data(), a_.hist_down.data() + bins, hist.begin());
     if (!first) bound_ = static_cast<std::size_t>(a_.count_down.data()[current_]);   // written by the last filter
+    return a_.hist_down.data();   // page-locked: the build sums it over the ranks in place
   }
 
   void filter(bool first, const std::vector<RoundNode>& rn) override {
