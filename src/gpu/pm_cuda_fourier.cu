@@ -158,7 +158,8 @@ void pm_long_range_gradient(const typename MeshComplex<Real>::type* phi, typenam
 template <typename Real>
 void pm_slab_gradient(const typename MeshComplex<Real>::type* phi, typename MeshComplex<Real>::type* out, int n,
                       int planes, int axis, const double* k_axis, cudaStream_t stream) {
-  if (axis != 1 && axis != 2) fail("internal: pm_slab_gradient of axis {} (an x slab's modes are of y and z alone)", axis);
+  if (axis != 1 && axis != 2)
+    fail("internal: pm_slab_gradient of axis {} (an x slab's modes are of y and z alone)", axis);
   if (planes == 0) return;
   // The x slab's rows are the y slab's with i the plane and every y (y0 0, ny n).
   long_range_gradient_kernel<Real><<<row_blocks(planes, n), kRowBlock, 0, stream>>>(phi, out, n, axis, k_axis, 0, n,

@@ -159,8 +159,8 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
   const std::size_t available = gpu::device_available_bytes();
   if (need > available)
     fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
-         "{:.1f} MiB, phi's slab {:.1f} MiB, a y slab {:.1f} MiB; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are free. "
-         "More ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
+         "{:.1f} MiB, phi's slab {:.1f} MiB, a y slab {:.1f} MiB; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are "
+         "free. More ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
          comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(m.phi_bytes()),
          mib(y_bytes), mib(m.fft_work), mib(available));
   if (host_slab) m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
@@ -474,7 +474,8 @@ void CudaPmSlabs::Impl::run(Real* slab_real, const std::function<void(int axis)>
   for (int axis = 1; axis < 3; ++axis) {
     {
       ScopedPhase phase(times, "pm_gradient");
-      if (planes) gpu::pm_slab_gradient<Real>(phi_x, reinterpret_cast<C*>(slab_real), n, slab_planes, axis, k_axis, stream);
+      if (planes)
+        gpu::pm_slab_gradient<Real>(phi_x, reinterpret_cast<C*>(slab_real), n, slab_planes, axis, k_axis, stream);
       sync();
     }
     transform_planes_and_use(axis);
