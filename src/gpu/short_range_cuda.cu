@@ -8,6 +8,7 @@
 #include "gpu/device_memory_plan.hpp"
 #include "gpu/particle_kernels.cuh"
 #include "gpu/p2p_cuda.hpp"
+#include "gpu/pool_phases.cuh"
 
 namespace orbis::gpu {
 namespace {
@@ -144,7 +145,9 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   AllocationStream on_stream(stream);
   active_subset_ = bin != nullptr && min_active_bin > 0;
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
+  pool_phase("tree");
   rebuilt_ = make_tree();
+  pool_phase("walk, P2P and far field");
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
   const std::size_t nn = tree_.n_nodes(), nl = tree_.n_leaves();
   ORBIS_CUDA_CHECK(cudaMemsetAsync(counters_.data(), 0, 3 * sizeof(unsigned long long), stream));

@@ -45,6 +45,7 @@
 #include "gpu/pm_cuda.hpp"
 #include "gpu/pm_cuda_ranks.hpp"
 #include "gpu/pm_cuda_slabs.hpp"
+#include "gpu/pool_phases.cuh"
 #include "gpu/power_spectrum_cuda.cuh"
 #include "gpu/power_spectrum_cuda_ranks.hpp"
 #include "gpu/shared_gpu_memory.hpp"
@@ -245,11 +246,10 @@ struct CudaStepEngine::Impl {
     std::size_t used = now > baseline ? now - baseline : 0;
     if (ranks) {
       // Ranks may share the GPU, whose use then counts theirs too: what this process's pool
-      // holds instead (the engine's arrays and the PM's slabs), and what the engine holds
-      // outside it (cuFFT's work areas, the CUDA IPC exchanges' exported buffers).
-      std::uint64_t reserved = 0;
-      ORBIS_CUDA_CHECK(cudaMemPoolGetAttribute(gpu::device_pool(), cudaMemPoolAttrReservedMemCurrent, &reserved));
-      used = static_cast<std::size_t>(reserved) + (pm_ranks ? pm_ranks->outside_pool_bytes() : 0) +
+      // reserved at most (the engine's arrays and the PM's slabs at their peak, with the
+      // holes between them), and what the engine holds outside it (the CUDA IPC exchanges'
+      // exported buffers).
+      used = gpu::pool_reserved_most() + (pm_ranks ? pm_ranks->outside_pool_bytes() : 0) +
              (ghosts && ghosts->transport() ? ghosts->transport()->device_bytes() : 0);
     }
     if (used > peak + peak / 10)
@@ -737,6 +737,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     const std::size_t n = m.n;
     double mesh_energy = 0;
     const bool with_energy = m.take_mesh_energy_expectation();
+    gpu::pool_phase("PM");
     ORBIS_CUDA_CHECK(cudaEventRecord(m.pm_events[0], m.stream));
     m.pm->accelerations(m.pos.data(), m.pos.data() + n, m.pos.data() + 2 * n, n, m.mass, m.acc_long.data(),
                         m.acc_long.data() + n, m.acc_long.data() + 2 * n, m.stream,
@@ -761,6 +762,7 @@ void CudaStepEngine::compute_forces(bool long_range, int min_active_bin, ForceSt
     stats.m2l_interactions += static_cast<double>(s.m2l_tasks);
     stats.p2p_where = fmt::format("cuda ({}, {}, particles on the GPU)", m.name, m.short_double ? "double" : "float");
   }
+  gpu::pool_phase("between steps");
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   if (long_range && m.pm) {
     float ms = 0;
@@ -813,6 +815,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (treepm) why = tree_policy.begin(long_range, domains_updated);
   const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
   if (update) {
+    gpu::pool_phase("domain update");
     Stopwatch update_watch;
     // On the device (gpu/domain_update_cuda.cuh): only the top tree's decisions, the groups
     // and the migrants cross the bus; acc_long is its scratch, zeroed below.
@@ -840,6 +843,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
     // The forest's sources (own particles, then the ghosts) from the device's positions: only
     // the own groups' boxes and the ghosts' positions cross the bus (gpu/ghost_exchange_cuda.cuh).
     if (!ghosts) ghosts.emplace(comm);
+    gpu::pool_phase("ghost refresh");
     n_sources = ghosts->refresh(*domains, pos.data(), n, sr.r_cut, sources,
                                 [this](std::size_t doubles) { return staging(doubles); }, &same, stream);
     if (update && pm_ranks) pm_routing = pm_ranks->routing_counts(pos.data(), n, stream);   // collective
@@ -850,6 +854,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   if (long_range && ghosts) log_ghost_times();
   if (long_range) {
     Stopwatch pm_watch;
+    gpu::pool_phase("PM");
     const bool with_energy = take_mesh_energy_expectation();   // the same on every rank
     if (pm_ranks) {   // from the device's positions into acc_long (gpu/pm_cuda_ranks.hpp)
       double mesh_energy = 0;
@@ -904,6 +909,7 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
                                   short_double ? "double" : "float", comm.size());
     tree_policy.end(min_active_bin <= 0, comm.sum<std::uint64_t>(pairs));
   }
+  gpu::pool_phase("between steps");   // the outputs' and the energy check's (trimmed back after them)
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(stream));
   stats.device_bytes = note_memory();
   if (log_step_details && treepm && n_sources > 0) log::info("short range (rank 0): {}", step_details());
@@ -953,6 +959,17 @@ void CudaStepEngine::rebuild_tree_next() { impl_->tree_policy.request_rebuild();
 
 std::string CudaStepEngine::tree_summary() const {
   if (!impl_->treepm) return std::string();
+  // What the device pool held at most in each phase (rank 0's): the memory plan's phases.
+  const Impl& m = *impl_;
+  std::string memory = "; the device pool's most in use by phase" + std::string(m.ranks ? " (rank 0)" : "") + ": " +
+                       gpu::pool_phases_summary();
+  if (m.ranks) {
+    const std::size_t outside = (m.pm_ranks ? m.pm_ranks->outside_pool_bytes() : 0) +
+                                (m.ghosts && m.ghosts->transport() ? m.ghosts->transport()->device_bytes() : 0);
+    memory += fmt::format("; outside the pool {:.2f} GiB (the exchanges' exported buffers); at most {:.2f} GiB in all "
+                          "({:.0f} bytes per own particle)",
+                          gib(outside), gib(m.peak), static_cast<double>(m.peak) / std::max<std::size_t>(m.n, 1));
+  }
   if (impl_->ranks) {
     // Where the PM over ranks' time went (rank 0's wall seconds, all PM steps).
     std::string pm;
@@ -967,12 +984,12 @@ std::string CudaStepEngine::tree_summary() const {
                         t.calls, t.fill, t.peer, static_cast<double>(t.bytes) / 1e9, t.mpi);
     }
     return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}; "
-                       "{} domain updates in {:.2f} s (rank 0){}",
+                       "{} domain updates in {:.2f} s (rank 0){}{}",
                        impl_->comm.size(), impl_->tree_policy.summary(), impl_->domain_updates,
                        impl_->domain_update_seconds,
-                       pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm);
+                       pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm, memory);
   }
-  return "short range on the GPU: " + impl_->tree_policy.summary();
+  return "short range on the GPU: " + impl_->tree_policy.summary() + memory;
 }
 
 void CudaStepEngine::set_tree_policy(const TreeReuseSettings& settings) {
@@ -1155,7 +1172,7 @@ std::optional<PotentialEnergyTerms> CudaStepEngine::potential_energy_terms(const
               pair_seconds, watch.seconds() - pair_seconds, mesh_now ? " (summed in the force pass)" : "");
   // As power_spectrum(): the pool gives back to the driver what the check took beyond the steps'.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  gpu::trim_pool_to(reserved);
   return terms;
 }
 
@@ -1233,7 +1250,7 @@ std::optional<PowerSpectrum> CudaStepEngine::power_spectrum(const PowerSpectrumS
   // The pool keeps what is freed: the meshes (3 GiB at 512^3 on one GPU) go back to the
   // driver, so the steps hold what their plan says, not the output's high-water mark.
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  gpu::trim_pool_to(reserved);
   return result;
 }
 
@@ -1266,7 +1283,7 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels(double link
   const double* x = m.wrapped_positions();
   std::vector<std::uint32_t> labels = gpu::fof_labels(x, x + m.n, x + 2 * m.n, m.n, m.box, link, m.stream);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  gpu::trim_pool_to(reserved);
   return labels;
 }
 
@@ -1299,7 +1316,7 @@ std::optional<std::vector<std::uint32_t>> CudaStepEngine::fof_labels_with_ghosts
       gpu::fof_labels_with_ghosts(m.pos.data(), m.pos.data() + m.n, m.pos.data() + 2 * m.n, m.n, ghosts.data(),
                                   ghosts.size(), m.box, link_mpc_h, m.stream);
   ORBIS_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  ORBIS_CUDA_CHECK(cudaMemPoolTrimTo(gpu::device_pool(), static_cast<std::size_t>(reserved)));
+  gpu::trim_pool_to(reserved);
   return labels;
 }
 
