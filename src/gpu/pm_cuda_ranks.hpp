@@ -46,8 +46,8 @@
 // before CudaPmSlabs takes its complex y slab (one with CUDA IPC, two staged), the received
 // density and force ghost planes; per particle that
 // leaves or arrives (routing_bytes(): a leaver's keys, order and packed position, an
-// arrival's position and acceleration; none for those that stay). Held between calls
-// (held_bytes()): cuFFT's work areas, the exchange's
+// arrival's position and acceleration; none for those that stay), and cuFFT's work area (one
+// for all the plans, which run in turn). Held between calls (held_bytes()): the exchange's
 // exported buffer with CUDA IPC, the axis tables. Pinned host buffers of the particles that
 // cross and of the ghost planes.
 //
@@ -221,11 +221,11 @@ class CudaPmRanks {
 
   std::size_t device_bytes() const;    // allocated now: slabs, cuFFT slabs, particle buffers
   std::size_t mesh_bytes() const;      // of which the slabs and the cuFFT slabs (none for Use::energy)
-  // Held between calls (cuFFT's work areas, the exchange's exported buffer, tables), and what
+  // Held between calls (the exchange's exported buffer, tables), and what
   // an accelerations() call takes from the pool besides the per-particle buffers at its peak
   // (the real x slab with its ghost planes, the received density and force ghost planes, and
-  // the larger of the fixed-point sums and the cuFFT slabs' complex y slabs: one with CUDA
-  // IPC, two staged), given back when it returns.
+  // the larger of the fixed-point sums and the cuFFT slabs' complex y slabs, one with CUDA
+  // IPC, two staged, with their work area), given back when it returns.
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
   std::size_t outside_pool_bytes() const;   // of held_bytes(), not the pool's (CudaPmSlabs')

@@ -59,14 +59,17 @@ struct CudaPmSlabs::Impl {
   std::size_t complex_bytes = 0;   // 8 (float mesh) or 16
   cudaStream_t stream = nullptr;
   // 2D R2C of the x slab's planes and C2R of them and the ghost planes (none without
-  // planes), 1D C2C of the y slab's x lines (none without y columns). cuFFT allocates their
-  // work areas.
+  // planes), 1D C2C of the y slab's x lines (none without y columns). They run one at a time
+  // on one stream, so they share one work area, the largest they need (fft_work bytes),
+  // taken from the pool with the y slabs: not held between the PM steps (cuFFT's own work
+  // areas, one a plan, were ~0.2 GiB a rank at 512^3 on 2 ranks, held for the whole run).
   cufftHandle planes_r2c = 0, planes_c2r = 0, lines = 0;
   // With CUDA IPC, y -> x as pulls from every rank's exported y slab (this rank's planes and
   // its ghost planes), made at the exchange's choice.
   std::vector<gpu::PeerPull> y_to_x_pulls;
   std::size_t fft_work = 0;
   gpu::DeviceArray<unsigned char> slab, phi, work;   // x slab (real), y slabs (complex)
+  gpu::DeviceArray<unsigned char> fft_area;          // the plans' work area
   gpu::DeviceArray<double> tables;                   // k, then 1/W^2, per axis index
   gpu::PinnedArray<unsigned char> send, recv;   // the staged transposes' (allocated when chosen)
   // How the transposes move between the ranks' devices, chosen (collectively) at the first
@@ -93,11 +96,18 @@ struct CudaPmSlabs::Impl {
     gpu::AllocationStream on_stream(stream);
     phi.ensure_exact(phi_bytes());
     work.ensure_exact(work_bytes());
+    take_fft_area();
   }
   void give_back_y_slabs() {
     gpu::AllocationStream on_stream(stream);
     phi.release();
     work.release();
+    fft_area.release();
+  }
+  void take_fft_area() {
+    fft_area.ensure_exact(std::max<std::size_t>(fft_work, 1));
+    for (cufftHandle plan : {planes_r2c, planes_c2r, lines})
+      if (plan) ORBIS_CUFFT_CHECK(cufftSetWorkArea(plan, fft_area.data()));
   }
   void choose_exchange();
   std::vector<gpu::PeerPull> make_y_to_x_pulls() const;
@@ -135,38 +145,42 @@ CudaPmSlabs::CudaPmSlabs(const PmSettings& settings, const Comm& comm, int devic
     // In place on FftMesh's padded layout: rows of 2(n/2+1) reals in, n/2+1 complex out.
     long long dims[2] = {n, n}, real_embed[2] = {n, 2 * nzc}, complex_embed[2] = {n, nzc};
     ORBIS_CUFFT_CHECK(cufftCreate(&m.planes_r2c));
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(m.planes_r2c, 0));
     ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.planes_r2c, 2, dims, real_embed, 1, n * 2 * nzc, complex_embed, 1,
                                           n * nzc, twice ? CUFFT_D2Z : CUFFT_R2C, t.x.count, &work));
-    m.fft_work += work;
+    m.fft_work = std::max(m.fft_work, work);
     ORBIS_CUFFT_CHECK(cufftCreate(&m.planes_c2r));
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(m.planes_c2r, 0));
     ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.planes_c2r, 2, dims, complex_embed, 1, n * nzc, real_embed, 1,
                                           n * 2 * nzc, twice ? CUFFT_Z2D : CUFFT_C2R, t.x.count + m.ghosts, &work));
-    m.fft_work += work;
+    m.fft_work = std::max(m.fft_work, work);
   }
   if (t.y.count > 0) {
     // The y slab [i][j - y0][k]: every (j, k) column is an x line of stride ny (n/2+1).
     const long long columns = static_cast<long long>(t.y.count) * nzc;
     long long dims[1] = {n}, embed[1] = {n};
     ORBIS_CUFFT_CHECK(cufftCreate(&m.lines));
+    ORBIS_CUFFT_CHECK(cufftSetAutoAllocation(m.lines, 0));
     ORBIS_CUFFT_CHECK(cufftMakePlanMany64(m.lines, 1, dims, embed, columns, 1, embed, columns, 1,
                                           twice ? CUFFT_Z2Z : CUFFT_C2C, columns, &work));
-    m.fft_work += work;
+    m.fft_work = std::max(m.fft_work, work);
   }
   const std::size_t slab_bytes = t.x_slab_count * m.complex_bytes, y_bytes = t.y_slab_count * m.complex_bytes;
   const std::size_t table_bytes = 2 * static_cast<std::size_t>(n) * sizeof(double);
   const std::size_t own_slab = host_slab ? slab_bytes : 0;
-  const std::size_t need = own_slab + m.phi_bytes() + y_bytes + table_bytes;
+  const std::size_t need = own_slab + m.phi_bytes() + y_bytes + table_bytes + m.fft_work;
   const std::size_t available = gpu::device_available_bytes();
   if (need > available)
     fail("PM on the GPU over {} ranks: this rank's slabs of the {}^3 {} mesh need {:.1f} MiB of device {} (x slab "
-         "{:.1f} MiB, phi's slab {:.1f} MiB, a y slab {:.1f} MiB; cuFFT holds {:.1f} MiB more) but {:.1f} MiB are "
+         "{:.1f} MiB, phi's slab {:.1f} MiB, a y slab {:.1f} MiB, cuFFT's work area {:.1f} MiB) but {:.1f} MiB are "
          "free. More ranks, a smaller [gravity] pm_grid_side, or [gpu] backend = \"cpu\" (the host PM) need less",
          comm.size(), n, twice ? "double" : "float", mib(need), device, mib(own_slab), mib(m.phi_bytes()),
          mib(y_bytes), mib(m.fft_work), mib(available));
   if (host_slab) m.slab.ensure_exact(std::max<std::size_t>(slab_bytes, 1));
-  if (host_slab) {   // the host entry keeps its y slabs; the device entry takes them per call
+  if (host_slab) {   // the host entry keeps its y slabs and work area; the device entry takes them per call
     m.phi.ensure_exact(m.phi_bytes());
     m.work.ensure_exact(std::max<std::size_t>(y_bytes, 1));
+    m.take_fft_area();
   }
   const PmAxisTables axes = make_pm_axis_tables(settings);
   std::vector<double> tables(axes.k);
@@ -185,7 +199,8 @@ CudaPmSlabs::~CudaPmSlabs() = default;
 
 std::size_t CudaPmSlabs::device_bytes() const {
   const Impl& m = *impl_;
-  return m.slab.capacity() + m.phi.capacity() + m.work.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work +
+  return m.slab.capacity() + m.phi.capacity() + m.work.capacity() + m.tables.capacity() * sizeof(double) +
+         m.fft_area.capacity() +
          (m.exchange ? m.exchange->device_bytes() : 0);
 }
 
@@ -283,17 +298,21 @@ void CudaPmSlabs::forward_on_device(double* rho, void* modes) {
   impl_->forward(rho, modes);
 }
 
-// run()'s first three passes, into the caller's y slab. The first call may choose the
-// exchange.
+// run()'s first three passes, into the caller's y slab, with the work area from the pool for
+// the call. The first call may choose the exchange.
 template <typename Real>
 void CudaPmSlabs::Impl::forward(Real* density, void* modes_out) {
   using C = typename gpu::MeshComplex<Real>::type;
   ORBIS_CUDA_CHECK(cudaSetDevice(device));
   if (!exchange) choose_exchange();
   C* const modes = static_cast<C*>(modes_out);
+  gpu::AllocationStream on_stream(stream);
+  const bool take_area = fft_area.capacity() == 0;   // the host entry holds its own
+  if (take_area) take_fft_area();
   if (layout.x.count > 0) cufft_forward_real(planes_r2c, density);
   x_to_y(reinterpret_cast<const C*>(density), modes);
   if (layout.y.count > 0) x_lines(lines, modes, modes, CUFFT_FORWARD);
+  if (take_area) fft_area.release();
   sync();
 }
 
@@ -305,12 +324,13 @@ bool CudaPmSlabs::ghost_planes_filled() const { return impl_->peer(); }
 
 std::size_t CudaPmSlabs::held_bytes() const {
   const Impl& m = *impl_;
-  return m.slab.capacity() + m.tables.capacity() * sizeof(double) + m.fft_work +
-         (m.exchange ? m.exchange->device_bytes() : 0);
+  return m.slab.capacity() + m.tables.capacity() * sizeof(double) + (m.exchange ? m.exchange->device_bytes() : 0);
 }
-std::size_t CudaPmSlabs::transient_bytes() const { return impl_->phi_bytes() + impl_->work_bytes(); }
+std::size_t CudaPmSlabs::transient_bytes() const {
+  return impl_->phi_bytes() + impl_->work_bytes() + std::max<std::size_t>(impl_->fft_work, 1);
+}
 std::size_t CudaPmSlabs::outside_pool_bytes() const {
-  return impl_->fft_work + (impl_->exchange ? impl_->exchange->device_bytes() : 0);
+  return impl_->exchange ? impl_->exchange->device_bytes() : 0;
 }
 
 // The host slabs through the device x slab: uploaded, and each component downloaded before

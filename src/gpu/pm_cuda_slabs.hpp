@@ -16,7 +16,7 @@
 // Memory per rank (kept from step to step): on the device the real x slab, nx n 2(n/2+1)
 // reals, and two complex y slabs (phi, then phi's x slab; what y -> x sends), n ny (n/2+1)
 // complex each (or nx n (n/2+1) where that is larger),
-// so about 3 n^3 / P reals (4 or 8 bytes), plus cuFFT's work areas and the per-axis tables;
+// so about 3 n^3 / P reals (4 or 8 bytes), plus one cuFFT work area and the per-axis tables;
 // on the host two pinned buffers of max(nx, ny) n (n/2+1) complex values, about n^3 / P reals
 // each (the transpose's send and receive sides). device_bytes() and pinned_bytes() give the exact numbers.
 //
@@ -64,9 +64,9 @@ class CudaPmSlabs final : public PmSlabTransform {
   // rank's y slab, and the 2D C2R transforms them with the slab's own); else they hold
   // nothing of use and the caller fetches them from their owners. Collective over
   // comm; work on other streams that fills rho must be finished first. The two complex slabs
-  // are taken from the device pool for the call and given back when it ends (the short-range
-  // step reuses that memory between PM steps); held_bytes() is what stays allocated between
-  // calls, transient_bytes() what a call takes besides. energy_rows (device, may be null)
+  // and the transforms' work area are taken from the device pool for the call and given back
+  // when it ends (the short-range step reuses that memory between PM steps); held_bytes() is
+  // what stays allocated between calls, transient_bytes() what a call takes besides. energy_rows (device, may be null)
   // receives the energy check's row sums of this rank's y columns from the transformed density
   // (gpu/pm_cuda_fourier.cuh's pm_long_range_energy_rows: n times SlabTranspose::y.count
   // doubles), from the modes forward_on_device() would give.
@@ -78,7 +78,8 @@ class CudaPmSlabs final : public PmSlabTransform {
   // gpu/pm_cuda_ranks.hpp): rho, a device x slab as above, is overwritten by its planes' 2D
   // R2C; modes (device, this rank's y slab: y_slab_count complex values [i][j - y0][k])
   // receives the forward modes, unnormalised, through the transposes of long_range_on_device
-  // (CUDA IPC device to device where the ranks have it). Takes nothing from the pool.
+  // (CUDA IPC device to device where the ranks have it). Takes the transforms' work area
+  // from the pool for the call.
   // Collective; work on other streams that fills rho must be finished first, and the modes
   // are complete when this returns.
   void forward_on_device(float* rho, void* modes);
@@ -91,8 +92,8 @@ class CudaPmSlabs final : public PmSlabTransform {
   bool ghost_planes_filled() const;
   std::size_t held_bytes() const;
   std::size_t transient_bytes() const;
-  // Of held_bytes(), what is not the device pool's (cuFFT's work areas, CUDA IPC's exported
-  // buffer): what a measure of the pool's use must add.
+  // Of held_bytes(), what is not the device pool's (CUDA IPC's exported buffer): what a
+  // measure of the pool's use must add.
   std::size_t outside_pool_bytes() const;
   // "cuFFT slabs over 3 ranks, device 0, 12.3 MiB on the device, 4.1 MiB pinned"
   std::string describe() const override;
