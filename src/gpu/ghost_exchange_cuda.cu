@@ -166,7 +166,8 @@ std::size_t DeviceGhosts::refresh(RankDomains& domains, const double* pos, std::
   const std::size_t n_recv = n_sources - n;
   if (Comm::total(routes.recv_counts) != n_recv)
     fail("internal: {} ghosts expected, their groups hold {}", Comm::total(routes.recv_counts), n_recv);
-  if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 4));
+  // 1/16 more when it grows, as the state's arrays (gpu::fit_particles).
+  if (n_sources > sources.capacity() / 3) sources.ensure_exact(3 * (n_sources + n_sources / 16));
   double* packed = transport_->send_buffer(3 * n_sent);   // collective
   double* received = nullptr;
   if (packed) {

@@ -260,9 +260,8 @@ struct CudaStepEngine::Impl {
   }
 
   // The per-particle arrays for `count` particles: exactly that many on one rank (the count
-  // never changes); over ranks 1/4 more when they grow, since migration changes the count at
-  // every domain update and a reallocation each time would cost more than the headroom.
-  // Contents are not kept (the callers fill them).
+  // never changes); over ranks 1/16 more when they grow (gpu::fit_particles), since migration
+  // changes the count at every domain update. Contents are not kept (the callers fill them).
   void reserve_state(std::size_t count) {
     const auto fit = [&](auto& array, std::size_t per) { gpu::fit_particles(array, per, count, ranks); };
     fit(pos, 3);
