@@ -31,6 +31,11 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
 // the largest frontier of node pairs per leaf.
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
+// A forest's top (over ranks) is split, never approximated, down to the walk's top depth, and
+// its frontier is wider: 50 node pairs a leaf at its widest at 256^3 on 2 ranks (327680
+// leaves, 0.25 ghosts per own particle), planned with headroom so that the first walk need
+// not run again with larger buffers (each rerun's freed buffers are holes in the pool).
+constexpr double kForestFrontierPerLeaf = 64;
 
 }  // namespace
 
@@ -44,8 +49,9 @@ constexpr double kFrontierPerLeaf = 16;
 // those runs' measured peaks with 4-24% to spare (their sorts' temporaries and the pool's
 // fragmentation are not itemised); the walk still grows its buffers when a system needs more.
 // Direct summation (theta 0): every leaf pair, once.
-PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves) {
-  if (s.boundary != Boundary::vacuum) return {kPlannedP2PEntriesPerLeaf, kM2LPerNode, kFrontierPerLeaf, 0};
+PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves, bool forest) {
+  if (s.boundary != Boundary::vacuum)
+    return {kPlannedP2PEntriesPerLeaf, kM2LPerNode, forest ? kForestFrontierPerLeaf : kFrontierPerLeaf, 0};
   if (!(s.theta > 0)) {
     const double all = 0.5 * static_cast<double>(leaves) + 1;
     return {all, 0, all, 0};
@@ -119,11 +125,10 @@ std::string DeviceMemoryPlan::describe() const {
                      phases_text, gib(total()), particles > 0 ? static_cast<double>(total()) / particles : 0.0);
 }
 
-std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf) {
-  const auto entries =
-      static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(orb_tree_leaves(n, max_leaf)));
+std::size_t planned_p2p_chunk_tasks(std::size_t leaves, bool forest) {
+  const auto entries = static_cast<std::size_t>(kPlannedP2PEntriesPerLeaf * static_cast<double>(leaves));
   const std::size_t tasks = 2 * entries;
-  return std::max<std::size_t>({tasks / 4, std::min(tasks, kMinPlannedP2PChunkTasks), 1});
+  return std::max<std::size_t>({tasks / (forest ? 8 : 4), std::min(tasks, kMinPlannedP2PChunkTasks), 1});
 }
 
 DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
@@ -138,31 +143,34 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
                              (in.weights ? 8 : 0)),
                         ""});
   if (in.short_range && in.sources > 0) {
-    // Over ranks the forest's particles (own then ghosts) in x | y | z blocks, the target
-    // mask, and the forest's accelerations before they go to the own particles; and the
-    // positions this rank sends as ghosts, about as many as it receives, packed in the ghost
-    // exchange's buffer (a quarter more when it grows).
+    // Over ranks the forest's particles (own then ghosts) in x | y | z blocks, which are also
+    // its tree-order positions, and the target mask (the targets' forces go straight into the
+    // state's arrays); and the positions this rank sends as ghosts, about as many as it
+    // receives, packed in the ghost exchange's buffer (a quarter more when it grows).
     const std::size_t ghosts = in.sources > n ? in.sources - n : 0;
-    plan.parts.push_back(
-        {"forest sources", in.sources * (24 + 1 + (in.short_acc_double ? 24 : 12)) + ghosts * 30, ""});
+    plan.parts.push_back({"forest sources", in.sources * (24 + 1) + ghosts * 30, ""});
   }
   if (in.short_range) {
     const ShortRangeSettings& s = in.settings;
     // The tree holds the forest over ranks, the particles on one rank.
     const std::size_t nt = in.sources > 0 ? in.sources : n;
-    const std::size_t nl = orb_tree_leaves(nt, s.max_leaf), nn = 2 * nl - 1;
-    // The device ORB tree kept from step to step: tree order and tree-order positions per
-    // particle; per node the shape, level lists, left particles before it in its depth (the
+    const std::size_t nl = in.forest_leaves > 0 ? in.forest_leaves : orb_tree_leaves(nt, s.max_leaf);
+    const std::size_t nn = 2 * nl - 1;
+    // The device ORB tree kept from step to step: tree order and (but for a forest, whose
+    // are its sources') tree-order positions per particle; per node the shape, level lists, left particles before it in its depth (the
     // build's scan terms), axis, radius, arrival count and geometry; per leaf its record, node
     // and ancestors (a forest over ranks is deeper than a tree of its leaves by up to a few
     // levels: 8 more planned).
     const std::size_t depth = static_cast<std::size_t>(std::ceil(std::log2(static_cast<double>(nl) + 1))) + 8;
-    plan.parts.push_back(
-        {"tree", nt * (4 + 24) + padded(nn * (28 + 4 + 4 + 1 + 8 + 4 + 80) + nl * (36 + 4 * depth)), ""});
+    plan.parts.push_back({"tree",
+                          nt * (4 + (in.sources > 0 ? 0 : 24)) +
+                              padded(nn * (28 + 4 + 4 + 1 + 8 + 4 + 80) + nl * (36 + 4 * depth)),
+                          ""});
     // Its build: three sorted index lists twice, the three axes' sorts' keys and values (they
-    // run at once), node of each particle, flags, the temporaries.
-    plan.parts.push_back({"build", nt * (24 + 3 * (8 + 16) + 4 + 1 + 8), "tree build"});
-    const PlannedWalk w = planned_walk(s, nl);
+    // run at once), node of each particle, flags, the temporaries. A forest is assembled
+    // without sorting (its groups come in their subtree order from the domain update).
+    if (in.sources == 0) plan.parts.push_back({"build", nt * (24 + 3 * (8 + 16) + 4 + 1 + 8), "tree build"});
+    const PlannedWalk w = planned_walk(s, nl, in.sources > 0);
     const auto entries = static_cast<std::size_t>(w.entries_per_leaf * static_cast<double>(nl));
     const auto m2l = static_cast<std::size_t>(w.m2l_per_node * static_cast<double>(nn));
     const auto frontier = static_cast<std::size_t>(w.frontier_per_leaf * static_cast<double>(nl));
@@ -170,18 +178,21 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // by target with 4-byte keys, and their offsets per node and leaf.
     const auto leaf_cell = static_cast<std::size_t>(w.leaf_cell_per_leaf * static_cast<double>(nl));
     // The short-range step: the walk's outputs (P2P entries with 1/4 headroom, M2L tasks
-    // sorted, offsets) live through it; beside them, in turn, the walk's work arrays (two
-    // frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
+    // sorted, offsets) and the P2P's leaf-relative positions and tree-order accelerations
+    // (taken before the walk) live through it; beside them, in turn, the walk's work arrays
+    // (two frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
     // (per entry its position in the chunk, the tasks of one chunk expanded and sorted in two
-    // buffers, per leaf the groups and their schedule; leaf-relative positions and tree-order
-    // accelerations), then the far field's (expansions per node, the accelerations).
+    // buffers, per leaf the groups and their schedule), then the far field's (expansions per
+    // node).
     const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8 +
                                 (leaf_cell > 0 ? leaf_cell * 2 * 12 + (nn + nl) * 8 : 0);
-    const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96 + leaf_cell * 2 * (12 + 8);
     // (With individual masses the weights in tree order live through P2P and the far field.)
     const std::size_t acc_tree = nt * 24 + (in.weights ? nt * 8 : 0);
-    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nt, s.max_leaf) * 16 + nl * kP2PBytesPerLeaf +
-                            nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
+    const std::size_t per_particle = nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
+    const std::size_t walk_work =
+        frontier * 16 + m2l * (16 + 8) + nn * 96 + leaf_cell * 2 * (12 + 8) + per_particle;
+    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nl, in.sources > 0) * 16 +
+                            nl * kP2PBytesPerLeaf + per_particle;
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's

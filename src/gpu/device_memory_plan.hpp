@@ -47,9 +47,11 @@ struct DeviceMemoryInput {
   bool weights = false;             // individual masses (vacuum): a weight per particle, held and in tree order
   // Over ranks (domain/rank_domains.hpp): the particles of the rank's short-range forest, its
   // own and the ghosts (0: one rank, the tree holds `particles`). The tree, the walk and the
-  // P2P are then planned for these, and the forest's positions, target mask and accelerations
-  // are held beside the state.
+  // P2P are then planned for these, and the forest's positions and target mask are held
+  // beside the state. forest_leaves: the forest's leaves when its groups are known (the
+  // leaves of each group's subtree, summed), else 0: those of one tree of `sources`.
   std::size_t sources = 0;
+  std::size_t forest_leaves = 0;
   // Over ranks with the PM's particle side on the GPUs (gpu/pm_cuda_ranks.hpp), the PM phase:
   // its x slabs with their ghost planes and the cuFFT slabs' y slabs, and the buffers of the
   // particles that leave this rank's slab or arrive in it (CudaPmRanks::routing_bytes; what it
@@ -66,22 +68,26 @@ std::size_t orb_tree_leaves(std::size_t n, int max_leaf);
 
 // The walk's lists per tree leaf and node that the plan reserves (P2P entries, leaf-cell
 // pairs and the widest frontier of node pairs per leaf, M2L tasks per node), for a tree of
-// `leaves` leaves: a box's bounded by the cut, an isolated system's by the opening angle.
-// Also the device walk's first sizes (DeviceWalk::reserve).
+// `leaves` leaves: a box's bounded by the cut, an isolated system's by the opening angle; a
+// rank's forest (over ranks) walks a wider frontier. Also the device walk's first sizes
+// (DeviceWalk::reserve).
 struct PlannedWalk {
   double entries_per_leaf = 0, m2l_per_node = 0, frontier_per_leaf = 0, leaf_cell_per_leaf = 0;
 };
-PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves);
+PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves, bool forest = false);
 
 // The P2P tasks a step expands and sorts at once at most (one chunk of target leaves): a
-// quarter of the tasks the plan reserves for n particles (kPlannedP2PEntriesPerLeaf entries
-// a leaf, two tasks an entry at most), so that the short-range step stays within its part of
+// quarter of the tasks the plan reserves for a tree of `leaves` leaves (kPlannedP2PEntriesPerLeaf
+// entries a leaf, two tasks an entry at most), so that the short-range step stays within its part of
 // the plan however much memory is free (four chunks cost ~2% of a 512^3 step on an H100);
-// but all of them up to kMinPlannedP2PChunkTasks (~170 MB of chunk arrays): a small step's
-// chunks cost more than they save (each a host wait, sorts and a kernel's tail; at 10^6
-// particles in vacuum three chunks of ~1.5e6 tasks).
+// an eighth for a rank's forest over ranks (its own particles' and ghosts' subtrees), whose
+// short-range step is the largest phase of its memory (0.12 GiB less a rank at 256^3 on 2
+// ranks, a few more chunks in its few full steps); but all of them up to
+// kMinPlannedP2PChunkTasks (~170 MB of chunk arrays): a small step's chunks cost more than
+// they save (each a host wait, sorts and a kernel's tail; at 10^6 particles in vacuum three
+// chunks of ~1.5e6 tasks).
 inline constexpr std::size_t kMinPlannedP2PChunkTasks = std::size_t{1} << 23;
-std::size_t planned_p2p_chunk_tasks(std::size_t n, int max_leaf);
+std::size_t planned_p2p_chunk_tasks(std::size_t leaves, bool forest = false);
 
 // The most P2P tasks the device expands, sorts and groups at once (one chunk of target
 // leaves): a chunk's groups hold task positions in 32 bits, and CUB's run-length encoding

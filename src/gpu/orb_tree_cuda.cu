@@ -411,12 +411,18 @@ void DeviceOrbTree::upload_shape() {
   left_before_node_.upload(left_before_node.data(), n_nodes);
 }
 
-void DeviceOrbTree::ensure_tree_arrays(std::size_t n) {
+void DeviceOrbTree::ensure_tree_arrays(std::size_t n, bool own_positions) {
   const std::size_t n_nodes = shape_.size();
   order_.ensure_exact(n);
-  tx_.ensure_exact(n);
-  ty_.ensure_exact(n);
-  tz_.ensure_exact(n);
+  for (DeviceArray<double>* a : {&tx_, &ty_, &tz_}) {
+    if (own_positions) a->ensure_exact(n);
+    else a->release();
+  }
+  if (own_positions) {
+    pos_[0] = tx_.data();
+    pos_[1] = ty_.data();
+    pos_[2] = tz_.data();
+  }
   r2_.ensure(n_nodes);
   arrivals_.ensure(n_nodes);
   geom_.ensure(n_nodes);
@@ -429,7 +435,7 @@ void DeviceOrbTree::ensure_buffers(std::size_t n) {
   const std::size_t n_nodes = shape_.size();
   // Kept from build to build (the refits', the walk's and P2P's), then the build's own
   // arrays, which release_build_arrays() gives back to the pool when the build is queued.
-  ensure_tree_arrays(n);
+  ensure_tree_arrays(n, true);
   for (auto& l : lists_) l.ensure_exact(3 * n);
   for (AxisSort& a : sort_) {
     for (auto& v : a.vals) v.ensure_exact(n);

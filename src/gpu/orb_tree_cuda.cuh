@@ -74,11 +74,14 @@ class DeviceOrbTree {
   std::size_t n_nodes() const { return shape_.size(); }
   std::size_t n_leaves() const { return n_leaves_; }
 
-  // Device arrays, valid until the next build.
+  // Device arrays, valid until the next build. The tree-order positions are the tree's own
+  // after build(); a forest's tree order is the identity, so its are the caller's positions
+  // given to assemble_forest() or the last refit() (no copy: 24 bytes a particle and a
+  // forest's ghosts less), valid while those are.
   const std::uint32_t* order() const { return order_.data(); }   // tree position -> caller index
-  const double* tree_x() const { return tx_.data(); }
-  const double* tree_y() const { return ty_.data(); }
-  const double* tree_z() const { return tz_.data(); }
+  const double* tree_x() const { return pos_[0]; }
+  const double* tree_y() const { return pos_[1]; }
+  const double* tree_z() const { return pos_[2]; }
   const DeviceNodeGeometry* geometry() const { return geom_.data(); }
   const DeviceLeaf* leaves() const { return leaves_.data(); }   // centre: box centre
 
@@ -116,11 +119,12 @@ class DeviceOrbTree {
   // The device tables (nodes, nodes by depth, node of each leaf, each node's left particles
   // before it in its depth) of shape_, uploaded; the left particles per depth on the host.
   void upload_shape();
-  // The arrays a tree keeps between steps (order, tree-order positions, geometry, leaf
-  // records, radii) and the events; ensure_buffers() adds the build's own.
-  void ensure_tree_arrays(std::size_t n);
+  // The arrays a tree keeps between steps (order, tree-order positions unless a forest's,
+  // geometry, leaf records, radii) and the events; ensure_buffers() adds the build's own.
+  void ensure_tree_arrays(std::size_t n, bool own_positions);
   // The geometry from the tree order: a build's (positions in tree order and boxes made), or
-  // a refit's (x, y, z: its caller's positions, gathered through the order here).
+  // a refit's (x, y, z: its caller's positions, gathered through the order here but for a
+  // forest's, which are its tree-order positions).
   void finish_geometry(cudaStream_t stream, const double* x = nullptr, const double* y = nullptr,
                        const double* z = nullptr);
   void ensure_buffers(std::size_t n);
@@ -174,7 +178,8 @@ class DeviceOrbTree {
   DeviceArray<std::int32_t> ancestors_;
   bool ancestors_ready_ = false;
   DeviceArray<std::int32_t> node_of_;
-  DeviceArray<double> tx_, ty_, tz_;
+  DeviceArray<double> tx_, ty_, tz_;   // a build's tree-order positions
+  const double* pos_[3] = {nullptr, nullptr, nullptr};   // the tree-order positions (tree_x())
   DeviceArray<DeviceNodeGeometry> geom_;
   DeviceArray<DeviceLeaf> leaves_;
   DeviceArray<unsigned char> temp_;

@@ -12,7 +12,8 @@
 //
 // DeviceOrbTree::assemble_forest: a forest's shape (OrbTree::forest_shape) with the
 // identity order, then the same refit: OrbTree::assemble_forest's arithmetic, which is
-// OrbTree::refit's.
+// OrbTree::refit's. With the identity order the caller's positions are the tree-order ones:
+// a forest's refit reads them in place instead of gathering a copy.
 #include <algorithm>
 #include <cmath>
 
@@ -25,8 +26,8 @@ namespace {
 constexpr int kThreads = 256;
 unsigned blocks_for(std::size_t n) { return static_cast<unsigned>(std::max<std::size_t>(1, (n + kThreads - 1) / kThreads)); }
 
-// One warp per leaf (refit: its positions gathered into tree order first): the box (refit
-// only: a build's are the sorted lists' ends), the centre (the mean of the members, summed
+// One warp per leaf (gather: its positions gathered into tree order first): the box (boxes:
+// a refit's; a build's are the sorted lists' ends), the centre (the mean of the members, summed
 // in tree order by one lane as the host sums them), the squared radius about it (a max:
 // exact in any order) and the leaf record the P2P kernels read (centre: the box centre).
 // A warp reads its leaf's positions together; one thread per leaf, each reading its own
@@ -43,7 +44,7 @@ __device__ __forceinline__ double warp_max(double v) {
   return v;
 }
 
-__global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const ShapeNode* nodes,
+__global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node, const ShapeNode* nodes, bool boxes,
                           const std::uint32_t* gather, const double* x, const double* y, const double* z, double* tx,
                           double* ty, double* tz, DeviceNodeGeometry* geom, DeviceLeaf* leaves,
                           unsigned long long* r2) {
@@ -97,13 +98,13 @@ __global__ void leaf_pass(std::uint32_t n_leaves, const std::int32_t* leaf_node,
     m2 = max(m2, v);
   }
   for (int off = 16; off > 0; off >>= 1) m2 = max(m2, __shfl_xor_sync(0xffffffffu, m2, off));
-  if (gather)
+  if (boxes)
     for (int d = 0; d < 3; ++d) {
       lo[d] = warp_min(lo[d]);
       hi[d] = warp_max(hi[d]);
     }
   if (lane != 0) return;
-  if (gather)
+  if (boxes)
     for (int d = 0; d < 3; ++d) {
       g.lo[d] = lo[d];
       g.hi[d] = hi[d];
@@ -267,7 +268,7 @@ __global__ void identity_order(std::size_t n, std::uint32_t* order) {
 // Leaf records, centres and radii (leaf_pass), the internal nodes' centres bottom-up
 // (internal_pass) and their radii (radius_pass), from the tree-order positions and (build)
 // the boxes in geom_. A refit (x, y, z not null) gathers the tree-order positions from its
-// caller's order first and makes the boxes too; its three parts are timed apart (events 1
+// caller's order first (a forest's are its caller's) and makes the boxes too; its three parts are timed apart (events 1
 // and 2).
 void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const double* y, const double* z) {
   const bool refit = x != nullptr;
@@ -275,10 +276,13 @@ void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const 
   const auto n_nodes = static_cast<std::uint32_t>(shape_.size());
   // Every internal node's radius is an atomicMax into r2_ (the leaves' are written).
   ORBIS_CUDA_CHECK(cudaMemsetAsync(r2_.data(), 0, n_nodes * sizeof(std::uint64_t), stream));
+  // A forest reads its caller's positions in place (pos_): leaf_pass writes tree-order
+  // positions only when it gathers them, which a forest never does.
+  const bool gather = refit && !forest_;
+  double* t[3] = {const_cast<double*>(pos_[0]), const_cast<double*>(pos_[1]), const_cast<double*>(pos_[2])};
   leaf_pass<<<warp_blocks_for(n_leaves_), kThreads, 0, stream>>>(
-      static_cast<std::uint32_t>(n_leaves_), leaf_node_.data(), nodes_.data(), refit ? order_.data() : nullptr, x, y,
-      z, tx_.data(), ty_.data(), tz_.data(), geom_.data(), leaves_.data(),
-      reinterpret_cast<unsigned long long*>(r2_.data()));
+      static_cast<std::uint32_t>(n_leaves_), leaf_node_.data(), nodes_.data(), refit, gather ? order_.data() : nullptr,
+      x, y, z, t[0], t[1], t[2], geom_.data(), leaves_.data(), reinterpret_cast<unsigned long long*>(r2_.data()));
   ORBIS_CUDA_CHECK(cudaGetLastError());
   if (refit) ORBIS_CUDA_CHECK(cudaEventRecord(events_[1], stream));
   if (max_depth > 0) {
@@ -302,7 +306,7 @@ void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const 
     for (int pass = 0; pass < 2; ++pass) {
       radius_pass<<<warp_blocks_for(nl), kThreads, 0, stream>>>(pass, nl, leaf_node_.data(), max_depth,
                                                                 ancestors_.data(), nodes_.data(), geom_.data(),
-                                                                tx_.data(), ty_.data(), tz_.data(), r2);
+                                                                pos_[0], pos_[1], pos_[2], r2);
       ORBIS_CUDA_CHECK(cudaGetLastError());
     }
   }
@@ -313,6 +317,11 @@ void DeviceOrbTree::finish_geometry(cudaStream_t stream, const double* x, const 
 
 void DeviceOrbTree::refit(const double* x, const double* y, const double* z, cudaStream_t stream) {
   if (shape_.empty()) fail("device ORB tree: refit() before build()");
+  if (forest_) {   // the identity order: the positions are the tree-order ones
+    pos_[0] = x;
+    pos_[1] = y;
+    pos_[2] = z;
+  }
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[0], stream));
   finish_geometry(stream, x, y, z);   // records events 1 and 2 between its parts
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[3], stream));
@@ -334,7 +343,7 @@ void DeviceOrbTree::assemble_forest(const double* x, const double* y, const doub
   }
   particle_mass_ = particle_mass;
   AllocationStream on_stream(stream);
-  ensure_tree_arrays(n);
+  ensure_tree_arrays(n, false);
   identity_order<<<blocks_for(n), kThreads, 0, stream>>>(n, order_.data());
   ORBIS_CUDA_CHECK(cudaGetLastError());
   refit(x, y, z, stream);

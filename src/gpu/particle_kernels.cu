@@ -77,11 +77,11 @@ __global__ void interleave_sum_kernel(const double* a, const Gb* b, std::size_t 
 
 template <typename Ga>
 __global__ void scatter_kernel(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
-                               int min_active_bin, std::size_t n, Ga* out) {
+                               int min_active_bin, std::size_t n, Ga* out, std::size_t out_stride) {
   ORBIS_FOR_EACH(t, n) {
     const std::uint32_t i = order[t];
-    if (bin && bin[i] < min_active_bin) continue;
-    for (int d = 0; d < 3; ++d) out[d * n + i] = static_cast<Ga>(acc_tree[3 * t + d]);
+    if ((bin && bin[i] < min_active_bin) || i >= out_stride) continue;
+    for (int d = 0; d < 3; ++d) out[d * out_stride + i] = static_cast<Ga>(acc_tree[3 * t + d]);
   }
 }
 
@@ -209,9 +209,9 @@ void interleave_sum(const double* a, const Gb* b, std::size_t n, double* out, cu
 
 template <typename Ga>
 void scatter_short_range(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
-                         int min_active_bin, std::size_t n, Ga* out, cudaStream_t stream) {
+                         int min_active_bin, std::size_t n, Ga* out, std::size_t out_stride, cudaStream_t stream) {
   if (n == 0) return;
-  scatter_kernel<Ga><<<grid_for(n), kThreads, 0, stream>>>(acc_tree, order, bin, min_active_bin, n, out);
+  scatter_kernel<Ga><<<grid_for(n), kThreads, 0, stream>>>(acc_tree, order, bin, min_active_bin, n, out, out_stride);
   ORBIS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -261,7 +261,7 @@ void assign_bins(const double* a, const Gb* b, std::size_t n, const BinRule& rul
                                   const double*, std::size_t, cudaStream_t);                                  \
   template void interleave_sum<T>(const double*, const T*, std::size_t, double*, cudaStream_t);               \
   template void scatter_short_range<T>(const double*, const std::uint32_t*, const std::uint8_t*, int,          \
-                                       std::size_t, T*, cudaStream_t);                                         \
+                                       std::size_t, T*, std::size_t, cudaStream_t);                            \
   template void max_norm2_sum<T>(const double*, const T*, std::size_t, unsigned long long*, cudaStream_t);        \
   template void assign_bins<T>(const double*, const T*, std::size_t, const BinRule&, std::uint8_t*,             \
                                unsigned long long*, cudaStream_t);

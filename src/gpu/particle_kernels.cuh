@@ -40,11 +40,11 @@ template <typename Gb>
 void interleave_sum(const double* a, const Gb* b, std::size_t n, double* out, cudaStream_t stream);
 
 // The short-range forces of the step, from tree order (acc_tree: 3 doubles per tree
-// position) to the state's order (x | y | z of Ga), only for particles with bin >=
-// min_active_bin (bin null: every particle).
+// position) to the state's order (x | y | z blocks of out_stride Ga), only for particles
+// with bin >= min_active_bin (bin null: every particle) and an index below out_stride.
 template <typename Ga>
 void scatter_short_range(const double* acc_tree, const std::uint32_t* order, const std::uint8_t* bin,
-                         int min_active_bin, std::size_t n, Ga* out, cudaStream_t stream);
+                         int min_active_bin, std::size_t n, Ga* out, std::size_t out_stride, cudaStream_t stream);
 
 // max |a|^2 over particles of a + b (both x | y | z), into *out (device, one double):
 // the run loop's step criterion. Non-negative doubles order like their bits.

@@ -103,7 +103,7 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
          "\"vacuum\"); the periodic kernels (TreePM) assume one mass");
   const bool rebuild = rebuild_next_ || !has_tree(n);
   rebuild_next_ = false;
-  step(n, bin, min_active_bin, out, stream, [&] {
+  step(n, bin, min_active_bin, out, n, stream, [&] {
     if (rebuild) {
       tree_.build(x, x + n, x + 2 * n, n, settings_.max_leaf, 1.0, stream, settings_.top_levels);
     } else {
@@ -115,7 +115,8 @@ void DeviceShortRange::compute(const double* x, std::size_t n, const std::uint8_
 
 template <typename Ga>
 void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
-                                      bool refit, const std::uint8_t* target, Ga* out, cudaStream_t stream) {
+                                      bool refit, const std::uint8_t* target, Ga* out, std::size_t out_stride,
+                                      cudaStream_t stream) {
   if (n == 0) fail("short range on the GPU: a forest of no particles");
   if (vacuum(settings_))
     fail("tree gravity (vacuum): a forest of subtrees (over ranks) is not supported with vacuum boundaries");
@@ -125,7 +126,7 @@ void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std:
          group_offsets.empty() ? 0 : group_offsets.size() - 1,
          tree_.is_forest() ? "a forest of other groups" : "no forest");
   // The targets as the active particles of compute(): bin = target, min_active_bin = 1.
-  step(n, target, 1, out, stream, [&] {
+  step(n, target, 1, out, out_stride, stream, [&] {
     if (refit) {
       tree_.refit(x, x + n, x + 2 * n, stream);
     } else {
@@ -137,8 +138,8 @@ void DeviceShortRange::compute_forest(const double* x, std::size_t n, const std:
 }
 
 template <typename Ga, typename MakeTree>
-void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
-                            MakeTree make_tree, const double* weights) {
+void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out,
+                            std::size_t out_stride, cudaStream_t stream, MakeTree make_tree, const double* weights) {
   n_ = n;
   // Every array of the step from the device pool, queued on the stream; each phase gives
   // its own back when it is queued, so the next phase reuses the memory (device_buffer.cuh).
@@ -181,12 +182,18 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     ORBIS_CUDA_CHECK(cudaEventRecord(events_[12], side_stream_));
   }
 
+  // The P2P's per-particle arrays first, live from here to the step's end: the walk's
+  // buffers, given back before the P2P, then leave holes that the P2P's smaller arrays fill.
+  // Taken after the walk, these larger ones fit none of them, and the pool reserved ~0.5 GiB
+  // more than the step used (256^3 on 2 ranks, 2.7 GiB for 2.2 GiB a rank).
+  rel_.ensure_exact(3 * n * runner_.position_bytes());
+  acc_tree_.ensure_exact(3 * n);
   // A forest's top over its groups can be deeper than its leaf count says: the walk is told
   // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
   tree_.walk_nodes(walk_nodes_.data(), walk_settings_.top_levels, stream);
   // The walk's first sizes: what the memory plan reserved for its lists.
-  const PlannedWalk planned = planned_walk(settings_, nl);
+  const PlannedWalk planned = planned_walk(settings_, nl, tree_.is_forest());
   const auto per = [](double count, std::size_t items) {
     return static_cast<std::size_t>(count * static_cast<double>(items));
   };
@@ -236,8 +243,6 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
   // and sorted by target a chunk of target leaves at a time (writes every particle of every
   // evaluated target leaf).
-  rel_.ensure_exact(3 * n * runner_.position_bytes());
-  acc_tree_.ensure_exact(3 * n);
   runner_.relative_positions(tree_.tree_x(), tree_.tree_y(), tree_.tree_z(), tree_.leaves(), nl, n, rel_.data(),
                              stream);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_tree_.data(), 0, 3 * n * sizeof(double), stream));
@@ -274,7 +279,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   walk_.release_outputs();
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[5], stream));
   scatter_short_range<Ga>(acc_tree_.data(), tree_.order(), active_subset_ ? bin : nullptr, min_active_bin, n, out,
-                          stream);
+                          out_stride, stream);
   acc_tree_.release();
   node_active_.release();
   prefix_.release();
@@ -315,7 +320,8 @@ std::size_t DeviceShortRange::chunk_limit(std::size_t entries, std::size_t tasks
   // 16 bytes a task, at most kMaxP2PChunkTasks however much memory is free, and at most the
   // memory plan's chunk (a quarter of the planned tasks), so that the short-range step's
   // arrays stay within the plan's largest phase whatever memory is free.
-  const std::size_t most = max_chunk_tasks_ > 0 ? max_chunk_tasks_ : planned_p2p_chunk_tasks(n_, settings_.max_leaf);
+  const std::size_t most =
+      max_chunk_tasks_ > 0 ? max_chunk_tasks_ : planned_p2p_chunk_tasks(tree_.n_leaves(), tree_.is_forest());
   const std::size_t limit = p2p_chunk_tasks(usable, fixed, 16, most);
   if (limit == 0) fail("P2P on the GPU: no device memory left for the tasks ({:.2f} GiB free)", free_bytes / 1073741824.0);
   return limit >= tasks ? 0 : limit;
@@ -326,9 +332,9 @@ template void DeviceShortRange::compute<float>(const double*, std::size_t, const
 template void DeviceShortRange::compute<double>(const double*, std::size_t, const std::uint8_t*, int, double*,
                                                 cudaStream_t, const double*);
 template void DeviceShortRange::compute_forest<float>(const double*, std::size_t, const std::vector<std::uint32_t>&,
-                                                      bool, const std::uint8_t*, float*, cudaStream_t);
+                                                      bool, const std::uint8_t*, float*, std::size_t, cudaStream_t);
 template void DeviceShortRange::compute_forest<double>(const double*, std::size_t, const std::vector<std::uint32_t>&,
-                                                       bool, const std::uint8_t*, double*, cudaStream_t);
+                                                       bool, const std::uint8_t*, double*, std::size_t, cudaStream_t);
 
 DeviceShortRangeStats DeviceShortRange::stats() const {
   DeviceShortRangeStats s;

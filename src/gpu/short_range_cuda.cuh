@@ -87,8 +87,10 @@ class DeviceShortRange {
   // positions are groups [group_offsets[g], group_offsets[g+1]), each already in its subtree
   // order; the tree is OrbTree::assemble_forest's (shape and geometry), made on the device
   // without sorting. refit: the same groups as the last compute_forest(), moved (geometry only).
-  // target[i] != 0: particle i gets its force in out (x | y | z blocks of n); the others
-  // (ghosts, inactive particles) are sources only and their out entries are left as they are.
+  // target[i] != 0: particle i gets its force in out (x | y | z blocks of out_stride: the
+  // targets are among the first out_stride particles, a rank's own, which come first; the
+  // state's arrays, no forest-sized copy); the others (ghosts, inactive particles) are sources
+  // only and their out entries are left as they are.
   //
   // x: device, x | y | z blocks as compute(); target: device array of n. The top depth is
   // settings().top_levels (the walk's: the forest's artificial top is split, never
@@ -101,7 +103,7 @@ class DeviceShortRange {
   // a compute() after it builds a tree of its own.
   template <typename Ga>
   void compute_forest(const double* x, std::size_t n, const std::vector<std::uint32_t>& group_offsets,
-                      bool refit, const std::uint8_t* target, Ga* out, cudaStream_t stream);
+                      bool refit, const std::uint8_t* target, Ga* out, std::size_t out_stride, cudaStream_t stream);
 
   // The last compute()'s times and counts (waits for it).
   DeviceShortRangeStats stats() const;
@@ -150,8 +152,8 @@ class DeviceShortRange {
   // the particles with bin[i] >= min_active_bin (bin null or min_active_bin <= 0: all).
   // weights: compute()'s (state order; null: all 1), gathered into tree order for the step.
   template <typename Ga, typename MakeTree>
-  void step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, cudaStream_t stream,
-            MakeTree make_tree, const double* weights = nullptr);
+  void step(std::size_t n, const std::uint8_t* bin, int min_active_bin, Ga* out, std::size_t out_stride,
+            cudaStream_t stream, MakeTree make_tree, const double* weights = nullptr);
   void flag_active(const std::uint8_t* bin, int min_active_bin, cudaStream_t stream);
   // Vacuum boundaries: the P2P settings for the extent of the tree just made (after the walk).
   void prepare_vacuum_p2p(cudaStream_t stream);

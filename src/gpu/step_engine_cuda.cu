@@ -84,16 +84,6 @@ __global__ void target_mask_kernel(const std::uint8_t* bin, std::size_t n_own, s
   target[i] = i < n_own && bin[i] >= min_active_bin ? 1 : 0;
 }
 
-// The targets' forest accelerations (x | y | z blocks of n, own particles first) into the
-// state's (blocks of n_own); the others keep theirs.
-template <typename Ga>
-__global__ void take_targets_kernel(const Ga* forest, std::size_t n, const std::uint8_t* target, std::size_t n_own,
-                                    Ga* out) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= n_own || !target[i]) return;
-  for (int d = 0; d < 3; ++d) out[d * n_own + i] = forest[d * n + i];
-}
-
 }  // namespace
 
 struct CudaStepEngine::Impl {
@@ -172,8 +162,6 @@ struct CudaStepEngine::Impl {
   std::optional<double> mesh_energy_now;
   std::optional<gpu::DeviceGhosts> ghosts;   // fills sources: the ghosts refreshed on the device
   DeviceArray<std::uint8_t> target;
-  DeviceArray<float> forest_acc_f;
-  DeviceArray<double> forest_acc_d;
   std::vector<Vec3d> host_acc_long;   // the host PM's
 
   Particles host;                      // particles(): valid while host_current
@@ -367,7 +355,12 @@ struct CudaStepEngine::Impl {
   // (load() checked the worst case the domains allow, 1.5 times the mean and a forest of
   // twice that), logged when it moves by a tenth; what the log's "planned" compares with.
   void replan_for_counts() {
-    const DeviceMemoryPlan plan = plan_device_memory(memory_input(n, n_sources));
+    DeviceMemoryInput in = memory_input(n, n_sources);
+    // The forest's leaves: its groups' subtrees' (a tree of all its particles has more).
+    const std::vector<std::uint32_t>& groups = domains->group_offsets();
+    for (std::size_t g = 0; g + 1 < groups.size(); ++g)
+      in.forest_leaves += orb_tree_leaves(groups[g + 1] - groups[g], sr.max_leaf);
+    const DeviceMemoryPlan plan = plan_device_memory(in);
     const std::size_t now = plan.total();
     if (now > planned_logged + planned_logged / 10 || now + now / 10 < planned_logged) {
       log::info("GPU memory plan for this rank's {} particles and {} ghosts now: {}", n,
@@ -878,22 +871,14 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
       ORBIS_CUDA_CHECK(cudaGetLastError());
       const bool refit = !update && why == TreeBuild::none && same;
       const std::vector<std::uint32_t>& groups = domains->group_offsets();
-      if (short_double) {
-        if (3 * n_sources > forest_acc_d.capacity()) forest_acc_d.ensure_exact(3 * (n_sources + n_sources / 4));
-        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), forest_acc_d.data(),
+      // The targets are own particles, the forest's first n: their forces go straight into
+      // the state's arrays.
+      if (short_double)
+        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), acc_short_d.data(), n,
                                     stream);
-        if (n > 0)
-          take_targets_kernel<<<grid_for(n), kThreads, 0, stream>>>(forest_acc_d.data(), n_sources, target.data(), n,
-                                                                    acc_short_d.data());
-      } else {
-        if (3 * n_sources > forest_acc_f.capacity()) forest_acc_f.ensure_exact(3 * (n_sources + n_sources / 4));
-        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), forest_acc_f.data(),
+      else
+        short_range->compute_forest(sources.data(), n_sources, groups, refit, target.data(), acc_short_f.data(), n,
                                     stream);
-        if (n > 0)
-          take_targets_kernel<<<grid_for(n), kThreads, 0, stream>>>(forest_acc_f.data(), n_sources, target.data(), n,
-                                                                    acc_short_f.data());
-      }
-      ORBIS_CUDA_CHECK(cudaGetLastError());
       const gpu::DeviceShortRangeStats s = short_range->stats();   // waits for the step
       stats.times.add("tree", s.tree);
       stats.times.add("walk", s.walk + s.grouping);

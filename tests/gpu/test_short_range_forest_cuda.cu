@@ -360,7 +360,7 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       // A new forest.
       fill_marker(out, n);
       auto clock = std::chrono::steady_clock::now();
-      sr.compute_forest(x.soa.data(), n, r.offsets, false, target.data(), out.data(), nullptr);
+      sr.compute_forest(x.soa.data(), n, r.offsets, false, target.data(), out.data(), n, nullptr);
       const gpu::DeviceShortRangeStats st = sr.stats();
       const double wall_new = seconds_since(clock);
       CHECK(st.rebuilt);
@@ -395,7 +395,7 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       // A refit of the same forest to the moved positions.
       fill_marker(out, n);
       clock = std::chrono::steady_clock::now();
-      sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, target.data(), out.data(), nullptr);
+      sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, target.data(), out.data(), n, nullptr);
       const gpu::DeviceShortRangeStats sr_refit = sr.stats();
       const double wall_refit = seconds_since(clock);
       CHECK(!sr_refit.rebuilt);
@@ -429,7 +429,7 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       gpu::DeviceArray<std::uint8_t> some_dev;
       upload_array(some, some_dev);
       fill_marker(out, n);
-      sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, some_dev.data(), out.data(), nullptr);
+      sr.compute_forest(x_moved.soa.data(), n, r.offsets, true, some_dev.data(), out.data(), n, nullptr);
       const gpu::DeviceShortRangeStats ss = sr.stats();
       const std::vector<Vec3d> got_some = forces_of(out, n);
       const std::vector<std::uint8_t> whole = test::whole_leaf_targets(sr.tree(), some);
@@ -454,7 +454,7 @@ void check_ranks(const Setup& in, bool p2p_double, std::size_t& empty_level_fore
       // A refit needs the last forest's groups.
       std::vector<std::uint32_t> other = r.offsets;
       other[1] += 1;
-      CHECK_THROWS_AS(sr.compute_forest(x_moved.soa.data(), n, other, true, target.data(), out.data(), nullptr),
+      CHECK_THROWS_AS(sr.compute_forest(x_moved.soa.data(), n, other, true, target.data(), out.data(), n, nullptr),
                       Error);
     }
   }
@@ -525,7 +525,7 @@ TEST_CASE("device forest of very uneven groups (a top deeper than its leaves say
   for (const bool refit : {false, true}) {
     CAPTURE(refit);
     const std::vector<Vec3d>& p = refit ? moved : forest;
-    sr.compute_forest((refit ? x_moved : x).soa.data(), n, offsets, refit, target.data(), out.data(), nullptr);
+    sr.compute_forest((refit ? x_moved : x).soa.data(), n, offsets, refit, target.data(), out.data(), n, nullptr);
     if (refit) host_forest.refit(moved);
     compare_trees(sr.tree(), host_forest, p, s.top_levels);
     targets.refit_tree = refit;

@@ -104,34 +104,46 @@ TEST_CASE("over ranks the plan holds the rank's forest (own particles and ghosts
   in.settings = settings(32, 4);
   in.pm_bytes = std::size_t{1} << 28;
   const DeviceMemoryPlan one = plan_device_memory(in);
-  // A forest of the own particles alone: the one-rank plan's held parts plus its positions,
-  // mask and accelerations (24 + 1 + 12 bytes each, float accelerations), and a phase of its
-  // own for the domain updates (139 bytes a particle at their peak).
+  // A forest of the own particles alone: the one-rank plan's held parts plus its positions
+  // and mask (24 + 1 bytes each) less the tree's own tree-order positions (24 bytes: a
+  // forest's are its sources'); its targets' forces go into the state's arrays. A phase of
+  // its own for the domain updates (139 bytes a particle at their peak), none for a sorted
+  // build (a forest is assembled from the groups' subtree order).
   DeviceMemoryInput ranks = in;
   ranks.sources = in.particles;
   const DeviceMemoryPlan alone = plan_device_memory(ranks);
-  CHECK(alone.held() == one.held() + in.particles * (24 + 1 + 12));
+  CHECK(alone.held() == one.held() + in.particles * 1);
   CHECK(alone.describe().find("forest sources") != std::string::npos);
   CHECK(one.phase_bytes("domain update") == 0);
   CHECK(alone.phase_bytes("domain update") == in.particles * 139);
+  CHECK(one.phase_bytes("tree build") > 0);
+  CHECK(alone.phase_bytes("tree build") == 0);
   CHECK(alone.total() >= alone.held() + alone.phase_bytes("domain update"));
   // Ghosts as many again: the tree, walk and P2P parts grow, the state does not.
   ranks.sources = 2 * in.particles;
   const DeviceMemoryPlan ghosts = plan_device_memory(ranks);
-  CHECK(ghosts.total() > alone.total() + in.particles * (24 + 1 + 12));
+  CHECK(ghosts.total() > alone.total() + in.particles * (24 + 1));
   const auto part = [](const DeviceMemoryPlan& p, const std::string& name) {
     for (const auto& q : p.parts)
       if (q.name == name) return q.bytes;
     return std::size_t{0};
   };
   CHECK(part(ghosts, "state") == part(one, "state"));
-  CHECK(part(ghosts, "tree") > part(one, "tree"));
-  // Double short-range accelerations: 24 bytes each in the forest too.
+  CHECK(part(ghosts, "tree") > part(alone, "tree"));
+  // The forest's leaves, when its groups are known, instead of those of one tree of all its
+  // particles: fewer leaves, less tree, walk and P2P.
+  DeviceMemoryInput grouped = ranks;
+  grouped.forest_leaves = orb_tree_leaves(ranks.sources, 32) / 2;
+  const DeviceMemoryPlan fewer = plan_device_memory(grouped);
+  CHECK(part(fewer, "tree") < part(ghosts, "tree"));
+  CHECK(fewer.phase_bytes("short range") < ghosts.phase_bytes("short range"));
+  CHECK(part(fewer, "state") == part(ghosts, "state"));
+  // Double short-range accelerations: in the state alone, as on one rank.
   ranks.short_acc_double = true;
   ranks.sources = in.particles;
   DeviceMemoryInput one_double = in;
   one_double.short_acc_double = true;
-  CHECK(plan_device_memory(ranks).held() == plan_device_memory(one_double).held() + in.particles * (24 + 1 + 24));
+  CHECK(plan_device_memory(ranks).held() == plan_device_memory(one_double).held() + in.particles * 1);
 }
 
 TEST_CASE("the plan holds the persistent parts plus the largest phase, not every phase at once") {
@@ -182,24 +194,26 @@ TEST_CASE("over ranks the plan takes the PM's slabs and its routed particles' bu
   CHECK(with.describe().find("PM routed particles") != std::string::npos);
 }
 
-TEST_CASE("a step's P2P chunk is a quarter of the planned tasks, or all of a small step's") {
+TEST_CASE("a step's P2P chunk is a quarter of the planned tasks (a forest's an eighth), or all of a small step's") {
   const auto planned_tasks = [](std::size_t n) {
     return static_cast<std::size_t>(2 * kPlannedP2PEntriesPerLeaf * static_cast<double>(orb_tree_leaves(n, 32)));
   };
   const std::size_t n = std::size_t{1} << 27;
   REQUIRE(planned_tasks(n) / 4 > kMinPlannedP2PChunkTasks);
-  CHECK(planned_p2p_chunk_tasks(n, 32) == planned_tasks(n) / 4);
-  CHECK(planned_p2p_chunk_tasks(n, 64) < planned_p2p_chunk_tasks(n, 32));
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(n, 32)) == planned_tasks(n) / 4);
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(n, 32), true) == planned_tasks(n) / 8);
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(n, 64)) < planned_p2p_chunk_tasks(orb_tree_leaves(n, 32)));
   // 10^6 particles: every planned task in one chunk (a quarter would make three or four).
   const std::size_t small = 1000000;
   REQUIRE(planned_tasks(small) <= kMinPlannedP2PChunkTasks);
-  CHECK(planned_p2p_chunk_tasks(small, 32) == planned_tasks(small));
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(small, 32)) == planned_tasks(small));
   // Between: at least the floor.
   const std::size_t mid = std::size_t{1} << 22;
   REQUIRE(planned_tasks(mid) > kMinPlannedP2PChunkTasks);
   REQUIRE(planned_tasks(mid) / 4 < kMinPlannedP2PChunkTasks);
-  CHECK(planned_p2p_chunk_tasks(mid, 32) == kMinPlannedP2PChunkTasks);
-  CHECK(planned_p2p_chunk_tasks(1, 32) >= 1);
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(mid, 32)) == kMinPlannedP2PChunkTasks);
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(mid, 32), true) == kMinPlannedP2PChunkTasks);
+  CHECK(planned_p2p_chunk_tasks(orb_tree_leaves(1, 32)) >= 1);
 }
 
 TEST_CASE("a plan beyond the usable memory fails before any work, saying why") {
