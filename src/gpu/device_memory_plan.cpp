@@ -157,10 +157,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t nl = in.forest_leaves > 0 ? in.forest_leaves : orb_tree_leaves(nt, s.max_leaf);
     const std::size_t nn = 2 * nl - 1;
     // The device ORB tree kept from step to step: tree order and (but for a forest, whose
-    // are its sources') tree-order positions per particle; per node the shape, level lists, left particles before it in its depth (the
-    // build's scan terms), axis, radius, arrival count and geometry; per leaf its record, node
-    // and ancestors (a forest over ranks is deeper than a tree of its leaves by up to a few
-    // levels: 8 more planned).
+    // are its sources') tree-order positions per particle; per node the shape, level lists,
+    // left particles before it in its depth (the build's scan terms), axis, radius, arrival
+    // count and geometry; per leaf its record, node and ancestors (a forest over ranks is
+    // deeper than a tree of its leaves by up to a few levels: 8 more planned).
     const std::size_t depth = static_cast<std::size_t>(std::ceil(std::log2(static_cast<double>(nl) + 1))) + 8;
     plan.parts.push_back({"tree",
                           nt * (4 + (in.sources > 0 ? 0 : 24)) +
