@@ -178,21 +178,18 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // by target with 4-byte keys, and their offsets per node and leaf.
     const auto leaf_cell = static_cast<std::size_t>(w.leaf_cell_per_leaf * static_cast<double>(nl));
     // The short-range step: the walk's outputs (P2P entries with 1/4 headroom, M2L tasks
-    // sorted, offsets) and the P2P's leaf-relative positions and tree-order accelerations
-    // (taken before the walk) live through it; beside them, in turn, the walk's work arrays
-    // (two frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
+    // sorted, offsets) live through it; beside them, in turn, the walk's work arrays (two
+    // frontiers, the unsorted M2L tasks and their keys, the node records), then the P2P's
     // (per entry its position in the chunk, the tasks of one chunk expanded and sorted in two
-    // buffers, per leaf the groups and their schedule), then the far field's (expansions per
-    // node).
+    // buffers, per leaf the groups and their schedule; leaf-relative positions and tree-order
+    // accelerations), then the far field's (expansions per node, the accelerations).
     const std::size_t outputs = (entries + entries / 4) * 8 + m2l * 16 + nn * 8 +
                                 (leaf_cell > 0 ? leaf_cell * 2 * 12 + (nn + nl) * 8 : 0);
+    const std::size_t walk_work = frontier * 16 + m2l * (16 + 8) + nn * 96 + leaf_cell * 2 * (12 + 8);
     // (With individual masses the weights in tree order live through P2P and the far field.)
     const std::size_t acc_tree = nt * 24 + (in.weights ? nt * 8 : 0);
-    const std::size_t per_particle = nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
-    const std::size_t walk_work =
-        frontier * 16 + m2l * (16 + 8) + nn * 96 + leaf_cell * 2 * (12 + 8) + per_particle;
-    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nl, in.sources > 0) * 16 +
-                            nl * kP2PBytesPerLeaf + per_particle;
+    const std::size_t p2p = entries * 4 + planned_p2p_chunk_tasks(nl, in.sources > 0) * 16 + nl * kP2PBytesPerLeaf +
+                            nt * 3 * (s.p2p_double ? 8 : 4) + acc_tree;
     const std::size_t per_node =
         (MultiIndexSet::count(s.multipole_order) + MultiIndexSet::count(s.multipole_order + 1)) * sizeof(double) + 2;
     // Vacuum's far field also keeps its chunks' partial expansions (65536 at most, DeviceFmm's

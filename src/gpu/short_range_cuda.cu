@@ -182,12 +182,6 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     ORBIS_CUDA_CHECK(cudaEventRecord(events_[12], side_stream_));
   }
 
-  // The P2P's per-particle arrays first, live from here to the step's end: the walk's
-  // buffers, given back before the P2P, then leave holes that the P2P's smaller arrays fill.
-  // Taken after the walk, these larger ones fit none of them, and the pool reserved ~0.5 GiB
-  // more than the step used (256^3 on 2 ranks, 2.7 GiB for 2.2 GiB a rank).
-  rel_.ensure_exact(3 * n * runner_.position_bytes());
-  acc_tree_.ensure_exact(3 * n);
   // A forest's top over its groups can be deeper than its leaf count says: the walk is told
   // its depth (a bound on its paths) to launch enough levels.
   walk_nodes_.ensure(nn);
@@ -243,6 +237,8 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   // P2P: leaf-relative positions, then the kernel over the target groups, the tasks expanded
   // and sorted by target a chunk of target leaves at a time (writes every particle of every
   // evaluated target leaf).
+  rel_.ensure_exact(3 * n * runner_.position_bytes());
+  acc_tree_.ensure_exact(3 * n);
   runner_.relative_positions(tree_.tree_x(), tree_.tree_y(), tree_.tree_z(), tree_.leaves(), nl, n, rel_.data(),
                              stream);
   ORBIS_CUDA_CHECK(cudaMemsetAsync(acc_tree_.data(), 0, 3 * n * sizeof(double), stream));
