@@ -253,6 +253,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
               launch, stream);
   chunks_.release();
   rel_.release();
+  walk_.release_p2p_entries();   // the far field's arrays take their place
   ORBIS_CUDA_CHECK(cudaEventRecord(events_[4], stream));
 
   // Far field: added to the P2P sums of the leaves that have a local expansion, and (vacuum)

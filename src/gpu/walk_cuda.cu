@@ -663,9 +663,13 @@ void DeviceWalk::release_work() {
   temp_.release();
 }
 
-void DeviceWalk::release_outputs() {
+void DeviceWalk::release_p2p_entries() {
   p2p_t_.release();
   p2p_s_.release();
+}
+
+void DeviceWalk::release_outputs() {
+  release_p2p_entries();
   m2l_values_.release();
   m2l_offsets_.release();
   m2l_sorted_ = nullptr;

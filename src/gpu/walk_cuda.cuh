@@ -111,8 +111,10 @@ class DeviceWalk {
   // Give arrays back to the device pool (gpu/device_buffer.cuh), queued on the allocation
   // stream; the next run() allocates them again at the sizes walks needed so far. The work
   // arrays (frontiers, their tiles, the unsorted M2L tasks, the sort's keys and temporaries)
-  // are free once run() is queued; the outputs once the P2P and far field are.
+  // are free once run() is queued; the P2P entries once the P2P is; the outputs once the P2P
+  // and far field are.
   void release_work();
+  void release_p2p_entries();
   void release_outputs();
 
   // One launch's outputs are counted and placed with 32-bit offsets: fewer than 2^32 P2P
