@@ -61,8 +61,9 @@ struct CudaPmSlabs::Impl {
   // 2D R2C of the x slab's planes and C2R of them and the ghost planes (none without
   // planes), 1D C2C of the y slab's x lines (none without y columns). They run one at a time
   // on one stream, so they share one work area, the largest they need (fft_work bytes),
-  // taken from the pool with the y slabs: not held between the PM steps (cuFFT's own work
-  // areas, one a plan, were ~0.2 GiB a rank at 512^3 on 2 ranks, held for the whole run).
+  // taken from the pool with the y slabs: not held between the PM steps, as cuFFT's own work
+  // areas, one a plan, were (small for power-of-two meshes: a few MiB a rank at 512^3 and
+  // 768^3 on 2 ranks; larger for other sizes).
   cufftHandle planes_r2c = 0, planes_c2r = 0, lines = 0;
   // With CUDA IPC, y -> x as pulls from every rank's exported y slab (this rank's planes and
   // its ghost planes), made at the exchange's choice.
