@@ -227,6 +227,12 @@ struct CudaStepEngine::Impl {
     ORBIS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     return total_bytes - free_bytes;
   }
+  // Over ranks, what the engine holds outside the device pool: the CUDA IPC exchanges'
+  // exported buffers (the PM's transposes, the ghosts').
+  std::size_t outside_pool_bytes() const {
+    return (pm_ranks ? pm_ranks->outside_pool_bytes() : 0) +
+           (ghosts && ghosts->transport() ? ghosts->transport()->device_bytes() : 0);
+  }
   // The engine's device memory after a step (what the device has in use beyond what it had
   // before the engine), logged when it grows by a tenth.
   std::size_t note_memory() {
@@ -237,8 +243,7 @@ struct CudaStepEngine::Impl {
       // reserved at most (the engine's arrays and the PM's slabs at their peak, with the
       // holes between them), and what the engine holds outside it (the CUDA IPC exchanges'
       // exported buffers).
-      used = gpu::pool_reserved_most() + (pm_ranks ? pm_ranks->outside_pool_bytes() : 0) +
-             (ghosts && ghosts->transport() ? ghosts->transport()->device_bytes() : 0);
+      used = gpu::pool_reserved_most() + outside_pool_bytes();
     }
     if (used > peak + peak / 10)
       log::info("GPU memory held by the step engine: {:.2f} GiB ({:.0f} bytes per particle; planned {:.2f} GiB)", gib(used),
@@ -942,26 +947,24 @@ bool CudaStepEngine::forces_from_fresh_tree() const { return impl_->tree_policy.
 void CudaStepEngine::rebuild_tree_next() { impl_->tree_policy.request_rebuild(); }
 
 std::string CudaStepEngine::tree_summary() const {
-  if (!impl_->treepm) return std::string();
-  // What the device pool held at most in each phase (rank 0's): the memory plan's phases.
   const Impl& m = *impl_;
+  if (!m.treepm) return std::string();
+  // What the device pool held at most in each phase (rank 0's): the memory plan's phases.
   std::string memory = "; the device pool's most in use by phase" + std::string(m.ranks ? " (rank 0)" : "") + ": " +
                        gpu::pool_phases_summary();
-  if (m.ranks) {
-    const std::size_t outside = (m.pm_ranks ? m.pm_ranks->outside_pool_bytes() : 0) +
-                                (m.ghosts && m.ghosts->transport() ? m.ghosts->transport()->device_bytes() : 0);
+  if (m.ranks)
     memory += fmt::format("; outside the pool {:.2f} GiB (the exchanges' exported buffers); at most {:.2f} GiB in all "
                           "({:.0f} bytes per own particle)",
-                          gib(outside), gib(m.peak), static_cast<double>(m.peak) / std::max<std::size_t>(m.n, 1));
-  }
-  if (impl_->ranks) {
+                          gib(m.outside_pool_bytes()), gib(m.peak),
+                          static_cast<double>(m.peak) / std::max<std::size_t>(m.n, 1));
+  if (m.ranks) {
     // Where the PM over ranks' time went (rank 0's wall seconds, all PM steps).
     std::string pm;
-    for (const auto& [phase, seconds] : impl_->pm_ranks_phases.all())
+    for (const auto& [phase, seconds] : m.pm_ranks_phases.all())
       pm += fmt::format("{}{} {:.2f} s", pm.empty() ? "" : ", ", phase, seconds);
     // Its device exchange (routing, ghost planes, transposes; the energy check's and the
     // P(k)'s transposes borrow it): how its time splits between the copies and the host's part.
-    if (const gpu::DeviceAlltoallv* x = impl_->pm_ranks ? impl_->pm_ranks->peer_transposes() : nullptr) {
+    if (const gpu::DeviceAlltoallv* x = m.pm_ranks ? m.pm_ranks->peer_transposes() : nullptr) {
       const gpu::ExchangeTimes& t = x->times();
       pm += fmt::format(" (of its exchange's {} calls: fill {:.2f} s, peer copies {:.2f} s for {:.1f} GB received, "
                         "mpi/barriers {:.2f} s)",
@@ -969,11 +972,11 @@ std::string CudaStepEngine::tree_summary() const {
     }
     return fmt::format("short range on each rank's GPU ({} ranks; the domains updated where the tree was built): {}; "
                        "{} domain updates in {:.2f} s (rank 0){}{}",
-                       impl_->comm.size(), impl_->tree_policy.summary(), impl_->domain_updates,
-                       impl_->domain_update_seconds,
+                       m.comm.size(), m.tree_policy.summary(), m.domain_updates,
+                       m.domain_update_seconds,
                        pm.empty() ? std::string() : "; the PM over ranks by phase (rank 0): " + pm, memory);
   }
-  return "short range on the GPU: " + impl_->tree_policy.summary() + memory;
+  return "short range on the GPU: " + m.tree_policy.summary() + memory;
 }
 
 void CudaStepEngine::set_tree_policy(const TreeReuseSettings& settings) {
