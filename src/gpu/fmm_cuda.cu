@@ -49,11 +49,19 @@ namespace {
 
 using namespace fmm_detail;
 
+// Where a node's expansion is in an array of the needed nodes' expansions alone (`slots`: the
+// needed nodes numbered in node order, DeviceFmm::prepare), or the node itself where the
+// array has every node's (slots null).
+__device__ inline std::size_t slot_of(const std::uint32_t* slots, std::int32_t node) {
+  return slots ? slots[node] : static_cast<std::size_t>(node);
+}
+
 // P2M: a thread per leaf, every n at once in registers, its particles in tree order: the
 // host's arithmetic term for term (its monomials, the product w_j times the monomial rounded
 // before the sum; w = 1 without weights gives the unweighted bits), so M is the host's bits.
 template <int P>
-__global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std::uint8_t* wanted, double* m) {
+__global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std::uint8_t* wanted,
+                                                      const std::uint32_t* m_slot, double* m) {
   constexpr int nm = ct::count(P);
   const std::size_t leaf = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (leaf >= t.n_leaves) return;
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std:
     const double w = t.w ? t.w[p] : 1.0;
     ct::unroll<nm>([&](auto n) { sum[n] = __dadd_rn(sum[n], __dmul_rn(w, mono[n])); });
   }
-  double* out = m + static_cast<std::size_t>(node) * nm;
+  double* out = m + slot_of(m_slot, node) * nm;
   ct::unroll<nm>([&](auto n) { out[n] = sum[n]; });
 }
 
@@ -79,7 +87,8 @@ __global__ void __launch_bounds__(kThreads) p2m_kernel(FmmTreeView t, const std:
 // products and sums rounded apart: the host's bits.
 template <int P>
 __global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
-                                                      const std::uint8_t* wanted, double* m) {
+                                                      const std::uint8_t* wanted, const std::uint32_t* m_slot,
+                                                      double* m) {
   constexpr int nm = ct::count(P);
   const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= n_level) return;
@@ -94,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std:
     const Vec3d d = centre_of(t.geometry[child]) - z;
     double mono[nm];
     scaled_monomials<P>(d.x, d.y, d.z, mono);
-    const double* mc = m + static_cast<std::size_t>(child) * nm;
+    const double* mc = m + slot_of(m_slot, child) * nm;
     ct::unroll<nm>([&](auto i) {
       constexpr ct::MI n = ct::kAll[i];
       ct::unroll<n.a + 1>([&](auto a) {
@@ -107,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std:
       });
     });
   }
-  double* out = m + static_cast<std::size_t>(node) * nm;
+  double* out = m + slot_of(m_slot, node) * nm;
   ct::unroll<nm>([&](auto n) { out[n] = sum[n]; });
 }
 
@@ -115,8 +124,8 @@ __global__ void __launch_bounds__(kThreads) m2m_kernel(FmmTreeView t, const std:
 // expansion acc (lane k holds entries k + 32 j), in list order.
 __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKind kernel, double r_s, double cut_shift, double eps2,
                           const FmmTreeView& t, const InteractionTask* tasks, std::uint64_t begin, std::uint64_t end,
-                          const Vec3d& zt, double box, const double* m, double* sm, double (*lev)[kMaxNl],
-                          double* acc) {
+                          const Vec3d& zt, double box, const double* m, const std::uint32_t* m_slot, double* sm,
+                          double (*lev)[kMaxNl], double* acc) {
   const int lane = threadIdx.x & 31;
   const int q_order = order + 1;   // D to p + 1
   for (std::uint64_t q = begin; q < end; ++q) {
@@ -124,7 +133,7 @@ __device__ void m2l_tasks(const Tables& tb, int order, int nm, int nl, KernelKin
     const Vec3d shift{task.image[0] * box, task.image[1] * box, task.image[2] * box};
     const Vec3d R = (zt - centre_of(t.geometry[task.source])) - shift;   // as the host
     const double* D = derivative_tensor(tb, kernel, r_s, q_order, R, lev, lane, cut_shift, eps2);
-    const double* ms = m + static_cast<std::size_t>(task.source) * nm;
+    const double* ms = m + slot_of(m_slot, task.source) * nm;
     for (int n = lane; n < nm; n += 32) {
       const int* mi = tb.mi + 3 * n;
       sm[n] = ((mi[0] + mi[1] + mi[2]) & 1) ? -ms[n] : ms[n];
@@ -148,7 +157,7 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
                                  FmmTreeView t,
                                  const InteractionTask* tasks, const std::uint64_t* offsets,
                                  const std::uint32_t* chunk_start, std::uint64_t chunk, std::size_t max_chunks,
-                                 double box, const double* m, double* partial) {
+                                 double box, const double* m, const std::uint32_t* m_slot, double* partial) {
   __shared__ double sm[kWarps][kMaxNm];
   __shared__ double lev[kWarps][2][kMaxNl];
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
@@ -160,7 +169,7 @@ __global__ void m2l_chunk_kernel(Tables tb, int order, int nm, int nl, KernelKin
     const std::uint64_t end = begin + chunk < offsets[node + 1] ? begin + chunk : offsets[node + 1];
     double acc[kMaxPerLane] = {};
     m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
-              sm[w], lev[w], acc);
+              m_slot, sm[w], lev[w], acc);
     for (int j = 0; j < kMaxPerLane; ++j)
       if (lane + 32 * j < nl) partial[c * nl + lane + 32 * j] = acc[j];
   }
@@ -172,7 +181,8 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
                            FmmTreeView t,
                            const InteractionTask* tasks, const std::uint64_t* offsets,
                            const std::uint32_t* chunk_start, const double* partial, double box, const double* m,
-                           double* l, std::uint8_t* has_local) {
+                           const std::uint32_t* m_slot, double* l, const std::uint32_t* l_slot,
+                           std::uint8_t* has_local) {
   __shared__ double sm[kWarps][kMaxNm];
   __shared__ double lev[kWarps][2][kMaxNl];
   const int lane = threadIdx.x & 31, w = threadIdx.x / 32;
@@ -185,11 +195,11 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
       add_chunk_partials(partial, c0, c1, nl, lane, acc);
     } else {
       m2l_tasks(tb, order, nm, nl, kernel, r_s, cut_shift, eps2, t, tasks, begin, end, centre_of(t.geometry[node]), box, m,
-                sm[w], lev[w], acc);
+                m_slot, sm[w], lev[w], acc);
     }
     if (begin < end)   // a node without tasks keeps no local expansion unless L2L gives it one
       for (int j = 0; j < kMaxPerLane; ++j)
-        if (lane + 32 * j < nl) l[node * nl + lane + 32 * j] = acc[j];
+        if (lane + 32 * j < nl) l[slot_of(l_slot, static_cast<std::int32_t>(node)) * nl + lane + 32 * j] = acc[j];
     if (lane == 0) has_local[node] = begin < end;
   }
 }
@@ -200,7 +210,8 @@ __global__ void m2l_kernel(Tables tb, int order, int nm, int nl, KernelKind kern
 // (or zero), with products and sums rounded apart: the host's bits.
 template <int P>
 __global__ void __launch_bounds__(kThreads) l2l_kernel(FmmTreeView t, const std::int32_t* level, std::uint32_t n_level,
-                                                      double* l, std::uint8_t* has_local) {
+                                                      double* l, const std::uint32_t* l_slot,
+                                                      std::uint8_t* has_local) {
   constexpr int nl = ct::count(P + 1);
   const std::uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
   if (item >= 2 * n_level) return;
@@ -212,8 +223,8 @@ __global__ void __launch_bounds__(kThreads) l2l_kernel(FmmTreeView t, const std:
   double mono[nl];
   scaled_monomials<P + 1>(d.x, d.y, d.z, mono);
   const bool had = has_local[child];   // its own M2L; else its expansion starts at zero
-  const double* lp = l + static_cast<std::size_t>(parent) * nl;
-  double* lc = l + static_cast<std::size_t>(child) * nl;
+  const double* lp = l + slot_of(l_slot, parent) * nl;
+  double* lc = l + slot_of(l_slot, child) * nl;
   ct::unroll<nl>([&](auto ki) {
     constexpr ct::MI k = ct::kAll[ki];
     double v = had ? lc[ki] : 0.0;
@@ -231,8 +242,8 @@ __global__ void __launch_bounds__(kThreads) l2l_kernel(FmmTreeView t, const std:
 // host's monomials (products and sums rounded apart, as FmmOperators::l2p), then G m times it
 // added to the particle's acceleration.
 template <int P>
-__global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const double* l, const std::uint8_t* has_local,
-                                                      double g_mass, double* acc) {
+__global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const double* l, const std::uint32_t* l_slot,
+                                                      const std::uint8_t* has_local, double g_mass, double* acc) {
   constexpr int nm = ct::count(P), nl = ct::count(P + 1);
   const std::size_t leaf = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -241,7 +252,7 @@ __global__ void __launch_bounds__(kThreads) l2p_kernel(FmmTreeView t, const doub
   if (!has_local[node]) return;
   const ShapeNode nd = t.nodes[node];
   const Vec3d c = centre_of(t.geometry[node]);
-  const double* loc = l + static_cast<std::size_t>(node) * nl;
+  const double* loc = l + slot_of(l_slot, node) * nl;
   for (std::uint32_t i = lane; i < nd.count; i += 32) {
     const std::uint32_t p = nd.first + i;
     double mono[nm];
@@ -290,6 +301,17 @@ __global__ void add_scaled(const double* f, double a, std::size_t n, double* acc
 __global__ void flag_sources(const InteractionTask* tasks, std::size_t count, std::uint8_t* wanted) {
   const std::size_t q = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (q < count) wanted[tasks[q].source] = 1;   // every writer writes 1
+}
+// The M2L targets (nodes with tasks), whose subtrees then get local expansions by L2L.
+__global__ void flag_targets(const std::uint64_t* offsets, std::size_t n, std::uint8_t* flags) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) flags[i] = offsets[i + 1] > offsets[i];
+}
+// slots[i] = flags[i] for i < n, slots[n] = 0: their exclusive sum numbers the flagged nodes
+// in node order, and its entry n is their count.
+__global__ void flags_to_slots(const std::uint8_t* flags, std::size_t n, std::uint32_t* slots) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i <= n) slots[i] = i < n ? flags[i] : 0u;
 }
 __global__ void flag_children(const std::int32_t* level, std::uint32_t n_level, const ShapeNode* nodes,
                               std::uint8_t* wanted) {
@@ -368,6 +390,11 @@ DeviceFmm::DeviceFmm(int multipole_order, double r_s, KernelKind kernel, double 
   }
   tables_.ensure(all.size());
   ORBIS_CUDA_CHECK(cudaMemcpy(tables_.data(), all.data(), all.size() * sizeof(int), cudaMemcpyHostToDevice));
+  ORBIS_CUDA_CHECK(cudaEventCreateWithFlags(&numbered_, cudaEventDisableTiming));
+}
+
+DeviceFmm::~DeviceFmm() {
+  if (numbered_) cudaEventDestroy(numbered_);
 }
 
 std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
@@ -384,6 +411,9 @@ std::size_t DeviceFmm::bytes_for(int multipole_order, std::size_t n_nodes) {
 void DeviceFmm::release() {
   m_.release();
   l_.release();
+  m_slot_.release();
+  l_slot_.release();
+  compact_ = false;
   m2p_field_.release();
   m_float_.release();
   active_.release();
@@ -410,7 +440,8 @@ DeviceFmm::ChunkCounts DeviceFmm::last_chunk_counts() const {
 void DeviceFmm::compute(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
                         std::size_t m2l_count, double box, double g_mass, double* acc, cudaStream_t stream,
                         const LeafCellLists& leaf_cell) {
-  source_multipoles(tree, m2l, m2l_count, stream, leaf_cell);
+  prepare(tree, m2l, m2l_offsets, m2l_count, stream, leaf_cell);
+  source_multipoles(tree, stream);
   expand(tree, m2l, m2l_offsets, m2l_count, box, stream, leaf_cell);
   evaluate(tree, g_mass, acc, stream, leaf_cell);
 }
@@ -442,32 +473,43 @@ fmm_detail::ChunkArrays DeviceFmm::chunk_arrays() {
 }
 
 void DeviceFmm::multipoles(const FmmTreeView& tree, cudaStream_t stream) {
-  make_multipoles(tree, stream, true, nullptr, 0, {});
+  compact_ = false;
+  if (tree.n_nodes == 0) return;
+  wanted_.ensure(tree.n_nodes);
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 1, tree.n_nodes, stream));
+  make_multipoles(tree, stream);
 }
 
-void DeviceFmm::source_multipoles(const FmmTreeView& tree, const InteractionTask* m2l, std::size_t m2l_count,
-                                  cudaStream_t stream, const LeafCellLists& leaf_cell) {
-  make_multipoles(tree, stream, every_node_wanted(m2l_count + leaf_cell.count, tree.n_nodes), m2l, m2l_count,
-                  leaf_cell);
-}
-
-void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bool every_node,
-                                const InteractionTask* m2l, std::size_t m2l_count, const LeafCellLists& leaf_cell) {
-  const std::size_t nn = tree.n_nodes;
-  if (nn == 0) return;
-  m_.ensure(nn * static_cast<std::size_t>(nm_));
+void DeviceFmm::flag_subtrees(const FmmTreeView& tree, std::uint8_t* flags, cudaStream_t stream) {
   const std::vector<std::size_t>& off = *tree.level_offset;
-  const int depths = static_cast<int>(off.size()) - 1;
-  auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
-  auto level_size = [&](int d) {
-    return static_cast<std::uint32_t>(off[static_cast<std::size_t>(d) + 1] - off[static_cast<std::size_t>(d)]);
-  };
+  // A forest's levels between its top and its subtrees are empty: nothing is launched there.
+  for (std::size_t d = 0; d + 2 < off.size(); ++d) {
+    const auto size = static_cast<std::uint32_t>(off[d + 1] - off[d]);
+    if (size == 0) continue;
+    flag_children<<<(size + 255) / 256, 256, 0, stream>>>(tree.level_nodes + off[d], size, tree.nodes, flags);
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+  }
+}
 
+void DeviceFmm::number_flagged(const std::uint8_t* flags, std::size_t n, DeviceArray<std::uint32_t>& slots,
+                               std::uint32_t* count, cudaStream_t stream) {
+  slots.ensure(n + 1);
+  flags_to_slots<<<static_cast<unsigned>((n + 1 + 255) / 256), 256, 0, stream>>>(flags, n, slots.data());
+  ORBIS_CUDA_CHECK(cudaGetLastError());
+  scan_temp_.ensure(exclusive_sum_bytes(slots.data(), slots.data(), n + 1));
+  exclusive_sum(scan_temp_.data(), scan_temp_.capacity(), slots.data(), slots.data(), n + 1, stream);
+  ORBIS_CUDA_CHECK(cudaMemcpyAsync(count, slots.data() + n, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
+}
+
+void DeviceFmm::prepare(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+                        std::size_t m2l_count, cudaStream_t stream, const LeafCellLists& leaf_cell) {
+  const std::size_t nn = tree.n_nodes;
+  compact_ = false;
+  if (nn == 0) return;
+  const bool every_node = every_node_wanted(m2l_count + leaf_cell.count, nn);
   wanted_.ensure(nn);
-  if (every_node) {
-    ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 1, nn, stream));
-  } else {
-    ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), 0, nn, stream));
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(wanted_.data(), every_node ? 1 : 0, nn, stream));
+  if (!every_node) {
     if (m2l_count > 0) {
       flag_sources<<<static_cast<unsigned>((m2l_count + 255) / 256), 256, 0, stream>>>(m2l, m2l_count, wanted_.data());
       ORBIS_CUDA_CHECK(cudaGetLastError());
@@ -477,24 +519,80 @@ void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bo
           leaf_cell.m2p, leaf_cell.count, wanted_.data());
       ORBIS_CUDA_CHECK(cudaGetLastError());
     }
-    // A forest's levels between its top and its subtrees are empty: nothing is launched there.
-    for (int d = 0; d + 1 < depths; ++d) {
-      if (level_size(d) == 0) continue;
-      flag_children<<<static_cast<unsigned>((level_size(d) + 255) / 256), 256, 0, stream>>>(
-          level(d), level_size(d), tree.nodes, wanted_.data());
-      ORBIS_CUDA_CHECK(cudaGetLastError());
-    }
+    flag_subtrees(tree, wanted_.data(), stream);
   }
+  // In a box the cut leaves few M2L tasks (~1 a 30 nodes at 256^3 in 1 Gpc/h): the sources'
+  // and the targets' subtrees are ~1.4% of the nodes, and their expansions alone are kept, each
+  // at its node's number among them (the slots). Vacuum's leaf-cell passes and float
+  // multipoles, and a walk whose tasks outnumber the nodes, keep every node's.
+  compact_ = !every_node && leaf_cell.count == 0 && kernel_ != KernelKind::newtonian;
+  if (!compact_) return;
+  active_.ensure(nn);
+  if (m2l_count > 0) {
+    flag_targets<<<static_cast<unsigned>((nn + 255) / 256), 256, 0, stream>>>(m2l_offsets, nn, active_.data());
+    ORBIS_CUDA_CHECK(cudaGetLastError());
+    flag_subtrees(tree, active_.data(), stream);
+  } else {
+    ORBIS_CUDA_CHECK(cudaMemsetAsync(active_.data(), 0, nn, stream));
+  }
+  slot_counts_.ensure(2);
+  number_flagged(wanted_.data(), nn, m_slot_, slot_counts_.data(), stream);
+  number_flagged(active_.data(), nn, l_slot_, slot_counts_.data() + 1, stream);
+  ORBIS_CUDA_CHECK(cudaEventRecord(numbered_, stream));
+}
+
+std::size_t DeviceFmm::expansion_slots(int which, std::size_t n_nodes) const {
+  if (!compact_) return n_nodes;
+  ORBIS_CUDA_CHECK(cudaEventSynchronize(numbered_));   // long done when the P2P was queued after it
+  return slot_counts_.data()[which];
+}
+
+void DeviceFmm::source_multipoles(const FmmTreeView& tree, cudaStream_t stream) { make_multipoles(tree, stream); }
+
+std::vector<double> DeviceFmm::node_multipoles(std::size_t n_nodes) const {
+  const auto nm = static_cast<std::size_t>(nm_);
+  std::vector<double> out(n_nodes * nm, 0.0);
+  if (n_nodes == 0) return out;
+  ORBIS_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::uint8_t> wanted(n_nodes);
+  ORBIS_CUDA_CHECK(cudaMemcpy(wanted.data(), wanted_.data(), n_nodes, cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> slot(n_nodes);
+  for (std::size_t k = 0; k < n_nodes; ++k) slot[k] = static_cast<std::uint32_t>(k);
+  std::size_t slots = n_nodes;
+  if (compact_) {
+    ORBIS_CUDA_CHECK(cudaMemcpy(slot.data(), m_slot_.data(), n_nodes * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+    slots = slot_counts_.data()[0];
+  }
+  std::vector<double> packed(slots * nm);
+  if (slots > 0)
+    ORBIS_CUDA_CHECK(cudaMemcpy(packed.data(), m_.data(), packed.size() * sizeof(double), cudaMemcpyDeviceToHost));
+  for (std::size_t k = 0; k < n_nodes; ++k)
+    if (wanted[k]) std::copy_n(packed.begin() + static_cast<std::ptrdiff_t>(slot[k] * nm), nm, out.begin() + k * nm);
+  return out;
+}
+
+void DeviceFmm::make_multipoles(const FmmTreeView& tree, cudaStream_t stream) {
+  const std::size_t nn = tree.n_nodes;
+  if (nn == 0) return;
+  m_.ensure(expansion_slots(0, nn) * static_cast<std::size_t>(nm_));
+  const std::uint32_t* m_slot = compact_ ? m_slot_.data() : nullptr;
+  const std::vector<std::size_t>& off = *tree.level_offset;
+  const int depths = static_cast<int>(off.size()) - 1;
+  auto level = [&](int d) { return tree.level_nodes + off[static_cast<std::size_t>(d)]; };
+  auto level_size = [&](int d) {
+    return static_cast<std::uint32_t>(off[static_cast<std::size_t>(d) + 1] - off[static_cast<std::size_t>(d)]);
+  };
   const auto leaf_blocks = static_cast<unsigned>((tree.n_leaves + kThreads - 1) / kThreads);
   fmm_detail::with_order(order_, [&](auto order) {
-    p2m_kernel<decltype(order)::value><<<leaf_blocks, kThreads, 0, stream>>>(tree, wanted_.data(), m_.data());
+    p2m_kernel<decltype(order)::value><<<leaf_blocks, kThreads, 0, stream>>>(tree, wanted_.data(), m_slot,
+                                                                                            m_.data());
   });
   ORBIS_CUDA_CHECK(cudaGetLastError());
   for (int d = depths - 2; d >= 0; --d) {
     if (level_size(d) == 0) continue;
     fmm_detail::with_order(order_, [&](auto order) {
       m2m_kernel<decltype(order)::value><<<(level_size(d) + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          tree, level(d), level_size(d), wanted_.data(), m_.data());
+          tree, level(d), level_size(d), wanted_.data(), m_slot, m_.data());
     });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
@@ -514,8 +612,10 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
                        std::size_t m2l_count, double box, cudaStream_t stream, const LeafCellLists& leaf_cell) {
   const std::size_t nn = tree.n_nodes;
   if (nn == 0) return;
-  l_.ensure(nn * static_cast<std::size_t>(nl_));
+  l_.ensure(expansion_slots(1, nn) * static_cast<std::size_t>(nl_));
   active_.ensure(nn);
+  const std::uint32_t* m_slot = compact_ ? m_slot_.data() : nullptr;
+  const std::uint32_t* l_slot = compact_ ? l_slot_.data() : nullptr;
   const int* base = tables_.data();
   const auto at = [&](int i) { return base + table_offsets_[static_cast<std::size_t>(i)]; };
   const Tables tb{at(0), at(1), at(2), at(3)};
@@ -555,11 +655,11 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
     fmm_detail::scan_task_chunks(pass, m2l_offsets, nn, chunk, arrays, arrays.totals);
     m2l_chunk_kernel<<<stride_grid(max_chunks, sms), kThreads, 0, stream>>>(
         tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree, m2l, m2l_offsets, chunk_start_.data(), chunk,
-        max_chunks, box, m_.data(), partial_.data());
+        max_chunks, box, m_.data(), m_slot, partial_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
     m2l_kernel<<<stride_grid(nn, sms), kThreads, 0, stream>>>(tb, order_, nm_, nl_, kernel_, r_s_, cut_shift_, eps2_, tree,
                                                               m2l, m2l_offsets, chunk_start_.data(), partial_.data(), box,
-                                                              m_.data(), l_.data(), active_.data());
+                                                              m_.data(), m_slot, l_.data(), l_slot, active_.data());
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
   if (pairs) fmm_detail::p2l(pass, leaf_cell, min_chunk, kMaxChunks, arrays, l_.data(), active_.data());
@@ -567,7 +667,7 @@ void DeviceFmm::expand(const FmmTreeView& tree, const InteractionTask* m2l, cons
     if (level_size(d) == 0) continue;
     fmm_detail::with_order(order_, [&](auto order) {
       l2l_kernel<decltype(order)::value><<<(2 * level_size(d) + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-          tree, level(d), level_size(d), l_.data(), active_.data());
+          tree, level(d), level_size(d), l_.data(), l_slot, active_.data());
     });
     ORBIS_CUDA_CHECK(cudaGetLastError());
   }
@@ -583,8 +683,8 @@ void DeviceFmm::evaluate(const FmmTreeView& tree, double g_mass, double* acc, cu
                          const LeafCellLists& leaf_cell) {
   if (tree.n_nodes == 0) return;
   fmm_detail::with_order(order_, [&](auto order) {
-    l2p_kernel<decltype(order)::value><<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(tree, l_.data(),
-                                                                                           active_.data(), g_mass, acc);
+    l2p_kernel<decltype(order)::value><<<warp_blocks(tree.n_leaves), kThreads, 0, stream>>>(
+        tree, l_.data(), compact_ ? l_slot_.data() : nullptr, active_.data(), g_mass, acc);
   });
   ORBIS_CUDA_CHECK(cudaGetLastError());
   if (leaf_cell.count > 0) {

@@ -103,6 +103,9 @@ class DeviceFmm {
   // FmmOperators likewise).
   DeviceFmm(int multipole_order, double r_s, KernelKind kernel = KernelKind::truncated, double cut_shift = 0,
             double softening = 0);
+  ~DeviceFmm();
+  DeviceFmm(const DeviceFmm&) = delete;
+  DeviceFmm& operator=(const DeviceFmm&) = delete;
 
   // Queues on `stream`: multipoles of the M2L sources and their subtrees, M2L over the
   // walk's m2l_count tasks (grouped by target node: m2l_offsets[n_nodes + 1]), L2L and L2P;
@@ -115,11 +118,17 @@ class DeviceFmm {
   // Every node's multipoles (P2M, M2M; in vacuum their float copy too), queued on `stream`:
   // they need the tree alone, so the vacuum step makes them while the walk runs.
   void multipoles(const FmmTreeView& tree, cudaStream_t stream);
-  // The multipoles of the M2L and M2P sources of these lists and their subtrees (of every
-  // node when the tasks outnumber the nodes: every_node_wanted), queued on `stream`.
-  void source_multipoles(const FmmTreeView& tree, const InteractionTask* m2l, std::size_t m2l_count,
-                         cudaStream_t stream, const LeafCellLists& leaf_cell = {});
-  // compute() after the multipoles, in two parts, which may be queued on different streams
+  // compute() in parts. prepare(): which nodes need multipoles (the M2L and M2P sources of
+  // these lists and their subtrees, or every node when the tasks outnumber the nodes:
+  // every_node_wanted) and, in a box, which need local expansions (the M2L targets and their
+  // subtrees), and where each node's expansions go in arrays of those nodes alone, queued on
+  // `stream`. The parts after it wait for it (an event) to size their arrays: the short-range
+  // step queues it after the walk and before the P2P, so the wait costs nothing.
+  // source_multipoles(): the multipoles prepare() flagged.
+  void prepare(const FmmTreeView& tree, const InteractionTask* m2l, const std::uint64_t* m2l_offsets,
+               std::size_t m2l_count, cudaStream_t stream, const LeafCellLists& leaf_cell = {});
+  void source_multipoles(const FmmTreeView& tree, cudaStream_t stream);
+  // Then, after the multipoles, two parts which may be queued on different streams
   // (the second's stream waiting for the first's): expand() the expansions (M2L, P2L, L2L)
   // and the leaf-cell pairs' M2P field (into an array of its own, 3 doubles a particle),
   // which read the tree, the multipoles and the task lists only, and evaluate() what is
@@ -138,13 +147,13 @@ class DeviceFmm {
   void release();
   int multipole_size() const { return nm_; }
   int local_size() const { return nl_; }
-  // Device arrays of the last compute() (tests): node-major; multipoles only of the nodes
+  // The last compute()'s multipoles (tests; waits for the device), node-major, of the nodes
   // flagged in wanted() (M2L and M2P sources and their subtrees, or every node:
-  // every_node_wanted).
-  const double* multipoles() const { return m_.data(); }
+  // every_node_wanted); zeros for the others.
+  std::vector<double> node_multipoles(std::size_t n_nodes) const;
   const std::uint8_t* wanted() const { return wanted_.data(); }
-  const double* locals() const { return l_.data(); }
-  const std::uint8_t* has_local() const { return active_.data(); }
+  // Whether the last prepare() kept the needed nodes' expansions alone (tests).
+  bool compact() const { return compact_; }
   // Test hook: every chunk of M2L, P2L and M2P tasks at least this many tasks (0: the
   // default, kMinChunk), so that a small system takes the chunked paths.
   void set_min_chunk_tasks(std::uint64_t tasks) { min_chunk_ = tasks; }
@@ -165,9 +174,15 @@ class DeviceFmm {
   // The chunked passes' launch settings and shared arrays (fmm_cuda_kernels.cuh).
   fmm_detail::Pass pass_of(const FmmTreeView& tree, cudaStream_t stream) const;
   fmm_detail::ChunkArrays chunk_arrays();
-  // The multipoles of every node, or of the M2L and M2P sources and their subtrees.
-  void make_multipoles(const FmmTreeView& tree, cudaStream_t stream, bool every_node, const InteractionTask* m2l,
-                       std::size_t m2l_count, const LeafCellLists& leaf_cell);
+  // The multipoles of the nodes flagged in wanted_.
+  void make_multipoles(const FmmTreeView& tree, cudaStream_t stream);
+  // flags[child] = 1 for every child of a flagged node, down the levels.
+  static void flag_subtrees(const FmmTreeView& tree, std::uint8_t* flags, cudaStream_t stream);
+  // slots: the flagged nodes numbered in node order, and their count into *count (host).
+  void number_flagged(const std::uint8_t* flags, std::size_t n, DeviceArray<std::uint32_t>& slots,
+                      std::uint32_t* count, cudaStream_t stream);
+  // The expansions to allocate (0: multipoles, 1: locals): the prepared count, or every node.
+  std::size_t expansion_slots(int which, std::size_t n_nodes) const;
   std::uint64_t min_chunk_tasks() const { return min_chunk_ > 0 ? min_chunk_ : kMinChunk; }
 
   int order_, nm_, nl_;
@@ -180,6 +195,11 @@ class DeviceFmm {
   std::vector<int> table_offsets_;
   DeviceArray<double> m_, l_;
   DeviceArray<std::uint8_t> active_, wanted_;
+  // In a box (compact_): each node's place in m_ and l_, and how many places each has (host).
+  bool compact_ = false;
+  DeviceArray<std::uint32_t> m_slot_, l_slot_;
+  PinnedArray<std::uint32_t> slot_counts_;
+  cudaEvent_t numbered_ = nullptr;
   // The targets with many tasks, in chunks (fmm_cuda_kernels.cuh): chunk counts, then their
   // scan; M2P's partial entries per leaf and its leaves' work, scanned; the chunks' partial
   // sums; the scans' temporaries; the last compute()'s chunks (M2L, P2L, M2P).

@@ -216,6 +216,10 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
     leaf_cell.m2p_offsets = walk_.m2p_offsets();
   }
   const bool far_field = walk_.m2l_count() > 0 || leaf_cell.count > 0;
+  // A box's far field: which nodes need expansions, numbered now, before the P2P is queued, so
+  // that the far field after it finds the counts it sizes its arrays by without waiting.
+  if (far_field && !overlap)
+    fmm_.prepare(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), stream, leaf_cell);
   // In vacuum the rest of the expansions and the M2P field (M2L, P2L, L2L, M2P: as much work
   // as the P2P at 10^6 particles) are made on the second stream while the P2P runs; they read
   // only the tree and the walk's lists, and the P2P, which stores the accelerations, still
@@ -263,7 +267,7 @@ void DeviceShortRange::step(std::size_t n, const std::uint8_t* bin, int min_acti
   } else {
     for (const int e : {9, 12, 13}) ORBIS_CUDA_CHECK(cudaEventRecord(events_[e], stream));
     if (far_field) {
-      fmm_.source_multipoles(view, walk_.m2l_tasks(), walk_.m2l_count(), stream, leaf_cell);
+      fmm_.source_multipoles(view, stream);
       fmm_.expand(view, walk_.m2l_tasks(), walk_.m2l_offsets(), walk_.m2l_count(), settings_.box_mpc_h, stream,
                   leaf_cell);
     }
