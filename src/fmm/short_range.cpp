@@ -24,6 +24,7 @@ ShortRangeSettings short_range_settings(const Params& params, double particle_ma
   s.theta = params.get_real("gravity.theta");
   s.multipole_order = static_cast<int>(params.get_int("gravity.multipole_order"));
   s.max_leaf = static_cast<int>(params.get_int("gravity.max_leaf"));
+  s.mean_spacing = s.box_mpc_h / static_cast<double>(n_side);
   s.softening = params.get_real("gravity.softening_over_spacing") * s.box_mpc_h / static_cast<double>(n_side);
   s.g_mass = units::G * particle_mass;
   s.taylor_order = static_cast<int>(params.get_int("gravity.taylor_order"));

@@ -48,6 +48,7 @@ struct ShortRangeSettings {
   double r_s = 0;              // force-split scale, Mpc/h
   double r_cut = 0;            // short-range cut-off, Mpc/h; must be < box/2
   double theta = 0.5;          // opening angle of the walk; 0: every pair (within r_cut) in P2P
+  double mean_spacing = 0;     // box / particles_per_side, Mpc/h: the memory plan's walk (0: unknown)
   int multipole_order = 4;     // p: multipoles to p, local expansions to p + 1
   int max_leaf = 32;           // most particles per tree leaf
   double softening = 0;        // Plummer-equivalent softening length, Mpc/h (P2P only)
@@ -86,6 +87,7 @@ struct ShortRangeSettings {
 // The settings a run uses: r_s = rs_over_cell * L / N_pm (N_pm = pm_grid_side, or
 // 2 x particles_per_side when 0, as PmSettings), r_cut = r_cut_over_rs * r_s, softening =
 // softening_over_spacing * L / particles_per_side, g_mass = G * particle_mass (1e10 Msun/h),
+// mean_spacing = L / particles_per_side,
 // top_levels = top_levels_for(particles_per_side^3, top_node_particles, max_leaf).
 ShortRangeSettings short_range_settings(const Params& params, double particle_mass);
 

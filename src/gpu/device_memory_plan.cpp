@@ -26,16 +26,38 @@ std::size_t leaves_of(std::size_t n, int max_leaf, std::map<std::size_t, std::si
   return l;
 }
 
-// Task lists per tree leaf / node that the plan reserves: P2P entries (a mutual pair is one
-// entry) per leaf (kPlannedP2PEntriesPerLeaf, fmm/short_range.hpp), M2L tasks per node, and
-// the largest frontier of node pairs per leaf.
+// Task lists per tree leaf / node that the plan reserves when the particles' mean spacing is
+// unknown (tests that set no ShortRangeSettings::mean_spacing): P2P entries (a mutual pair is
+// one entry) per leaf (kPlannedP2PEntriesPerLeaf, fmm/short_range.hpp), M2L tasks per node,
+// and the largest frontier of node pairs per leaf, of one tree or of a rank's forest.
 constexpr double kM2LPerNode = 6;
 constexpr double kFrontierPerLeaf = 16;
-// A forest's top (over ranks) is split, never approximated, down to the walk's top depth, and
-// its frontier is wider: 50 node pairs a leaf at its widest at 256^3 on 2 ranks (327680
-// leaves, 0.25 ghosts per own particle), planned with headroom so that the first walk need
-// not run again with larger buffers (each rerun's freed buffers are holes in the pool).
 constexpr double kForestFrontierPerLeaf = 64;
+
+// A box's walk is bounded by the cut. With r = r_cut / d (d the mean interparticle spacing)
+// and a leaf of m = max_leaf particles (side ~ m^(1/3) d), measured at 256^3 in 1 Gpc/h at
+// z = 0.05 (max_leaf 32, theta 0.5; r = 4.8, 7.2, 14.4: the PM meshes 3N, 2N, N), the full
+// steps' largest counts, one tree (one rank) / a rank's forest (2 ranks):
+//   P2P entries a leaf   47 / 39, 97 / 81, 408 / 288: the volume within the cut of a leaf,
+//                        2.2 (r + 1.26 m^(1/3))^3 / m (47, 97, 429) for one tree; a
+//                        forest's targets are the rank's own particles alone: 0.70-0.83 of it;
+//   widest frontier      0.64, 0.74, 0.98 of the entries (a forest's: 0.56, 0.62, 0.90 of
+//                        one tree's);
+//   M2L tasks a node     0.0026 / 0.0021, 0.038 / 0.032, 12.4 / 8.8: none until nodes fit
+//                        inside the cut at the opening angle, then steeply more, as
+//                        12.4 (x / 4.54)^8.35 with x = r / m^(1/3) (0.0013, 0.038, 12.4), at
+//                        most what an isolated system's whole tree takes.
+// Planned with headroom over these (the entries by 8%, a forest's at 0.85 of one tree's; the
+// widest frontier at 0.95 of the entries, a forest's at 0.73 of its own; the M2L tasks by 40%);
+// a step that needs more grows the walk's buffers.
+PlannedWalk box_walk(const ShortRangeSettings& s, bool forest, double isolated_m2l_per_node) {
+  const double m = std::max(s.max_leaf, 1), side = std::cbrt(m), r = s.r_cut / s.mean_spacing;
+  PlannedWalk w;
+  w.entries_per_leaf = (forest ? 0.85 : 1.0) * 1.08 * 2.2 * std::pow(r + 1.26 * side, 3) / m;
+  w.frontier_per_leaf = (forest ? 0.73 : 0.95) * w.entries_per_leaf;
+  w.m2l_per_node = std::min(1.4 * 12.4 * std::pow(r / side / 4.54, 8.35), isolated_m2l_per_node);
+  return w;
+}
 
 }  // namespace
 
@@ -50,16 +72,19 @@ constexpr double kForestFrontierPerLeaf = 64;
 // fragmentation are not itemised); the walk still grows its buffers when a system needs more.
 // Direct summation (theta 0): every leaf pair, once.
 PlannedWalk planned_walk(const ShortRangeSettings& s, std::size_t leaves, bool forest) {
-  if (s.boundary != Boundary::vacuum)
+  const double t = s.theta > 0 ? 0.5 / s.theta : 0, headroom = 1.4;
+  const double isolated_m2l_per_node = headroom * 125 * std::pow(t, 1.3);
+  if (s.boundary != Boundary::vacuum) {
+    if (s.mean_spacing > 0) return box_walk(s, forest, isolated_m2l_per_node);
     return {kPlannedP2PEntriesPerLeaf, kM2LPerNode, forest ? kForestFrontierPerLeaf : kFrontierPerLeaf, 0};
+  }
   if (!(s.theta > 0)) {
     const double all = 0.5 * static_cast<double>(leaves) + 1;
     return {all, 0, all, 0};
   }
-  const double t = 0.5 / s.theta, headroom = 1.4;
   PlannedWalk w;
   w.entries_per_leaf = headroom * 70 * t * t;
-  w.m2l_per_node = headroom * 125 * std::pow(t, 1.3);
+  w.m2l_per_node = isolated_m2l_per_node;
   w.leaf_cell_per_leaf = s.leaf_cell ? headroom * 50 * t * t : 0;
   // The widest frontier (node pairs of one level) was 0.39-0.42 of the P2P entries and
   // leaf-cell pairs (35-78 pairs a leaf).
@@ -200,7 +225,12 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     const std::size_t chunks = leaf_cell > 0 ? 65536 * MultiIndexSet::count(s.multipole_order + 1) * sizeof(double) +
                                                    (nn + 1) * 16 + nn * nm_float * 4 + nt * 24
                                              : 0;
-    const std::size_t expansions = padded(nn * per_node) + chunks;
+    // A box keeps the expansions of the nodes its M2L tasks need alone (the sources' and the
+    // targets' subtrees: 9.3k nodes for 21k tasks at 256^3 on 2 ranks, DeviceFmm::prepare), and
+    // per node their flags and places.
+    const bool box = s.boundary != Boundary::vacuum;
+    const std::size_t expansions =
+        (box ? padded(std::min(nn, m2l) * (per_node - 2) + nn * (2 + 2 * 4)) : padded(nn * per_node)) + chunks;
     plan.parts.push_back({"walk outputs", outputs, "short range"});
     if (leaf_cell > 0) {
       // Vacuum makes the multipoles while the walk runs and the other expansions while the P2P
@@ -220,7 +250,10 @@ DeviceMemoryPlan plan_device_memory(const DeviceMemoryInput& in) {
     // stayers' indices (4 bytes each), and the arrivals' state (57 bytes a particle; after reading a
     // snapshot nearly every particle may arrive). The top tree's arrays (~38 bytes) and each
     // particle's group (4 bytes, from the top tree to the own groups) are gone by then.
-    plan.parts.push_back({"domain update", n * (70 + 4 + 4 + 4 + 57), "domain update"});
+    // The forest's positions (24 bytes a source, held) are given back before it (the ghost
+    // refresh after it fills them anew): its arrays take their place.
+    const std::size_t update = n * (70 + 4 + 4 + 4 + 57), positions = in.sources * 24;
+    plan.parts.push_back({"domain update", update > positions ? update - positions : 0, "domain update"});
   }
   plan.parts.push_back({"PM", in.pm_bytes, "PM"});
   plan.parts.push_back({"PM tables", in.pm_held_bytes, ""});

@@ -813,6 +813,9 @@ void CudaStepEngine::Impl::forces_over_ranks(bool long_range, int min_active_bin
   const bool update = treepm && (!domains_updated || (long_range && why != TreeBuild::none));
   if (update) {
     gpu::pool_phase("domain update");
+    // The forest's positions are filled anew by the ghost refresh after the update: given
+    // back first, they make room for the update's arrays (the memory plan counts on it).
+    sources.release();
     Stopwatch update_watch;
     // On the device (gpu/domain_update_cuda.cuh): only the top tree's decisions, the groups
     // and the migrants cross the bus; acc_long is its scratch, zeroed below.

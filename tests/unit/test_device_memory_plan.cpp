@@ -18,9 +18,11 @@
 using namespace orbis;
 
 namespace {
+// A box of 512^3 particles with a 1024^3 mesh's split (r_s = 2 cells, r_cut = 5.5 r_s).
 ShortRangeSettings settings(int max_leaf, int order) {
   ShortRangeSettings s;
   s.box_mpc_h = 100;
+  s.mean_spacing = 100.0 / 512;
   s.r_s = 0.2;
   s.r_cut = 1.1;
   s.max_leaf = max_leaf;
@@ -54,12 +56,59 @@ TEST_CASE("the memory plan grows with what should raise it") {
   more = in;
   more.settings = settings(64, 4);   // larger leaves: fewer nodes and tasks
   CHECK(plan_device_memory(more).total() < base.total());
+  // A higher order: larger expansions, every node's in vacuum (a box keeps its few M2L
+  // tasks' nodes' alone, which the other arrays of its short-range step outweigh).
   more = in;
   more.settings = settings(32, 6);
-  CHECK(plan_device_memory(more).total() > base.total());
+  CHECK(plan_device_memory(more).total() >= base.total());
+  DeviceMemoryInput isolated = in;
+  isolated.settings.boundary = Boundary::vacuum;
+  more = isolated;
+  more.settings.multipole_order = 6;
+  CHECK(plan_device_memory(more).total() > plan_device_memory(isolated).total());
   more = in;
   more.short_range = false;   // PM only
   CHECK(plan_device_memory(more).total() < base.total());
+}
+
+TEST_CASE("a box's walk is planned from its cut in interparticle spacings, holding the measured lists") {
+  // The largest counts of the full steps of 256^3 in 1 Gpc/h at z = 0.05 (max_leaf 32, theta
+  // 0.5) with the cut at 4.8, 7.2 and 14.4 spacings (PM meshes 3N, 2N, N): P2P entries a leaf,
+  // widest frontier a leaf and M2L tasks a node, of one tree and of a rank's forest (2 ranks).
+  struct Measured {
+    double r, entries, frontier, m2l, forest_entries, forest_frontier, forest_m2l;
+  };
+  const Measured runs[] = {{4.8, 47.3, 30.5, 0.0026, 39.0, 21.9, 0.0021},
+                           {7.2, 97.4, 72.4, 0.038, 80.7, 50.4, 0.032},
+                           {14.4, 408.4, 398.7, 12.44, 288.0, 258.0, 8.77}};
+  ShortRangeSettings s = settings(32, 4);
+  s.mean_spacing = 1000.0 / 256;
+  double last_entries = 0, last_m2l = 0;
+  for (const Measured& run : runs) {
+    CAPTURE(run.r);
+    s.r_cut = run.r * s.mean_spacing;
+    const PlannedWalk one = planned_walk(s, 1 << 19), forest = planned_walk(s, 1 << 18, true);
+    CHECK(one.entries_per_leaf >= run.entries);
+    CHECK(one.entries_per_leaf < 1.2 * run.entries);
+    CHECK(one.frontier_per_leaf >= run.frontier);
+    CHECK(forest.entries_per_leaf >= run.forest_entries);
+    CHECK(forest.frontier_per_leaf >= run.forest_frontier);
+    CHECK(forest.frontier_per_leaf < 1.5 * run.forest_frontier);
+    CHECK(forest.m2l_per_node >= run.forest_m2l / 2);   // M2L tasks are few bytes below ~1 a node
+    if (run.m2l > 1) CHECK(one.m2l_per_node >= run.m2l);
+    CHECK(one.entries_per_leaf > last_entries);
+    CHECK(one.m2l_per_node > last_m2l);
+    last_entries = one.entries_per_leaf;
+    last_m2l = one.m2l_per_node;
+  }
+  // Far beyond the cuts measured the M2L tasks stay at most an isolated system's whole walk's.
+  s.r_cut = 100 * s.mean_spacing;
+  ShortRangeSettings isolated = s;
+  isolated.boundary = Boundary::vacuum;
+  CHECK(planned_walk(s, 1 << 19).m2l_per_node <= planned_walk(isolated, 1 << 19).m2l_per_node);
+  // Without the spacing (settings made by hand) the reference lists of the 2N mesh.
+  s.mean_spacing = 0;
+  CHECK(planned_walk(s, 1 << 19).entries_per_leaf == kPlannedP2PEntriesPerLeaf);
 }
 
 TEST_CASE("an isolated system's plan holds the lists its whole-tree walk makes") {
@@ -107,15 +156,16 @@ TEST_CASE("over ranks the plan holds the rank's forest (own particles and ghosts
   // A forest of the own particles alone: the one-rank plan's held parts plus its positions
   // and mask (24 + 1 bytes each) less the tree's own tree-order positions (24 bytes: a
   // forest's are its sources'); its targets' forces go into the state's arrays. A phase of
-  // its own for the domain updates (139 bytes a particle at their peak), none for a sorted
-  // build (a forest is assembled from the groups' subtree order).
+  // its own for the domain updates (139 bytes a particle at their peak, less the forest's
+  // positions, given back before them), none for a sorted build (a forest is assembled from
+  // the groups' subtree order).
   DeviceMemoryInput ranks = in;
   ranks.sources = in.particles;
   const DeviceMemoryPlan alone = plan_device_memory(ranks);
   CHECK(alone.held() == one.held() + in.particles * 1);
   CHECK(alone.describe().find("forest sources") != std::string::npos);
   CHECK(one.phase_bytes("domain update") == 0);
-  CHECK(alone.phase_bytes("domain update") == in.particles * 139);
+  CHECK(alone.phase_bytes("domain update") == in.particles * (139 - 24));
   CHECK(one.phase_bytes("tree build") > 0);
   CHECK(alone.phase_bytes("tree build") == 0);
   CHECK(alone.total() >= alone.held() + alone.phase_bytes("domain update"));
