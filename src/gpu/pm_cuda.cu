@@ -2,7 +2,8 @@
 //
 // One step, long range (TreePM), mesh P and work mesh G:
 //   assign -> P (via G, fixed point) | R2C P | P *= Green | for d in x, y, z:
-//   G = -i k_d P, C2R G, interpolate G -> a_d.
+//   G = -i k_d P, C2R G, interpolate G -> a_d; interlaced, all of it for mesh A and then
+//   again for mesh B in the same P and G, its half added.
 // PM-only, meshes A, B and G: assign -> A at x, -> B at x + cell/2 | R2C A, B | A, B become
 // the coset potentials | for d: G = g_A,d, C2R, a_d = g/2 at x; G = g_B,d, C2R, a_d += g/2 at
 // x + cell/2. Every transform is in place on the padded layout (FFTW's), so the meshes are the
@@ -36,7 +37,8 @@ bool full_force(const PmSettings& s) { return s.r_s_mpc_h == 0; }
 std::size_t real_bytes(const PmSettings& s) { return s.double_mesh ? sizeof(double) : sizeof(float); }
 // Reals of one padded mesh, n * n * 2(n/2+1) (the R2C layout, in place).
 std::size_t mesh_reals(int n) { return static_cast<std::size_t>(n) * n * 2 * (n / 2 + 1); }
-int mesh_count(const PmSettings& s) { return s.two_meshes() ? 3 : 2; }   // + the work mesh
+// PM-only's two meshes and the work mesh; the long range's one mesh at a time and the work mesh.
+int mesh_count(const PmSettings& s) { return full_force(s) ? 3 : 2; }
 double gib(std::size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 // The in-place R2C and C2R plans of the padded mesh, without work areas of their own.
@@ -401,53 +403,63 @@ void CudaPmSolver::Impl::run(const PmSettings& s, const double* x, const double*
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = s.grid_side;
   const bool full = full_force(s), two = s.two_meshes();
+  // PM-only's two meshes meet in its Green's function (the interlaced pair's optimal
+  // influence function), so both are held at once. The long range's interlaced meshes are
+  // independent: they take turns in the same memory, one mesh fewer on the device, and each
+  // force component is summed in the same order (mesh A's half, then B's).
   Real* a = reinterpret_cast<Real*>(work_block.data());
-  Real* b = two ? a + mesh_reals(n) : nullptr;
-  Real* work = (two ? b : a) + mesh_reals(n);
+  Real* b = full ? a + mesh_reals(n) : nullptr;
+  Real* work = (full ? b : a) + mesh_reals(n);
   auto modes = [](Real* mesh) { return reinterpret_cast<C*>(mesh); };
   // Mesh B: half a cell diagonal from mesh A (PM-only at 0 and 1/2, the long range at 1/8 and 5/8).
   const double shift_a = full ? 0.0 : long_range_mesh_shift(s.interlaced, 0);
   const double shift_b = full ? 0.5 : long_range_mesh_shift(true, 1);
+  const gpu::PmMeshGeometry at_a{n, s.window, s.box_mpc_h, shift_a}, at_b{n, s.window, s.box_mpc_h, shift_b};
 
-  mark("pm_assign", stream);
-  assign(s, x, y, z, count, mass, shift_a, a, work, stream);
-  if (two) assign(s, x, y, z, count, mass, shift_b, b, work, stream);
-  mark("pm_fft", stream);
-  cufft_forward_real(plans.forward, a);
-  if (two) cufft_forward_real(plans.forward, b);
-  mark("pm_green", stream);
-  if (energy_rows) {   // long range: mesh A's modes, then B's (interlaced), as mesh_energy_rows() sums them
-    const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
-    for (Real* mesh : {a, b})
-      if (mesh)
-        gpu::pm_long_range_energy_rows<Real>(modes(mesh), n, k_axis, inv_w2, long_range_norm(n),
-                                             s.r_s_mpc_h * s.r_s_mpc_h, energy_rows + (mesh == a ? 0 : per_mesh),
-                                             stream);
-  }
   if (full) {
+    mark("pm_assign", stream);
+    assign(s, x, y, z, count, mass, shift_a, a, work, stream);
+    assign(s, x, y, z, count, mass, shift_b, b, work, stream);
+    mark("pm_fft", stream);
+    cufft_forward_real(plans.forward, a);
+    cufft_forward_real(plans.forward, b);
+    mark("pm_green", stream);
     gpu::pm_interlaced_green<Real>(modes(a), modes(b), n, static_cast<const Real*>(influence), shift,
                                    interlaced_norm(n, s.box_mpc_h), stream);
-  } else {
-    for (Real* mesh : {a, b})
-      if (mesh)
-        gpu::pm_long_range_green<Real>(modes(mesh), n, k_axis, inv_w2, long_range_norm(n),
-                                       s.r_s_mpc_h * s.r_s_mpc_h, stream);
-  }
-  // One component at a time through the work mesh; two meshes: g = (g_A(x) + g_B(x)) / 2.
-  const gpu::PmMeshGeometry at_a{n, s.window, s.box_mpc_h, shift_a}, at_b{n, s.window, s.box_mpc_h, shift_b};
-  for (int axis = 0; axis < 3; ++axis) {
-    for (int mesh = 0; mesh < (two ? 2 : 1); ++mesh) {
-      mark("pm_gradient", stream);
-      if (full)
+    // One component at a time through the work mesh: g = (g_A(x) + g_B(x + cell/2)) / 2.
+    for (int axis = 0; axis < 3; ++axis)
+      for (int mesh = 0; mesh < 2; ++mesh) {
+        mark("pm_gradient", stream);
         gpu::pm_interlaced_gradient<Real>(modes(a), modes(b), modes(work), n, axis, mesh == 1,
                                           interlaced_dk(s.box_mpc_h), shift, stream);
-      else
-        gpu::pm_long_range_gradient<Real>(modes(mesh == 0 ? a : b), modes(work), n, axis, k_axis, stream);
+        mark("pm_fft", stream);
+        cufft_backward_real(plans.backward, work);
+        mark("pm_interpolate", stream);
+        gpu::pm_interpolate(work, x, y, z, count, mesh == 0 ? at_a : at_b, 0.5, mesh == 1, acc[axis], stream);
+      }
+    return;
+  }
+  const std::size_t per_mesh = static_cast<std::size_t>(n) * n;
+  for (int mesh = 0; mesh < (two ? 2 : 1); ++mesh) {
+    const gpu::PmMeshGeometry& at = mesh == 0 ? at_a : at_b;
+    mark("pm_assign", stream);
+    assign(s, x, y, z, count, mass, at.shift_cells, a, work, stream);
+    mark("pm_fft", stream);
+    cufft_forward_real(plans.forward, a);
+    mark("pm_green", stream);
+    if (energy_rows)   // mesh A's rows, then B's, as mesh_energy_rows() sums them
+      gpu::pm_long_range_energy_rows<Real>(modes(a), n, k_axis, inv_w2, long_range_norm(n),
+                                           s.r_s_mpc_h * s.r_s_mpc_h, energy_rows + mesh * per_mesh, stream);
+    gpu::pm_long_range_green<Real>(modes(a), n, k_axis, inv_w2, long_range_norm(n), s.r_s_mpc_h * s.r_s_mpc_h,
+                                   stream);
+    // One component at a time through the work mesh; two meshes: g = (g_A(x) + g_B(x)) / 2.
+    for (int axis = 0; axis < 3; ++axis) {
+      mark("pm_gradient", stream);
+      gpu::pm_long_range_gradient<Real>(modes(a), modes(work), n, axis, k_axis, stream);
       mark("pm_fft", stream);
       cufft_backward_real(plans.backward, work);
       mark("pm_interpolate", stream);
-      gpu::pm_interpolate(work, x, y, z, count, mesh == 0 ? at_a : at_b, two ? 0.5 : 1.0, mesh == 1, acc[axis],
-                          stream);
+      gpu::pm_interpolate(work, x, y, z, count, at, two ? 0.5 : 1.0, mesh == 1, acc[axis], stream);
     }
   }
 }

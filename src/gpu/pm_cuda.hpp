@@ -9,7 +9,8 @@
 // from the device's stream-ordered pool by each device-pointer accelerations() or
 // potential_energy() call and given back, queued on its stream, when it ends, so that between
 // calls the same memory serves the tree and the short-range step (gpu/device_buffer.cuh):
-//   - one complex mesh per mesh set (phi(k); two for PM-only), n^2 * 2(n/2+1) reals each,
+//   - one complex mesh, phi(k), n^2 * 2(n/2+1) reals (two for PM-only, whose interlaced
+//     meshes meet in the Green's function; the long range's take turns in one),
 //   - one work mesh of the same size: the fixed-point density while assigning, then each
 //     gradient component in turn (transformed and interpolated one at a time, so the three
 //     components never need three meshes),

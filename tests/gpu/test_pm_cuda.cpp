@@ -64,18 +64,20 @@ TEST_CASE("CUDA PM equals the FFTW PM: long range and PM-only, CIC and TSC, floa
   for (int mesh : {64, 48})
     for (bool double_mesh : {false, true})
       for (Window window : {Window::cic, Window::tsc})
-        for (bool long_range : {true, false}) {
+        for (const char* force : {"long range", "long range, interlaced", "PM-only"}) {
           if (mesh == 48 && window == Window::cic) continue;
-          const PmSettings s = settings_for(mesh, window, double_mesh, long_range);
+          const bool long_range = force[0] == 'l';
+          PmSettings s = settings_for(mesh, window, double_mesh, long_range);
+          // The interlaced long range's two meshes take turns in one mesh's memory on the GPU.
+          s.interlaced = std::string(force).find("interlaced") != std::string::npos;
           std::vector<Vec3d> ref, acc;
           PmSolver(s).accelerations(pos, kMass, ref);
           CudaPmSolver gpu(s);
           gpu.accelerations(pos, kMass, acc);
           const double diff = test::rms_relative_difference(acc, ref);
           const double bar = double_mesh ? 1e-12 : 1e-5;
-          std::printf("%d^3 %s mesh, %s, %-10s: rms relative difference %.2e (bar %.0e)\n", mesh,
-                      double_mesh ? "double" : "float ", window_name(window), long_range ? "long range" : "PM-only",
-                      diff, bar);
+          std::printf("%d^3 %s mesh, %s, %-22s: rms relative difference %.2e (bar %.0e)\n", mesh,
+                      double_mesh ? "double" : "float ", window_name(window), force, diff, bar);
           CHECK(diff < bar);
           // The forces are not trivially small: the reference is a real force field.
           double rms = 0;
@@ -173,8 +175,10 @@ TEST_CASE("CUDA PM is deterministic: bitwise repeats, any particle order, device
 
 TEST_CASE("CUDA PM memory plan: what plan_bytes promises is what the solver takes") {
   test::require_gpu_or_skip();
-  for (bool long_range : {true, false}) {
-    const PmSettings s = settings_for(128, Window::tsc, false, long_range);
+  for (const char* force : {"long range", "long range, interlaced", "PM-only"}) {
+    const bool long_range = force[0] == 'l';
+    PmSettings s = settings_for(128, Window::tsc, false, long_range);
+    s.interlaced = std::string(force).find("interlaced") != std::string::npos;
     const CudaPmMemory plan = CudaPmSolver::plan_memory(s, 1 << 20);
     std::size_t free_before = 0, free_after = 0, total = 0;
     // Device arrays come from the stream-ordered pool, which keeps what earlier solvers freed:
@@ -190,12 +194,13 @@ TEST_CASE("CUDA PM memory plan: what plan_bytes promises is what the solver take
       const CudaPmMemory held = gpu.memory();
       CHECK(held.total() == plan.total());
       CHECK(plan.particles == 0);
-      // Meshes: (long range) one complex mesh plus the work mesh, (PM-only) two plus the work mesh.
+      // Meshes: (long range, interlaced or not: its meshes take turns) one complex mesh plus the
+      // work mesh, (PM-only) two plus the work mesh.
       const std::size_t mesh = std::size_t{128} * 128 * 130 * sizeof(float);
       CHECK(plan.meshes == (long_range ? 2 : 3) * mesh);
       const double taken = static_cast<double>(free_before - free_after);
       std::printf("%s: planned %.1f MiB (meshes %.1f, cuFFT work %.1f, tables %.1f), device memory taken %.1f MiB\n",
-                  long_range ? "long range" : "PM-only", plan.total() / 1048576.0, plan.meshes / 1048576.0,
+                  force, plan.total() / 1048576.0, plan.meshes / 1048576.0,
                   plan.fft_work / 1048576.0, plan.tables / 1048576.0, taken / 1048576.0);
       // cuFFT keeps a little of its own (plans, twiddles) beyond the work area it is given.
       CHECK(taken <= plan.total() + 64.0 * 1048576.0);
