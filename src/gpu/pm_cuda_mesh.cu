@@ -32,6 +32,21 @@ __device__ WindowStencil<P> stencil_of(const double* x, const double* y, const d
                           cell_coordinate(z[p], box, cells_per_length, shift), n);
 }
 
+// Whether the stencil of a particle at x reaches a plane of the window [x_lo, x_hi) (which may
+// wrap at n): a deposit in several passes of a few planes each (gpu/pm_cuda_ranks.cu) skips
+// the others' y and z reads and weights.
+template <int P>
+__device__ bool reaches_planes(double x, double box, double cells_per_length, double shift, int n, int x_lo,
+                               int x_hi) {
+  int base = 0;
+  double w[3];
+  window_weights(P == 2 ? Window::cic : Window::tsc, cell_coordinate(x, box, cells_per_length, shift), base, w);
+  int plane = wrap_mesh_index(base, n) - x_lo;   // the stencil's first plane in the window's numbering
+  if (plane < 0) plane += n;
+  // Its planes are plane, ..., plane + P - 1 (mod n); the window's 0, ..., x_hi - x_lo - 1.
+  return plane < x_hi - x_lo || plane + P - 1 >= n;
+}
+
 template <int P>
 __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* __restrict__ y,
                                     const double* __restrict__ z, std::size_t count, double box,
@@ -39,6 +54,7 @@ __global__ void assign_fixed_kernel(const double* __restrict__ x, const double* 
                                     double scale, unsigned long long* __restrict__ acc, PmSlabKeep keep) {
   const std::size_t p = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (p >= count || !kept<P>(keep, x[p], box, cells_per_length, n)) return;
+  if (!reaches_planes<P>(x[p], box, cells_per_length, shift, n, x_lo, x_hi)) return;
   const WindowStencil<P> s = stencil_of<P>(x, y, z, p, box, cells_per_length, shift, n);
 #pragma unroll
   for (int o = 0; o < P; ++o) {

@@ -172,7 +172,7 @@ CudaPmRanks::CudaPmRanks(const PmSettings& settings, const Comm& comm, int devic
     return;
   }
   m.slabs = std::make_unique<CudaPmSlabs>(settings, comm, device, /*host_slab=*/false, m.ghosts);
-  // The deposit's peak: the x slab and its fixed-point sums (the y slabs come after the sums),
+  // The deposit's peak: the x slab and the fixed-point sums (the y slabs come after the sums),
   // the received density ghost planes and (the second interlaced mesh's) force ghost planes.
   const std::size_t mesh_bytes = m.meshes_bytes() + m.fixed_count() * sizeof(unsigned long long);
   const std::size_t ghost_bytes = m.ghost_in_count() * sizeof(unsigned long long) +
@@ -195,16 +195,19 @@ CudaPmRanks::~CudaPmRanks() = default;
 
 std::size_t CudaPmRanks::planned_transient_bytes(const PmSettings& settings, int ranks, int rank) {
   // The constructor's sizes (the x slab with its ghost planes, the received ghost planes), then
-  // the larger of the fixed-point sums of the held planes and CudaPmSlabs' y slab of the modes
+  // the larger of the fixed-point sums (pm_fixed_planes) and CudaPmSlabs' y slab of the modes
   // with the larger of an x and a y slab (with CUDA IPC the exchange's exported buffer, held;
   // staged a second y slab): the sums go back before the y slabs are taken.
   const int n = settings.grid_side, wanted = window_order(settings.window);
   const SlabPlanes slab = slab_planes(n, ranks, rank);
-  const auto held = static_cast<std::size_t>(slab.count + ghost_plane_count(n, slab, wanted));
+  const int ghosts = ghost_plane_count(n, slab, wanted);
+  const auto held = static_cast<std::size_t>(slab.count + ghosts);
   const std::size_t padded = 2 * (static_cast<std::size_t>(n) / 2 + 1), plane = static_cast<std::size_t>(n) * n;
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
   const std::size_t mesh = std::max<std::size_t>(held * n * padded, 1) * real;
-  const std::size_t fixed = std::max<std::size_t>(held * plane, 1) * sizeof(unsigned long long);
+  const std::size_t fixed = static_cast<std::size_t>(pm_fixed_planes(n, static_cast<int>(held), ghosts,
+                                                                      settings.double_mesh)) *
+                            plane * sizeof(unsigned long long);
   const SlabGhostLists lists = slab_ghost_lists(n, ranks, rank, wanted);
   const std::size_t ghost_in = std::max<std::size_t>(lists.owned_planes.size(), 1) * plane * sizeof(unsigned long long);
   const std::size_t force_ghost_in = std::max<std::size_t>(lists.ghost_planes.size(), 1) * padded * n * real;
@@ -380,17 +383,70 @@ void CudaPmRanks::Impl::route(const double* pos, std::size_t n, cudaStream_t str
   traffic.particle_bytes = 2 * 3 * sizeof(double) * leaving;
 }
 
-// The fixed-point deposit at g of this rank's share into the held planes (`fixed`, zeroed):
-// the own particles that stay, from the caller's positions, and those routed here.
-void CudaPmRanks::Impl::deposit(const gpu::PmMeshGeometry& g, double scale, unsigned long long* fixed,
-                                cudaStream_t stream) const {
-  if (held == 0) return;
+// The fixed-point deposit at g of this rank's share into its held planes [x_lo, x_hi) (local
+// numbers), at `fixed` from x_lo on (zeroed): the own particles that stay, from the caller's
+// positions, and those routed here.
+void CudaPmRanks::Impl::deposit(const gpu::PmMeshGeometry& g, double scale, int x_lo, int x_hi,
+                                unsigned long long* fixed, cudaStream_t stream) const {
+  if (x_hi <= x_lo) return;
   const std::size_t m = routed_count;
   const double* const rx = routed_pos.data();
-  gpu::pm_assign_fixed(own_pos, own_pos + own_n, own_pos + 2 * own_n, own_n, g, slab.first, slab.first + held, scale,
-                       fixed, stream, keep_own());
-  gpu::pm_assign_fixed(rx, rx + m, rx + 2 * m, m, g, slab.first, slab.first + held, scale, fixed, stream);
+  const int lo = slab.first + x_lo, hi = slab.first + x_hi;
+  ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(x_hi - x_lo) * settings.grid_side *
+                                                 settings.grid_side * sizeof(unsigned long long),
+                                   stream));
+  gpu::pm_assign_fixed(own_pos, own_pos + own_n, own_pos + 2 * own_n, own_n, g, lo, hi, scale, fixed, stream,
+                       keep_own());
+  gpu::pm_assign_fixed(rx, rx + m, rx + 2 * m, m, g, lo, hi, scale, fixed, stream);
 }
+
+// The sums go through `fixed` (fixed_count()) in passes when it cannot hold every held
+// plane's: first the ghost planes, sent to their owners, then the slab's planes a chunk at a
+// time, each with the ghost planes received for it, converted into rho before the next. A
+// node's sum is the same integer in any pass (every particle adds the same term to it); the
+// passes cost reading the positions again (those outside a pass's planes only read x).
+template <typename Real>
+void CudaPmRanks::Impl::density_into(const gpu::PmMeshGeometry& g, double scale, double mean, double factor, Real* rho,
+                                     unsigned long long* fixed, cudaStream_t stream, PhaseTimes& times) {
+  const int n = settings.grid_side, capacity = fixed_planes();
+  const std::size_t cells = static_cast<std::size_t>(n) * n;
+  const bool one_pass = capacity >= held;   // a double mesh's: the sums take no more than its x slab
+  const int ghosts_from = one_pass ? 0 : slab.count;
+  {
+    ScopedPhase phase(times, "pm_assign");
+    deposit(g, scale, ghosts_from, held, fixed, stream);
+  }
+  {
+    // The ghost planes' sums to their owners, which add them into their own (integer
+    // addition: the owner's sums are the same bits as if it had assigned every particle).
+    ScopedPhase phase(times, "pm_exchange");
+    std::vector<int> sent(ghost_planes);
+    for (int& plane : sent) plane -= ghosts_from;
+    exchange_planes(reinterpret_cast<const unsigned char*>(fixed), sent, ghost_counts,
+                    reinterpret_cast<unsigned char*>(ghost_in.data()), owned_counts,
+                    cells * sizeof(unsigned long long), stream);
+    traffic.ghost_bytes += ghost_planes.size() * cells * sizeof(unsigned long long);
+  }
+  ScopedPhase phase(times, "pm_assign");
+  for (int first = 0; first < slab.count; first += capacity) {
+    const int last = std::min(slab.count, first + capacity);
+    if (!one_pass) deposit(g, scale, first, last, fixed, stream);
+    // In the order received: two planes from different ranks may be the same owned plane
+    // (thin slabs), so the adds into one plane are queued one after the other on the stream.
+    for (std::size_t k = 0; k < owned_planes.size(); ++k) {
+      if (owned_planes[k] < first || owned_planes[k] >= last) continue;
+      add_plane_kernel<<<grid_for(cells), kThreads, 0, stream>>>(fixed + (owned_planes[k] - first) * cells,
+                                                                 ghost_in.data() + k * cells, cells);
+      ORBIS_CUDA_CHECK(cudaGetLastError());
+    }
+    gpu::pm_fixed_to_mesh(fixed, n, first, last, mean, factor / scale, rho, stream);
+  }
+}
+
+template void CudaPmRanks::Impl::density_into<float>(const gpu::PmMeshGeometry&, double, double, double, float*,
+                                                     unsigned long long*, cudaStream_t, PhaseTimes&);
+template void CudaPmRanks::Impl::density_into<double>(const gpu::PmMeshGeometry&, double, double, double, double*,
+                                                      unsigned long long*, cudaStream_t, PhaseTimes&);
 
 // Interleaved triples between ranks: `out` (device) holds what this rank sends, grouped by
 // destination in rank order (out_counts), `in` (device) receives, grouped by source
@@ -464,24 +520,6 @@ void CudaPmRanks::Impl::exchange_planes(const unsigned char* from, const std::ve
   sync(stream);   // recv is reused at once
 }
 
-// The density's ghost planes (integer sums, n^2 per plane in the fixed-point layout) added
-// into their owners' planes: integer addition, so the owner's sums are the same bits as if
-// it had assigned every particle itself.
-void CudaPmRanks::Impl::add_density_ghosts(unsigned long long* fixed, cudaStream_t stream) {
-  const std::size_t cells = static_cast<std::size_t>(settings.grid_side) * settings.grid_side;
-  const std::size_t plane_bytes = cells * sizeof(unsigned long long);
-  exchange_planes(reinterpret_cast<const unsigned char*>(fixed), ghost_planes, ghost_counts,
-                  reinterpret_cast<unsigned char*>(ghost_in.data()), owned_counts, plane_bytes, stream);
-  // In the order received: two planes from different ranks may be the same owned plane
-  // (thin slabs), so the adds into one plane are queued one after the other on the stream.
-  for (std::size_t k = 0; k < owned_planes.size(); ++k) {
-    add_plane_kernel<<<grid_for(cells), kThreads, 0, stream>>>(fixed + owned_planes[k] * cells,
-                                                               ghost_in.data() + k * cells, cells);
-    ORBIS_CUDA_CHECK(cudaGetLastError());
-  }
-  traffic.ghost_bytes += ghost_planes.size() * plane_bytes;
-}
-
 // A force mesh's planes to the ranks that hold them as ghost planes (copied).
 // The planes land in force_ghost_in (from the pool for the call) and are copied into place.
 template <typename Real>
@@ -516,24 +554,12 @@ void CudaPmRanks::Impl::run(std::size_t total, double mass, double* acc, cudaStr
   for (int mesh = 0; mesh < meshes_count; ++mesh) {
     // One mesh at a time in the same slab: each adds its share of the force.
     const gpu::PmMeshGeometry g{n, s.window, s.box_mpc_h, long_range_mesh_shift(s.interlaced, mesh)};
-    {
-      // The fixed-point sums of the held planes, from the pool until they are the density;
-      // given back before CudaPmSlabs takes its y slabs, which then reuse the memory.
-      ScopedPhase phase(times, "pm_assign");
-      fixed_sums.ensure_exact(fixed_count());
-      ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed_sums.data(), 0, fixed_count() * sizeof(unsigned long long), stream));
-      deposit(g, scale, fixed_sums.data(), stream);
-    }
-    {
-      ScopedPhase phase(times, "pm_exchange");
-      add_density_ghosts(fixed_sums.data(), stream);
-    }
-    {
-      ScopedPhase phase(times, "pm_assign");
-      gpu::pm_fixed_to_mesh(fixed_sums.data(), n, 0, slab.count, mean, density / scale, slab_mesh, stream);
-      fixed_sums.release();
-      sync(stream);   // CudaPmSlabs works on its own stream
-    }
+    // The fixed-point sums, from the pool until they are the density; given back before
+    // CudaPmSlabs takes its y slabs, which then reuse the memory.
+    fixed_sums.ensure_exact(fixed_count());
+    density_into(g, scale, mean, density, slab_mesh, fixed_sums.data(), stream, times);
+    fixed_sums.release();
+    sync(stream);   // CudaPmSlabs works on its own stream
     // Each component: its ghost planes (with it from CudaPmSlabs, else fetched from their
     // owners), then the interpolation. Two meshes:
     // g(x) = (g_A(x) + g_B(x)) / 2, mesh B's half added to mesh A's; the stayers' straight into

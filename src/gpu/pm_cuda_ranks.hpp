@@ -17,7 +17,9 @@
 //     one-GPU PM's kernel, gpu/pm_cuda_mesh.cuh: integer atomics, deterministic), the ghost
 //     planes added into their owners' planes as integers (device to device through the cuFFT
 //     slabs' CUDA IPC exchange when the ranks have one, else staged through pinned memory),
-//     the conversion to the density in the x slab, the Fourier work of CudaPmSlabs on it, and
+//     the conversion to the density in the x slab (for a float mesh in passes: the ghost
+//     planes first, then the slab's planes half at a time, so the 8-byte sums never take more
+//     than the slab's own memory), the Fourier work of CudaPmSlabs on it, and
 //     for each force component in turn, in the same x slab: its ghost planes (with CUDA IPC
 //     they come with the y -> x transpose, as rows of every rank's y slab, and the 2D C2R
 //     transforms them with the slab: no exchange of their own; staged, fetched from their
@@ -42,7 +44,8 @@
 // at its end (transient_bytes() and the per-particle buffers; between PM steps the
 // short-range step uses that memory, as the one-GPU PM's): one real x slab with the window's
 // ghost planes, (nx + ghosts) n 2(n/2+1) reals (the density, then g_x, g_y and g_z in turn),
-// the fixed-point sums of its planes (8 bytes a node) until they are the density, given back
+// the fixed-point sums of the planes of a pass (8 bytes a node: no more than the x slab's
+// bytes, so about half its planes for a float mesh) until they are the density, given back
 // before CudaPmSlabs takes its complex y slab (one with CUDA IPC, two staged), the received
 // density and force ghost planes; per particle that
 // leaves or arrives (routing_bytes(): a leaver's keys, order and packed position, an
@@ -76,13 +79,13 @@
 // energy check builds its CudaPmRanks with Use::energy, which keeps only its cuFFT plans
 // (without work areas), the per-axis tables and a few counts. Each potential_energy() takes
 // from the device pool (gpu/device_buffer.cuh), queued on the caller's stream, the density x
-// slab with its ghost planes, one scratch area (the fixed-point sums of the held planes, then
+// slab with its ghost planes, one scratch area (the fixed-point sums of a pass, then
 // the y slab of modes), the received ghost planes, the cuFFT work area, the row sums and the
 // routed positions (the routing's other buffers go back before the slabs are taken), and
-// gives them all back before it returns: ~12 n^3 / P bytes for a float mesh (16 for double)
+// gives them all back before it returns: ~8 n^3 / P bytes for a float mesh (16 for double)
 // plus 24 bytes per routed particle and the caller's 24 per particle, for the length of the
 // check only, from memory the step's phases (tree, walk, P2P) have given back to the pool
-// (0.8 GB + 0.4 GB per rank for 256^3 particles on a 512^3 float mesh over 2 ranks); a check
+// (0.55 GB + 0.4 GB per rank for 256^3 particles on a 512^3 float mesh over 2 ranks); a check
 // that would not fit stops every rank with the bytes needed and free. The transpose's host
 // staging is ordinary host memory freed at return (the particles' and ghost planes' pinned
 // buffers stay, small). A CudaPmRanks built for forces (the step engine's energy check) takes

@@ -49,11 +49,10 @@ void x_lines_forward(cufftHandle plan, double2* data) {
 
 CudaPmRanks::Impl::EnergyBlock CudaPmRanks::Impl::energy_block() const {
   const std::size_t real = settings.double_mesh ? sizeof(double) : sizeof(float);
-  const std::size_t n = static_cast<std::size_t>(settings.grid_side);
   EnergyBlock b;
   b.scratch_offset = aligned(mesh_reals * real);
-  // The held planes' fixed-point sums (8 bytes a node), later the y slab (two reals a mode).
-  const std::size_t fixed = static_cast<std::size_t>(held) * n * n * sizeof(unsigned long long);
+  // The fixed-point sums (8 bytes a node), later the y slab (two reals a mode).
+  const std::size_t fixed = fixed_count() * sizeof(unsigned long long);
   b.scratch_bytes = std::max<std::size_t>(std::max(fixed, layout.y_slab_count * 2 * real), 1);
   return b;
 }
@@ -191,16 +190,12 @@ void CudaPmRanks::Impl::forward_modes(double shift_cells, std::size_t total, dou
                                       unsigned long long* fixed, void* modes_out, cudaStream_t stream) {
   using C = typename gpu::MeshComplex<Real>::type;
   const int n = settings.grid_side;
-  const std::size_t cells = static_cast<std::size_t>(n) * n;
   C* const modes = static_cast<C*>(modes_out);
   const double scale = fixed_point_scale(total);
   const double mean = pm_fixed_point_mean(total, scale, n);
   const gpu::PmMeshGeometry g{n, settings.window, settings.box_mpc_h, shift_cells};
-  ORBIS_CUDA_CHECK(cudaMemsetAsync(fixed, 0, static_cast<std::size_t>(held) * cells * sizeof(unsigned long long),
-                                   stream));
-  deposit(g, scale, fixed, stream);
-  add_density_ghosts(fixed, stream);
-  gpu::pm_fixed_to_mesh(fixed, n, 0, slab.count, mean, factor / scale, rho, stream);
+  PhaseTimes untimed;
+  density_into(g, scale, mean, factor, rho, fixed, stream, untimed);
   if (slabs) {   // Use::forces: CudaPmSlabs' plans and transposes (device to device with CUDA IPC)
     sync(stream);   // CudaPmSlabs works on its own stream
     slabs->forward_on_device(rho, modes);

@@ -24,6 +24,18 @@
 
 namespace orbis {
 
+// The planes of fixed-point sums (8 bytes a node) one deposit pass of a rank holds, `held`
+// planes of its x slab and ghost planes on an n^3 mesh: as many as take no more memory than
+// that x slab (held planes of n 2(n/2+1) reals), so the sums never need more than the slab's
+// own bytes beside it: every held plane for a double mesh (one pass), about half of them for
+// a float mesh; at least the ghost planes (their own pass) and one.
+inline int pm_fixed_planes(int n, int held, int ghosts, bool double_mesh) {
+  const std::size_t real = double_mesh ? sizeof(double) : sizeof(float);
+  const std::size_t slab_bytes = static_cast<std::size_t>(held) * 2 * (static_cast<std::size_t>(n) / 2 + 1) * real;
+  const auto planes = static_cast<int>(slab_bytes / (static_cast<std::size_t>(n) * sizeof(unsigned long long)));
+  return std::max({planes, ghosts, 1});
+}
+
 struct CudaPmRanks::Impl {
   Impl(const PmSettings& s, const Comm& c, int d, Use u)
       : settings(s), comm(c), device(d), use(u), layout(s.grid_side, c.size(), c.rank()) {}
@@ -88,10 +100,11 @@ struct CudaPmRanks::Impl {
   gpu::DeviceArray<unsigned char> earlier_modes;
   gpu::DeviceAlltoallv* borrowed_transposes = nullptr;
 
-  // The forces' real x slab, and the fixed-point sums' elements (held n^2, at least 1).
+  // The forces' real x slab, and the fixed-point sums' planes and elements (density_into()).
   std::size_t meshes_bytes() const { return mesh_reals * (settings.double_mesh ? sizeof(double) : sizeof(float)); }
+  int fixed_planes() const { return pm_fixed_planes(settings.grid_side, held, ghosts, settings.double_mesh); }
   std::size_t fixed_count() const {
-    return std::max<std::size_t>(static_cast<std::size_t>(held) * settings.grid_side * settings.grid_side, 1);
+    return static_cast<std::size_t>(fixed_planes()) * settings.grid_side * settings.grid_side;
   }
   std::size_t mesh_bytes() const {
     return meshes.capacity() + (fixed_sums.capacity() + ghost_in.capacity()) * sizeof(unsigned long long) +
@@ -118,7 +131,15 @@ struct CudaPmRanks::Impl {
   void route(const double* pos, std::size_t n, cudaStream_t stream);
   // The own particles this rank's slab keeps (those that do not leave).
   gpu::PmSlabKeep keep_own() const { return gpu::PmSlabKeep{slab.first, slab.count}; }
-  void deposit(const gpu::PmMeshGeometry& g, double scale, unsigned long long* fixed, cudaStream_t stream) const;
+  void deposit(const gpu::PmMeshGeometry& g, double scale, int x_lo, int x_hi, unsigned long long* fixed,
+               cudaStream_t stream) const;
+  // One mesh's density of every rank's particles at g in this rank's x slab rho:
+  // (sum - mean) factor / scale over its planes, the density ghost planes added into their
+  // owners' sums, through `fixed` (fixed_count() sums, in passes when they are fewer than the
+  // held planes'). Collective (the ghost planes).
+  template <typename Real>
+  void density_into(const gpu::PmMeshGeometry& g, double scale, double mean, double factor, Real* rho,
+                    unsigned long long* fixed, cudaStream_t stream, PhaseTimes& times);
   void exchange_particles(const double* out, const std::vector<std::size_t>& out_counts, double* in,
                           const std::vector<std::size_t>& in_counts, cudaStream_t stream);
   void send_back(double* acc, cudaStream_t stream);
@@ -126,7 +147,6 @@ struct CudaPmRanks::Impl {
   void exchange_planes(const unsigned char* from, const std::vector<int>& out_planes,
                        const std::vector<std::size_t>& out_counts, unsigned char* in,
                        const std::vector<std::size_t>& in_counts, std::size_t plane_bytes, cudaStream_t stream);
-  void add_density_ghosts(unsigned long long* fixed, cudaStream_t stream);
   template <typename Real>
   void fetch_force_ghosts(Real* mesh, cudaStream_t stream);
   // The force pass: the stayers' accelerations into acc (x | y | z blocks of own_n), the
@@ -137,8 +157,8 @@ struct CudaPmRanks::Impl {
 
   // The energy (pm_cuda_ranks_energy.cu). The block of one call (of count_modes() too), in
   // `meshes`: the density x slab (mesh_reals reals, as rho of the forces' layout), then from
-  // scratch_offset (256-byte aligned) the scratch: the fixed-point sums of the held planes,
-  // then the y slab of modes.
+  // scratch_offset (256-byte aligned) the scratch: the fixed-point sums (fixed_count()), then
+  // the y slab of modes.
   struct EnergyBlock {
     std::size_t scratch_offset = 0, scratch_bytes = 0;
     std::size_t total() const { return scratch_offset + scratch_bytes; }
@@ -155,10 +175,9 @@ struct CudaPmRanks::Impl {
   void give_back_energy_memory();
   template <typename C>
   void transpose_to_y(const C* x_slab, C* y_slab, cudaStream_t stream);
-  // One mesh's forward transform of this rank's share (deposit()): the fixed-point deposit
-  // at shift_cells into the held planes (`fixed`: held n^2 sums), the density ghost planes
-  // added into their owners' planes, (sum - mean) factor / scale into the x slab `rho`
-  // (fixed_point_scale(total) and its mean), the 2D R2C of its planes, the transpose into
+  // One mesh's forward transform of this rank's share: its density at shift_cells into the x
+  // slab `rho` (density_into(), through `fixed`: fixed_count() sums; fixed_point_scale(total)
+  // and its mean), the 2D R2C of its planes, the transpose into
   // `modes` (this rank's y slab of complex Reals; may be `fixed`'s memory, read before) and the
   // 1D transforms along x. The plans bound (bind_forward_plans).
   template <typename Real>
