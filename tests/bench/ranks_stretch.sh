@@ -14,12 +14,13 @@
 #     stretch NAME NP [K=V...] z = 0.1 -> 0.05 from that snapshot on NP ranks (orbis run --set K=V)
 #     whole NAME NP [K=V...]   the whole run, z = 99 -> 0, at the file's (default) steps on NP ranks
 #   SETS="K=V ..." (environment) adds overrides to every run, e.g. SETS="box.particles_per_side=512
-#   box.size_mpc_h=2000" for another size (tests/bench/scaling.sh); PARAMS another file.
+#   box.size_mpc_h=2000" for another size (tests/bench/scaling.sh); PARAMS another file; BUILD
+#   another build directory (default /tmp/bm: an older commit's build beside it, for A/B pairs).
 #   Then, here: tests/bench/ranks_table.py LOG... prints the per-phase table.
 set -o pipefail
 out=${OUT:-device_out}
 runs=${RUNS:-/tmp/stretch_runs}
-b=/tmp/bm
+b=${BUILD:-/tmp/bm}
 src=$(pwd)
 params=${PARAMS:-$src/params/photons_256.toml}
 read -r -a common <<<"${SETS:-}"
